@@ -1,0 +1,1 @@
+"""numaplane.testing."""

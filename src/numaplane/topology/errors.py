@@ -1,0 +1,42 @@
+"""Errors of the topology package.
+
+Exception tree::
+
+    TopologyError                    (base of everything raised here)
+    ├── CPUSetParseError             malformed cpuset string (also a ValueError)
+    ├── TopologyFormatError          malformed topology JSON document (also a ValueError)
+    └── SysfsError                   sysfs tree unreadable or malformed (names the file)
+"""
+
+from __future__ import annotations
+
+
+class TopologyError(Exception):
+    """Base class of the topology package's errors."""
+
+
+class CPUSetParseError(TopologyError, ValueError):
+    """A cpuset string is not in the kubelet / Linux list syntax."""
+
+    def __init__(self, text: str, reason: str) -> None:
+        super().__init__(f"invalid cpuset {text!r}: {reason}")
+        self.text = text
+        self.reason = reason
+
+
+class TopologyFormatError(TopologyError, ValueError):
+    """A topology JSON document is malformed; ``path`` locates the bad field."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"invalid topology document at {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class SysfsError(TopologyError):
+    """A sysfs file is unreadable or malformed; ``file`` names it."""
+
+    def __init__(self, file: str, reason: str) -> None:
+        super().__init__(f"{file}: {reason}")
+        self.file = file
+        self.reason = reason
