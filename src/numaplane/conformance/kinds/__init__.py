@@ -1,0 +1,1 @@
+"""One module per conformance kind, named after the kind with ``-`` replaced by ``_``."""
