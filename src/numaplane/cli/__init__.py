@@ -18,8 +18,16 @@ from numaplane import __version__
 # command name -> (module, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "simulate": ("numaplane.cli.simulate", "command", "Simulate a whole cluster and compare schedulers."),
-    "topology": ("numaplane.cli.topology", "command", "Show a machine's CPU, NUMA, memory and device topology."),
-    "conformance": ("numaplane.cli.conformance", "command", "Run kubelet / scheduler-plugins conformance cases."),
+    "topology": (
+        "numaplane.cli.topology",
+        "command",
+        "Show a machine's CPU, NUMA, memory and device topology.",
+    ),
+    "conformance": (
+        "numaplane.cli.conformance",
+        "command",
+        "Run kubelet / scheduler-plugins conformance cases.",
+    ),
     "admit": ("numaplane.cli.admit", "command", "Admit pods on a node with the resource manager (dry run)."),
     "exporter": ("numaplane.cli.exporter", "command", "Publish NodeResourceTopology objects for this node."),
     "scheduler": ("numaplane.cli.scheduler", "group", "NUMA-aware scheduler: extender or standalone."),
@@ -57,7 +65,9 @@ def _available(name: str) -> bool:
     return importlib.util.find_spec(COMMANDS[name][0]) is not None
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 @click.version_option(__version__, prog_name="numaplane")
 def main() -> None:
     """numaplane: NUMA-aware resource management for Kubernetes.
@@ -65,4 +75,3 @@ def main() -> None:
     Start with `numaplane simulate` (a whole cluster in one process) or `numaplane topology`
     (this machine's NUMA layout).
     """
-

@@ -283,7 +283,11 @@ class Topology:
         cpus: list[dict[str, Any]] = []
         for c in self.cpus:
             entry: dict[str, Any] = {
-                "cpu": c.cpu, "core": c.core, "socket": c.socket, "numa": c.numa, "uncore": c.uncore,
+                "cpu": c.cpu,
+                "core": c.core,
+                "socket": c.socket,
+                "numa": c.numa,
+                "uncore": c.uncore,
             }
             if c.die:
                 entry["die"] = c.die
@@ -350,7 +354,9 @@ class Topology:
         for nid in sorted(set(by_numa) - node_ids):
             nodes.append(NUMANode(id=nid, cpus=CPUSet.from_mask(by_numa[nid])))
         nodes = [
-            n if n.cpus.mask == by_numa.get(n.id, 0) else _with_cpus(n, CPUSet.from_mask(by_numa.get(n.id, 0)))
+            n
+            if n.cpus.mask == by_numa.get(n.id, 0)
+            else _with_cpus(n, CPUSet.from_mask(by_numa.get(n.id, 0)))
             for n in nodes
         ]
         nodes.sort(key=lambda n: n.id)
@@ -416,7 +422,9 @@ def synthetic(
             numa = core // cores_per_numa
             socket = numa // numa_per_socket
             uncore = numa * uncore_per_numa + (core % cores_per_numa) // (cores_per_numa // uncore_per_numa)
-            cpus.append(CPUInfo(cpu=thread * total_cores + core, core=core, socket=socket, numa=numa, uncore=uncore))
+            cpus.append(
+                CPUInfo(cpu=thread * total_cores + core, core=core, socket=socket, numa=numa, uncore=uncore)
+            )
     n_numa = sockets * numa_per_socket
     nodes = []
     for nid in range(n_numa):
@@ -498,7 +506,9 @@ def _numa_from_dict(doc: Any, where: str) -> NUMANode:
             raise TopologyFormatError(hw, "not an object")
         hugepages.append(
             HugePages(
-                page_size_bytes=_int(h, "page_size_bytes", hw), total=_int(h, "total", hw), free=_opt_int(h, "free", hw)
+                page_size_bytes=_int(h, "page_size_bytes", hw),
+                total=_int(h, "total", hw),
+                free=_opt_int(h, "free", hw),
             )
         )
     raw_dist = doc.get("distances", {})
@@ -523,7 +533,11 @@ def _numa_from_dict(doc: Any, where: str) -> NUMANode:
 
 def _pci_to_dict(d: PCIDevice) -> dict[str, Any]:
     doc: dict[str, Any] = {
-        "address": d.address, "vendor": d.vendor, "device": d.device, "class": d.class_code, "numa_node": d.numa_node,
+        "address": d.address,
+        "vendor": d.vendor,
+        "device": d.device,
+        "class": d.class_code,
+        "numa_node": d.numa_node,
     }
     if d.driver is not None:
         doc["driver"] = d.driver

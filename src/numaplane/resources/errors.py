@@ -1,0 +1,32 @@
+"""Errors of the resources package.
+
+Exception tree::
+
+    ResourceError                 (base)
+    ├── QuantityError             malformed Kubernetes quantity string (also a ValueError)
+    └── PodSpecError              malformed Pod JSON; ``path`` locates the field (also a ValueError)
+"""
+
+from __future__ import annotations
+
+
+class ResourceError(Exception):
+    """Base class of the resources package's errors."""
+
+
+class QuantityError(ResourceError, ValueError):
+    """A quantity string does not follow the Kubernetes quantity syntax."""
+
+    def __init__(self, text: object, reason: str) -> None:
+        super().__init__(f"invalid quantity {text!r}: {reason}")
+        self.text = text
+        self.reason = reason
+
+
+class PodSpecError(ResourceError, ValueError):
+    """A Pod document is malformed at ``path`` (JSON-path-like, e.g. ``spec.containers[0].resources``)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"invalid pod at {path}: {reason}")
+        self.path = path
+        self.reason = reason

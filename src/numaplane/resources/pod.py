@@ -1,0 +1,274 @@
+"""Pods as the resource managers and the scheduler see them: requests, limits, QoS, init rules.
+
+:func:`parse_pod` turns core/v1 Pod JSON into frozen values; malformed input raises
+:class:`PodSpecError` naming the field. Quantities are exact (:class:`Quantity`).
+
+Rules implemented (upstream references in parentheses):
+
+* QoS class (``pkg/apis/core/v1/helper/qos.GetPodQOS``): ``status.qosClass`` wins when set; otherwise
+  only ``cpu`` and ``memory`` count, zero quantities are ignored, requests and limits are summed over
+  init and app containers; no requests and no limits → BestEffort; Guaranteed when every container
+  has non-zero cpu and memory limits and the summed requests equal the summed limits for the same
+  set of resources; otherwise Burstable. Pod-level ``spec.resources`` (KEP-2837), when present,
+  replaces the container sums.
+* Effective pod requests (``component-helpers/resource.PodRequests``): the larger of (sum of app
+  containers + restartable sidecars) and, for each init container in order, its request plus the
+  sidecars started before it; plus ``spec.overhead``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Literal
+
+from numaplane.resources.errors import PodSpecError, QuantityError
+from numaplane.resources.quantity import Quantity, parse_quantity
+
+__all__ = [
+    "Container",
+    "Pod",
+    "QOSClass",
+    "ResourceList",
+    "add_resources",
+    "max_resources",
+    "parse_pod",
+    "parse_resource_list",
+]
+
+QOSClass = Literal["Guaranteed", "Burstable", "BestEffort"]
+ResourceList = Mapping[str, Quantity]
+_QOS_RESOURCES = ("cpu", "memory")
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """One container of a pod. ``init`` marks an init container, ``sidecar`` a restartable one."""
+
+    name: str
+    requests: ResourceList = field(default_factory=dict)
+    limits: ResourceList = field(default_factory=dict)
+    init: bool = False
+    restart_policy: str | None = None
+
+    @property
+    def sidecar(self) -> bool:
+        """A restartable init container (``restartPolicy: Always``), i.e. a native sidecar."""
+        return self.init and self.restart_policy == "Always"
+
+    def request(self, resource: str) -> Quantity | None:
+        return self.requests.get(resource)
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A pod's identity, scheduling fields and containers. ``raw`` keeps the source document."""
+
+    uid: str
+    name: str
+    namespace: str = "default"
+    init_containers: tuple[Container, ...] = ()
+    containers: tuple[Container, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    overhead: ResourceList = field(default_factory=dict)
+    pod_requests_spec: ResourceList | None = None
+    pod_limits_spec: ResourceList | None = None
+    status_qos_class: str | None = None
+    node_name: str = ""
+    scheduler_name: str = "default-scheduler"
+    phase: str = ""
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+    def all_containers(self) -> tuple[Container, ...]:
+        """Init containers first (in order), then app containers: the kubelet's admission order."""
+        return self.init_containers + self.containers
+
+    def container(self, name: str) -> Container | None:
+        for c in self.all_containers():
+            if c.name == name:
+                return c
+        return None
+
+    @property
+    def qos_class(self) -> QOSClass:
+        if self.status_qos_class in ("Guaranteed", "Burstable", "BestEffort"):
+            return self.status_qos_class  # type: ignore[return-value]
+        return compute_qos(self)
+
+    def effective_requests(self, *, include_overhead: bool = True) -> dict[str, Quantity]:
+        """Pod-level requests as the scheduler and kubelet account them (see module docstring)."""
+        if self.pod_requests_spec is not None:
+            reqs = dict(self.pod_requests_spec)
+        else:
+            reqs = {}
+            for c in self.containers:
+                reqs = add_resources(reqs, c.requests)
+            sidecars: dict[str, Quantity] = {}
+            init_max: dict[str, Quantity] = {}
+            for c in self.init_containers:
+                if c.sidecar:
+                    reqs = add_resources(reqs, c.requests)
+                    sidecars = add_resources(sidecars, c.requests)
+                    step = sidecars
+                else:
+                    step = add_resources(c.requests, sidecars)
+                init_max = max_resources(init_max, step)
+            reqs = max_resources(reqs, init_max)
+        if include_overhead and self.overhead:
+            reqs = add_resources(reqs, self.overhead)
+        return reqs
+
+
+def compute_qos(pod: Pod) -> QOSClass:
+    """``GetPodQOS`` from the spec (ignores ``status.qosClass``)."""
+    requests: dict[str, Fraction] = {}
+    limits: dict[str, Fraction] = {}
+    guaranteed = True
+    if pod.pod_requests_spec is not None or pod.pod_limits_spec is not None:
+        sources: Iterable[tuple[ResourceList, ResourceList]] = [
+            (pod.pod_requests_spec or {}, pod.pod_limits_spec or {})
+        ]
+    else:
+        sources = [(c.requests, c.limits) for c in pod.all_containers()]
+    for reqs, lims in sources:
+        for name in _QOS_RESOURCES:
+            q = reqs.get(name)
+            if q is not None and not q.is_zero():
+                requests[name] = requests.get(name, Fraction(0)) + q.amount
+        found = set()
+        for name in _QOS_RESOURCES:
+            q = lims.get(name)
+            if q is not None and not q.is_zero():
+                found.add(name)
+                limits[name] = limits.get(name, Fraction(0)) + q.amount
+        if found != set(_QOS_RESOURCES):
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed:
+        for name, amount in requests.items():
+            if limits.get(name) != amount:
+                guaranteed = False
+                break
+    if guaranteed and len(requests) == len(limits):
+        return "Guaranteed"
+    return "Burstable"
+
+
+def add_resources(a: ResourceList, b: ResourceList) -> dict[str, Quantity]:
+    out = dict(a)
+    for name, q in b.items():
+        out[name] = out[name] + q if name in out else q
+    return out
+
+
+def max_resources(a: ResourceList, b: ResourceList) -> dict[str, Quantity]:
+    out = dict(a)
+    for name, q in b.items():
+        if name not in out or out[name].amount < q.amount:
+            out[name] = q
+    return out
+
+
+def parse_resource_list(doc: Any, path: str) -> dict[str, Quantity]:
+    """A ``{name: quantity}`` map; raise :class:`PodSpecError` naming the bad entry."""
+    if doc is None:
+        return {}
+    if not isinstance(doc, Mapping):
+        raise PodSpecError(path, "expected a map of resource name to quantity")
+    out: dict[str, Quantity] = {}
+    for name, value in doc.items():
+        if not isinstance(name, str) or not name:
+            raise PodSpecError(path, f"invalid resource name {name!r}")
+        try:
+            out[name] = parse_quantity(value)
+        except QuantityError as exc:
+            raise PodSpecError(f"{path}.{name}", str(exc)) from exc
+    return out
+
+
+def _parse_container(doc: Any, path: str, init: bool) -> Container:
+    if not isinstance(doc, Mapping):
+        raise PodSpecError(path, "a container must be an object")
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise PodSpecError(f"{path}.name", "missing or not a string")
+    resources = doc.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        raise PodSpecError(f"{path}.resources", "not an object")
+    restart = doc.get("restartPolicy")
+    if restart is not None and not isinstance(restart, str):
+        raise PodSpecError(f"{path}.restartPolicy", "not a string")
+    return Container(
+        name=name,
+        requests=parse_resource_list(resources.get("requests"), f"{path}.resources.requests"),
+        limits=parse_resource_list(resources.get("limits"), f"{path}.resources.limits"),
+        init=init,
+        restart_policy=restart,
+    )
+
+
+def _str_map(doc: Any, path: str) -> dict[str, str]:
+    if doc is None:
+        return {}
+    if not isinstance(doc, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in doc.items()
+    ):
+        raise PodSpecError(path, "expected a map of strings")
+    return dict(doc)
+
+
+def parse_pod(doc: Any) -> Pod:
+    """Parse core/v1 Pod JSON. ``metadata.uid`` defaults to ``namespace/name`` when absent."""
+    if not isinstance(doc, Mapping):
+        raise PodSpecError("$", "a pod must be a JSON object")
+    meta = doc.get("metadata") or {}
+    spec = doc.get("spec") or {}
+    status = doc.get("status") or {}
+    if not isinstance(meta, Mapping) or not isinstance(spec, Mapping) or not isinstance(status, Mapping):
+        raise PodSpecError("$", "metadata, spec and status must be objects")
+    name = meta.get("name", "")
+    namespace = meta.get("namespace") or "default"
+    if not isinstance(name, str) or not isinstance(namespace, str):
+        raise PodSpecError("metadata", "name and namespace must be strings")
+    uid = meta.get("uid") or f"{namespace}/{name}"
+    if not isinstance(uid, str):
+        raise PodSpecError("metadata.uid", "not a string")
+    inits = spec.get("initContainers") or []
+    apps = spec.get("containers") or []
+    if not isinstance(inits, list) or not isinstance(apps, list):
+        raise PodSpecError("spec", "containers and initContainers must be lists")
+    pod_resources = spec.get("resources")
+    pod_reqs = pod_lims = None
+    if pod_resources is not None:
+        if not isinstance(pod_resources, Mapping):
+            raise PodSpecError("spec.resources", "not an object")
+        pod_reqs = parse_resource_list(pod_resources.get("requests"), "spec.resources.requests") or None
+        pod_lims = parse_resource_list(pod_resources.get("limits"), "spec.resources.limits") or None
+    qos = status.get("qosClass")
+    return Pod(
+        uid=uid,
+        name=name,
+        namespace=namespace,
+        init_containers=tuple(
+            _parse_container(c, f"spec.initContainers[{i}]", True) for i, c in enumerate(inits)
+        ),
+        containers=tuple(_parse_container(c, f"spec.containers[{i}]", False) for i, c in enumerate(apps)),
+        labels=_str_map(meta.get("labels"), "metadata.labels"),
+        annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
+        overhead=parse_resource_list(spec.get("overhead"), "spec.overhead"),
+        pod_requests_spec=pod_reqs,
+        pod_limits_spec=pod_lims,
+        status_qos_class=qos if isinstance(qos, str) else None,
+        node_name=str(spec.get("nodeName") or ""),
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        phase=str(status.get("phase") or ""),
+        raw=doc,
+    )

@@ -1,0 +1,148 @@
+"""Kubernetes resource quantities (``k8s.io/apimachinery/pkg/api/resource``), exactly.
+
+Syntax: ``<sign?><digits>[.<digits>]<suffix?>`` where the suffix is a binary SI suffix
+(``Ki Mi Gi Ti Pi Ei``), a decimal SI suffix (``n u m k M G T P E``) or a decimal exponent
+(``e3``, ``E-2``). Values are kept exact as :class:`fractions.Fraction`; :meth:`Quantity.value` and
+:meth:`Quantity.milli_value` round *up* to an integer exactly as upstream ``Value()`` /
+``MilliValue()`` do. Formatting follows upstream canonical form for the common cases: binary SI when
+the value was written in binary SI and is a whole multiple of 1024 (or an integer < 1024), otherwise
+decimal SI with the largest suffix that keeps an integer mantissa.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+from numaplane.resources.errors import QuantityError
+
+__all__ = ["Quantity", "parse_quantity", "format_quantity", "ZERO"]
+
+_BINARY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60}
+_DECIMAL_EXP = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_SYNTAX = re.compile(
+    r"(?P<sign>[+-]?)(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?\Z"
+)
+# Guard against absurd exponents ("1e999999999") that would make exact arithmetic explode.
+_MAX_EXPONENT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Quantity:
+    """An exact quantity. ``binary`` records that it was written with a binary SI suffix (for formatting)."""
+
+    amount: Fraction
+    binary: bool = False
+
+    def value(self) -> int:
+        """The value rounded up to an integer (upstream ``Value()``)."""
+        return math.ceil(self.amount)
+
+    def milli_value(self) -> int:
+        """The value in thousandths, rounded up (upstream ``MilliValue()``)."""
+        return math.ceil(self.amount * 1000)
+
+    def is_zero(self) -> bool:
+        return self.amount == 0
+
+    def __add__(self, other: Quantity) -> Quantity:
+        return Quantity(self.amount + other.amount, self.binary and other.binary)
+
+    def __sub__(self, other: Quantity) -> Quantity:
+        return Quantity(self.amount - other.amount, self.binary and other.binary)
+
+    def __lt__(self, other: Quantity) -> bool:
+        return self.amount < other.amount
+
+    def __le__(self, other: Quantity) -> bool:
+        return self.amount <= other.amount
+
+    def __str__(self) -> str:
+        return format_quantity(self.amount, binary=self.binary)
+
+    def __repr__(self) -> str:
+        return f"Quantity({format_quantity(self.amount, binary=self.binary)!r})"
+
+    @staticmethod
+    def from_int(value: int, *, binary: bool = False) -> Quantity:
+        return Quantity(Fraction(value), binary)
+
+    @staticmethod
+    def from_milli(milli: int) -> Quantity:
+        return Quantity(Fraction(milli, 1000))
+
+
+ZERO = Quantity(Fraction(0))
+
+
+@lru_cache(maxsize=8192)
+def parse_quantity(text: str | int | float) -> Quantity:
+    """Parse a quantity string (ints are accepted as plain numbers); raise :class:`QuantityError`."""
+    if isinstance(text, bool):
+        raise QuantityError(text, "a boolean is not a quantity")
+    if isinstance(text, int):
+        return Quantity(Fraction(text))
+    if isinstance(text, float):
+        if not math.isfinite(text):
+            raise QuantityError(text, "not a finite number")
+        return Quantity(Fraction(str(text)))
+    if not isinstance(text, str):
+        raise QuantityError(text, f"expected a string, got {type(text).__name__}")
+    if text == "":
+        raise QuantityError(text, "empty string")
+    match = _SYNTAX.match(text)
+    if match is None:
+        raise QuantityError(
+            text, "expected <number><suffix>, suffix one of Ki Mi Gi Ti Pi Ei n u m k M G T P E or e<exp>"
+        )
+    number = Fraction(match["num"])
+    if match["sign"] == "-":
+        number = -number
+    suffix = match["suffix"] or ""
+    if suffix in _BINARY:
+        return Quantity(number * _BINARY[suffix], binary=True)
+    if suffix in _DECIMAL_EXP:
+        exponent = _DECIMAL_EXP[suffix]
+    else:
+        exponent = int(suffix[1:])
+        if abs(exponent) > _MAX_EXPONENT:
+            raise QuantityError(text, f"exponent {exponent} out of range")
+    return Quantity(number * Fraction(10) ** exponent)
+
+
+def format_quantity(amount: Fraction | int, *, binary: bool = False) -> str:
+    """Canonical text of a value (see module docstring)."""
+    amount = Fraction(amount)
+    if amount == 0:
+        return "0"
+    sign = "-" if amount < 0 else ""
+    magnitude = -amount if amount < 0 else amount
+    if binary and magnitude.denominator == 1:
+        whole = magnitude.numerator
+        for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+            factor = _BINARY[suffix]
+            if whole >= factor and whole % factor == 0:
+                return f"{sign}{whole // factor}{suffix}"
+        if whole < 1024:
+            return f"{sign}{whole}"
+    # decimal SI: the largest power of 1000 keeping an integer mantissa; fractions below 1n round up
+    for suffix, exponent in (
+        ("E", 18),
+        ("P", 15),
+        ("T", 12),
+        ("G", 9),
+        ("M", 6),
+        ("k", 3),
+        ("", 0),
+        ("m", -3),
+        ("u", -6),
+    ):
+        mantissa = magnitude / Fraction(10) ** exponent
+        if mantissa.denominator == 1:
+            return f"{sign}{mantissa.numerator}{suffix}"
+    nano = math.ceil(magnitude * 10**9)
+    return f"{sign}{nano}n"
