@@ -65,9 +65,7 @@ def _available(name: str) -> bool:
     return importlib.util.find_spec(COMMANDS[name][0]) is not None
 
 
-@click.group(
-    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
-)
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="numaplane")
 def main() -> None:
     """numaplane: NUMA-aware resource management for Kubernetes.

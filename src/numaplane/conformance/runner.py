@@ -98,8 +98,6 @@ def run_files(paths: Iterable[Path], set_dirs: Iterable[Path] = ()) -> Report:
                         case.get("expect"), f"exception: {exc!r}\n{traceback.format_exc(limit=6)}", "run"
                     )
             report.results.append(
-                CaseResult(
-                    id=case_id, kind=kind, outcome=outcome, file=str(path), note=str(case.get("note", ""))
-                )
+                CaseResult(id=case_id, kind=kind, outcome=outcome, file=str(path), note=str(case.get("note", "")))
             )
     return report

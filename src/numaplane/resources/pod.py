@@ -218,9 +218,7 @@ def _parse_container(doc: Any, path: str, init: bool) -> Container:
 def _str_map(doc: Any, path: str) -> dict[str, str]:
     if doc is None:
         return {}
-    if not isinstance(doc, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in doc.items()
-    ):
+    if not isinstance(doc, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in doc.items()):
         raise PodSpecError(path, "expected a map of strings")
     return dict(doc)
 
@@ -257,9 +255,7 @@ def parse_pod(doc: Any) -> Pod:
         uid=uid,
         name=name,
         namespace=namespace,
-        init_containers=tuple(
-            _parse_container(c, f"spec.initContainers[{i}]", True) for i, c in enumerate(inits)
-        ),
+        init_containers=tuple(_parse_container(c, f"spec.initContainers[{i}]", True) for i, c in enumerate(inits)),
         containers=tuple(_parse_container(c, f"spec.containers[{i}]", False) for i, c in enumerate(apps)),
         labels=_str_map(meta.get("labels"), "metadata.labels"),
         annotations=_str_map(meta.get("annotations"), "metadata.annotations"),

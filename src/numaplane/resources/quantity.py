@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from numaplane.resources.errors import QuantityError
 
-__all__ = ["Quantity", "parse_quantity", "format_quantity", "ZERO"]
+__all__ = ["ZERO", "Quantity", "format_quantity", "parse_quantity"]
 
 _BINARY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60}
 _DECIMAL_EXP = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}

@@ -354,9 +354,7 @@ class Topology:
         for nid in sorted(set(by_numa) - node_ids):
             nodes.append(NUMANode(id=nid, cpus=CPUSet.from_mask(by_numa[nid])))
         nodes = [
-            n
-            if n.cpus.mask == by_numa.get(n.id, 0)
-            else _with_cpus(n, CPUSet.from_mask(by_numa.get(n.id, 0)))
+            n if n.cpus.mask == by_numa.get(n.id, 0) else _with_cpus(n, CPUSet.from_mask(by_numa.get(n.id, 0)))
             for n in nodes
         ]
         nodes.sort(key=lambda n: n.id)
@@ -422,9 +420,7 @@ def synthetic(
             numa = core // cores_per_numa
             socket = numa // numa_per_socket
             uncore = numa * uncore_per_numa + (core % cores_per_numa) // (cores_per_numa // uncore_per_numa)
-            cpus.append(
-                CPUInfo(cpu=thread * total_cores + core, core=core, socket=socket, numa=numa, uncore=uncore)
-            )
+            cpus.append(CPUInfo(cpu=thread * total_cores + core, core=core, socket=socket, numa=numa, uncore=uncore))
     n_numa = sockets * numa_per_socket
     nodes = []
     for nid in range(n_numa):
@@ -478,8 +474,7 @@ def _numa_to_dict(n: NUMANode) -> dict[str, Any]:
         doc["memory_free_bytes"] = n.memory_free_bytes
     if n.hugepages:
         doc["hugepages"] = [
-            {"page_size_bytes": h.page_size_bytes, "total": h.total}
-            | ({"free": h.free} if h.free is not None else {})
+            {"page_size_bytes": h.page_size_bytes, "total": h.total} | ({"free": h.free} if h.free is not None else {})
             for h in n.hugepages
         ]
     if n.distances:
