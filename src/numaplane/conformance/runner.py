@@ -78,8 +78,17 @@ def iter_cases(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 yield lineno, json.loads(line)
 
 
-def run_files(paths: Iterable[Path], set_dirs: Iterable[Path] = ()) -> Report:
-    """Run every case of every file. Unknown kinds and crashing cases count as failures."""
+def run_files(
+    paths: Iterable[Path],
+    set_dirs: Iterable[Path] = (),
+    *,
+    kinds: set[str] | None = None,
+    ids: set[str] | None = None,
+) -> Report:
+    """Run every case of every file (optionally only some kinds or ids).
+
+    Unknown kinds and crashing cases count as failures.
+    """
     report = Report()
     extra = list(set_dirs)
     for path in paths:
@@ -87,6 +96,8 @@ def run_files(paths: Iterable[Path], set_dirs: Iterable[Path] = ()) -> Report:
         for lineno, case in iter_cases(path):
             case_id = str(case.get("id", f"{path.name}:{lineno}"))
             kind = str(case.get("kind", ""))
+            if (kinds is not None and kind not in kinds) or (ids is not None and case_id not in ids):
+                continue
             runner = kind_runner(kind) if kind else None
             if runner is None:
                 outcome = Outcome.fail("a runner for this kind", f"unknown kind {kind!r}", "kind")

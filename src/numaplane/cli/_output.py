@@ -1,0 +1,27 @@
+"""Shared output helpers for commands: JSON / YAML emission and a rich console."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import yaml
+from rich.console import Console
+
+OUTPUT_CHOICES = ("table", "json", "yaml")
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich console honouring NO_COLOR and non-TTY output."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def emit_document(doc: Any, fmt: str) -> None:
+    """Print ``doc`` as JSON (indented, key order kept) or YAML to stdout."""
+    if fmt == "json":
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif fmt == "yaml":
+        sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))
+    else:  # pragma: no cover - callers only pass json/yaml here
+        raise ValueError(f"unknown document format {fmt!r}")

@@ -1,0 +1,90 @@
+"""``numaplane conformance FILE...``: run conformance cases of the shared format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from numaplane.cli._output import console, emit_document
+from numaplane.conformance.runner import Report, run_files
+
+
+def _expand(paths: tuple[str, ...]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            files.extend(sorted(p.glob("*.jsonl")))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise click.ClickException(f"{raw}: no such file or directory")
+    if not files:
+        raise click.ClickException("no .jsonl case files given")
+    return files
+
+
+@click.command(name="conformance")
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--set-dir",
+    "set_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Extra case-set folder whose topologies/ and data/ resolve fixture names (default: the files' folders).",
+)
+@click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
+@click.option("--kind", "kinds", multiple=True, help="Only run cases of this kind (repeatable).")
+@click.option("--id", "ids", multiple=True, help="Only run the case with this id (repeatable).")
+def command(
+    files: tuple[str, ...], set_dirs: tuple[str, ...], output: str, kinds: tuple[str, ...], ids: tuple[str, ...]
+) -> None:
+    """Run conformance cases (JSON lines, format of shared/conformance/SCHEMA.md).
+
+    FILES are .jsonl case files or folders holding them. Prints pass/fail per kind and a readable
+    diff for each failure; exits 1 when any case fails. A case whose kind has no runner counts as
+    failed, never as skipped.
+
+    Example: numaplane conformance ../shared/conformance/cpu-take.jsonl ../shared/conformance/cpu-static.jsonl
+    """
+    paths = _expand(files)
+    report = run_files(paths, [Path(d) for d in set_dirs], kinds=set(kinds) or None, ids=set(ids) or None)
+    if output == "table":
+        _print_table(report)
+    else:
+        emit_document(report.to_dict(), output)
+    if report.failed:
+        raise SystemExit(1)
+
+
+def _print_table(report: Report) -> None:
+    out = console()
+    for r in report.results:
+        if r.outcome.passed:
+            continue
+        out.rule(f"[bold red]FAIL[/] {r.id}  ({r.kind})")
+        if r.note:
+            out.print(f"[dim]{r.note}[/]")
+        out.print(f"[bold]where:[/]    {r.outcome.where}")
+        out.print(f"[bold]expected:[/] {json.dumps(r.outcome.expected, sort_keys=True)}")
+        out.print(f"[bold]got:[/]      {_show(r.outcome.got)}")
+    table = Table(title="conformance")
+    table.add_column("kind")
+    table.add_column("passed", justify="right", style="green")
+    table.add_column("failed", justify="right", style="red")
+    for kind, tally in report.by_kind().items():
+        table.add_row(kind or "(none)", str(tally["passed"]), str(tally["failed"]))
+    table.add_row("[bold]total[/]", f"[bold]{report.passed}[/]", f"[bold]{report.failed}[/]")
+    out.print(table)
+
+
+def _show(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, sort_keys=True)
+    except TypeError:
+        return repr(value)

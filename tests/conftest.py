@@ -1,0 +1,24 @@
+"""Test-wide settings: where the read-only shared inputs live.
+
+``NUMAPLANE_SHARED`` points at the shared folder (CI sets it); by default it is ``../shared`` next to
+the repository, as laid out for sessions and CI.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("NUMAPLANE_SHARED", str(REPO.parent / "shared"))).resolve()
+os.environ.setdefault("NUMAPLANE_SHARED", str(SHARED))
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The shared inputs folder (conformance cases, real topologies, wire captures)."""
+    if not SHARED.is_dir():
+        pytest.fail(f"shared inputs not found at {SHARED}; set NUMAPLANE_SHARED")
+    return SHARED
