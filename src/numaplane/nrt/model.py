@@ -1,0 +1,484 @@
+"""The ``topology.node.k8s.io`` NodeResourceTopology (NRT) object as frozen dataclasses.
+
+Shape (v1alpha2, JSON field names as the upstream CRD defines them)::
+
+    apiVersion: topology.node.k8s.io/v1alpha2      kind: NodeResourceTopology
+    metadata: {name, labels, annotations, ownerReferences, ...}
+    topologyPolicies: [str]        deprecated, optional (v1alpha1 required it)
+    attributes: [{name, value}]    optional, node level
+    zones: [{name, type, parent?, costs?: [{name, value:int64}], attributes?, resources?:
+             [{name, capacity, allocatable, available}]}]
+
+Invariants and conventions:
+
+* Quantities are exact :class:`~numaplane.resources.quantity.Quantity` values; the text (or JSON
+  integer) they were read from is kept in :attr:`ResourceInfo.raw` and re-emitted verbatim by
+  :meth:`NodeResourceTopology.to_dict`, so a foreign object round-trips byte-for-byte in its resource
+  rows. Computed rows (``raw`` is ``None``) are emitted as canonical quantity strings (plain integers
+  for counts and bytes, like the upstream exporter's DecimalSI quantities).
+* Optional lists are omitted from ``to_dict`` when empty, as Go's ``omitempty`` does; ``zones`` is
+  always emitted. Metadata keys this model does not interpret (``uid``, ``resourceVersion``,
+  ``managedFields``...) are kept in :attr:`ObjectMeta.extra` and re-emitted.
+* Zone names are free strings: a consumer decides what to do with zones that are not
+  ``node-<id>`` (see :func:`zone_numa_id`) or whose ``type`` is not ``Node``.
+* Parsing never raises anything but :class:`~numaplane.nrt.errors.NRTFormatError` (naming the field)
+  for malformed input; :func:`parse_lenient` drops malformed zones, rows and attributes instead and
+  reports them, for consumers that must keep going on foreign objects.
+* Dict-valued fields are excluded from hashing; everything else is hashable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from numaplane.nrt.errors import NRTFormatError
+from numaplane.resources.errors import QuantityError
+from numaplane.resources.quantity import Quantity, format_quantity, parse_quantity
+
+__all__ = [
+    "API_VERSION",
+    "API_VERSION_V1ALPHA1",
+    "GROUP",
+    "KIND",
+    "ZONE_TYPE_NODE",
+    "Attribute",
+    "CostInfo",
+    "NodeResourceTopology",
+    "ObjectMeta",
+    "OwnerReference",
+    "ResourceInfo",
+    "Zone",
+    "find_attribute",
+    "merge_attributes",
+    "parse_lenient",
+    "set_attribute",
+    "zone_name",
+    "zone_numa_id",
+]
+
+GROUP = "topology.node.k8s.io"
+API_VERSION = f"{GROUP}/v1alpha2"
+API_VERSION_V1ALPHA1 = f"{GROUP}/v1alpha1"
+KIND = "NodeResourceTopology"
+ZONE_TYPE_NODE = "Node"
+
+# Go strconv.Atoi syntax (optional sign, decimal digits), as upstream numanode.NameToID uses it.
+_NUMA_NAME = re.compile(r"node-([+-]?[0-9]+)\Z")
+
+QuantityText = str | int
+
+
+@dataclass(frozen=True, slots=True)
+class Attribute:
+    """A ``{name, value}`` attribute (both strings)."""
+
+    name: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class CostInfo:
+    """A ``{name, value}`` cost: the distance (int64, ACPI SLIT scale) from this zone to zone ``name``."""
+
+    name: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceInfo:
+    """One resource row of a zone. Counts for CPUs/devices, bytes for memory/hugepages.
+
+    ``raw`` holds the original JSON values of (capacity, allocatable, available) when parsed; it is
+    ignored by equality.
+    """
+
+    name: str
+    capacity: Quantity
+    allocatable: Quantity
+    available: Quantity
+    raw: tuple[QuantityText, QuantityText, QuantityText] | None = field(default=None, compare=False)
+
+    @staticmethod
+    def of_ints(name: str, capacity: int, allocatable: int, available: int) -> ResourceInfo:
+        """A computed row from integer counts or byte sizes."""
+        return ResourceInfo(
+            name, Quantity.from_int(capacity), Quantity.from_int(allocatable), Quantity.from_int(available)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        values: tuple[QuantityText, ...] = self.raw or tuple(
+            format_quantity(q.amount, binary=q.binary) for q in (self.capacity, self.allocatable, self.available)
+        )
+        return {"name": self.name, "capacity": values[0], "allocatable": values[1], "available": values[2]}
+
+
+@dataclass(frozen=True, slots=True)
+class Zone:
+    """A topology zone; ``type == "Node"`` and name ``node-<id>`` for a NUMA node. ``parent`` "" = unset."""
+
+    name: str
+    type: str = ZONE_TYPE_NODE
+    parent: str = ""
+    costs: tuple[CostInfo, ...] = ()
+    attributes: tuple[Attribute, ...] = ()
+    resources: tuple[ResourceInfo, ...] = ()
+
+    @property
+    def numa_id(self) -> int | None:
+        """The NUMA id if this is a ``Node`` zone named ``node-<id>``, else ``None``."""
+        return zone_numa_id(self.name) if self.type == ZONE_TYPE_NODE else None
+
+    def resource(self, name: str) -> ResourceInfo | None:
+        """The first row named ``name`` (rows should be unique; the first one wins otherwise)."""
+        for row in self.resources:
+            if row.name == name:
+                return row
+        return None
+
+    def attribute(self, name: str) -> str | None:
+        return find_attribute(self.attributes, name)
+
+    def cost_to(self, name: str) -> int | None:
+        for cost in self.costs:
+            if cost.name == name:
+                return cost.value
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "type": self.type}
+        if self.parent:
+            out["parent"] = self.parent
+        if self.costs:
+            out["costs"] = [{"name": c.name, "value": c.value} for c in self.costs]
+        if self.attributes:
+            out["attributes"] = _attrs_to_list(self.attributes)
+        if self.resources:
+            out["resources"] = [r.to_dict() for r in self.resources]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerReference:
+    """``metadata.ownerReferences[]`` entry (the exporter points it at the Node)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "uid": self.uid}
+        if self.controller is not None:
+            out["controller"] = self.controller
+        if self.block_owner_deletion is not None:
+            out["blockOwnerDeletion"] = self.block_owner_deletion
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectMeta:
+    """The metadata this model interprets; any other key is kept verbatim in ``extra``."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    annotations: Mapping[str, str] = field(default_factory=dict, hash=False)
+    owner_references: tuple[OwnerReference, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        out.update(self.extra)
+        if self.labels:
+            out["labels"] = dict(self.labels)
+        if self.annotations:
+            out["annotations"] = dict(self.annotations)
+        if self.owner_references:
+            out["ownerReferences"] = [o.to_dict() for o in self.owner_references]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResourceTopology:
+    """A NodeResourceTopology object. ``metadata.name`` is the node name (the object is cluster-scoped)."""
+
+    metadata: ObjectMeta
+    zones: tuple[Zone, ...] = ()
+    attributes: tuple[Attribute, ...] = ()
+    topology_policies: tuple[str, ...] = ()
+    api_version: str = API_VERSION
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    def attribute(self, name: str) -> str | None:
+        """Top-level attribute value (first match wins, as upstream ``AttributeList.Get``)."""
+        return find_attribute(self.attributes, name)
+
+    def zone(self, name: str) -> Zone | None:
+        for zone in self.zones:
+            if zone.name == name:
+                return zone
+        return None
+
+    def numa_zones(self) -> dict[int, Zone]:
+        """``Node`` zones with a parseable ``node-<id>`` name, by NUMA id (first zone wins on duplicates)."""
+        out: dict[int, Zone] = {}
+        for zone in self.zones:
+            numa = zone.numa_id
+            if numa is not None and numa not in out:
+                out[numa] = zone
+        return out
+
+    def with_attributes(self, attributes: Iterable[Attribute]) -> NodeResourceTopology:
+        return replace(self, attributes=tuple(attributes))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"apiVersion": self.api_version, "kind": KIND, "metadata": self.metadata.to_dict()}
+        if self.topology_policies:
+            out["topologyPolicies"] = list(self.topology_policies)
+        if self.attributes:
+            out["attributes"] = _attrs_to_list(self.attributes)
+        out["zones"] = [z.to_dict() for z in self.zones]
+        return out
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> NodeResourceTopology:
+        """Parse a JSON-ready object (v1alpha2, or the structurally compatible v1alpha1).
+
+        Raises :class:`NRTFormatError` naming the first malformed field.
+        """
+        nrt, _ = _parse(doc, lenient=False)
+        return nrt
+
+
+def parse_lenient(doc: Any) -> tuple[NodeResourceTopology, tuple[NRTFormatError, ...]]:
+    """Parse, dropping malformed zones, resource rows, costs and attributes instead of failing.
+
+    Only a document that is not an object, or whose ``metadata.name`` is unusable, still raises
+    :class:`NRTFormatError`. Returns the object and the problems found (in document order).
+    """
+    return _parse(doc, lenient=True)
+
+
+def zone_numa_id(name: str) -> int | None:
+    """``node-<n>`` → ``n`` (``n`` ≥ 0, Go ``Atoi`` syntax as upstream ``NameToID``); anything else → None."""
+    match = _NUMA_NAME.match(name)
+    if match is None:
+        return None
+    value = int(match[1])
+    return value if value >= 0 else None
+
+
+def zone_name(numa_id: int) -> str:
+    """The canonical zone name of NUMA node ``numa_id`` (``node-<id>``); negative ids are an error."""
+    if numa_id < 0:
+        raise ValueError(f"NUMA id must be non-negative, got {numa_id}")
+    return f"node-{numa_id}"
+
+
+def find_attribute(attributes: Iterable[Attribute], name: str) -> str | None:
+    """The value of the first attribute named ``name``, or ``None``."""
+    for attr in attributes:
+        if attr.name == name:
+            return attr.value
+    return None
+
+
+def set_attribute(attributes: Sequence[Attribute], name: str, value: str) -> tuple[Attribute, ...]:
+    """Update the first attribute named ``name`` in place, or append it (upstream ``Insert``)."""
+    out = list(attributes)
+    for i, attr in enumerate(out):
+        if attr.name == name:
+            out[i] = Attribute(name, value)
+            return tuple(out)
+    out.append(Attribute(name, value))
+    return tuple(out)
+
+
+def merge_attributes(existing: Sequence[Attribute], updated: Iterable[Attribute]) -> tuple[Attribute, ...]:
+    """Existing order kept, values from ``updated`` win, new names appended (upstream ``Merge``)."""
+    out: tuple[Attribute, ...] = tuple(existing)
+    for attr in updated:
+        out = set_attribute(out, attr.name, attr.value)
+    return out
+
+
+# --- parsing -----------------------------------------------------------------------------------------
+
+
+class _Problems:
+    """Collects problems in lenient mode; raises at the first one in strict mode."""
+
+    def __init__(self, lenient: bool) -> None:
+        self.lenient = lenient
+        self.found: list[NRTFormatError] = []
+
+    def report(self, error: NRTFormatError) -> None:
+        if not self.lenient:
+            raise error
+        self.found.append(error)
+
+
+def _parse(doc: Any, *, lenient: bool) -> tuple[NodeResourceTopology, tuple[NRTFormatError, ...]]:
+    if not isinstance(doc, Mapping):
+        raise NRTFormatError("$", f"expected an object, got {type(doc).__name__}")
+    problems = _Problems(lenient)
+    api_version = doc.get("apiVersion", API_VERSION)
+    if api_version not in (API_VERSION, API_VERSION_V1ALPHA1):
+        problems.report(NRTFormatError("$.apiVersion", f"expected {API_VERSION!r}, got {api_version!r}"))
+        api_version = API_VERSION
+    kind = doc.get("kind", KIND)
+    if kind != KIND:
+        problems.report(NRTFormatError("$.kind", f"expected {KIND!r}, got {kind!r}"))
+    metadata = _meta(doc.get("metadata"), problems)
+    policies: list[str] = []
+    for i, item in _items(doc, "topologyPolicies", "$", problems):
+        if isinstance(item, str):
+            policies.append(item)
+        else:
+            problems.report(NRTFormatError(f"$.topologyPolicies[{i}]", f"expected a string, got {item!r}"))
+    attributes = _attrs(doc, "$", problems)
+    if "zones" not in doc or doc["zones"] is None:
+        problems.report(NRTFormatError("$.zones", "missing (required)"))
+    zones: list[Zone] = []
+    for i, item in _items(doc, "zones", "$", problems):
+        try:
+            zones.append(_zone(item, f"$.zones[{i}]", problems))
+        except NRTFormatError as error:
+            problems.report(error)
+    nrt = NodeResourceTopology(metadata, tuple(zones), attributes, tuple(policies), str(api_version))
+    return nrt, tuple(problems.found)
+
+
+def _meta(doc: Any, problems: _Problems) -> ObjectMeta:
+    if not isinstance(doc, Mapping):
+        raise NRTFormatError("$.metadata", "missing or not an object")
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise NRTFormatError("$.metadata.name", f"expected a non-empty string, got {name!r}")
+    labels = _str_map(doc, "labels", problems)
+    annotations = _str_map(doc, "annotations", problems)
+    owners: list[OwnerReference] = []
+    for i, item in _items(doc, "ownerReferences", "$.metadata", problems):
+        where = f"$.metadata.ownerReferences[{i}]"
+        try:
+            if not isinstance(item, Mapping):
+                raise NRTFormatError(where, "not an object")
+            owners.append(
+                OwnerReference(
+                    _str(item, "apiVersion", where),
+                    _str(item, "kind", where),
+                    _str(item, "name", where),
+                    _str(item, "uid", where),
+                    _opt_bool(item, "controller", where),
+                    _opt_bool(item, "blockOwnerDeletion", where),
+                )
+            )
+        except NRTFormatError as error:
+            problems.report(error)
+    extra = {k: v for k, v in doc.items() if k not in ("name", "labels", "annotations", "ownerReferences")}
+    return ObjectMeta(name, labels, annotations, tuple(owners), extra)
+
+
+def _zone(doc: Any, where: str, problems: _Problems) -> Zone:
+    if not isinstance(doc, Mapping):
+        raise NRTFormatError(where, "not an object")
+    name = _str(doc, "name", where, allow_empty=True)
+    ztype = _str(doc, "type", where, allow_empty=True)
+    parent = doc.get("parent") or ""
+    if not isinstance(parent, str):
+        raise NRTFormatError(f"{where}.parent", f"expected a string, got {parent!r}")
+    costs: list[CostInfo] = []
+    for i, item in _items(doc, "costs", where, problems):
+        here = f"{where}.costs[{i}]"
+        try:
+            if not isinstance(item, Mapping):
+                raise NRTFormatError(here, "not an object")
+            value = item.get("value")
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise NRTFormatError(f"{here}.value", f"expected an integer, got {value!r}")
+            costs.append(CostInfo(_str(item, "name", here), value))
+        except NRTFormatError as error:
+            problems.report(error)
+    resources: list[ResourceInfo] = []
+    for i, item in _items(doc, "resources", where, problems):
+        try:
+            resources.append(_resource(item, f"{where}.resources[{i}]"))
+        except NRTFormatError as error:
+            problems.report(error)
+    return Zone(name, ztype, parent, tuple(costs), _attrs(doc, where, problems), tuple(resources))
+
+
+def _resource(doc: Any, where: str) -> ResourceInfo:
+    if not isinstance(doc, Mapping):
+        raise NRTFormatError(where, "not an object")
+    name = _str(doc, "name", where)
+    raws: list[QuantityText] = []
+    values: list[Quantity] = []
+    for key in ("capacity", "allocatable", "available"):
+        raw = doc.get(key)
+        if isinstance(raw, bool) or not isinstance(raw, str | int):
+            raise NRTFormatError(f"{where}.{key}", f"expected a quantity string or integer, got {raw!r}")
+        try:
+            values.append(parse_quantity(raw))
+        except QuantityError as error:
+            raise NRTFormatError(f"{where}.{key}", error.reason) from error
+        raws.append(raw)
+    return ResourceInfo(name, values[0], values[1], values[2], (raws[0], raws[1], raws[2]))
+
+
+def _attrs(doc: Mapping[str, Any], where: str, problems: _Problems) -> tuple[Attribute, ...]:
+    out: list[Attribute] = []
+    for i, item in _items(doc, "attributes", where, problems):
+        here = f"{where}.attributes[{i}]"
+        try:
+            if not isinstance(item, Mapping):
+                raise NRTFormatError(here, "not an object")
+            out.append(Attribute(_str(item, "name", here), _str(item, "value", here, allow_empty=True)))
+        except NRTFormatError as error:
+            problems.report(error)
+    return tuple(out)
+
+
+def _attrs_to_list(attributes: Iterable[Attribute]) -> list[dict[str, str]]:
+    return [{"name": a.name, "value": a.value} for a in attributes]
+
+
+def _items(doc: Mapping[str, Any], key: str, where: str, problems: _Problems) -> Iterable[tuple[int, Any]]:
+    value = doc.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple):
+        problems.report(NRTFormatError(f"{where}.{key}", f"expected a list, got {type(value).__name__}"))
+        return ()
+    return enumerate(value)
+
+
+def _str(doc: Mapping[str, Any], key: str, where: str, *, allow_empty: bool = False) -> str:
+    value = doc.get(key)
+    if not isinstance(value, str) or (not value and not allow_empty):
+        raise NRTFormatError(f"{where}.{key}", f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def _opt_bool(doc: Mapping[str, Any], key: str, where: str) -> bool | None:
+    value = doc.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise NRTFormatError(f"{where}.{key}", f"expected true or false, got {value!r}")
+    return value
+
+
+def _str_map(doc: Mapping[str, Any], key: str, problems: _Problems) -> dict[str, str]:
+    value = doc.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        problems.report(NRTFormatError(f"$.metadata.{key}", "expected an object of strings"))
+        return {}
+    return dict(value)
