@@ -1,0 +1,346 @@
+"""The resource manager's configuration document (one YAML/JSON document, with a JSON schema).
+
+Example (every field optional; the defaults are the kubelet's defaults with the static policies)::
+
+    apiVersion: numaplane.io/v1
+    kind: NodeResourceConfig
+    topologyManager:
+      policy: single-numa-node          # none | best-effort | restricted | single-numa-node
+      scope: container                  # container | pod
+      options: {prefer-closest-numa-nodes: "true", max-allowable-numa-nodes: "8"}
+    cpuManager:
+      policy: static                    # static | none
+      reservedCPUs: "0,1"               # explicit list (kubelet --reserved-cpus) ...
+      reservedCPUCount: 2               # ... or a count (kube-reserved + system-reserved cpu, rounded up)
+      options: {full-pcpus-only: "true"}
+    memoryManager:
+      policy: Static                    # Static | None
+      reservedMemory:                   # per NUMA node, bytes or quantities
+        - {numaNode: 0, limits: {memory: 1Gi}}
+    devices:                            # device inventory as device plugins report it
+      vendor.com/gpu:
+        - {id: gpu0, numa: [0]}
+        - {id: gpu1, numa: [1]}
+
+The agent reads the same document from a file; the operator's ``NodeResourcePolicy`` renders it.
+Values are validated as a whole: :func:`parse_config` raises :class:`PolicyConfigError` listing every
+problem found, so a user fixes everything in one go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from numaplane.policy.errors import PolicyConfigError
+from numaplane.resources.errors import QuantityError
+from numaplane.resources.quantity import parse_quantity
+from numaplane.topology.cpuset import CPUSet
+from numaplane.topology.errors import CPUSetParseError
+
+__all__ = ["CONFIG_SCHEMA", "DeviceSpec", "NodeResourceConfig", "parse_config"]
+
+API_VERSION = "numaplane.io/v1"
+KIND = "NodeResourceConfig"
+TM_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+TM_SCOPES = ("container", "pod")
+CPU_POLICIES = ("static", "none")
+MEMORY_POLICIES = ("Static", "None")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSpec:
+    """One device as a device plugin reports it: id and NUMA nodes (``None``: no affinity)."""
+
+    id: str
+    numa: tuple[int, ...] | None = None
+    healthy: bool = True
+
+
+@dataclass(frozen=True)
+class NodeResourceConfig:
+    """The parsed configuration. Invariant: every field has been validated by :func:`parse_config`."""
+
+    topology_policy: str = "none"
+    topology_scope: str = "container"
+    topology_options: Mapping[str, str] = field(default_factory=dict)
+    cpu_policy: str = "static"
+    reserved_cpus: CPUSet | None = None
+    reserved_cpu_count: int | None = None
+    cpu_options: Mapping[str, str] = field(default_factory=dict)
+    memory_policy: str = "None"
+    reserved_memory: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+    devices: Mapping[str, tuple[DeviceSpec, ...]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The document form (round-trips through :func:`parse_config`)."""
+        cpu: dict[str, Any] = {"policy": self.cpu_policy, "options": dict(self.cpu_options)}
+        if self.reserved_cpus is not None:
+            cpu["reservedCPUs"] = self.reserved_cpus.format()
+        if self.reserved_cpu_count is not None:
+            cpu["reservedCPUCount"] = self.reserved_cpu_count
+        return {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "topologyManager": {
+                "policy": self.topology_policy,
+                "scope": self.topology_scope,
+                "options": dict(self.topology_options),
+            },
+            "cpuManager": cpu,
+            "memoryManager": {
+                "policy": self.memory_policy,
+                "reservedMemory": [
+                    {"numaNode": numa, "limits": dict(limits)} for numa, limits in sorted(self.reserved_memory.items())
+                ],
+            },
+            "devices": {
+                name: [{"id": d.id, "numa": None if d.numa is None else list(d.numa)} for d in devs]
+                for name, devs in sorted(self.devices.items())
+            },
+        }
+
+    @property
+    def effective_reserved_count(self) -> int:
+        """Reserved CPU count: the explicit list's size, else the count, else 0."""
+        if self.reserved_cpu_count is not None:
+            return self.reserved_cpu_count
+        return self.reserved_cpus.size() if self.reserved_cpus is not None else 0
+
+
+def parse_config(doc: Any) -> NodeResourceConfig:
+    """Validate and parse a config document; raise :class:`PolicyConfigError` listing all problems."""
+    problems: list[str] = []
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, Mapping):
+        raise PolicyConfigError("config must be a mapping (YAML/JSON object)")
+    known = {"apiVersion", "kind", "topologyManager", "cpuManager", "memoryManager", "devices", "metadata"}
+    for key in doc:
+        if key not in known:
+            problems.append(f"unknown top-level field {key!r}")
+    if doc.get("apiVersion", API_VERSION) != API_VERSION:
+        problems.append(f"apiVersion must be {API_VERSION!r}")
+    if doc.get("kind", KIND) != KIND:
+        problems.append(f"kind must be {KIND!r}")
+
+    tm = _section(doc, "topologyManager", problems)
+    tm_policy = _choice(tm, "policy", TM_POLICIES, "none", "topologyManager", problems)
+    tm_scope = _choice(tm, "scope", TM_SCOPES, "container", "topologyManager", problems)
+    tm_options = _options(tm, "topologyManager", problems)
+
+    cpu = _section(doc, "cpuManager", problems)
+    cpu_policy = _choice(cpu, "policy", CPU_POLICIES, "static", "cpuManager", problems)
+    cpu_options = _options(cpu, "cpuManager", problems)
+    reserved_cpus: CPUSet | None = None
+    raw_list = cpu.get("reservedCPUs")
+    if raw_list is not None:
+        if not isinstance(raw_list, str):
+            problems.append('cpuManager.reservedCPUs must be a cpuset string such as "0-1,8"')
+        else:
+            try:
+                reserved_cpus = CPUSet.parse(raw_list)
+            except CPUSetParseError as exc:
+                problems.append(f"cpuManager.reservedCPUs: {exc}")
+    reserved_count: int | None = None
+    raw_count = cpu.get("reservedCPUCount")
+    if raw_count is not None:
+        if isinstance(raw_count, bool) or not isinstance(raw_count, int) or raw_count < 0:
+            problems.append("cpuManager.reservedCPUCount must be a non-negative integer")
+        else:
+            reserved_count = raw_count
+    if reserved_cpus is not None and reserved_count is not None and reserved_cpus.size() != reserved_count:
+        problems.append(
+            f"cpuManager.reservedCPUs has {reserved_cpus.size()} CPUs but reservedCPUCount is {reserved_count}"
+        )
+    if cpu_policy == "none" and cpu_options:
+        problems.append("cpuManager.options are not allowed with policy none")
+
+    mem = _section(doc, "memoryManager", problems)
+    mem_policy = _choice(mem, "policy", MEMORY_POLICIES, "None", "memoryManager", problems)
+    reserved_memory = _reserved_memory(mem, problems)
+
+    devices = _devices(doc.get("devices"), problems)
+
+    if problems:
+        raise PolicyConfigError("invalid configuration: " + "; ".join(problems))
+    return NodeResourceConfig(
+        topology_policy=tm_policy,
+        topology_scope=tm_scope,
+        topology_options=tm_options,
+        cpu_policy=cpu_policy,
+        reserved_cpus=reserved_cpus,
+        reserved_cpu_count=reserved_count,
+        cpu_options=cpu_options,
+        memory_policy=mem_policy,
+        reserved_memory=reserved_memory,
+        devices=devices,
+    )
+
+
+def _section(doc: Mapping[str, Any], key: str, problems: list[str]) -> Mapping[str, Any]:
+    value = doc.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        problems.append(f"{key} must be a mapping")
+        return {}
+    return value
+
+
+def _choice(
+    section: Mapping[str, Any], key: str, allowed: tuple[str, ...], default: str, where: str, problems: list[str]
+) -> str:
+    value = section.get(key, default)
+    if value not in allowed:
+        problems.append(f"{where}.{key}: {value!r} is not one of {', '.join(allowed)}")
+        return default
+    return str(value)
+
+
+def _options(section: Mapping[str, Any], where: str, problems: list[str]) -> dict[str, str]:
+    raw = section.get("options")
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}.options must be a mapping of option name to string value")
+        return {}
+    out: dict[str, str] = {}
+    for name, value in raw.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, int):
+            value = str(value)
+        if not isinstance(name, str) or not isinstance(value, str):
+            problems.append(f"{where}.options.{name}: values must be strings")
+            continue
+        out[name] = value
+    return out
+
+
+def _reserved_memory(mem: Mapping[str, Any], problems: list[str]) -> dict[int, dict[str, int]]:
+    raw = mem.get("reservedMemory")
+    if raw is None:
+        return {}
+    if not isinstance(raw, list):
+        problems.append("memoryManager.reservedMemory must be a list of {numaNode, limits}")
+        return {}
+    out: dict[int, dict[str, int]] = {}
+    for i, entry in enumerate(raw):
+        where = f"memoryManager.reservedMemory[{i}]"
+        if not isinstance(entry, Mapping):
+            problems.append(f"{where} must be a mapping")
+            continue
+        numa = entry.get("numaNode")
+        if isinstance(numa, bool) or not isinstance(numa, int) or numa < 0:
+            problems.append(f"{where}.numaNode must be a non-negative integer")
+            continue
+        limits = entry.get("limits")
+        if not isinstance(limits, Mapping):
+            problems.append(f"{where}.limits must be a mapping of resource to quantity")
+            continue
+        for resource, quantity in limits.items():
+            try:
+                out.setdefault(numa, {})[str(resource)] = parse_quantity(quantity).value()
+            except QuantityError as exc:
+                problems.append(f"{where}.limits.{resource}: {exc}")
+    return out
+
+
+def _devices(raw: Any, problems: list[str]) -> dict[str, tuple[DeviceSpec, ...]]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        problems.append("devices must be a mapping of resource name to a list of devices")
+        return {}
+    out: dict[str, tuple[DeviceSpec, ...]] = {}
+    for resource, devs in raw.items():
+        if not isinstance(devs, list):
+            problems.append(f"devices.{resource} must be a list")
+            continue
+        specs: list[DeviceSpec] = []
+        for i, d in enumerate(devs):
+            where = f"devices.{resource}[{i}]"
+            if not isinstance(d, Mapping) or not isinstance(d.get("id"), str):
+                problems.append(f"{where} must be a mapping with a string id")
+                continue
+            numa = d.get("numa")
+            if numa is not None and (
+                not isinstance(numa, list)
+                or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in numa)
+            ):
+                problems.append(f"{where}.numa must be a list of NUMA node ids or null")
+                continue
+            specs.append(
+                DeviceSpec(id=d["id"], numa=None if numa is None else tuple(numa), healthy=bool(d.get("healthy", True)))
+            )
+        out[str(resource)] = tuple(specs)
+    return out
+
+
+_OPTIONS_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": {"type": ["string", "boolean", "integer"]}}
+
+CONFIG_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "numaplane NodeResourceConfig",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": API_VERSION},
+        "kind": {"const": KIND},
+        "metadata": {"type": "object"},
+        "topologyManager": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "policy": {"enum": list(TM_POLICIES)},
+                "scope": {"enum": list(TM_SCOPES)},
+                "options": _OPTIONS_SCHEMA,
+            },
+        },
+        "cpuManager": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "policy": {"enum": list(CPU_POLICIES)},
+                "reservedCPUs": {"type": "string"},
+                "reservedCPUCount": {"type": "integer", "minimum": 0},
+                "options": _OPTIONS_SCHEMA,
+            },
+        },
+        "memoryManager": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "policy": {"enum": list(MEMORY_POLICIES)},
+                "reservedMemory": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["numaNode", "limits"],
+                        "properties": {
+                            "numaNode": {"type": "integer", "minimum": 0},
+                            "limits": {"type": "object", "additionalProperties": {"type": ["string", "integer"]}},
+                        },
+                    },
+                },
+            },
+        },
+        "devices": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["id"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "numa": {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0}},
+                        "healthy": {"type": "boolean"},
+                    },
+                },
+            },
+        },
+    },
+}
