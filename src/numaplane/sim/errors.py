@@ -1,0 +1,34 @@
+"""Errors of the simulator.
+
+Exception tree::
+
+    SimulationError                  (base)
+    ├── WorkloadError                invalid workload file: names the file, the entry and the field
+    └── ClusterSpecError             invalid cluster / topology specification
+"""
+
+from __future__ import annotations
+
+
+class SimulationError(Exception):
+    """Base class of the simulator's errors."""
+
+
+class WorkloadError(SimulationError, ValueError):
+    """An invalid workload entry. ``source`` is the file, ``entry`` the index, ``field`` the field path."""
+
+    def __init__(self, source: str, entry: int | None, field: str, reason: str) -> None:
+        where = source
+        if entry is not None:
+            where += f": pods[{entry}]"
+        if field:
+            where += f".{field}"
+        super().__init__(f"{where}: {reason}")
+        self.source = source
+        self.entry = entry
+        self.field = field
+        self.reason = reason
+
+
+class ClusterSpecError(SimulationError, ValueError):
+    """An invalid cluster specification (unknown topology name, bad count, unreadable file)."""
