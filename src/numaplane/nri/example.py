@@ -1,0 +1,92 @@
+"""A tiny example :class:`~numaplane.nri.plugin.Handler`: pins every container to one fixed cpuset.
+
+Used by the tests and the benchmark; also the smallest illustration of the handler contract:
+
+* ``create_container`` answers with a ``ContainerAdjustment`` setting ``linux.resources.cpu.cpus``
+  (and ``mems`` if given) — or fails the creation for containers named in ``reject``;
+* ``synchronize`` re-pins every existing container whose cpuset differs (e.g. after a reconnect);
+* every call is recorded in ``calls`` as ``(method, pod name, container name)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from numaplane.nri.errors import StatusCode, StatusError
+from numaplane.nri.plugin import BaseHandler
+from numaplane.nri.proto import api_pb2
+from numaplane.topology.cpuset import CPUSet
+
+__all__ = ["FixedCpusetHandler", "cpuset_adjustment", "cpuset_update"]
+
+
+def _resources(cpus: CPUSet | str, mems: CPUSet | str | None) -> api_pb2.LinuxResources:
+    resources = api_pb2.LinuxResources()
+    resources.cpu.cpus = str(cpus)
+    if mems is not None:
+        resources.cpu.mems = str(mems)
+    return resources
+
+
+def cpuset_adjustment(cpus: CPUSet | str, mems: CPUSet | str | None = None) -> api_pb2.ContainerAdjustment:
+    """A creation-time adjustment that sets the container's cpuset (and memory nodes, if given)."""
+    adjust = api_pb2.ContainerAdjustment()
+    adjust.linux.resources.CopyFrom(_resources(cpus, mems))
+    return adjust
+
+
+def cpuset_update(container_id: str, cpus: CPUSet | str, mems: CPUSet | str | None = None) -> api_pb2.ContainerUpdate:
+    """An update of an existing container's cpuset (for ``UpdateContainers`` or a ``*Response.update``)."""
+    update = api_pb2.ContainerUpdate(container_id=container_id)
+    update.linux.resources.CopyFrom(_resources(cpus, mems))
+    return update
+
+
+class FixedCpusetHandler(BaseHandler):
+    """Pins every container to ``cpus`` (and ``mems``); fails creation of containers named in ``reject``."""
+
+    events = 0  # all events
+
+    def __init__(self, cpus: CPUSet | str, mems: CPUSet | str | None = None, reject: Iterable[str] = ()) -> None:
+        self.cpus = str(cpus)
+        self.mems = None if mems is None else str(mems)
+        self.reject = frozenset(reject)
+        self.calls: list[tuple[str, str, str]] = []
+        self.configured = 0
+        self.synchronized = 0
+
+    async def configure(self, request: api_pb2.ConfigureRequest) -> api_pb2.ConfigureResponse:
+        self.configured += 1
+        self.calls.append(("Configure", request.runtime_name, request.runtime_version))
+        return api_pb2.ConfigureResponse(events=self.events)
+
+    async def synchronize(self, request: api_pb2.SynchronizeRequest) -> api_pb2.SynchronizeResponse:
+        self.synchronized += 1
+        self.calls.append(("Synchronize", "", ""))
+        response = api_pb2.SynchronizeResponse()
+        for container in request.containers:
+            if container.linux.resources.cpu.cpus != self.cpus:
+                response.update.append(cpuset_update(container.id, self.cpus, self.mems))
+        return response
+
+    async def create_container(self, request: api_pb2.CreateContainerRequest) -> api_pb2.CreateContainerResponse:
+        self.calls.append(("CreateContainer", request.pod.name, request.container.name))
+        if request.container.name in self.reject:
+            raise StatusError(
+                StatusCode.FAILED_PRECONDITION, f"numaplane example: container {request.container.name!r} rejected"
+            )
+        return api_pb2.CreateContainerResponse(adjust=cpuset_adjustment(self.cpus, self.mems))
+
+    async def update_container(self, request: api_pb2.UpdateContainerRequest) -> api_pb2.UpdateContainerResponse:
+        self.calls.append(("UpdateContainer", request.pod.name, request.container.name))
+        return api_pb2.UpdateContainerResponse()
+
+    async def stop_container(self, request: api_pb2.StopContainerRequest) -> api_pb2.StopContainerResponse:
+        self.calls.append(("StopContainer", request.pod.name, request.container.name))
+        return api_pb2.StopContainerResponse()
+
+    async def state_change(self, event: api_pb2.StateChangeEvent) -> None:
+        self.calls.append((api_pb2.Event.Name(event.event), event.pod.name, event.container.name))
+
+    async def shutdown(self) -> None:
+        self.calls.append(("Shutdown", "", ""))

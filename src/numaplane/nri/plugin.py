@@ -1,0 +1,402 @@
+"""An asyncio NRI plugin runtime: connect, register, serve the ``Plugin`` service, reconnect.
+
+The resource logic lives in a :class:`Handler` (written elsewhere, e.g. the node agent); this module only
+speaks NRI. Lifecycle of :meth:`NRIPlugin.run`::
+
+    loop until stop():
+        connect (dial the socket path, or adopt the runtime-provided fd from NRI_PLUGIN_SOCKET)
+        start the reader; call Runtime.RegisterPlugin(name, idx) while the reader already serves
+            (the runtime may send Configure before it answers the registration)
+        serve Configure / Synchronize / events until EOF, a protocol error or stop()
+        wait with exponential backoff (reset after a successful registration) and reconnect;
+        a runtime-provided fd cannot be redialled: then run() returns after the first session.
+
+Each request is served in its own task with the runtime's deadline (``timeout_nano``) applied; a
+handler that raises :class:`~numaplane.nri.errors.StatusError` answers with that status, any other
+exception answers UNKNOWN with the exception text (for CreateContainer the runtime then fails the
+container with that message). Handlers must not block the event loop: CPU-heavy work belongs in
+``asyncio.to_thread``. After a reconnect the runtime sends Configure and Synchronize again, and
+Synchronize is where a handler re-applies (via ``SynchronizeResponse.update``) what it may have missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import socket
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Protocol, TypeVar
+
+from google.protobuf.message import DecodeError, Message
+
+from numaplane.nri.errors import (
+    CallTimeout,
+    ConnectionClosed,
+    PluginConfigError,
+    ProtocolError,
+    RegistrationFailed,
+    StatusCode,
+    StatusError,
+)
+from numaplane.nri.proto import api_pb2
+from numaplane.nri.protocol import AsyncConnection, Reply, RequestReceived, Role
+
+__all__ = [
+    "ALL_EVENTS",
+    "DEFAULT_SOCKET_PATH",
+    "PLUGIN_SERVICE",
+    "RUNTIME_SERVICE",
+    "BaseHandler",
+    "Handler",
+    "NRIPlugin",
+    "event_mask",
+]
+
+log = logging.getLogger(__name__)
+
+PLUGIN_SERVICE = "nri.pkg.api.v1alpha1.Plugin"
+RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
+DEFAULT_SOCKET_PATH = "/var/run/nri/nri.sock"
+ALL_EVENTS = 0  # ConfigureResponse.events == 0 subscribes to every event
+_IDX_RE = re.compile(r"[0-9]{2}\Z")
+
+
+def event_mask(*events: int) -> int:
+    """The ``ConfigureResponse.events`` bits for ``events`` (``api_pb2.CREATE_CONTAINER`` …)."""
+    mask = 0
+    for event in events:
+        if not api_pb2.UNKNOWN < event < api_pb2.LAST:
+            raise ValueError(f"not a subscribable NRI event: {event}")
+        mask |= 1 << (event - 1)
+    return mask
+
+
+class Handler(Protocol):
+    """What the plugin runtime calls. Every method is a coroutine; messages are the protobuf types.
+
+    A handler only receives the events it subscribed to in :meth:`configure` (0 = all). ``configure``
+    and ``synchronize`` run again after every reconnect.
+    """
+
+    async def configure(self, request: api_pb2.ConfigureRequest) -> api_pb2.ConfigureResponse: ...
+
+    async def synchronize(self, request: api_pb2.SynchronizeRequest) -> api_pb2.SynchronizeResponse: ...
+
+    async def create_container(self, request: api_pb2.CreateContainerRequest) -> api_pb2.CreateContainerResponse: ...
+
+    async def update_container(self, request: api_pb2.UpdateContainerRequest) -> api_pb2.UpdateContainerResponse: ...
+
+    async def stop_container(self, request: api_pb2.StopContainerRequest) -> api_pb2.StopContainerResponse: ...
+
+    async def state_change(self, event: api_pb2.StateChangeEvent) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+
+class BaseHandler:
+    """A :class:`Handler` that subscribes to ``events`` and answers everything with an empty response.
+
+    Subclass it and override what you need.
+    """
+
+    events: int = ALL_EVENTS
+
+    async def configure(self, request: api_pb2.ConfigureRequest) -> api_pb2.ConfigureResponse:
+        return api_pb2.ConfigureResponse(events=self.events)
+
+    async def synchronize(self, request: api_pb2.SynchronizeRequest) -> api_pb2.SynchronizeResponse:
+        return api_pb2.SynchronizeResponse()
+
+    async def create_container(self, request: api_pb2.CreateContainerRequest) -> api_pb2.CreateContainerResponse:
+        return api_pb2.CreateContainerResponse()
+
+    async def update_container(self, request: api_pb2.UpdateContainerRequest) -> api_pb2.UpdateContainerResponse:
+        return api_pb2.UpdateContainerResponse()
+
+    async def stop_container(self, request: api_pb2.StopContainerRequest) -> api_pb2.StopContainerResponse:
+        return api_pb2.StopContainerResponse()
+
+    async def state_change(self, event: api_pb2.StateChangeEvent) -> None:
+        return None
+
+    async def shutdown(self) -> None:
+        return None
+
+
+# ---- dispatch ------------------------------------------------------------------------------------
+
+_M = TypeVar("_M", bound=Message)
+
+
+def _parse(cls: type[_M], payload: bytes) -> _M:
+    msg = cls()
+    try:
+        msg.ParseFromString(payload)
+    except DecodeError as exc:
+        raise StatusError(StatusCode.INVALID_ARGUMENT, f"undecodable {cls.__name__}: {exc}") from None
+    return msg
+
+
+_EMPTY = b""
+
+
+async def _configure(h: Handler, p: bytes) -> bytes:
+    return (await h.configure(_parse(api_pb2.ConfigureRequest, p))).SerializeToString()
+
+
+async def _synchronize(h: Handler, p: bytes) -> bytes:
+    return (await h.synchronize(_parse(api_pb2.SynchronizeRequest, p))).SerializeToString()
+
+
+async def _create(h: Handler, p: bytes) -> bytes:
+    return (await h.create_container(_parse(api_pb2.CreateContainerRequest, p))).SerializeToString()
+
+
+async def _update(h: Handler, p: bytes) -> bytes:
+    return (await h.update_container(_parse(api_pb2.UpdateContainerRequest, p))).SerializeToString()
+
+
+async def _stop(h: Handler, p: bytes) -> bytes:
+    return (await h.stop_container(_parse(api_pb2.StopContainerRequest, p))).SerializeToString()
+
+
+async def _state_change(h: Handler, p: bytes) -> bytes:
+    await h.state_change(_parse(api_pb2.StateChangeEvent, p))
+    return _EMPTY
+
+
+async def _shutdown(h: Handler, p: bytes) -> bytes:
+    _parse(api_pb2.Empty, p)
+    await h.shutdown()
+    return _EMPTY
+
+
+#: ``Plugin`` method name → coroutine decoding the request, calling the handler, encoding the response.
+PLUGIN_METHODS: Mapping[str, Callable[[Handler, bytes], Awaitable[bytes]]] = {
+    "Configure": _configure,
+    "Synchronize": _synchronize,
+    "CreateContainer": _create,
+    "UpdateContainer": _update,
+    "StopContainer": _stop,
+    "StateChange": _state_change,
+    "Shutdown": _shutdown,
+}
+
+
+async def dispatch(handler: Handler, request: RequestReceived) -> Reply:
+    """Serve one ``Plugin`` request with ``handler`` (within the request's deadline, if any)."""
+    if request.service != PLUGIN_SERVICE:
+        return Reply(code=StatusCode.UNIMPLEMENTED, message=f"service {request.service!r} is not served here")
+    method = PLUGIN_METHODS.get(request.method)
+    if method is None:
+        return Reply(code=StatusCode.UNIMPLEMENTED, message=f"method {request.method!r} is not implemented")
+    timeout = request.timeout_nano / 1e9 if request.timeout_nano > 0 else None
+    try:
+        async with asyncio.timeout(timeout):
+            return Reply(await method(handler, request.payload))
+    except TimeoutError:
+        return Reply(code=StatusCode.DEADLINE_EXCEEDED, message=f"{request.method} exceeded {timeout} s")
+
+
+# ---- the runtime ---------------------------------------------------------------------------------
+
+
+class NRIPlugin:
+    """One NRI plugin: registers ``name``/``idx`` with the runtime and serves ``handler``.
+
+    Connect either by dialling ``socket_path`` or, when ``inherited_fd`` is given (a runtime-launched
+    plugin, ``NRI_PLUGIN_SOCKET=3``), by adopting that already-connected socket.
+    """
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        name: str,
+        idx: str,
+        socket_path: str = DEFAULT_SOCKET_PATH,
+        inherited_fd: int | None = None,
+        registration_timeout_seconds: float = 5.0,
+        call_timeout_seconds: float = 2.0,
+        backoff_initial_seconds: float = 0.1,
+        backoff_max_seconds: float = 10.0,
+    ) -> None:
+        if not name or "/" in name:
+            raise PluginConfigError(f"invalid NRI plugin name {name!r}")
+        if not _IDX_RE.match(idx):
+            raise PluginConfigError(f"NRI plugin index must be exactly two digits, got {idx!r}")
+        self.handler = handler
+        self.name = name
+        self.idx = idx
+        self.socket_path = socket_path
+        self.inherited_fd = inherited_fd
+        self.registration_timeout_seconds = registration_timeout_seconds
+        self.call_timeout_seconds = call_timeout_seconds
+        self.backoff_initial_seconds = backoff_initial_seconds
+        self.backoff_max_seconds = backoff_max_seconds
+        self.registrations = 0  # successful registrations so far (one per session)
+        self.last_error: BaseException | None = None
+        self._conn: AsyncConnection | None = None
+        self._registered = asyncio.Event()
+        self._stopping = asyncio.Event()
+
+    @classmethod
+    def from_env(
+        cls,
+        handler: Handler,
+        *,
+        name: str,
+        idx: str,
+        socket_path: str = DEFAULT_SOCKET_PATH,
+        environ: Mapping[str, str] | None = None,
+        **kwargs: float,
+    ) -> NRIPlugin:
+        """Honour ``NRI_PLUGIN_NAME``, ``NRI_PLUGIN_IDX`` and ``NRI_PLUGIN_SOCKET`` (an fd number) if set."""
+        env = os.environ if environ is None else environ
+        fd_text = env.get("NRI_PLUGIN_SOCKET")
+        fd: int | None = None
+        if fd_text:
+            if not fd_text.isdigit():
+                raise PluginConfigError(f"NRI_PLUGIN_SOCKET must be a file descriptor number, got {fd_text!r}")
+            fd = int(fd_text)
+        return cls(
+            handler,
+            name=env.get("NRI_PLUGIN_NAME") or name,
+            idx=env.get("NRI_PLUGIN_IDX") or idx,
+            socket_path=socket_path,
+            inherited_fd=fd,
+            **kwargs,
+        )
+
+    # -- state
+
+    @property
+    def registered(self) -> bool:
+        """Connected and registered right now."""
+        return self._registered.is_set()
+
+    async def wait_registered(self, timeout_seconds: float | None = None) -> None:
+        """Wait until the plugin is registered (raises ``TimeoutError`` past ``timeout_seconds``)."""
+        async with asyncio.timeout(timeout_seconds):
+            await self._registered.wait()
+
+    # -- client calls
+
+    async def update_containers(
+        self,
+        updates: Iterable[api_pb2.ContainerUpdate],
+        evictions: Iterable[api_pb2.ContainerEviction] = (),
+    ) -> list[api_pb2.ContainerUpdate]:
+        """``Runtime.UpdateContainers``: change running containers; return the updates that failed.
+
+        Raises :class:`ConnectionClosed` when not registered, :class:`StatusError`, :class:`CallTimeout`.
+        """
+        conn = self._conn
+        if conn is None or not self.registered:
+            raise ConnectionClosed("NRI plugin is not registered with the runtime")
+        request = api_pb2.UpdateContainersRequest(update=list(updates), evict=list(evictions))
+        payload = await conn.call(
+            RUNTIME_SERVICE,
+            "UpdateContainers",
+            request.SerializeToString(),
+            timeout_seconds=self.call_timeout_seconds,
+        )
+        return list(_parse(api_pb2.UpdateContainersResponse, payload).failed)
+
+    # -- lifecycle
+
+    async def run(self) -> None:
+        """Connect, register and serve until :meth:`stop`; reconnect with exponential backoff."""
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                reader, writer = await self._connect()
+            except (OSError, PluginConfigError) as exc:
+                self.last_error = exc
+                log.info("nri: cannot connect to %s: %s", self.socket_path, exc)
+                if self.inherited_fd is not None:
+                    raise ConnectionClosed(f"inherited NRI socket fd {self.inherited_fd} unusable: {exc}") from exc
+            else:
+                registered = await self._session(reader, writer)
+                if registered:
+                    failures = 0
+                if self.inherited_fd is not None:
+                    return  # a runtime-provided socket cannot be redialled
+            if self._stopping.is_set():
+                return
+            delay = min(self.backoff_initial_seconds * (2**failures), self.backoff_max_seconds)
+            failures += 1
+            log.info("nri: reconnecting in %.2f s", delay)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._stopping.wait()
+
+    async def stop(self) -> None:
+        """Stop :meth:`run`: close the connection and do not reconnect."""
+        self._stopping.set()
+        self.disconnect()
+
+    def disconnect(self) -> None:
+        """Drop the current connection (``run`` reconnects unless stopping). For tests and re-sync."""
+        if self._conn is not None:
+            self._conn.close()
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self.inherited_fd is not None:
+            sock = socket.socket(fileno=self.inherited_fd)
+            if sock.family != socket.AF_UNIX:
+                sock.detach()
+                raise PluginConfigError(f"fd {self.inherited_fd} is not a unix socket")
+            return await asyncio.open_unix_connection(sock=sock)
+        return await asyncio.open_unix_connection(self.socket_path)
+
+    async def _serve(self, request: RequestReceived) -> Reply:
+        return await dispatch(self.handler, request)
+
+    async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """One connection: register and serve until it ends. Returns whether registration succeeded."""
+        conn = AsyncConnection(reader, writer, self._serve, role=Role.PLUGIN)
+        self._conn = conn
+        reader_task = asyncio.create_task(conn.run(), name="nri-reader")
+        registered = False
+        try:
+            await self._register(conn)
+            registered = True
+            self.registrations += 1
+            self._registered.set()
+            log.info("nri: plugin %s-%s registered", self.idx, self.name)
+            await reader_task
+        except (ProtocolError, StatusError, CallTimeout, ConnectionClosed) as exc:
+            self.last_error = exc
+            log.warning("nri: connection ended: %s", exc)
+        finally:
+            self._registered.clear()
+            conn.close()
+            if not reader_task.done():
+                reader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader_task
+            if not reader_task.cancelled() and isinstance(reader_task.exception(), ProtocolError):
+                self.last_error = reader_task.exception()
+                log.warning("nri: protocol error from the runtime: %s", self.last_error)
+            await conn.wait_closed()
+            if self._conn is conn:
+                self._conn = None
+        return registered
+
+    async def _register(self, conn: AsyncConnection) -> None:
+        request = api_pb2.RegisterPluginRequest(plugin_name=self.name, plugin_idx=self.idx)
+        try:
+            await conn.call(
+                RUNTIME_SERVICE,
+                "RegisterPlugin",
+                request.SerializeToString(),
+                timeout_seconds=self.registration_timeout_seconds,
+            )
+        except StatusError as exc:
+            raise RegistrationFailed(exc.code, exc.message) from None
+        except CallTimeout:
+            raise RegistrationFailed(StatusCode.DEADLINE_EXCEEDED, "RegisterPlugin timed out") from None

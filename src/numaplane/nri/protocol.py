@@ -1,0 +1,531 @@
+"""The NRI wire protocol: the connection multiplexer and ttrpc framing, sans-I/O, plus a thin asyncio driver.
+
+Layers, outermost first (all integers big-endian):
+
+1. **Mux frame** — ``u32 conn_id | u32 payload_len | payload``; ``payload_len <= MAX_FRAME_PAYLOAD``
+   (16 MiB). ``conn_id`` 1 carries the ``Plugin`` service (the runtime calls, the plugin serves);
+   ``conn_id`` 2 carries the ``Runtime`` service (the plugin calls). Each connection is a byte stream:
+   a ttrpc message may span frames (containerd splits at 4096 bytes) and a frame may hold several.
+2. **ttrpc message** — ``u32 length | u32 stream_id | u8 type | u8 flags | body``; ``length`` counts the
+   body only and is at most ``MAX_MESSAGE`` (4 MiB). type 1 = request, 2 = response (3 = stream data,
+   which NRI never uses and we reject). A caller numbers its calls with odd, increasing stream ids; a
+   response reuses its request's stream id.
+3. **Envelope** — a request body is ``ttrpc.Request{service, method, payload, timeout_nano, metadata}``, a
+   response body is ``ttrpc.Response{status, payload}`` (status absent or code 0 = success).
+
+:class:`Connection` holds the whole per-socket state — both directions of both logical connections — as
+a pure state machine: :meth:`Connection.receive` turns bytes into :class:`RequestReceived` and
+:class:`ResponseReceived` events, :meth:`Connection.call` and :meth:`Connection.reply` return the bytes
+to write. The same class plays either side (``Role.PLUGIN`` or ``Role.RUNTIME``), which is what the
+tests' fake runtime uses. :class:`AsyncConnection` drives it over an asyncio stream.
+
+Every violation of the bounds above raises a :class:`~numaplane.nri.errors.ProtocolError` subclass;
+after one, the connection is unusable and must be dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import struct
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+from google.protobuf.message import DecodeError
+
+from numaplane.nri.errors import (
+    BadMessage,
+    CallTimeout,
+    ConnectionClosed,
+    FrameTooLarge,
+    MessageTooLarge,
+    StatusCode,
+    StatusError,
+    TruncatedStream,
+    UnexpectedResponse,
+    UnknownConnection,
+)
+from numaplane.nri.proto import ttrpc_pb2
+
+__all__ = [
+    "MAX_FRAME_PAYLOAD",
+    "MAX_MESSAGE",
+    "PLUGIN_CONN",
+    "RUNTIME_CONN",
+    "AsyncConnection",
+    "CallEvent",
+    "Connection",
+    "MessageDecoder",
+    "MessageType",
+    "MuxDecoder",
+    "Reply",
+    "RequestReceived",
+    "ResponseReceived",
+    "Role",
+    "TtrpcMessage",
+    "encode_frame",
+    "encode_message",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_FRAME_PAYLOAD = 16 * 1024 * 1024
+MAX_MESSAGE = 4 * 1024 * 1024
+PLUGIN_CONN = 1
+RUNTIME_CONN = 2
+_KNOWN_CONNS = frozenset({PLUGIN_CONN, RUNTIME_CONN})
+
+_MUX_HEADER = struct.Struct(">II")
+_TTRPC_HEADER = struct.Struct(">IIBB")
+MUX_HEADER_SIZE = _MUX_HEADER.size  # 8
+TTRPC_HEADER_SIZE = _TTRPC_HEADER.size  # 10
+
+
+class MessageType(enum.IntEnum):
+    REQUEST = 1
+    RESPONSE = 2
+    DATA = 3
+
+
+class Role(enum.Enum):
+    """Which end of the NRI socket a :class:`Connection` plays."""
+
+    PLUGIN = "plugin"  # serves conn 1, calls on conn 2
+    RUNTIME = "runtime"  # serves conn 2, calls on conn 1
+
+    @property
+    def serve_conn(self) -> int:
+        return PLUGIN_CONN if self is Role.PLUGIN else RUNTIME_CONN
+
+    @property
+    def call_conn(self) -> int:
+        return RUNTIME_CONN if self is Role.PLUGIN else PLUGIN_CONN
+
+
+# ---- layer 1: mux frames -------------------------------------------------------------------------
+
+
+def encode_frame(conn_id: int, payload: bytes) -> bytes:
+    """One mux frame. Raises :class:`FrameTooLarge` above 16 MiB, :class:`UnknownConnection` for ids ∉ {1, 2}."""
+    if conn_id not in _KNOWN_CONNS:
+        raise UnknownConnection(conn_id)
+    if len(payload) > MAX_FRAME_PAYLOAD:
+        raise FrameTooLarge(len(payload), MAX_FRAME_PAYLOAD)
+    return _MUX_HEADER.pack(conn_id, len(payload)) + payload
+
+
+class MuxDecoder:
+    """Incremental mux frame parser. Header checks happen as soon as 8 bytes are in, before the payload."""
+
+    __slots__ = ("_buf", "_known", "_max")
+
+    def __init__(self, known_conn_ids: Iterable[int] = _KNOWN_CONNS, max_payload: int = MAX_FRAME_PAYLOAD) -> None:
+        self._buf = bytearray()
+        self._known = frozenset(known_conn_ids)
+        self._max = max_payload
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        """Append ``data``; return every complete frame as ``(conn_id, payload)``."""
+        buf = self._buf
+        buf += data
+        out: list[tuple[int, bytes]] = []
+        pos = 0
+        end = len(buf)
+        while end - pos >= MUX_HEADER_SIZE:
+            conn_id, length = _MUX_HEADER.unpack_from(buf, pos)
+            if conn_id not in self._known:
+                raise UnknownConnection(conn_id)
+            if length > self._max:
+                raise FrameTooLarge(length, self._max)
+            if end - pos - MUX_HEADER_SIZE < length:
+                break
+            start = pos + MUX_HEADER_SIZE
+            out.append((conn_id, bytes(buf[start : start + length])))
+            pos = start + length
+        if pos:
+            del buf[:pos]
+        return out
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def eof(self) -> None:
+        """The stream ended: fine between frames, :class:`TruncatedStream` inside one."""
+        if self._buf:
+            raise TruncatedStream(f"EOF inside a mux frame ({len(self._buf)} bytes buffered)")
+
+
+# ---- layer 2: ttrpc messages ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TtrpcMessage:
+    stream_id: int
+    type: int
+    flags: int
+    body: bytes
+
+
+def encode_message(stream_id: int, msg_type: int, body: bytes, flags: int = 0) -> bytes:
+    """One ttrpc message (header + body). Raises :class:`MessageTooLarge` above 4 MiB."""
+    if len(body) > MAX_MESSAGE:
+        raise MessageTooLarge(len(body), MAX_MESSAGE)
+    return _TTRPC_HEADER.pack(len(body), stream_id, msg_type, flags) + body
+
+
+class MessageDecoder:
+    """Incremental ttrpc message parser for one logical connection's byte stream."""
+
+    __slots__ = ("_buf", "_max")
+
+    def __init__(self, max_message: int = MAX_MESSAGE) -> None:
+        self._buf = bytearray()
+        self._max = max_message
+
+    def feed(self, data: bytes) -> list[TtrpcMessage]:
+        buf = self._buf
+        buf += data
+        out: list[TtrpcMessage] = []
+        pos = 0
+        end = len(buf)
+        while end - pos >= TTRPC_HEADER_SIZE:
+            length, stream_id, msg_type, flags = _TTRPC_HEADER.unpack_from(buf, pos)
+            if length > self._max:
+                raise MessageTooLarge(length, self._max)
+            if msg_type not in (MessageType.REQUEST, MessageType.RESPONSE, MessageType.DATA):
+                raise BadMessage(f"unknown ttrpc message type {msg_type} (stream {stream_id})")
+            if stream_id == 0:
+                raise BadMessage("ttrpc stream id 0 is not valid")
+            if end - pos - TTRPC_HEADER_SIZE < length:
+                break
+            start = pos + TTRPC_HEADER_SIZE
+            out.append(TtrpcMessage(stream_id, msg_type, flags, bytes(buf[start : start + length])))
+            pos = start + length
+        if pos:
+            del buf[:pos]
+        return out
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def eof(self) -> None:
+        if self._buf:
+            raise TruncatedStream(f"EOF inside a ttrpc message ({len(self._buf)} bytes buffered)")
+
+
+# ---- layer 3: calls ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestReceived:
+    """The peer called us. Answer with :meth:`Connection.reply` using ``stream_id``."""
+
+    stream_id: int
+    service: str
+    method: str
+    payload: bytes
+    timeout_nano: int = 0
+    metadata: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseReceived:
+    """The peer answered our call ``stream_id`` (to ``service``/``method``)."""
+
+    stream_id: int
+    service: str
+    method: str
+    code: int
+    message: str
+    payload: bytes
+
+    @property
+    def ok(self) -> bool:
+        return self.code == StatusCode.OK
+
+
+CallEvent = RequestReceived | ResponseReceived
+
+
+@dataclass(slots=True)
+class _Outstanding:
+    service: str
+    method: str
+
+
+@dataclass
+class Connection:
+    """Sans-I/O state of one NRI socket (both logical connections), seen from ``role``."""
+
+    role: Role = Role.PLUGIN
+    _mux: MuxDecoder = field(default_factory=MuxDecoder, init=False, repr=False)
+    _streams: dict[int, MessageDecoder] = field(init=False, repr=False)
+    _next_stream_id: int = field(default=1, init=False)
+    _outstanding: dict[int, _Outstanding] = field(default_factory=dict, init=False, repr=False)
+    _abandoned: set[int] = field(default_factory=set, init=False, repr=False)
+    _serving: set[int] = field(default_factory=set, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._streams = {PLUGIN_CONN: MessageDecoder(), RUNTIME_CONN: MessageDecoder()}
+
+    # -- receiving
+
+    def receive(self, data: bytes) -> list[CallEvent]:
+        """Feed bytes read from the socket; return the calls and answers they complete, in order."""
+        events: list[CallEvent] = []
+        for conn_id, payload in self._mux.feed(data):
+            for msg in self._streams[conn_id].feed(payload):
+                events.append(self._on_message(conn_id, msg))
+        return events
+
+    def receive_eof(self) -> None:
+        """The peer closed. Raises :class:`TruncatedStream` if it did so mid-frame or mid-message."""
+        self._mux.eof()
+        for decoder in self._streams.values():
+            decoder.eof()
+
+    def _on_message(self, conn_id: int, msg: TtrpcMessage) -> CallEvent:
+        if msg.type == MessageType.REQUEST:
+            if conn_id != self.role.serve_conn:
+                raise BadMessage(f"request on connection {conn_id}, where this side is the client")
+            if msg.stream_id % 2 != 1:
+                raise BadMessage(f"request with even stream id {msg.stream_id}")
+            if msg.stream_id in self._serving:
+                raise BadMessage(f"request reuses stream id {msg.stream_id}, which is still being served")
+            req = ttrpc_pb2.Request()
+            try:
+                req.ParseFromString(msg.body)
+            except DecodeError as exc:
+                raise BadMessage(f"undecodable ttrpc request on stream {msg.stream_id}: {exc}") from None
+            self._serving.add(msg.stream_id)
+            return RequestReceived(
+                msg.stream_id,
+                req.service,
+                req.method,
+                req.payload,
+                req.timeout_nano,
+                tuple((kv.key, kv.value) for kv in req.metadata),
+            )
+        if msg.type == MessageType.RESPONSE:
+            if conn_id != self.role.call_conn:
+                raise BadMessage(f"response on connection {conn_id}, where this side is the server")
+            call = self._outstanding.pop(msg.stream_id, None)
+            if call is None:
+                if msg.stream_id in self._abandoned:
+                    self._abandoned.discard(msg.stream_id)
+                    call = _Outstanding("", "")  # a late answer to a call we gave up on
+                else:
+                    raise UnexpectedResponse(msg.stream_id)
+            resp = ttrpc_pb2.Response()
+            try:
+                resp.ParseFromString(msg.body)
+            except DecodeError as exc:
+                raise BadMessage(f"undecodable ttrpc response on stream {msg.stream_id}: {exc}") from None
+            return ResponseReceived(
+                msg.stream_id, call.service, call.method, resp.status.code, resp.status.message, resp.payload
+            )
+        raise BadMessage(f"ttrpc stream data (type 3) on stream {msg.stream_id}: NRI uses unary calls only")
+
+    # -- sending
+
+    def call(
+        self,
+        service: str,
+        method: str,
+        payload: bytes,
+        timeout_nano: int = 0,
+        metadata: Iterable[tuple[str, str]] = (),
+    ) -> tuple[int, bytes]:
+        """Start a call; return its stream id and the bytes to write."""
+        stream_id = self._next_stream_id
+        req = ttrpc_pb2.Request(service=service, method=method, payload=payload, timeout_nano=timeout_nano)
+        for key, value in metadata:
+            req.metadata.add(key=key, value=value)
+        data = encode_frame(
+            self.role.call_conn, encode_message(stream_id, MessageType.REQUEST, req.SerializeToString())
+        )
+        self._next_stream_id += 2
+        self._outstanding[stream_id] = _Outstanding(service, method)
+        return stream_id, data
+
+    def reply(self, stream_id: int, payload: bytes = b"", code: int = StatusCode.OK, message: str = "") -> bytes:
+        """Answer the request ``stream_id``; return the bytes to write. Success with no payload is 0 bytes."""
+        if stream_id not in self._serving:
+            raise ValueError(f"no request on stream {stream_id} is waiting for a reply")
+        resp = ttrpc_pb2.Response(payload=payload)
+        if code != StatusCode.OK:
+            resp.status.code = code
+            resp.status.message = message
+        body = resp.SerializeToString()
+        data = encode_frame(self.role.serve_conn, encode_message(stream_id, MessageType.RESPONSE, body))
+        self._serving.discard(stream_id)
+        return data
+
+    def abandon(self, stream_id: int) -> None:
+        """Stop waiting for call ``stream_id`` (timed out); a late answer is then dropped quietly."""
+        if self._outstanding.pop(stream_id, None) is not None:
+            self._abandoned.add(stream_id)
+
+    @property
+    def outstanding(self) -> frozenset[int]:
+        """Stream ids of our calls still waiting for an answer."""
+        return frozenset(self._outstanding)
+
+    @property
+    def serving(self) -> frozenset[int]:
+        """Stream ids of the peer's calls we have not answered yet."""
+        return frozenset(self._serving)
+
+
+# ---- asyncio driver ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a request server returns: a payload on success, or a non-zero gRPC ``code`` and ``message``."""
+
+    payload: bytes = b""
+    code: int = StatusCode.OK
+    message: str = ""
+
+
+RequestServer = Callable[[RequestReceived], Awaitable[Reply]]
+
+_READ_SIZE = 256 * 1024
+
+
+class AsyncConnection:
+    """Runs a :class:`Connection` over an asyncio stream.
+
+    :meth:`run` reads until EOF and must be running for calls to complete. Each incoming request is
+    served in its own task, so a slow handler never stalls the reader (nor the answers to our own calls).
+    A server that raises :class:`StatusError` answers with that status, any other exception with UNKNOWN.
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        serve: RequestServer,
+        *,
+        role: Role = Role.PLUGIN,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._serve = serve
+        self._conn = Connection(role)
+        self._waiters: dict[int, asyncio.Future[ResponseReceived]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def run(self) -> None:
+        """Read and dispatch until the peer closes. Raises :class:`ProtocolError` on a protocol violation."""
+        try:
+            while True:
+                try:
+                    data = await self._reader.read(_READ_SIZE)
+                except (ConnectionError, OSError) as exc:
+                    log.debug("nri: read failed: %s", exc)
+                    data = b""
+                if not data:
+                    self._conn.receive_eof()
+                    return
+                for event in self._conn.receive(data):
+                    if isinstance(event, RequestReceived):
+                        task = asyncio.create_task(self._serve_one(event), name=f"nri-{event.method}-{event.stream_id}")
+                        self._tasks.add(task)
+                        task.add_done_callback(self._tasks.discard)
+                    else:
+                        waiter = self._waiters.pop(event.stream_id, None)
+                        if waiter is not None and not waiter.done():
+                            waiter.set_result(event)
+        finally:
+            self.close()
+
+    async def call(
+        self,
+        service: str,
+        method: str,
+        payload: bytes,
+        *,
+        timeout_seconds: float | None = None,
+        peer_timeout_seconds: float | None = None,
+    ) -> bytes:
+        """Call ``service``/``method``; return the response payload.
+
+        ``timeout_seconds`` bounds our wait; the deadline announced to the peer (``timeout_nano``) is
+        ``peer_timeout_seconds``, by default the same. Raises :class:`StatusError` for an error status,
+        :class:`CallTimeout` past ``timeout_seconds``, :class:`ConnectionClosed` if the connection is or
+        becomes closed.
+        """
+        if self._closed:
+            raise ConnectionClosed("NRI connection is closed")
+        announced = timeout_seconds if peer_timeout_seconds is None else peer_timeout_seconds
+        timeout_nano = int(announced * 1e9) if announced is not None else 0
+        stream_id, data = self._conn.call(service, method, payload, timeout_nano)
+        waiter: asyncio.Future[ResponseReceived] = asyncio.get_running_loop().create_future()
+        self._waiters[stream_id] = waiter
+        try:
+            self._write(data)
+            async with asyncio.timeout(timeout_seconds):
+                event = await waiter
+        except TimeoutError:
+            self._conn.abandon(stream_id)
+            raise CallTimeout(f"{service}/{method}: no response within {timeout_seconds} s") from None
+        finally:
+            self._waiters.pop(stream_id, None)
+        if not event.ok:
+            raise StatusError(event.code, event.message)
+        return event.payload
+
+    async def _serve_one(self, request: RequestReceived) -> None:
+        try:
+            reply = await self._serve(request)
+        except StatusError as exc:
+            reply = Reply(code=exc.code or StatusCode.UNKNOWN, message=exc.message)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("nri: serving %s/%s failed", request.service, request.method)
+            reply = Reply(code=StatusCode.UNKNOWN, message=f"{type(exc).__name__}: {exc}")
+        if self._closed:
+            return
+        try:
+            data = self._conn.reply(request.stream_id, reply.payload, reply.code, reply.message)
+        except MessageTooLarge as exc:
+            data = self._conn.reply(request.stream_id, b"", StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        if self._closed or self._writer.is_closing():
+            raise ConnectionClosed("NRI connection is closed")
+        # One write call per frame: frames of concurrent tasks never interleave.
+        self._writer.write(data)
+
+    def close(self) -> None:
+        """Close the socket, fail our pending calls with :class:`ConnectionClosed`, cancel serving tasks."""
+        if self._closed:
+            return
+        self._closed = True
+        for waiter in self._waiters.values():
+            if not waiter.done():
+                waiter.set_exception(ConnectionClosed("NRI connection closed while waiting for a response"))
+        self._waiters.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            self._writer.close()
+
+    async def wait_closed(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._writer.wait_closed()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
