@@ -1,0 +1,38 @@
+"""Conformance kind ``nrt-zones`` (SCHEMA.md §4.8): the exporter's per-NUMA-zone resources.
+
+Zones and resources are compared as sets keyed by name, quantities by value; zone attributes are not
+part of the expectation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from numaplane.conformance.outcome import CaseContext, Outcome
+from numaplane.nrt.zones import zones_from_dicts
+from numaplane.resources.quantity import parse_quantity
+
+
+def _normal(zones: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for zone in zones:
+        out[zone["name"]] = {
+            "type": zone.get("type"),
+            "costs": {c["name"]: c["value"] for c in zone.get("costs", [])},
+            "resources": {
+                r["name"]: tuple(parse_quantity(r[k]).amount for k in ("capacity", "allocatable", "available"))
+                for r in zone.get("resources", [])
+            },
+        }
+    return out
+
+
+def run(case: dict[str, Any], ctx: CaseContext) -> Outcome:
+    zones = zones_from_dicts(
+        str(case["node_name"]), case["machine"], case["allocatable"], case["list"], case.get("config")
+    )
+    got = [z.to_dict() for z in zones]
+    expected = case["expect"]["zones"]
+    if _normal(got) == _normal(expected):
+        return Outcome.ok()
+    return Outcome.fail(expected, got, "expect.zones")
