@@ -215,6 +215,9 @@ def _parse_id(text: str, token: str) -> int:
     if not _DIGITS.match(token):
         what = "empty element" if token == "" else f"{token!r} is not an unsigned integer"
         raise CPUSetParseError(text, what)
+    if len(token.lstrip("0")) > len(str(MAX_CPU_ID)):
+        # checked before int(): Python refuses to convert over 4300 digits with a plain ValueError
+        raise CPUSetParseError(text, f"CPU id {token[:20]}… exceeds the supported maximum {MAX_CPU_ID}")
     value = int(token)
     if value > MAX_CPU_ID:
         raise CPUSetParseError(text, f"CPU id {value} exceeds the supported maximum {MAX_CPU_ID}")
