@@ -1,0 +1,194 @@
+"""The NUMA score: rank feasible nodes for a pod (0..100, higher is better, not normalized across nodes).
+
+:func:`score` reproduces the NodeResourceTopologyMatch Score (scheduler-nrt.md B):
+
+* a pod that is not Guaranteed scores 100 everywhere, without reading any NRT;
+* no NRT object, untrusted data (``fresh=False``) or unusable data: 0;
+* LeastNUMANodes applies to every policy (:mod:`numaplane.placement.least_numa`); MostAllocated,
+  LeastAllocated and BalancedAllocation only to ``single-numa-node`` nodes (0 otherwise).
+
+Per-zone functions use integer values rounded up (upstream ``Value()``: 500m cpu counts as 1, memory
+in bytes) and integer division. ``avail`` is the zone's NRT ``available``. Every requested resource takes
+part, in name order, with its configured weight when that is >= 1, else 1:
+
+* MostAllocated: ``req * 100 // avail`` (0 when ``avail`` is 0/missing or ``req > avail``);
+* LeastAllocated: ``(avail - req) * 100 // avail`` (same 0 cases);
+  zone score = ``sum(score_r * w_r) // sum(w_r)``;
+* BalancedAllocation (weights ignored): fractions ``req / avail`` as floats (1 when ``avail`` is 0 or
+  missing); any fraction > 1 → 0; else ``int((1 - sample variance) * 100)`` (variance divides by n-1).
+
+Node score = the smallest non-zero zone score (0 if all are 0). Pod scope scores the plugin's pod
+request; container scope scores each init then app container against the untouched zones and takes
+the integer mean.
+
+Deviations where upstream divides by zero (none reachable from a well-formed Guaranteed pod with
+cpu and memory requests): an empty request list scores a zone 0; a single-resource BalancedAllocation
+list has variance 0; a container-scope pod without containers scores 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from numaplane.placement.errors import PlacementConfigError
+from numaplane.placement.filter import NRTInput, as_topology
+from numaplane.placement.least_numa import least_numa_score
+from numaplane.placement.requests import pod_request
+from numaplane.placement.result import Reject
+from numaplane.placement.view import NodeTopology, NUMAZone
+from numaplane.resources.pod import Pod
+from numaplane.resources.quantity import Quantity
+
+__all__ = [
+    "MAX_SCORE",
+    "STRATEGY_TYPES",
+    "ScoringStrategy",
+    "StrategyType",
+    "balanced_allocation",
+    "node_score_from_zones",
+    "score",
+    "zone_score",
+]
+
+StrategyType = Literal["MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNUMANodes"]
+STRATEGY_TYPES: tuple[StrategyType, ...] = ("MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNUMANodes")
+MAX_SCORE = 100
+
+
+@dataclass(frozen=True)
+class ScoringStrategy:
+    """``scoringStrategy`` of the plugin args: a type and per-resource weights (default cpu=1, memory=1)."""
+
+    type: StrategyType = "LeastAllocated"
+    weights: Mapping[str, int] = field(default_factory=lambda: {"cpu": 1, "memory": 1}, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.type not in STRATEGY_TYPES:
+            raise PlacementConfigError(f"invalid ScoringStrategyType {self.type!r}")
+
+    def weight(self, resource: str) -> int:
+        """Configured weight when >= 1, else 1 (unlisted resources count with weight 1)."""
+        w = self.weights.get(resource)
+        return w if w is not None and w >= 1 else 1
+
+    @staticmethod
+    def from_dict(doc: Mapping[str, Any]) -> ScoringStrategy:
+        """From ``{"type": ..., "resources": [{"name", "weight"}]}``; raise :class:`PlacementConfigError`."""
+        kind = doc.get("type", "LeastAllocated")
+        if kind not in STRATEGY_TYPES:
+            raise PlacementConfigError(f"invalid ScoringStrategyType {kind!r}")
+        resources = doc.get("resources")
+        if resources is None:
+            return ScoringStrategy(kind)
+        weights: dict[str, int] = {}
+        if not isinstance(resources, list):
+            raise PlacementConfigError("scoringStrategy.resources must be a list")
+        for item in resources:
+            if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+                raise PlacementConfigError(f"invalid scoringStrategy resource {item!r}")
+            weight = item.get("weight", 0)
+            if isinstance(weight, bool) or not isinstance(weight, int):
+                raise PlacementConfigError(f"invalid weight {weight!r} for {item['name']!r}")
+            weights[item["name"]] = weight
+        return ScoringStrategy(kind, weights)
+
+
+def _value(q: Quantity | None) -> int:
+    return 0 if q is None else math.ceil(q.amount)
+
+
+def zone_score(
+    kind: StrategyType, requests: Sequence[tuple[str, int]], zone: NUMAZone, strategy: ScoringStrategy
+) -> int:
+    """Most/LeastAllocated score of one zone for integer ``(resource, requested value)`` pairs."""
+    total = 0
+    weights = 0
+    for name, req in requests:
+        avail = _value(zone.available.get(name))
+        if avail == 0 or req > avail:
+            part = 0
+        elif kind == "MostAllocated":
+            part = req * MAX_SCORE // avail
+        else:
+            part = (avail - req) * MAX_SCORE // avail
+        w = strategy.weight(name)
+        total += part * w
+        weights += w
+    return total // weights if weights else 0
+
+
+def balanced_allocation(requests: Sequence[tuple[str, int]], zone: NUMAZone) -> int:
+    """BalancedAllocation score of one zone (module docstring)."""
+    fractions = []
+    for name, req in requests:
+        avail = _value(zone.available.get(name))
+        fraction = 1.0 if avail == 0 else float(req) / float(avail)
+        if fraction > 1:
+            return 0
+        fractions.append(fraction)
+    n = len(fractions)
+    if n == 0:
+        return 0
+    if n == 1:
+        return MAX_SCORE
+    mean = 0.0
+    for f in fractions:
+        mean += f
+    mean /= n
+    squares = 0.0
+    compensation = 0.0
+    for f in fractions:
+        d = f - mean
+        squares += d * d
+        compensation += d
+    variance = (squares - compensation * compensation / n) / (n - 1)
+    return int((1 - variance) * MAX_SCORE)
+
+
+def node_score_from_zones(scores: Sequence[int]) -> int:
+    """The smallest non-zero zone score, 0 when every zone scored 0."""
+    non_zero = [s for s in scores if s != 0]
+    return min(non_zero) if non_zero else 0
+
+
+def _request_values(requests: Mapping[str, Quantity]) -> list[tuple[str, int]]:
+    return [(name, _value(requests[name])) for name in sorted(requests)]
+
+
+def _unit_score(requests: Mapping[str, Quantity], topology: NodeTopology, strategy: ScoringStrategy) -> int:
+    values = _request_values(requests)
+    if strategy.type == "BalancedAllocation":
+        return node_score_from_zones([balanced_allocation(values, z) for z in topology.zones])
+    return node_score_from_zones([zone_score(strategy.type, values, z, strategy) for z in topology.zones])
+
+
+def score(
+    pod: Pod,
+    nrt: NRTInput | None,
+    node: object,
+    strategy: ScoringStrategy,
+    *,
+    fresh: bool = True,
+) -> int:
+    """The node's score for ``pod`` (module docstring). ``node`` is accepted for symmetry and unused."""
+    del node
+    if pod.qos_class != "Guaranteed":
+        return MAX_SCORE
+    if nrt is None or not fresh:
+        return 0
+    topology = as_topology(nrt)
+    if isinstance(topology, Reject):
+        return 0
+    if strategy.type == "LeastNUMANodes":
+        return least_numa_score(pod, topology)
+    if topology.config.policy != "single-numa-node":
+        return 0
+    if topology.config.scope == "pod":
+        return _unit_score(pod_request(pod), topology, strategy)
+    containers = pod.all_containers()
+    if not containers:
+        return 0
+    return sum(_unit_score(c.requests, topology, strategy) for c in containers) // len(containers)

@@ -1,0 +1,191 @@
+"""The scheduler's reading of one NodeResourceTopology: topology manager config and NUMA zones.
+
+:func:`node_topology` turns an NRT object (:class:`numaplane.nrt.model.NodeResourceTopology`) into a
+:class:`NodeTopology`, the only input the filter and score functions read. It follows the plugin's
+rules (scheduler-nrt.md A.2, A.3):
+
+* Topology manager config: defaults ``none`` / ``container`` / 8 NUMA nodes. The first entry of the
+  legacy ``topologyPolicies`` list maps ``SingleNUMANode{Pod,Container}Level``,
+  ``BestEffort{Pod,Container}Level`` and ``Restricted{Pod,Container}Level``; other values are ignored.
+  Then the top-level attributes override, one by one: ``topologyManagerScope`` (exactly ``container``
+  or ``pod``), ``topologyManagerPolicy`` (exactly ``none``, ``best-effort``, ``restricted`` or
+  ``single-numa-node``), ``topologyManagerMaxNUMANodes`` (an integer > 1, clamped to 1024). The first
+  attribute of a name wins.
+* NUMA zones: zones of type exactly ``Node`` named ``node-<id>``. Other zones are skipped and reported
+  in :attr:`NodeTopology.ignored`. Ids above 63 are skipped as well: upstream skips ids above 64 and
+  can never select id 64 because its NUMA mask has 64 bits, so dropping 64 too only differs in a
+  corner that upstream itself mishandles. Zone order is document order (not sorted by id).
+* A zone's resources map each row name to its ``available`` quantity (a later duplicate row wins, as
+  upstream's map assignment does); ``allocatable`` is kept for the opt-in kubelet admission mode.
+  Costs map the peer's NUMA id (parsed with the same ``node-<id>`` rule, ids up to 64) to the distance.
+
+Invariant: a :class:`NodeTopology` is immutable; :meth:`NodeTopology.charged` returns a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from numaplane.nrt.model import ZONE_TYPE_NODE, NodeResourceTopology, zone_numa_id
+from numaplane.resources.quantity import ZERO, Quantity
+
+__all__ = [
+    "DEFAULT_MAX_NUMA_NODES",
+    "MAX_NUMA_ID",
+    "IgnoredZone",
+    "NUMAZone",
+    "NodeTopology",
+    "Policy",
+    "Scope",
+    "TopologyManagerConfig",
+    "node_topology",
+    "topology_manager_config",
+]
+
+Policy = Literal["none", "best-effort", "restricted", "single-numa-node"]
+Scope = Literal["container", "pod"]
+
+DEFAULT_MAX_NUMA_NODES = 8
+LIMIT_MAX_NUMA_NODES = 1024
+MAX_NUMA_ID = 63  # highest id the 64-bit NUMA mask can hold
+_MAX_COST_ID = 64  # upstream skips cost entries above this id
+
+_LEGACY: dict[str, tuple[Policy, Scope]] = {
+    "SingleNUMANodePodLevel": ("single-numa-node", "pod"),
+    "SingleNUMANodeContainerLevel": ("single-numa-node", "container"),
+    "BestEffortPodLevel": ("best-effort", "pod"),
+    "BestEffortContainerLevel": ("best-effort", "container"),
+    "RestrictedPodLevel": ("restricted", "pod"),
+    "RestrictedContainerLevel": ("restricted", "container"),
+}
+_POLICIES: tuple[Policy, ...] = ("none", "best-effort", "restricted", "single-numa-node")
+_SCOPES: tuple[Scope, ...] = ("container", "pod")
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyManagerConfig:
+    """The node's topology manager policy and scope as published in its NRT."""
+
+    policy: Policy = "none"
+    scope: Scope = "container"
+    max_numa_nodes: int = DEFAULT_MAX_NUMA_NODES
+
+
+@dataclass(frozen=True, slots=True)
+class NUMAZone:
+    """One usable NUMA zone. Quantities are exact; ``costs`` maps peer NUMA id → distance."""
+
+    numa_id: int
+    name: str
+    available: Mapping[str, Quantity] = field(default_factory=dict, hash=False)
+    allocatable: Mapping[str, Quantity] = field(default_factory=dict, hash=False)
+    costs: Mapping[int, int] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoredZone:
+    """A zone the plugin does not treat as a NUMA cell, and why."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class NodeTopology:
+    """What the scheduler reads from a node's NRT: config, usable NUMA zones, skipped zones."""
+
+    node: str
+    config: TopologyManagerConfig = TopologyManagerConfig()
+    zones: tuple[NUMAZone, ...] = ()
+    ignored: tuple[IgnoredZone, ...] = ()
+
+    @property
+    def resource_names(self) -> frozenset[str]:
+        """Names listed by at least one usable zone (everything else is non-NUMA for this node)."""
+        return frozenset(name for z in self.zones for name in z.available)
+
+    def charged(self, requests: Iterable[Mapping[str, Quantity]]) -> NodeTopology:
+        """Every zone's ``available`` minus each request, clamped at 0 (over-reserve accounting).
+
+        Each request is charged to *every* zone, for the resources the zone lists; unlisted requested
+        resources are ignored (scheduler-nrt.md C.5).
+        """
+        reqs = list(requests)
+        if not reqs:
+            return self
+        zones = []
+        for zone in self.zones:
+            avail = dict(zone.available)
+            for req in reqs:
+                for name, qty in req.items():
+                    if name in avail:
+                        left = avail[name] - qty
+                        avail[name] = left if left.amount >= 0 else ZERO
+            zones.append(replace(zone, available=avail))
+        return replace(self, zones=tuple(zones))
+
+    def describe_ignored(self) -> str:
+        """``name (reason), ...`` for explanations; empty when nothing was skipped."""
+        return ", ".join(f"{z.name} ({z.reason})" for z in self.ignored)
+
+
+def _atoi(text: str) -> int | None:
+    """Go ``strconv.Atoi`` syntax: optional sign then ASCII decimal digits."""
+    body = text[1:] if text[:1] in ("+", "-") else text
+    if not body or not body.isascii() or not body.isdigit():
+        return None
+    return int(text)
+
+
+def topology_manager_config(nrt: NodeResourceTopology) -> TopologyManagerConfig:
+    """Policy, scope and max NUMA nodes from the legacy list then the attributes (module docstring)."""
+    policy: Policy = "none"
+    scope: Scope = "container"
+    max_numa = DEFAULT_MAX_NUMA_NODES
+    if nrt.topology_policies and nrt.topology_policies[0] in _LEGACY:
+        policy, scope = _LEGACY[nrt.topology_policies[0]]
+    attr_scope = nrt.attribute("topologyManagerScope")
+    for candidate_scope in _SCOPES:
+        if attr_scope == candidate_scope:
+            scope = candidate_scope
+    attr_policy = nrt.attribute("topologyManagerPolicy")
+    for candidate_policy in _POLICIES:
+        if attr_policy == candidate_policy:
+            policy = candidate_policy
+    attr_max = nrt.attribute("topologyManagerMaxNUMANodes")
+    if attr_max is not None:
+        value = _atoi(attr_max)
+        if value is not None and value > 1:
+            max_numa = min(value, LIMIT_MAX_NUMA_NODES)
+    return TopologyManagerConfig(policy, scope, max_numa)
+
+
+def node_topology(nrt: NodeResourceTopology) -> NodeTopology:
+    """The scheduler's view of ``nrt`` (module docstring). Never raises on well-typed input."""
+    zones: list[NUMAZone] = []
+    ignored: list[IgnoredZone] = []
+    for zone in nrt.zones:
+        if zone.type != ZONE_TYPE_NODE:
+            ignored.append(IgnoredZone(zone.name, f"type {zone.type!r} is not {ZONE_TYPE_NODE!r}"))
+            continue
+        numa = zone_numa_id(zone.name)
+        if numa is None:
+            ignored.append(IgnoredZone(zone.name, "name is not node-<id>"))
+            continue
+        if numa > MAX_NUMA_ID:
+            ignored.append(IgnoredZone(zone.name, f"NUMA id {numa} is above {MAX_NUMA_ID}"))
+            continue
+        available: dict[str, Quantity] = {}
+        allocatable: dict[str, Quantity] = {}
+        for row in zone.resources:
+            available[row.name] = row.available
+            allocatable[row.name] = row.allocatable
+        costs: dict[int, int] = {}
+        for cost in zone.costs:
+            peer = zone_numa_id(cost.name)
+            if peer is not None and peer <= _MAX_COST_ID:
+                costs[peer] = cost.value
+        zones.append(NUMAZone(numa, zone.name, available, allocatable, costs))
+    return NodeTopology(nrt.name, topology_manager_config(nrt), tuple(zones), tuple(ignored))
