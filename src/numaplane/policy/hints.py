@@ -10,11 +10,22 @@ smaller mask (more lower-numbered bits) is narrower: ``{0} < {1} < {0,1} < {0,2}
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations
 
-__all__ = ["NUMAMask", "TopologyHint", "iterate_masks"]
+__all__ = [
+    "ANY_PREFERRED",
+    "NO_AFFINITY",
+    "UNSATISFIABLE",
+    "NUMAMask",
+    "TopologyHint",
+    "achievable_ands",
+    "all_masks",
+    "hint_of",
+    "iterate_masks",
+]
 
 KUBELET_MAX_NUMA_ID = 63
 
@@ -82,6 +93,23 @@ class NUMAMask:
     def is_subset_of(self, other: NUMAMask) -> bool:
         return self.bits & ~other.bits == 0
 
+    def any_set(self, other: NUMAMask) -> bool:
+        """Kubelet ``AnySet``: whether the two masks share at least one node."""
+        return self.bits & other.bits != 0
+
+    def is_less_than(self, other: NUMAMask) -> bool:
+        """Kubelet ``IsLessThan``: numeric comparison of the bitmasks."""
+        return self.bits < other.bits
+
+    def kubelet_string(self) -> str:
+        """Kubelet ``String()``: binary digits zero-padded to the smallest even width ``w`` with
+        ``bits > 2^(w-2)`` (so an exact power of two at an even position keeps its odd width, as upstream)."""
+        top = max(62, self.bits.bit_length() + 1)
+        for shift in range(top - top % 2, 0, -2):
+            if self.bits > (1 << shift):
+                return format(self.bits, f"0{shift + 2}b")
+        return format(self.bits, "02b")
+
     def to_list(self) -> list[int]:
         return list(self.ids())
 
@@ -113,6 +141,26 @@ class TopologyHint:
         return TopologyHint(NUMAMask.from_ids(numa), preferred)
 
 
+NO_AFFINITY = TopologyHint(None, False)
+"""The zero hint: what the ``none`` policy stores and what an unknown container's affinity is."""
+ANY_PREFERRED = TopologyHint(None, True)
+"""A provider's "don't care" (nil list, nil or empty map after normalisation)."""
+UNSATISFIABLE = TopologyHint(None, False)
+"""What an empty hint list normalises to ("cannot be satisfied")."""
+
+
+@lru_cache(maxsize=1 << 16)
+def hint_of(bits: int | None, preferred: bool) -> TopologyHint:
+    """A shared, immutable hint for ``(mask bits or None, preferred)``; avoids re-allocating hot hints."""
+    return TopologyHint(None if bits is None else NUMAMask(bits), preferred)
+
+
+@lru_cache(maxsize=256)
+def all_masks(ids: tuple[int, ...]) -> tuple[NUMAMask, ...]:
+    """:func:`iterate_masks` of ``ids``, computed once per distinct id tuple (2^n - 1 masks)."""
+    return tuple(iterate_masks(ids))
+
+
 def iterate_masks(ids: Iterable[int]) -> Iterator[NUMAMask]:
     """All non-empty subsets of ``ids``: by increasing size, lexicographic within a size
     (kubelet ``bitmask.IterateBitMasks``)."""
@@ -120,3 +168,72 @@ def iterate_masks(ids: Iterable[int]) -> Iterator[NUMAMask]:
     for size in range(1, len(nodes) + 1):
         for combo in combinations(nodes, size):
             yield NUMAMask.of(*combo)
+
+
+# Above this many pairwise ANDs per step, switch to the transform (when the universe is small enough).
+_PAIRWISE_LIMIT = 2048
+_TRANSFORM_MAX_BITS = 20
+
+
+def achievable_ands(universe: int, mask_sets: Sequence[set[int]]) -> set[int]:
+    """Every value of ``universe & m1 & ... & mk`` with each ``mi`` taken from ``mask_sets[i]``.
+
+    Masks should be subsets of ``universe``. Small sets are combined pairwise; large ones with a
+    superset-sum transform over the subsets of ``universe`` (``O(k · n · 2^n)`` for ``n`` nodes):
+    the number of tuples whose AND contains ``S`` is the product of the per-set counts of masks
+    containing ``S``, and Möbius inversion turns that into exact-AND counts, positive iff achievable.
+    """
+    result = {universe}
+    for i, masks in enumerate(mask_sets):
+        if len(result) * len(masks) > _PAIRWISE_LIMIT and universe.bit_count() <= _TRANSFORM_MAX_BITS:
+            return _achievable_by_transform(universe, result, mask_sets[i:])
+        result = {r & m for r in result for m in masks}
+    return result
+
+
+def _achievable_by_transform(universe: int, start: set[int], rest: Sequence[set[int]]) -> set[int]:
+    import numpy as np
+
+    positions = NUMAMask(universe).ids()
+    n = len(positions)
+    size = 1 << n
+    identity = universe == size - 1
+
+    def compress(bits: int) -> int:
+        if identity:
+            return bits
+        out = 0
+        for k, p in enumerate(positions):
+            if (bits >> p) & 1:
+                out |= 1 << k
+        return out
+
+    def expand(dense: int) -> int:
+        if identity:
+            return dense
+        out = 0
+        for k, p in enumerate(positions):
+            if (dense >> k) & 1:
+                out |= 1 << p
+        return out
+
+    def transform(values: np.ndarray, sign: int) -> None:
+        # superset sums (sign +1) or their inverse (sign -1), in place, one bit at a time
+        for j in range(n):
+            view = values.reshape(-1, 2, 1 << j)
+            if sign > 0:
+                view[:, 0, :] += view[:, 1, :]
+            else:
+                view[:, 0, :] -= view[:, 1, :]
+
+    current = np.zeros(size, dtype=np.int64)
+    current[[compress(b) for b in start]] = 1
+    for masks in rest:
+        other = np.zeros(size, dtype=np.int64)
+        other[[compress(m & universe) for m in masks]] = 1
+        transform(current, 1)
+        transform(other, 1)
+        current *= other
+        transform(current, -1)
+        current = (current > 0).astype(np.int64)
+    return {expand(int(i)) for i in np.flatnonzero(current)}
