@@ -48,8 +48,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from numaplane.nrt import fingerprint as fp
 from numaplane.nrt.errors import ZoneInputError
-from numaplane.nrt.model import ZONE_TYPE_NODE, Attribute, CostInfo, ResourceInfo, Zone, zone_name
+from numaplane.nrt.model import (
+    ZONE_TYPE_NODE,
+    Attribute,
+    CostInfo,
+    NodeResourceTopology,
+    ObjectMeta,
+    OwnerReference,
+    ResourceInfo,
+    Zone,
+    zone_name,
+)
 from numaplane.nrt.podresources import (
     AllocatableResources,
     ContainerMemory,
@@ -61,7 +72,15 @@ from numaplane.nrt.state import NodeAllocationState
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import Topology
 
-__all__ = ["MachineView", "NUMANodeView", "ZoneConfig", "compute_zones", "zones_from_dicts", "zones_from_state"]
+__all__ = [
+    "MachineView",
+    "NUMANodeView",
+    "ZoneConfig",
+    "compute_zones",
+    "make_nrt",
+    "zones_from_dicts",
+    "zones_from_state",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,3 +318,37 @@ def zones_from_state(
     PodResources responses the state would produce)."""
     allocatable, pods = state.to_podresources()
     return compute_zones(node_name, machine, allocatable, pods, config)
+
+
+def make_nrt(
+    node_name: str,
+    zones: Sequence[Zone],
+    *,
+    topology_manager_policy: str | None = None,
+    topology_manager_scope: str | None = None,
+    fingerprint: str | None = None,
+    fingerprint_method: str | None = None,
+    owner_node_uid: str | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> NodeResourceTopology:
+    """The NRT object the exporter writes for ``node_name`` (v1alpha2, ``topologyPolicies`` unset).
+
+    Attributes in RTE's order: the fingerprint and its method, then ``topologyManagerScope`` and
+    ``topologyManagerPolicy`` (kubelet spelling, published as given). The fingerprint is also put in
+    the legacy annotation; ``owner_node_uid`` adds an owner reference to the Node.
+    """
+    attributes: list[Attribute] = []
+    notes = dict(annotations or {})
+    if fingerprint is not None:
+        attributes.append(Attribute(fp.ATTRIBUTE, fingerprint))
+        notes[fp.ANNOTATION] = fingerprint
+        if fingerprint_method is not None:
+            attributes.append(Attribute(fp.ATTRIBUTE_METHOD, fingerprint_method))
+    if topology_manager_scope is not None:
+        attributes.append(Attribute("topologyManagerScope", topology_manager_scope))
+    if topology_manager_policy is not None:
+        attributes.append(Attribute("topologyManagerPolicy", topology_manager_policy))
+    owners = () if owner_node_uid is None else (OwnerReference("v1", "Node", node_name, owner_node_uid),)
+    return NodeResourceTopology(
+        ObjectMeta(node_name, annotations=notes, owner_references=owners), tuple(zones), tuple(attributes)
+    )
