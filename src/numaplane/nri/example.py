@@ -54,6 +54,7 @@ class FixedCpusetHandler(BaseHandler):
         self.calls: list[tuple[str, str, str]] = []
         self.configured = 0
         self.synchronized = 0
+        self.last_sync_cpus: dict[str, str] = {}  # container name → cpuset seen in the latest Synchronize
 
     async def configure(self, request: api_pb2.ConfigureRequest) -> api_pb2.ConfigureResponse:
         self.configured += 1
@@ -64,6 +65,7 @@ class FixedCpusetHandler(BaseHandler):
         self.synchronized += 1
         self.calls.append(("Synchronize", "", ""))
         response = api_pb2.SynchronizeResponse()
+        self.last_sync_cpus = {c.name: c.linux.resources.cpu.cpus for c in request.containers}
         for container in request.containers:
             if container.linux.resources.cpu.cpus != self.cpus:
                 response.update.append(cpuset_update(container.id, self.cpus, self.mems))

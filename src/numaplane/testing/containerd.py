@@ -1,0 +1,674 @@
+"""A real, private containerd 1.7 with NRI for tests — fetched from Debian, run as root, cleaned up.
+
+What :func:`run_containerd` does (DESIGN.md, "Tests and real components"; wire/nri.md):
+
+1. :func:`fetch_packages` — with a *private* apt configuration (its own sources list naming trixie and
+   bookworm, its own lists and caches under the cache folder; the system's apt sources are never read
+   or changed) ``apt-get download`` Debian trixie's ``containerd`` 1.7, bookworm's ``runc`` 1.1 (trixie's
+   needs a newer glibc), bookworm's ``busybox-static`` and trixie's ``golang-github-kubernetes-cri-api-dev``
+   (the CRI api.proto), then ``dpkg -x`` each into the cache. The cache is ``$NUMAPLANE_CACHE/containerd``
+   or ``~/.cache/numaplane/containerd``; once filled, no network is needed.
+2. :func:`build_busybox_image` — an OCI image layout tar written by hand: one uncompressed layer with
+   ``/bin/busybox`` and its applet links, two tags over it (``busybox`` and a ``sleep infinity`` "pause"
+   image used as the CRI sandbox image).
+3. A private config (root, state, sockets, NRI socket, runc root, cgroupfs driver — all under a temp
+   folder), ``containerd --config`` started as a child process, the images imported with ``ctr``.
+4. On exit: every pod sandbox is stopped and removed through CRI, containerd is terminated, then — by
+   pid, only processes whose command line names *this* instance's socket or that sit in *this*
+   instance's cgroups — leftover shims and containers are killed; its mounts are unmounted, its cgroup
+   folders removed, and the entries it added under ``/run/containerd`` deleted.
+
+:func:`containerd_unavailable_reason` tells why a machine cannot run it (not root, no cpuset cgroup,
+no apt/dpkg, Debian unreachable with an empty cache); :func:`make_containerd_fixture` builds a
+session-scoped pytest fixture that skips LOUDLY with that reason (or fails, if
+``NUMAPLANE_REQUIRE_CONTAINERD=1``). Import it in a ``conftest.py``::
+
+    from numaplane.testing.containerd import make_containerd_fixture
+    containerd = make_containerd_fixture()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from numaplane.testing.cri import CRI_PROTO_PATH, CRIClient, CRIError, load_cri_module
+
+__all__ = [
+    "BUSYBOX_IMAGE",
+    "PAUSE_IMAGE",
+    "ContainerdInstance",
+    "ContainerdPackages",
+    "ContainerdUnavailable",
+    "build_busybox_image",
+    "cache_root",
+    "containerd_unavailable_reason",
+    "cpuset_of_container",
+    "fetch_packages",
+    "make_containerd_fixture",
+    "run_containerd",
+]
+
+BUSYBOX_IMAGE = "localhost/numaplane/busybox:test"
+PAUSE_IMAGE = "localhost/numaplane/pause:test"
+K8S_NAMESPACE = "k8s.io"
+
+#: (package, Debian suite) fetched by :func:`fetch_packages`.
+PACKAGES: tuple[tuple[str, str], ...] = (
+    ("containerd", "trixie"),
+    ("runc", "bookworm"),
+    ("busybox-static", "bookworm"),
+    ("golang-github-kubernetes-cri-api-dev", "trixie"),
+)
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+RUN_CONTAINERD = Path("/run/containerd")
+
+
+class ContainerdUnavailable(Exception):
+    """This machine cannot run the real containerd; the message says why."""
+
+
+def cache_root() -> Path:
+    """``$NUMAPLANE_CACHE/containerd``, else ``~/.cache/numaplane/containerd``."""
+    base = os.environ.get("NUMAPLANE_CACHE")
+    root = Path(base) if base else Path.home() / ".cache" / "numaplane"
+    return root / "containerd"
+
+
+# ---- 1. packages -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContainerdPackages:
+    """Paths inside the unpacked packages."""
+
+    containerd: Path
+    ctr: Path
+    bin_dir: Path  # containerd-shim-runc-v2 lives here; goes on PATH
+    runc: Path
+    busybox: Path
+    cri_proto: Path
+    cache: Path
+
+
+def _run(
+    args: list[str], *, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+
+
+def _apt_env(cache: Path) -> dict[str, str]:
+    """Write the private apt configuration; return an environment that selects it."""
+    apt = cache / "apt"
+    for sub in ("lists/partial", "archives/partial", "sources.list.d", "preferences.d", "state"):
+        (apt / sub).mkdir(parents=True, exist_ok=True)
+    keyring = f" [signed-by={DEBIAN_KEYRING}]" if DEBIAN_KEYRING.exists() else ""
+    suites = sorted({suite for _, suite in PACKAGES})
+    (apt / "sources.list").write_text("".join(f"deb{keyring} {DEBIAN_MIRROR} {s} main\n" for s in suites))
+    arch = _debian_arch()
+    (apt / "apt.conf").write_text(
+        "\n".join(
+            [
+                f'Dir::Etc::SourceList "{apt}/sources.list";',
+                f'Dir::Etc::SourceParts "{apt}/sources.list.d";',
+                f'Dir::Etc::Preferences "{apt}/preferences";',
+                f'Dir::Etc::PreferencesParts "{apt}/preferences.d";',
+                f'Dir::State "{apt}/state";',
+                f'Dir::State::Lists "{apt}/lists";',
+                'Dir::State::status "/dev/null";',
+                f'Dir::Cache "{apt}";',
+                f'Dir::Cache::Archives "{apt}/archives";',
+                f'APT::Architecture "{arch}";',
+                'APT::Architectures { "' + arch + '"; };',
+                'APT::Sandbox::User "root";',
+                'Acquire::Retries "2";',
+                "",
+            ]
+        )
+    )
+    env = dict(os.environ)
+    env["APT_CONFIG"] = str(apt / "apt.conf")
+    env["DEBIAN_FRONTEND"] = "noninteractive"
+    return env
+
+
+def _debian_arch() -> str:
+    machine = platform.machine()
+    return {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "armhf", "ppc64le": "ppc64el", "s390x": "s390x"}.get(
+        machine, machine
+    )
+
+
+def fetch_packages(cache: Path | None = None) -> ContainerdPackages:
+    """Download (once) and unpack the packages; raises :class:`ContainerdUnavailable` if impossible."""
+    cache = cache or cache_root()
+    cache.mkdir(parents=True, exist_ok=True)
+    unpacked = cache / "unpacked"
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        missing = [(p, s) for p, s in PACKAGES if not (unpacked / p / ".done").exists()]
+        if missing:
+            for tool in ("apt-get", "dpkg"):
+                if shutil.which(tool) is None:
+                    raise ContainerdUnavailable(f"{tool} not found: cannot fetch Debian's containerd")
+            env = _apt_env(cache)
+            debs = cache / "debs"
+            debs.mkdir(exist_ok=True)
+            update = _run(["apt-get", "update", "-q"], env=env)
+            if update.returncode != 0:
+                raise ContainerdUnavailable(
+                    f"apt-get update (private trixie/bookworm config) failed: {update.stderr[-800:]}"
+                )
+            for package, suite in missing:
+                for old in debs.glob(f"{package}_*.deb"):
+                    old.unlink()
+                got = subprocess.run(
+                    ["apt-get", "download", "-q", f"{package}/{suite}"],
+                    cwd=debs,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                    check=False,
+                )
+                files = sorted(debs.glob(f"{package}_*.deb"))
+                if got.returncode != 0 or not files:
+                    raise ContainerdUnavailable(f"apt-get download {package}/{suite} failed: {got.stderr[-800:]}")
+                target = unpacked / package
+                shutil.rmtree(target, ignore_errors=True)
+                target.mkdir(parents=True)
+                x = _run(["dpkg", "-x", str(files[-1]), str(target)])
+                if x.returncode != 0:
+                    raise ContainerdUnavailable(f"dpkg -x {files[-1].name} failed: {x.stderr[-800:]}")
+                (target / ".done").write_text(files[-1].name + "\n")
+    bin_dir = unpacked / "containerd" / "usr" / "bin"
+    return ContainerdPackages(
+        containerd=bin_dir / "containerd",
+        ctr=bin_dir / "ctr",
+        bin_dir=bin_dir,
+        runc=unpacked / "runc" / "usr" / "sbin" / "runc",
+        busybox=unpacked / "busybox-static" / "bin" / "busybox",
+        cri_proto=unpacked / "golang-github-kubernetes-cri-api-dev" / CRI_PROTO_PATH,
+        cache=cache,
+    )
+
+
+# ---- 2. the image ------------------------------------------------------------------------------
+
+
+def _tar_bytes(build: Callable[[tarfile.TarFile], None]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        build(tar)
+    return buf.getvalue()
+
+
+def _add_file(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = mode
+    info.mtime = 0
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _add_dir(tar: tarfile.TarFile, name: str, mode: int = 0o755) -> None:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE
+    info.mode = mode
+    info.mtime = 0
+    tar.addfile(info)
+
+
+def _add_symlink(tar: tarfile.TarFile, name: str, target: str) -> None:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.SYMTYPE
+    info.linkname = target
+    info.mode = 0o777
+    info.mtime = 0
+    tar.addfile(info)
+
+
+def _busybox_layer(busybox: Path) -> bytes:
+    listed = _run([str(busybox), "--list"], timeout=30)
+    applets = (
+        sorted({a.strip() for a in listed.stdout.split() if a.strip() and "/" not in a})
+        if listed.returncode == 0
+        else []
+    )
+    for needed in ("sh", "sleep", "cat"):
+        if needed not in applets:
+            applets.append(needed)
+    binary = busybox.read_bytes()
+
+    def build(tar: tarfile.TarFile) -> None:
+        for d in ("bin", "dev", "etc", "proc", "sys", "tmp", "root", "var", "run"):
+            _add_dir(tar, d, 0o1777 if d == "tmp" else 0o755)
+        _add_file(tar, "bin/busybox", binary, 0o755)
+        for applet in sorted(set(applets)):
+            if applet != "busybox":
+                _add_symlink(tar, f"bin/{applet}", "busybox")
+        _add_file(tar, "etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
+        _add_file(tar, "etc/group", b"root:x:0:\n")
+
+    return _tar_bytes(build)
+
+
+def build_busybox_image(busybox: Path, out: Path) -> Path:
+    """Write an OCI image layout tar with ``BUSYBOX_IMAGE`` and ``PAUSE_IMAGE`` (same layer) to ``out``."""
+    layer = _busybox_layer(busybox)
+    layer_digest = hashlib.sha256(layer).hexdigest()
+    blobs: dict[str, bytes] = {layer_digest: layer}
+    manifests = []
+
+    def blob(data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        blobs[digest] = data
+        return digest
+
+    for ref, cmd in ((BUSYBOX_IMAGE, ["sh"]), (PAUSE_IMAGE, ["sleep", "infinity"])):
+        config = json.dumps(
+            {
+                "architecture": _debian_arch(),
+                "os": "linux",
+                "config": {"Env": ["PATH=/bin"], "Cmd": cmd, "WorkingDir": "/"},
+                "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
+                "history": [{"created_by": "numaplane.testing.containerd (busybox-static)"}],
+            },
+            sort_keys=True,
+        ).encode()
+        config_digest = blob(config)
+        manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {
+                    "mediaType": "application/vnd.oci.image.config.v1+json",
+                    "digest": f"sha256:{config_digest}",
+                    "size": len(config),
+                },
+                "layers": [
+                    {
+                        "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                        "digest": f"sha256:{layer_digest}",
+                        "size": len(layer),
+                    }
+                ],
+            },
+            sort_keys=True,
+        ).encode()
+        manifest_digest = blob(manifest)
+        manifests.append(
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": f"sha256:{manifest_digest}",
+                "size": len(manifest),
+                "annotations": {
+                    "io.containerd.image.name": ref,
+                    "org.opencontainers.image.ref.name": ref.rsplit(":", 1)[1],
+                },
+            }
+        )
+    index = json.dumps({"schemaVersion": 2, "manifests": manifests}, sort_keys=True).encode()
+
+    def build(tar: tarfile.TarFile) -> None:
+        _add_file(tar, "oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+        _add_file(tar, "index.json", index)
+        _add_dir(tar, "blobs")
+        _add_dir(tar, "blobs/sha256")
+        for digest, data in sorted(blobs.items()):
+            _add_file(tar, f"blobs/sha256/{digest}", data)
+
+    out.write_bytes(_tar_bytes(build))
+    return out
+
+
+# ---- 3. running it -----------------------------------------------------------------------------
+
+
+def _cpuset_cgroup_root() -> tuple[Path, int] | None:
+    """The cpuset hierarchy and cgroup version (1 or 2), or None."""
+    v1 = CGROUP_ROOT / "cpuset"
+    if (v1 / "cpuset.cpus").exists():
+        return v1, 1
+    controllers = CGROUP_ROOT / "cgroup.controllers"
+    if controllers.exists() and "cpuset" in controllers.read_text().split():
+        return CGROUP_ROOT, 2
+    return None
+
+
+def containerd_unavailable_reason() -> str | None:
+    """Why this machine cannot run the real containerd fixture, or None if it can (network aside)."""
+    if sys.platform != "linux":
+        return f"needs Linux, this is {sys.platform}"
+    if os.geteuid() != 0:
+        return "needs root (containerd creates cgroups, mounts and namespaces)"
+    if _cpuset_cgroup_root() is None:
+        return "no cpuset cgroup controller (neither /sys/fs/cgroup/cpuset nor cgroup v2 with cpuset)"
+    for tool in ("apt-get", "dpkg"):
+        if shutil.which(tool) is None:
+            return f"{tool} not found (needed to fetch Debian's containerd)"
+    return None
+
+
+def cpuset_of_container(cgroup_parent: str, container_id: str) -> tuple[str, str]:
+    """``(cpuset.cpus, cpuset.mems)`` of a container created with the cgroupfs driver."""
+    found = _cpuset_cgroup_root()
+    if found is None:
+        raise ContainerdUnavailable("no cpuset cgroup controller")
+    path = found[0] / cgroup_parent.strip("/") / container_id
+    return (path / "cpuset.cpus").read_text().strip(), (path / "cpuset.mems").read_text().strip()
+
+
+@dataclass
+class ContainerdInstance:
+    """A running private containerd. Sockets and paths are all under ``workdir``."""
+
+    workdir: Path
+    address: str  # containerd gRPC socket (CRI lives here too)
+    nri_socket: str
+    cgroup_root: str  # put pod cgroup parents below this, e.g. f"{cgroup_root}/pod{uid}"
+    packages: ContainerdPackages
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    cri_pb: ModuleType
+    images: tuple[str, ...] = (BUSYBOX_IMAGE, PAUSE_IMAGE)
+    _env: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def cri(self) -> CRIClient:
+        """A new CRI client (close it, or use it as a context manager)."""
+        return CRIClient(self.address, self.cri_pb)
+
+    def ctr(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return _run(
+            [str(self.packages.ctr), "--address", self.address, "--namespace", K8S_NAMESPACE, *args],
+            env=self._env,
+            timeout=timeout,
+        )
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def new_pod(self, name: str, **kw: Any) -> tuple[Any, str]:
+        """A pod sandbox config (host network, cgroup under ``cgroup_root``) and its cgroup parent."""
+        uid = uuid.uuid4().hex
+        cgroup_parent = f"{self.cgroup_root}/pod{uid}"
+        logs = self.workdir / "pod-logs" / uid
+        logs.mkdir(parents=True, exist_ok=True)
+        with self.cri() as cri:
+            config = cri.pod_config(name, uid, cgroup_parent=cgroup_parent, log_directory=str(logs), **kw)
+        return config, cgroup_parent
+
+
+def _config_toml(work: Path, packages: ContainerdPackages, request_timeout: str) -> str:
+    return f"""version = 2
+root = "{work}/root"
+state = "{work}/state"
+disabled_plugins = [
+  "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing",
+]
+
+[grpc]
+  address = "{work}/containerd.sock"
+
+[ttrpc]
+  address = "{work}/containerd-ttrpc.sock"
+
+[debug]
+  address = ""
+  level = "info"
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{work}/opt"
+
+[plugins."io.containerd.nri.v1.nri"]
+  disable = false
+  disable_connections = false
+  socket_path = "{work}/nri.sock"
+  plugin_path = "{work}/nri-plugins"
+  plugin_config_path = "{work}/nri-conf.d"
+  plugin_registration_timeout = "5s"
+  plugin_request_timeout = "{request_timeout}"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  enable_selinux = false
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_cdi = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{work}/cni/bin"
+    conf_dir = "{work}/cni/conf"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "{packages.runc}"
+        Root = "{work}/runc"
+        SystemdCgroup = false
+"""
+
+
+def _pids_naming(text: str) -> list[int]:
+    """Pids of processes whose command line contains ``text``."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            pids.append(int(proc.name))
+    return pids
+
+
+def _cgroup_dirs(cgroup_root: str) -> list[Path]:
+    """Every existing folder of ``cgroup_root`` in every mounted hierarchy, deepest first."""
+    rel = cgroup_root.strip("/")
+    dirs: list[Path] = []
+    hierarchies = [p for p in CGROUP_ROOT.iterdir() if p.is_dir()] if CGROUP_ROOT.is_dir() else []
+    hierarchies.append(CGROUP_ROOT)
+    for hierarchy in hierarchies:
+        top = hierarchy / rel
+        if top.is_dir() and not top.is_symlink():
+            dirs.extend(p for p in top.rglob("*") if p.is_dir())
+            dirs.append(top)
+    return sorted(set(dirs), key=lambda p: len(p.parts), reverse=True)
+
+
+def _kill_cgroup_members(cgroup_root: str) -> None:
+    for d in _cgroup_dirs(cgroup_root):
+        with contextlib.suppress(OSError):
+            for line in (d / "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(line), signal.SIGKILL)
+
+
+def _unmount_under(path: Path) -> None:
+    prefix = str(path.resolve())
+    mounts = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            point = line.split()[4].replace("\\040", " ")
+            if point == prefix or point.startswith(prefix + "/"):
+                mounts.append(point)
+    for point in sorted(mounts, key=len, reverse=True):
+        _run(["umount", "-l", point], timeout=30)
+
+
+@contextlib.contextmanager
+def run_containerd(
+    packages: ContainerdPackages | None = None,
+    *,
+    request_timeout: str = "2s",
+    startup_timeout_seconds: float = 30.0,
+) -> Iterator[ContainerdInstance]:
+    """Start a private containerd with NRI enabled; yield it; clean everything up afterwards."""
+    reason = containerd_unavailable_reason()
+    if reason:
+        raise ContainerdUnavailable(reason)
+    packages = packages or fetch_packages()
+    for binary in (packages.containerd, packages.ctr, packages.runc, packages.busybox, packages.cri_proto):
+        if not binary.exists():
+            raise ContainerdUnavailable(f"{binary} missing from the unpacked packages")
+    runc = _run([str(packages.runc), "--version"], timeout=30)
+    if runc.returncode != 0:
+        raise ContainerdUnavailable(f"bookworm's runc does not run here: {runc.stderr.strip()[-400:]}")
+    cri_pb = load_cri_module(packages.cri_proto, packages.cache)
+
+    run_before = set(os.listdir(RUN_CONTAINERD)) if RUN_CONTAINERD.is_dir() else None
+    work = Path(tempfile.mkdtemp(prefix="numaplane-containerd-"))
+    for sub in ("nri-plugins", "nri-conf.d", "cni/bin", "cni/conf", "opt", "runc"):
+        (work / sub).mkdir(parents=True, exist_ok=True)
+    config = work / "config.toml"
+    config.write_text(_config_toml(work, packages, request_timeout))
+    image_tar = build_busybox_image(packages.busybox, work / "busybox-oci.tar")
+    env = dict(os.environ)
+    env["PATH"] = f"{packages.bin_dir}:{env.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
+    log_path = work / "containerd.log"
+    cgroup_root = f"/numaplane-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [str(packages.containerd), "--config", str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    instance = ContainerdInstance(
+        workdir=work,
+        address=str(work / "containerd.sock"),
+        nri_socket=str(work / "nri.sock"),
+        cgroup_root=cgroup_root,
+        packages=packages,
+        process=process,
+        log_path=log_path,
+        cri_pb=cri_pb,
+        _env=env,
+    )
+    try:
+        deadline = time.monotonic() + startup_timeout_seconds
+        while True:
+            if process.poll() is not None:
+                raise ContainerdUnavailable(f"containerd exited with {process.returncode}:\n{instance.log_tail()}")
+            if Path(instance.address).exists() and Path(instance.nri_socket).exists():
+                probe = instance.ctr("version", timeout=10)
+                if probe.returncode == 0:
+                    break
+            if time.monotonic() > deadline:
+                raise ContainerdUnavailable(
+                    f"containerd did not come up in {startup_timeout_seconds} s:\n{instance.log_tail()}"
+                )
+            time.sleep(0.05)
+        imported = instance.ctr("images", "import", str(image_tar), timeout=120)
+        if imported.returncode != 0:
+            raise ContainerdUnavailable(f"ctr images import failed: {imported.stderr[-800:]}")
+        yield instance
+    finally:
+        _teardown(instance, run_before)
+
+
+def _teardown(instance: ContainerdInstance, run_before: set[str] | None) -> None:
+    with contextlib.suppress(Exception), instance.cri() as cri:
+        cri.timeout_seconds = 15
+        for pod_id in cri.list_pod_sandboxes():
+            with contextlib.suppress(CRIError):
+                cri.stop_pod_sandbox(pod_id)
+            with contextlib.suppress(CRIError):
+                cri.remove_pod_sandbox(pod_id)
+    process = instance.process
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+    # Shims outlive containerd: they name our socket path on their command line.
+    for pid in _pids_naming(str(instance.workdir)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _kill_cgroup_members(instance.cgroup_root)
+    time.sleep(0.1)
+    _unmount_under(instance.workdir)
+    for d in _cgroup_dirs(instance.cgroup_root):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+    if RUN_CONTAINERD.is_dir():
+        if run_before is None:
+            shutil.rmtree(RUN_CONTAINERD, ignore_errors=True)
+        else:
+            for name in set(os.listdir(RUN_CONTAINERD)) - run_before:
+                target = RUN_CONTAINERD / name
+                if target.is_dir() and not target.is_symlink():
+                    shutil.rmtree(target, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        target.unlink()
+    shutil.rmtree(instance.workdir, ignore_errors=True)
+
+
+# ---- 4. pytest ---------------------------------------------------------------------------------
+
+
+def make_containerd_fixture(name: str = "containerd") -> Any:
+    """A session-scoped pytest fixture yielding a :class:`ContainerdInstance`.
+
+    Skips loudly where the machine cannot run it; with ``NUMAPLANE_REQUIRE_CONTAINERD=1`` it fails instead.
+    """
+    import pytest
+
+    @pytest.fixture(scope="session", name=name)
+    def containerd_fixture() -> Iterator[ContainerdInstance]:
+        def unavailable(reason: str) -> None:
+            message = f"REAL CONTAINERD TESTS NOT RUN — this machine cannot run containerd: {reason}"
+            print(f"\n{'!' * 100}\n{message}\n{'!' * 100}", file=sys.stderr)
+            if os.environ.get("NUMAPLANE_REQUIRE_CONTAINERD") == "1":
+                pytest.fail(message)
+            pytest.skip(message)
+
+        reason = containerd_unavailable_reason()
+        if reason:
+            unavailable(reason)
+        try:
+            packages = fetch_packages()
+        except ContainerdUnavailable as exc:
+            unavailable(str(exc))
+            raise
+        with run_containerd(packages) as instance:
+            yield instance
+
+    return containerd_fixture
