@@ -1,0 +1,752 @@
+"""An in-memory Kubernetes API: :class:`InMemoryKube` implements :class:`~numaplane.kube.port.KubePort`.
+
+It is the Python analogue of controller-runtime's fake client, and it is also the store behind the
+project's fake API server (``numaplane.testing.fakeapi``), so both fakes share one set of semantics:
+
+* one global ``resourceVersion`` counter (decimal strings), bumped by every write; no-op updates do
+  not bump it; ``uid``, ``creationTimestamp`` and ``generation`` are set by the store; ``generation``
+  grows when anything outside ``metadata`` and ``status`` changes;
+* ``replace`` / ``update_status`` / a merge patch carrying ``metadata.resourceVersion`` are
+  conditional: a stale version is a 409 :class:`~numaplane.kube.errors.Conflict`;
+* status subresource (for resources that have one): main writes keep ``status``, status writes
+  change only ``status``; on create ``status`` is dropped (pods start ``Pending``, namespaces
+  ``Active``, nodes keep what they register with);
+* server-side apply approximated by :mod:`numaplane.kube.ssa` (managed fields, conflicts, force);
+* ``pods/binding`` sets ``spec.nodeName`` (and the ``PodScheduled`` condition) once, then 409;
+* objects with ``metadata.finalizers`` are only marked deleted (``deletionTimestamp``) and go away
+  when the last finalizer is removed; everything else is deleted at once (no grace periods);
+* creating a CRD serves its resources (see :meth:`served_resources`); deleting it deletes its objects;
+* watches: each change is kept in a bounded history (``history_limit`` events); watching from a
+  version older than the history is a 410 :class:`~numaplane.kube.errors.Gone`, as is watching
+  from a version the store has never reached (state was lost, e.g. a restarted fake server) —
+  a real server would wait or answer 504; relisting is the right reaction in both cases;
+  bookmarks are sent by :meth:`send_bookmarks` (and every ``bookmark_interval_seconds`` if set).
+
+Not modelled: namespace deletion cascading to its contents, garbage collection by owner
+references, admission, validation against schemas, pagination (``limit`` / ``continue``), list at
+an older ``resourceVersion``, strategic merge patch (callers of the fake server get merge semantics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from numaplane.kube.clock import Clock, SystemClock, format_time
+from numaplane.kube.errors import AlreadyExists, Conflict, Gone, Invalid, KubeError, NotFound
+from numaplane.kube.patch import clone, json_patch, merge_patch
+from numaplane.kube.port import (
+    EventType,
+    JsonObj,
+    ObjectList,
+    PatchType,
+    WatchEvent,
+    resolve_namespace,
+)
+from numaplane.kube.resources import (
+    BUILTIN_RESOURCES,
+    CRD,
+    EVENT,
+    NAMESPACE,
+    NODE,
+    POD,
+    Resource,
+    resources_from_crd,
+)
+from numaplane.kube.selectors import FieldSelector, LabelSelector
+from numaplane.kube.ssa import apply_config, record_update
+
+__all__ = ["InMemoryKube"]
+
+_StoreKey = tuple[str, str]  # (group, plural)
+_ObjKey = tuple[str, str]  # (namespace or "", name)
+
+_Objects = list[JsonObj]
+
+SEED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    rv: int
+    kind: EventType
+    store: _StoreKey
+    old: JsonObj | None
+    new: JsonObj
+
+
+@dataclass(slots=True, eq=False)
+class _Watcher:
+    res: Resource
+    namespace: str | None
+    labels: LabelSelector
+    fields: FieldSelector
+    bookmarks: bool
+    queue: asyncio.Queue[WatchEvent | _End] = field(default_factory=asyncio.Queue)
+
+    def _matches(self, obj: Mapping[str, Any]) -> bool:
+        if self.namespace is not None and (obj.get("metadata") or {}).get("namespace") != self.namespace:
+            return False
+        return self.labels.matches(obj) and self.fields.matches(obj)
+
+    def translate(self, change: _Change) -> WatchEvent | None:
+        """The event this watcher sees for ``change`` (selectors decide ADDED / DELETED edges)."""
+        if change.store != (self.res.group, self.res.plural):
+            return None
+        now = self._matches(change.new)
+        if change.kind is EventType.MODIFIED:
+            before = change.old is not None and self._matches(change.old)
+            if before and now:
+                kind = EventType.MODIFIED
+            elif now:
+                kind = EventType.ADDED
+            elif before:
+                kind = EventType.DELETED
+            else:
+                return None
+        elif now:
+            kind = change.kind
+        else:
+            return None
+        return WatchEvent(kind, _present(self.res, change.new))
+
+
+@dataclass(frozen=True, slots=True)
+class _End:
+    error: KubeError | None
+
+
+def _present(res: Resource, obj: Mapping[str, Any]) -> JsonObj:
+    out: JsonObj = {"apiVersion": res.api_version, "kind": res.kind}
+    for key, value in obj.items():
+        if key not in ("apiVersion", "kind"):
+            out[key] = clone(value)
+    return out
+
+
+def _strip_volatile(obj: Mapping[str, Any]) -> JsonObj:
+    out = dict(obj.items())
+    meta = dict(out.get("metadata") or {})
+    for key in ("resourceVersion", "managedFields"):
+        meta.pop(key, None)
+    out["metadata"] = meta
+    return out
+
+
+def _ownership(obj: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Managed-field owners and their field sets, without timestamps (to detect no-op writes)."""
+    entries = (obj.get("metadata") or {}).get("managedFields") or []
+    return sorted(
+        (str(e.get("manager")), str(e.get("operation")), str(e.get("subresource", "")), repr(e.get("fieldsV1")))
+        for e in entries
+    )
+
+
+def _spec_part(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+class InMemoryKube:
+    """An in-process Kubernetes API store implementing the port (see the module docstring).
+
+    ``strict_resources``: when true, resource types that are neither built in nor defined by a
+    stored CRD answer 404 (as a real server does); by default any :class:`Resource` is accepted.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        history_limit: int = 1000,
+        seed_namespaces: bool = True,
+        strict_resources: bool = False,
+        bookmark_interval_seconds: float | None = None,
+    ) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.strict_resources = strict_resources
+        self.bookmark_interval_seconds = bookmark_interval_seconds
+        self._rv = 0
+        self._objects: dict[_StoreKey, dict[_ObjKey, JsonObj]] = {}
+        self._history: deque[_Change] = deque(maxlen=max(1, history_limit))
+        self._watchers: set[_Watcher] = set()
+        self._uids = itertools.count(1)
+        self._names = itertools.count(1)
+        self._crd_resources: dict[str, list[Resource]] = {}
+        self.closed = False
+        if seed_namespaces:
+            for ns in SEED_NAMESPACES:
+                self._create(NAMESPACE, {"metadata": {"name": ns}}, None, None)
+
+    # ------------------------------------------------------------------ introspection
+
+    @property
+    def resource_version(self) -> str:
+        """The store's current ``resourceVersion``."""
+        return str(self._rv)
+
+    @property
+    def oldest_watchable_version(self) -> int:
+        """Watching from a version below this answers 410 Gone."""
+        if not self._history:
+            return self._rv
+        return self._history[0].rv - 1
+
+    def served_resources(self) -> list[Resource]:
+        """Built-in resources plus every version served by a stored CRD."""
+        out = list(BUILTIN_RESOURCES)
+        for resources in self._crd_resources.values():
+            out.extend(resources)
+        return out
+
+    def find_resource(self, group: str, version: str, plural: str) -> Resource | None:
+        """The served resource at ``/apis/<group>/<version>/<plural>``, if any."""
+        for res in self.served_resources():
+            if res.group == group and res.version == version and res.plural == plural:
+                return res
+        return None
+
+    def watcher_count(self) -> int:
+        return len(self._watchers)
+
+    # ------------------------------------------------------------------ test controls
+
+    def compact(self) -> None:
+        """Forget the whole watch history: every watch from an older version now gets 410."""
+        self._history.clear()
+
+    def send_bookmarks(self) -> None:
+        """Send a ``BOOKMARK`` at the current version to every watcher that allows bookmarks."""
+        for watcher in self._watchers:
+            if watcher.bookmarks:
+                watcher.queue.put_nowait(self._bookmark(watcher.res))
+
+    def close_watches(self, error: KubeError | None = None) -> None:
+        """End every open watch: with ``error`` raised to the consumer, or as a normal end of stream."""
+        for watcher in list(self._watchers):
+            watcher.queue.put_nowait(_End(error))
+
+    def _bookmark(self, res: Resource) -> WatchEvent:
+        return WatchEvent(
+            EventType.BOOKMARK,
+            {"apiVersion": res.api_version, "kind": res.kind, "metadata": {"resourceVersion": str(self._rv)}},
+        )
+
+    # ------------------------------------------------------------------ internals
+
+    def _check_served(self, res: Resource) -> None:
+        if self.strict_resources and self.find_resource(res.group, res.version, res.plural) is None:
+            raise NotFound(f"the server could not find the requested resource ({res})")
+
+    def _bucket(self, res: Resource) -> dict[_ObjKey, JsonObj]:
+        return self._objects.setdefault((res.group, res.plural), {})
+
+    def _lookup(self, res: Resource, name: str, namespace: str | None) -> JsonObj:
+        self._check_served(res)
+        obj = self._bucket(res).get((namespace or "", name))
+        if obj is None:
+            raise NotFound(f'{res.plural}{"." + res.group if res.group else ""} "{name}" not found')
+        return obj
+
+    def _now(self) -> str:
+        return format_time(self.clock.now())
+
+    def _commit(self, res: Resource, kind: EventType, old: JsonObj | None, new: JsonObj) -> JsonObj:
+        self._rv += 1
+        new.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
+        new["apiVersion"] = res.api_version
+        new["kind"] = res.kind
+        meta = new["metadata"]
+        key = (str(meta.get("namespace") or ""), str(meta["name"]))
+        bucket = self._bucket(res)
+        if kind is EventType.DELETED:
+            bucket.pop(key, None)
+        else:
+            bucket[key] = new
+        change = _Change(self._rv, kind, (res.group, res.plural), old, new)
+        self._history.append(change)
+        for watcher in self._watchers:
+            event = watcher.translate(change)
+            if event is not None:
+                watcher.queue.put_nowait(event)
+        if res.group == CRD.group and res.plural == CRD.plural:
+            self._crd_changed(kind, new)
+        return _present(res, new)
+
+    def _crd_changed(self, kind: EventType, crd: JsonObj) -> None:
+        name = str(crd["metadata"]["name"])
+        old = self._crd_resources.pop(name, [])
+        if kind is EventType.DELETED:
+            # Deleting a CRD deletes its objects (unless another CRD still serves the same store).
+            for res in old[:1]:
+                for obj in list(self._bucket(res).values()):
+                    self._commit(res, EventType.DELETED, obj, clone(obj))
+            return
+        try:
+            self._crd_resources[name] = resources_from_crd(crd)
+        except (ValueError, KeyError):
+            self._crd_resources[name] = []
+
+    def _create(
+        self,
+        res: Resource,
+        obj: Mapping[str, Any],
+        namespace: str | None,
+        field_manager: str | None,
+        managed_fields: list[JsonObj] | None = None,
+    ) -> JsonObj:
+        ns = resolve_namespace(res, namespace, obj)
+        self._check_served(res)
+        body: JsonObj = clone(obj)
+        meta = body.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise Invalid("metadata must be an object")
+        name = meta.get("name")
+        if not name:
+            prefix = meta.get("generateName")
+            if not prefix:
+                raise Invalid(f"{res.kind}: metadata.name or metadata.generateName is required")
+            name = f"{prefix}{next(self._names):05x}"
+        if not isinstance(name, str):
+            raise Invalid("metadata.name must be a string")
+        if ns is not None:
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        meta["name"] = name
+        if (ns or "", name) in self._bucket(res):
+            raise AlreadyExists(
+                f'{res.plural}{"." + res.group if res.group else ""} "{name}" already exists',
+            )
+        for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+            meta.pop(key, None)
+        meta["uid"] = f"00000000-0000-4000-8000-{next(self._uids):012x}"
+        meta["creationTimestamp"] = self._now()
+        meta["generation"] = 1
+        body["apiVersion"] = res.api_version
+        body["kind"] = res.kind
+        if res.status_subresource and res != NODE:
+            body.pop("status", None)
+        if res == POD:
+            body["status"] = {"phase": "Pending"}
+        elif res == NAMESPACE:
+            body["status"] = {"phase": "Active"}
+            body.setdefault("spec", {"finalizers": ["kubernetes"]})
+        if managed_fields is not None:
+            meta["managedFields"] = managed_fields
+        else:
+            record_update(
+                None,
+                body,
+                manager=field_manager,
+                api_version=res.api_version,
+                now=self._now(),
+                status_subresource=res.status_subresource,
+            )
+        return self._commit(res, EventType.ADDED, None, body)
+
+    def _update(
+        self,
+        res: Resource,
+        current: JsonObj,
+        desired: Mapping[str, Any],
+        *,
+        field_manager: str | None,
+        subresource: str = "",
+        managed: bool = False,
+    ) -> JsonObj:
+        """Store ``desired`` as the new state of ``current`` after the server-side rules.
+
+        ``managed``: ``desired`` already carries its managed fields (server-side apply).
+        """
+        if subresource == "status":
+            new: JsonObj = clone(current)
+            if "status" in desired:
+                new["status"] = clone(desired["status"])
+            else:
+                new.pop("status", None)
+            if managed:
+                new["metadata"]["managedFields"] = clone((desired.get("metadata") or {}).get("managedFields", []))
+        else:
+            new = clone(desired)
+            meta = new.setdefault("metadata", {})
+            cur_meta = current["metadata"]
+            for key in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "generation"):
+                if key in cur_meta:
+                    meta[key] = cur_meta[key]
+                else:
+                    meta.pop(key, None)
+            if not managed or "managedFields" not in meta:
+                if "managedFields" in cur_meta:
+                    meta["managedFields"] = clone(cur_meta["managedFields"])
+                else:
+                    meta.pop("managedFields", None)
+            if res.status_subresource:
+                if "status" in current:
+                    new["status"] = clone(current["status"])
+                else:
+                    new.pop("status", None)
+            if _spec_part(new) != _spec_part(current):
+                meta["generation"] = int(cur_meta.get("generation", 1)) + 1
+        new["apiVersion"] = res.api_version
+        new["kind"] = res.kind
+        if _strip_volatile(new) == _strip_volatile(current) and _ownership(new) == _ownership(current):
+            return _present(res, current)
+        if not managed:
+            record_update(
+                current,
+                new,
+                manager=field_manager,
+                api_version=res.api_version,
+                now=self._now(),
+                subresource=subresource,
+                status_subresource=res.status_subresource,
+            )
+        meta = new["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            return self._commit(res, EventType.DELETED, current, new)
+        return self._commit(res, EventType.MODIFIED, current, new)
+
+    @staticmethod
+    def _check_version(res: Resource, current: JsonObj, wanted: Any) -> None:
+        if wanted and str(wanted) != current["metadata"]["resourceVersion"]:
+            raise Conflict(
+                f"Operation cannot be fulfilled on {res.plural}{'.' + res.group if res.group else ''} "
+                f'"{current["metadata"]["name"]}": the object has been modified; '
+                "please apply your changes to the latest version and try again"
+            )
+
+    def _name_of(self, obj: Mapping[str, Any]) -> str:
+        name = (obj.get("metadata") or {}).get("name")
+        if not name or not isinstance(name, str):
+            raise Invalid("metadata.name is required")
+        return name
+
+    def _patched(
+        self,
+        res: Resource,
+        current: JsonObj,
+        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        patch_type: PatchType,
+    ) -> JsonObj:
+        if patch_type is PatchType.JSON:
+            if isinstance(patch, Mapping):
+                raise Invalid("a JSON patch must be a list of operations")
+            result = json_patch(current, patch)
+            if not isinstance(result, dict):
+                raise Invalid("a JSON patch must leave an object")
+            return result
+        if not isinstance(patch, Mapping):
+            raise Invalid("a merge patch must be an object")
+        self._check_version(res, current, (patch.get("metadata") or {}).get("resourceVersion"))
+        patched: JsonObj = merge_patch(current, patch)
+        return patched
+
+    def _patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        namespace: str | None,
+        patch_type: PatchType,
+        field_manager: str | None,
+        force: bool,
+        subresource: str,
+    ) -> JsonObj:
+        ns = resolve_namespace(res, namespace)
+        if subresource == "status" and not res.status_subresource:
+            raise NotFound(f"the server could not find the requested resource ({res}/status)")
+        if patch_type is PatchType.APPLY:
+            if not field_manager:
+                raise Invalid("fieldManager is required for apply patch")
+            if not isinstance(patch, Mapping):
+                raise Invalid("an apply patch must be an object")
+            return self._apply(res, name, ns, patch, field_manager, force, subresource)
+        current = self._lookup(res, name, ns)
+        desired = self._patched(res, current, patch, patch_type)
+        return self._update(res, current, desired, field_manager=field_manager, subresource=subresource)
+
+    def _apply(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None,
+        obj: Mapping[str, Any],
+        field_manager: str,
+        force: bool,
+        subresource: str,
+    ) -> JsonObj:
+        meta = obj.get("metadata") or {}
+        if meta.get("name") not in (None, name):
+            raise Invalid(f"metadata.name {meta.get('name')!r} does not match the request name {name!r}")
+        self._check_served(res)
+        current = self._bucket(res).get((namespace or "", name))
+        if current is None:
+            if subresource:
+                raise NotFound(f'{res.plural} "{name}" not found')
+            body = apply_config(
+                None,
+                obj,
+                manager=field_manager,
+                force=force,
+                api_version=res.api_version,
+                now=self._now(),
+                status_subresource=res.status_subresource,
+            )
+            body.setdefault("metadata", {})["name"] = name
+            if namespace is not None:
+                body["metadata"]["namespace"] = namespace
+            managed = body["metadata"].pop("managedFields", None) or []
+            return self._create(res, body, namespace, field_manager, managed_fields=managed)
+        self._check_version(res, current, meta.get("resourceVersion"))
+        desired = apply_config(
+            current,
+            obj,
+            manager=field_manager,
+            force=force,
+            api_version=res.api_version,
+            now=self._now(),
+            subresource=subresource,
+            status_subresource=res.status_subresource,
+        )
+        return self._update(res, current, desired, field_manager=field_manager, subresource=subresource, managed=True)
+
+    def _delete(self, res: Resource, name: str, namespace: str | None) -> JsonObj:
+        """Delete (or, with finalizers, mark deleted); returns the object's last state."""
+        ns = resolve_namespace(res, namespace)
+        current = self._lookup(res, name, ns)
+        if current["metadata"].get("finalizers"):
+            if current["metadata"].get("deletionTimestamp"):
+                return _present(res, current)
+            new = clone(current)
+            new["metadata"]["deletionTimestamp"] = self._now()
+            new["metadata"]["deletionGracePeriodSeconds"] = 0
+            return self._commit(res, EventType.MODIFIED, current, new)
+        return self._commit(res, EventType.DELETED, current, clone(current))
+
+    def _list(
+        self, res: Resource, namespace: str | None, label_selector: str | None, field_selector: str | None
+    ) -> ObjectList:
+        if namespace is not None and not res.namespaced:
+            raise ValueError(f"{res.kind} is cluster-scoped; no namespace expected, got {namespace!r}")
+        self._check_served(res)
+        labels = LabelSelector.parse(label_selector)
+        fields = FieldSelector.parse(field_selector)
+        items = []
+        for (ns, _), obj in sorted(self._bucket(res).items()):
+            if namespace is not None and ns != namespace:
+                continue
+            if labels.matches(obj) and fields.matches(obj):
+                items.append(_present(res, obj))
+        return ObjectList(items, str(self._rv))
+
+    def _subscribe(
+        self,
+        res: Resource,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        resource_version: str | None,
+        allow_bookmarks: bool,
+    ) -> _Watcher:
+        if namespace is not None and not res.namespaced:
+            raise ValueError(f"{res.kind} is cluster-scoped; no namespace expected, got {namespace!r}")
+        self._check_served(res)
+        watcher = _Watcher(
+            res, namespace, LabelSelector.parse(label_selector), FieldSelector.parse(field_selector), allow_bookmarks
+        )
+        if resource_version in (None, "", "0"):
+            for obj in sorted(self._bucket(res).values(), key=lambda o: int(o["metadata"]["resourceVersion"])):
+                if watcher._matches(obj):
+                    watcher.queue.put_nowait(WatchEvent(EventType.ADDED, _present(res, obj)))
+        else:
+            try:
+                since = int(str(resource_version))
+            except ValueError as exc:
+                raise Invalid(f"invalid resourceVersion {resource_version!r}") from exc
+            if since < self.oldest_watchable_version:
+                raise Gone(f"too old resource version: {since} ({self.oldest_watchable_version})")
+            if since > self._rv:
+                raise Gone(f"resource version {since} is newer than the store ({self._rv}); state was lost")
+            for change in self._history:
+                if change.rv > since:
+                    event = watcher.translate(change)
+                    if event is not None:
+                        watcher.queue.put_nowait(event)
+        self._watchers.add(watcher)
+        return watcher
+
+    async def _stream(self, watcher: _Watcher) -> AsyncGenerator[WatchEvent, None]:
+        try:
+            while True:
+                if self.bookmark_interval_seconds and watcher.bookmarks:
+                    try:
+                        item = await asyncio.wait_for(watcher.queue.get(), self.bookmark_interval_seconds)
+                    except TimeoutError:
+                        item = self._bookmark(watcher.res)
+                else:
+                    item = await watcher.queue.get()
+                if isinstance(item, _End):
+                    if item.error is not None:
+                        raise item.error
+                    return
+                yield item
+        finally:
+            self._watchers.discard(watcher)
+
+    # ------------------------------------------------------------------ the port
+
+    async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> JsonObj:
+        return _present(res, self._lookup(res, name, resolve_namespace(res, namespace)))
+
+    async def list(
+        self,
+        res: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList:
+        return self._list(res, namespace, label_selector, field_selector)
+
+    async def watch(
+        self,
+        res: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        allow_bookmarks: bool = True,
+    ) -> AsyncIterator[WatchEvent]:
+        watcher = self._subscribe(res, namespace, label_selector, field_selector, resource_version, allow_bookmarks)
+        async for event in self._stream(watcher):
+            yield event
+
+    def open_watch(
+        self,
+        res: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        allow_bookmarks: bool = True,
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """Like :meth:`watch`, but validates and subscribes now (errors raise here, not on first read)."""
+        watcher = self._subscribe(res, namespace, label_selector, field_selector, resource_version, allow_bookmarks)
+        return self._stream(watcher)
+
+    async def create(
+        self, res: Resource, obj: Mapping[str, Any], *, namespace: str | None = None, field_manager: str | None = None
+    ) -> JsonObj:
+        return self._create(res, obj, namespace, field_manager)
+
+    async def replace(self, res: Resource, obj: Mapping[str, Any], *, field_manager: str | None = None) -> JsonObj:
+        ns = resolve_namespace(res, None, obj)
+        current = self._lookup(res, self._name_of(obj), ns)
+        self._check_version(res, current, (obj.get("metadata") or {}).get("resourceVersion"))
+        return self._update(res, current, obj, field_manager=field_manager)
+
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        *,
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+        field_manager: str | None = None,
+        force: bool = False,
+    ) -> JsonObj:
+        return self._patch(res, name, patch, namespace, patch_type, field_manager, force, "")
+
+    async def apply(self, res: Resource, obj: Mapping[str, Any], *, field_manager: str, force: bool = False) -> JsonObj:
+        ns = resolve_namespace(res, None, obj)
+        return self._patch(res, self._name_of(obj), obj, ns, PatchType.APPLY, field_manager, force, "")
+
+    async def delete(self, res: Resource, name: str, *, namespace: str | None = None) -> None:
+        self._delete(res, name, namespace)
+
+    async def update_status(
+        self, res: Resource, obj: Mapping[str, Any], *, field_manager: str | None = None
+    ) -> JsonObj:
+        if not res.status_subresource:
+            raise NotFound(f"the server could not find the requested resource ({res}/status)")
+        ns = resolve_namespace(res, None, obj)
+        current = self._lookup(res, self._name_of(obj), ns)
+        self._check_version(res, current, (obj.get("metadata") or {}).get("resourceVersion"))
+        return self._update(res, current, obj, field_manager=field_manager, subresource="status")
+
+    async def patch_status(
+        self,
+        res: Resource,
+        name: str,
+        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        *,
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+        field_manager: str | None = None,
+        force: bool = False,
+    ) -> JsonObj:
+        return self._patch(res, name, patch, namespace, patch_type, field_manager, force, "status")
+
+    def _bind(self, pod_name: str, node_name: str, namespace: str | None, pod_uid: str | None) -> JsonObj:
+        ns = resolve_namespace(POD, namespace)
+        current = self._lookup(POD, pod_name, ns)
+        if not node_name:
+            raise Invalid("binding target node name is required")
+        if pod_uid and current["metadata"].get("uid") != pod_uid:
+            raise Conflict(
+                f"Precondition failed: UID in precondition: {pod_uid}, UID in object meta: "
+                f"{current['metadata'].get('uid')}"
+            )
+        if current["metadata"].get("deletionTimestamp"):
+            raise Conflict(f"pod {pod_name} is being deleted, cannot be assigned to a host")
+        assigned = (current.get("spec") or {}).get("nodeName")
+        if assigned:
+            raise Conflict(f'pod {pod_name} is already assigned to node "{assigned}"')
+        new = clone(current)
+        new.setdefault("spec", {})["nodeName"] = node_name
+        status = new.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append(
+            {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": self._now()}
+        )
+        status["conditions"] = conditions
+        return self._commit(POD, EventType.MODIFIED, current, new)
+
+    async def bind(
+        self, pod_name: str, node_name: str, *, namespace: str | None = None, pod_uid: str | None = None
+    ) -> None:
+        self._bind(pod_name, node_name, namespace, pod_uid)
+
+    async def create_event(self, event: Mapping[str, Any]) -> JsonObj:
+        return self._create(EVENT, event, None, None)
+
+    async def close(self) -> None:
+        self.closed = True
+        self.close_watches()
+
+    # ------------------------------------------------------------------ seeding helpers
+
+    def seed(self, res: Resource, objects: Iterable[Mapping[str, Any]]) -> _Objects:
+        """Create objects synchronously, status included (test setup; bypasses the status rules)."""
+        out = []
+        for obj in objects:
+            created = self._create(res, obj, None, None)
+            if "status" in obj and res.status_subresource:
+                current = self._lookup(res, created["metadata"]["name"], created["metadata"].get("namespace"))
+                created = self._update(res, current, obj, field_manager=None, subresource="status")
+            out.append(created)
+        return out
+
+    def snapshot(self) -> dict[str, _Objects]:
+        """Every stored object by ``<plural>.<group>`` (for debugging and assertions)."""
+        return {
+            f"{plural}.{group}" if group else plural: [clone(o) for _, o in sorted(bucket.items())]
+            for (group, plural), bucket in sorted(self._objects.items())
+        }
