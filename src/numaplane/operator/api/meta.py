@@ -1,0 +1,301 @@
+"""Shared pieces of the ``numaplane.io/v1`` API: constants, field readers, durations, selectors.
+
+Everything here is pure. Readers collect problems instead of raising at the first one, so a
+custom resource reports every mistake at once (``SpecError.problems``). Paths in problem texts use
+the JSON field names (``spec.nodeGroups[1].config.infoRefreshPeriod``) so users find them.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from numaplane.operator.errors import SpecError
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "PAUSE_ANNOTATION",
+    "VERSION",
+    "LogLevel",
+    "ObjectMeta",
+    "ObjectRef",
+    "Problems",
+    "Toleration",
+    "format_duration",
+    "parse_duration",
+    "valid_label_key",
+    "valid_label_value",
+]
+
+E = TypeVar("E", bound=enum.StrEnum)
+
+GROUP = "numaplane.io"
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+#: Go duration syntax as Kubernetes APIs accept it (``10s``, ``1m30s``, ``250ms``, ``0``).
+DURATION_PATTERN = r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$"
+_DURATION_RE = re.compile(DURATION_PATTERN)
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+#: DNS-1123 label (names of node groups, which end up inside object names).
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def parse_duration(text: str) -> float:
+    """A Go duration string in seconds (``"1m30s"`` → 90.0). Raises ``ValueError`` when malformed."""
+    if not isinstance(text, str) or not _DURATION_RE.match(text):
+        raise ValueError(f"{text!r} is not a duration such as 10s, 1m30s or 250ms")
+    if text == "0":
+        return 0.0
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
+
+
+def format_duration(seconds: float) -> str:
+    """Canonical Go-style form of a non-negative duration: ``90.0`` → ``"1m30s"``, ``0.25`` → ``"250ms"``."""
+    if seconds < 0:
+        raise ValueError("durations are non-negative")
+    if seconds == 0:
+        return "0s"
+    millis = round(seconds * 1000)
+    if millis % 1000:
+        return f"{millis}ms"
+    whole = millis // 1000
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    out = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + (f"{secs}s" if secs else "")
+    return out
+
+
+def valid_label_key(key: str) -> bool:
+    """Kubernetes qualified name: optional DNS-subdomain prefix (≤253) and a name (≤63)."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(_LABEL_NAME.match(name))
+
+
+def valid_label_value(value: str) -> bool:
+    """Kubernetes label value: empty, or ≤63 alphanumerics with ``-_.`` inside."""
+    return value == "" or (len(value) <= 63 and bool(_LABEL_NAME.match(value)))
+
+
+def valid_dns_label(name: str, max_length: int = 63) -> bool:
+    return 0 < len(name) <= max_length and bool(_DNS_LABEL.match(name))
+
+
+class LogLevel(enum.StrEnum):
+    """Verbosity of the components (upstream's operator LogLevel values)."""
+
+    NORMAL = "Normal"
+    DEBUG = "Debug"
+    TRACE = "Trace"
+    TRACE_ALL = "TraceAll"
+
+    @property
+    def cli_value(self) -> str:
+        """The ``--log-level`` value of the numaplane components for this level."""
+        return {"Normal": "info", "Debug": "debug", "Trace": "trace", "TraceAll": "trace"}[self.value]
+
+
+class Problems:
+    """Collects problems while reading a document; :meth:`raise_if_any` turns them into a SpecError."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append(f"{path}: {message}" if path else message)
+
+    def raise_if_any(self, reason: str = "InvalidSpec") -> None:
+        if self.items:
+            raise SpecError(self.items, reason=reason)
+
+    # -- typed readers: return the default (and record a problem) when the value is unusable ------
+
+    def mapping(self, doc: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
+        value = doc.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self.add(f"{path}.{key}", "must be an object")
+            return {}
+        return value
+
+    def sequence(self, doc: Mapping[str, Any], key: str, path: str) -> list[Any]:
+        value = doc.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.add(f"{path}.{key}", "must be a list")
+            return []
+        return value
+
+    def string(self, doc: Mapping[str, Any], key: str, path: str, default: str = "") -> str:
+        value = doc.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            self.add(f"{path}.{key}", "must be a string")
+            return default
+        return value
+
+    def integer(
+        self, doc: Mapping[str, Any], key: str, path: str, default: int, minimum: int, maximum: int | None = None
+    ) -> int:
+        value = doc.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.add(f"{path}.{key}", "must be an integer")
+            return default
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
+            self.add(f"{path}.{key}", f"must be {bound}, not {value}")
+            return default
+        return value
+
+    def choice(self, doc: Mapping[str, Any], key: str, path: str, enum_type: type[E], default: E) -> E:
+        value = doc.get(key)
+        if value is None or value == "":
+            return default
+        try:
+            return enum_type(value)
+        except ValueError:
+            allowed = ", ".join(m.value for m in enum_type)
+            self.add(f"{path}.{key}", f"{value!r} is not one of {allowed}")
+            return default
+
+    def duration(self, doc: Mapping[str, Any], key: str, path: str, default: float) -> float:
+        value = doc.get(key)
+        if value is None:
+            return default
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.add(f"{path}.{key}", str(exc))
+            return default
+
+    def unknown_fields(self, doc: Mapping[str, Any], known: set[str], path: str) -> None:
+        for key in doc:
+            if key not in known:
+                self.add(f"{path}.{key}" if path else str(key), "unknown field")
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A core/v1 Toleration. ``operator`` is ``Equal`` or ``Exists``; ``effect`` empty means all."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.key:
+            out["key"] = self.key
+        out["operator"] = self.operator
+        if self.value:
+            out["value"] = self.value
+        if self.effect:
+            out["effect"] = self.effect
+        if self.toleration_seconds is not None:
+            out["tolerationSeconds"] = self.toleration_seconds
+        return out
+
+    @classmethod
+    def read(cls, doc: Any, path: str, problems: Problems) -> Toleration | None:
+        if not isinstance(doc, Mapping):
+            problems.add(path, "must be an object")
+            return None
+        problems.unknown_fields(doc, {"key", "operator", "value", "effect", "tolerationSeconds"}, path)
+        key = problems.string(doc, "key", path)
+        operator = problems.string(doc, "operator", path, "Equal")
+        value = problems.string(doc, "value", path)
+        effect = problems.string(doc, "effect", path)
+        seconds = doc.get("tolerationSeconds")
+        if operator not in ("Equal", "Exists"):
+            problems.add(f"{path}.operator", f"{operator!r} is not one of Equal, Exists")
+        if operator == "Exists" and value:
+            problems.add(f"{path}.value", "must be empty when operator is Exists")
+        if not key and operator != "Exists":
+            problems.add(f"{path}.operator", "must be Exists when key is empty")
+        if effect not in ("", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+            problems.add(f"{path}.effect", f"{effect!r} is not one of NoSchedule, PreferNoSchedule, NoExecute")
+        if seconds is not None:
+            if isinstance(seconds, bool) or not isinstance(seconds, int):
+                problems.add(f"{path}.tolerationSeconds", "must be an integer")
+                seconds = None
+            elif effect != "NoExecute":
+                problems.add(f"{path}.tolerationSeconds", "is only valid with effect NoExecute")
+        if key and not valid_label_key(key):
+            problems.add(f"{path}.key", f"{key!r} is not a valid label key")
+        return cls(key, operator, value, effect, seconds)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ObjectRef:
+    """A reference to a related object, as published in ``status.relatedObjects``."""
+
+    group: str
+    resource: str
+    name: str
+    namespace: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"group": self.group, "resource": self.resource, "name": self.name}
+        if self.namespace:
+            out["namespace"] = self.namespace
+        return out
+
+
+#: Annotation that stops reconciliation of the object carrying it (value ``"true"``): the operator
+#: then neither writes, prunes nor updates status, so users can tamper with deployed objects.
+PAUSE_ANNOTATION = f"{GROUP}/pause-reconciliation"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectMeta:
+    """The parts of a custom resource's metadata the operator uses."""
+
+    name: str
+    uid: str = ""
+    generation: int = 0
+    resource_version: str = ""
+    creation_timestamp: str = ""
+    annotations: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def read(cls, obj: Mapping[str, Any]) -> ObjectMeta:
+        meta = obj.get("metadata") or {}
+        return cls(
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            generation=int(meta.get("generation") or 0),
+            resource_version=str(meta.get("resourceVersion", "")),
+            creation_timestamp=str(meta.get("creationTimestamp", "")),
+            annotations=tuple(sorted((str(k), str(v)) for k, v in (meta.get("annotations") or {}).items())),
+        )
+
+    def annotation(self, key: str) -> str | None:
+        return dict(self.annotations).get(key)
+
+    @property
+    def paused(self) -> bool:
+        return (self.annotation(PAUSE_ANNOTATION) or "").lower() in ("true", "enabled")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.annotations:
+            out["annotations"] = dict(self.annotations)
+        return out

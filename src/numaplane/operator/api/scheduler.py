@@ -1,0 +1,196 @@
+"""``NUMAResourcesScheduler`` (numaplane.io/v1): the NUMA-aware scheduler, standalone or as an extender.
+
+A cluster-scoped singleton named :data:`SINGLETON_NAME`.
+
+* ``mode: standalone`` — a Deployment running ``numaplane scheduler run``, a secondary scheduler for
+  pods whose ``spec.schedulerName`` is ``schedulerName``.
+* ``mode: extender`` — the stock kube-scheduler image (``kubeSchedulerImage``) with one profile named
+  ``schedulerName`` and our extender (``numaplane scheduler extender``) as a sidecar on loopback.
+
+``replicas > 1`` turns on Lease leader election. ``cacheResyncPeriod`` is a duration (``0s``
+disables resync). Scoring weights are integers 1..100 per resource; without resources the
+scheduler weighs ``cpu`` and ``memory`` 1 each.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from numaplane.operator.api.meta import (
+    API_VERSION,
+    LogLevel,
+    ObjectMeta,
+    Problems,
+    format_duration,
+    valid_dns_label,
+)
+from numaplane.operator.errors import SpecError
+
+__all__ = [
+    "DEFAULT_KUBE_SCHEDULER_IMAGE",
+    "KIND",
+    "SINGLETON_NAME",
+    "InformerMode",
+    "NUMAResourcesScheduler",
+    "ResourceWeight",
+    "SchedulerMode",
+    "ScoringStrategy",
+    "ScoringType",
+]
+
+KIND = "NUMAResourcesScheduler"
+PLURAL = "numaresourcesschedulers"
+SINGLETON_NAME = "numaresourcesscheduler"
+DEFAULT_SCHEDULER_NAME = "numaplane-scheduler"
+DEFAULT_KUBE_SCHEDULER_IMAGE = "registry.k8s.io/kube-scheduler:v1.35.0"
+MAX_REPLICAS = 5
+MAX_WEIGHT = 100
+
+
+class SchedulerMode(enum.StrEnum):
+    STANDALONE = "standalone"
+    EXTENDER = "extender"
+
+
+class InformerMode(enum.StrEnum):
+    """Pod informer of the scheduler's cache: the shared one, or a dedicated one that also sees
+    pods the kubelet has not yet reported terminated (upstream's ``Dedicated``, the default)."""
+
+    SHARED = "Shared"
+    DEDICATED = "Dedicated"
+
+
+class ScoringType(enum.StrEnum):
+    LEAST_ALLOCATED = "LeastAllocated"
+    MOST_ALLOCATED = "MostAllocated"
+    BALANCED_ALLOCATION = "BalancedAllocation"
+    LEAST_NUMA_NODES = "LeastNUMANodes"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceWeight:
+    name: str
+    weight: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "weight": self.weight}
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringStrategy:
+    type: ScoringType = ScoringType.LEAST_ALLOCATED
+    resources: tuple[ResourceWeight, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type.value}
+        if self.resources:
+            out["resources"] = [r.to_dict() for r in self.resources]
+        return out
+
+    @property
+    def flag_values(self) -> list[str]:
+        """``--resource-weight`` values (``name=weight``); the default pair when none are given."""
+        resources = self.resources or (ResourceWeight("cpu"), ResourceWeight("memory"))
+        return [f"{r.name}={r.weight}" for r in resources]
+
+
+@dataclass(frozen=True, slots=True)
+class NUMAResourcesScheduler:
+    """The parsed, validated custom resource. ``cache_resync_period_seconds`` is in seconds."""
+
+    metadata: ObjectMeta
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    mode: SchedulerMode = SchedulerMode.STANDALONE
+    cache_resync_period_seconds: float = 5.0
+    scoring_strategy: ScoringStrategy = field(default_factory=ScoringStrategy)
+    scheduler_informer: InformerMode = InformerMode.DEDICATED
+    replicas: int = 1
+    log_level: LogLevel = LogLevel.NORMAL
+    kube_scheduler_image: str = DEFAULT_KUBE_SCHEDULER_IMAGE
+
+    @property
+    def leader_elect(self) -> bool:
+        return self.replicas > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "schedulerName": self.scheduler_name,
+            "mode": self.mode.value,
+            "cacheResyncPeriod": format_duration(self.cache_resync_period_seconds),
+            "scoringStrategy": self.scoring_strategy.to_dict(),
+            "schedulerInformer": self.scheduler_informer.value,
+            "replicas": self.replicas,
+            "logLevel": self.log_level.value,
+        }
+        if self.mode is SchedulerMode.EXTENDER:
+            spec["kubeSchedulerImage"] = self.kube_scheduler_image
+        return {"apiVersion": API_VERSION, "kind": KIND, "metadata": self.metadata.to_dict(), "spec": spec}
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> NUMAResourcesScheduler:
+        """Parse and validate; raises :class:`SpecError` listing every problem."""
+        meta = ObjectMeta.read(obj)
+        if meta.name != SINGLETON_NAME:
+            raise SpecError(
+                [f"metadata.name: must be {SINGLETON_NAME!r} (the resource is a singleton), not {meta.name!r}"],
+                reason="IncorrectName",
+            )
+        p = Problems()
+        spec = p.mapping(obj, "spec", "")
+        p.unknown_fields(
+            spec,
+            {
+                "schedulerName",
+                "mode",
+                "cacheResyncPeriod",
+                "scoringStrategy",
+                "schedulerInformer",
+                "replicas",
+                "logLevel",
+                "kubeSchedulerImage",
+            },
+            "spec",
+        )
+        d = cls(meta)
+        name = p.string(spec, "schedulerName", "spec", d.scheduler_name)
+        if not valid_dns_label(name):
+            p.add("spec.schedulerName", f"{name!r} must be a DNS label")
+        if name == "default-scheduler":
+            p.add("spec.schedulerName", "must not be default-scheduler (numaplane runs a secondary scheduler)")
+        raw_scoring = p.mapping(spec, "scoringStrategy", "spec")
+        p.unknown_fields(raw_scoring, {"type", "resources"}, "spec.scoringStrategy")
+        weights: list[ResourceWeight] = []
+        for i, raw in enumerate(p.sequence(raw_scoring, "resources", "spec.scoringStrategy")):
+            where = f"spec.scoringStrategy.resources[{i}]"
+            if not isinstance(raw, Mapping):
+                p.add(where, "must be an object")
+                continue
+            p.unknown_fields(raw, {"name", "weight"}, where)
+            rname = p.string(raw, "name", where)
+            if not rname:
+                p.add(f"{where}.name", "is required")
+            elif any(w.name == rname for w in weights):
+                p.add(f"{where}.name", f"duplicate resource {rname!r}")
+            weights.append(ResourceWeight(rname, p.integer(raw, "weight", where, 1, 1, MAX_WEIGHT)))
+        image = p.string(spec, "kubeSchedulerImage", "spec", d.kube_scheduler_image)
+        if not image:
+            p.add("spec.kubeSchedulerImage", "must not be empty")
+        result = cls(
+            metadata=meta,
+            scheduler_name=name,
+            mode=p.choice(spec, "mode", "spec", SchedulerMode, d.mode),
+            cache_resync_period_seconds=p.duration(spec, "cacheResyncPeriod", "spec", d.cache_resync_period_seconds),
+            scoring_strategy=ScoringStrategy(
+                p.choice(raw_scoring, "type", "spec.scoringStrategy", ScoringType, ScoringType.LEAST_ALLOCATED),
+                tuple(weights),
+            ),
+            scheduler_informer=p.choice(spec, "schedulerInformer", "spec", InformerMode, d.scheduler_informer),
+            replicas=p.integer(spec, "replicas", "spec", d.replicas, 1, MAX_REPLICAS),
+            log_level=p.choice(spec, "logLevel", "spec", LogLevel, d.log_level),
+            kube_scheduler_image=image,
+        )
+        p.raise_if_any()
+        return result

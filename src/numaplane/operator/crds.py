@@ -1,0 +1,463 @@
+"""The ``numaplane.io/v1`` CustomResourceDefinitions, rendered from Python.
+
+Each CRD is cluster-scoped, has the ``status`` subresource and a structural schema with CEL rules
+for what one object can check about itself: the singleton name, duration and selector shapes,
+toleration consistency, refresh-mode/period consistency. Cross-item rules that would be costly in
+CEL (overlapping node-group selectors) are checked by the operator (``Degraded`` with the reason).
+
+Bounds (``maxItems``, ``maxLength``, ``maxProperties``) exist so the API server can estimate the
+cost of the CEL rules; they are generous for real clusters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from numaplane.operator.api import numaresources as nro
+from numaplane.operator.api import policy as nrp
+from numaplane.operator.api import scheduler as nrs
+from numaplane.operator.api.meta import DNS_LABEL_PATTERN, DURATION_PATTERN, GROUP, VERSION, LogLevel
+from numaplane.operator.schema import (
+    Schema,
+    array,
+    boolean,
+    from_json_schema,
+    integer,
+    obj,
+    rule,
+    string,
+    string_map,
+)
+from numaplane.policy.config import CONFIG_SCHEMA
+
+__all__ = ["all_crds", "node_resource_policy_crd", "numa_resources_operator_crd", "numa_resources_scheduler_crd"]
+
+LABEL_KEY_MAX = 317  # 253 prefix + "/" + 63 name
+LABEL_VALUE_MAX = 63
+CONDITION_TYPES_OPERATOR = ("Available", "Progressing", "Degraded", "Upgradeable")
+
+
+def _duration(description: str, default: str | None = None) -> Schema:
+    return string(description, pattern=DURATION_PATTERN, default=default, max_length=32)
+
+
+def _log_level() -> Schema:
+    return string(
+        "Verbosity of the components: Normal, Debug, Trace or TraceAll.",
+        enum=[lv.value for lv in LogLevel],
+        default=LogLevel.NORMAL.value,
+    )
+
+
+def label_selector_schema(description: str) -> Schema:
+    requirement = obj(
+        {
+            "key": string("Label key.", max_length=LABEL_KEY_MAX, min_length=1),
+            "operator": string("How the key relates to the values.", enum=["In", "NotIn", "Exists", "DoesNotExist"]),
+            "values": array(string(max_length=LABEL_VALUE_MAX), max_items=32, list_type="atomic"),
+        },
+        required=["key", "operator"],
+        rules=[
+            rule(
+                "self.operator in ['In', 'NotIn'] ? (has(self.values) && size(self.values) > 0)"
+                " : (!has(self.values) || size(self.values) == 0)",
+                "values must be non-empty for In and NotIn, and empty for Exists and DoesNotExist",
+            )
+        ],
+    )
+    return obj(
+        {
+            "matchLabels": string_map(
+                string(max_length=LABEL_VALUE_MAX), description="Labels the node must carry.", max_properties=16
+            ),
+            "matchExpressions": array(requirement, max_items=16, list_type="atomic"),
+        },
+        description=description,
+    )
+
+
+def toleration_schema() -> Schema:
+    return obj(
+        {
+            "key": string("Taint key; empty with operator Exists tolerates everything.", max_length=LABEL_KEY_MAX),
+            "operator": string(enum=["Equal", "Exists"], default="Equal"),
+            "value": string(max_length=LABEL_VALUE_MAX),
+            "effect": string(enum=["", "NoSchedule", "PreferNoSchedule", "NoExecute"]),
+            "tolerationSeconds": integer("Only with effect NoExecute.", fmt="int64"),
+        },
+        rules=[
+            rule(
+                "self.operator != 'Exists' || !has(self.value) || self.value == ''", "value must be empty with Exists"
+            ),
+            rule(
+                "self.operator == 'Exists' || (has(self.key) && self.key != '')", "operator must be Exists without key"
+            ),
+            rule(
+                "!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+                "tolerationSeconds is only valid with effect NoExecute",
+            ),
+        ],
+    )
+
+
+def conditions_schema() -> Schema:
+    condition = obj(
+        {
+            "type": string(
+                max_length=316,
+                pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+            ),
+            "status": string(enum=["True", "False", "Unknown"]),
+            "observedGeneration": integer(minimum=0, fmt="int64"),
+            "lastTransitionTime": string(fmt="date-time"),
+            "reason": string(max_length=1024, min_length=1, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"),
+            "message": string(max_length=32768),
+        },
+        required=["type", "status", "lastTransitionTime", "reason", "message"],
+    )
+    return array(condition, description="Available, Progressing, Degraded, Upgradeable.", map_keys=["type"])
+
+
+def _namespaced_name() -> Schema:
+    return obj({"namespace": string(), "name": string()}, required=["name"])
+
+
+def related_objects_schema() -> Schema:
+    return array(
+        obj(
+            {"group": string(), "resource": string(), "namespace": string(), "name": string()},
+            required=["group", "resource", "name"],
+        ),
+        description="Objects deployed or watched for this resource.",
+        list_type="atomic",
+    )
+
+
+def _singleton_rule(name: str, kind: str) -> Schema:
+    return rule(f"self.metadata.name == '{name}'", f"{kind} is a singleton: metadata.name must be {name}")
+
+
+def _crd(
+    kind: str,
+    plural: str,
+    short_names: list[str],
+    description: str,
+    spec: Schema,
+    status: Schema,
+    *,
+    root_rules: list[Schema],
+    columns: list[dict[str, Any]],
+) -> dict[str, Any]:
+    root = obj(
+        {
+            "apiVersion": string(),
+            "kind": string(),
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+        description=description,
+        rules=root_rules,
+    )
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.{GROUP}",
+            "labels": {"app.kubernetes.io/name": "numaplane", "app.kubernetes.io/part-of": "numaplane"},
+        },
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short_names,
+                "categories": ["numaplane"],
+            },
+            "scope": "Cluster",
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": root},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": columns,
+                }
+            ],
+        },
+    }
+
+
+def _condition_column(cond: str) -> dict[str, Any]:
+    return {"name": cond, "type": "string", "jsonPath": f'.status.conditions[?(@.type=="{cond}")].status'}
+
+
+_AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+
+def node_group_config_schema() -> Schema:
+    return obj(
+        {
+            "podsFingerprinting": string(
+                "Publish the pod-set fingerprint: Disabled, Enabled (all pods) or EnabledExclusiveResources.",
+                enum=[v.value for v in nro.PodsFingerprinting],
+                default=nro.PodsFingerprinting.ENABLED_EXCLUSIVE_RESOURCES.value,
+            ),
+            "infoRefreshMode": string(
+                "When the exporter refreshes: Periodic, Events or PeriodicAndEvents.",
+                enum=[v.value for v in nro.InfoRefreshMode],
+                default=nro.InfoRefreshMode.PERIODIC.value,
+            ),
+            "infoRefreshPeriod": _duration("Period of periodic refreshes (Go duration).", "10s"),
+            "infoRefreshPause": string(
+                "Enabled: compute but do not publish NodeResourceTopology objects.",
+                enum=[v.value for v in nro.InfoRefreshPause],
+                default=nro.InfoRefreshPause.DISABLED.value,
+            ),
+            "tolerations": array(
+                toleration_schema(),
+                description="If set, replaces the exporter pods' default tolerations.",
+                max_items=32,
+                list_type="atomic",
+            ),
+        },
+        description="Exporter behaviour for the group (upstream NodeGroupConfig fields and defaults).",
+        rules=[
+            rule(
+                "!(has(self.infoRefreshPeriod) && duration(self.infoRefreshPeriod) == duration('0s')"
+                " && self.infoRefreshMode == 'Periodic')",
+                "infoRefreshPeriod must be positive when infoRefreshMode is Periodic",
+                field_path=".infoRefreshPeriod",
+            )
+        ],
+    )
+
+
+def numa_resources_operator_crd() -> dict[str, Any]:
+    group = obj(
+        {
+            "name": string(
+                "Group name; used in object names.",
+                pattern=DNS_LABEL_PATTERN,
+                max_length=nro.MAX_GROUP_NAME,
+                min_length=1,
+            ),
+            "nodeSelector": label_selector_schema("Nodes of the group ({} selects every node)."),
+            "enforcement": string(
+                "kubelet: the kubelet's managers allocate; agent: numaplane's agent allocates via NRI.",
+                enum=[v.value for v in nro.Enforcement],
+                default=nro.Enforcement.KUBELET.value,
+            ),
+            "config": node_group_config_schema(),
+        },
+        required=["name", "nodeSelector"],
+    )
+    pod_exclude = obj(
+        {
+            "namespace": string("Glob pattern on the pod's namespace.", max_length=253),
+            "name": string("Glob pattern on the pod's name.", max_length=253),
+        },
+        rules=[rule("has(self.namespace) || has(self.name)", "set namespace, name or both")],
+    )
+    spec = obj(
+        {
+            "nodeGroups": array(
+                group,
+                description="Groups of nodes running the exporter (and the agent in agent mode).",
+                max_items=nro.MAX_NODE_GROUPS,
+                map_keys=["name"],
+            ),
+            "podExcludes": array(
+                pod_exclude, description="Pods the exporter ignores.", max_items=64, list_type="atomic"
+            ),
+            "logLevel": _log_level(),
+        }
+    )
+    group_status = obj(
+        {
+            "name": string(),
+            "selector": string("The group's selector in kubectl syntax."),
+            "enforcement": string(),
+            "config": node_group_config_schema(),
+            "daemonSets": array(_namespaced_name(), list_type="atomic"),
+            "desiredNodes": integer(minimum=0),
+            "readyNodes": integer(minimum=0),
+        },
+        required=["name"],
+    )
+    status = obj(
+        {
+            "observedGeneration": integer(minimum=0, fmt="int64"),
+            "conditions": conditions_schema(),
+            "nodeGroups": array(group_status, map_keys=["name"]),
+            "daemonSets": array(_namespaced_name(), description="Exporter and agent DaemonSets that are ready."),
+            "relatedObjects": related_objects_schema(),
+        }
+    )
+    return _crd(
+        nro.KIND,
+        nro.PLURAL,
+        ["numaresop"],
+        "Deploys the NUMA resources stack (exporter, optional agent) on groups of nodes. Singleton.",
+        spec,
+        status,
+        root_rules=[_singleton_rule(nro.SINGLETON_NAME, nro.KIND)],
+        columns=[_condition_column("Available"), _condition_column("Degraded"), _AGE],
+    )
+
+
+def numa_resources_scheduler_crd() -> dict[str, Any]:
+    weight = obj(
+        {
+            "name": string("Resource name (cpu, memory, hugepages-1Gi, vendor.com/gpu...).", max_length=253),
+            "weight": integer(minimum=1, maximum=nrs.MAX_WEIGHT, default=1),
+        },
+        required=["name"],
+    )
+    spec = obj(
+        {
+            "schedulerName": string(
+                "Profile name pods set in spec.schedulerName.",
+                pattern=DNS_LABEL_PATTERN,
+                max_length=63,
+                default=nrs.DEFAULT_SCHEDULER_NAME,
+                rules=[rule("self != 'default-scheduler'", "must not be default-scheduler")],
+            ),
+            "mode": string(
+                "standalone: numaplane's scheduler; extender: stock kube-scheduler plus numaplane's extender.",
+                enum=[v.value for v in nrs.SchedulerMode],
+                default=nrs.SchedulerMode.STANDALONE.value,
+            ),
+            "kubeSchedulerImage": string(
+                "kube-scheduler image for extender mode.", min_length=1, default=nrs.DEFAULT_KUBE_SCHEDULER_IMAGE
+            ),
+            "cacheResyncPeriod": _duration("Resync period of the NRT cache; 0s disables resync.", "5s"),
+            "scoringStrategy": obj(
+                {
+                    "type": string(
+                        enum=[v.value for v in nrs.ScoringType], default=nrs.ScoringType.LEAST_ALLOCATED.value
+                    ),
+                    "resources": array(weight, max_items=32, map_keys=["name"]),
+                }
+            ),
+            "schedulerInformer": string(
+                "Pod informer of the scheduler's cache.",
+                enum=[v.value for v in nrs.InformerMode],
+                default=nrs.InformerMode.DEDICATED.value,
+            ),
+            "replicas": integer(
+                "Scheduler replicas; leader election when more than one.",
+                minimum=1,
+                maximum=nrs.MAX_REPLICAS,
+                default=1,
+            ),
+            "logLevel": _log_level(),
+        }
+    )
+    status = obj(
+        {
+            "observedGeneration": integer(minimum=0, fmt="int64"),
+            "conditions": conditions_schema(),
+            "deployment": _namespaced_name(),
+            "schedulerName": string(),
+            "cacheResyncPeriod": string(),
+            "relatedObjects": related_objects_schema(),
+        }
+    )
+    return _crd(
+        nrs.KIND,
+        nrs.PLURAL,
+        ["numaressched"],
+        "Deploys the NUMA-aware scheduler. Singleton.",
+        spec,
+        status,
+        root_rules=[_singleton_rule(nrs.SINGLETON_NAME, nrs.KIND)],
+        columns=[
+            {"name": "Scheduler", "type": "string", "jsonPath": ".spec.schedulerName"},
+            {"name": "Mode", "type": "string", "jsonPath": ".spec.mode"},
+            _condition_column("Available"),
+            _AGE,
+        ],
+    )
+
+
+def policy_config_schema() -> Schema:
+    """``spec.config``: the agent's CONFIG_SCHEMA in structural form, minus operator-owned fields."""
+    schema = from_json_schema(CONFIG_SCHEMA)
+    schema.pop("title", None)
+    for key in nrp.OPERATOR_OWNED_CONFIG_FIELDS:
+        schema["properties"].pop(key, None)
+    schema["description"] = "The node agent's resource manager configuration (NodeResourceConfig document)."
+    cpu = schema["properties"].get("cpuManager")
+    if cpu is not None:
+        cpu.setdefault("x-kubernetes-validations", []).append(
+            rule(
+                "!has(self.policy) || self.policy != 'none' || !has(self.options) || size(self.options) == 0",
+                "options are not allowed with policy none",
+                field_path=".options",
+            )
+        )
+        reserved = cpu["properties"].get("reservedCPUs")
+        if reserved is not None:
+            reserved["pattern"] = r"^\s*$|^\s*[0-9]+(-[0-9]+)?(\s*,\s*[0-9]+(-[0-9]+)?)*\s*$"
+    return schema
+
+
+def node_resource_policy_crd() -> dict[str, Any]:
+    spec = obj(
+        {
+            "nodeGroup": string(
+                "Name of a NUMAResourcesOperator node group in agent mode.",
+                pattern=DNS_LABEL_PATTERN,
+                max_length=nro.MAX_GROUP_NAME,
+                min_length=1,
+            ),
+            "config": policy_config_schema(),
+        },
+        required=["nodeGroup"],
+    )
+    node = obj(
+        {
+            "name": string(),
+            "state": string(enum=["Applied", "Pending", "Rejected"]),
+            "revision": string("Revision the node's agent last reported."),
+            "message": string(),
+        },
+        required=["name", "state"],
+    )
+    status = obj(
+        {
+            "observedGeneration": integer(minimum=0, fmt="int64"),
+            "conditions": conditions_schema(),
+            "revision": string("Content hash of spec.config that agents must report."),
+            "nodes": array(node, map_keys=["name"], description="Per node: applied, pending or rejected."),
+            "appliedNodes": integer(minimum=0),
+            "rejectedNodes": integer(minimum=0),
+            "pendingNodes": integer(minimum=0),
+            "paused": boolean(),
+        }
+    )
+    return _crd(
+        nrp.KIND,
+        nrp.PLURAL,
+        ["nrpolicy"],
+        "The node agent's live resource policy for one node group.",
+        spec,
+        status,
+        root_rules=[],
+        columns=[
+            {"name": "Group", "type": "string", "jsonPath": ".spec.nodeGroup"},
+            {"name": "Applied", "type": "integer", "jsonPath": ".status.appliedNodes"},
+            {"name": "Rejected", "type": "integer", "jsonPath": ".status.rejectedNodes"},
+            _condition_column("Available"),
+            _AGE,
+        ],
+    )
+
+
+def all_crds() -> list[dict[str, Any]]:
+    """The three numaplane.io CRDs, in a stable order."""
+    return [numa_resources_operator_crd(), numa_resources_scheduler_crd(), node_resource_policy_crd()]
