@@ -57,7 +57,7 @@ from numaplane.placement.result import (
     Reject,
     ZoneShortfall,
 )
-from numaplane.placement.view import NodeTopology, node_topology
+from numaplane.placement.view import NodeTopology, malformed, node_topology
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 
@@ -139,8 +139,9 @@ def work_zones(topology: NodeTopology) -> list[WorkZone]:
     return [WorkZone(z.numa_id, z.name, dict(z.available)) for z in topology.zones]
 
 
-def as_topology(nrt: NRTInput) -> NodeTopology | Reject:
-    """The scheduler's view of ``nrt``; a dict is parsed strictly and a malformed one is a :class:`Reject`."""
+def as_topology(nrt: NRTInput) -> NodeTopology:
+    """The scheduler's view of ``nrt``; a dict is parsed strictly, a malformed one gives a view with
+    :attr:`NodeTopology.problem` set (see :func:`numaplane.placement.view.malformed`)."""
     if isinstance(nrt, NodeTopology):
         return nrt
     if isinstance(nrt, NodeResourceTopology):
@@ -148,7 +149,9 @@ def as_topology(nrt: NRTInput) -> NodeTopology | Reject:
     try:
         return node_topology(NodeResourceTopology.from_dict(nrt))
     except NRTFormatError as exc:
-        return Reject(MSG_MALFORMED, notes=(str(exc),))
+        meta = nrt.get("metadata") if isinstance(nrt, Mapping) else None
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        return malformed(name if isinstance(name, str) else "?", str(exc))
 
 
 def _reject(
@@ -220,8 +223,8 @@ def filter(
     if nrt is None:
         return Fit(False, notes=("node has no NodeResourceTopology object",))
     topology = as_topology(nrt)
-    if isinstance(topology, Reject):
-        return topology
+    if topology.problem is not None:
+        return Reject(MSG_MALFORMED, notes=(topology.problem,))
     policy = topology.config.policy
     if policy != "single-numa-node":
         if options.kubelet_admission and policy in ("restricted", "best-effort"):

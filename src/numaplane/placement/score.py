@@ -37,7 +37,6 @@ from numaplane.placement.errors import PlacementConfigError
 from numaplane.placement.filter import NRTInput, as_topology
 from numaplane.placement.least_numa import least_numa_score
 from numaplane.placement.requests import pod_request
-from numaplane.placement.result import Reject
 from numaplane.placement.view import NodeTopology, NUMAZone
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
@@ -180,7 +179,7 @@ def score(
     if nrt is None or not fresh:
         return 0
     topology = as_topology(nrt)
-    if isinstance(topology, Reject):
+    if topology.problem is not None:
         return 0
     if strategy.type == "LeastNUMANodes":
         return least_numa_score(pod, topology)

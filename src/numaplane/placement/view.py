@@ -19,7 +19,9 @@ rules (scheduler-nrt.md A.2, A.3):
   upstream's map assignment does); ``allocatable`` is kept for the opt-in kubelet admission mode.
   Costs map the peer's NUMA id (parsed with the same ``node-<id>`` rule, ids up to 64) to the distance.
 
-Invariant: a :class:`NodeTopology` is immutable; :meth:`NodeTopology.charged` returns a new one.
+Invariants: a :class:`NodeTopology` is immutable (:meth:`NodeTopology.charged` returns a new one); one
+with :attr:`NodeTopology.problem` set stands for an object that could not be parsed (see
+:func:`malformed`), has no zones, fails the filter and scores 0.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "Policy",
     "Scope",
     "TopologyManagerConfig",
+    "malformed",
     "node_topology",
     "topology_manager_config",
 ]
@@ -100,6 +103,7 @@ class NodeTopology:
     config: TopologyManagerConfig = TopologyManagerConfig()
     zones: tuple[NUMAZone, ...] = ()
     ignored: tuple[IgnoredZone, ...] = ()
+    problem: str | None = None  # set when the object could not be read at all (no zones then)
 
     @property
     def resource_names(self) -> frozenset[str]:
@@ -189,3 +193,8 @@ def node_topology(nrt: NodeResourceTopology) -> NodeTopology:
                 costs[peer] = cost.value
         zones.append(NUMAZone(numa, zone.name, available, allocatable, costs))
     return NodeTopology(nrt.name, topology_manager_config(nrt), tuple(zones), tuple(ignored))
+
+
+def malformed(node: str, problem: str) -> NodeTopology:
+    """The view of an NRT document that could not be parsed: no zones, ``problem`` says why."""
+    return NodeTopology(node, problem=problem)
