@@ -1,0 +1,460 @@
+"""Memory Manager, static policy (kubelet v1.35 ``memorymanager/policy_static.go`` semantics).
+
+Only Guaranteed pods are handled; memory and ``hugepages-*`` requests are pinned to a set of NUMA
+nodes. Invariant ("single vs cross NUMA"): a NUMA node is used either for single-node allocations
+or as a member of exactly one multi-node group (``cells``), never both. Sizes are bytes.
+
+Errors carry the kubelet's exact messages: construction → :class:`PolicyConfigError`;
+:meth:`MemoryPolicy.start` → :class:`StateError` (the kubelet refuses to start); allocation →
+:class:`MemoryManagerError`, a plain error that admission reports as
+``Allocate failed due to [memorymanager] ..., which is unexpected``. A failed ``allocate`` leaves the
+state untouched.
+
+Known divergences (upstream would dereference nil and crash the kubelet): a resource missing from
+a node's memory map counts as 0 bytes there; a hint naming a NUMA node absent from the machine state
+is refused with a :class:`MemoryManagerError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from numaplane.policy.errors import PolicyConfigError, StateError
+from numaplane.policy.hints import NUMAMask, TopologyHint, all_masks, hint_of
+from numaplane.policy.memory_state import (
+    Block,
+    MemoryState,
+    MemoryTable,
+    NUMAMemory,
+    NUMANodeState,
+    charge,
+    group_allows,
+    hugepages_resource,
+    machine_memory_from_topology,
+    machine_states_equal,
+    release,
+    violates_groups,
+)
+from numaplane.policy.topology_manager import PlainAllocationError
+from numaplane.resources.pod import Container, Pod, parse_resource_list
+from numaplane.resources.quantity import Quantity, format_quantity
+from numaplane.topology.model import Topology
+
+__all__ = ["MemoryManagerError", "MemoryPolicy"]
+
+_INT64_MAX = (1 << 63) - 1
+Requests = dict[str, int]
+
+
+class MemoryManagerError(PlainAllocationError):
+    """A Memory Manager allocation error; ``message`` is the kubelet's ``[memorymanager] ...`` text."""
+
+
+def _is_memory_resource(name: str) -> bool:
+    return name == "memory" or name.startswith("hugepages-")
+
+
+class MemoryPolicy:
+    """The static Memory Manager policy with its state.
+
+    ``machine`` is the cAdvisor view (``None``: unknown, then :meth:`start` can only validate an
+    empty state); ``reserved`` is system-reserved bytes per NUMA node and resource.
+    """
+
+    name = "Static"
+
+    def __init__(
+        self,
+        machine: Sequence[NUMAMemory] | None,
+        reserved: Mapping[int, Mapping[str, int]],
+        state: MemoryState | None = None,
+    ) -> None:
+        if sum(int(r.get("memory", 0)) for r in reserved.values()) <= 0:
+            raise PolicyConfigError("[memorymanager] you should specify the system reserved memory")
+        self.machine = None if machine is None else tuple(machine)
+        converted: dict[int, dict[str, int]] = {n.id: {} for n in self.machine or ()}
+        for numa, limits in reserved.items():
+            converted.setdefault(int(numa), {}).update({str(k): int(v) for k, v in limits.items()})
+        self.reserved = converted
+        self.state = state if state is not None else MemoryState()
+        # pod uid -> mask bits -> resource -> reusable bytes (init containers' memory; not checkpointed)
+        self._reusable: dict[str, dict[int, dict[str, int]]] = {}
+
+    @classmethod
+    def from_topology(
+        cls,
+        topology: Topology,
+        reserved: Mapping[int, Mapping[str, int]],
+        node_allocatable_reservation: Mapping[str, int] | None = None,
+    ) -> MemoryPolicy:
+        """Build for a machine; with ``node_allocatable_reservation`` (kube + system reserved + hard
+        eviction, bytes per resource) check the reservation as the kubelet does at start."""
+        machine = machine_memory_from_topology(topology)
+        if node_allocatable_reservation is not None:
+            _validate_reserved(machine, reserved, node_allocatable_reservation)
+        return cls(machine, reserved)
+
+    # -- requests -----------------------------------------------------------------------------------
+    def container_requests(self, pod: Pod, container: Container) -> Requests:
+        """Requested bytes of ``memory`` and ``hugepages-*`` (admitted values from the pod status, if any)."""
+        resources = _allocated_resources(pod, container)
+        out: Requests = {}
+        for name in sorted(resources, key=lambda n: (n != "memory", n)):
+            if not _is_memory_resource(name):
+                continue
+            amount = resources[name].amount
+            if amount.denominator != 1 or not -_INT64_MAX - 1 <= amount.numerator <= _INT64_MAX:
+                raise MemoryManagerError("[memorymanager] failed to represent quantity as int64")
+            out[name] = amount.numerator
+        return out
+
+    def pod_requests(self, pod: Pod) -> Requests:
+        """Pod-level bytes per resource: max(largest init-phase need, app containers + sidecars);
+        only resources requested by app containers appear (kubelet ``getPodRequestedResources``)."""
+        init_max: Requests = {}
+        sidecars: Requests = {}
+        for c in pod.init_containers:
+            for name, qty in self.container_requests(pod, c).items():
+                init_max.setdefault(name, 0)
+                if c.sidecar:
+                    sidecars[name] = sidecars.get(name, 0) + qty
+                elif sidecars.get(name, 0) + qty > init_max[name]:
+                    init_max[name] = sidecars.get(name, 0) + qty
+        apps: Requests = {}
+        for c in pod.containers:
+            for name, qty in self.container_requests(pod, c).items():
+                apps[name] = apps.get(name, 0) + qty
+        return {name: max(total + sidecars.get(name, 0), init_max.get(name, 0)) for name, total in apps.items()}
+
+    # -- hints --------------------------------------------------------------------------------------
+    def hints(self, pod: Pod, container: Container) -> dict[str, list[TopologyHint]] | None:
+        """Kubelet ``GetTopologyHints``: ``None`` (no preference) for non-Guaranteed pods."""
+        if not _managed(pod):
+            return None
+        try:
+            requested = self.container_requests(pod, container)
+        except MemoryManagerError:
+            return None
+        blocks = self.state.entries.get(pod.uid, {}).get(container.name)
+        if blocks is not None:
+            return _regenerate_hints(blocks, requested)
+        return self.calculate_hints(pod.uid, requested)
+
+    def pod_hints(self, pod: Pod) -> dict[str, list[TopologyHint]] | None:
+        """Kubelet ``GetPodTopologyHints`` (pod scope)."""
+        if not _managed(pod):
+            return None
+        try:
+            requested = self.pod_requests(pod)
+        except MemoryManagerError:
+            return None
+        assigned = self.state.entries.get(pod.uid, {})
+        for c in pod.all_containers():
+            blocks = assigned.get(c.name)
+            if blocks is not None:
+                return _regenerate_hints(blocks, requested)
+        return self.calculate_hints(pod.uid, requested)
+
+    def calculate_hints(self, pod_uid: str, requested: Requests) -> dict[str, list[TopologyHint]]:
+        """One hint per NUMA mask that can hold ``requested`` now (identical lists for every type);
+        Preferred iff the mask is as small as the smallest mask whose *allocatable* memory fits."""
+        machine = self.state.machine
+        nodes = tuple(sorted(machine))
+        min_size = len(nodes)
+        reusable = self._reusable.get(pod_uid, {})
+        free_sum: dict[str, dict[int, int]] = {r: {0: 0} for r in requested}
+        alloc_sum: dict[str, dict[int, int]] = {r: {0: 0} for r in requested}
+        accepted: list[int] = []
+        for mask in all_masks(nodes):
+            bits = mask.bits
+            low = bits & -bits
+            node = machine[low.bit_length() - 1]
+            fits = True
+            for r, size in requested.items():
+                table = node.memory.get(r)
+                free_sum[r][bits] = free_sum[r][bits ^ low] + (table.free if table else 0)
+                alloc_sum[r][bits] = total = alloc_sum[r][bits ^ low] + (table.allocatable if table else 0)
+                if total < size:
+                    fits = False
+            if not fits:
+                continue
+            ids = mask.ids()
+            min_size = min(min_size, len(ids))
+            if not group_allows(machine, ids):
+                continue
+            if any(free_sum[r][bits] + reusable.get(bits, {}).get(r, 0) < size for r, size in requested.items()):
+                continue
+            accepted.append(bits)
+        if not accepted:
+            return {}
+        hints = [hint_of(bits, bits.bit_count() == min_size) for bits in accepted]
+        return {r: list(hints) for r in requested}
+
+    # -- allocation ---------------------------------------------------------------------------------
+    def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> list[Block]:
+        """Kubelet ``Allocate`` with the topology manager's ``hint``; returns the container's blocks
+        (``[]`` when the pod is not managed). Idempotent for a container already in the state."""
+        if not _managed(pod):
+            return []
+        existing = self.state.entries.get(pod.uid, {}).get(container.name)
+        if existing is not None:
+            self._update_reusable(pod, container, existing)
+            return list(existing)
+        requested = self.container_requests(pod, container)
+        machine = self.state.machine
+        best = hint
+        if hint.numa is None:
+            best = self._default_hint(pod.uid, requested)
+            if not best.preferred and hint.preferred:
+                raise MemoryManagerError("[memorymanager] failed to find the default preferred hint")
+        mask = best.numa
+        assert mask is not None
+        unknown = [n for n in mask.ids() if n not in machine]
+        if unknown:
+            raise MemoryManagerError(f"[memorymanager] the topology hint uses unknown NUMA node(s) {unknown}")
+        if not self._satisfies(mask, requested):
+            extended = self._extend_hint(pod.uid, requested, mask)
+            if not extended.preferred and best.preferred:
+                raise MemoryManagerError("[memorymanager] failed to find the extended preferred hint")
+            assert extended.numa is not None
+            mask = extended.numa
+        ids = mask.ids()
+        if violates_groups(machine, ids):
+            raise MemoryManagerError("[memorymanager] preferred hint violates NUMA node allocation")
+        reusable = self._reusable.get(pod.uid, {}).get(mask.bits, {})
+        blocks: list[Block] = []
+        for resource, size in requested.items():
+            blocks.append(Block(ids, resource, size))
+            charge(machine, ids, resource, max(0, size - reusable.get(resource, 0)))
+        self._update_reusable(pod, container, blocks)
+        self.state.entries.setdefault(pod.uid, {})[container.name] = blocks
+        self._shrink_init_blocks(pod, container, blocks)
+        return list(blocks)
+
+    def remove(self, pod_uid: str, container_name: str) -> None:
+        """Kubelet ``RemoveContainer``: release the blocks, walking each block's nodes in order."""
+        containers = self.state.entries.get(pod_uid)
+        if containers is None or container_name not in containers:
+            return
+        blocks = containers.pop(container_name)
+        if not containers:
+            del self.state.entries[pod_uid]
+        for block in blocks:
+            release(self.state.machine, block)
+
+    def remove_pod(self, pod_uid: str) -> None:
+        for name in list(self.state.entries.get(pod_uid, {})):
+            self.remove(pod_uid, name)
+        self._reusable.pop(pod_uid, None)
+
+    def blocks(self, pod_uid: str, container_name: str) -> list[Block] | None:
+        found = self.state.entries.get(pod_uid, {}).get(container_name)
+        return None if found is None else list(found)
+
+    # -- start --------------------------------------------------------------------------------------
+    def default_machine_state(self) -> dict[int, NUMANodeState]:
+        """The state of an empty machine: hugepages first, then memory minus reserved and hugepages."""
+        out: dict[int, NUMANodeState] = {}
+        for node in self.machine or ():
+            state = NUMANodeState(0, {}, [node.id])
+            hugepages_total = 0
+            for page_size, pages in node.hugepages:
+                resource = hugepages_resource(page_size)
+                total = page_size * pages
+                reserved = self.reserved.get(node.id, {}).get(resource, 0)
+                state.memory[resource] = MemoryTable(total, reserved, total - reserved, 0, total - reserved)
+                hugepages_total += total
+            reserved = self.reserved.get(node.id, {}).get("memory", 0)
+            allocatable = node.memory_bytes - reserved - hugepages_total
+            state.memory["memory"] = MemoryTable(node.memory_bytes, reserved, allocatable, 0, allocatable)
+            out[node.id] = state
+        return out
+
+    def start(self) -> None:
+        """Kubelet ``Start``: fill an empty state, or check a stored one against the assignments."""
+        machine, entries = self.state.machine, self.state.entries
+        if not machine:
+            if entries:
+                raise StateError("[memorymanager] machine state can not be empty when it has memory assignments")
+            self.state.machine = self.default_machine_state()
+            return
+        expected = self.default_machine_state()
+        for uid, containers in entries.items():
+            for name, blocks in containers.items():
+                for block in blocks:
+                    remaining = block.size
+                    for nid in block.numa:
+                        node = expected.get(nid)
+                        if node is None:
+                            raise StateError(
+                                f"[memorymanager] (pod: {uid}, container: {name}) "
+                                "the memory assignment uses the NUMA that does not exist"
+                            )
+                        node.assignments += 1
+                        node.cells = list(block.numa)
+                        table = node.memory.get(block.type)
+                        if table is None:
+                            raise StateError(
+                                f"[memorymanager] (pod: {uid}, container: {name}) "
+                                "the memory assignment uses memory resource that does not exist"
+                            )
+                        step = min(max(table.free, 0), remaining)
+                        table.reserved += step
+                        table.free -= step
+                        remaining -= step
+        if not machine_states_equal(machine, expected):
+            raise StateError("[memorymanager] the expected machine state is different from the real one")
+
+    # -- views and snapshots ------------------------------------------------------------------------
+    def allocatable(self) -> dict[int, dict[str, int]]:
+        return {n: {r: t.allocatable for r, t in s.memory.items()} for n, s in sorted(self.state.machine.items())}
+
+    def free(self) -> dict[int, dict[str, int]]:
+        return {n: {r: t.free for r, t in s.memory.items()} for n, s in sorted(self.state.machine.items())}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Exact snapshot: the checkpoint state plus the (unpersisted) init-container reuse table."""
+        doc = self.state.to_dict()
+        doc["policyName"] = self.name
+        doc["initContainersReusableMemory"] = {
+            uid: {str(bits): dict(per) for bits, per in masks.items()} for uid, masks in self._reusable.items()
+        }
+        return doc
+
+    def restore(self, doc: Mapping[str, Any]) -> None:
+        """Replace state and reuse table from :meth:`to_dict` output (or a checkpoint's fields)."""
+        self.state = MemoryState.from_dict(doc)
+        self._reusable = {
+            str(uid): {int(bits): {str(r): int(v) for r, v in per.items()} for bits, per in masks.items()}
+            for uid, masks in (doc.get("initContainersReusableMemory") or {}).items()
+        }
+
+    def to_checkpoint(self) -> dict[str, Any]:
+        return self.state.to_checkpoint(self.name)
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _default_hint(self, pod_uid: str, requested: Requests) -> TopologyHint:
+        hints = self.calculate_hints(pod_uid, requested)
+        if not hints:
+            raise MemoryManagerError(
+                "[memorymanager] failed to get the default NUMA affinity, no NUMA nodes with enough memory is available"
+            )
+        return _best_hint(hints.get("memory") or next(iter(hints.values())))
+
+    def _satisfies(self, mask: NUMAMask, requested: Requests) -> bool:
+        machine = self.state.machine
+        for resource, size in requested.items():
+            total = 0
+            for nid in mask.ids():
+                table = machine[nid].memory.get(resource)
+                total += table.free if table else 0
+            if total < size:
+                return False
+        return True
+
+    def _extend_hint(self, pod_uid: str, requested: Requests, mask: NUMAMask) -> TopologyHint:
+        hints = self.calculate_hints(pod_uid, requested)
+        candidates = [h for h in hints.get("memory", []) if h.numa is not None and mask.is_subset_of(h.numa)]
+        if not candidates:
+            raise MemoryManagerError("[memorymanager] failed to find NUMA nodes to extend the current topology hint")
+        return _best_hint(candidates)
+
+    def _update_reusable(self, pod: Pod, container: Container, blocks: Sequence[Block]) -> None:
+        for uid in [u for u in self._reusable if u != pod.uid]:
+            del self._reusable[uid]
+        regular_init = any(c.name == container.name and not c.sidecar for c in pod.init_containers)
+        if regular_init:
+            per_mask = self._reusable.setdefault(pod.uid, {})
+            for b in blocks:
+                per = per_mask.setdefault(NUMAMask.from_ids(b.numa).bits, {})
+                per[b.type] = max(per.get(b.type, 0), b.size)
+            return
+        for b in blocks:
+            left = self._reusable.get(pod.uid, {}).get(NUMAMask.from_ids(b.numa).bits)
+            if left and left.get(b.type, 0):
+                left[b.type] = 0 if b.size >= left[b.type] else left[b.type] - b.size
+
+    def _shrink_init_blocks(self, pod: Pod, container: Container, blocks: Sequence[Block]) -> None:
+        """Reduce earlier regular init containers' blocks by what this container reused, so that the
+        blocks of a pod add up to the memory actually charged."""
+        assigned = self.state.entries.get(pod.uid, {})
+        for block in blocks:
+            size = block.size
+            for init in pod.init_containers:
+                if init.name == container.name or size == 0:
+                    break
+                if init.sidecar or not assigned.get(init.name):
+                    continue
+                updated = []
+                for ib in assigned[init.name]:
+                    if ib.size and ib.type == block.type and set(ib.numa) == set(block.numa):
+                        step = min(ib.size, size)
+                        ib = Block(ib.numa, ib.type, ib.size - step)
+                        size -= step
+                    updated.append(ib)
+                assigned[init.name] = updated
+
+
+def _managed(pod: Pod) -> bool:
+    """Guaranteed pods without pod-level resources (which the static policy skips)."""
+    return pod.qos_class == "Guaranteed" and pod.pod_requests_spec is None and pod.pod_limits_spec is None
+
+
+def _allocated_resources(pod: Pod, container: Container) -> Mapping[str, Quantity]:
+    """``status.containerStatuses[].allocatedResources`` when the container has a status (in-place
+    resize), also init statuses for sidecars; otherwise the spec requests."""
+    status = pod.raw.get("status") if isinstance(pod.raw, Mapping) else None
+    if isinstance(status, Mapping):
+        statuses = list(status.get("containerStatuses") or [])
+        if container.sidecar:
+            statuses += list(status.get("initContainerStatuses") or [])
+        for cs in statuses:
+            if isinstance(cs, Mapping) and cs.get("name") == container.name:
+                return parse_resource_list(cs.get("allocatedResources"), "status.allocatedResources")
+    return container.requests
+
+
+def _regenerate_hints(blocks: Sequence[Block], requested: Requests) -> dict[str, list[TopologyHint]] | None:
+    if len(blocks) != len(requested):
+        return None
+    hints: dict[str, list[TopologyHint]] = {r: [] for r in requested}
+    for b in blocks:
+        if b.type not in requested or b.size != requested[b.type]:
+            return None
+        hints[b.type].append(hint_of(NUMAMask.from_ids(b.numa).bits, True))
+    return hints
+
+
+def _best_hint(hints: Sequence[TopologyHint]) -> TopologyHint:
+    """Preferred first, then narrowest (first of equals wins)."""
+    best = hints[0]
+    for h in hints[1:]:
+        assert h.numa is not None and best.numa is not None
+        if (h.preferred and not best.preferred) or (
+            h.preferred == best.preferred and h.numa.is_narrower_than(best.numa)
+        ):
+            best = h
+    return best
+
+
+def _validate_reserved(
+    machine: Sequence[NUMAMemory], reserved: Mapping[int, Mapping[str, int]], node_allocatable: Mapping[str, int]
+) -> None:
+    ids = {n.id for n in machine}
+    totals: dict[str, int] = {}
+    for numa, limits in reserved.items():
+        if numa not in ids:
+            raise PolicyConfigError(
+                f"the reserved memory configuration references a NUMA node {numa} that does not exist on this machine"
+            )
+        for resource, amount in limits.items():
+            totals[resource] = totals.get(resource, 0) + int(amount)
+    kinds = set(totals) | {r for r in node_allocatable if _is_memory_resource(r)}
+    for resource in sorted(kinds):
+        want, got = int(node_allocatable.get(resource, 0)), totals.get(resource, 0)
+        if want != got:
+            raise PolicyConfigError(
+                f'the total amount "{format_quantity(got)}" of type "{resource}" is not equal to the value '
+                f'"{format_quantity(want)}" determined by Node Allocatable feature'
+            )
