@@ -14,11 +14,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from numaplane.placement.cachebase import CachedTopology, LatestNRTs, NRTCache, NRTEvent
+from numaplane.placement.filter import DEFAULT_OPTIONS, FilterOptions, filter
+from numaplane.placement.node import NodeInfo
 from numaplane.placement.overreserve import OverReserveCache, OverReserveConfig, ResyncReport
+from numaplane.placement.result import (
+    MSG_APP,
+    MSG_INCONSISTENT,
+    MSG_INIT,
+    MSG_NO_USABLE_ZONE,
+    MSG_POD,
+    MSG_SIDECAR,
+    Fit,
+    Reject,
+)
+from numaplane.placement.score import ScoringStrategy, score
 from numaplane.resources.pod import Pod
 
 __all__ = [
@@ -29,8 +43,13 @@ __all__ = [
     "OverReserveConfig",
     "PassthroughCache",
     "ResyncReport",
+    "filter_with_cache",
     "make_cache",
+    "score_with_cache",
 ]
+
+# Rejections that come from the per-zone check: they make an over-reserving cache consider a resync.
+_ZONE_CHECK_REASONS = frozenset({MSG_POD, MSG_INIT, MSG_SIDECAR, MSG_APP, MSG_INCONSISTENT, MSG_NO_USABLE_ZONE})
 
 
 class PassthroughCache:
@@ -135,3 +154,26 @@ def make_cache(
         return PassthroughCache(initial)
     base = config or OverReserveConfig()
     return OverReserveCache(replace(base, resync_period_seconds=resync_period_seconds), initial)
+
+
+def filter_with_cache(
+    pod: Pod,
+    cache: NRTCache,
+    node: NodeInfo | Mapping[str, Any],
+    *,
+    options: FilterOptions = DEFAULT_OPTIONS,
+) -> Fit | Reject:
+    """The plugin's Filter: read the node's NRT from ``cache``, filter, and report a per-zone rejection
+    back to the cache (``node_maybe_overreserved``), as upstream does for every handler rejection."""
+    name = node.name if isinstance(node, NodeInfo) else str((node.get("metadata") or {}).get("name", ""))
+    cached = cache.get(name, pod)
+    verdict = filter(pod, cached.topology, node, fresh=cached.fresh, options=options)
+    if isinstance(verdict, Reject) and verdict.reason in _ZONE_CHECK_REASONS:
+        cache.node_maybe_overreserved(name, pod)
+    return verdict
+
+
+def score_with_cache(pod: Pod, cache: NRTCache, node_name: str, strategy: ScoringStrategy) -> int:
+    """The plugin's Score with the node's NRT read from ``cache``."""
+    cached = cache.get(node_name, pod)
+    return score(pod, cached.topology, None, strategy, fresh=cached.fresh)

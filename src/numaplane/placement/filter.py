@@ -61,7 +61,7 @@ from numaplane.placement.view import NodeTopology, malformed, node_topology
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 
-__all__ = ["FilterOptions", "NRTInput", "WorkZone", "align", "as_topology", "filter", "suitable"]
+__all__ = ["DEFAULT_OPTIONS", "FilterOptions", "NRTInput", "WorkZone", "align", "as_topology", "filter", "suitable"]
 
 NRTInput = NodeTopology | NodeResourceTopology | Mapping[str, Any]
 _FULL_MASK = (1 << 64) - 1
@@ -73,6 +73,9 @@ class FilterOptions:
 
     kubelet_admission: bool = False  # also check restricted / best-effort nodes (admission.py)
     reject_without_zones: bool = True
+
+
+DEFAULT_OPTIONS = FilterOptions()
 
 
 @dataclass(slots=True)
@@ -202,7 +205,7 @@ def filter(
     node: NodeInfo | Mapping[str, Any] | None,
     *,
     fresh: bool = True,
-    options: FilterOptions = FilterOptions(),
+    options: FilterOptions = DEFAULT_OPTIONS,
 ) -> Fit | Reject:
     """The NUMA filter verdict for ``pod`` on ``node`` given the node's NRT (module docstring).
 

@@ -1,0 +1,336 @@
+"""NRT caches: the upstream behaviours of scheduler-nrt.md C (the E.8 cache vectors are not machine-readable
+in the conformance set, so they are re-derived here from the C.x facts) and the races users hit."""
+
+from __future__ import annotations
+
+from place_helpers import container, gu_pod, node_doc, nrt, pod, zone
+
+from numaplane.nrt.fingerprint import compute_fingerprint
+from numaplane.nrt.model import NodeResourceTopology
+from numaplane.placement.cache import (
+    DiscardReservedCache,
+    OverReserveCache,
+    OverReserveConfig,
+    PassthroughCache,
+    filter_with_cache,
+    make_cache,
+    score_with_cache,
+)
+from numaplane.placement.result import Fit, Reject
+from numaplane.placement.score import ScoringStrategy
+from numaplane.resources.pod import Pod
+
+NODE = node_doc("n1", {"cpu": "8", "memory": "16Gi", "vendor/nic": "4"})
+CFG = OverReserveConfig(resync_period_seconds=5, profile_names=frozenset({"topo-aware-scheduler"}))
+
+
+def topo(
+    cpu: int = 4, *, fingerprint: str | None = None, annotation: str | None = None, **kw: object
+) -> NodeResourceTopology:
+    attrs = {"nodeTopologyPodsFingerprint": fingerprint} if fingerprint else {}
+    attrs.update(kw.pop("attributes", {}) or {})  # type: ignore[arg-type]
+    annotations = {"topology.node.k8s.io/fingerprint": annotation} if annotation else None
+    return nrt(
+        "n1",
+        [zone(0, {"cpu": cpu, "memory": "8Gi"}), zone(1, {"cpu": cpu, "memory": "8Gi"})],
+        attributes=attrs,
+        annotations=annotations,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def bound(p: Pod, node: str = "n1", phase: str = "Running", scheduler: str = "topo-aware-scheduler") -> Pod:
+    return pod(
+        p.name,
+        [container(c.name, {k: str(v) for k, v in c.requests.items()}) for c in p.containers],
+        namespace=p.namespace,
+        node=node,
+        phase=phase,
+        scheduler=scheduler,
+    )
+
+
+def fp(*pods: Pod) -> str:
+    return compute_fingerprint((p.namespace, p.name) for p in pods)
+
+
+def cpu_left(cache: object, zone_index: int = 0) -> int:
+    view = cache.get("n1").topology  # type: ignore[attr-defined]
+    assert view is not None
+    return view.zones[zone_index].available["cpu"].value()
+
+
+# --- the race: stale NRT, two pods in one cycle ------------------------------------------------------
+
+
+def test_passthrough_overcommits_with_stale_nrt() -> None:
+    cache = PassthroughCache([topo(4)])
+    a, b = gu_pod("a", cpu=3), gu_pod("b", cpu=3)
+    for p in (a, b):  # the exporter has not republished between the two pods
+        assert isinstance(filter_with_cache(p, cache, NODE), Fit)
+        cache.reserve("n1", p)
+    # the cache still shows 4 free cpus per zone, so a third 3-cpu pod also passes: 9 cpus sent to 2 x 4
+    c = gu_pod("c", cpu=3)
+    assert isinstance(filter_with_cache(c, cache, NODE), Fit)
+
+
+def test_over_reserve_prevents_overcommit_with_stale_nrt() -> None:
+    cache = OverReserveCache(CFG, [topo(4)])
+    a, b = gu_pod("a", cpu=3), gu_pod("b", cpu=3)
+    assert isinstance(filter_with_cache(a, cache, NODE), Fit)
+    cache.reserve("n1", a)
+    # a is charged to EVERY zone: 4 - 3 = 1 cpu left on each
+    assert [z.available["cpu"].value() for z in cache.get("n1").topology.zones] == [1, 1]  # type: ignore[union-attr]
+    verdict = filter_with_cache(b, cache, NODE)
+    assert isinstance(verdict, Reject) and verdict.reason == "cannot align container"
+    assert cache.dirty("n1")["maybe_overreserved"] == 1  # every rejection marks the node
+
+
+def test_reserve_clamps_at_zero_and_unreserve_releases() -> None:
+    cache = OverReserveCache(CFG, [topo(4)])
+    big = gu_pod("big", cpu=6)
+    cache.reserve("n1", big)
+    assert cpu_left(cache) == 0
+    cache.reserve("n1", big)  # same pod: overwritten, not added
+    assert list(cache.assumed("n1")) == ["default/big"]
+    cache.unreserve("n1", big)
+    assert cpu_left(cache) == 4
+    cache.unreserve("n1", big)  # no-op
+
+
+def test_reserve_on_node_without_nrt_is_ignored() -> None:
+    cache = OverReserveCache(CFG, [])
+    cache.reserve("n2", gu_pod())
+    assert cache.assumed("n2") == {}
+    got = cache.get("n2")
+    assert got.topology is None and got.fresh
+
+
+def test_postbind_and_pod_deletion_release_nothing() -> None:
+    cache = OverReserveCache(CFG, [topo(4)])
+    a = gu_pod("a", cpu=3)
+    cache.reserve("n1", a)
+    cache.post_bind("n1", a)
+    cache.pod_updated(bound(a))
+    cache.pod_deleted(bound(a))
+    assert cpu_left(cache) == 1
+
+
+# --- resync ------------------------------------------------------------------------------------------
+
+
+def test_resync_flushes_only_on_matching_fingerprint() -> None:
+    cache = OverReserveCache(CFG, [topo(4)])
+    a = gu_pod("a", cpu=3)
+    cache.reserve("n1", a)
+    cache.node_maybe_overreserved("n1", gu_pod("b", cpu=3))
+    cache.pod_updated(bound(a))
+    # the exporter publishes an NRT computed before a started: fingerprint of no pods
+    cache.nrt_updated(topo(4, fingerprint=fp()))
+    report = cache.tick(100.0)
+    assert report is not None and report.flushed == () and report.skipped == {"n1": "fingerprint signature mismatch"}
+    assert cpu_left(cache) == 1 and cache.generation == 0
+    # now it accounts for a: fingerprint matches the scheduler's view
+    cache.nrt_updated(topo(4, fingerprint=fp(a)))
+    assert cache.tick(102.0) is None  # period not elapsed
+    report = cache.tick(105.0)
+    assert report is not None and report.flushed == ("n1",) and report.generation == 1
+    assert cache.assumed("n1") == {} and cache.dirty("n1") == {
+        "maybe_overreserved": 0,
+        "foreign_pods": 0,
+        "config_changed": 0,
+    }
+    assert cpu_left(cache) == 4  # the new NRT's values (the test exporter did not subtract a)
+
+
+def test_no_fingerprint_means_dirty_nodes_never_resync() -> None:
+    cache = OverReserveCache(CFG, [topo(4)])
+    a = gu_pod("a")
+    cache.reserve("n1", a)
+    cache.node_maybe_overreserved("n1", a)
+    cache.pod_updated(bound(a))
+    cache.nrt_updated(topo(4))
+    report = cache.tick(0.0)
+    assert report is not None and report.skipped == {"n1": "NRT carries no pod fingerprint"}
+    assert cache.assumed("n1") != {}
+
+
+def test_node_without_relevant_pods_never_resyncs() -> None:
+    cache = OverReserveCache(CFG, [topo(4)])
+    cache.node_maybe_overreserved("n1", gu_pod())
+    cache.nrt_updated(topo(4, fingerprint=fp()))
+    report = cache.tick(0.0)
+    assert report is not None and report.skipped == {"n1": "no relevant pods on the node"}
+
+
+def test_legacy_annotation_fingerprint_is_used() -> None:
+    cache = OverReserveCache(CFG, [topo(4)])
+    a = gu_pod("a")
+    cache.reserve("n1", a)
+    cache.node_maybe_overreserved("n1", a)
+    cache.pod_updated(bound(a))
+    cache.nrt_updated(topo(4, annotation=fp(a)))
+    report = cache.tick(0.0)
+    assert report is not None and report.flushed == ("n1",)
+
+
+def test_exclusive_only_fingerprint_method() -> None:
+    cache = OverReserveCache(CFG, [topo(4)])
+    gu = gu_pod("gu", cpu=2)
+    burst = pod("burst", [container("c", {"cpu": 1}, guaranteed=False)])
+    for p in (gu, burst):
+        cache.pod_updated(bound(p))
+    cache.node_maybe_overreserved("n1", gu)
+    method = {"nodeTopologyPodsFingerprintMethod": "with-exclusive-resources"}
+    cache.nrt_updated(topo(4, fingerprint=fp(gu), attributes=method))
+    report = cache.tick(0.0)
+    assert report is not None and report.flushed == ("n1",)
+    # with the resync method forced to All, the Burstable pod counts and the same NRT mismatches
+    cache2 = OverReserveCache(OverReserveConfig(resync_method="All"), [topo(4)])
+    for p in (gu, burst):
+        cache2.pod_updated(bound(p))
+    cache2.node_maybe_overreserved("n1", gu)
+    cache2.nrt_updated(topo(4, fingerprint=fp(gu), attributes=method))
+    assert cache2.tick(0.0).flushed == ()  # type: ignore[union-attr]
+
+
+def test_informer_modes_and_terminal_pods() -> None:
+    # Dedicated (default) counts Succeeded pods like the kubelet's podresources view; Shared does not (#598).
+    done = bound(gu_pod("job"), phase="Succeeded")
+    pending = bound(gu_pod("new"), phase="Pending")
+    for mode, flushed in (("Dedicated", ("n1",)), ("Shared", ())):
+        cache = OverReserveCache(OverReserveConfig(informer_mode=mode), [topo(4)])  # type: ignore[arg-type]
+        cache.pod_updated(done)
+        cache.pod_updated(pending)
+        cache.pod_updated(bound(gu_pod("run")))
+        cache.node_maybe_overreserved("n1", done)
+        cache.nrt_updated(topo(4, fingerprint=fp(done, gu_pod("run"))))
+        assert cache.tick(0.0).flushed == flushed  # type: ignore[union-attr]
+
+
+def test_reserve_during_resync_keeps_late_reservation_and_does_not_stick() -> None:
+    a, late = gu_pod("a", cpu=1), gu_pod("late", cpu=2)
+    for keep, expected in ((True, 2), (False, 4)):
+        cache = OverReserveCache(OverReserveConfig(keep_late_reservations=keep), [topo(4)])
+        cache.reserve("n1", a)
+        cache.pod_updated(bound(a))
+        cache.node_maybe_overreserved("n1", a)
+        cache.nrt_updated(topo(4, fingerprint=fp(a)))
+        plan = cache.resync_begin()
+        assert plan is not None
+        cache.reserve("n1", late)  # lands between snapshot and flush
+        report = cache.resync_commit(plan)
+        assert report.flushed == ("n1",)
+        assert cpu_left(cache) == expected  # kept: late is still charged; upstream drops it
+        assert not cache.dirty_node("n1")  # not stuck: the dirty mark was cleared by the flush
+        assert "default/a" not in cache.assumed("n1")
+
+
+def test_reserve_does_not_clear_dirty_mark() -> None:
+    cache = OverReserveCache(CFG, [topo(4)])
+    cache.node_maybe_overreserved("n1", gu_pod())
+    cache.reserve("n1", gu_pod("x"))
+    assert cache.dirty_node("n1")
+
+
+# --- foreign pods ------------------------------------------------------------------------------------
+
+
+def test_foreign_pod_makes_node_untrusted_until_resync() -> None:
+    cache = OverReserveCache(CFG, [topo(4)])
+    foreign = bound(gu_pod("infra"), scheduler="default-scheduler")
+    cache.pod_updated(foreign)
+    got = cache.get("n1")
+    assert not got.fresh and got.topology is None
+    verdict = filter_with_cache(gu_pod(), cache, NODE)
+    assert isinstance(verdict, Reject) and verdict.reason == "invalid node topology data"
+    assert score_with_cache(gu_pod(), cache, "n1", ScoringStrategy()) == 0
+    assert cache.dirty("n1")["maybe_overreserved"] == 0  # not a per-zone rejection
+    cache.nrt_updated(topo(4, fingerprint=fp(foreign)))
+    assert cache.tick(0.0).flushed == ("n1",)  # type: ignore[union-attr]
+    assert cache.get("n1").fresh
+
+
+def test_foreign_detection_modes() -> None:
+    shared = bound(pod("shared", [container("c", {"cpu": "500m"}, guaranteed=False)]), scheduler="default-scheduler")
+    only_excl = OverReserveCache(OverReserveConfig(foreign_pods_detect="OnlyExclusiveResources"), [topo(4)])
+    only_excl.pod_updated(shared)
+    assert only_excl.get("n1").fresh
+    only_excl.pod_updated(bound(gu_pod("pinned", cpu=2), scheduler="default-scheduler"))
+    assert not only_excl.get("n1").fresh
+    off = OverReserveCache(OverReserveConfig(foreign_pods_detect="None"), [topo(4)])
+    off.pod_updated(bound(gu_pod("pinned", cpu=2), scheduler="default-scheduler"))
+    assert off.get("n1").fresh
+    no_nrt = OverReserveCache(CFG, [])
+    no_nrt.pod_updated(bound(gu_pod("x"), scheduler="other"))
+    assert no_nrt.get("n1").fresh
+
+
+# --- topology manager config changes, new objects, malformed objects ---------------------------------
+
+
+def test_config_change_flushes_without_fingerprint() -> None:
+    cache = OverReserveCache(CFG, [topo(4)])
+    cache.reserve("n1", gu_pod("a", cpu=3))
+    cache.nrt_updated(topo(8, policy="best-effort"))
+    assert cache.dirty("n1")["config_changed"] == 1
+    assert cache.tick(0.0).flushed == ("n1",)  # type: ignore[union-attr]
+    view = cache.get("n1").topology
+    assert view is not None and view.config.policy == "best-effort" and cpu_left(cache) == 8
+    only_res = OverReserveCache(OverReserveConfig(resync_scope="OnlyResources"), [topo(4)])
+    only_res.nrt_updated(topo(8, policy="best-effort"))
+    assert only_res.tick(0.0) is None
+
+
+def test_resource_only_updates_are_ignored_until_resync() -> None:
+    cache = OverReserveCache(CFG, [topo(4)])
+    cache.nrt_updated(topo(1))
+    assert cpu_left(cache) == 4
+
+
+def test_new_nrt_objects_adopted_or_ignored() -> None:
+    adopt = OverReserveCache(CFG, [])
+    adopt.nrt_updated(topo(4))
+    assert adopt.get("n1").topology is not None
+    upstream = OverReserveCache(OverReserveConfig(adopt_new_nrts=False), [])
+    upstream.nrt_updated(topo(4))
+    assert upstream.get("n1").topology is None  # scheduler-plugins#967
+
+
+def test_malformed_nrt_event_rejects_the_node_with_a_reason() -> None:
+    doc = topo(4).to_dict()
+    doc["zones"][0]["resources"][0]["available"] = "4 cores"
+    for cache in (PassthroughCache([doc]), OverReserveCache(CFG, [doc]), DiscardReservedCache([doc])):
+        cache.nrt_updated(doc)
+        verdict = filter_with_cache(gu_pod(), cache, NODE)
+        assert isinstance(verdict, Reject) and verdict.reason == "malformed node topology data", cache
+        assert "zones[0].resources[0].available" in verdict.explain()
+
+
+# --- discard reserved --------------------------------------------------------------------------------
+
+
+def test_discard_reserved_locks_node_between_reserve_and_postbind() -> None:
+    cache = DiscardReservedCache([topo(4)])
+    a = gu_pod("a")
+    assert isinstance(filter_with_cache(a, cache, NODE), Fit)
+    cache.reserve("n1", a)
+    verdict = filter_with_cache(gu_pod("b"), cache, NODE)
+    assert isinstance(verdict, Reject) and verdict.reason == "invalid node topology data"
+    assert score_with_cache(gu_pod("b"), cache, "n1", ScoringStrategy()) == 0
+    cache.post_bind("n1", a)
+    assert cache.get("n1").fresh and cache.reserved("n1") == frozenset()
+    cache.reserve("n1", a)
+    cache.unreserve("n1", a)
+    assert cache.get("n1").fresh
+
+
+def test_make_cache_selection_and_changed_nodes() -> None:
+    assert isinstance(make_cache(discard_reserved_nodes=True, resync_period_seconds=5), DiscardReservedCache)
+    assert isinstance(make_cache(resync_period_seconds=0), PassthroughCache)
+    over = make_cache(resync_period_seconds=7, initial=[topo(4)])
+    assert isinstance(over, OverReserveCache) and over.config.resync_period_seconds == 7
+    assert over.drain_changed() == {"n1"}
+    assert over.drain_changed() == set()
+    over.reserve("n1", gu_pod())
+    assert over.drain_changed() == {"n1"}
