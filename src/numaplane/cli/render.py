@@ -1,0 +1,85 @@
+"""``numaplane render``: print every deployment manifest as YAML (for GitOps), or write ``deploy/``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from numaplane.operator.errors import SpecError
+from numaplane.operator.layout import deploy_files
+from numaplane.operator.render import Inputs, parse_resources, render_install, render_stack, sort_objects, to_yaml
+from numaplane.operator.render_common import DEFAULT_IMAGE, DEFAULT_NAMESPACE, Settings
+
+
+def _load(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in paths:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text()
+        try:
+            loaded = list(yaml.safe_load_all(text))
+        except yaml.YAMLError as exc:
+            raise click.BadParameter(f"{path}: not YAML: {exc}", param_hint="--from") from exc
+        for doc in loaded:
+            if doc is None:
+                continue
+            if not isinstance(doc, dict):
+                raise click.BadParameter(f"{path}: every document must be a mapping", param_hint="--from")
+            docs.append(doc)
+    return docs
+
+
+@click.command("render")
+@click.option(
+    "--from",
+    "sources",
+    multiple=True,
+    type=click.Path(path_type=Path, allow_dash=True),
+    help="Custom resource YAML (NUMAResourcesOperator, NUMAResourcesScheduler, NodeResourcePolicy); repeatable.",
+)
+@click.option("--image", default=DEFAULT_IMAGE, show_default=True, help="The numaplane image every component runs.")
+@click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True, help="Install namespace.")
+@click.option(
+    "--install/--no-install",
+    default=None,
+    help="Include the operator install (CRDs, operator RBAC and Deployment). Default: only without --from.",
+)
+@click.option(
+    "--output-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Write the default install as a kustomize tree (deploy/ layout) instead of printing.",
+)
+def command(
+    sources: tuple[Path, ...], image: str, namespace: str, install: bool | None, output_dir: Path | None
+) -> None:
+    """Render every manifest (CRDs, RBAC, workloads) as multi-document YAML.
+
+    Without --from: the default install (what deploy/ holds). With --from: every object the operator
+    would create for those custom resources, ready to commit to a GitOps repository.
+    """
+    settings = Settings(namespace=namespace, image=image)
+    if output_dir is not None:
+        if sources:
+            raise click.UsageError("--output-dir writes the default install; it takes no --from")
+        for rel, text in deploy_files(settings).items():
+            target = output_dir / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        click.echo(f"wrote {len(deploy_files(settings))} files under {output_dir}", err=True)
+        return
+    inputs = Inputs()
+    if sources:
+        try:
+            inputs = parse_resources(_load(sources))
+        except SpecError as exc:
+            raise click.ClickException(f"invalid custom resource ({exc.reason}): {exc}") from exc
+    objects = []
+    if install if install is not None else not sources:
+        objects += render_install(settings)
+    if sources:
+        objects += render_stack(inputs, settings)
+    unique = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects}
+    sys.stdout.write(to_yaml(sort_objects(unique.values())))

@@ -1,0 +1,396 @@
+"""Node-side objects of a ``NUMAResourcesOperator``: exporter and agent DaemonSets and what they need.
+
+Per node group ``<g>``: DaemonSet ``numaplane-exporter-<g>``; in ``agent`` mode also DaemonSet
+``numaplane-agent-<g>`` and ConfigMap ``numaplane-policy-<g>`` (the agents' config document, from
+the group's ``NodeResourcePolicy`` or the default). Shared: service accounts, RBAC, a network policy
+and a metrics Service per component.
+
+Command-line contract with the components (one image, ``ENTRYPOINT numaplane``):
+
+``numaplane exporter`` — ``--node-name`` (from the downward API), ``--sysfs``,
+``--podresources-socket unix://...``, ``--kubelet-config-file`` (kubelet mode) or
+``--topology-manager-policy``/``--topology-manager-scope`` (agent mode, from the policy),
+``--refresh-mode periodic|events|periodic-and-events``, ``--sleep-interval <duration>``,
+``--notify-file``, ``--pods-fingerprint``/``--no-pods-fingerprint``, ``--pods-fingerprint-method
+all|with-exclusive-resources``, ``--no-publish``, ``--pod-exclude <ns-glob>/<name-glob>`` (repeated),
+``--metrics-bind-address``, ``--health-probe-bind-address``, ``--log-level``.
+
+``numaplane agent`` — ``--node-name``, ``--config`` (a file the agent watches and reloads live; the
+pod template carries no hash of it, so a policy change never restarts agents), ``--nri-socket``,
+``--state-dir``, ``--podresources-socket`` (served by the agent), ``--plugin-dir``,
+``--notify-file`` (touched after every allocation change), ``--sysfs``, bind addresses, log level.
+The agent reports the policy revision it applied or rejected as the pod condition
+:data:`numaplane.operator.policy_status.POLICY_CONDITION` on its own pod.
+
+Exactly one exporter per node: a DaemonSet runs one pod per selected node, and a required pod
+anti-affinity on ``kubernetes.io/hostname`` against every exporter pod keeps a second group's
+exporter Pending should selectors ever overlap (the operator rejects overlapping groups anyway).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from numaplane.operator.api.meta import format_duration
+from numaplane.operator.api.numaresources import KIND as NRO_KIND
+from numaplane.operator.api.numaresources import (
+    Enforcement,
+    InfoRefreshMode,
+    InfoRefreshPause,
+    NodeGroup,
+    NUMAResourcesOperator,
+    PodsFingerprinting,
+)
+from numaplane.operator.api.policy import NodeResourcePolicy, default_config_document
+from numaplane.operator.rbac import (
+    AGENT_CLUSTER_RULES,
+    AGENT_NAMESPACE_RULES,
+    EXPORTER_CLUSTER_RULES,
+    binding,
+    merge_rules,
+    role,
+)
+from numaplane.operator.render_common import (
+    HEALTH_PORT,
+    LABEL_NODE_GROUP,
+    METRICS_PORT,
+    Owner,
+    Settings,
+    component_labels,
+    container_ports,
+    env_from_field,
+    host_path_volume,
+    meta,
+    metrics_service,
+    network_policy,
+    probe,
+    resources,
+    root_security_context,
+    service_account,
+)
+
+__all__ = ["DEFAULT_TOLERATIONS", "PolicyAssignment", "assign_policies", "render_node_objects"]
+
+EXPORTER = "exporter"
+AGENT = "agent"
+EXPORTER_SA = "numaplane-exporter"
+AGENT_SA = "numaplane-agent"
+POLICY_MOUNT = "/etc/numaplane/policy"
+POLICY_KEY = "config.yaml"
+#: Default exporter/agent tolerations: run on control-plane nodes a group selects.
+DEFAULT_TOLERATIONS: tuple[dict[str, Any], ...] = (
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+)
+_REFRESH_FLAG = {
+    InfoRefreshMode.PERIODIC: "periodic",
+    InfoRefreshMode.EVENTS: "events",
+    InfoRefreshMode.PERIODIC_AND_EVENTS: "periodic-and-events",
+}
+
+
+def exporter_name(group: str) -> str:
+    return f"numaplane-exporter-{group}"
+
+
+def agent_name(group: str) -> str:
+    return f"numaplane-agent-{group}"
+
+
+def policy_configmap_name(group: str) -> str:
+    return f"numaplane-policy-{group}"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyAssignment:
+    """Which policy drives which agent group, and why the others drive none.
+
+    ``by_group`` maps an agent-mode group to its policy. ``rejected`` maps a policy name to
+    ``(reason, message)``: unknown group, group in kubelet mode, or another policy (older by
+    creation time, then name) already targets the group.
+    """
+
+    by_group: Mapping[str, NodeResourcePolicy]
+    rejected: Mapping[str, tuple[str, str]]
+
+
+def assign_policies(nro: NUMAResourcesOperator | None, policies: Sequence[NodeResourcePolicy]) -> PolicyAssignment:
+    by_group: dict[str, NodeResourcePolicy] = {}
+    rejected: dict[str, tuple[str, str]] = {}
+    ordered = sorted(policies, key=lambda p: (p.metadata.creation_timestamp, p.metadata.name))
+    for policy in ordered:
+        group = nro.group(policy.node_group) if nro is not None else None
+        if group is None:
+            rejected[policy.metadata.name] = (
+                "NodeGroupNotFound",
+                f"no node group {policy.node_group!r} in the NUMAResourcesOperator",
+            )
+        elif group.enforcement is not Enforcement.AGENT:
+            rejected[policy.metadata.name] = (
+                "NodeGroupNotInAgentMode",
+                f"node group {group.name!r} uses enforcement {group.enforcement.value!r}; set it to 'agent'",
+            )
+        elif group.name in by_group:
+            rejected[policy.metadata.name] = (
+                "ConflictingPolicy",
+                f"node group {group.name!r} is already driven by NodeResourcePolicy "
+                f"{by_group[group.name].metadata.name!r}",
+            )
+        else:
+            by_group[group.name] = policy
+    return PolicyAssignment(by_group, rejected)
+
+
+def policy_document(group: str, policy: NodeResourcePolicy | None) -> dict[str, Any]:
+    return policy.config_document() if policy is not None else default_config_document(group)
+
+
+def _topology_manager(document: Mapping[str, Any]) -> tuple[str, str]:
+    tm = document.get("topologyManager") or {}
+    return str(tm.get("policy", "none")), str(tm.get("scope", "container"))
+
+
+def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup, document: Mapping[str, Any] | None) -> list[str]:
+    cfg = group.config
+    args = ["exporter", "--node-name=$(NODE_NAME)", "--sysfs=/host-sys"]
+    if group.enforcement is Enforcement.AGENT:
+        policy, scope = _topology_manager(document or {})
+        args += [
+            "--podresources-socket=unix:///host-numaplane/podresources/kubelet.sock",
+            f"--topology-manager-policy={policy}",
+            f"--topology-manager-scope={scope}",
+        ]
+    else:
+        args += [
+            "--podresources-socket=unix:///host-podresources/kubelet.sock",
+            "--kubelet-config-file=/host-kubelet/config.yaml",
+        ]
+    args.append(f"--refresh-mode={_REFRESH_FLAG[cfg.info_refresh_mode]}")
+    if cfg.info_refresh_mode is not InfoRefreshMode.EVENTS:
+        args.append(f"--sleep-interval={format_duration(cfg.info_refresh_period_seconds)}")
+    if cfg.info_refresh_mode is not InfoRefreshMode.PERIODIC:
+        args.append("--notify-file=/host-run-numaplane/notify")
+    if cfg.pods_fingerprinting is PodsFingerprinting.DISABLED:
+        args.append("--no-pods-fingerprint")
+    else:
+        method = "all" if cfg.pods_fingerprinting is PodsFingerprinting.ENABLED else "with-exclusive-resources"
+        args += ["--pods-fingerprint", f"--pods-fingerprint-method={method}"]
+    if cfg.info_refresh_pause is InfoRefreshPause.ENABLED:
+        args.append("--no-publish")
+    args += [f"--pod-exclude={p.flag_value}" for p in nro.pod_excludes]
+    args += _common_args(nro)
+    return args
+
+
+def _common_args(nro: NUMAResourcesOperator) -> list[str]:
+    return [
+        f"--metrics-bind-address=:{METRICS_PORT}",
+        f"--health-probe-bind-address=:{HEALTH_PORT}",
+        f"--log-level={nro.log_level.cli_value}",
+    ]
+
+
+def agent_args(nro: NUMAResourcesOperator, settings: Settings) -> list[str]:
+    return [
+        "agent",
+        "--node-name=$(NODE_NAME)",
+        f"--config={POLICY_MOUNT}/{POLICY_KEY}",
+        f"--nri-socket={settings.nri_socket_dir}/nri.sock",
+        f"--state-dir={settings.state_dir}",
+        f"--podresources-socket={settings.state_dir}/podresources/kubelet.sock",
+        f"--plugin-dir={settings.state_dir}/plugins",
+        f"--notify-file={settings.run_dir}/notify",
+        "--sysfs=/host-sys",
+        *_common_args(nro),
+    ]
+
+
+def _tolerations(group: NodeGroup) -> list[dict[str, Any]]:
+    if group.config.tolerations:
+        return [t.to_dict() for t in group.config.tolerations]
+    return [dict(t) for t in DEFAULT_TOLERATIONS]
+
+
+def _pod_spec_common(group: NodeGroup, service_account_name: str, component: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "serviceAccountName": service_account_name,
+        "automountServiceAccountToken": True,
+        "priorityClassName": "system-node-critical",
+        "tolerations": _tolerations(group),
+        "terminationGracePeriodSeconds": 30,
+    }
+    terms = group.node_selector.node_affinity_terms()
+    affinity: dict[str, Any] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": component_labels(component)},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    if terms:
+        affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+    spec["affinity"] = affinity
+    return spec
+
+
+def _daemonset(
+    name: str,
+    component: str,
+    group: NodeGroup,
+    pod_spec: dict[str, Any],
+    settings: Settings,
+    owner: Owner,
+) -> dict[str, Any]:
+    selector = {**component_labels(component), LABEL_NODE_GROUP: group.name}
+    template_labels = {**component_labels(component, instance=name), LABEL_NODE_GROUP: group.name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": meta(
+            name, component, namespace=settings.namespace, owner=owner, labels={LABEL_NODE_GROUP: group.name}
+        ),
+        "spec": {
+            "selector": {"matchLabels": selector},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%"}},
+            "template": {"metadata": {"labels": template_labels}, "spec": pod_spec},
+        },
+    }
+
+
+def exporter_daemonset(
+    nro: NUMAResourcesOperator, group: NodeGroup, document: Mapping[str, Any] | None, settings: Settings, owner: Owner
+) -> dict[str, Any]:
+    mounts = [{"name": "host-sys", "mountPath": "/host-sys", "readOnly": True}]
+    volumes = [host_path_volume("host-sys", "/sys", "Directory")]
+    if group.enforcement is Enforcement.AGENT:
+        mounts.append({"name": "agent-podresources", "mountPath": "/host-numaplane/podresources"})
+        volumes.append(
+            host_path_volume("agent-podresources", f"{settings.state_dir}/podresources", "DirectoryOrCreate")
+        )
+    else:
+        mounts += [
+            {"name": "kubelet-podresources", "mountPath": "/host-podresources"},
+            {"name": "kubelet-config", "mountPath": "/host-kubelet/config.yaml", "readOnly": True},
+        ]
+        volumes += [
+            host_path_volume("kubelet-podresources", settings.kubelet_podresources_dir, "Directory"),
+            host_path_volume("kubelet-config", settings.kubelet_config_file, "File"),
+        ]
+    mounts.append({"name": "run-numaplane", "mountPath": "/host-run-numaplane"})
+    volumes.append(host_path_volume("run-numaplane", settings.run_dir, "DirectoryOrCreate"))
+    container = {
+        "name": EXPORTER,
+        "image": settings.image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "args": exporter_args(nro, group, document),
+        "env": [env_from_field("NODE_NAME", "spec.nodeName"), env_from_field("POD_NAME", "metadata.name")],
+        "ports": container_ports(),
+        "readinessProbe": probe("/readyz"),
+        "livenessProbe": probe("/healthz", period_seconds=20),
+        "resources": resources("50m", "64Mi", memory_limit="256Mi"),
+        "securityContext": root_security_context(),
+        "volumeMounts": mounts,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    spec = _pod_spec_common(group, EXPORTER_SA, EXPORTER)
+    spec["containers"] = [container]
+    spec["volumes"] = volumes
+    return _daemonset(exporter_name(group.name), EXPORTER, group, spec, settings, owner)
+
+
+def agent_daemonset(nro: NUMAResourcesOperator, group: NodeGroup, settings: Settings, owner: Owner) -> dict[str, Any]:
+    mounts = [
+        {"name": "host-sys", "mountPath": "/host-sys", "readOnly": True},
+        {"name": "nri", "mountPath": settings.nri_socket_dir},
+        {"name": "state", "mountPath": settings.state_dir},
+        {"name": "run-numaplane", "mountPath": settings.run_dir},
+        {"name": "policy", "mountPath": POLICY_MOUNT, "readOnly": True},
+    ]
+    volumes = [
+        host_path_volume("host-sys", "/sys", "Directory"),
+        host_path_volume("nri", settings.nri_socket_dir, "DirectoryOrCreate"),
+        host_path_volume("state", settings.state_dir, "DirectoryOrCreate"),
+        host_path_volume("run-numaplane", settings.run_dir, "DirectoryOrCreate"),
+        {"name": "policy", "configMap": {"name": policy_configmap_name(group.name)}},
+    ]
+    container = {
+        "name": AGENT,
+        "image": settings.image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "args": agent_args(nro, settings),
+        "env": [
+            env_from_field("NODE_NAME", "spec.nodeName"),
+            env_from_field("POD_NAME", "metadata.name"),
+            env_from_field("POD_NAMESPACE", "metadata.namespace"),
+        ],
+        "ports": container_ports(),
+        "readinessProbe": probe("/readyz"),
+        "livenessProbe": probe("/healthz", period_seconds=20),
+        # exclusive CPUs are never taken by the agent itself: it runs in the shared pool
+        "resources": resources("100m", "128Mi", memory_limit="512Mi"),
+        "securityContext": root_security_context(),
+        "volumeMounts": mounts,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    spec = _pod_spec_common(group, AGENT_SA, AGENT)
+    spec["containers"] = [container]
+    spec["volumes"] = volumes
+    return _daemonset(agent_name(group.name), AGENT, group, spec, settings, owner)
+
+
+def policy_configmap(group: NodeGroup, document: Mapping[str, Any], settings: Settings, owner: Owner) -> dict[str, Any]:
+    """The agents' config file; keys sorted so the same document always renders the same bytes."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(
+            policy_configmap_name(group.name),
+            AGENT,
+            namespace=settings.namespace,
+            owner=owner,
+            labels={LABEL_NODE_GROUP: group.name},
+            annotations={"numaplane.io/policy-revision": str(document["metadata"]["revision"])},
+        ),
+        "data": {POLICY_KEY: yaml.safe_dump(json.loads(json.dumps(document)), sort_keys=True)},
+    }
+
+
+def render_node_objects(
+    nro: NUMAResourcesOperator, policies: Sequence[NodeResourcePolicy], settings: Settings
+) -> list[dict[str, Any]]:
+    """Every object the NUMAResourcesOperator owns (unordered; :mod:`.render` sorts)."""
+    owner = Owner(NRO_KIND, nro.metadata.name, nro.metadata.uid)
+    assignment = assign_policies(nro, policies)
+    agent_groups = [g for g in nro.node_groups if g.enforcement is Enforcement.AGENT]
+    out: list[dict[str, Any]] = [
+        service_account(EXPORTER_SA, EXPORTER, settings, owner),
+        role("ClusterRole", EXPORTER_SA, EXPORTER, merge_rules(EXPORTER_CLUSTER_RULES), settings, owner),
+        binding("ClusterRoleBinding", EXPORTER_SA, EXPORTER, EXPORTER_SA, EXPORTER_SA, settings, owner),
+        metrics_service("numaplane-exporter-metrics", EXPORTER, component_labels(EXPORTER), settings, owner),
+        network_policy("numaplane-exporter", EXPORTER, {"matchLabels": component_labels(EXPORTER)}, settings, owner),
+    ]
+    if agent_groups:
+        out += [
+            service_account(AGENT_SA, AGENT, settings, owner),
+            role("ClusterRole", AGENT_SA, AGENT, merge_rules(AGENT_CLUSTER_RULES), settings, owner),
+            binding("ClusterRoleBinding", AGENT_SA, AGENT, AGENT_SA, AGENT_SA, settings, owner),
+            role("Role", AGENT_SA, AGENT, merge_rules(AGENT_NAMESPACE_RULES), settings, owner),
+            binding("RoleBinding", AGENT_SA, AGENT, AGENT_SA, AGENT_SA, settings, owner),
+            metrics_service("numaplane-agent-metrics", AGENT, component_labels(AGENT), settings, owner),
+            network_policy("numaplane-agent", AGENT, {"matchLabels": component_labels(AGENT)}, settings, owner),
+        ]
+    for group in nro.node_groups:
+        document = None
+        if group.enforcement is Enforcement.AGENT:
+            document = policy_document(group.name, assignment.by_group.get(group.name))
+            out.append(policy_configmap(group, document, settings, owner))
+            out.append(agent_daemonset(nro, group, settings, owner))
+        out.append(exporter_daemonset(nro, group, document, settings, owner))
+    return out
