@@ -394,7 +394,7 @@ class StaticPolicy:
             table = []
             for mask in iterate_masks(idx.numa_ids):
                 cpus = idx.numa_cpus(mask.bits)
-                sockets = {idx.topology.cpu_info[c].socket for c in bits(cpus)}
+                sockets = {idx.cpu_socket[c] for c in bits(cpus)}
                 table.append(
                     _MaskInfo(
                         mask.bits, cpus, cpus.bit_count(), mask.count(), len(sockets),
@@ -498,7 +498,7 @@ class StaticPolicy:
             idx = self._idx
             cached = idx.numa_cpus(numa_bits)
             if self.options.align_by_socket:
-                sockets = {idx.topology.cpu_info[c].socket for c in bits(cached)}
+                sockets = {idx.cpu_socket[c] for c in bits(cached)}
                 cached = 0
                 for s in sockets:
                     cached |= idx.socket_mask[s]

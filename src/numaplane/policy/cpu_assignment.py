@@ -56,16 +56,18 @@ def _group(pairs: Iterable[tuple[int, int]]) -> dict[int, tuple[int, ...]]:
 class TopologyIndex:
     """Precomputed masks of one topology (online CPUs only). Ids are the model's ids.
 
+    It holds no reference to the ``Topology`` itself, so the cache entry dies with the topology.
+
     ``*_mask[id]`` are CPU bitmasks; ``*_size[id]`` their real CPU counts; ``socket_numas[s]`` etc. list
     the member ids ascending. ``cpus_per_core`` is the kubelet's integer average ``CPUsPerCore``.
     """
 
-    topology: Topology
     all_mask: int
     numa_first: bool
     cpus_per_core: int
     cpu_core: dict[int, int]
     cpu_numa: dict[int, int]
+    cpu_socket: dict[int, int]
     numa_ids: tuple[int, ...]
     socket_ids: tuple[int, ...]
     numa_mask: dict[int, int]
@@ -97,12 +99,12 @@ class TopologyIndex:
         numa_mask, socket_mask = masks("numa"), masks("socket")
         core_mask, uncore_mask = masks("core"), masks("uncore")
         return TopologyIndex(
-            topology=topology,
             all_mask=topology.all_cpus.mask,
             numa_first=topology.num_sockets >= topology.num_numa_nodes,
             cpus_per_core=topology.cpus_per_core,
             cpu_core={c.cpu: c.core for c in cpus},
             cpu_numa={c.cpu: c.numa for c in cpus},
+            cpu_socket={c.cpu: c.socket for c in cpus},
             numa_ids=tuple(numa_mask),
             socket_ids=tuple(socket_mask),
             numa_mask=numa_mask,
@@ -129,7 +131,8 @@ class TopologyIndex:
         return mask
 
 
-_INDEXES: dict[int, tuple[weakref.ref[Topology], TopologyIndex]] = {}
+_Cache = dict[int, tuple["weakref.ref[Topology]", TopologyIndex]]
+_INDEXES: _Cache = {}
 
 
 def index_for(topology: Topology) -> TopologyIndex:
@@ -140,8 +143,8 @@ def index_for(topology: Topology) -> TopologyIndex:
         return entry[1]
     idx = TopologyIndex.build(topology)
 
-    def _drop(_ref: weakref.ref[Topology], k: int = key) -> None:
-        _INDEXES.pop(k, None)
+    def _drop(_ref: weakref.ref[Topology], k: int = key, cache: _Cache = _INDEXES) -> None:
+        cache.pop(k, None)
 
     _INDEXES[key] = (weakref.ref(topology, _drop), idx)
     return idx
