@@ -23,6 +23,7 @@ names first.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
@@ -166,16 +167,15 @@ class ReservedCPUs:
 
 
 @dataclass(frozen=True, slots=True)
-class _MaskInfo:
-    """One NUMA mask of hint generation, with everything that does not depend on the state."""
+class _HintTable:
+    """Every NUMA mask of hint generation (``iterate_masks`` order) with its state-independent data."""
 
-    numa_bits: int
-    cpu_mask: int
-    total_cpus: int
-    count: int
-    sockets: int
-    preferred: TopologyHint
-    plain: TopologyHint
+    masks: tuple[NUMAMask, ...]
+    numa_bits: tuple[int, ...]
+    cpu_masks: tuple[int, ...]
+    totals: tuple[int, ...]
+    counts: tuple[int, ...]
+    sockets: tuple[int, ...]
 
 
 class StaticPolicy:
@@ -226,7 +226,10 @@ class StaticPolicy:
             physical |= self._idx.core_mask[core]
         self._reserved = chosen.mask
         self._reserved_physical = physical
-        self._masks: list[_MaskInfo] | None = None
+        self._table: _HintTable | None = None
+        self._hint_sets: dict[int, tuple[TopologyHint, ...]] = {}
+        self._qos_pod: weakref.ref[Pod] | None = None
+        self._qos_guaranteed = False
         self._aligned: dict[int, int] = {}
 
     # -- pools --------------------------------------------------------------------------------------
@@ -315,13 +318,13 @@ class StaticPolicy:
 
         Pods using pod-level resources stay shared (the kubelet's static policy skips them).
         """
-        if pod.qos_class != "Guaranteed":
+        if not self._guaranteed(pod):
             return 0
         return self._container_cpus(pod, self._container(pod, container))
 
     def pod_guaranteed_cpus(self, pod: Pod) -> int:
         """``podGuaranteedCPUs``: max(largest init-phase need, app containers + sidecars)."""
-        if pod.qos_class != "Guaranteed":
+        if not self._guaranteed(pod):
             return 0
         init_peak = sidecars = 0
         for c in pod.init_containers:
@@ -334,6 +337,13 @@ class StaticPolicy:
                 init_peak = max(init_peak, sidecars + n)
         apps = sum(self._container_cpus(pod, c) for c in pod.containers if "cpu" in c.requests)
         return max(init_peak, apps + sidecars)
+
+    def _guaranteed(self, pod: Pod) -> bool:
+        # Pods are immutable: remember the QoS of the last pod seen (hints and allocate ask in turn).
+        if self._qos_pod is None or self._qos_pod() is not pod:
+            self._qos_guaranteed = pod.qos_class == "Guaranteed"
+            self._qos_pod = weakref.ref(pod)
+        return self._qos_guaranteed
 
     @staticmethod
     def _container_cpus(pod: Pod, container: Container) -> int:
@@ -388,39 +398,58 @@ class StaticPolicy:
         reusable = state.reusable(pod.uid).mask | assigned
         return {"cpu": self._generate(state.default.mask & ~self._reserved, reusable, requested)}
 
-    def _mask_table(self) -> list[_MaskInfo]:
-        if self._masks is None:
+    def _hint_table(self) -> _HintTable:
+        if self._table is None:
             idx = self._idx
-            table = []
-            for mask in iterate_masks(idx.numa_ids):
-                cpus = idx.numa_cpus(mask.bits)
-                sockets = {idx.cpu_socket[c] for c in bits(cpus)}
-                table.append(
-                    _MaskInfo(
-                        mask.bits, cpus, cpus.bit_count(), mask.count(), len(sockets),
-                        TopologyHint(mask, True), TopologyHint(mask, False),
-                    )
-                )  # fmt: skip
-            self._masks = table
-        return self._masks
+            masks = tuple(iterate_masks(idx.numa_ids))
+            cpu_masks = tuple(idx.numa_cpus(m.bits) for m in masks)
+            self._table = _HintTable(
+                masks=masks,
+                numa_bits=tuple(m.bits for m in masks),
+                cpu_masks=cpu_masks,
+                totals=tuple(c.bit_count() for c in cpu_masks),
+                counts=tuple(m.count() for m in masks),
+                sockets=tuple(len({idx.cpu_socket[c] for c in bits(cpus)}) for cpus in cpu_masks),
+            )
+        return self._table
+
+    def _resolved_hints(self, request: int) -> tuple[TopologyHint, ...]:
+        """One hint per mask with ``preferred`` settled for this request size (it ignores the state)."""
+        hints = self._hint_sets.get(request)
+        if hints is None:
+            t = self._hint_table()
+            # minAffinitySize: the narrowest mask holding the request on an empty machine.
+            min_size = next(
+                (c for c, total in zip(t.counts, t.totals, strict=True) if total >= request), len(self._idx.numa_ids)
+            )
+            socket_min = self._socket_min(min_size)
+            hints = tuple(
+                TopologyHint(m, c == min_size or s == socket_min)
+                for m, c, s in zip(t.masks, t.counts, t.sockets, strict=True)
+            )
+            if len(self._hint_sets) < 1024:
+                self._hint_sets[request] = hints
+        return hints
 
     def _generate(self, available: int, reusable: int, request: int) -> list[TopologyHint]:
-        """``generateCPUTopologyHints``: every NUMA mask holding enough available + reusable CPUs."""
-        table = self._mask_table()
-        min_size = next((m.count for m in table if m.total_cpus >= request), len(self._idx.numa_ids))
+        """``generateCPUTopologyHints``: every NUMA mask holding enough available + reusable CPUs.
+
+        A mask is dropped when a reusable CPU lies outside it; reusable CPUs count even if also available.
+        """
+        t = self._hint_table()
+        hints = self._resolved_hints(request)
+        if not reusable:
+            return [h for h, m in zip(hints, t.cpu_masks, strict=True) if (available & m).bit_count() >= request]
         cpu_numa = self._idx.cpu_numa
         reuse_numas = 0
         for cpu in bits(reusable):
             reuse_numas |= 1 << cpu_numa.get(cpu, 0)
-        reuse_count = reusable.bit_count()
-        socket_min = self._socket_min(min_size)
-        out = []
-        for m in table:
-            if reuse_numas & ~m.numa_bits or reuse_count + (available & m.cpu_mask).bit_count() < request:
-                continue
-            preferred = m.count == min_size or m.sockets == socket_min
-            out.append(m.preferred if preferred else m.plain)
-        return out
+        need = request - reusable.bit_count()
+        return [
+            h
+            for h, m, b in zip(hints, t.cpu_masks, t.numa_bits, strict=True)
+            if not reuse_numas & ~b and (available & m).bit_count() >= need
+        ]
 
     def _socket_min(self, min_size: int) -> int:
         """With align-by-socket: the socket count a preferred hint may span (-1: the rule is off)."""
