@@ -20,6 +20,8 @@ Exception tree::
     └── Unavailable                   no usable answer: connection refused or reset, timeout,
                                       429 / 502 / 503 / 504 (``code`` is ``None`` for transport errors)
 
+    QueueShutDown                     (not an API error) ``WorkQueue.get`` after ``shutdown()``
+
 ``ApiError`` carries ``code`` (HTTP status), ``reason`` (the ``Status.reason`` string, e.g.
 ``"Conflict"``) and ``message``. :func:`from_status` builds the right subclass from a status code and
 reason; :func:`to_status` renders any ``KubeError`` as a Kubernetes ``Status`` object (used by the
@@ -39,6 +41,7 @@ __all__ = [
     "Invalid",
     "KubeError",
     "NotFound",
+    "QueueShutDown",
     "ServerError",
     "Unavailable",
     "from_status",
@@ -128,6 +131,10 @@ class Unavailable(KubeError):
     """No usable answer: transport failure, timeout, or 429/502/503/504."""
 
     retryable = True
+
+
+class QueueShutDown(Exception):
+    """The work queue was shut down and has nothing left to hand out."""
 
 
 _UNAVAILABLE_CODES = frozenset({429, 502, 503, 504})

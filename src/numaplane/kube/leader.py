@@ -1,0 +1,287 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, with client-go's algorithm.
+
+* **Acquire**: every ``retry_period_seconds`` (plus jitter) try to take the lease. It can be taken
+  when it does not exist, has no holder (released), is ours, or has expired. Expiry is judged with
+  the *local* clock from the moment this elector last saw the lease record change, plus the
+  record's ``leaseDurationSeconds`` — never by comparing the other holder's timestamps with our
+  wall clock, so clock skew between nodes does not matter.
+* **Renew**: while leading, write ``renewTime`` every ``retry_period_seconds``. If no renewal has
+  succeeded for ``renew_deadline_seconds``, leadership is lost: the ``on_started_leading`` task
+  is cancelled, ``on_stopped_leading`` is called and :meth:`LeaderElector.run` returns (callers
+  normally exit the process, as client-go users do).
+* **Release**: when :meth:`LeaderElector.run` is cancelled while leading and
+  ``release_on_cancel`` is set, the holder is cleared so another candidate takes over at once.
+
+Every write is a conditional ``replace`` (the read's ``resourceVersion``): two candidates
+racing for an expired lease cannot both win; the loser gets a 409 and retries.
+Invariant (with sane clocks): ``lease_duration > renew_deadline > retry_period``, so a leader
+gives up before any other candidate may consider the lease expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from numaplane.kube.clock import Clock, SystemClock, format_micro_time
+from numaplane.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
+from numaplane.kube.port import JsonObj, KubePort
+from numaplane.kube.resources import LEASE
+
+__all__ = ["LeaderElectionConfig", "LeaderElector"]
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElectionConfig:
+    """Which lease, who we are, and the timings (seconds)."""
+
+    lease_name: str
+    namespace: str
+    identity: str
+    lease_duration_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+    jitter_factor: float = 1.2
+    release_on_cancel: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.identity:
+            raise ValueError("leader election needs a non-empty identity")
+        if not self.lease_duration_seconds > self.renew_deadline_seconds:
+            raise ValueError("lease_duration_seconds must exceed renew_deadline_seconds")
+        if not self.renew_deadline_seconds > self.retry_period_seconds:
+            raise ValueError("renew_deadline_seconds must exceed retry_period_seconds")
+        if self.jitter_factor < 1.0:
+            raise ValueError("jitter_factor must be at least 1.0 (1.0: no jitter)")
+
+
+def _signature(spec: JsonObj) -> tuple[Any, ...]:
+    return (
+        spec.get("holderIdentity") or "",
+        spec.get("renewTime"),
+        spec.get("acquireTime"),
+        spec.get("leaseTransitions"),
+        spec.get("leaseDurationSeconds"),
+    )
+
+
+class LeaderElector:
+    """Runs the election for one candidate (see the module docstring).
+
+    Callbacks: ``on_started_leading`` is started as a task when leadership is acquired and cancelled
+    when it is lost; ``on_stopped_leading`` is called once after leadership ends; ``on_new_leader``
+    is called with the holder's identity whenever the observed holder changes.
+    """
+
+    def __init__(
+        self,
+        kube: KubePort,
+        config: LeaderElectionConfig,
+        *,
+        clock: Clock | None = None,
+        on_started_leading: Callable[[], Awaitable[None]] | None = None,
+        on_stopped_leading: Callable[[], None] | None = None,
+        on_new_leader: Callable[[str], None] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self.on_started_leading = on_started_leading
+        self.on_stopped_leading = on_stopped_leading
+        self.on_new_leader = on_new_leader
+        self._rng = rng or random.Random()
+        self._observed: tuple[Any, ...] | None = None
+        self._observed_at = 0.0
+        self._observed_record: JsonObj | None = None
+        self._leading = False
+        self.leader: str | None = None
+        self.transitions_seen = 0
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leading
+
+    # ------------------------------------------------------------------ run
+
+    async def run(self) -> None:
+        """Acquire, lead while renewals succeed, then return (leadership lost). Cancel to stop."""
+        leading_task: asyncio.Task[None] | None = None
+        try:
+            await self._acquire()
+            self._leading = True
+            log.info("leader election %s: %s is leading", self.config.lease_name, self.config.identity)
+            if self.on_started_leading is not None:
+                leading_task = asyncio.get_running_loop().create_task(self._lead(self.on_started_leading))
+            await self._renew_until_lost()
+            log.warning("leader election %s: %s lost the lease", self.config.lease_name, self.config.identity)
+        finally:
+            was_leading, self._leading = self._leading, False
+            if leading_task is not None:
+                leading_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await leading_task
+            if was_leading:
+                if self.config.release_on_cancel:
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(self._release())
+                if self.on_stopped_leading is not None:
+                    try:
+                        self.on_stopped_leading()
+                    except Exception:
+                        log.exception("on_stopped_leading failed")
+
+    async def _lead(self, callback: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await callback()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("on_started_leading failed")
+
+    async def _acquire(self) -> None:
+        while True:
+            if await self._try_acquire_or_renew():
+                return
+            await self.clock.sleep(self._jittered(self.config.retry_period_seconds))
+
+    async def _renew_until_lost(self) -> None:
+        """Renew every retry period; return once no renewal succeeded for the renew deadline."""
+        cfg = self.config
+        last_renew = self.clock.monotonic()
+        while True:
+            await self.clock.sleep(cfg.retry_period_seconds)
+            while True:
+                remaining = last_renew + cfg.renew_deadline_seconds - self.clock.monotonic()
+                if remaining <= 0:
+                    return
+                try:
+                    renewed = await self._within(self._try_acquire_or_renew(), remaining)
+                except TimeoutError:
+                    renewed = False
+                if renewed:
+                    last_renew = self.clock.monotonic()
+                    break
+                remaining = last_renew + cfg.renew_deadline_seconds - self.clock.monotonic()
+                if remaining <= 0:
+                    return
+                await self.clock.sleep(min(cfg.retry_period_seconds, remaining))
+
+    async def _within(self, coro: Awaitable[R], seconds: float) -> R:
+        """Await ``coro`` but give up (TimeoutError) after ``seconds`` of the injected clock."""
+        work = asyncio.ensure_future(coro)
+        timer = asyncio.ensure_future(self.clock.sleep(seconds))
+        try:
+            await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await work
+            raise TimeoutError
+        return work.result()
+
+    def _jittered(self, seconds: float) -> float:
+        if self.config.jitter_factor <= 1.0:
+            return seconds
+        return seconds * (1.0 + self._rng.random() * (self.config.jitter_factor - 1.0))
+
+    # ------------------------------------------------------------------ one attempt
+
+    def _record(self, transitions: int, acquire_time: str, now: str) -> JsonObj:
+        return {
+            "holderIdentity": self.config.identity,
+            "leaseDurationSeconds": max(1, math.ceil(self.config.lease_duration_seconds)),
+            "acquireTime": acquire_time,
+            "renewTime": now,
+            "leaseTransitions": transitions,
+        }
+
+    def _observe(self, spec: JsonObj) -> None:
+        signature = _signature(spec)
+        if signature != self._observed:
+            self._observed = signature
+            self._observed_at = self.clock.monotonic()
+            self._observed_record = dict(spec)
+        holder = spec.get("holderIdentity") or None
+        if holder != self.leader:
+            self.leader = holder
+            if holder is not None:
+                self.transitions_seen += 1
+                if self.on_new_leader is not None:
+                    try:
+                        self.on_new_leader(holder)
+                    except Exception:
+                        log.exception("on_new_leader failed")
+
+    async def _try_acquire_or_renew(self) -> bool:
+        cfg = self.config
+        now = format_micro_time(self.clock.now())
+        try:
+            lease = await self.kube.get(LEASE, cfg.lease_name, namespace=cfg.namespace)
+        except NotFound:
+            fresh = self._record(0, now, now)
+            try:
+                await self.kube.create(
+                    LEASE, {"metadata": {"name": cfg.lease_name, "namespace": cfg.namespace}, "spec": fresh}
+                )
+            except (AlreadyExists, Conflict):
+                return False
+            except KubeError as exc:
+                log.info("leader election %s: create failed: %s", cfg.lease_name, exc)
+                return False
+            self._observe(fresh)
+            return True
+        except KubeError as exc:
+            log.info("leader election %s: get failed: %s", cfg.lease_name, exc)
+            return False
+
+        spec: JsonObj = dict(lease.get("spec") or {})
+        self._observe(spec)
+        holder = spec.get("holderIdentity") or ""
+        duration = float(spec.get("leaseDurationSeconds") or cfg.lease_duration_seconds)
+        ours = holder == cfg.identity
+        if holder and not ours and self._observed_at + duration > self.clock.monotonic():
+            return False  # someone else holds a lease that has not expired in our eyes
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if ours:
+            record = self._record(transitions, str(spec.get("acquireTime") or now), now)
+        else:
+            record = self._record(transitions + 1, now, now)
+        updated = dict(lease, spec=record)
+        try:
+            await self.kube.replace(LEASE, updated)
+        except Conflict:
+            return False
+        except KubeError as exc:
+            log.info("leader election %s: update failed: %s", cfg.lease_name, exc)
+            return False
+        self._observe(record)
+        return True
+
+    async def _release(self) -> None:
+        cfg = self.config
+        lease = await self.kube.get(LEASE, cfg.lease_name, namespace=cfg.namespace)
+        spec = dict(lease.get("spec") or {})
+        if spec.get("holderIdentity") != cfg.identity:
+            return
+        now = format_micro_time(self.clock.now())
+        released = {
+            "leaseDurationSeconds": 1,
+            "renewTime": now,
+            "acquireTime": now,
+            "leaseTransitions": spec.get("leaseTransitions", 0),
+        }
+        await self.kube.replace(LEASE, dict(lease, spec=released))
+        log.info("leader election %s: %s released the lease", cfg.lease_name, cfg.identity)
