@@ -10,7 +10,7 @@ smaller mask (more lower-numbered bits) is narrower: ``{0} < {1} < {0,1} < {0,2}
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
@@ -19,12 +19,14 @@ __all__ = [
     "ANY_PREFERRED",
     "NO_AFFINITY",
     "UNSATISFIABLE",
+    "MaskTable",
     "NUMAMask",
     "TopologyHint",
     "achievable_ands",
     "all_masks",
     "hint_of",
     "iterate_masks",
+    "mask_table",
 ]
 
 KUBELET_MAX_NUMA_ID = 63
@@ -161,6 +163,54 @@ def all_masks(ids: tuple[int, ...]) -> tuple[NUMAMask, ...]:
     return tuple(iterate_masks(ids))
 
 
+@dataclass(frozen=True, eq=False)
+class MaskTable:
+    """Every subset of a node tuple under a *dense* index (bit ``k`` ⇔ ``nodes[k]``), for providers
+    that score all masks: ``order`` lists dense indices in kubelet ``IterateBitMasks`` order (empty
+    set excluded); ``bits[d]`` is the real NUMA bitmask, ``counts[d]`` its size, ``hints[d]`` the
+    shared ``(non-preferred, preferred)`` hints. Build with :func:`mask_table` (cached per tuple)."""
+
+    nodes: tuple[int, ...]
+    position: Mapping[int, int]
+    order: tuple[int, ...]
+    bits: tuple[int, ...]
+    counts: tuple[int, ...]
+    hints: tuple[tuple[TopologyHint, TopologyHint], ...]
+
+    @staticmethod
+    def subset_sums(values: Sequence[int]) -> list[int]:
+        """``sums[d]`` = sum of ``values[k]`` over the positions ``k`` in dense mask ``d``."""
+        sums = [0]
+        for v in values:
+            sums += [s + v for s in sums]
+        return sums
+
+    def dense(self, ids: Iterable[int]) -> int | None:
+        """Dense index of a set of node ids (``None`` if one of them is not in the table)."""
+        out = 0
+        for i in ids:
+            k = self.position.get(i)
+            if k is None:
+                return None
+            out |= 1 << k
+        return out
+
+
+@lru_cache(maxsize=64)
+def mask_table(nodes: tuple[int, ...]) -> MaskTable:
+    """The :class:`MaskTable` of ``nodes`` (sorted, unique)."""
+    position = {n: k for k, n in enumerate(nodes)}
+    size = 1 << len(nodes)
+    bits = tuple(sum(1 << nodes[k] for k in range(len(nodes)) if (d >> k) & 1) for d in range(size))
+    order = tuple(
+        NUMAMask(sum(1 << k for k in combo)).bits
+        for r in range(1, len(nodes) + 1)
+        for combo in combinations(range(len(nodes)), r)
+    )
+    hints = tuple((hint_of(b, False), hint_of(b, True)) for b in bits)
+    return MaskTable(nodes, position, order, bits, tuple(d.bit_count() for d in range(size)), hints)
+
+
 def iterate_masks(ids: Iterable[int]) -> Iterator[NUMAMask]:
     """All non-empty subsets of ``ids``: by increasing size, lexicographic within a size
     (kubelet ``bitmask.IterateBitMasks``)."""
@@ -200,8 +250,6 @@ def _achievable_by_transform(universe: int, start: set[int], rest: Sequence[set[
     identity = universe == size - 1
 
     def compress(bits: int) -> int:
-        if identity:
-            return bits
         out = 0
         for k, p in enumerate(positions):
             if (bits >> p) & 1:
@@ -209,31 +257,27 @@ def _achievable_by_transform(universe: int, start: set[int], rest: Sequence[set[
         return out
 
     def expand(dense: int) -> int:
-        if identity:
-            return dense
         out = 0
         for k, p in enumerate(positions):
             if (dense >> k) & 1:
                 out |= 1 << p
         return out
 
-    def transform(values: np.ndarray, sign: int) -> None:
-        # superset sums (sign +1) or their inverse (sign -1), in place, one bit at a time
-        for j in range(n):
-            view = values.reshape(-1, 2, 1 << j)
-            if sign > 0:
-                view[:, 0, :] += view[:, 1, :]
-            else:
-                view[:, 0, :] -= view[:, 1, :]
-
-    current = np.zeros(size, dtype=np.int64)
-    current[[compress(b) for b in start]] = 1
-    for masks in rest:
-        other = np.zeros(size, dtype=np.int64)
-        other[[compress(m & universe) for m in masks]] = 1
-        transform(current, 1)
-        transform(other, 1)
-        current *= other
-        transform(current, -1)
-        current = (current > 0).astype(np.int64)
-    return {expand(int(i)) for i in np.flatnonzero(current)}
+    # Counts stay below 2^(n·(lists+1)): combine as many lists at once as int64 allows.
+    chunk = max(1, 62 // max(n, 1) - 1)
+    current = [b if identity else compress(b) for b in start]
+    pending = [[m & universe if identity else compress(m & universe) for m in masks] for masks in rest]
+    while pending:
+        group, pending = [current, *pending[: chunk - 1]], pending[chunk - 1 :]
+        counts = np.zeros((len(group), size), dtype=np.int64)
+        for row, dense in enumerate(group):
+            counts[row, dense] = 1
+        for j in range(n):  # superset sums, every list at once
+            view = counts.reshape(len(group), -1, 2, 1 << j)
+            view[:, :, 0, :] += view[:, :, 1, :]
+        exact = counts.prod(axis=0)
+        for j in range(n):  # Moebius inversion back to exact-AND tuple counts
+            view = exact.reshape(-1, 2, 1 << j)
+            view[:, 0, :] -= view[:, 1, :]
+        current = np.flatnonzero(exact > 0).tolist()
+    return set(current) if identity else {expand(d) for d in current}

@@ -17,11 +17,11 @@ is refused with a :class:`MemoryManagerError`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from numaplane.policy.errors import PolicyConfigError, StateError
-from numaplane.policy.hints import NUMAMask, TopologyHint, all_masks, hint_of
+from numaplane.policy.hints import MaskTable, NUMAMask, TopologyHint, hint_of, mask_table
 from numaplane.policy.memory_state import (
     Block,
     MemoryState,
@@ -29,7 +29,6 @@ from numaplane.policy.memory_state import (
     NUMAMemory,
     NUMANodeState,
     charge,
-    group_allows,
     hugepages_resource,
     machine_memory_from_topology,
     machine_states_equal,
@@ -80,6 +79,8 @@ class MemoryPolicy:
         self.state = state if state is not None else MemoryState()
         # pod uid -> mask bits -> resource -> reusable bytes (init containers' memory; not checkpointed)
         self._reusable: dict[str, dict[int, dict[str, int]]] = {}
+        self._sums: dict[tuple[int, ...], list[int]] = {}
+        self._last_pod: tuple[Pod, bool] | None = None
 
     @classmethod
     def from_topology(
@@ -94,6 +95,15 @@ class MemoryPolicy:
         if node_allocatable_reservation is not None:
             _validate_reserved(machine, reserved, node_allocatable_reservation)
         return cls(machine, reserved)
+
+    def _managed(self, pod: Pod) -> bool:
+        # hints and allocate ask about the same pod object in turn: remember the last answer
+        last = self._last_pod
+        if last is not None and last[0] is pod:
+            return last[1]
+        managed = _is_managed(pod)
+        self._last_pod = (pod, managed)
+        return managed
 
     # -- requests -----------------------------------------------------------------------------------
     def container_requests(self, pod: Pod, container: Container) -> Requests:
@@ -130,7 +140,7 @@ class MemoryPolicy:
     # -- hints --------------------------------------------------------------------------------------
     def hints(self, pod: Pod, container: Container) -> dict[str, list[TopologyHint]] | None:
         """Kubelet ``GetTopologyHints``: ``None`` (no preference) for non-Guaranteed pods."""
-        if not _managed(pod):
+        if not self._managed(pod):
             return None
         try:
             requested = self.container_requests(pod, container)
@@ -143,7 +153,7 @@ class MemoryPolicy:
 
     def pod_hints(self, pod: Pod) -> dict[str, list[TopologyHint]] | None:
         """Kubelet ``GetPodTopologyHints`` (pod scope)."""
-        if not _managed(pod):
+        if not self._managed(pod):
             return None
         try:
             requested = self.pod_requests(pod)
@@ -158,44 +168,57 @@ class MemoryPolicy:
 
     def calculate_hints(self, pod_uid: str, requested: Requests) -> dict[str, list[TopologyHint]]:
         """One hint per NUMA mask that can hold ``requested`` now (identical lists for every type);
-        Preferred iff the mask is as small as the smallest mask whose *allocatable* memory fits."""
+        Preferred iff the mask is as small as the smallest mask whose *allocatable* memory fits.
+
+        Masks are checked in kubelet order: allocatable fits (sets the minimal size), then the
+        single-vs-cross NUMA rule, then free memory (+ this pod's reusable init-container memory)."""
+        if not requested:
+            return {}
         machine = self.state.machine
-        nodes = tuple(sorted(machine))
-        min_size = len(nodes)
-        reusable = self._reusable.get(pod_uid, {})
-        free_sum: dict[str, dict[int, int]] = {r: {0: 0} for r in requested}
-        alloc_sum: dict[str, dict[int, int]] = {r: {0: 0} for r in requested}
-        accepted: list[int] = []
-        for mask in all_masks(nodes):
-            bits = mask.bits
-            low = bits & -bits
-            node = machine[low.bit_length() - 1]
-            fits = True
-            for r, size in requested.items():
-                table = node.memory.get(r)
-                free_sum[r][bits] = free_sum[r][bits ^ low] + (table.free if table else 0)
-                alloc_sum[r][bits] = total = alloc_sum[r][bits ^ low] + (table.allocatable if table else 0)
-                if total < size:
-                    fits = False
-            if not fits:
-                continue
-            ids = mask.ids()
-            min_size = min(min_size, len(ids))
-            if not group_allows(machine, ids):
-                continue
-            if any(free_sum[r][bits] + reusable.get(bits, {}).get(r, 0) < size for r, size in requested.items()):
-                continue
-            accepted.append(bits)
+        table = mask_table(tuple(sorted(machine)))
+        nodes = table.nodes
+        fits: list[bool] | None = None
+        free_ok: list[bool] | None = None
+        for resource, need in requested.items():
+            tables = [machine[n].memory.get(resource) for n in nodes]
+            alloc = self._subset_sums(tuple(t.allocatable if t else 0 for t in tables))
+            free = self._subset_sums(tuple(t.free if t else 0 for t in tables))
+            a_ok = [x >= need for x in alloc]
+            f_ok = [x >= need for x in free]
+            for bits, per in self._reusable.get(pod_uid, {}).items():
+                d = table.dense(NUMAMask(bits).ids())
+                if d is not None and per.get(resource):
+                    f_ok[d] = free[d] + per[resource] >= need
+            fits = a_ok if fits is None else [x and y for x, y in zip(fits, a_ok, strict=True)]
+            free_ok = f_ok if free_ok is None else [x and y for x, y in zip(free_ok, f_ok, strict=True)]
+        assert fits is not None and free_ok is not None
+        counts = table.counts
+        # ``order`` is by increasing size: the first mask that fits has the minimal size
+        min_size = next((counts[d] for d in table.order if fits[d]), len(nodes))
+        group_ok = _group_filter(machine, table)
+        if group_ok is None:
+            accepted = [d for d in table.order if fits[d] and free_ok[d]]
+        else:
+            accepted = [d for d in table.order if fits[d] and free_ok[d] and group_ok(d)]
         if not accepted:
             return {}
-        hints = [hint_of(bits, bits.bit_count() == min_size) for bits in accepted]
+        hints = [table.hints[d][counts[d] == min_size] for d in accepted]
         return {r: list(hints) for r in requested}
+
+    def _subset_sums(self, values: tuple[int, ...]) -> list[int]:
+        # allocatable vectors never change and free ones repeat within an admission: memoise
+        sums = self._sums.get(values)
+        if sums is None:
+            if len(self._sums) > 256:
+                self._sums.clear()
+            sums = self._sums[values] = MaskTable.subset_sums(values)
+        return sums
 
     # -- allocation ---------------------------------------------------------------------------------
     def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> list[Block]:
         """Kubelet ``Allocate`` with the topology manager's ``hint``; returns the container's blocks
         (``[]`` when the pod is not managed). Idempotent for a container already in the state."""
-        if not _managed(pod):
+        if not self._managed(pod):
             return []
         existing = self.state.entries.get(pod.uid, {}).get(container.name)
         if existing is not None:
@@ -396,7 +419,7 @@ class MemoryPolicy:
                 assigned[init.name] = updated
 
 
-def _managed(pod: Pod) -> bool:
+def _is_managed(pod: Pod) -> bool:
     """Guaranteed pods without pod-level resources (which the static policy skips)."""
     return pod.qos_class == "Guaranteed" and pod.pod_requests_spec is None and pod.pod_limits_spec is None
 
@@ -413,6 +436,39 @@ def _allocated_resources(pod: Pod, container: Container) -> Mapping[str, Quantit
             if isinstance(cs, Mapping) and cs.get("name") == container.name:
                 return parse_resource_list(cs.get("allocatedResources"), "status.allocatedResources")
     return container.requests
+
+
+def _group_filter(machine: Mapping[int, NUMANodeState], table: MaskTable) -> Callable[[int], bool] | None:
+    """The single-vs-cross NUMA rule as a predicate on dense masks: a single node must not be in a
+    multi-node group; a multi-node mask may only contain used nodes whose group is exactly the mask.
+    ``None`` when no node is used or grouped (every mask passes)."""
+    in_group = 0
+    used = 0
+    allowed: dict[int, int] = {}
+    for k, nid in enumerate(table.nodes):
+        node = machine[nid]
+        if len(node.cells) > 1:
+            in_group |= 1 << k
+        if node.assignments > 0:
+            used |= 1 << k
+            group = table.dense(node.cells) if len(node.cells) > 1 else None
+            cells_match = group is not None and table.counts[group] == len(node.cells)
+            allowed[k] = group if group is not None and cells_match else -1
+    if not in_group and not used:
+        return None
+    ok_groups = {
+        g
+        for g in allowed.values()
+        if g > 0 and all(allowed.get(k) == g for k in range(len(table.nodes)) if (g & used) >> k & 1)
+    }
+    counts = table.counts
+
+    def allows(d: int) -> bool:
+        if counts[d] == 1:
+            return not d & in_group
+        return not d & used or d in ok_groups
+
+    return allows
 
 
 def _regenerate_hints(blocks: Sequence[Block], requested: Requests) -> dict[str, list[TopologyHint]] | None:

@@ -34,7 +34,6 @@ __all__ = [
     "NUMANodeState",
     "charge",
     "checkpoint_checksum",
-    "group_allows",
     "machine_memory_from_dict",
     "machine_memory_from_topology",
     "machine_states_equal",
@@ -227,14 +226,9 @@ class MemoryState:
 # -- state operations (kubelet policy_static helpers) ----------------------------------------------
 
 
-def group_allows(machine: Mapping[int, NUMANodeState], ids: tuple[int, ...]) -> bool:
-    """Hint filter of the single-vs-cross NUMA rule (calculateHints steps 3 and 4)."""
-    if len(ids) == 1:
-        return len(machine[ids[0]].cells) <= 1
-    return not violates_groups(machine, ids)
-
-
 def violates_groups(machine: Mapping[int, NUMANodeState], ids: tuple[int, ...]) -> bool:
+    """Kubelet ``isAffinityViolatingNUMAAllocations``: a multi-node mask may not contain a used
+    node that serves single-node allocations or belongs to another group."""
     if len(ids) == 1:
         return False
     for nid in ids:

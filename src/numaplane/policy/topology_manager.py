@@ -176,15 +176,14 @@ def filter_providers_hints(providers_hints: Sequence[ProviderHints]) -> list[Seq
 
 
 def max_of_min_affinity_counts(hint_lists: Sequence[Sequence[TopologyHint]]) -> int:
-    """Max over the lists of the bit count of each list's narrowest non-nil hint (0 if none)."""
+    """Max over the lists of the bit count of each list's narrowest non-nil hint (0 if none).
+
+    The narrowest mask (kubelet ``IsNarrowerThan``) always has the list's smallest bit count, so
+    only counts are compared."""
     best = 0
     for hints in hint_lists:
-        narrowest: NUMAMask | None = None
-        for hint in hints:
-            if hint.numa is not None and (narrowest is None or hint.numa.is_narrower_than(narrowest)):
-                narrowest = hint.numa
-        if narrowest is not None and narrowest.count() > best:
-            best = narrowest.count()
+        fewest = min((h.numa.bits.bit_count() for h in hints if h.numa is not None), default=0)
+        best = max(best, fewest)
     return best
 
 
@@ -308,24 +307,24 @@ class HintMerger:
         candidates.discard(0)
         if candidates:
             return hint_of(min(candidates, key=self.rank), True)
-        achievable = achievable_ands(
-            default, [{default if h.numa is None else h.numa.bits & default for h in hints} for hints in hint_lists]
-        )
+        # every mask a list offers (-1 marks a nil mask, which merges as the default affinity)
+        raw = [{-1 if h.numa is None else h.numa.bits for h in hints} for hints in hint_lists]
+        per_list = [{default if m < 0 else m & default for m in masks} for masks in raw]
+        achievable = achievable_ands(default, per_list)
         achievable.discard(0)
         if not achievable:
             return hint_of(default, False)
-        b = max_of_min_affinity_counts(hint_lists)
-        rank = self.rank
-
-        def key(bits: int) -> tuple[int, int, tuple[int, int, int]]:
-            count = bits.bit_count()
-            if count == b:
-                return (0, 0, rank(bits))
-            if count < b:
-                return (1, -count, rank(bits))
-            return (2, 0, rank(bits))
-
-        return hint_of(min(achievable, key=key), False)
+        # non-preferred order: count == B first, then the largest count below B, then the narrowest
+        b = max((min(map(int.bit_count, masks - {-1})) for masks in raw if masks != {-1}), default=0)
+        at_b = [m for m in achievable if m.bit_count() == b]
+        if not at_b:
+            below = [m for m in achievable if m.bit_count() < b]
+            if below:
+                top = max(m.bit_count() for m in below)
+                at_b = [m for m in below if m.bit_count() == top]
+            else:
+                at_b = list(achievable)
+        return hint_of(min(at_b, key=self.rank), False)
 
 
 @dataclass(frozen=True)
