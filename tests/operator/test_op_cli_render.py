@@ -1,0 +1,71 @@
+"""``numaplane render`` and the deploy/ drift check, through the real command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from numaplane.cli import main
+from numaplane.operator.layout import deploy_files
+from numaplane.operator.render import render_install, sample_resources, to_yaml
+from numaplane.operator.render_common import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_default_render_is_the_install() -> None:
+    result = CliRunner().invoke(main, ["render"])
+    assert result.exit_code == 0, result.output
+    docs = list(yaml.safe_load_all(result.stdout))
+    assert docs == render_install(Settings())
+
+
+def test_render_from_custom_resources(tmp_path: Path) -> None:
+    source = tmp_path / "crs.yaml"
+    source.write_text(to_yaml(sample_resources()))
+    result = CliRunner().invoke(
+        main, ["render", "--from", str(source), "--image", "example.org/np:2", "--namespace", "numa"]
+    )
+    assert result.exit_code == 0, result.output
+    docs = list(yaml.safe_load_all(result.stdout))
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert ("DaemonSet", "numaplane-exporter-worker") in names
+    assert ("Deployment", "numaplane-scheduler") in names
+    assert ("Deployment", "numaplane-operator") not in names
+    assert all(d["metadata"].get("namespace", "numa") == "numa" for d in docs)
+    with_install = CliRunner().invoke(main, ["render", "--from", str(source), "--install"])
+    assert "name: numaplane-operator\n" in with_install.stdout
+
+
+def test_render_refuses_an_invalid_resource(tmp_path: Path) -> None:
+    bad = sample_resources()[0]
+    bad["spec"]["nodeGroups"].append({"name": "all", "nodeSelector": {}})
+    source = tmp_path / "bad.yaml"
+    source.write_text(to_yaml([bad]))
+    result = CliRunner().invoke(main, ["render", "--from", str(source)])
+    assert result.exit_code == 1
+    assert "OverlappingNodeGroups" in result.output and "'all'" in result.output
+
+
+def test_output_dir_writes_the_deploy_tree(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["render", "--output-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    written = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.yaml")}
+    assert written == set(deploy_files())
+    top = yaml.safe_load((tmp_path / "kustomization.yaml").read_text())
+    assert top["kind"] == "Kustomization" and top["resources"] == ["crd", "rbac", "operator"]
+    for folder in ("crd", "rbac", "operator", "samples"):
+        listed = yaml.safe_load((tmp_path / folder / "kustomization.yaml").read_text())["resources"]
+        for name in listed:
+            assert (tmp_path / folder / name).is_file() or (REPO / "deploy" / folder / name).is_file(), name
+
+
+def test_committed_deploy_tree_matches_render() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts/check_deploy.py")], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
