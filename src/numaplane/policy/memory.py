@@ -17,7 +17,7 @@ is refused with a :class:`MemoryManagerError`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from numaplane.policy.errors import PolicyConfigError, StateError
@@ -195,11 +195,16 @@ class MemoryPolicy:
         counts = table.counts
         # ``order`` is by increasing size: the first mask that fits has the minimal size
         min_size = next((counts[d] for d in table.order if fits[d]), len(nodes))
-        group_ok = _group_filter(machine, table)
-        if group_ok is None:
+        groups = _group_constraints(machine, table)
+        if groups is None:
             accepted = [d for d in table.order if fits[d] and free_ok[d]]
         else:
-            accepted = [d for d in table.order if fits[d] and free_ok[d] and group_ok(d)]
+            in_group, used, ok_groups = groups
+            accepted = [
+                d
+                for d in table.order
+                if fits[d] and free_ok[d] and (not d & in_group if counts[d] == 1 else (not d & used or d in ok_groups))
+            ]
         if not accepted:
             return {}
         hints = [table.hints[d][counts[d] == min_size] for d in accepted]
@@ -438,37 +443,30 @@ def _allocated_resources(pod: Pod, container: Container) -> Mapping[str, Quantit
     return container.requests
 
 
-def _group_filter(machine: Mapping[int, NUMANodeState], table: MaskTable) -> Callable[[int], bool] | None:
-    """The single-vs-cross NUMA rule as a predicate on dense masks: a single node must not be in a
-    multi-node group; a multi-node mask may only contain used nodes whose group is exactly the mask.
-    ``None`` when no node is used or grouped (every mask passes)."""
-    in_group = 0
+def _group_constraints(machine: Mapping[int, NUMANodeState], table: MaskTable) -> tuple[int, int, set[int]] | None:
+    """The single-vs-cross NUMA rule on dense masks, as ``(grouped, used, allowed groups)``: a
+    single-node mask must avoid ``grouped`` nodes (members of a multi-node group); a multi-node mask
+    must avoid ``used`` nodes (with assignments) or be one of ``allowed groups`` (a group that every
+    used member agrees on). ``None`` when nothing is used or grouped (every mask passes)."""
+    grouped = 0
     used = 0
     allowed: dict[int, int] = {}
     for k, nid in enumerate(table.nodes):
         node = machine[nid]
         if len(node.cells) > 1:
-            in_group |= 1 << k
+            grouped |= 1 << k
         if node.assignments > 0:
             used |= 1 << k
             group = table.dense(node.cells) if len(node.cells) > 1 else None
-            cells_match = group is not None and table.counts[group] == len(node.cells)
-            allowed[k] = group if group is not None and cells_match else -1
-    if not in_group and not used:
+            exact = group is not None and table.counts[group] == len(node.cells)
+            allowed[k] = group if group is not None and exact else -1
+    if not grouped and not used:
         return None
+    n = len(table.nodes)
     ok_groups = {
-        g
-        for g in allowed.values()
-        if g > 0 and all(allowed.get(k) == g for k in range(len(table.nodes)) if (g & used) >> k & 1)
+        g for g in allowed.values() if g > 0 and all(allowed.get(k) == g for k in range(n) if (g & used) >> k & 1)
     }
-    counts = table.counts
-
-    def allows(d: int) -> bool:
-        if counts[d] == 1:
-            return not d & in_group
-        return not d & used or d in ok_groups
-
-    return allows
+    return grouped, used, ok_groups
 
 
 def _regenerate_hints(blocks: Sequence[Block], requested: Requests) -> dict[str, list[TopologyHint]] | None:
