@@ -1,0 +1,348 @@
+"""The resource manager: plugins + topology manager, admission, removal, snapshots, live reconfiguration.
+
+:class:`ResourceManager` is what the agent, the simulator and tests run. Admission follows the
+kubelet's topology manager sequence exactly (``topology_manager.TopologyManager.admit``): per
+container (container scope) or once per pod (pod scope), hints from every plugin in registration
+order (devices, cpu, memory, then vendor plugins), merge, admit or reject with
+``TopologyAffinityError``, then ``allocate`` on every plugin.
+
+Beyond the kubelet:
+
+* a failed admission is rolled back completely (every container of the pod is released on every
+  plugin), so a rejected pod holds nothing;
+* per-pod preferences (``preferences.py``) may select a stricter topology policy or another scope
+  for one pod; an invalid preference rejects the pod with reason ``InvalidPreference``;
+* :meth:`reconfigure` changes policies, options, scope or reserved resources for *new* admissions
+  while existing allocations stay untouched; a config that is invalid or conflicts with existing
+  allocations is rejected as a whole (:class:`ReconfigureRejected` lists every problem) and the old
+  one stays;
+* :meth:`snapshot` / :meth:`restore` reproduce the state exactly (JSON-ready).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from numaplane.policy.builtin import CPUPlugin, DevicesPlugin, MemoryPlugin, build_plugins
+from numaplane.policy.config import NodeResourceConfig, parse_config
+from numaplane.policy.errors import AdmissionError, PolicyConfigError, ReconfigureRejected
+from numaplane.policy.hints import TopologyHint
+from numaplane.policy.plugin import PluginAllocation, ResourcePlugin
+from numaplane.policy.preferences import parse_preferences
+from numaplane.policy.topology_manager import TopologyManager
+from numaplane.resources.pod import Container, Pod
+from numaplane.topology.cpuset import CPUSet
+from numaplane.topology.model import Topology
+
+__all__ = ["Admission", "ContainerAdmission", "ResourceManager"]
+
+SNAPSHOT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ContainerAdmission:
+    """One admitted container: its merged hint and what each plugin gave it."""
+
+    name: str
+    hint: TopologyHint | None
+    allocations: tuple[PluginAllocation, ...] = ()
+
+    @property
+    def exclusive_cpus(self) -> CPUSet | None:
+        for a in self.allocations:
+            if a.cpus is not None:
+                return a.cpus
+        return None
+
+    @property
+    def memory_numa(self) -> tuple[int, ...]:
+        """NUMA nodes the container's pinned memory lives on (empty: not pinned)."""
+        nodes: set[int] = set()
+        for a in self.allocations:
+            for block in a.memory:
+                nodes.update(block.numa)
+        return tuple(sorted(nodes))
+
+    @property
+    def devices(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for a in self.allocations:
+            out.update(a.devices)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "hint": None if self.hint is None else self.hint.to_dict(),
+            "allocations": [a.to_dict() for a in self.allocations if a.cpus or a.memory or a.devices or a.extra],
+        }
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The outcome of :meth:`ResourceManager.admit`.
+
+    ``reason`` is the kubelet's admission reason (``TopologyAffinityError``, ``SMTAlignmentError``,
+    ``UnexpectedAdmissionError``, ...) and ``message`` its text; both empty when admitted.
+    """
+
+    pod_uid: str
+    admitted: bool
+    containers: tuple[ContainerAdmission, ...] = ()
+    reason: str = ""
+    message: str = ""
+    container: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"pod": self.pod_uid, "admitted": self.admitted}
+        if self.admitted:
+            doc["containers"] = [c.to_dict() for c in self.containers]
+        else:
+            doc.update(reason=self.reason, message=self.message, container=self.container)
+        return doc
+
+
+@dataclass
+class _Recorder:
+    """Adapts a plugin to the topology manager's provider protocol and records what it allocates."""
+
+    plugin: ResourcePlugin
+    given: dict[str, PluginAllocation] = field(default_factory=dict)
+
+    def hints(self, pod: Pod, container: Container) -> Any:
+        return self.plugin.hints(pod, container)
+
+    def pod_hints(self, pod: Pod) -> Any:
+        return self.plugin.pod_hints(pod)
+
+    def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> object:
+        result = self.plugin.allocate(pod, container, hint)
+        self.given[container.name] = result
+        return result
+
+
+class ResourceManager:
+    """Plugins, topology manager and admitted pods of one node. Not thread-safe: callers serialise."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        config: NodeResourceConfig | Mapping[str, Any] | None = None,
+        extra_plugins: Sequence[ResourcePlugin] = (),
+    ) -> None:
+        self.topology = topology
+        self.config = config if isinstance(config, NodeResourceConfig) else parse_config(config or {})
+        builtin = build_plugins(topology, self.config)
+        self._builtin: dict[str, CPUPlugin | MemoryPlugin | DevicesPlugin] = {p.name: p for p in builtin}
+        self.plugins: list[ResourcePlugin] = [*builtin, *extra_plugins]
+        self._managers: dict[tuple[str, str], TopologyManager] = {}
+        self._manager_for(self.config.topology_policy, self.config.topology_scope)  # validate now
+        self.pods: dict[str, Pod] = {}
+        self.admissions: dict[str, Admission] = {}
+
+    # -- plugins ------------------------------------------------------------------------------------
+    @property
+    def cpu(self) -> CPUPlugin:
+        plugin = self._builtin["cpu"]
+        assert isinstance(plugin, CPUPlugin)
+        return plugin
+
+    @property
+    def memory(self) -> MemoryPlugin:
+        plugin = self._builtin["memory"]
+        assert isinstance(plugin, MemoryPlugin)
+        return plugin
+
+    @property
+    def devices(self) -> DevicesPlugin:
+        plugin = self._builtin["devices"]
+        assert isinstance(plugin, DevicesPlugin)
+        return plugin
+
+    def add_plugin(self, plugin: ResourcePlugin) -> None:
+        if any(p.name == plugin.name for p in self.plugins):
+            raise PolicyConfigError(f"a plugin named {plugin.name!r} is already registered")
+        self.plugins.append(plugin)
+
+    def remove_plugin(self, name: str) -> None:
+        if name in self._builtin:
+            raise PolicyConfigError(f"the built-in plugin {name!r} cannot be removed")
+        self.plugins = [p for p in self.plugins if p.name != name]
+
+    def _manager_for(self, policy: str, scope: str) -> TopologyManager:
+        key = (policy, scope)
+        tm = self._managers.get(key)
+        if tm is None:
+            tm = TopologyManager.from_topology(self.topology, policy, scope, dict(self.config.topology_options))
+            self._managers[key] = tm
+        return tm
+
+    # -- admission ----------------------------------------------------------------------------------
+    def admit(self, pod: Pod) -> Admission:
+        """Admit ``pod`` (idempotent for an already admitted pod): allocations or a typed rejection."""
+        done = self.admissions.get(pod.uid)
+        if done is not None:
+            return done
+        policy, scope = self.config.topology_policy, self.config.topology_scope
+        if pod.annotations:
+            try:
+                prefs = parse_preferences(pod.annotations, policy)
+            except AdmissionError as exc:
+                return Admission(pod.uid, False, reason=exc.reason, message=exc.message)
+            policy = prefs.topology_policy or policy
+            scope = prefs.topology_scope or scope
+        try:
+            tm = self._manager_for(policy, scope)
+        except PolicyConfigError as exc:
+            return Admission(pod.uid, False, reason="InvalidPreference", message=str(exc))
+        recorders = [_Recorder(p) for p in self.plugins]
+        result = tm.admit(pod, recorders)
+        if not result.admitted:
+            self._release(pod, tm)
+            return Admission(pod.uid, False, reason=result.reason, message=result.message, container=result.container)
+        containers = tuple(
+            ContainerAdmission(
+                name=c.name,
+                hint=result.hints.get(c.name),
+                allocations=tuple(r.given[c.name] for r in recorders if c.name in r.given),
+            )
+            for c in pod.all_containers()
+        )
+        admission = Admission(pod.uid, True, containers)
+        self.pods[pod.uid] = pod
+        self.admissions[pod.uid] = admission
+        return admission
+
+    def _release(self, pod: Pod, tm: TopologyManager | None = None) -> None:
+        for container in reversed(pod.all_containers()):
+            for plugin in reversed(self.plugins):
+                plugin.release(pod.uid, container.name)
+        for manager in self._managers.values() if tm is None else (tm,):
+            manager.remove_pod(pod.uid)
+
+    def remove(self, pod_uid: str) -> bool:
+        """Release everything the pod holds; ``False`` if the pod was not admitted here."""
+        pod = self.pods.pop(pod_uid, None)
+        self.admissions.pop(pod_uid, None)
+        if pod is None:
+            return False
+        self._release(pod)
+        return True
+
+    def remove_container(self, pod_uid: str, container_name: str) -> None:
+        """Release one container (e.g. a finished init container), as the kubelet's RemoveContainer."""
+        for plugin in reversed(self.plugins):
+            plugin.release(pod_uid, container_name)
+        for manager in self._managers.values():
+            manager.remove_container(pod_uid, container_name)
+
+    # -- views --------------------------------------------------------------------------------------
+    def shared_pool(self) -> CPUSet:
+        """CPUs shared (non-exclusive) containers run on."""
+        return self.cpu.shared_pool
+
+    def cpuset_for(self, pod_uid: str, container_name: str) -> CPUSet:
+        """The CPUs a container may run on: its exclusive set, or the shared pool."""
+        cpus = self.cpu.state.get(pod_uid, container_name)
+        return cpus if cpus is not None else self.shared_pool()
+
+    def allocatable(self) -> dict[int, dict[str, int]]:
+        """Per NUMA node: resource → allocatable amount, over every plugin."""
+        return _merge_per_numa(p.allocatable() for p in self.plugins)
+
+    def available(self) -> dict[int, dict[str, int]]:
+        """Per NUMA node: resource → amount free for exclusive allocation, over every plugin."""
+        return _merge_per_numa(p.available() for p in self.plugins)
+
+    # -- reconfiguration ----------------------------------------------------------------------------
+    def check_config(self, config: NodeResourceConfig | Mapping[str, Any]) -> list[str]:
+        """Every problem ``config`` would cause now (empty: it can be applied)."""
+        try:
+            parsed = config if isinstance(config, NodeResourceConfig) else parse_config(config)
+        except PolicyConfigError as exc:
+            return [str(exc)]
+        problems: list[str] = []
+        try:
+            TopologyManager.from_topology(
+                self.topology, parsed.topology_policy, parsed.topology_scope, dict(parsed.topology_options)
+            )
+        except PolicyConfigError as exc:
+            problems.append(f"topology manager: {exc}")
+        for plugin in self.plugins:
+            problems.extend(plugin.check_config(parsed))
+        return problems
+
+    def reconfigure(self, config: NodeResourceConfig | Mapping[str, Any]) -> NodeResourceConfig:
+        """Apply ``config`` to new admissions, or raise :class:`ReconfigureRejected` and change nothing."""
+        problems = self.check_config(config)
+        if problems:
+            raise ReconfigureRejected(problems)
+        parsed = config if isinstance(config, NodeResourceConfig) else parse_config(config)
+        for plugin in self.plugins:
+            plugin.reconfigure(parsed)
+        old_managers = self._managers
+        self.config = parsed
+        self._managers = {}
+        tm = self._manager_for(parsed.topology_policy, parsed.topology_scope)
+        # keep the stored affinities of admitted pods
+        for manager in old_managers.values():
+            for uid, name, hint in manager.stored():
+                tm._affinity.setdefault(uid, {})[name] = hint
+        return parsed
+
+    # -- snapshots ----------------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """Exact, JSON-ready state: config, plugins' states and admitted pods."""
+        return {
+            "version": SNAPSHOT_VERSION,
+            "config": self.config.to_dict(),
+            "plugins": {p.name: p.snapshot() for p in self.plugins},
+            "pods": {uid: dict(pod.raw) for uid, pod in self.pods.items()},
+            "admissions": {uid: a.to_dict() for uid, a in self.admissions.items()},
+        }
+
+    def restore(self, doc: Mapping[str, Any]) -> None:
+        """Restore a :meth:`snapshot` (the config inside it replaces the current one)."""
+        from numaplane.resources.pod import parse_pod
+
+        if doc.get("version") != SNAPSHOT_VERSION:
+            raise PolicyConfigError(f"unsupported snapshot version {doc.get('version')!r}")
+        config = parse_config(doc.get("config") or {})
+        if config != self.config:
+            self.config = config
+            for plugin in self.plugins:
+                plugin.reconfigure(config)
+            self._managers = {}
+        states = doc.get("plugins") or {}
+        for plugin in self.plugins:
+            if plugin.name in states:
+                plugin.restore(states[plugin.name])
+        self.pods = {uid: parse_pod(raw) for uid, raw in (doc.get("pods") or {}).items()}
+        self.admissions = {}
+        for uid, adm in (doc.get("admissions") or {}).items():
+            containers = tuple(
+                ContainerAdmission(
+                    name=c["name"],
+                    hint=None if c.get("hint") is None else TopologyHint.from_dict(c["hint"]),
+                    allocations=tuple(PluginAllocation.from_dict(a) for a in c.get("allocations", [])),
+                )
+                for c in adm.get("containers", [])
+            )
+            self.admissions[uid] = Admission(uid, True, containers)
+        tm = self._manager_for(self.config.topology_policy, self.config.topology_scope)
+        for uid, adm in self.admissions.items():
+            for c in adm.containers:
+                if c.hint is not None:
+                    tm._affinity.setdefault(uid, {})[c.name] = c.hint
+
+
+def _merge_per_numa(parts: Any) -> dict[int, dict[str, int]]:
+    out: dict[int, dict[str, int]] = {}
+    for part in parts:
+        for numa, resources in part.items():
+            node = out.setdefault(numa, {})
+            for name, amount in resources.items():
+                node[name] = node.get(name, 0) + amount
+    return {k: out[k] for k in sorted(out)}
