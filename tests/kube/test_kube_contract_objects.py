@@ -6,12 +6,15 @@ subresource, pods/binding, leases, events and custom resources.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
-from kube_helpers import Harness, pod
+from kube_helpers import Harness, pod, take
 
 from numaplane.kube.clock import format_micro_time
-from numaplane.kube.errors import AlreadyExists, Conflict, Invalid, NotFound
+from numaplane.kube.errors import AlreadyExists, Conflict, Gone, Invalid, NotFound, ServerError, Unavailable
 from numaplane.kube.events import make_event
+from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.port import (
     CONFIG_MAP,
     CRD,
@@ -22,9 +25,10 @@ from numaplane.kube.port import (
     NODE,
     NODE_RESOURCE_TOPOLOGY,
     POD,
+    KubePort,
     PatchType,
 )
-from numaplane.testing.fakeapi import crd_for
+from numaplane.testing.fakeapi import FakeApiServer, FaultyKube, crd_for
 
 
 async def test_crud_round_trip(harness: Harness) -> None:
@@ -368,3 +372,33 @@ async def test_finalizers_delay_deletion(harness: Harness) -> None:
     await kube.patch(CONFIG_MAP, "cfg", {"metadata": {"finalizers": None}})
     with pytest.raises(NotFound):
         await kube.get(CONFIG_MAP, "cfg")
+
+
+@pytest.mark.parametrize("kind", ["memory", "fakeapi"])
+async def test_injected_faults_are_typed_errors(kind: str) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        if kind == "memory":
+            faulty = FaultyKube(InMemoryKube())
+            kube: KubePort = faulty
+            faults = faulty.faults
+        else:
+            server = await stack.enter_async_context(FakeApiServer())
+            kube, faults = server.port_client(), server.faults
+        await kube.create(POD, pod("p"))
+        faults.add(409, verb="create", resource="pods/binding")
+        with pytest.raises(Conflict):
+            await kube.bind("p", "n1")
+        await kube.bind("p", "n1")  # the fault was used up
+        faults.add(500, verb="patch", resource="pods/status", times=None)
+        for _ in range(2):
+            with pytest.raises(ServerError):
+                await kube.patch_status(POD, "p", {"status": {"phase": "Running"}})
+        faults.clear()
+        faults.add(503, path=r"/namespaces/default/pods/p$")
+        with pytest.raises(Unavailable):
+            await kube.get(POD, "p")
+        faults.add(410, verb="watch")
+        with pytest.raises(Gone):
+            await take(kube.watch(POD, resource_version="1"), 1)
+        assert (await kube.get(POD, "p"))["spec"]["nodeName"] == "n1"
+        await kube.close()

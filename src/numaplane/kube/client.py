@@ -31,7 +31,7 @@ from lightkube import ApiError as LightkubeApiError
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.core import resource as lk_res
-from lightkube.core.exceptions import ConfigError
+from lightkube.core.exceptions import ConfigError, NotReadyError
 from lightkube.core.generic_client import ALL_NS
 from lightkube.generic_resource import (
     Generic,
@@ -292,7 +292,7 @@ class LightkubePort:
                 items.append(_plain(item))
             try:
                 version = str(listing.resourceVersion)
-            except Exception:  # lightkube raises NotReadyError when the server sent no version
+            except NotReadyError:  # the server sent no list version
                 version = ""
         for item in items:
             item.setdefault("apiVersion", res.api_version)

@@ -29,15 +29,12 @@ an older ``resourceVersion``, strategic merge patch (callers of the fake server 
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from numaplane.kube.clock import Clock, SystemClock, format_time
-from numaplane.kube.errors import AlreadyExists, Conflict, Gone, Invalid, KubeError, NotFound
+from numaplane.kube.errors import AlreadyExists, Conflict, Invalid, KubeError, NotFound
 from numaplane.kube.patch import clone, json_patch, merge_patch
 from numaplane.kube.port import (
     EventType,
@@ -59,6 +56,7 @@ from numaplane.kube.resources import (
 )
 from numaplane.kube.selectors import FieldSelector, LabelSelector
 from numaplane.kube.ssa import apply_config, record_update
+from numaplane.kube.watchhub import Change, Watcher, WatchHub, present
 
 __all__ = ["InMemoryKube"]
 
@@ -68,64 +66,6 @@ _ObjKey = tuple[str, str]  # (namespace or "", name)
 _Objects = list[JsonObj]
 
 SEED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-
-
-@dataclass(frozen=True, slots=True)
-class _Change:
-    rv: int
-    kind: EventType
-    store: _StoreKey
-    old: JsonObj | None
-    new: JsonObj
-
-
-@dataclass(slots=True, eq=False)
-class _Watcher:
-    res: Resource
-    namespace: str | None
-    labels: LabelSelector
-    fields: FieldSelector
-    bookmarks: bool
-    queue: asyncio.Queue[WatchEvent | _End] = field(default_factory=asyncio.Queue)
-
-    def _matches(self, obj: Mapping[str, Any]) -> bool:
-        if self.namespace is not None and (obj.get("metadata") or {}).get("namespace") != self.namespace:
-            return False
-        return self.labels.matches(obj) and self.fields.matches(obj)
-
-    def translate(self, change: _Change) -> WatchEvent | None:
-        """The event this watcher sees for ``change`` (selectors decide ADDED / DELETED edges)."""
-        if change.store != (self.res.group, self.res.plural):
-            return None
-        now = self._matches(change.new)
-        if change.kind is EventType.MODIFIED:
-            before = change.old is not None and self._matches(change.old)
-            if before and now:
-                kind = EventType.MODIFIED
-            elif now:
-                kind = EventType.ADDED
-            elif before:
-                kind = EventType.DELETED
-            else:
-                return None
-        elif now:
-            kind = change.kind
-        else:
-            return None
-        return WatchEvent(kind, _present(self.res, change.new))
-
-
-@dataclass(frozen=True, slots=True)
-class _End:
-    error: KubeError | None
-
-
-def _present(res: Resource, obj: Mapping[str, Any]) -> JsonObj:
-    out: JsonObj = {"apiVersion": res.api_version, "kind": res.kind}
-    for key, value in obj.items():
-        if key not in ("apiVersion", "kind"):
-            out[key] = clone(value)
-    return out
 
 
 def _strip_volatile(obj: Mapping[str, Any]) -> JsonObj:
@@ -168,11 +108,9 @@ class InMemoryKube:
     ) -> None:
         self.clock: Clock = clock or SystemClock()
         self.strict_resources = strict_resources
-        self.bookmark_interval_seconds = bookmark_interval_seconds
         self._rv = 0
         self._objects: dict[_StoreKey, dict[_ObjKey, JsonObj]] = {}
-        self._history: deque[_Change] = deque(maxlen=max(1, history_limit))
-        self._watchers: set[_Watcher] = set()
+        self._hub = WatchHub(history_limit, bookmark_interval_seconds)
         self._uids = itertools.count(1)
         self._names = itertools.count(1)
         self._crd_resources: dict[str, list[Resource]] = {}
@@ -191,9 +129,7 @@ class InMemoryKube:
     @property
     def oldest_watchable_version(self) -> int:
         """Watching from a version below this answers 410 Gone."""
-        if not self._history:
-            return self._rv
-        return self._history[0].rv - 1
+        return self._hub.oldest_watchable(self._rv)
 
     def served_resources(self) -> list[Resource]:
         """Built-in resources plus every version served by a stored CRD."""
@@ -210,30 +146,21 @@ class InMemoryKube:
         return None
 
     def watcher_count(self) -> int:
-        return len(self._watchers)
+        return len(self._hub.watchers)
 
     # ------------------------------------------------------------------ test controls
 
     def compact(self) -> None:
         """Forget the whole watch history: every watch from an older version now gets 410."""
-        self._history.clear()
+        self._hub.compact()
 
     def send_bookmarks(self) -> None:
         """Send a ``BOOKMARK`` at the current version to every watcher that allows bookmarks."""
-        for watcher in self._watchers:
-            if watcher.bookmarks:
-                watcher.queue.put_nowait(self._bookmark(watcher.res))
+        self._hub.send_bookmarks(self._rv)
 
     def close_watches(self, error: KubeError | None = None) -> None:
         """End every open watch: with ``error`` raised to the consumer, or as a normal end of stream."""
-        for watcher in list(self._watchers):
-            watcher.queue.put_nowait(_End(error))
-
-    def _bookmark(self, res: Resource) -> WatchEvent:
-        return WatchEvent(
-            EventType.BOOKMARK,
-            {"apiVersion": res.api_version, "kind": res.kind, "metadata": {"resourceVersion": str(self._rv)}},
-        )
+        self._hub.close(error)
 
     # ------------------------------------------------------------------ internals
 
@@ -266,15 +193,10 @@ class InMemoryKube:
             bucket.pop(key, None)
         else:
             bucket[key] = new
-        change = _Change(self._rv, kind, (res.group, res.plural), old, new)
-        self._history.append(change)
-        for watcher in self._watchers:
-            event = watcher.translate(change)
-            if event is not None:
-                watcher.queue.put_nowait(event)
+        self._hub.publish(Change(self._rv, kind, (res.group, res.plural), old, new))
         if res.group == CRD.group and res.plural == CRD.plural:
             self._crd_changed(kind, new)
-        return _present(res, new)
+        return present(res, new)
 
     def _crd_changed(self, kind: EventType, crd: JsonObj) -> None:
         name = str(crd["metadata"]["name"])
@@ -394,7 +316,7 @@ class InMemoryKube:
         new["apiVersion"] = res.api_version
         new["kind"] = res.kind
         if _strip_volatile(new) == _strip_volatile(current) and _ownership(new) == _ownership(current):
-            return _present(res, current)
+            return present(res, current)
         if not managed:
             record_update(
                 current,
@@ -520,7 +442,7 @@ class InMemoryKube:
         current = self._lookup(res, name, ns)
         if current["metadata"].get("finalizers"):
             if current["metadata"].get("deletionTimestamp"):
-                return _present(res, current)
+                return present(res, current)
             new = clone(current)
             new["metadata"]["deletionTimestamp"] = self._now()
             new["metadata"]["deletionGracePeriodSeconds"] = 0
@@ -540,7 +462,7 @@ class InMemoryKube:
             if namespace is not None and ns != namespace:
                 continue
             if labels.matches(obj) and fields.matches(obj):
-                items.append(_present(res, obj))
+                items.append(present(res, obj))
         return ObjectList(items, str(self._rv))
 
     def _subscribe(
@@ -551,56 +473,28 @@ class InMemoryKube:
         field_selector: str | None,
         resource_version: str | None,
         allow_bookmarks: bool,
-    ) -> _Watcher:
+    ) -> Watcher:
         if namespace is not None and not res.namespaced:
             raise ValueError(f"{res.kind} is cluster-scoped; no namespace expected, got {namespace!r}")
         self._check_served(res)
-        watcher = _Watcher(
-            res, namespace, LabelSelector.parse(label_selector), FieldSelector.parse(field_selector), allow_bookmarks
+        return self._hub.subscribe(
+            res,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            resource_version=resource_version,
+            allow_bookmarks=allow_bookmarks,
+            current_rv=self._rv,
+            objects=self._bucket(res).values(),
         )
-        if resource_version in (None, "", "0"):
-            for obj in sorted(self._bucket(res).values(), key=lambda o: int(o["metadata"]["resourceVersion"])):
-                if watcher._matches(obj):
-                    watcher.queue.put_nowait(WatchEvent(EventType.ADDED, _present(res, obj)))
-        else:
-            try:
-                since = int(str(resource_version))
-            except ValueError as exc:
-                raise Invalid(f"invalid resourceVersion {resource_version!r}") from exc
-            if since < self.oldest_watchable_version:
-                raise Gone(f"too old resource version: {since} ({self.oldest_watchable_version})")
-            if since > self._rv:
-                raise Gone(f"resource version {since} is newer than the store ({self._rv}); state was lost")
-            for change in self._history:
-                if change.rv > since:
-                    event = watcher.translate(change)
-                    if event is not None:
-                        watcher.queue.put_nowait(event)
-        self._watchers.add(watcher)
-        return watcher
 
-    async def _stream(self, watcher: _Watcher) -> AsyncGenerator[WatchEvent, None]:
-        try:
-            while True:
-                if self.bookmark_interval_seconds and watcher.bookmarks:
-                    try:
-                        item = await asyncio.wait_for(watcher.queue.get(), self.bookmark_interval_seconds)
-                    except TimeoutError:
-                        item = self._bookmark(watcher.res)
-                else:
-                    item = await watcher.queue.get()
-                if isinstance(item, _End):
-                    if item.error is not None:
-                        raise item.error
-                    return
-                yield item
-        finally:
-            self._watchers.discard(watcher)
+    def _stream(self, watcher: Watcher) -> AsyncGenerator[WatchEvent, None]:
+        return self._hub.stream(watcher, lambda: self._rv)
 
     # ------------------------------------------------------------------ the port
 
     async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> JsonObj:
-        return _present(res, self._lookup(res, name, resolve_namespace(res, namespace)))
+        return present(res, self._lookup(res, name, resolve_namespace(res, namespace)))
 
     async def list(
         self,
