@@ -33,6 +33,7 @@ from numaplane.policy.errors import PolicyConfigError, SMTAlignmentError, StateE
 from numaplane.policy.hints import NUMAMask, TopologyHint, iterate_masks
 from numaplane.resources.pod import Container, Pod
 from numaplane.topology.cpuset import CPUSet
+from numaplane.topology.errors import CPUSetParseError
 from numaplane.topology.model import Topology
 
 __all__ = ["ReservedCPUs", "StaticPolicy", "StaticPolicyOptions"]
@@ -157,7 +158,10 @@ class ReservedCPUs:
             return spec
         if isinstance(spec, int):
             return ReservedCPUs(count=spec)
-        cpus = CPUSet.parse(spec) if isinstance(spec, str) else spec
+        try:
+            cpus = CPUSet.parse(spec) if isinstance(spec, str) else spec
+        except CPUSetParseError as exc:
+            raise PolicyConfigError(f"[cpumanager] invalid reserved CPU list: {exc}") from exc
         return ReservedCPUs(count=cpus.size(), cpus=cpus)
 
     @staticmethod

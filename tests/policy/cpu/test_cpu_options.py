@@ -98,6 +98,8 @@ def test_reserved_errors() -> None:
     assert str(err.value) == "[cpumanager] unable to reserve the required amount of CPUs (size of 0-1 did not equal 1)"
     with pytest.raises(PolicyConfigError, match=r"size of  did not equal 13"):
         StaticPolicy(fixture("topoDualSocketHT"), 13)
+    with pytest.raises(PolicyConfigError, match="invalid reserved CPU list"):
+        StaticPolicy(fixture("topoDualSocketHT"), "0-x")
     with pytest.raises(PolicyConfigError, match="unknown CPU ID: 40"):
         StaticPolicy(fixture("topoDualSocketHT"), "0,40")
 
