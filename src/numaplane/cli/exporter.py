@@ -1,0 +1,206 @@
+"""``numaplane exporter``: publish this node's NodeResourceTopology (or print it once with ``--oneshot``)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from numaplane.cli._output import emit_document
+
+if TYPE_CHECKING:
+    from numaplane.exporter.options import ExporterOptions
+
+_REFRESH = ("periodic", "events", "both")
+
+
+@click.command(name="exporter")
+@click.option(
+    "--node-name", envvar="NODE_NAME", default=None, help="Object name (default: $NODE_NAME, else the hostname)."
+)
+@click.option(
+    "--podresources-socket",
+    default="/var/lib/kubelet/pod-resources/kubelet.sock",
+    show_default=True,
+    help="PodResources socket (the kubelet's or numaplane agent's), unix:// target, or fake://DIR (JSON files).",
+)
+@click.option("--podresources-timeout", type=float, default=10.0, show_default=True, help="Per-call deadline, seconds.")
+@click.option(
+    "--sysfs-root", type=click.Path(file_okay=False), default="/", show_default=True, help="Folder holding sys/."
+)
+@click.option("--kubelet-config", type=click.Path(dir_okay=False), default=None, help="KubeletConfiguration YAML file.")
+@click.option(
+    "--topology-manager-policy",
+    type=click.Choice(["none", "best-effort", "restricted", "single-numa-node"]),
+    default=None,
+    help="Overrides the kubelet config file.",
+)
+@click.option(
+    "--topology-manager-scope", type=click.Choice(["container", "pod"]), default=None, help="Overrides the file."
+)
+@click.option("--reserved-cpus", default=None, help="Overrides reservedSystemCPUs (cpuset syntax).")
+@click.option(
+    "--refresh-mode",
+    type=click.Choice(_REFRESH),
+    default=None,
+    help="Default: both with --notify-file, else periodic.",
+)
+@click.option("--period", type=float, default=10.0, show_default=True, help="Periodic refresh, seconds.")
+@click.option("--notify-file", type=click.Path(dir_okay=False), default=None, help="Touch this file to refresh now.")
+@click.option("--notify-backend", type=click.Choice(["auto", "inotify", "poll"]), default="auto", show_default=True)
+@click.option("--notify-poll-interval", type=float, default=0.05, show_default=True, help="Poll backend, seconds.")
+@click.option(
+    "--max-events-per-second",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Scans per second at most (excess events are coalesced, not dropped); 0 = unlimited.",
+)
+@click.option("--exclude-pods", multiple=True, help="NAMESPACE_GLOB/NAME_GLOB or NAME_GLOB (repeatable).")
+@click.option(
+    "--exclude-terminal-pods/--include-terminal-pods",
+    default=True,
+    show_default=True,
+    help="Drop Succeeded/Failed pods the kubelet still lists (needs the API server).",
+)
+@click.option("--watch-namespace", default=None, help="Only charge allocations of pods in this namespace.")
+@click.option("--exclude-resource", multiple=True, help="Resource name to drop from every zone (repeatable).")
+@click.option("--pods-fingerprint/--no-pods-fingerprint", default=True, show_default=True)
+@click.option(
+    "--pods-fingerprint-method",
+    type=click.Choice(["all", "with-exclusive-resources"], case_sensitive=False),
+    default="with-exclusive-resources",
+    show_default=True,
+)
+@click.option("--owner-reference/--no-owner-reference", default=True, show_default=True, help="Owner: the Node.")
+@click.option("--adopt", is_flag=True, help="Take over an existing object that has no managed-by label.")
+@click.option("--no-publish", is_flag=True, help="Compute and serve metrics, never write.")
+@click.option(
+    "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster, else $KUBECONFIG."
+)
+@click.option("--api-server", default=None, help="API server URL without credentials (tests, kubectl proxy).")
+@click.option("--metrics-address", default=":2112", show_default=True, help="HOST:PORT for /metrics; '' disables.")
+@click.option(
+    "--health-address", default=":8081", show_default=True, help="HOST:PORT for /healthz, /readyz; '' disables."
+)
+@click.option("--log-format", type=click.Choice(["json", "console"]), default="json", show_default=True)
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+)
+@click.option("--oneshot", is_flag=True, help="Print the object that would be published and exit (no API server).")
+@click.option("--output", "-o", type=click.Choice(["json", "yaml"]), default="json", show_default=True)
+def command(**kw: Any) -> None:
+    """Publish this node's NodeResourceTopology: per-NUMA-zone capacity, allocatable and available.
+
+    Reads the kubelet's PodResources API (or numaplane agent's), sysfs and the kubelet config;
+    writes the object only when its content changed; serves /metrics, /healthz and /readyz; logs
+    JSON lines to stderr.
+
+    Example: numaplane exporter --oneshot --kubelet-config /var/lib/kubelet/config.yaml -o yaml
+    """
+    from numaplane.exporter.errors import ExporterConfigError, ExporterError
+    from numaplane.exporter.logs import configure_logging
+
+    configure_logging(str(kw["log_format"]), str(kw["log_level"]))
+    try:
+        options = _options(kw)
+    except (ExporterConfigError, ValueError) as error:
+        raise click.UsageError(str(error)) from error
+    if kw["oneshot"]:
+        try:
+            result = asyncio.run(_oneshot(options))
+        except ExporterError as error:
+            raise click.ClickException(f"{error.kind}: {error.message}") from error
+        emit_document(result, str(kw["output"]))
+        return
+    try:
+        asyncio.run(_daemon(options, kw))
+    except ExporterConfigError as error:
+        raise click.UsageError(str(error)) from error
+
+
+def _options(kw: dict[str, Any]) -> ExporterOptions:
+    from numaplane.exporter.options import ExporterOptions, NotifyBackend, RefreshMode
+    from numaplane.nrt.fingerprint import parse_method
+    from numaplane.topology.cpuset import CPUSet
+
+    notify = Path(str(kw["notify_file"])) if kw["notify_file"] else None
+    mode = kw["refresh_mode"] or ("both" if notify is not None else "periodic")
+    reserved = CPUSet.parse(str(kw["reserved_cpus"])) if kw["reserved_cpus"] is not None else None
+    excluded_resources = tuple(str(x) for x in kw["exclude_resource"])
+    return ExporterOptions(
+        node_name=str(kw["node_name"] or socket.gethostname()),
+        podresources_socket=str(kw["podresources_socket"]),
+        podresources_timeout_seconds=float(kw["podresources_timeout"]),
+        sysfs_root=Path(str(kw["sysfs_root"])),
+        kubelet_config_file=Path(str(kw["kubelet_config"])) if kw["kubelet_config"] else None,
+        topology_manager_policy=_opt_str(kw["topology_manager_policy"]),
+        topology_manager_scope=_opt_str(kw["topology_manager_scope"]),
+        reserved_cpus=reserved,
+        refresh_mode=RefreshMode(str(mode)),
+        period_seconds=float(kw["period"]),
+        notify_file=notify,
+        notify_backend=NotifyBackend(str(kw["notify_backend"])),
+        notify_poll_seconds=float(kw["notify_poll_interval"]),
+        max_events_per_second=float(kw["max_events_per_second"]),
+        pod_excludes=ExporterOptions.parse_excludes(str(x) for x in kw["exclude_pods"]),
+        exclude_terminal_pods=bool(kw["exclude_terminal_pods"]),
+        watch_namespace=_opt_str(kw["watch_namespace"]),
+        resource_exclude={"*": excluded_resources} if excluded_resources else {},
+        fingerprint=bool(kw["pods_fingerprint"]),
+        fingerprint_method=parse_method(str(kw["pods_fingerprint_method"])),
+        owner_reference=bool(kw["owner_reference"]),
+        adopt=bool(kw["adopt"]),
+        publish=not kw["no_publish"],
+        metrics_address=_opt_str(kw["metrics_address"]) or None,
+        health_address=_opt_str(kw["health_address"]) or None,
+    )
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+async def _oneshot(options: ExporterOptions) -> dict[str, Any]:
+    from numaplane.exporter.daemon import Exporter
+
+    result = await Exporter(options).oneshot()
+    return result.nrt.to_dict()
+
+
+async def _daemon(options: ExporterOptions, kw: dict[str, Any]) -> None:
+    from numaplane.exporter.daemon import Exporter
+    from numaplane.kube.client import LightkubePort
+    from numaplane.kube.errors import KubeError
+    from numaplane.kube.port import KubePort
+
+    kube: KubePort | None = None
+    if options.publish or options.exclude_terminal_pods:
+        try:
+            if kw["api_server"]:
+                kube = LightkubePort.from_server(str(kw["api_server"]))
+            elif kw["kubeconfig"]:
+                kube = LightkubePort.from_kubeconfig(str(kw["kubeconfig"]))
+            else:
+                try:
+                    kube = LightkubePort.in_cluster()
+                except KubeError:
+                    kube = LightkubePort.from_kubeconfig(None)
+        except KubeError as error:
+            raise click.ClickException(f"no Kubernetes API: {error}") from error
+    exporter = Exporter(options, kube=kube)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, exporter.stop)
+    try:
+        await exporter.run()
+    finally:
+        if kube is not None:
+            await kube.close()
+
+
+__all__ = ["command"]

@@ -1,0 +1,404 @@
+"""The exporter daemon: event sources → gate → scan → publish, with metrics, probes and logs.
+
+Wiring (one node, one event loop)::
+
+    periodic timer ─┐
+    notify file ────┤                      ┌── Scanner (PodResources, sysfs, kubelet config)
+    pod mirror ─────┼─► EventGate ─► cycle ┤
+    NRT mirror ─────┤   (coalesce,         └── Publisher (KubePort) ─► API server
+    retry timer ────┘    rate limit)
+
+* Start-up posts :attr:`Trigger.INITIAL`; with terminal-pod exclusion the first scan waits (at most
+  ``initial_sync_seconds``) for the pod mirror's first list, so the first object is already right.
+* A cycle that fails (any :class:`~numaplane.exporter.errors.ExporterError`, or an unexpected
+  exception, logged with its traceback as kind ``internal``) counts the error, leaves the last
+  published object in place, and schedules :attr:`Trigger.RETRY` after an exponential back-off
+  (``retry_initial_seconds`` doubling up to ``retry_max_seconds``; reset by the next success).
+  Nothing a cycle raises stops the daemon.
+* Without a Kubernetes port (``kube=None``) or with ``publish=False`` the daemon scans and exposes
+  metrics but writes nothing; without a port, terminal pods cannot be recognised and are counted.
+* Readiness (``/readyz``): the last scan read the PodResources API (RTE's ``PodresourcesFetched``)
+  and the last publish succeeded or found the object current (``NodeTopologyUpdated``). Liveness
+  (``/healthz``): the refresh loop and every helper task are running.
+
+:meth:`Exporter.oneshot` runs one scan without any API server and returns what would be published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import structlog
+
+from numaplane.exporter.errors import ExporterError
+from numaplane.exporter.events import Batch, EventGate, NotifyFileWatcher, Trigger, cancel_and_wait, periodic
+from numaplane.exporter.health import ProbeServer
+from numaplane.exporter.kubelet import KubeletConfigSource
+from numaplane.exporter.metrics import ExporterMetrics
+from numaplane.exporter.mirror import Mirror
+from numaplane.exporter.options import ExporterOptions
+from numaplane.exporter.publisher import Outcome, Publisher
+from numaplane.exporter.scan import Scanner, ScanResult
+from numaplane.exporter.sources import MachineSource, PodResourcesSource, open_podresources
+from numaplane.kube.errors import KubeError
+from numaplane.kube.port import EventType, JsonObj, KubePort
+from numaplane.kube.resources import NODE_RESOURCE_TOPOLOGY, POD
+
+__all__ = ["TERMINAL_PHASES", "Exporter", "ExporterStatus"]
+
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(slots=True)
+class ExporterStatus:
+    """What the probes report. Times are ``time.monotonic()`` seconds (``None``: never)."""
+
+    podresources_fetched: bool = False
+    topology_updated: bool = False
+    last_success_at: float | None = None
+    last_error: ExporterError | None = None
+    last_error_at: float | None = None
+    cycles: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        now = time.monotonic()
+        return {
+            "podresources_fetched": self.podresources_fetched,
+            "topology_updated": self.topology_updated,
+            "seconds_since_success": None if self.last_success_at is None else round(now - self.last_success_at, 3),
+            "last_error": None
+            if self.last_error is None
+            else {"kind": self.last_error.kind, "message": self.last_error.message},
+            "cycles": self.cycles,
+            "outcomes": dict(self.outcomes),
+        }
+
+
+class Exporter:
+    """One node's exporter (see the module docstring). Use :meth:`run`, or :meth:`start` + :meth:`close`."""
+
+    def __init__(
+        self,
+        options: ExporterOptions,
+        *,
+        kube: KubePort | None = None,
+        podresources: PodResourcesSource | None = None,
+        metrics: ExporterMetrics | None = None,
+        machine_source: MachineSource | None = None,
+        kubelet_source: KubeletConfigSource | None = None,
+        initial_sync_seconds: float = 5.0,
+    ) -> None:
+        self.options = options
+        self.kube = kube
+        self.podresources = podresources or open_podresources(
+            options.podresources_socket, timeout_seconds=options.podresources_timeout_seconds
+        )
+        self.metrics = metrics or ExporterMetrics(options.node_name)
+        self.initial_sync_seconds = initial_sync_seconds
+        self.status = ExporterStatus()
+        self.last_result: ScanResult | None = None
+        self.gate = EventGate(options.max_events_per_second, options.event_burst)
+        self.gate.on_post = self._count_event
+        self._log = structlog.get_logger("numaplane.exporter").bind(node=options.node_name)
+        self._terminal: set[tuple[str, str]] = set()
+        self.pod_mirror: Mirror | None = None
+        self.nrt_mirror: Mirror | None = None
+        if kube is not None and options.exclude_terminal_pods:
+            self.pod_mirror = Mirror(
+                kube,
+                POD,
+                field_selector=f"spec.nodeName={options.node_name}",
+                handler=self._on_pod,
+                on_error=self._on_watch_error,
+            )
+        self.publisher: Publisher | None = None
+        if kube is not None and options.publish:
+            self.nrt_mirror = Mirror(
+                kube,
+                NODE_RESOURCE_TOPOLOGY,
+                field_selector=f"metadata.name={options.node_name}",
+                handler=self._on_object,
+                on_error=self._on_watch_error,
+            )
+            self.publisher = Publisher(
+                kube,
+                options.node_name,
+                owner_reference=options.owner_reference,
+                adopt=options.adopt,
+                view=self._view,
+                on_error=self.report,
+            )
+        self.scanner = Scanner(
+            options,
+            self.podresources,
+            machine_source=machine_source,
+            kubelet_source=kubelet_source,
+            terminal_pods=self._terminal_pods if self.pod_mirror is not None else None,
+            on_error=self.report,
+        )
+        self.notify: NotifyFileWatcher | None = None
+        if options.refresh_mode.events and options.notify_file is not None:
+            self.notify = NotifyFileWatcher(
+                options.notify_file,
+                lambda: self.gate.post(Trigger.REACTIVE),
+                backend=options.notify_backend,
+                poll_seconds=options.notify_poll_seconds,
+            )
+        self.probes = ProbeServer(self.metrics.registry, liveness=self.liveness, readiness=self.readiness)
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._stop = asyncio.Event()
+        self._retry_delay = options.retry_initial_seconds
+        self._retry_handle: asyncio.TimerHandle | None = None
+        self._started = False
+
+    # ------------------------------------------------------------------ errors and events
+
+    def report(self, error: ExporterError) -> None:
+        """Count and log a survived error; it becomes :attr:`ExporterStatus.last_error`."""
+        self.metrics.errors.labels(kind=error.kind).inc()
+        self.status.last_error, self.status.last_error_at = error, time.monotonic()
+        self._log.warning("exporter_error", kind=error.kind, error=error.message, error_type=type(error).__name__)
+
+    def _count_event(self, trigger: Trigger, folded: bool) -> None:
+        self.metrics.events.labels(trigger=trigger.value).inc()
+        if folded:
+            self.metrics.coalesced.inc()
+
+    def _on_watch_error(self, error: KubeError) -> None:
+        self.report(ExporterError(f"list/watch broke, relisting: {error}", kind="watch"))
+
+    def _on_pod(self, kind: EventType, old: JsonObj | None, new: JsonObj | None) -> None:
+        obj = new if new is not None else old
+        meta: Mapping[str, Any] = (obj or {}).get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        phase = ((new or {}).get("status") or {}).get("phase")
+        if new is not None and phase in TERMINAL_PHASES:
+            if key not in self._terminal:
+                self._terminal.add(key)
+                if self._started:
+                    self._log.info("pod_terminated", pod=f"{key[0]}/{key[1]}", phase=phase)
+                    self.gate.post(Trigger.POD_PHASE)
+        else:
+            self._terminal.discard(key)
+
+    def _terminal_pods(self) -> frozenset[tuple[str, str]]:
+        return frozenset(self._terminal)
+
+    def _on_object(self, kind: EventType, old: JsonObj | None, new: JsonObj | None) -> None:
+        publisher = self.publisher
+        if publisher is None or publisher.desired is None:
+            return
+        if kind is EventType.DELETED:
+            self._log.info("object_deleted_on_server")
+            self.gate.post(Trigger.OBJECT)
+        elif not publisher.matches(new):
+            self._log.info("object_changed_on_server")
+            self.gate.post(Trigger.OBJECT)
+
+    def _view(self) -> tuple[bool, JsonObj | None]:
+        mirror = self.nrt_mirror
+        if mirror is None:
+            return False, None
+        return mirror.live, mirror.get(self.options.node_name)
+
+    # ------------------------------------------------------------------ probes
+
+    def liveness(self) -> tuple[bool, dict[str, Any]]:
+        dead = {name: _task_state(task) for name, task in self._tasks.items() if task.done()}
+        ok = self._started and not dead and not self._stop.is_set()
+        return ok, {"tasks": sorted(self._tasks), "dead": dead}
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        ok = self.status.podresources_fetched and (self.publisher is None or self.status.topology_updated)
+        return ok, self.status.to_dict()
+
+    # ------------------------------------------------------------------ one cycle
+
+    async def cycle(self, batch: Batch) -> Outcome | None:
+        """Scan and publish once for ``batch``; never raises (errors are reported and retried)."""
+        trigger = batch.trigger.value
+        self.status.cycles += 1
+        started = time.monotonic()
+        try:
+            result = await self.scanner.scan(refresh=batch.refresh)
+        except ExporterError as error:
+            self.status.podresources_fetched = False
+            self._failed(error)
+            return None
+        except Exception as error:
+            self._log.exception("scan_crashed")
+            self.status.podresources_fetched = False
+            self._failed(ExporterError(f"scan crashed: {type(error).__name__}: {error}", kind="internal"))
+            return None
+        scanned = time.monotonic()
+        self.metrics.scan_seconds.observe(scanned - started)
+        self.status.podresources_fetched = True
+        self.last_result = result
+        self.metrics.zones.nrt = result.nrt
+        if self.publisher is None:
+            self._succeeded()
+            return None
+        try:
+            published = await self.publisher.publish(result.nrt, update_kind=batch.update_kind)
+        except ExporterError as error:
+            self.status.topology_updated = False
+            self._failed(error)
+            return None
+        except Exception as error:
+            self._log.exception("publish_crashed")
+            self.status.topology_updated = False
+            self._failed(ExporterError(f"publish crashed: {type(error).__name__}: {error}", kind="internal"))
+            return None
+        done = time.monotonic()
+        outcome = published.outcome
+        self.metrics.write_seconds.labels(operation=outcome.value).observe(done - scanned)
+        self.metrics.event_to_published.labels(trigger=trigger).observe(max(done - batch.first_at, 0.0))
+        if outcome is Outcome.UNCHANGED:
+            self.metrics.skips.labels(trigger=trigger).inc()
+            self._log.debug("object_unchanged", trigger=trigger, api_calls=published.api_calls)
+        else:
+            self.metrics.writes.labels(operation=outcome.value, trigger=trigger).inc()
+            self.metrics.last_write.set(time.time())
+            self._log.info(
+                "object_published",
+                operation=outcome.value,
+                trigger=trigger,
+                fingerprint=result.fingerprint,
+                pods_listed=result.pods_listed,
+                pods_excluded=result.pods_excluded,
+                pods_terminal=result.pods_terminal,
+                latency_seconds=round(done - batch.first_at, 6),
+            )
+        self.status.topology_updated = True
+        self.status.outcomes[outcome.value] = self.status.outcomes.get(outcome.value, 0) + 1
+        self._succeeded()
+        return outcome
+
+    def _failed(self, error: ExporterError) -> None:
+        self.report(error)
+        self.metrics.ready.set(0)
+        if self._retry_handle is None and not self._stop.is_set():
+            delay = self._retry_delay
+            self._retry_delay = min(delay * 2, self.options.retry_max_seconds)
+            self._retry_handle = asyncio.get_running_loop().call_later(delay, self._retry)
+
+    def _retry(self) -> None:
+        self._retry_handle = None
+        self.gate.post(Trigger.RETRY)
+
+    def _succeeded(self) -> None:
+        self.status.last_success_at = time.monotonic()
+        self._retry_delay = self.options.retry_initial_seconds
+        if self._retry_handle is not None:
+            self._retry_handle.cancel()
+            self._retry_handle = None
+        self.metrics.ready.set(1 if self.readiness()[0] else 0)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def _loop(self) -> None:
+        if self.pod_mirror is not None:
+            try:
+                await asyncio.wait_for(self.pod_mirror.synced.wait(), self.initial_sync_seconds)
+            except TimeoutError:
+                self._log.warning("pods_not_synced", waited_seconds=self.initial_sync_seconds)
+        while True:
+            batch = await self.gate.next()
+            await self.cycle(batch)
+
+    async def start(self) -> None:
+        """Start every task and the probe server; :class:`ExporterConfigError` for a bad notify file."""
+        if self._started:
+            return
+        opts = self.options
+        if self.notify is not None:
+            self.notify.prepare()
+        await self.probes.start(opts.metrics_address, opts.health_address)
+        if self.pod_mirror is not None:
+            self._tasks["pod-mirror"] = asyncio.create_task(self.pod_mirror.run(), name="exporter-pod-mirror")
+        if self.nrt_mirror is not None:
+            self._tasks["object-mirror"] = asyncio.create_task(self.nrt_mirror.run(), name="exporter-object-mirror")
+        if opts.refresh_mode.periodic:
+            self._tasks["periodic"] = asyncio.create_task(
+                periodic(self.gate, opts.period_seconds), name="exporter-periodic"
+            )
+        if self.notify is not None:
+            self._tasks["notify"] = asyncio.create_task(self.notify.run(), name="exporter-notify")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.notify.started.wait(), 5.0)
+        self._started = True
+        self.gate.post(Trigger.INITIAL)
+        self._tasks["loop"] = asyncio.create_task(self._loop(), name="exporter-loop")
+        self.metrics.info.labels(
+            node=opts.node_name,
+            refresh_mode=opts.refresh_mode.value,
+            fingerprint_method=opts.fingerprint_method if opts.fingerprint else "disabled",
+            notify_backend=self.notify.backend if self.notify is not None else "none",
+        ).set(1)
+        self._log.info(
+            "exporter_started",
+            podresources=self.podresources.description,
+            refresh_mode=opts.refresh_mode.value,
+            period_seconds=opts.period_seconds,
+            notify_file=str(opts.notify_file) if opts.notify_file else None,
+            notify_backend=self.notify.backend if self.notify is not None else None,
+            publish=self.publisher is not None,
+            probes=self.probes.ports,
+        )
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to return (safe to call from a signal handler on the loop)."""
+        self._stop.set()
+
+    async def wait(self) -> None:
+        """Until :meth:`stop`, or until the refresh loop dies (its exception is re-raised)."""
+        loop_task = self._tasks.get("loop")
+        stopper = asyncio.create_task(self._stop.wait())
+        waiting: set[asyncio.Task[Any]] = {stopper}
+        if loop_task is not None:
+            waiting.add(loop_task)
+        try:
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+        if loop_task is not None and loop_task.done() and not loop_task.cancelled():
+            loop_task.result()
+
+    async def close(self) -> None:
+        """Stop every task, the probe server and the PodResources client (the port is the caller's)."""
+        self._stop.set()
+        if self._retry_handle is not None:
+            self._retry_handle.cancel()
+            self._retry_handle = None
+        await cancel_and_wait(*self._tasks.values())
+        await self.probes.stop()
+        await self.podresources.close()
+        self._log.info("exporter_stopped")
+
+    async def run(self) -> None:
+        """:meth:`start`, :meth:`wait`, :meth:`close`."""
+        try:
+            await self.start()
+            await self.wait()
+        finally:
+            await self.close()
+
+    async def oneshot(self) -> ScanResult:
+        """One scan with fresh slow inputs, nothing published; raises the scan's :class:`ExporterError`."""
+        try:
+            return await self.scanner.scan(refresh=True)
+        finally:
+            await self.podresources.close()
+
+
+def _task_state(task: asyncio.Task[None]) -> str:
+    if task.cancelled():
+        return "cancelled"
+    error = task.exception()
+    return f"{type(error).__name__}: {error}" if error is not None else "finished"
