@@ -10,9 +10,10 @@ Errors carry the kubelet's exact messages: construction → :class:`PolicyConfig
 ``Allocate failed due to [memorymanager] ..., which is unexpected``. A failed ``allocate`` leaves the
 state untouched.
 
-Known divergences (upstream would dereference nil and crash the kubelet): a resource missing from
-a node's memory map counts as 0 bytes there; a hint naming a NUMA node absent from the machine state
-is refused with a :class:`MemoryManagerError`.
+Known divergences: a resource missing from a node's memory map counts as 0 bytes there, and a hint
+naming a NUMA node absent from the machine state is refused with a :class:`MemoryManagerError`
+(upstream dereferences nil and crashes); a node whose hugepages and reserved memory exceed its memory
+gets a negative allocatable (upstream's unsigned arithmetic wraps around to a huge value).
 """
 
 from __future__ import annotations
