@@ -1,0 +1,497 @@
+"""The operator's controllers on the project's kube runtime: informers → work queue → reconcile.
+
+Keys in the one work queue: ``"operator"`` (the NUMAResourcesOperator singleton: node objects,
+policy ConfigMaps, NRT garbage collection), ``"scheduler"`` (the NUMAResourcesScheduler), and
+``"policy/<name>"`` (a NodeResourcePolicy's status). Informers on the custom resources, the owned
+DaemonSets and Deployments, agent pods and nodes only *enqueue*; reconcile reads the API directly,
+renders the desired state purely (:mod:`.render`), applies and prunes it (:mod:`.apply`), then
+writes status (:mod:`.status`) only when it changed.
+
+Rules:
+
+* pause annotation (``numaplane.io/pause-reconciliation: "true"``): nothing is written, not even status;
+* an invalid resource → ``Degraded`` with the exact reason and message; nothing is applied or pruned;
+  an invalid NodeResourcePolicy leaves its group's last ConfigMap in place;
+* an API error → the key is retried with per-key exponential backoff (the queue's rate limiter);
+* a deleted resource → everything labelled as owned by it is pruned (a real cluster's garbage
+  collector would also do it through ownerReferences; the explicit prune works without one);
+* NRT objects whose Node no longer exists are deleted (exporters only ever write their own node's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from numaplane.kube.clock import Clock, SystemClock, format_time
+from numaplane.kube.errors import KubeError, NotFound, QueueShutDown
+from numaplane.kube.informer import EventHandlers, Informer
+from numaplane.kube.port import JsonObj, KubePort
+from numaplane.kube.resources import DAEMON_SET, DEPLOYMENT, NODE, NODE_RESOURCE_TOPOLOGY, POD, Resource
+from numaplane.kube.workqueue import WorkQueue
+from numaplane.operator.api import numaresources as nro_api
+from numaplane.operator.api import policy as nrp_api
+from numaplane.operator.api import scheduler as nrs_api
+from numaplane.operator.api.meta import GROUP, VERSION, ObjectMeta, format_duration
+from numaplane.operator.api.numaresources import Enforcement, NUMAResourcesOperator
+from numaplane.operator.api.policy import NodeResourcePolicy
+from numaplane.operator.api.scheduler import NUMAResourcesScheduler
+from numaplane.operator.apply import Applier, ObjectId, object_id
+from numaplane.operator.errors import SpecError
+from numaplane.operator.render import Inputs, render_stack
+from numaplane.operator.render_common import LABEL_COMPONENT, LABEL_NODE_GROUP, LABEL_PART_OF, Owner, Settings
+from numaplane.operator.render_nodes import agent_name, assign_policies, exporter_name, policy_configmap_name
+from numaplane.operator.render_scheduler import NAME as SCHEDULER_DEPLOYMENT
+from numaplane.operator.status import NodePolicyState, State, conditions, policy_nodes, same_status
+
+__all__ = ["NODE_RESOURCE_POLICY", "NUMA_RESOURCES_OPERATOR", "NUMA_RESOURCES_SCHEDULER", "Operator"]
+
+log = logging.getLogger(__name__)
+
+NUMA_RESOURCES_OPERATOR = Resource(GROUP, VERSION, nro_api.KIND, nro_api.PLURAL, False, True, ("numaresop",))
+NUMA_RESOURCES_SCHEDULER = Resource(GROUP, VERSION, nrs_api.KIND, nrs_api.PLURAL, False, True, ("numaressched",))
+NODE_RESOURCE_POLICY = Resource(GROUP, VERSION, nrp_api.KIND, nrp_api.PLURAL, False, True, ("nrpolicy",))
+OPERATOR_KEY = "operator"
+SCHEDULER_KEY = "scheduler"
+PROGRESS_REQUEUE_SECONDS = 5.0
+
+
+@dataclass
+class Metrics:
+    """Prometheus metrics of one operator instance (registered on its own registry)."""
+
+    registry: CollectorRegistry
+    reconciles: Counter
+    duration: Histogram
+    applied: Counter
+    pruned: Counter
+    nrt_collected: Counter
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
+        reg = registry or CollectorRegistry()
+        return cls(
+            reg,
+            Counter(
+                "numaplane_operator_reconcile",
+                "Reconciles by controller and result.",
+                ["controller", "result"],
+                registry=reg,
+            ),
+            Histogram(
+                "numaplane_operator_reconcile_duration_seconds",
+                "Reconcile duration.",
+                ["controller"],
+                buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10),
+                registry=reg,
+            ),
+            Counter(
+                "numaplane_operator_objects_applied", "Objects written by server-side apply.", ["kind"], registry=reg
+            ),
+            Counter(
+                "numaplane_operator_objects_pruned", "Objects deleted because no longer wanted.", ["kind"], registry=reg
+            ),
+            Counter("numaplane_operator_nrt_garbage_collected", "NRT objects of deleted nodes removed.", registry=reg),
+        )
+
+
+class Operator:
+    """All three controllers over one :class:`KubePort`. Run with :meth:`run`; test with :meth:`reconcile`."""
+
+    def __init__(
+        self,
+        kube: KubePort,
+        settings: Settings,
+        *,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+        workers: int = 1,
+        resync_period_seconds: float | None = 300.0,
+    ) -> None:
+        self.kube = kube
+        self.settings = settings
+        self.clock: Clock = clock or SystemClock()
+        self.metrics = metrics or Metrics.create()
+        self.workers = workers
+        self.applier = Applier(kube, settings.namespace)
+        self.queue: WorkQueue[str] = WorkQueue(clock=self.clock, name="operator")
+        ns = settings.namespace
+        part_of = f"{LABEL_PART_OF}=numaplane"
+        self.informers = [
+            Informer(kube, NUMA_RESOURCES_OPERATOR, clock=self.clock, resync_period_seconds=resync_period_seconds),
+            Informer(kube, NUMA_RESOURCES_SCHEDULER, clock=self.clock, resync_period_seconds=resync_period_seconds),
+            Informer(kube, NODE_RESOURCE_POLICY, clock=self.clock),
+            Informer(kube, DAEMON_SET, namespace=ns, label_selector=part_of, clock=self.clock),
+            Informer(kube, DEPLOYMENT, namespace=ns, label_selector=part_of, clock=self.clock),
+            Informer(kube, POD, namespace=ns, label_selector=f"{LABEL_COMPONENT}=agent", clock=self.clock),
+            Informer(kube, NODE, clock=self.clock),
+        ]
+        self._wire()
+
+    # ------------------------------------------------------------------ wiring
+
+    @staticmethod
+    def _handlers(enqueue: Callable[[JsonObj], None]) -> EventHandlers:
+        return EventHandlers(
+            on_add=enqueue,
+            on_update=lambda _old, new: enqueue(new),
+            on_delete=enqueue,
+        )
+
+    def _wire(self) -> None:
+        nro_inf, nrs_inf, nrp_inf, ds_inf, dep_inf, pod_inf, node_inf = self.informers
+        self._policies = nrp_inf
+        nro_inf.add_handler(self._handlers(lambda _o: self.queue.add(OPERATOR_KEY)))
+        nrs_inf.add_handler(self._handlers(lambda _o: self.queue.add(SCHEDULER_KEY)))
+
+        def on_policy(obj: JsonObj) -> None:
+            self.queue.add(OPERATOR_KEY)
+            self.queue.add(f"policy/{obj['metadata']['name']}")
+
+        nrp_inf.add_handler(self._handlers(on_policy))
+        ds_inf.add_handler(self._handlers(lambda _o: self.queue.add(OPERATOR_KEY)))
+        dep_inf.add_handler(self._handlers(lambda _o: self.queue.add(SCHEDULER_KEY)))
+        pod_inf.add_handler(self._handlers(lambda _o: self._enqueue_policies()))
+        node_inf.add_handler(self._handlers(lambda _o: self.queue.add(OPERATOR_KEY)))
+
+    def _enqueue_policies(self) -> None:
+        for obj in self._policies.store.list_objects():
+            self.queue.add(f"policy/{obj['metadata']['name']}")
+
+    @property
+    def synced(self) -> bool:
+        return all(i.has_synced for i in self.informers)
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> None:
+        """Start informers and workers; return only when cancelled (then stop everything)."""
+        for informer in self.informers:
+            informer.start()
+        workers = [asyncio.get_running_loop().create_task(self._worker()) for _ in range(self.workers)]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            self.queue.shutdown()
+            for task in workers:
+                task.cancel()
+            for informer in self.informers:
+                await informer.stop()
+            for task in workers:
+                with contextlib.suppress(asyncio.CancelledError, QueueShutDown):
+                    await task
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except QueueShutDown:
+                return
+            try:
+                requeue = await self.reconcile(key)
+            except KubeError as exc:
+                log.warning("reconcile %s failed: %s; retrying with backoff", key, exc)
+                self.queue.add_rate_limited(key)
+            except Exception:
+                log.exception("reconcile %s crashed; retrying with backoff", key)
+                self.queue.add_rate_limited(key)
+            else:
+                self.queue.forget(key)
+                if requeue is not None:
+                    self.queue.add_after(key, requeue)
+            finally:
+                self.queue.done(key)
+
+    async def reconcile(self, key: str) -> float | None:
+        """Reconcile one key; returns seconds until it should run again (``None``: on events only)."""
+        controller = key.split("/", 1)[0]
+        started = time.perf_counter()
+        result = "error"
+        try:
+            if key == OPERATOR_KEY:
+                out = await self.reconcile_operator()
+            elif key == SCHEDULER_KEY:
+                out = await self.reconcile_scheduler()
+            elif key.startswith("policy/"):
+                out = await self.reconcile_policy(key.split("/", 1)[1])
+            else:
+                raise ValueError(f"unknown key {key!r}")
+            result = "success"
+            return out
+        finally:
+            self.metrics.reconciles.labels(controller, result).inc()
+            self.metrics.duration.labels(controller).observe(time.perf_counter() - started)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _now(self) -> str:
+        return format_time(self.clock.now())
+
+    async def _get(self, res: Resource, name: str) -> JsonObj | None:
+        try:
+            return await self.kube.get(res, name)
+        except NotFound:
+            return None
+
+    async def _write_status(self, res: Resource, live: JsonObj, status: dict[str, Any]) -> bool:
+        if same_status(live.get("status"), status):
+            return False
+        await self.kube.update_status(res, {**live, "status": status})
+        return True
+
+    def _count(self, applied: list[ObjectId], pruned: list[ObjectId]) -> None:
+        for kind, _, _ in applied:
+            self.metrics.applied.labels(kind).inc()
+        for kind, _, _ in pruned:
+            self.metrics.pruned.labels(kind).inc()
+
+    async def _degrade(
+        self, res: Resource, live: JsonObj, exc: SpecError, extra: Mapping[str, Any] | None = None
+    ) -> None:
+        meta = ObjectMeta.read(live)
+        previous = dict(live.get("status") or {})
+        status = {
+            **previous,
+            **(extra or {}),
+            "observedGeneration": meta.generation,
+            "conditions": conditions(
+                previous.get("conditions") or [], State.degraded(exc.reason, str(exc)), meta.generation, self._now()
+            ),
+        }
+        await self._write_status(res, live, status)
+
+    async def _policies_parsed(self) -> tuple[list[NodeResourcePolicy], set[str]]:
+        """Valid policies, and the node groups targeted by invalid ones (their ConfigMaps are frozen)."""
+        valid: list[NodeResourcePolicy] = []
+        frozen: set[str] = set()
+        for obj in (await self.kube.list(NODE_RESOURCE_POLICY)).items:
+            try:
+                valid.append(NodeResourcePolicy.from_dict(obj))
+            except SpecError:
+                frozen.add(str((obj.get("spec") or {}).get("nodeGroup", "")))
+        return valid, frozen
+
+    # ------------------------------------------------------------------ NUMAResourcesOperator
+
+    async def reconcile_operator(self) -> float | None:
+        owner_label = nro_api.KIND.lower()
+        live = await self._get(NUMA_RESOURCES_OPERATOR, nro_api.SINGLETON_NAME)
+        if live is None:
+            # deleted (or never created): remove everything it owned; keep the namespace and the CRD
+            pruned = await self.applier.prune(owner_label, set())
+            self._count([], pruned)
+            return None
+        meta = ObjectMeta.read(live)
+        if meta.paused:
+            return None
+        try:
+            nro = NUMAResourcesOperator.from_dict(live)
+        except SpecError as exc:
+            await self._degrade(NUMA_RESOURCES_OPERATOR, live, exc)
+            return None
+        policies, frozen = await self._policies_parsed()
+        desired = render_stack(Inputs(nro, None, tuple(policies)), self.settings)
+        assignment = assign_policies(nro, policies)
+        keep: set[ObjectId] = set()
+        for group in frozen:
+            if group not in assignment.by_group:
+                cm = ("ConfigMap", self.settings.namespace, policy_configmap_name(group))
+                desired = [o for o in desired if object_id(o) != cm]
+                keep.add(cm)
+        result = await self.applier.sync(desired, owner_label=owner_label, keep=keep)
+        self._count(result.applied, result.pruned)
+        await self._collect_nrt_garbage()
+        state, groups, ready = self._operator_progress(nro, result.live)
+        status: dict[str, Any] = {
+            "observedGeneration": meta.generation,
+            "conditions": conditions(
+                (live.get("status") or {}).get("conditions") or [], state, meta.generation, self._now()
+            ),
+            "nodeGroups": groups,
+            "daemonSets": ready,
+            "relatedObjects": self._related(desired),
+        }
+        await self._write_status(NUMA_RESOURCES_OPERATOR, live, status)
+        return PROGRESS_REQUEUE_SECONDS if state.reason.endswith("IsUpdating") else None
+
+    def _operator_progress(
+        self, nro: NUMAResourcesOperator, live: Mapping[ObjectId, JsonObj]
+    ) -> tuple[State, list[dict[str, Any]], list[dict[str, str]]]:
+        ns = self.settings.namespace
+        groups, ready, updating = [], [], []
+        for group in nro.node_groups:
+            names = [exporter_name(group.name)]
+            if group.enforcement is Enforcement.AGENT:
+                names.insert(0, agent_name(group.name))
+            desired_nodes = ready_nodes = 0
+            for name in names:
+                ds = live.get(("DaemonSet", ns, name)) or {}
+                st = ds.get("status") or {}
+                want, have = int(st.get("desiredNumberScheduled") or 0), int(st.get("numberReady") or 0)
+                current = int(st.get("observedGeneration") or 0) >= int(
+                    (ds.get("metadata") or {}).get("generation") or 0
+                )
+                if name == exporter_name(group.name):
+                    desired_nodes, ready_nodes = want, have
+                if want == have and (current or not st):
+                    ready.append({"namespace": ns, "name": name})
+                else:
+                    updating.append(name)
+            groups.append(
+                {
+                    "name": group.name,
+                    "selector": group.node_selector.describe(),
+                    "enforcement": group.enforcement.value,
+                    "config": group.config.to_dict(),
+                    "daemonSets": [{"namespace": ns, "name": n} for n in names],
+                    "desiredNodes": desired_nodes,
+                    "readyNodes": ready_nodes,
+                }
+            )
+        if updating:
+            return State.progressing("DaemonSetIsUpdating", f"{', '.join(updating)} is updating"), groups, ready
+        return State.available(f"{len(nro.node_groups)} node groups ready"), groups, ready
+
+    def _related(self, desired: list[dict[str, Any]]) -> list[dict[str, str]]:
+        out = [{"group": "", "resource": "namespaces", "name": self.settings.namespace}]
+        if any(o["kind"] == "CustomResourceDefinition" for o in desired):
+            out.append({"group": "topology.node.k8s.io", "resource": "noderesourcetopologies", "name": ""})
+        for o in desired:
+            if o["kind"] in ("DaemonSet", "Deployment"):
+                out.append(
+                    {
+                        "group": "apps",
+                        "resource": o["kind"].lower() + "s",
+                        "namespace": self.settings.namespace,
+                        "name": o["metadata"]["name"],
+                    }
+                )
+        return out
+
+    async def _collect_nrt_garbage(self) -> None:
+        try:
+            nrts = (await self.kube.list(NODE_RESOURCE_TOPOLOGY)).items
+        except NotFound:  # the NRT CRD is not served (yet)
+            return
+        nodes = {o["metadata"]["name"] for o in (await self.kube.list(NODE)).items}
+        for nrt in nrts:
+            name = nrt["metadata"]["name"]
+            if name not in nodes:
+                with contextlib.suppress(NotFound):
+                    await self.kube.delete(NODE_RESOURCE_TOPOLOGY, name)
+                    self.metrics.nrt_collected.inc()
+                    log.info("deleted NodeResourceTopology %s: its node is gone", name)
+
+    # ------------------------------------------------------------------ NUMAResourcesScheduler
+
+    async def reconcile_scheduler(self) -> float | None:
+        owner_label = nrs_api.KIND.lower()
+        live = await self._get(NUMA_RESOURCES_SCHEDULER, nrs_api.SINGLETON_NAME)
+        if live is None:
+            self._count([], await self.applier.prune(owner_label, set()))
+            return None
+        meta = ObjectMeta.read(live)
+        if meta.paused:
+            return None
+        try:
+            nrs = NUMAResourcesScheduler.from_dict(live)
+        except SpecError as exc:
+            await self._degrade(NUMA_RESOURCES_SCHEDULER, live, exc)
+            return None
+        desired = render_stack(Inputs(None, nrs, ()), self.settings)
+        result = await self.applier.sync(desired, owner_label=owner_label)
+        self._count(result.applied, result.pruned)
+        ns = self.settings.namespace
+        dep = result.live.get(("Deployment", ns, SCHEDULER_DEPLOYMENT)) or {}
+        st = dep.get("status") or {}
+        generation = int((dep.get("metadata") or {}).get("generation") or 0)
+        available = (
+            int(st.get("observedGeneration") or 0) >= generation
+            and int(st.get("availableReplicas") or 0) >= nrs.replicas
+        )
+        state = (
+            State.available(f"{nrs.scheduler_name} is available")
+            if available
+            else State.progressing("DeploymentIsUpdating", f"{SCHEDULER_DEPLOYMENT} is updating")
+        )
+        status = {
+            "observedGeneration": meta.generation,
+            "conditions": conditions(
+                (live.get("status") or {}).get("conditions") or [], state, meta.generation, self._now()
+            ),
+            "deployment": {"namespace": ns, "name": SCHEDULER_DEPLOYMENT},
+            "schedulerName": nrs.scheduler_name,
+            "cacheResyncPeriod": format_duration(nrs.cache_resync_period_seconds),
+            "relatedObjects": self._related(desired),
+        }
+        await self._write_status(NUMA_RESOURCES_SCHEDULER, live, status)
+        return None if available else PROGRESS_REQUEUE_SECONDS
+
+    # ------------------------------------------------------------------ NodeResourcePolicy
+
+    async def reconcile_policy(self, name: str) -> float | None:
+        live = await self._get(NODE_RESOURCE_POLICY, name)
+        if live is None:
+            return None
+        meta = ObjectMeta.read(live)
+        if meta.paused:
+            return None
+        try:
+            policy = NodeResourcePolicy.from_dict(live)
+        except SpecError as exc:
+            await self._degrade(NODE_RESOURCE_POLICY, live, exc)
+            return None
+        nro_obj = await self._get(NUMA_RESOURCES_OPERATOR, nro_api.SINGLETON_NAME)
+        nro: NUMAResourcesOperator | None = None
+        if nro_obj is not None:
+            with contextlib.suppress(SpecError):
+                nro = NUMAResourcesOperator.from_dict(nro_obj)
+        policies, _ = await self._policies_parsed()
+        assignment = assign_policies(nro, policies)
+        previous = dict(live.get("status") or {})
+        status: dict[str, Any] = {"observedGeneration": meta.generation, "revision": policy.revision}
+        if name in assignment.rejected:
+            reason, message = assignment.rejected[name]
+            state = State.degraded(reason, message)
+            nodes: list[dict[str, Any]] = []
+        else:
+            selector = f"{LABEL_COMPONENT}=agent,{LABEL_NODE_GROUP}={policy.node_group}"
+            pods = (await self.kube.list(POD, namespace=self.settings.namespace, label_selector=selector)).items
+            nodes = policy_nodes(pods, policy.revision)
+            rejected = [n for n in nodes if n["state"] == NodePolicyState.REJECTED.value]
+            pending = [n for n in nodes if n["state"] == NodePolicyState.PENDING.value]
+            if rejected:
+                why = "; ".join(f"{n['name']}: {n.get('message', '')}" for n in rejected)
+                state = State.degraded("PolicyRejected", f"rejected on {len(rejected)} of {len(nodes)} nodes: {why}")
+            elif pending:
+                state = State.progressing(
+                    "PolicyPending", f"{len(pending)} of {len(nodes)} nodes have not applied it yet"
+                )
+            else:
+                state = State.available(f"applied on {len(nodes)} nodes")
+        status.update(
+            {
+                "conditions": conditions(previous.get("conditions") or [], state, meta.generation, self._now()),
+                "nodes": nodes,
+                "appliedNodes": sum(n["state"] == "Applied" for n in nodes),
+                "pendingNodes": sum(n["state"] == "Pending" for n in nodes),
+                "rejectedNodes": sum(n["state"] == "Rejected" for n in nodes),
+            }
+        )
+        await self._write_status(NODE_RESOURCE_POLICY, live, status)
+        return None
+
+
+def owner_of(obj: Mapping[str, Any]) -> Owner | None:
+    """The owning custom resource named by an object's controller ownerReference, if any."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return Owner(str(ref.get("kind")), str(ref.get("name")), str(ref.get("uid", "")))
+    return None
