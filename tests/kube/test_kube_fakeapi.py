@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from pathlib import Path
 
 import httpx2
@@ -197,3 +198,33 @@ async def test_kubeconfig_file(fake_apiserver: FakeApiServer, tmp_path: Path) ->
         created = await port.create(NODE_RESOURCE_TOPOLOGY, {"metadata": {"name": "n1"}, "zones": []})
         assert created["metadata"]["name"] == "n1"
     assert json.dumps(fake_apiserver.kubeconfig())
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed on this machine")
+async def test_kubectl_can_use_the_fake_server(fake_apiserver: FakeApiServer, tmp_path: Path) -> None:
+    kubeconfig = fake_apiserver.write_kubeconfig(tmp_path / "kubeconfig")
+
+    async def kubectl(*args: str, stdin: str | None = None) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            "kubectl",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            *args,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else None,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        out, _ = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin is not None else None), 30)
+        assert proc.returncode == 0, out.decode()
+        return out.decode()
+
+    await fake_apiserver.store.create(CRD, crd_for(NODE_RESOURCE_TOPOLOGY))
+    nrt = "apiVersion: topology.node.k8s.io/v1alpha2\nkind: NodeResourceTopology\nmetadata:\n  name: n1\nzones: []\n"
+    # kubectl's client-side validation needs the OpenAPI documents, which the fake does not serve.
+    assert "serverside-applied" in await kubectl("apply", "--server-side", "--validate=false", "-f", "-", stdin=nrt)
+    assert "n1" in await kubectl("get", "noderesourcetopologies", "-o", "name")
+    await kubectl("label", "noderesourcetopologies", "n1", "numaplane.io/x=y")
+    assert "numaplane.io/x" in await kubectl("get", "node-res-topo", "n1", "-o", "jsonpath={.metadata.labels}")
+    assert "leases" in await kubectl("api-resources")

@@ -118,6 +118,8 @@ class LabelSelector:
         return cls(tuple(_parse_label_req(part) for part in _split_top_level(text)))
 
     def matches(self, obj: Mapping[str, Any]) -> bool:
+        if not self.requirements:
+            return True
         labels = (obj.get("metadata") or {}).get("labels") or {}
         return all(req.matches(labels) for req in self.requirements)
 
@@ -161,7 +163,8 @@ def field_value(obj: Mapping[str, Any], path: str) -> str:
     """The string value at dotted ``path`` (``""`` when absent; booleans as ``true``/``false``)."""
     cur: Any = obj
     for part in path.split("."):
-        if not isinstance(cur, Mapping) or part not in cur:
+        # Objects are plain dicts; the concrete check is much cheaper than the Mapping ABC.
+        if not (type(cur) is dict or isinstance(cur, Mapping)) or part not in cur:
             return ""
         cur = cur[part]
     if cur is None:

@@ -368,7 +368,10 @@ def build_app(server: FakeApiServer) -> web.Application:
             except TimeoutError:
                 pass
             except KubeError as exc:
-                await _write_event(response, "ERROR", to_status(exc))
+                with contextlib.suppress(ConnectionError):
+                    await _write_event(response, "ERROR", to_status(exc))
+            except ConnectionError:  # the client went away
+                return response
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await response.write_eof()
             return response
