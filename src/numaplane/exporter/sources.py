@@ -96,16 +96,18 @@ class GrpcPodResources:
             return await self._client.list()
         except PodResourcesError as error:
             raise _decode_or_source_error(error, "List") from error
-        except (ValueError, TypeError, OverflowError) as error:
-            raise MalformedPodResources(f"podresources List: undecodable answer: {error}") from error
+        except Exception as error:  # grpc.aio hands an undecodable message over as None: the converter fails
+            raise MalformedPodResources(f"podresources List: undecodable answer: {error!r}") from error
 
     async def allocatable(self) -> AllocatableResources:
         try:
             return await self._client.get_allocatable_resources()
         except PodResourcesError as error:
             raise _decode_or_source_error(error, "GetAllocatableResources") from error
-        except (ValueError, TypeError, OverflowError) as error:
-            raise MalformedPodResources(f"podresources GetAllocatableResources: undecodable answer: {error}") from error
+        except Exception as error:
+            raise MalformedPodResources(
+                f"podresources GetAllocatableResources: undecodable answer: {error!r}"
+            ) from error
 
     async def close(self) -> None:
         await self._client.close()

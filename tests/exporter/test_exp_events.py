@@ -1,0 +1,114 @@
+"""Refresh events: coalescing, the rate limit, and the notify-file watcher (inotify and polling)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+from exp_helpers import eventually
+
+from numaplane.exporter.errors import ExporterConfigError
+from numaplane.exporter.events import (
+    Batch,
+    EventGate,
+    NotifyFileWatcher,
+    Trigger,
+    cancel_and_wait,
+    inotify_available,
+    periodic,
+)
+from numaplane.exporter.options import NotifyBackend
+
+
+async def test_events_posted_before_a_scan_fold_into_one_batch() -> None:
+    gate = EventGate()
+    gate.post(Trigger.PERIODIC)
+    gate.post(Trigger.REACTIVE)
+    gate.post(Trigger.REACTIVE)
+    batch = await gate.next()
+    assert batch.triggers == {Trigger.PERIODIC, Trigger.REACTIVE}
+    assert batch.trigger is Trigger.REACTIVE
+    assert batch.update_kind == "reactive" and batch.refresh
+    assert (gate.posted, gate.coalesced) == (3, 2)
+    assert not gate.pending
+
+
+async def test_rate_limit_delays_and_coalesces_never_drops() -> None:
+    gate = EventGate(max_per_second=20.0)  # one scan per 50 ms
+    gate.post(Trigger.REACTIVE)
+    first = await gate.next()
+    started = time.monotonic()
+    for _ in range(5):
+        gate.post(Trigger.REACTIVE)
+    waiter = asyncio.create_task(gate.next())
+    await asyncio.sleep(0.01)
+    gate.post(Trigger.POD_PHASE)  # arrives while waiting for the token: folded in, not dropped
+    second = await waiter
+    assert time.monotonic() - started >= 0.04
+    assert first.triggers == {Trigger.REACTIVE}
+    assert second.triggers == {Trigger.REACTIVE, Trigger.POD_PHASE}
+    assert not gate.pending
+
+
+async def test_burst_allows_back_to_back_batches() -> None:
+    gate = EventGate(max_per_second=1.0, burst=3)
+    started = time.monotonic()
+    for _ in range(3):
+        gate.post(Trigger.REACTIVE)
+        await gate.next()
+    assert time.monotonic() - started < 0.5
+
+
+def test_batch_labels() -> None:
+    timer = Batch(frozenset({Trigger.PERIODIC, Trigger.RETRY}), 0.0)
+    assert timer.trigger is Trigger.RETRY and timer.update_kind == "periodic" and timer.refresh
+    reactive = Batch(frozenset({Trigger.OBJECT}), 0.0)
+    assert reactive.update_kind == "reactive" and not reactive.refresh
+
+
+async def test_periodic_posts() -> None:
+    gate = EventGate()
+    task = asyncio.create_task(periodic(gate, 0.02))
+    batch = await asyncio.wait_for(gate.next(), 1.0)
+    await cancel_and_wait(task)
+    assert batch.triggers == {Trigger.PERIODIC}
+
+
+@pytest.mark.parametrize("backend", [NotifyBackend.INOTIFY, NotifyBackend.POLL])
+async def test_notify_file_touch_write_and_replace(tmp_path: Path, backend: NotifyBackend) -> None:
+    if backend is NotifyBackend.INOTIFY and not inotify_available():
+        pytest.skip("asyncinotify is not installed")
+    path = tmp_path / "run" / "rte" / "notify"
+    hits: list[float] = []
+    watcher = NotifyFileWatcher(path, lambda: hits.append(time.monotonic()), backend=backend, poll_seconds=0.01)
+    task = asyncio.create_task(watcher.run())
+    await asyncio.wait_for(watcher.started.wait(), 2.0)
+    assert watcher.backend == backend.value
+    assert path.is_file() and oct(path.parent.stat().st_mode & 0o777) == "0o750"
+    try:
+        os.utime(path, ns=(10**9, 10**9))  # touch
+        await eventually(lambda: hits, 2.0)
+        count = len(hits)
+        path.write_text("x")  # write
+        await eventually(lambda: len(hits) > count, 2.0)
+        count = len(hits)
+        fresh = path.with_name("notify.tmp")
+        fresh.write_text("y")
+        fresh.replace(path)  # atomic replacement
+        await eventually(lambda: len(hits) > count, 2.0)
+        count = len(hits)
+        (path.parent / "other").write_text("z")  # other files in the folder do not count
+        await asyncio.sleep(0.1)
+        assert len(hits) == count
+    finally:
+        await cancel_and_wait(task)
+
+
+def test_notify_path_must_be_a_regular_file(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    watcher = NotifyFileWatcher(tmp_path / "dir", lambda: None)
+    with pytest.raises(ExporterConfigError, match="not a regular file"):
+        watcher.prepare()
