@@ -40,9 +40,12 @@ Sources and rules (fallbacks are warned about, malformed content raises :class:`
 
 from __future__ import annotations
 
+import os
 import re
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import SysfsError
@@ -51,7 +54,7 @@ from numaplane.topology.sysfs_numa import read_numa
 from numaplane.topology.sysfs_parse import parse_bool, parse_cpulist
 from numaplane.topology.sysfs_reader import Reader
 
-__all__ = ["Discovery", "discover", "discover_with_warnings"]
+__all__ = ["Discovery", "discover", "discover_with_warnings", "find_sysfs_root", "unpack_snapshot"]
 
 CPU_DIR = "sys/devices/system/cpu"
 NODE_DIR = "sys/devices/system/node"
@@ -131,6 +134,80 @@ def discover_with_warnings(root: str | Path = "/") -> Discovery:
         attributes={"warnings": list(warnings), "sysfs": raw_lists},
     )
     return Discovery(topology, tuple(warnings))
+
+
+def find_sysfs_root(folder: str | Path) -> Path:
+    """``folder`` if it holds ``sys/``, else its only sub-folder that does (a snapshot's top folder).
+
+    Raises :class:`SysfsError` when neither is the case.
+    """
+    base = Path(folder)
+    if (base / "sys").is_dir():
+        return base
+    try:
+        candidates = [d for d in base.iterdir() if d.is_dir() and (d / "sys").is_dir()]
+    except OSError as exc:
+        raise SysfsError(str(base), exc.strerror or str(exc)) from None
+    if len(candidates) == 1:
+        return candidates[0]
+    reason = "several snapshot folders" if candidates else "no sys/ folder"
+    raise SysfsError(str(base), f"{reason}: expected a sysfs root (a folder holding sys/)")
+
+
+def unpack_snapshot(archive: str | Path, dest: str | Path) -> Path:
+    """Unpack a snapshot archive (``.tar``, ``.tar.gz``, …) into ``dest``; return its sysfs root.
+
+    Only regular files, directories and symlinks are extracted; absolute names, ``..`` components,
+    writing through an extracted symlink and symlinks resolving outside ``dest`` are refused (the
+    guarantees of tarfile's ``data`` filter, at a third of its cost on these link-heavy trees).
+    File modes lose group/other write and set-id bits. Errors are :class:`SysfsError`.
+    """
+    target = Path(dest)
+    target.mkdir(parents=True, exist_ok=True)
+    check = _SafeMembers(target)
+    try:
+        with tarfile.open(archive) as tar:
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(target, filter=check)
+            else:  # pragma: no cover - Python < 3.11.4 has no extraction filters
+                tar.extractall(target, members=[check(m, str(target)) for m in tar])
+    except (tarfile.TarError, OSError) as exc:
+        raise SysfsError(str(archive), f"cannot unpack snapshot: {exc}") from None
+    return find_sysfs_root(target)
+
+
+class _SafeMembers:
+    """A tarfile extraction filter for untrusted snapshots (see :func:`unpack_snapshot`)."""
+
+    def __init__(self, dest: Path) -> None:
+        self.root = os.path.realpath(dest)
+        self.links: set[str] = set()
+        # extracted files belong to whoever unpacks them (tarfile would chown to the archive's ids as root)
+        self.owner: dict[str, Any] = {"uid": os.getuid(), "gid": os.getgid(), "uname": "", "gname": ""}
+
+    def __call__(self, member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+        name = member.name.rstrip("/")
+        parts = name.split("/")
+        if name.startswith("/") or ".." in parts or not name:
+            raise tarfile.TarError(f"{member.name}: path leaves the destination")
+        if any("/".join(parts[:i]) in self.links for i in range(1, len(parts))):
+            raise tarfile.TarError(f"{member.name}: path goes through a symlink")
+        if member.issym():
+            if member.linkname.startswith("/"):
+                raise tarfile.TarError(f"{member.name}: absolute link target {member.linkname}")
+            resolved = os.path.realpath(os.path.join(self.root, *parts[:-1], member.linkname))
+            if os.path.commonpath([resolved, self.root]) != self.root:
+                raise tarfile.TarError(f"{member.name}: link target {member.linkname} leaves the destination")
+            self.links.add(name)
+            return member.replace(**self.owner, deep=False)
+        if member.isdir():
+            return member.replace(mode=(member.mode | 0o700) & 0o755, **self.owner, deep=False)
+        if not member.isfile():
+            raise tarfile.TarError(f"{member.name}: not a regular file, directory or symlink")
+        mode = (member.mode | 0o600) & 0o755
+        if not mode & 0o100:
+            mode &= ~0o111
+        return member.replace(mode=mode, **self.owner, deep=False)
 
 
 # -- CPUs -----------------------------------------------------------------------------------------
