@@ -80,9 +80,7 @@ def pod_doc(uid: str, containers: list[tuple[int, int, int, int]]) -> Pod:
 
 def machine(topology: Topology) -> tuple[CPUProvider, MemoryPolicy, DevicePolicy]:
     nodes = topology.memory_numa_ids
-    memory = MemoryPolicy(
-        [NUMAMemory(n, 64 * GIB, ((GIB, 16),)) for n in nodes], {n: {"memory": GIB} for n in nodes}
-    )
+    memory = MemoryPolicy([NUMAMemory(n, 64 * GIB, ((GIB, 16),)) for n in nodes], {n: {"memory": GIB} for n in nodes})
     memory.start()
     devices = DevicePolicy({"nvidia.com/gpu": [(f"gpu{i}", [nodes[i % len(nodes)]]) for i in range(8)]}, nodes)
     return CPUProvider(StaticPolicy(topology, 2)), memory, devices
@@ -111,7 +109,11 @@ def bench_merge(nodes: tuple[int, ...], rounds: int) -> dict[str, tuple[float, f
         # every mask; preferred = masks of the minimal size, rotated so providers can disagree
         return [TopologyHint(m, m.count() == pref_size and (m.bits >> offset) & 1 == 1) for m in masks]
 
-    agreeing = [{"nvidia.com/gpu": full(1, 0)}, {"cpu": full(1, 0)}, {"memory": full(1, 0), "hugepages-1Gi": full(1, 0)}]
+    agreeing = [
+        {"nvidia.com/gpu": full(1, 0)},
+        {"cpu": full(1, 0)},
+        {"memory": full(1, 0), "hugepages-1Gi": full(1, 0)},
+    ]
     only = [TopologyHint(NUMAMask.of(nodes[0]), True)] + [TopologyHint(m, False) for m in masks if m.count() >= 2]
     other = [TopologyHint(NUMAMask.of(nodes[-1]), True)] + [TopologyHint(m, False) for m in masks if m.count() >= 2]
     disagreeing = [{"nvidia.com/gpu": only}, {"cpu": other}, {"memory": full(2, 1), "hugepages-1Gi": full(2, 2)}]
@@ -122,9 +124,13 @@ def bench_merge(nodes: tuple[int, ...], rounds: int) -> dict[str, tuple[float, f
     }
 
 
-def fill(cpu: CPUProvider, memory: MemoryPolicy, devices: DevicePolicy, tm: TopologyManager, rng: random.Random) -> None:
+def fill(
+    cpu: CPUProvider, memory: MemoryPolicy, devices: DevicePolicy, tm: TopologyManager, rng: random.Random
+) -> None:
     for i in range(24):
-        pod = pod_doc(f"fill-{i}", [(rng.choice([2, 4, 6]), rng.choice([2, 4]), rng.choice([0, 1]), rng.choice([0, 0, 1]))])
+        pod = pod_doc(
+            f"fill-{i}", [(rng.choice([2, 4, 6]), rng.choice([2, 4]), rng.choice([0, 1]), rng.choice([0, 0, 1]))]
+        )
         result = tm.admit(pod, [devices, cpu, memory])
         if not result.admitted:
             release(pod, cpu, memory, devices, tm)
