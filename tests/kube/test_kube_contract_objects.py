@@ -27,6 +27,7 @@ from numaplane.kube.port import (
     POD,
     KubePort,
     PatchType,
+    Resource,
 )
 from numaplane.testing.fakeapi import FakeApiServer, FaultyKube, crd_for
 
@@ -402,3 +403,25 @@ async def test_injected_faults_are_typed_errors(kind: str) -> None:
             await take(kube.watch(POD, resource_version="1"), 1)
         assert (await kube.get(POD, "p"))["spec"]["nodeName"] == "n1"
         await kube.close()
+
+
+async def test_cluster_scoped_status_and_watch(harness: Harness) -> None:
+    kube = harness.kube
+    start = (await kube.list(NODE)).resource_version
+    await kube.create(NODE, {"metadata": {"name": "n1"}, "status": {"capacity": {"cpu": "4"}}})
+    node = await kube.get(NODE, "n1")
+    node["status"]["allocatable"] = {"cpu": "3"}
+    updated = await kube.update_status(NODE, node)
+    assert updated["status"]["allocatable"] == {"cpu": "3"}
+    patched = await kube.patch_status(NODE, "n1", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    assert patched["status"]["conditions"][0]["type"] == "Ready"
+    events = await take(kube.watch(NODE, resource_version=start), 3)
+    assert [e.type.value for e in events] == ["ADDED", "MODIFIED", "MODIFIED"]
+
+    # A custom resource whose CRD declares the status subresource.
+    widget = Resource("example.numaplane.io", "v1", "Widget", "widgets", namespaced=False, status_subresource=True)
+    await kube.create(CRD, crd_for(widget))
+    created = await kube.create(widget, {"metadata": {"name": "w"}, "spec": {"size": 1}, "status": {"ok": True}})
+    assert "status" not in created  # dropped on create, as for any CR with a status subresource
+    status = await kube.patch_status(widget, "w", {"status": {"ok": True}})
+    assert status["status"] == {"ok": True} and status["metadata"]["generation"] == 1
