@@ -151,7 +151,7 @@ async def test_operator_create_update_delete(env: tuple[FakeApiServer, Lightkube
 async def test_invalid_operator_degrades_and_tears_nothing_down(
     env: tuple[FakeApiServer, LightkubePort, Operator],
 ) -> None:
-    server, kube, op = env
+    _server, kube, op = env
     nro = samples()[0]
     await kube.create(NUMA_RESOURCES_OPERATOR, nro)
     await op.reconcile("operator")
