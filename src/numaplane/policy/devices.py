@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from numaplane.policy.config import DeviceSpec
-from numaplane.policy.hints import NUMAMask, TopologyHint, all_masks, hint_of
+from numaplane.policy.hints import MaskTable, NUMAMask, TopologyHint, mask_table
 from numaplane.policy.topology_manager import PlainAllocationError
 from numaplane.resources.pod import Container, Pod
 
@@ -195,24 +195,42 @@ class DevicePolicy:
     def _generate(
         self, resource: str, available: Iterable[str], reusable: Iterable[str], request: int
     ) -> list[TopologyHint]:
+        """Kubelet ``generateDeviceTopologyHints`` over dense mask tables: a mask is a hint when the
+        reusable devices with topology all touch it and, with the available devices touching it,
+        cover ``request``; Preferred iff no smaller mask touches ``request`` devices (healthy or not)."""
         devices = self._devices.get(resource, {})
-        every = Counter(d.numa_bits for d in devices.values())
-        free = Counter(devices[d].numa_bits for d in available if d in devices)
+        table = mask_table(self.numa_nodes)
+        every = self._touching(table, Counter(d.numa_bits for d in devices.values()))
+        free = self._touching(table, Counter(devices[d].numa_bits for d in available if d in devices))
         # reusable devices without topology neither restrict nor count towards a mask (as upstream)
-        reused = [devices[d] if d in devices else Device(d) for d in reusable]
-        reused_masks = [d.numa_bits for d in reused if d.numa is not None]
-        min_size = len(self.numa_nodes)
-        accepted: list[int] = []
-        for mask in all_masks(self.numa_nodes):
-            bits = mask.bits
-            if sum(n for m, n in every.items() if m & bits) >= request and mask.count() < min_size:
-                min_size = mask.count()
-            if any(not m & bits for m in reused_masks):
-                continue
-            if len(reused_masks) + sum(n for m, n in free.items() if m & bits) < request:
-                continue
-            accepted.append(bits)
-        return [hint_of(bits, bits.bit_count() == min_size) for bits in accepted]
+        reused = [devices.get(d, Device(d)) for d in reusable]
+        reused_dense = [
+            table.dense(i for i in d.numa if i in table.position) or 0 for d in reused if d.numa is not None
+        ]
+        counts = table.counts
+        min_size = next((counts[d] for d in table.order if every[d] >= request), len(self.numa_nodes))
+        need = request - len(reused_dense)
+        if reused_dense:
+            accepted = [d for d in table.order if free[d] >= need and all(d & r for r in reused_dense)]
+        else:
+            accepted = [d for d in table.order if free[d] >= need]
+        return [table.hints[d][counts[d] == min_size] for d in accepted]
+
+    @staticmethod
+    def _touching(table: MaskTable, by_numa: Counter[int]) -> list[int]:
+        """Per dense mask: how many of the counted devices have a NUMA node inside it."""
+        per_node = [0] * len(table.nodes)
+        spread: list[tuple[int, int]] = []
+        for bits, n in by_numa.items():
+            dense = table.dense(i for i in NUMAMask(bits).ids() if i in table.position) or 0
+            if dense.bit_count() == 1:
+                per_node[dense.bit_length() - 1] += n
+            elif dense:
+                spread.append((dense, n))
+        sums = MaskTable.subset_sums(per_node)
+        for dense, n in spread:
+            sums = [x + n if d & dense else x for d, x in enumerate(sums)]
+        return sums
 
     # -- allocation ---------------------------------------------------------------------------------
     def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> dict[str, tuple[str, ...]]:
@@ -357,6 +375,18 @@ class DevicePolicy:
             },
             "reuse": {uid: {r: _sorted(ids) for r, ids in per.items()} for uid, per in self._reuse.items()},
         }
+
+    @classmethod
+    def from_dict(
+        cls,
+        doc: Mapping[str, Any],
+        numa_nodes: Sequence[int],
+        preferred: Mapping[str, PreferredAllocation] | None = None,
+    ) -> DevicePolicy:
+        """A policy holding the snapshot ``doc`` (see :meth:`to_dict`)."""
+        policy = cls({}, numa_nodes, preferred)
+        policy.restore(doc)
+        return policy
 
     def restore(self, doc: Mapping[str, Any]) -> None:
         self._devices = {}

@@ -359,6 +359,15 @@ class MemoryPolicy:
             for uid, masks in (doc.get("initContainersReusableMemory") or {}).items()
         }
 
+    @classmethod
+    def from_dict(
+        cls, doc: Mapping[str, Any], machine: Sequence[NUMAMemory] | None, reserved: Mapping[int, Mapping[str, int]]
+    ) -> MemoryPolicy:
+        """A policy for ``machine``/``reserved`` holding the snapshot ``doc`` (see :meth:`to_dict`)."""
+        policy = cls(machine, reserved)
+        policy.restore(doc)
+        return policy
+
     def to_checkpoint(self) -> dict[str, Any]:
         return self.state.to_checkpoint(self.name)
 
