@@ -131,7 +131,7 @@ async def test_handler_past_the_deadline_answers_deadline_exceeded(sock_path: st
 
     runtime = FakeRuntime()
     await runtime.listen(sock_path)
-    plugin = make_plugin(Slow(), sock_path)
+    plugin = make_plugin(Slow(), sock_path, deadline_grace_seconds=0.1)
     async with running(plugin, runtime):
         session = await runtime.wait_session(1)
         request = api_pb2.CreateContainerRequest(pod=_pod(), container=_container())
@@ -295,3 +295,25 @@ def test_event_mask() -> None:
     assert event_mask(*everything) == 0x67F
     with pytest.raises(ValueError):
         event_mask(api_pb2.LAST)
+
+
+async def test_example_handler_repins_unadjusted_containers_at_post_start(sock_path: str) -> None:
+    runtime = FakeRuntime()
+    await runtime.listen(sock_path)
+    handler = FixedCpusetHandler("2")
+    plugin = make_plugin(handler, sock_path)
+    handler.updater = plugin.update_containers
+    async with running(plugin, runtime):
+        session = await runtime.wait_session(1)
+        await plugin.wait_registered(5)
+        adjusted = _container("adjusted", cpus="2")
+        await runtime.create_container(_pod(), adjusted)
+        await runtime.state_change(api_pb2.POST_START_CONTAINER, _pod(), adjusted)
+        # Created while we were away (no CreateContainer seen), even if the runtime claims our cpuset.
+        missed = _container("missed", cpus="2")
+        await runtime.state_change(api_pb2.POST_START_CONTAINER, _pod(), missed)
+        async with asyncio.timeout(5):
+            while not session.updates:
+                await asyncio.sleep(0.01)
+        assert [u.container_id for req in session.updates for u in req.update] == ["ctr-missed"]
+        assert handler.repinned == ["missed"]

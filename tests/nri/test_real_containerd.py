@@ -42,9 +42,13 @@ async def plugin_running(
     containerd: ContainerdInstance, handler: FixedCpusetHandler, name: str
 ) -> AsyncIterator[NRIPlugin]:
     plugin = NRIPlugin(handler, name=name, idx="10", socket_path=containerd.nri_socket, backoff_initial_seconds=0.05)
+    handler.updater = plugin.update_containers
     task = asyncio.create_task(plugin.run())
     try:
         await plugin.wait_registered(10)
+        async with asyncio.timeout(10):  # containerd answers RegisterPlugin before Configure + Synchronize
+            while handler.synchronized < 1:
+                await asyncio.sleep(0.01)
         yield plugin
     finally:
         await plugin.stop()
@@ -178,5 +182,7 @@ async def test_missed_deadline_then_resync_repins(containerd: ContainerdInstance
                 await asyncio.sleep(0.05)
         # containerd created it without our adjustment (the cpuset CRI asked for) ...
         assert handler.last_sync_cpus["late"] == str(machine_cpus())
-        # ... and applied the update our Synchronize answer asked for.
+        # ... and it gets pinned after the reconnect: by the update in our Synchronize answer, or (when
+        # that races the container's start inside containerd) by UpdateContainers at POST_START.
         await wait_for_cpuset(cgroup_parent, container_id, want)
+        assert cpus_allowed(cgroup_parent, container_id) == want

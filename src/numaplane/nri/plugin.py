@@ -11,7 +11,8 @@ speaks NRI. Lifecycle of :meth:`NRIPlugin.run`::
         wait with exponential backoff (reset after a successful registration) and reconnect;
         a runtime-provided fd cannot be redialled: then run() returns after the first session.
 
-Each request is served in its own task with the runtime's deadline (``timeout_nano``) applied; a
+Each request is served in its own task; a handler still running a grace period (1 s) past the
+runtime's deadline (``timeout_nano``) is cancelled (see :func:`dispatch` for why not at the deadline). A
 handler that raises :class:`~numaplane.nri.errors.StatusError` answers with that status, any other
 exception answers UNKNOWN with the exception text (for CreateContainer the runtime then fails the
 container with that message). Handlers must not block the event loop: CPU-heavy work belongs in
@@ -186,19 +187,34 @@ PLUGIN_METHODS: Mapping[str, Callable[[Handler, bytes], Awaitable[bytes]]] = {
 }
 
 
-async def dispatch(handler: Handler, request: RequestReceived) -> Reply:
-    """Serve one ``Plugin`` request with ``handler`` (within the request's deadline, if any)."""
+#: How long past the runtime's deadline a handler may still run before it is cancelled.
+DEADLINE_GRACE_SECONDS = 1.0
+
+
+async def dispatch(
+    handler: Handler, request: RequestReceived, *, deadline_grace_seconds: float = DEADLINE_GRACE_SECONDS
+) -> Reply:
+    """Serve one ``Plugin`` request with ``handler``.
+
+    A handler still running ``deadline_grace_seconds`` after the runtime's deadline (``timeout_nano``) is
+    cancelled and answered DEADLINE_EXCEEDED. The grace is deliberate: containerd gives up at its
+    deadline by dropping the connection and creating the container *without* the adjustment; an error
+    answer racing that timer could instead fail the creation, so we never answer first.
+    """
     if request.service != PLUGIN_SERVICE:
         return Reply(code=StatusCode.UNIMPLEMENTED, message=f"service {request.service!r} is not served here")
     method = PLUGIN_METHODS.get(request.method)
     if method is None:
         return Reply(code=StatusCode.UNIMPLEMENTED, message=f"method {request.method!r} is not implemented")
-    timeout = request.timeout_nano / 1e9 if request.timeout_nano > 0 else None
+    timeout = request.timeout_nano / 1e9 + deadline_grace_seconds if request.timeout_nano > 0 else None
     try:
         async with asyncio.timeout(timeout):
             return Reply(await method(handler, request.payload))
     except TimeoutError:
-        return Reply(code=StatusCode.DEADLINE_EXCEEDED, message=f"{request.method} exceeded {timeout} s")
+        deadline = request.timeout_nano / 1e9
+        return Reply(
+            code=StatusCode.DEADLINE_EXCEEDED, message=f"{request.method} exceeded the {deadline:.3f} s deadline"
+        )
 
 
 # ---- the runtime ---------------------------------------------------------------------------------
@@ -223,6 +239,7 @@ class NRIPlugin:
         call_timeout_seconds: float = 2.0,
         backoff_initial_seconds: float = 0.1,
         backoff_max_seconds: float = 10.0,
+        deadline_grace_seconds: float = DEADLINE_GRACE_SECONDS,
     ) -> None:
         if not name or "/" in name:
             raise PluginConfigError(f"invalid NRI plugin name {name!r}")
@@ -237,6 +254,7 @@ class NRIPlugin:
         self.call_timeout_seconds = call_timeout_seconds
         self.backoff_initial_seconds = backoff_initial_seconds
         self.backoff_max_seconds = backoff_max_seconds
+        self.deadline_grace_seconds = deadline_grace_seconds
         self.registrations = 0  # successful registrations so far (one per session)
         self.last_error: BaseException | None = None
         self._conn: AsyncConnection | None = None
@@ -354,7 +372,7 @@ class NRIPlugin:
         return await asyncio.open_unix_connection(self.socket_path)
 
     async def _serve(self, request: RequestReceived) -> Reply:
-        return await dispatch(self.handler, request)
+        return await dispatch(self.handler, request, deadline_grace_seconds=self.deadline_grace_seconds)
 
     async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """One connection: register and serve until it ends. Returns whether registration succeeded."""
