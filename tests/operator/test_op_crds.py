@@ -1,3 +1,4 @@
+# ruff: noqa: E402  (optional test dependencies are checked with importorskip before the imports that need them)
 """Our CRDs: structural, valid CRD manifests, and they admit/refuse custom resources as intended.
 
 Admission is simulated with the CRD's own schema (jsonschema, after API-server-style defaulting)
@@ -10,8 +11,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import kubernetes_validate
 import pytest
+
+kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="needs kubernetes-validate (test extra)")
+pytest.importorskip("celpy", reason="needs cel-python (test extra)")
+
 from op_tools import admit, cel_rules, crd_schema
 
 from numaplane.operator.crds import (

@@ -1,3 +1,4 @@
+# ruff: noqa: E402  (optional test dependencies are checked with importorskip before the imports that need them)
 """Rendered manifests: valid Kubernetes objects, least-privilege RBAC, the expected shapes."""
 
 from __future__ import annotations
@@ -6,8 +7,9 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-import kubernetes_validate
 import pytest
+
+kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="needs kubernetes-validate (test extra)")
 import yaml
 
 from numaplane.operator.api.numaresources import NUMAResourcesOperator
