@@ -111,7 +111,7 @@ def _load(sysfs: Path | None, from_file: Path | None) -> Topology:
             with tempfile.TemporaryDirectory(prefix="numaplane-sysfs-") as tmp:
                 root = unpack_snapshot(sysfs, tmp)
                 topology = discover(root)
-            return _renamed(topology, sysfs.name.split(".")[0] if root == Path(tmp) else topology.name, sysfs)
+            return _renamed(topology, _stem(sysfs) if root == Path(tmp) else topology.name, sysfs)
         return discover(find_sysfs_root(sysfs))
     except TopologyError as exc:
         raise click.ClickException(str(exc)) from None
@@ -122,6 +122,15 @@ def _load(sysfs: Path | None, from_file: Path | None) -> Topology:
 def _renamed(topology: Topology, name: str, archive: Path) -> Topology:
     """The topology with the archive (not the temporary folder) as its source."""
     return dataclasses.replace(topology, name=name, source=f"sysfs:{archive}")
+
+
+def _stem(archive: Path) -> str:
+    """``machine`` for ``machine.tar.gz`` (and the other tar suffixes)."""
+    name = archive.name
+    for suffix in (".tar.gz", ".tar.xz", ".tar.bz2", ".tgz", ".tar"):
+        if name.endswith(suffix):
+            return name.removesuffix(suffix)
+    return archive.stem
 
 
 def _read_document(path: Path) -> Any:

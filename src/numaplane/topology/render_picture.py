@@ -26,7 +26,7 @@ from numaplane.topology.render_layout import Box, layout
 
 __all__ = ["build_boxes", "render_picture"]
 
-MAX_DEVICE_LINES = 5
+MAX_DEVICE_LINES = 8
 COLORS = {
     "machine": ("#FFFFFF", "#000000"),
     "group": ("#EEEEEE", "#555555"),
