@@ -38,6 +38,7 @@ import os
 import platform
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -601,6 +602,39 @@ def run_containerd(
         _teardown(instance, run_before)
 
 
+def _socket_is_dead(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return True
+    return False
+
+
+def _clean_run_containerd(run_before: set[str] | None, folder: Path = RUN_CONTAINERD) -> None:
+    """Remove what this instance left under /run/containerd (shim sockets in ``s/``), and nothing else.
+
+    Another containerd may run on the machine at the same time (another test session), so only dead
+    sockets go, then folders left empty; entries that existed before we started are not touched.
+    """
+    if not folder.is_dir():
+        return
+    for entry in sorted(folder.iterdir()):
+        if run_before is not None and entry.name in run_before and entry.is_file():
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            _clean_run_containerd(None, entry)
+            with contextlib.suppress(OSError):
+                entry.rmdir()  # only if empty
+        elif entry.is_socket() and (run_before is None or entry.name not in run_before) and _socket_is_dead(entry):
+            with contextlib.suppress(OSError):
+                entry.unlink()
+    if run_before is None and folder == RUN_CONTAINERD:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
 def _teardown(instance: ContainerdInstance, run_before: set[str] | None) -> None:
     with contextlib.suppress(Exception), instance.cri() as cri:
         cri.timeout_seconds = 15
@@ -627,17 +661,7 @@ def _teardown(instance: ContainerdInstance, run_before: set[str] | None) -> None
     for d in _cgroup_dirs(instance.cgroup_root):
         with contextlib.suppress(OSError):
             d.rmdir()
-    if RUN_CONTAINERD.is_dir():
-        if run_before is None:
-            shutil.rmtree(RUN_CONTAINERD, ignore_errors=True)
-        else:
-            for name in set(os.listdir(RUN_CONTAINERD)) - run_before:
-                target = RUN_CONTAINERD / name
-                if target.is_dir() and not target.is_symlink():
-                    shutil.rmtree(target, ignore_errors=True)
-                else:
-                    with contextlib.suppress(OSError):
-                        target.unlink()
+    _clean_run_containerd(run_before)
     shutil.rmtree(instance.workdir, ignore_errors=True)
 
 
