@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["numaplane.testing.fakeapi.pytest_plugin"]
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("NUMAPLANE_SHARED", str(REPO.parent / "shared"))).resolve()
 os.environ.setdefault("NUMAPLANE_SHARED", str(SHARED))
