@@ -502,7 +502,8 @@ class AsyncConnection:
             data = self._conn.reply(request.stream_id, reply.payload, reply.code, reply.message)
         except MessageTooLarge as exc:
             data = self._conn.reply(request.stream_id, b"", StatusCode.RESOURCE_EXHAUSTED, str(exc))
-        self._write(data)
+        with contextlib.suppress(ConnectionClosed):  # the peer left meanwhile; nobody to answer
+            self._write(data)
 
     def _write(self, data: bytes) -> None:
         if self._closed or self._writer.is_closing():
