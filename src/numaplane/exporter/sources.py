@@ -85,15 +85,29 @@ def _source_error(error: PodResourcesError) -> PodResourcesSourceError:
 
 
 class GrpcPodResources:
-    """The PodResources v1 gRPC API on a unix socket; ``timeout_seconds`` is the per-call deadline."""
+    """The PodResources v1 gRPC API on a unix socket; ``timeout_seconds`` is the per-call deadline.
+
+    After an "unavailable" failure the channel is replaced by a fresh one for the next call: a gRPC
+    channel whose server went away backs off its reconnection attempts up to two minutes, while a
+    restarted kubelet should be read again at the next scan.
+    """
 
     def __init__(self, socket: str, *, timeout_seconds: float = 10.0) -> None:
+        self._socket = socket
+        self._timeout = timeout_seconds
         self._client = PodResourcesClient(socket, timeout_seconds=timeout_seconds)
         self.description = self._client.target
+
+    async def _renew(self) -> None:
+        old, self._client = self._client, PodResourcesClient(self._socket, timeout_seconds=self._timeout)
+        await old.close()
 
     async def list_pods(self) -> Sequence[PodResources]:
         try:
             return await self._client.list()
+        except PodResourcesUnavailable as error:
+            await self._renew()
+            raise _source_error(error) from error
         except PodResourcesError as error:
             raise _decode_or_source_error(error, "List") from error
         except Exception as error:  # grpc.aio hands an undecodable message over as None: the converter fails
@@ -102,6 +116,9 @@ class GrpcPodResources:
     async def allocatable(self) -> AllocatableResources:
         try:
             return await self._client.get_allocatable_resources()
+        except PodResourcesUnavailable as error:
+            await self._renew()
+            raise _source_error(error) from error
         except PodResourcesError as error:
             raise _decode_or_source_error(error, "GetAllocatableResources") from error
         except Exception as error:
