@@ -39,8 +39,8 @@ async def test_operator_process_serves_probes_and_deploys() -> None:
             "--namespace=numaplane-system",
             "--image=example.org/np:1",
             "--leader-elect",
-            f"--metrics-bind-address=127.0.0.1:{metrics}",
-            f"--health-probe-bind-address=127.0.0.1:{health}",
+            f"--metrics-address=127.0.0.1:{metrics}",
+            f"--health-address=127.0.0.1:{health}",
             stderr=asyncio.subprocess.PIPE,
         )
         try:

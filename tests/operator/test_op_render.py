@@ -200,10 +200,10 @@ def test_daemonsets_per_group() -> None:
     assert anti["topologyKey"] == "kubernetes.io/hostname"
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert mounts["/host-sys"]["readOnly"] and volumes["host-sys"]["hostPath"]["path"] == "/sys"
+    assert mounts["/host/sys"]["readOnly"] and volumes["host-sys"]["hostPath"]["path"] == "/sys"
     assert volumes["kubelet-podresources"]["hostPath"]["path"] == "/var/lib/kubelet/pod-resources"
     assert mounts["/host-kubelet/config.yaml"]["readOnly"]
-    assert "--kubelet-config-file=/host-kubelet/config.yaml" in container["args"]
+    assert "--kubelet-config=/host-kubelet/config.yaml" in container["args"]
     assert pod["priorityClassName"] == "system-node-critical"
     # agent: NRI socket dir and state dir; policy ConfigMap mounted; no config hash (live reload)
     agent = find(objects, "DaemonSet", "numaplane-agent-latency")
@@ -220,7 +220,7 @@ def test_daemonsets_per_group() -> None:
     [
         (
             {},
-            ["--refresh-mode=periodic", "--sleep-interval=10s", "--pods-fingerprint-method=with-exclusive-resources"],
+            ["--refresh-mode=periodic", "--period=10", "--pods-fingerprint-method=with-exclusive-resources"],
             ["--notify-file=/host-run-numaplane/notify", "--no-publish"],
         ),
         ({"podsFingerprinting": "Disabled"}, ["--no-pods-fingerprint"], ["--pods-fingerprint"]),
@@ -228,11 +228,11 @@ def test_daemonsets_per_group() -> None:
         (
             {"infoRefreshMode": "Events"},
             ["--refresh-mode=events", "--notify-file=/host-run-numaplane/notify"],
-            ["--sleep-interval=10s"],
+            ["--period=10"],
         ),
         (
             {"infoRefreshMode": "PeriodicAndEvents", "infoRefreshPeriod": "32s"},
-            ["--sleep-interval=32s", "--notify-file=/host-run-numaplane/notify"],
+            ["--period=32", "--notify-file=/host-run-numaplane/notify"],
             [],
         ),
         ({"infoRefreshPause": "Enabled"}, ["--no-publish"], []),
@@ -496,3 +496,15 @@ def test_operator_reconciled_objects_never_include_our_crds() -> None:
     kinds = {(o["kind"], o["metadata"]["name"]) for o in stack()}
     assert not any(k == "CustomResourceDefinition" and n.endswith(".numaplane.io") for k, n in kinds)
     assert NUMAResourcesOperator  # imported for type context
+
+
+@pytest.mark.parametrize("variant", ["standalone", "kubelet-only"])
+def test_exporter_args_parse_with_the_real_exporter_cli(variant: str) -> None:
+    """The rendered exporter command line is accepted by ``numaplane exporter`` itself."""
+    cli = pytest.importorskip("numaplane.cli.exporter", reason="exporter CLI not present")
+    for obj in VARIANTS[variant]():
+        if obj["kind"] == "DaemonSet" and obj["metadata"]["labels"]["app.kubernetes.io/component"] == "exporter":
+            args = obj["spec"]["template"]["spec"]["containers"][0]["args"]
+            assert args[0] == "exporter"
+            ctx = cli.command.make_context("exporter", list(args[1:]))
+            assert ctx.params["node_name"] == "$(NODE_NAME)"

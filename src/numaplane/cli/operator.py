@@ -96,8 +96,8 @@ async def _serve(
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster config.")
 @click.option("--server", default=None, help="API server URL without credentials (tests, kubectl proxy).")
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
-@click.option("--metrics-bind-address", default=":8080", show_default=True)
-@click.option("--health-probe-bind-address", default=":8081", show_default=True)
+@click.option("--metrics-address", default=":8080", show_default=True)
+@click.option("--health-address", default=":8081", show_default=True)
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
 def command(
     namespace: str,
@@ -105,12 +105,10 @@ def command(
     kubeconfig: str | None,
     server: str | None,
     leader_elect: bool,
-    metrics_bind_address: str,
-    health_probe_bind_address: str,
+    metrics_address: str,
+    health_address: str,
     log_level: str,
 ) -> None:
     """Run the NUMAResourcesOperator, NUMAResourcesScheduler and NodeResourcePolicy controllers."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(
-        _serve(kubeconfig, server, namespace, image, leader_elect, metrics_bind_address, health_probe_bind_address)
-    )
+    asyncio.run(_serve(kubeconfig, server, namespace, image, leader_elect, metrics_address, health_address))

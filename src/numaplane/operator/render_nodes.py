@@ -7,18 +7,18 @@ and a metrics Service per component.
 
 Command-line contract with the components (one image, ``ENTRYPOINT numaplane``):
 
-``numaplane exporter`` — ``--node-name`` (from the downward API), ``--sysfs``,
-``--podresources-socket unix://...``, ``--kubelet-config-file`` (kubelet mode) or
-``--topology-manager-policy``/``--topology-manager-scope`` (agent mode, from the policy),
-``--refresh-mode periodic|events|periodic-and-events``, ``--sleep-interval <duration>``,
-``--notify-file``, ``--pods-fingerprint``/``--no-pods-fingerprint``, ``--pods-fingerprint-method
-all|with-exclusive-resources``, ``--no-publish``, ``--pod-exclude <ns-glob>/<name-glob>`` (repeated),
-``--metrics-bind-address``, ``--health-probe-bind-address``, ``--log-level``.
+``numaplane exporter`` (its real CLI) — ``--node-name`` (from the downward API), ``--sysfs-root``
+(the folder holding ``sys/``), ``--podresources-socket unix://...``, ``--kubelet-config`` (kubelet
+mode) or ``--topology-manager-policy``/``--topology-manager-scope`` (agent mode, from the policy),
+``--refresh-mode periodic|events|both``, ``--period <seconds>``, ``--notify-file``,
+``--pods-fingerprint``/``--no-pods-fingerprint``, ``--pods-fingerprint-method
+all|with-exclusive-resources``, ``--no-publish``, ``--exclude-pods <ns-glob>/<name-glob>`` (repeated),
+``--metrics-address``, ``--health-address``, ``--log-level``.
 
 ``numaplane agent`` — ``--node-name``, ``--config`` (a file the agent watches and reloads live; the
 pod template carries no hash of it, so a policy change never restarts agents), ``--nri-socket``,
 ``--state-dir``, ``--podresources-socket`` (served by the agent), ``--plugin-dir``,
-``--notify-file`` (touched after every allocation change), ``--sysfs``, bind addresses, log level.
+``--notify-file`` (touched after every allocation change), ``--sysfs-root``, bind addresses, log level.
 The agent reports the policy revision it applied or rejected as the pod condition
 :data:`numaplane.operator.policy_status.POLICY_CONDITION` on its own pod.
 
@@ -36,7 +36,6 @@ from typing import Any
 
 import yaml
 
-from numaplane.operator.api.meta import format_duration
 from numaplane.operator.api.numaresources import KIND as NRO_KIND
 from numaplane.operator.api.numaresources import (
     Enforcement,
@@ -89,7 +88,7 @@ DEFAULT_TOLERATIONS: tuple[dict[str, Any], ...] = (
 _REFRESH_FLAG = {
     InfoRefreshMode.PERIODIC: "periodic",
     InfoRefreshMode.EVENTS: "events",
-    InfoRefreshMode.PERIODIC_AND_EVENTS: "periodic-and-events",
+    InfoRefreshMode.PERIODIC_AND_EVENTS: "both",
 }
 
 
@@ -156,7 +155,7 @@ def _topology_manager(document: Mapping[str, Any]) -> tuple[str, str]:
 
 def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup, document: Mapping[str, Any] | None) -> list[str]:
     cfg = group.config
-    args = ["exporter", "--node-name=$(NODE_NAME)", "--sysfs=/host-sys"]
+    args = ["exporter", "--node-name=$(NODE_NAME)", "--sysfs-root=/host"]
     if group.enforcement is Enforcement.AGENT:
         policy, scope = _topology_manager(document or {})
         args += [
@@ -167,11 +166,11 @@ def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup, document: Mappin
     else:
         args += [
             "--podresources-socket=unix:///host-podresources/kubelet.sock",
-            "--kubelet-config-file=/host-kubelet/config.yaml",
+            "--kubelet-config=/host-kubelet/config.yaml",
         ]
     args.append(f"--refresh-mode={_REFRESH_FLAG[cfg.info_refresh_mode]}")
     if cfg.info_refresh_mode is not InfoRefreshMode.EVENTS:
-        args.append(f"--sleep-interval={format_duration(cfg.info_refresh_period_seconds)}")
+        args.append(f"--period={cfg.info_refresh_period_seconds:g}")
     if cfg.info_refresh_mode is not InfoRefreshMode.PERIODIC:
         args.append("--notify-file=/host-run-numaplane/notify")
     if cfg.pods_fingerprinting is PodsFingerprinting.DISABLED:
@@ -181,15 +180,15 @@ def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup, document: Mappin
         args += ["--pods-fingerprint", f"--pods-fingerprint-method={method}"]
     if cfg.info_refresh_pause is InfoRefreshPause.ENABLED:
         args.append("--no-publish")
-    args += [f"--pod-exclude={p.flag_value}" for p in nro.pod_excludes]
+    args += [f"--exclude-pods={p.flag_value}" for p in nro.pod_excludes]
     args += _common_args(nro)
     return args
 
 
 def _common_args(nro: NUMAResourcesOperator) -> list[str]:
     return [
-        f"--metrics-bind-address=:{METRICS_PORT}",
-        f"--health-probe-bind-address=:{HEALTH_PORT}",
+        f"--metrics-address=:{METRICS_PORT}",
+        f"--health-address=:{HEALTH_PORT}",
         f"--log-level={nro.log_level.cli_value}",
     ]
 
@@ -204,7 +203,7 @@ def agent_args(nro: NUMAResourcesOperator, settings: Settings) -> list[str]:
         f"--podresources-socket={settings.state_dir}/podresources/kubelet.sock",
         f"--plugin-dir={settings.state_dir}/plugins",
         f"--notify-file={settings.run_dir}/notify",
-        "--sysfs=/host-sys",
+        "--sysfs-root=/host",
         *_common_args(nro),
     ]
 
@@ -267,7 +266,7 @@ def _daemonset(
 def exporter_daemonset(
     nro: NUMAResourcesOperator, group: NodeGroup, document: Mapping[str, Any] | None, settings: Settings, owner: Owner
 ) -> dict[str, Any]:
-    mounts = [{"name": "host-sys", "mountPath": "/host-sys", "readOnly": True}]
+    mounts = [{"name": "host-sys", "mountPath": "/host/sys", "readOnly": True}]
     volumes = [host_path_volume("host-sys", "/sys", "Directory")]
     if group.enforcement is Enforcement.AGENT:
         mounts.append({"name": "agent-podresources", "mountPath": "/host-numaplane/podresources"})
@@ -307,7 +306,7 @@ def exporter_daemonset(
 
 def agent_daemonset(nro: NUMAResourcesOperator, group: NodeGroup, settings: Settings, owner: Owner) -> dict[str, Any]:
     mounts = [
-        {"name": "host-sys", "mountPath": "/host-sys", "readOnly": True},
+        {"name": "host-sys", "mountPath": "/host/sys", "readOnly": True},
         {"name": "nri", "mountPath": settings.nri_socket_dir},
         {"name": "state", "mountPath": settings.state_dir},
         {"name": "run-numaplane", "mountPath": settings.run_dir},

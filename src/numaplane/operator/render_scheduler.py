@@ -8,8 +8,8 @@ Deployment's pod template carries the config's hash so a config change rolls the
 
 Command-line contract: ``numaplane scheduler run|extender`` take ``--scheduler-name``,
 ``--cache-resync-period <duration>``, ``--scoring-strategy <type>``, ``--resource-weight name=weight``
-(repeated), ``--informer-mode shared|dedicated``, ``--metrics-bind-address``,
-``--health-probe-bind-address``, ``--log-level``; ``run`` also ``--leader-elect``,
+(repeated), ``--informer-mode shared|dedicated``, ``--metrics-address``,
+``--health-address``, ``--log-level``; ``run`` also ``--leader-elect``,
 ``--leader-election-namespace``, ``--leader-election-lease``; ``extender`` also ``--listen host:port``.
 The extender serves ``POST /filter``, ``/prioritize`` and ``/bind`` under ``http://127.0.0.1:8888/``.
 """
@@ -101,8 +101,8 @@ def _numaplane_args(nrs: NUMAResourcesScheduler) -> list[str]:
         f"--scoring-strategy={strategy.type.value}",
         *[f"--resource-weight={w}" for w in strategy.flag_values],
         f"--informer-mode={nrs.scheduler_informer.value.lower()}",
-        f"--metrics-bind-address=:{METRICS_PORT}",
-        f"--health-probe-bind-address=:{HEALTH_PORT}",
+        f"--metrics-address=:{METRICS_PORT}",
+        f"--health-address=:{HEALTH_PORT}",
         f"--log-level={nrs.log_level.cli_value}",
     ]
 

@@ -103,7 +103,7 @@ class LogLevel(enum.StrEnum):
     @property
     def cli_value(self) -> str:
         """The ``--log-level`` value of the numaplane components for this level."""
-        return {"Normal": "info", "Debug": "debug", "Trace": "trace", "TraceAll": "trace"}[self.value]
+        return "info" if self is LogLevel.NORMAL else "debug"
 
 
 class Problems:
