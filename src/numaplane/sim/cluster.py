@@ -1,0 +1,291 @@
+"""Simulated nodes: a machine topology, its node configuration and a running :class:`ResourceManager`.
+
+A :class:`NodeTemplate` says what a node is (topology, resource-manager config, extra hugepages, device
+inventory); :func:`instantiate` makes a fresh :class:`SimNode` from it for every scheduler run so that
+all schedulers start from identical clusters.
+
+Built-in topologies are JSON files shipped in ``numaplane/sim/data/topologies`` (derived from 25 real
+machines' sysfs snapshots by numaplane's own discovery; ``scripts/gen_sim_topologies.py``).
+
+Modelling choices (documented because they shape results):
+
+* hugepages: ``hugepages_1g_per_numa`` pages of 1 GiB are added on every NUMA node with memory (the
+  snapshots' pools are mostly empty; a production node would pre-allocate them at boot);
+* devices: every NUMA-affine network PCI function of the real machine becomes one
+  ``example.com/nic`` device on its NUMA node (an SR-IOV-like inventory);
+* node allocatable (what the default scheduler sees) = capacity − reserved CPUs − reserved memory −
+  hugepages, plus hugepages and devices; ``pods`` = 110.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from numaplane.policy.config import DeviceSpec, NodeResourceConfig, parse_config
+from numaplane.policy.manager import ResourceManager
+from numaplane.resources.quantity import Quantity
+from numaplane.sim.errors import ClusterSpecError
+from numaplane.topology.errors import TopologyFormatError
+from numaplane.topology.model import HugePages, NUMANode, Topology
+
+__all__ = [
+    "DEFAULT_CLUSTER",
+    "NodeTemplate",
+    "SimNode",
+    "builtin_topologies",
+    "instantiate",
+    "load_topology",
+    "node_config",
+]
+
+NIC_RESOURCE = "example.com/nic"
+MAX_PODS = 110
+
+# (built-in topology, node count): 36 multi-NUMA servers, 3,328 CPUs in all
+DEFAULT_CLUSTER: tuple[tuple[str, int], ...] = (
+    ("intel-xeon-gold6330-2s2n-112t-pci", 8),
+    ("intel-xeon-gold6230-2s-snc2-4n-80t-msc", 8),
+    ("arm64-kunpeng920-2s4n-128c", 6),
+    ("intel-xeon-4s4n-144t", 6),
+    ("intel-xeon-2s-snc2-4n-80t-hugepages", 4),
+    ("intel-xeon-gold6230-2s2n-80t-pci", 4),
+)
+
+
+@cache
+def builtin_topologies() -> tuple[str, ...]:
+    """Names of the shipped topologies."""
+    folder = resources.files("numaplane.sim") / "data" / "topologies"
+    return tuple(sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json")))
+
+
+@cache
+def _load_builtin(name: str) -> Topology:
+    path = resources.files("numaplane.sim") / "data" / "topologies" / f"{name}.json"
+    return Topology.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def load_topology(spec: str) -> Topology:
+    """A built-in name, a topology JSON/YAML file, or a sysfs folder / ``.tar.gz`` snapshot."""
+    if spec in builtin_topologies():
+        return _load_builtin(spec)
+    path = Path(spec)
+    if not path.exists():
+        raise ClusterSpecError(
+            f"topology {spec!r}: not a built-in name ({', '.join(builtin_topologies())}) and no such file"
+        )
+    if path.is_dir() or path.name.endswith((".tar.gz", ".tgz")):
+        from numaplane.topology import sysfs  # adapter; imported only for this input kind
+
+        try:
+            if path.is_dir():
+                return sysfs.discover(sysfs.find_sysfs_root(path))
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                return sysfs.discover(sysfs.unpack_snapshot(path, tmp))
+        except Exception as exc:  # discovery errors are typed; anything else is reported the same way
+            raise ClusterSpecError(f"topology {spec!r}: {exc}") from exc
+    try:
+        import yaml
+
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        topo = Topology.from_dict(doc)
+    except (OSError, TopologyFormatError, yaml.YAMLError) as exc:
+        raise ClusterSpecError(f"topology file {spec}: {exc}") from exc
+    return topo if topo.name else replace(topo, name=path.stem)
+
+
+def with_hugepages(topology: Topology, pages_1g: int) -> Topology:
+    """``topology`` with ``pages_1g`` 1 GiB hugepages on every NUMA node that has memory."""
+    if pages_1g <= 0:
+        return topology
+    nodes = []
+    for node in topology.numa_nodes:
+        hp = tuple(h for h in node.hugepages if h.page_size_bytes != 1 << 30)
+        if node.memory_total_bytes >= (pages_1g + 4) << 30:
+            hp = (*hp, HugePages(1 << 30, pages_1g, pages_1g))
+        nodes.append(
+            NUMANode(
+                id=node.id,
+                cpus=node.cpus,
+                memory_total_bytes=node.memory_total_bytes,
+                memory_free_bytes=node.memory_free_bytes,
+                hugepages=tuple(h for h in hp if h.total > 0),
+                distances=node.distances,
+                online=node.online,
+            )
+        )
+    return replace(topology, numa_nodes=tuple(nodes))
+
+
+def nic_inventory(topology: Topology) -> tuple[DeviceSpec, ...]:
+    """One device per NUMA-affine network PCI function (class 02xxxx)."""
+    return tuple(
+        DeviceSpec(id=f"nic-{d.address}", numa=(d.numa_node,))
+        for d in topology.pci_devices
+        if d.numa_node >= 0 and d.class_code.removeprefix("0x").startswith("02")
+    )
+
+
+def node_config(
+    topology: Topology, *, policy: str, scope: str, reserved_cpus: int, reserved_memory_per_numa: int
+) -> NodeResourceConfig:
+    """The resource-manager config of a simulated node (static CPU and memory policies)."""
+    memory_nodes = [n.id for n in topology.numa_nodes if n.memory_total_bytes > 0]
+    return parse_config(
+        {
+            "topologyManager": {"policy": policy, "scope": scope},
+            "cpuManager": {"policy": "static", "reservedCPUCount": reserved_cpus},
+            "memoryManager": {
+                "policy": "Static" if memory_nodes else "None",
+                "reservedMemory": [
+                    {"numaNode": n, "limits": {"memory": str(reserved_memory_per_numa)}} for n in memory_nodes
+                ],
+            },
+            "devices": {NIC_RESOURCE: [{"id": d.id, "numa": list(d.numa or ())} for d in nic_inventory(topology)]},
+        }
+    )
+
+
+@dataclass(frozen=True)
+class NodeTemplate:
+    """What a simulated node is. ``config`` is the node's resource-manager configuration."""
+
+    name: str
+    topology: Topology
+    config: NodeResourceConfig
+
+
+@dataclass
+class SimNode:
+    """A live simulated node: its manager, its allocatable, the pods bound to it and their requests."""
+
+    name: str
+    topology: Topology
+    manager: ResourceManager
+    allocatable: dict[str, Quantity]
+    node_doc: dict[str, Any]
+    used: dict[str, Fraction] = field(default_factory=dict)
+    bound: dict[str, Any] = field(default_factory=dict)
+    dirty: bool = True
+
+
+def allocatable_of(topology: Topology, manager: ResourceManager) -> dict[str, Quantity]:
+    """Node allocatable as the kubelet reports it (see module docstring)."""
+    cpus = manager.cpu.policy.allocatable.size() if manager.cpu.policy is not None else topology.num_cpus
+    reserved_mem = sum(sum(v.get("memory", 0) for v in [r]) for r in manager.config.reserved_memory.values())
+    hugepages: dict[str, int] = {}
+    for node in topology.numa_nodes:
+        for h in node.hugepages:
+            hugepages[h.resource_name] = hugepages.get(h.resource_name, 0) + h.total_bytes
+    memory = sum(n.memory_total_bytes for n in topology.numa_nodes) - reserved_mem - sum(hugepages.values())
+    out = {
+        "cpu": Quantity.from_int(cpus),
+        "memory": Quantity.from_int(max(memory, 0), binary=True),
+        "pods": Quantity.from_int(MAX_PODS),
+    }
+    for name, size in hugepages.items():
+        out[name] = Quantity.from_int(size, binary=True)
+    for resource, devices in manager.config.devices.items():
+        if devices:
+            out[resource] = Quantity.from_int(len(devices))
+    return out
+
+
+def instantiate(template: NodeTemplate) -> SimNode:
+    """A fresh node (empty manager) from its template."""
+    manager = ResourceManager(template.topology, template.config)
+    allocatable = allocatable_of(template.topology, manager)
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": template.name, "labels": {"kubernetes.io/hostname": template.name}},
+        "status": {
+            "capacity": {k: str(v) for k, v in allocatable.items()},
+            "allocatable": {k: str(v) for k, v in allocatable.items()},
+        },
+    }
+    return SimNode(template.name, template.topology, manager, allocatable, doc)
+
+
+def build_templates(
+    spec: Sequence[tuple[str, int]],
+    *,
+    policy: str,
+    scope: str,
+    hugepages_1g_per_numa: int = 8,
+    reserved_cpus: int = 2,
+    reserved_memory_per_numa: int = 512 << 20,
+    topology_loader: Any = load_topology,
+) -> list[NodeTemplate]:
+    """Templates for ``[(topology, count), ...]``, named ``<short>-<n>`` in order."""
+    templates: list[NodeTemplate] = []
+    for topo_spec, count in spec:
+        if count < 1:
+            raise ClusterSpecError(f"topology {topo_spec!r}: node count must be at least 1, got {count}")
+        topology = with_hugepages(topology_loader(topo_spec), hugepages_1g_per_numa)
+        config = node_config(
+            topology,
+            policy=policy,
+            scope=scope,
+            reserved_cpus=reserved_cpus,
+            reserved_memory_per_numa=reserved_memory_per_numa,
+        )
+        short = (topology.name or "node").split("-")[0:3]
+        for _ in range(count):
+            templates.append(NodeTemplate(f"{'-'.join(short)}-{len(templates):03d}", topology, config))
+    return templates
+
+
+def parse_cluster_spec(items: Sequence[str], default_count: int | None = None) -> list[tuple[str, int]]:
+    """``NAME``, ``NAME=COUNT`` or ``NAME:COUNT`` items (repeatable ``--topology``)."""
+    out: list[tuple[str, int]] = []
+    for item in items:
+        name, sep, count_text = (
+            item.replace(":", "=").rpartition("=") if "=" in item.replace(":", "=") else (item, "", "")
+        )
+        if not sep:
+            name, count_text = item, ""
+        try:
+            count = int(count_text) if count_text else (default_count or 1)
+        except ValueError as exc:
+            raise ClusterSpecError(f"--topology {item!r}: count {count_text!r} is not an integer") from exc
+        out.append((name, count))
+    return out
+
+
+def scale_cluster(spec: Sequence[tuple[str, int]], nodes: int) -> list[tuple[str, int]]:
+    """Scale counts proportionally so they add up to ``nodes`` (each kind keeps at least one node)."""
+    total = sum(c for _, c in spec)
+    if nodes <= 0:
+        raise ClusterSpecError(f"--nodes must be positive, got {nodes}")
+    if nodes < len(spec):
+        return [(name, 1) for name, _ in spec[:nodes]]
+    scaled = [(name, max(1, c * nodes // total)) for name, c in spec]
+    missing = nodes - sum(c for _, c in scaled)
+    i = 0
+    while missing != 0:
+        name, c = scaled[i % len(scaled)]
+        if missing > 0:
+            scaled[i % len(scaled)] = (name, c + 1)
+            missing -= 1
+        elif c > 1:
+            scaled[i % len(scaled)] = (name, c - 1)
+            missing += 1
+        i += 1
+    return scaled
+
+
+def describe(templates: Sequence[NodeTemplate]) -> Mapping[str, int]:
+    counts: dict[str, int] = {}
+    for t in templates:
+        counts[t.topology.name] = counts.get(t.topology.name, 0) + 1
+    return counts
