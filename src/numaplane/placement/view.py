@@ -18,6 +18,10 @@ rules (scheduler-nrt.md A.2, A.3):
 * A zone's resources map each row name to its ``available`` quantity (a later duplicate row wins, as
   upstream's map assignment does); ``allocatable`` is kept for the opt-in kubelet admission mode.
   Costs map the peer's NUMA id (parsed with the same ``node-<id>`` rule, ids up to 64) to the distance.
+* A negative ``available`` or ``allocatable`` in a usable zone makes the whole object unusable (a
+  :func:`malformed` view: the node fails the filter and scores 0). The CRD pattern admits a sign, but
+  no exporter publishes negative amounts and upstream's arithmetic on them is meaningless (a
+  BalancedAllocation score far below 0, for instance).
 
 Invariants: a :class:`NodeTopology` is immutable (:meth:`NodeTopology.charged` returns a new one); one
 with :attr:`NodeTopology.problem` set stands for an object that could not be parsed (see
@@ -184,6 +188,8 @@ def node_topology(nrt: NodeResourceTopology) -> NodeTopology:
         available: dict[str, Quantity] = {}
         allocatable: dict[str, Quantity] = {}
         for row in zone.resources:
+            if row.available.amount < 0 or row.allocatable.amount < 0:
+                return malformed(nrt.name, f"zone {zone.name}: {row.name} has a negative quantity")
             available[row.name] = row.available
             allocatable[row.name] = row.allocatable
         costs: dict[int, int] = {}

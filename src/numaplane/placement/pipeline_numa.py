@@ -1,0 +1,217 @@
+"""LeastNUMANodes over many nodes at once (the vectorised twin of :mod:`numaplane.placement.least_numa`).
+
+For each set size k the k-combinations of zone *slots* are enumerated once, in lexicographic order, as a
+0/1 membership matrix ``(combos, slots)``. Restricted to combinations whose slots all exist on a node
+(largest slot < the node's zone count) that is exactly the node's own lexicographic order, so "first
+fitting combination" means the same thing. Per node and combination, integer matrix products give how
+many slots list each requested resource (valid iff all k do), the summed ``available`` (fits iff >= the
+request) and the distance sum (from the node's cost matrix; cached per row until the row changes).
+Nodes are resolved at the smallest k with a fit; the score is ``100 - k * step`` plus ``step // 2``
+when the chosen combination has the optimal distance for k. Container scope charges each container
+to its chosen zones in NUMA id order, as much as possible from each, before the next container.
+
+Only Guaranteed pods reach this module (others score 100 before). Sums stay exact: each quantity is
+below 2**59 thousandths and at most 16 slots are summed (:data:`MAX_VECTOR_SLOTS`; the pipeline uses
+the scalar code beyond that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from itertools import combinations
+
+import numpy as np
+
+from numaplane.placement.cluster import I64, B, ClusterArrays
+from numaplane.placement.least_numa import MAX_SCORE
+from numaplane.placement.requests import pod_request
+from numaplane.resources.pod import Pod
+from numaplane.resources.quantity import Quantity
+
+__all__ = ["MAX_VECTOR_SLOTS", "Distances", "least_numa_scores"]
+
+MAX_VECTOR_SLOTS = 16
+_BIG = np.int64(1 << 62)
+
+
+@cache
+def _combos(slots: int, k: int) -> tuple[I64, I64]:
+    """``(membership (C, slots) int64, largest slot of each combination (C,))``, lexicographic order."""
+    combos = list(combinations(range(slots), k))
+    member = np.zeros((len(combos), slots), np.int64)
+    for i, combo in enumerate(combos):
+        member[i, list(combo)] = 1
+    return member, np.array([c[-1] for c in combos], np.int64)
+
+
+@dataclass
+class Distances:
+    """Distance sums per (row, k-combination), recomputed only for rows whose stamp changed."""
+
+    slots: int = 0
+    tables: dict[int, I64] = field(default_factory=dict)
+    stamps: dict[int, I64] = field(default_factory=dict)
+
+    def get(self, cl: ClusterArrays, k: int, rows: I64) -> I64:
+        if self.slots != cl.slots:
+            self.slots, self.tables, self.stamps = cl.slots, {}, {}
+        member, _ = _combos(cl.slots, k)
+        table, stamps = self.tables.get(k), self.stamps.get(k)
+        if table is None or stamps is None or len(table) < cl.capacity:
+            new_table = np.zeros((cl.capacity, len(member)), np.int64)
+            new_stamps = np.full(cl.capacity, -1, np.int64)
+            if table is not None and stamps is not None:
+                new_table[: len(table)] = table
+                new_stamps[: len(stamps)] = stamps
+            table, stamps = self.tables[k], self.stamps[k] = new_table, new_stamps
+        stale = rows[stamps[rows] != cl.stamp[rows]]
+        if len(stale):
+            table[stale] = np.einsum("cz,nzw,cw->nc", member, cl.costs[stale], member)
+            stamps[stale] = cl.stamp[stale]
+        return table[rows]
+
+
+@dataclass
+class _Search:
+    """Per-row outcome of one minimal-set search: size k (0 = none), optimal flag, chosen membership."""
+
+    k: I64
+    optimal: B
+    member: I64
+
+
+def _search(
+    cl: ClusterArrays, dist: Distances, rows: I64, reqs: list[tuple[int | None, int]], work: Mapping[int, I64]
+) -> _Search:
+    """Minimal fitting zone set for ``reqs`` ((column, thousandths), non-zero) on each of ``rows``.
+
+    ``work`` holds full-height working copies of ``avail_m`` columns (container-scope accounting)."""
+    m = len(rows)
+    found_k = np.zeros(m, np.int64)
+    optimal = np.zeros(m, bool)
+    chosen = np.zeros((m, cl.slots), np.int64)
+    todo = np.arange(m)
+    nz = cl.nzones[rows]
+    for k in range(1, cl.slots + 1):
+        todo = todo[nz[todo] >= k]
+        if not len(todo):
+            break
+        sub = rows[todo]
+        member, largest = _combos(cl.slots, k)
+        valid = largest[None, :] < nz[todo][:, None]
+        fits = valid.copy()
+        for c, q in reqs:
+            if c is None:
+                fits[:] = False
+                break
+            listed = cl.listed[c][sub].astype(np.int64) @ member.T
+            total = work.get(c, cl.avail_m[c])[sub] @ member.T
+            fits &= (listed == k) & (total >= q)
+        has_fit = fits.any(axis=1)
+        if not has_fit.any():
+            continue
+        distance = dist.get(cl, k, sub)
+        best = np.where(valid, distance, _BIG).min(axis=1)
+        opt = fits & (distance == best[:, None])
+        has_opt = opt.any(axis=1)
+        pick = np.where(has_opt, opt.argmax(axis=1), np.where(fits, distance, _BIG).argmin(axis=1))
+        hit = todo[has_fit]
+        found_k[hit] = k
+        optimal[hit] = has_opt[has_fit]
+        chosen[hit] = member[pick[has_fit]]
+        todo = todo[~has_fit]
+    return _Search(found_k, optimal, chosen)
+
+
+def _normalize(cl: ClusterArrays, rows: I64, k: I64, optimal: B) -> I64:
+    step = MAX_SCORE // cl.max_numa[rows]
+    return MAX_SCORE - k * step + np.where(optimal, step // 2, 0)
+
+
+def _nonzero(cl: ClusterArrays, requests: Mapping[str, Quantity]) -> list[tuple[int | None, int]]:
+    out: list[tuple[int | None, int]] = []
+    for name, q in requests.items():
+        milli = q.amount * 1000
+        if milli != 0:
+            out.append((cl.columns.get(name), int(milli)))
+    return out
+
+
+def _listed_anywhere(cl: ClusterArrays, rows: I64, requests: Mapping[str, Quantity]) -> B:
+    out = np.zeros(len(rows), bool)
+    for name in requests:
+        c = cl.columns.get(name)
+        if c is not None:
+            out |= cl.listed_any[c][rows]
+    return out
+
+
+def _pod_scope(cl: ClusterArrays, dist: Distances, rows: I64, pod: Pod) -> I64:
+    reqs = pod_request(pod)
+    numa = _listed_anywhere(cl, rows, reqs)
+    out = np.full(len(rows), MAX_SCORE, np.int64)
+    idx = np.flatnonzero(numa)
+    found = _search(cl, dist, rows[idx], _nonzero(cl, reqs), {})
+    scored = _normalize(cl, rows[idx], found.k, found.optimal)
+    out[idx] = np.where(found.k > 0, scored, 0)
+    return out
+
+
+def _container_scope(cl: ClusterArrays, dist: Distances, rows: I64, pod: Pod) -> I64:
+    m = len(rows)
+    largest = np.zeros(m, np.int64)
+    all_optimal = np.ones(m, bool)
+    failed = np.zeros(m, bool)
+    work: dict[int, I64] = {}
+    for container in pod.all_containers():
+        idx = np.flatnonzero(_listed_anywhere(cl, rows, container.requests) & ~failed)
+        if not len(idx):
+            continue
+        sub = rows[idx]
+        reqs = _nonzero(cl, container.requests)
+        found = _search(cl, dist, sub, reqs, work)
+        failed[idx[found.k == 0]] = True
+        ok = found.k > 0
+        largest[idx] = np.where(ok, np.maximum(largest[idx], found.k), largest[idx])
+        all_optimal[idx] &= np.where(ok, found.optimal, True)
+        _take(cl, work, sub[ok], found.member[ok], reqs)
+    score = _normalize(cl, rows, largest, all_optimal)
+    return np.where(failed, 0, np.where(largest == 0, MAX_SCORE, score))
+
+
+def _take(cl: ClusterArrays, work: dict[int, I64], rows: I64, member: I64, reqs: list[tuple[int | None, int]]) -> None:
+    """Take each request from the chosen slots in NUMA id order, as much as possible from each."""
+    if not len(rows):
+        return
+    key = np.where(member > 0, cl.zone_id[rows], _BIG)
+    order = np.argsort(key, axis=1, kind="stable")
+    for c, q in reqs:
+        if c is None:
+            continue
+        arr = work.get(c)
+        if arr is None:
+            arr = work[c] = cl.avail_m[c].copy()
+        left = np.full(len(rows), q, np.int64)
+        for j in range(cl.slots):
+            slot = order[:, j]
+            here = (member[np.arange(len(rows)), slot] > 0) & cl.listed[c][rows, slot] & (left > 0)
+            avail = arr[rows, slot]
+            take = np.where(here, np.maximum(np.minimum(avail, left), 0), 0)
+            arr[rows, slot] = avail - take
+            left -= take
+
+
+def least_numa_scores(cl: ClusterArrays, pod: Pod, dist: Distances) -> I64:
+    """LeastNUMANodes score of a Guaranteed ``pod`` for every row ``0..n-1`` (unusable rows: anything)."""
+    n = cl.n
+    out = np.zeros(n, np.int64)
+    rows = np.flatnonzero(cl.present[:n] & cl.has_nrt[:n] & ~cl.problem[:n] & ~cl.irregular[:n])
+    pod_rows = rows[cl.scope_pod[rows]]
+    ctr_rows = rows[~cl.scope_pod[rows]]
+    if len(pod_rows):
+        out[pod_rows] = _pod_scope(cl, dist, pod_rows, pod)
+    if len(ctr_rows):
+        out[ctr_rows] = _container_scope(cl, dist, ctr_rows, pod)
+    return out

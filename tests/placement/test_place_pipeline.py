@@ -1,0 +1,243 @@
+"""The vectorised pipeline gives exactly the per-node filter and score results, on random clusters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from place_helpers import container, gu_pod, node_doc, nrt, zone
+
+from numaplane.placement.cache import OverReserveCache, OverReserveConfig
+from numaplane.placement.filter import FilterOptions
+from numaplane.placement.filter import filter as filter_node
+from numaplane.placement.pipeline import Pipeline
+from numaplane.placement.result import Fit
+from numaplane.placement.score import STRATEGY_TYPES, ScoringStrategy, score
+from numaplane.resources.pod import Pod, parse_pod
+
+RESOURCES = ["cpu", "memory", "hugepages-2Mi", "vendor/nic", "gpu", "example.com/dev", "ephemeral-storage"]
+QUANTITIES = ["0", "1", "2", "3", "4", "6", "8", "500m", "1500m", "1Gi", "2Gi", "512Mi", "3Gi", "1"]
+ZONE_NAMES = st.sampled_from(["node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-7"])
+EXOTIC = ["1n", "-1", "1e20"]
+
+quantity = st.one_of(st.sampled_from(QUANTITIES), st.sampled_from(EXOTIC).filter(lambda _: True)).map(str)
+small_quantity = st.sampled_from(QUANTITIES)
+
+
+@st.composite
+def zones(draw: st.DrawFn) -> list[dict[str, Any]]:
+    count = draw(st.integers(0, 5))
+    mode = draw(st.sampled_from(["ordered", "shuffled", "random"]))
+    if mode == "random":
+        names = [draw(ZONE_NAMES) for _ in range(count)]  # may repeat
+    else:
+        names = [f"node-{i}" for i in range(count)]
+        if mode == "shuffled":
+            names = draw(st.permutations(names))
+    out = []
+    for name in names:
+        res = draw(st.lists(st.sampled_from(RESOURCES), unique=True, max_size=5))
+        values = {
+            r: draw(st.one_of(small_quantity, small_quantity, small_quantity, st.sampled_from(EXOTIC))) for r in res
+        }
+        z = zone(name, values)
+        if draw(st.booleans()):
+            z["costs"] = [
+                {"name": f"node-{j}", "value": draw(st.sampled_from([10, 11, 12, 20, 21, 32]))} for j in range(6)
+            ]
+        if draw(st.integers(0, 15)) == 0:
+            z["type"] = "Socket"
+        if draw(st.integers(0, 15)) == 0:
+            z["name"] = "numa-" + name
+        out.append(z)
+    return out
+
+
+@st.composite
+def node_entry(draw: st.DrawFn, name: str) -> tuple[dict[str, Any] | None, dict[str, Any], bool]:
+    alloc = dict.fromkeys(draw(st.lists(st.sampled_from(RESOURCES), unique=True)), "8")
+    alloc.update({"cpu": "64", "memory": "64Gi"})
+    node = node_doc(name, alloc)
+    fresh = draw(st.integers(0, 9)) > 0
+    kind = draw(st.integers(0, 19))
+    if kind == 0:
+        return None, node, fresh
+    attrs: dict[str, str] = {}
+    policy = draw(st.sampled_from(["single-numa-node"] * 4 + ["restricted", "best-effort", "none"]))
+    scope = draw(st.sampled_from(["container", "pod"]))
+    if draw(st.booleans()):
+        legacy = [{"pod": "SingleNUMANodePodLevel", "container": "SingleNUMANodeContainerLevel"}[scope]]
+        if policy != "single-numa-node":
+            attrs["topologyManagerPolicy"] = policy
+    else:
+        legacy = []
+        attrs["topologyManagerPolicy"] = policy
+        attrs["topologyManagerScope"] = scope
+    max_numa = draw(st.sampled_from([None, "2", "4", "16"]))
+    if max_numa:
+        attrs["topologyManagerMaxNUMANodes"] = max_numa
+    doc: dict[str, Any] = {
+        "apiVersion": "topology.node.k8s.io/v1alpha2",
+        "kind": "NodeResourceTopology",
+        "metadata": {"name": name},
+        "topologyPolicies": legacy,
+        "attributes": [{"name": k, "value": v} for k, v in attrs.items()],
+        "zones": draw(zones()),
+    }
+    if kind == 1:
+        doc["zones"].append(
+            {
+                "name": "node-9",
+                "type": "Node",
+                "resources": [{"name": "cpu", "capacity": "x", "allocatable": "1", "available": "1"}],
+            }
+        )
+    return doc, node, fresh
+
+
+@st.composite
+def pods(draw: st.DrawFn) -> Pod:
+    def requests(limit: int) -> dict[str, str]:
+        names = draw(st.lists(st.sampled_from(RESOURCES), unique=True, max_size=limit))
+        return {
+            n: draw(
+                st.one_of(small_quantity, small_quantity, small_quantity, small_quantity, st.sampled_from(EXOTIC[:1]))
+            )
+            for n in names
+        }
+
+    guaranteed = draw(st.booleans())
+
+    def ctr(name: str, **extra: Any) -> dict[str, Any]:
+        reqs = requests(4)
+        if guaranteed:
+            reqs.setdefault("cpu", draw(st.sampled_from(["1", "2", "3", "500m"])))
+            reqs.setdefault("memory", draw(st.sampled_from(["512Mi", "1Gi"])))
+            for key in ("cpu", "memory"):
+                if reqs[key] == "0":
+                    reqs[key] = "1"
+            return {"name": name, "resources": {"requests": reqs, "limits": dict(reqs)}, **extra}
+        return {"name": name, "resources": {"requests": reqs}, **extra}
+
+    apps = [ctr(f"app{i}") for i in range(draw(st.integers(1, 3)))]
+    inits = [
+        ctr(f"init{i}", **({"restartPolicy": "Always"} if draw(st.booleans()) else {}))
+        for i in range(draw(st.integers(0, 2)))
+    ]
+    spec: dict[str, Any] = {"containers": apps, "initContainers": inits}
+    if draw(st.integers(0, 5)) == 0:
+        spec["overhead"] = {"cpu": "250m", "memory": "64Mi"}
+    return parse_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": spec})
+
+
+@st.composite
+def strategies(draw: st.DrawFn) -> ScoringStrategy:
+    kind = draw(st.sampled_from(STRATEGY_TYPES))
+    weights = {r: draw(st.integers(0, 3)) for r in draw(st.lists(st.sampled_from(RESOURCES), unique=True, max_size=3))}
+    return ScoringStrategy(kind, weights)
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> list[tuple[str, dict[str, Any] | None, dict[str, Any], bool]]:
+    count = draw(st.integers(1, 10))
+    return [(f"n{i}", *draw(node_entry(f"n{i}"))) for i in range(count)]
+
+
+def check(pipe: Pipeline, pod: Pod, entries: dict[str, tuple[dict[str, Any] | None, dict[str, Any], bool]]) -> None:
+    result = pipe.evaluate(pod)
+    for name, (doc, node, fresh) in entries.items():
+        want_fit = isinstance(filter_node(pod, doc, node, fresh=fresh, options=pipe.options), Fit)
+        want_score = score(pod, doc, node, pipe.strategy, fresh=fresh)
+        assert result.result(name) == (want_fit, want_score), (name, doc, node, fresh)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cluster=clusters(), pod=pods(), strategy=strategies(), kubelet=st.booleans(), zones_hint=st.sampled_from([1, 2, 8])
+)
+def test_pipeline_equals_per_node_functions(
+    cluster: list[tuple[str, dict[str, Any] | None, dict[str, Any], bool]],
+    pod: Pod,
+    strategy: ScoringStrategy,
+    kubelet: bool,
+    zones_hint: int,
+) -> None:
+    pipe = Pipeline(strategy, FilterOptions(kubelet_admission=kubelet), zones=zones_hint)
+    entries = {}
+    for name, doc, node, fresh in cluster:
+        pipe.update_node(name, doc, node, fresh=fresh)
+        entries[name] = (doc, node, fresh)
+    check(pipe, pod, entries)
+    # incremental updates: rewrite some rows, drop one, evaluate again
+    for name, doc, node, fresh in cluster[::2]:
+        pipe.update_node(name, None if doc is None else doc, node, fresh=not fresh)
+        entries[name] = (doc, node, not fresh)
+    gone = cluster[-1][0]
+    pipe.remove_node(gone)
+    del entries[gone]
+    check(pipe, pod, entries)
+    assert gone not in pipe.evaluate(pod).feasible_nodes()
+
+
+def test_ranking_and_sync_from_cache_follow_reservations() -> None:
+    topos = [
+        nrt(f"n{i}", [zone(0, {"cpu": 4 + i, "memory": "8Gi"}), zone(1, {"cpu": 4, "memory": "8Gi"})]) for i in range(3)
+    ]
+    nodes = {f"n{i}": node_doc(f"n{i}") for i in range(3)}
+    cache = OverReserveCache(OverReserveConfig(), topos)
+    pipe = Pipeline(ScoringStrategy("MostAllocated"))
+    assert pipe.sync_from_cache(cache, nodes) == 3
+    p = gu_pod("a", cpu=4, memory="1Gi")
+    # MostAllocated: zone 1 (4 cpus) is fully used by a 4-cpu pod on every node → all nodes tie on cpu
+    ranking = pipe.evaluate(p).ranking()
+    assert [n for n, _ in ranking] == ["n0", "n1", "n2"]
+    cache.reserve("n0", p)
+    assert pipe.sync_from_cache(cache, nodes) == 1
+    result = pipe.evaluate(gu_pod("b", cpu=4, memory="1Gi"))
+    assert result.feasible_nodes() == ["n1", "n2"]
+    for name, node in nodes.items():
+        cached = cache.get(name)
+        assert result.result(name)[0] == isinstance(
+            filter_node(gu_pod("b", cpu=4, memory="1Gi"), cached.topology, node), Fit
+        )
+    verdict = pipe.explain(gu_pod("b", cpu=4, memory="1Gi"), "n0")
+    assert not verdict.fit and "node-0: cpu 4 requested, 0 available" in verdict.explain()
+
+
+def test_large_cluster_matches_loop() -> None:
+    import random
+
+    rng = random.Random(7)
+    pipe = Pipeline(ScoringStrategy("LeastAllocated"))
+    entries = {}
+    for i in range(300):
+        zs = [
+            zone(
+                z,
+                {
+                    "cpu": rng.choice([2, 4, 8, 16]),
+                    "memory": f"{rng.choice([4, 8, 16])}Gi",
+                    "vendor/nic": rng.choice([0, 1, 2]),
+                },
+            )
+            for z in range(8)
+        ]
+        doc = nrt(f"n{i}", zs, scope=rng.choice(["pod", "container"])).to_dict()
+        node = node_doc(f"n{i}", {"cpu": "128", "memory": "256Gi", "vendor/nic": "8"})
+        pipe.update_node(f"n{i}", doc, node)
+        entries[f"n{i}"] = (doc, node, True)
+    p = parse_pod(
+        {
+            "metadata": {"name": "x"},
+            "spec": {
+                "containers": [
+                    container("a", {"cpu": 3, "memory": "2Gi", "vendor/nic": 1}),
+                    container("b", {"cpu": 5, "memory": "2Gi"}),
+                ]
+            },
+        }
+    )
+    for kind in STRATEGY_TYPES:
+        pipe.strategy = ScoringStrategy(kind)
+        check(pipe, p, entries)
