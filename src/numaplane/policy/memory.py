@@ -13,7 +13,9 @@ state untouched.
 Known divergences: a resource missing from a node's memory map counts as 0 bytes there, and a hint
 naming a NUMA node absent from the machine state is refused with a :class:`MemoryManagerError`
 (upstream dereferences nil and crashes); a node whose hugepages and reserved memory exceed its memory
-gets a negative allocatable (upstream's unsigned arithmetic wraps around to a huge value).
+gets a negative allocatable (upstream's unsigned arithmetic wraps around to a huge value); when no
+hint list for ``memory`` exists (hugepages requested without memory), the default hint comes from the
+first requested type (upstream would dereference a nil mask).
 """
 
 from __future__ import annotations
