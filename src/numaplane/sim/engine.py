@@ -1,0 +1,436 @@
+"""The discrete-event engine: one scheduler over one cluster, the same workload for every scheduler.
+
+Events (time in simulated seconds; ties in insertion order):
+
+* ``arrive``   a pod enters the scheduling queue and is tried at once;
+* ``retry``    pending pods are tried again (after a departure or an NRT refresh freed or revealed
+               capacity, and every ``retry_interval_s``);
+* ``depart``   a running pod ends; its node's resource manager releases it;
+* ``refresh``  a tenth of the nodes republish their NRT if their allocations changed (a periodic
+               exporter with period ``refresh_period_s``, nodes staggered);
+* ``resync``   the over-reserve cache's periodic resync (``tick``);
+* ``recreate`` a pod rejected by its node's admission is recreated by its controller;
+* ``sample``   metrics are sampled.
+
+A scheduling attempt: NodeResourcesFit over every node (:class:`~numaplane.sim.fit.FitArrays`); for
+a NUMA-aware scheduler also the NUMA filter and score through the real cache
+(:mod:`numaplane.placement.cache`) and the vectorised :class:`~numaplane.placement.pipeline.Pipeline`;
+the best node wins (NUMA score first, then LeastAllocated, then the lowest node index). Binding calls
+the node's :class:`~numaplane.policy.manager.ResourceManager` ``admit`` at once (the kubelet's
+admission); a rejection is counted with its reason and the pod is recreated after
+``recreate_delay_s``, at most ``max_recreates`` times. NRTs are produced by
+:func:`numaplane.nrt.from_manager.node_nrt` from the managers' real state. The engine has no
+placement or admission logic of its own.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from numaplane.nrt.from_manager import node_nrt
+from numaplane.placement.cache import make_cache
+from numaplane.placement.cachebase import NRTCache
+from numaplane.placement.overreserve import OverReserveConfig
+from numaplane.placement.pipeline import Pipeline
+from numaplane.placement.score import ScoringStrategy
+from numaplane.resources.pod import Pod
+from numaplane.sim.cluster import NodeTemplate, SimNode, instantiate
+from numaplane.sim.fit import FitArrays
+from numaplane.sim.workload import PodArrival
+
+__all__ = ["DEFAULT_SCHEDULERS", "RunResult", "SchedulerSpec", "SimConfig", "run_scheduler"]
+
+NUMA_SCHEDULER_NAME = "topo-aware-scheduler"
+REFRESH_BUCKETS = 10
+
+
+@dataclass(frozen=True)
+class SchedulerSpec:
+    """A scheduler configuration: ``numa_aware`` with a scoring ``strategy`` and a ``cache`` mode."""
+
+    name: str
+    numa_aware: bool = False
+    strategy: str = "LeastAllocated"
+    cache: str = "passthrough"  # passthrough | overreserve | discard-reserved
+
+    @staticmethod
+    def parse(text: str) -> SchedulerSpec:
+        """``default`` or ``numa:<Strategy>[:<cache>]`` or one of the built-in names."""
+        for spec in DEFAULT_SCHEDULERS + EXTRA_SCHEDULERS:
+            if spec.name == text:
+                return spec
+        parts = text.split(":")
+        if parts[0] == "default" and len(parts) == 1:
+            return SchedulerSpec("default")
+        if parts[0] == "numa" and 2 <= len(parts) <= 3:
+            strategy = parts[1]
+            cache = parts[2] if len(parts) == 3 else "overreserve"
+            ScoringStrategy(strategy)  # type: ignore[arg-type]  # validates the name
+            if cache not in ("passthrough", "overreserve", "discard-reserved"):
+                raise ValueError(f"unknown cache mode {cache!r} (passthrough, overreserve, discard-reserved)")
+            return SchedulerSpec(f"numa-{strategy}-{cache}", True, strategy, cache)
+        known = ", ".join(s.name for s in DEFAULT_SCHEDULERS + EXTRA_SCHEDULERS)
+        raise ValueError(f"unknown scheduler {text!r}: use one of {known} or numa:<Strategy>[:<cache>]")
+
+
+DEFAULT_SCHEDULERS: tuple[SchedulerSpec, ...] = (
+    SchedulerSpec("default"),
+    SchedulerSpec("numa-LeastAllocated-passthrough", True, "LeastAllocated", "passthrough"),
+    SchedulerSpec("numa-LeastAllocated-overreserve", True, "LeastAllocated", "overreserve"),
+    SchedulerSpec("numa-MostAllocated-overreserve", True, "MostAllocated", "overreserve"),
+    SchedulerSpec("numa-BalancedAllocation-overreserve", True, "BalancedAllocation", "overreserve"),
+    SchedulerSpec("numa-LeastNUMANodes-overreserve", True, "LeastNUMANodes", "overreserve"),
+)
+EXTRA_SCHEDULERS: tuple[SchedulerSpec, ...] = (
+    SchedulerSpec("numa-LeastAllocated-discard-reserved", True, "LeastAllocated", "discard-reserved"),
+)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Engine parameters (seconds). ``duration_s`` None: until the last arrival + ``drain_s``."""
+
+    duration_s: float | None = None
+    drain_s: float = 60.0
+    refresh_period_s: float = 10.0
+    resync_period_s: float = 5.0
+    retry_interval_s: float = 15.0
+    recreate_delay_s: float = 1.0
+    max_recreates: int = 3
+    max_backoff_s: float = 10.0
+    samples: int = 120
+    sample_zones: bool = True
+    fragmentation_cpus: int = 4
+
+
+@dataclass
+class RunResult:
+    """Outcome of one scheduler run (counts are pods unless said otherwise)."""
+
+    scheduler: str
+    pods: int = 0
+    placed: int = 0
+    rejections: dict[str, int] = field(default_factory=dict)
+    failed: int = 0
+    pending: int = 0
+    aligned: int = 0
+    exclusive: int = 0
+    attempts: int = 0
+    unschedulable_attempts: int = 0
+    cpu_utilisation: float = 0.0
+    fragmentation: float = 0.0
+    wall_seconds: float = 0.0
+    events: int = 0
+    times: list[float] = field(default_factory=list)
+    rejections_over_time: list[int] = field(default_factory=list)
+    utilisation_over_time: list[float] = field(default_factory=list)
+    pending_over_time: list[int] = field(default_factory=list)
+    zone_utilisation: dict[str, list[float]] = field(default_factory=dict)
+    admissions: list[tuple[str, str, bool, str]] = field(default_factory=list)
+
+    @property
+    def rejected(self) -> int:
+        return sum(self.rejections.values())
+
+    @property
+    def aligned_share(self) -> float:
+        return self.aligned / self.exclusive if self.exclusive else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scheduler": self.scheduler,
+            "pods": self.pods,
+            "placed": self.placed,
+            "rejected_at_node": self.rejected,
+            "rejections_by_reason": dict(sorted(self.rejections.items())),
+            "failed_after_recreates": self.failed,
+            "pending": self.pending,
+            "numa_aligned_share": round(self.aligned_share, 4),
+            "exclusive_pods": self.exclusive,
+            "cpu_utilisation": round(self.cpu_utilisation, 4),
+            "fragmentation": round(self.fragmentation, 4),
+            "scheduling_attempts": self.attempts,
+            "unschedulable_attempts": self.unschedulable_attempts,
+            "wall_seconds": round(self.wall_seconds, 3),
+        }
+
+
+@dataclass
+class _PodState:
+    arrival: PodArrival
+    pod: Pod
+    recreates: int = 0
+    node: int | None = None
+    failures: int = 0
+    next_try: float = 0.0
+
+
+class _Run:
+    def __init__(
+        self,
+        spec: SchedulerSpec,
+        templates: Sequence[NodeTemplate],
+        arrivals: Sequence[PodArrival],
+        config: SimConfig,
+        progress: Callable[[float], None] | None,
+    ) -> None:
+        self.spec = spec
+        self.config = config
+        self.progress = progress
+        self.nodes: list[SimNode] = [instantiate(t) for t in templates]
+        self.index = {n.name: i for i, n in enumerate(self.nodes)}
+        self.fit = FitArrays([n.name for n in self.nodes], [n.allocatable for n in self.nodes])
+        self.node_docs = {n.name: n.node_doc for n in self.nodes}
+        self.arrivals = arrivals
+        self.result = RunResult(spec.name, pods=len(arrivals))
+        self.queue: list[tuple[float, int, str, Any]] = []
+        self.seq = itertools.count()
+        self.pending: list[_PodState] = []
+        self.retry_scheduled = False
+        self.cache: NRTCache | None = None
+        self.pipeline: Pipeline | None = None
+        self._perm: tuple[int, np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None
+        last = max((a.arrival_s for a in arrivals), default=0.0)
+        self.end = config.duration_s if config.duration_s is not None else last + config.drain_s
+        if spec.numa_aware:
+            if spec.cache == "overreserve":
+                self.cache = make_cache(
+                    resync_period_seconds=config.resync_period_s,
+                    config=OverReserveConfig(resync_period_seconds=config.resync_period_s),
+                )
+            else:
+                self.cache = make_cache(discard_reserved_nodes=spec.cache == "discard-reserved")
+            self.pipeline = Pipeline(ScoringStrategy(spec.strategy))  # type: ignore[arg-type]
+        self._util_acc = 0.0
+        self._frag_acc = 0.0
+        self._samples = 0
+        self._zone_acc: dict[str, list[float]] = {}
+
+    # -- event plumbing -------------------------------------------------------------------------------
+    def push(self, t: float, kind: str, payload: Any = None) -> None:
+        heapq.heappush(self.queue, (t, next(self.seq), kind, payload))
+
+    def run(self) -> RunResult:
+        started = time.perf_counter()
+        for a in self.arrivals:
+            pod = a.pod
+            if self.spec.numa_aware:
+                pod = replace(pod, scheduler_name=NUMA_SCHEDULER_NAME)
+            self.push(a.arrival_s, "arrive", _PodState(a, pod))
+        if self.cache is not None:
+            for node in self.nodes:
+                self._publish(node)
+            step = self.config.refresh_period_s / REFRESH_BUCKETS
+            t, k = step, 0
+            while t <= self.end:
+                self.push(t, "refresh", k % REFRESH_BUCKETS)
+                t += step
+                k += 1
+            if self.spec.cache == "overreserve":
+                t = self.config.resync_period_s
+                while t <= self.end:
+                    self.push(t, "resync")
+                    t += self.config.resync_period_s
+        t = self.config.retry_interval_s
+        while t <= self.end:
+            self.push(t, "retry")
+            t += self.config.retry_interval_s
+        samples = max(1, self.config.samples)
+        for i in range(1, samples + 1):
+            self.push(self.end * i / samples, "sample")
+        done = 0
+        while self.queue:
+            now, _, kind, payload = heapq.heappop(self.queue)
+            if now > self.end:
+                break
+            getattr(self, f"_on_{kind}")(now, payload)
+            done += 1
+            if self.progress is not None and done % 256 == 0:
+                self.progress(min(1.0, now / self.end if self.end else 1.0))
+        self.result.events = done
+        self.result.pending = len(self.pending)
+        if self._samples:
+            self.result.cpu_utilisation = self._util_acc / self._samples
+            self.result.fragmentation = self._frag_acc / self._samples
+            self.result.zone_utilisation = {k: [v / self._samples for v in vals] for k, vals in self._zone_acc.items()}
+        self.result.wall_seconds = time.perf_counter() - started
+        if self.progress is not None:
+            self.progress(1.0)
+        return self.result
+
+    # -- events ---------------------------------------------------------------------------------------
+    def _on_arrive(self, now: float, state: _PodState) -> None:
+        if not self._try(now, state):
+            self.pending.append(state)
+
+    def _on_recreate(self, now: float, state: _PodState) -> None:
+        self._on_arrive(now, state)
+
+    def _on_retry(self, now: float, _: Any) -> None:
+        self.retry_scheduled = False
+        waiting, self.pending = self.pending, []
+        for state in waiting:
+            if state.next_try > now or not self._try(now, state):
+                self.pending.append(state)
+
+    def _schedule_retry(self, now: float) -> None:
+        if self.pending and not self.retry_scheduled:
+            self.retry_scheduled = True
+            self.push(now, "retry")
+
+    def _on_depart(self, now: float, state: _PodState) -> None:
+        assert state.node is not None
+        node = self.nodes[state.node]
+        node.manager.remove(state.pod.uid)
+        node.bound.pop(state.pod.uid, None)
+        self.fit.add(state.node, state.pod.effective_requests(), -1)
+        node.dirty = True
+        if self.cache is not None:
+            self.cache.pod_deleted(replace(state.pod, node_name=node.name, phase="Succeeded"))
+        self._schedule_retry(now)
+
+    def _on_refresh(self, now: float, bucket: int) -> None:
+        published = False
+        for i in range(bucket, len(self.nodes), REFRESH_BUCKETS):
+            node = self.nodes[i]
+            if node.dirty:
+                self._publish(node)
+                published = True
+        if published:
+            self._schedule_retry(now)
+
+    def _on_resync(self, now: float, _: Any) -> None:
+        assert self.cache is not None
+        self.cache.tick(now)
+
+    def _on_sample(self, now: float, _: Any) -> None:
+        self._samples += 1
+        util = self.fit.cpu_used_fraction()
+        self._util_acc += util
+        free_total = 0
+        free_fragmented = 0
+        for node in self.nodes:
+            available = node.manager.cpu.available()
+            allocatable = node.manager.cpu.allocatable()
+            row = self._zone_acc.setdefault(node.name, [0.0] * len(allocatable))
+            for j, (numa, res) in enumerate(sorted(allocatable.items())):
+                cap = res.get("cpu", 0)
+                free = available.get(numa, {}).get("cpu", 0)
+                free_total += free
+                if free < self.config.fragmentation_cpus:
+                    free_fragmented += free
+                if self.config.sample_zones and j < len(row) and cap:
+                    row[j] += 1.0 - free / cap
+        self._frag_acc += free_fragmented / free_total if free_total else 0.0
+        self.result.times.append(now)
+        self.result.rejections_over_time.append(self.result.rejected)
+        self.result.utilisation_over_time.append(util)
+        self.result.pending_over_time.append(len(self.pending))
+
+    # -- scheduling -----------------------------------------------------------------------------------
+    def _publish(self, node: SimNode) -> None:
+        assert self.cache is not None
+        self.cache.nrt_updated(node_nrt(node.manager, node.name))
+        node.dirty = False
+
+    def _candidates(self, pod: Pod) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        fit = self.fit.feasible(pod)
+        default_scores = self.fit.scores(pod)
+        if self.pipeline is None or self.cache is None:
+            return fit, default_scores
+        self.pipeline.sync_from_cache(self.cache, self.node_docs)
+        ev = self.pipeline.evaluate(pod)
+        mine, theirs = self._rows(ev.index)
+        feasible = np.zeros(len(self.nodes), dtype=np.bool_)
+        scores = np.zeros(len(self.nodes), dtype=np.int64)
+        feasible[mine] = np.asarray(ev.feasible)[theirs]
+        scores[mine] = np.asarray(ev.scores)[theirs]
+        # the plugin reports every per-zone rejection back to its cache (node maybe over-reserved);
+        # nodes failing only the NUMA check are those rejections here
+        for row in np.flatnonzero(fit & ~feasible):
+            self.cache.node_maybe_overreserved(self.nodes[int(row)].name, pod)
+        return fit & feasible, scores * 1000 + default_scores
+
+    def _rows(self, index: Mapping[str, int]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """(our node rows, the pipeline's rows) for the nodes the pipeline knows; cached while stable."""
+        cached = self._perm
+        if cached is None or cached[0] != len(index):
+            mine = np.array([self.index[n] for n in index], dtype=np.int64)
+            theirs = np.array(list(index.values()), dtype=np.int64)
+            cached = (len(index), mine, theirs)
+            self._perm = cached
+        return cached[1], cached[2]
+
+    def _try(self, now: float, state: _PodState) -> bool:
+        self.result.attempts += 1
+        pod = state.pod
+        feasible, scores = self._candidates(pod)
+        if not feasible.any():
+            self.result.unschedulable_attempts += 1
+            # kube-scheduler's per-pod backoff: 1 s doubling up to 10 s
+            state.failures += 1
+            state.next_try = now + min(self.config.max_backoff_s, 2.0 ** (state.failures - 1))
+            return False
+        best = int(np.argmax(np.where(feasible, scores, -1)))
+        self._bind(now, state, best)
+        return True
+
+    def _bind(self, now: float, state: _PodState, row: int) -> None:
+        node = self.nodes[row]
+        bound = replace(state.pod, node_name=node.name, phase="Running")
+        if self.cache is not None:
+            self.cache.reserve(node.name, bound)
+            self.cache.post_bind(node.name, bound)
+            self.cache.pod_updated(bound)
+        admission = node.manager.admit(bound)
+        self.result.admissions.append((bound.uid, node.name, admission.admitted, admission.reason))
+        if admission.admitted:
+            state.node = row
+            state.pod = bound
+            node.bound[bound.uid] = bound
+            node.dirty = True
+            self.fit.add(row, bound.effective_requests())
+            self.result.placed += 1
+            exclusive = [c for c in admission.containers if c.exclusive_cpus is not None]
+            if exclusive:
+                self.result.exclusive += 1
+                numas: set[int] = set()
+                for c in admission.containers:
+                    for a in c.allocations:
+                        if a.numa is not None:
+                            numas.update(a.numa.ids())
+                if len(numas) <= 1:
+                    self.result.aligned += 1
+            if state.arrival.duration_s is not None:
+                self.push(now + state.arrival.duration_s, "depart", state)
+            return
+        reason = admission.reason or "UnexpectedAdmissionError"
+        self.result.rejections[reason] = self.result.rejections.get(reason, 0) + 1
+        if self.cache is not None:
+            self.cache.pod_deleted(replace(bound, phase="Failed"))
+        if state.recreates < self.config.max_recreates:
+            state.recreates += 1
+            suffix = f"-r{state.recreates}"
+            base = state.arrival.pod
+            state.pod = replace(state.pod, name=base.name + suffix, uid=base.uid + suffix, node_name="", phase="")
+            self.push(now + self.config.recreate_delay_s, "recreate", state)
+        else:
+            self.result.failed += 1
+
+
+def run_scheduler(
+    spec: SchedulerSpec,
+    templates: Sequence[NodeTemplate],
+    arrivals: Sequence[PodArrival],
+    config: SimConfig = SimConfig(),
+    progress: Callable[[float], None] | None = None,
+) -> RunResult:
+    """Run ``arrivals`` through ``spec`` on fresh nodes built from ``templates``."""
+    return _Run(spec, templates, arrivals, config, progress).run()
