@@ -21,7 +21,7 @@ per-node functions instead; results are identical either way. Pure: no I/O, no c
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,26 +55,27 @@ Requests = list[tuple[str, int]]  # (resource, thousandths), non-zero only
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Per-row results of one pod. Rows follow ``names``; rows with ``present`` False are free slots."""
+    """Results of one pod for every node: ``feasible[row]``, ``scores[row]`` (0..100), rows by ``index``.
 
-    names: Sequence[str | None]
-    present: B
+    Scores are computed for every node, feasible or not (kube-scheduler only uses feasible ones).
+    """
+
+    index: Mapping[str, int]
     feasible: B
     scores: I64
 
     def feasible_nodes(self) -> list[str]:
-        return [n for i, n in enumerate(self.names) if n is not None and self.present[i] and self.feasible[i]]
+        """Names of the nodes that pass the NUMA filter, sorted."""
+        return sorted(name for name, row in self.index.items() if self.feasible[row])
 
     def ranking(self) -> list[tuple[str, int]]:
-        """Feasible nodes by score (highest first), then by name."""
-        pairs = [(n, int(self.scores[i])) for i, n in enumerate(self.names) if n is not None and self.feasible[i]]
-        return sorted((p for p in pairs if self.present[self._row(p[0])]), key=lambda p: (-p[1], p[0]))
-
-    def _row(self, name: str) -> int:
-        return list(self.names).index(name)
+        """Feasible nodes with their scores, highest score first, then by name."""
+        pairs = [(name, int(self.scores[row])) for name, row in self.index.items() if self.feasible[row]]
+        return sorted(pairs, key=lambda p: (-p[1], p[0]))
 
     def result(self, name: str) -> tuple[bool, int]:
-        row = self._row(name)
+        """``(passes the filter, score)`` of one node."""
+        row = self.index[name]
         return bool(self.feasible[row]), int(self.scores[row])
 
 
@@ -112,7 +113,7 @@ class Pipeline:
         """Reload the nodes the cache reports as changed (or ``names``) from ``cache.get``; return how many."""
         todo = cache.drain_changed() if names is None else set(names)
         count = 0
-        for name in todo:
+        for name in sorted(todo):
             node = nodes.get(name)
             if node is None:
                 self.remove_node(name)
@@ -162,7 +163,7 @@ class Pipeline:
                 verdict = filter_node(pod, src.topology, src.node, fresh=src.fresh, options=self.options)
                 feasible[row] = isinstance(verdict, Fit)
             scores[row] = score(pod, src.topology, None, self.strategy, fresh=src.fresh)
-        return Evaluation(list(cl.names), cl.present[:n].copy(), feasible, scores)
+        return Evaluation(dict(cl.index), feasible, scores)
 
     # --- filter ------------------------------------------------------------------------------------
 
