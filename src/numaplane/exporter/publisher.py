@@ -8,10 +8,13 @@ change but is not content, so a periodic scan that finds nothing new writes noth
 
 Per :meth:`Publisher.publish`:
 
-1. validate the object against our CRD's schema (:func:`numaplane.nrt.crd.validation_schema`); a
-   failure is :class:`~numaplane.exporter.errors.InvalidObjectError` and nothing is sent;
+1. every body is validated against our CRD's schema (:func:`numaplane.nrt.crd.validation_schema`)
+   right before it is sent; a failure is :class:`~numaplane.exporter.errors.InvalidObjectError` and
+   nothing is sent (an object already on the server was valid when we wrote it, so skipping a write
+   never skips a check);
 2. if the mirror of our object is live (see :mod:`numaplane.exporter.mirror`) and shows the same
-   content: done, no API call (``unchanged``);
+   content: done, no API call (``unchanged``); if it is live and differs, its copy is used as the
+   current object for the first attempt (saving a GET: the write is conditional on its version);
 3. otherwise read the object (GET) — on an absent object create it (``create``), on a foreign one
    raise :class:`~numaplane.exporter.errors.ForeignObjectError`, on the same content stop
    (``unchanged``), else replace it conditionally on its ``resourceVersion`` (``update``), keeping
@@ -183,25 +186,32 @@ class Publisher:
 
     async def publish(self, nrt: NodeResourceTopology, *, update_kind: str = "periodic") -> PublishResult:
         """Make the server hold ``nrt``'s content (see the module docstring for the steps)."""
-        self.validate(nrt.to_dict())
         self.desired = nrt
         calls = 0
+        # a live mirror's copy stands in for the first read: the write is conditional on its version anyway
+        prefetched: tuple[JsonObj | None] | None = None
         if self._view is not None:
             live, seen = self._view()
             if live and seen is not None and self._same(seen, nrt):
                 return PublishResult(Outcome.UNCHANGED, seen, 0)
+            if live:
+                prefetched = (seen,)
         last_error: KubeError | None = None
         for _attempt in range(self.max_attempts):
-            try:
-                calls += 1
-                current: JsonObj | None = await self.kube.get(NODE_RESOURCE_TOPOLOGY, self.node_name)
-            except NotFound:
-                current = None
-            except (Conflict, Gone) as error:
-                last_error = error
-                continue
-            except KubeError as error:
-                raise ApiWriteError(f"reading NodeResourceTopology {self.node_name}: {error}", error) from error
+            current: JsonObj | None
+            if prefetched is not None:
+                (current,), prefetched = prefetched, None
+            else:
+                try:
+                    calls += 1
+                    current = await self.kube.get(NODE_RESOURCE_TOPOLOGY, self.node_name)
+                except NotFound:
+                    current = None
+                except (Conflict, Gone) as error:
+                    last_error = error
+                    continue
+                except KubeError as error:
+                    raise ApiWriteError(f"reading NodeResourceTopology {self.node_name}: {error}", error) from error
             try:
                 if current is None:
                     calls += 1 if await self._refresh_node_uid(force=True) else 0
