@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 import pytest_asyncio
 from exp_helpers import ALLOCATABLE, NODE, assert_valid, eventually, pod, sample, zone_row
 
 from numaplane.exporter.daemon import Exporter
+from numaplane.exporter.errors import ExporterConfigError
 from numaplane.exporter.options import ExporterOptions, RefreshMode
 from numaplane.grpcapi.podresources.server import PodResourcesServer, StaticProvider
 from numaplane.kube.errors import Gone, NotFound
@@ -322,3 +324,17 @@ async def test_a_foreign_object_blocks_publishing_but_not_the_exporter(
     finally:
         await exporter.close()
         await kube.close()
+
+
+async def test_a_busy_probe_address_is_a_config_error(base_options: ExporterOptions) -> None:
+    first = Exporter(dataclasses.replace(base_options, metrics_address="127.0.0.1:0", publish=False))
+    await first.probes.start("127.0.0.1:0", None)
+    busy = f"127.0.0.1:{first.probes.ports['metrics']}"
+    second = Exporter(dataclasses.replace(base_options, health_address=busy, publish=False))
+    try:
+        with pytest.raises(ExporterConfigError, match="cannot listen"):
+            await second.start()
+    finally:
+        await second.close()
+        await first.probes.stop()
+        await first.podresources.close()

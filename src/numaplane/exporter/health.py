@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from numaplane.exporter.errors import ExporterConfigError
 from numaplane.exporter.options import parse_address
 
 __all__ = ["Probe", "ProbeServer"]
@@ -52,7 +53,10 @@ class ProbeServer:
         return self._verdict(self.readiness)
 
     async def start(self, metrics_address: str | None, health_address: str | None) -> None:
-        """Listen; ``None`` or ``""`` disables that endpoint group. :attr:`ports` gets the bound ports."""
+        """Listen; ``None`` or ``""`` disables that endpoint group. :attr:`ports` gets the bound ports.
+
+        A busy or forbidden address is an :class:`ExporterConfigError` (nothing stays listening).
+        """
         groups: dict[str, list[str]] = {}
         if metrics_address:
             groups.setdefault(metrics_address, []).append("metrics")
@@ -69,7 +73,12 @@ class ProbeServer:
             runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
             await runner.setup()
             site = web.TCPSite(runner, host, port)
-            await site.start()
+            try:
+                await site.start()
+            except OSError as error:
+                await runner.cleanup()
+                await self.stop()
+                raise ExporterConfigError(f"cannot listen on {address}: {error}") from error
             self._runners.append(runner)
             bound = int(runner.addresses[-1][1]) if runner.addresses else port
             for name in names:
