@@ -13,8 +13,10 @@ OUTPUT_CHOICES = ("table", "json", "yaml")
 
 
 def console(stderr: bool = False) -> Console:
-    """A rich console honouring NO_COLOR and non-TTY output."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    """A rich console honouring NO_COLOR; wide enough for tables when output is not a terminal."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else 160
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
 
 
 def emit_document(doc: Any, fmt: str) -> None:

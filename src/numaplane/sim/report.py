@@ -1,0 +1,231 @@
+"""Simulation output: a rich comparison table, a JSON document and an HTML report with PNG plots.
+
+The HTML report (``--report DIR``) is one self-contained ``index.html`` next to its PNG files:
+admission failures over time per scheduler, pending pods over time, a CPU utilisation heat map per
+NUMA zone for every scheduler, and a strategy comparison. Plots use matplotlib's Agg backend with
+fixed metadata, so the same run writes the same files.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from numaplane.sim.engine import RunResult
+
+__all__ = ["render_table", "summary_document", "write_report"]
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def summary_document(results: Sequence[RunResult], meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON form of a simulation: inputs (``meta``) and one entry per scheduler."""
+    return {
+        "apiVersion": "numaplane.io/v1",
+        "kind": "SimulationReport",
+        "inputs": dict(meta),
+        "schedulers": [r.to_dict() for r in results],
+    }
+
+
+def render_table(results: Sequence[RunResult], console: Console, title: str = "numaplane simulation") -> None:
+    """Print the comparison table (one row per scheduler)."""
+    table = Table(title=title, title_justify="left", header_style="bold")
+    table.add_column("scheduler", no_wrap=True)
+    table.add_column("placed", justify="right")
+    table.add_column("rejected at node", justify="right")
+    table.add_column("by reason")
+    table.add_column("failed", justify="right")
+    table.add_column("pending", justify="right")
+    table.add_column("NUMA-aligned", justify="right")
+    table.add_column("CPU util", justify="right")
+    table.add_column("fragmentation", justify="right")
+    table.add_column("attempts", justify="right")
+    best_rejected = min((r.rejected for r in results), default=0)
+    short = {
+        "TopologyAffinityError": "TopologyAffinity",
+        "UnexpectedAdmissionError": "Unexpected",
+        "SMTAlignmentError": "SMTAlignment",
+    }
+    for r in results:
+        reasons = ", ".join(f"{short.get(k, k)} {v}" for k, v in sorted(r.rejections.items())) or "-"
+        rejected = f"[green]{r.rejected}[/]" if r.rejected == best_rejected else f"[red]{r.rejected}[/]"
+        table.add_row(
+            r.scheduler,
+            f"{r.placed}/{r.pods}",
+            rejected,
+            reasons,
+            str(r.failed),
+            str(r.pending),
+            _pct(r.aligned_share),
+            _pct(r.cpu_utilisation),
+            _pct(r.fragmentation),
+            str(r.attempts),
+        )
+    console.print(table)
+
+
+def _plots(results: Sequence[RunResult], out: Path) -> list[tuple[str, str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"figure.dpi": 100, "font.size": 10, "svg.hashsalt": "numaplane"})
+    meta = {"Software": None}
+    files: list[tuple[str, str]] = []
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for r in results:
+        ax.plot(r.times, r.rejections_over_time, label=r.scheduler, linewidth=1.8)
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("pods rejected at the node (cumulative)")
+    ax.set_title("Admission failures over time")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out / "admission_failures.png", metadata=meta)
+    plt.close(fig)
+    files.append(("admission_failures.png", "Pods rejected by the node's resource manager, cumulative, per scheduler"))
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for r in results:
+        ax.plot(r.times, r.pending_over_time, label=r.scheduler, linewidth=1.5)
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("pending pods")
+    ax.set_title("Pods waiting for a node")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out / "pending.png", metadata=meta)
+    plt.close(fig)
+    files.append(("pending.png", "Pods in the scheduling queue over time"))
+
+    names = [r.scheduler for r in results]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    x = range(len(results))
+    width = 0.2
+    series: list[tuple[str, list[int], str]] = [
+        ("placed", [r.placed for r in results], "#4c9a2a"),
+        ("rejected at node", [r.rejected for r in results], "#c0392b"),
+        ("pending at end", [r.pending for r in results], "#e67e22"),
+        ("failed", [r.failed for r in results], "#7f8c8d"),
+    ]
+    for k, (label, values, color) in enumerate(series):
+        axes[0].bar([i + (k - 1.5) * width for i in x], values, width, label=label, color=color)
+    axes[0].set_xticks(list(x))
+    axes[0].set_xticklabels(names, rotation=25, ha="right", fontsize=8)
+    axes[0].set_ylabel("pods")
+    axes[0].set_title("Outcome per scheduler")
+    axes[0].set_ylim(0, 1.25 * max([1] + [max(v) for _, v, _ in series if v]))
+    axes[0].legend(fontsize=8, ncol=2, loc="upper center")
+    axes[0].grid(axis="y", alpha=0.3)
+    metrics: list[tuple[str, list[float], str]] = [
+        ("NUMA-aligned", [r.aligned_share for r in results], "#2980b9"),
+        ("CPU utilisation", [r.cpu_utilisation for r in results], "#8e44ad"),
+        ("fragmentation", [r.fragmentation for r in results], "#d35400"),
+    ]
+    for k, (label, shares, color) in enumerate(metrics):
+        axes[1].bar([i + (k - 1) * 0.25 for i in x], [100 * v for v in shares], 0.25, label=label, color=color)
+    axes[1].set_xticks(list(x))
+    axes[1].set_xticklabels(names, rotation=25, ha="right", fontsize=8)
+    axes[1].set_ylabel("%")
+    axes[1].set_ylim(0, 125)
+    axes[1].set_title("Quality per scheduler")
+    axes[1].legend(fontsize=8, ncol=3, loc="upper center")
+    axes[1].grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "strategies.png", metadata=meta)
+    plt.close(fig)
+    files.append(("strategies.png", "Strategy comparison: outcomes and quality"))
+
+    shown = [r for r in results if r.zone_utilisation]
+    if shown:
+        cols = min(3, len(shown))
+        rows = (len(shown) + cols - 1) // cols
+        node_count = max(len(r.zone_utilisation) for r in shown)
+        height = max(3.0, min(0.16 * node_count + 1.2, 9.0))
+        fig, axes_grid = plt.subplots(rows, cols, figsize=(4.2 * cols, height * rows), squeeze=False)
+        image = None
+        for idx, r in enumerate(shown):
+            ax = axes_grid[idx // cols][idx % cols]
+            width_z = max(len(v) for v in r.zone_utilisation.values())
+            grid = [v + [float("nan")] * (width_z - len(v)) for v in r.zone_utilisation.values()]
+            image = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+            ax.set_title(r.scheduler, fontsize=9)
+            ax.set_xlabel("NUMA zone")
+            ax.set_xticks(range(width_z))
+            labels = list(r.zone_utilisation)
+            step = max(1, len(labels) // 24)
+            ax.set_yticks(range(0, len(labels), step))
+            if idx % cols == 0:
+                ax.set_yticklabels(labels[::step], fontsize=6)
+            else:
+                ax.set_yticklabels([])
+        for idx in range(len(shown), rows * cols):
+            axes_grid[idx // cols][idx % cols].axis("off")
+        if image is not None:
+            fig.colorbar(image, ax=axes_grid, shrink=0.8, label="exclusive CPUs in use (time average)")
+        fig.suptitle("CPU utilisation per NUMA zone (time average)")
+        fig.savefig(out / "zone_heatmap.png", metadata=meta, bbox_inches="tight")
+        plt.close(fig)
+        files.append(("zone_heatmap.png", "Exclusive CPU use per node and NUMA zone, averaged over the run"))
+    return files
+
+
+def write_report(results: Sequence[RunResult], meta: Mapping[str, Any], out: Path) -> Path:
+    """Write ``index.html`` and its PNG plots into ``out``; return the HTML path."""
+    out.mkdir(parents=True, exist_ok=True)
+    plots = _plots(results, out)
+    rows = []
+    for r in results:
+        d = r.to_dict()
+        reasons = ", ".join(f"{html.escape(k)} {v}" for k, v in d["rejections_by_reason"].items()) or "–"
+        rows.append(
+            "<tr>"
+            f"<td>{html.escape(r.scheduler)}</td><td>{r.placed}/{r.pods}</td><td>{r.rejected}</td><td>{reasons}</td>"
+            f"<td>{r.failed}</td><td>{r.pending}</td><td>{_pct(r.aligned_share)}</td>"
+            f"<td>{_pct(r.cpu_utilisation)}</td><td>{_pct(r.fragmentation)}</td><td>{r.attempts}</td>"
+            f"<td>{r.wall_seconds:.2f}</td></tr>"
+        )
+    inputs = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in meta.items())
+    figures = "".join(
+        f'<figure><img src="{name}" alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}</figcaption></figure>'
+        for name, caption in plots
+    )
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>numaplane simulation report</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1200px; color: #222; }}
+table {{ border-collapse: collapse; margin: 1rem 0; font-size: 0.92rem; }}
+th, td {{ border: 1px solid #ccc; padding: 0.35rem 0.6rem; text-align: right; }}
+td:first-child, th {{ text-align: left; }}
+thead th {{ background: #f3f3f3; }}
+figure {{ margin: 2rem 0; }} img {{ max-width: 100%; border: 1px solid #eee; }}
+figcaption {{ color: #555; font-size: 0.9rem; }}
+.note {{ color: #555; font-size: 0.9rem; max-width: 60rem; }}
+</style></head><body>
+<h1>numaplane simulation report</h1>
+<p class="note">Every scheduler ran the same workload on identical fresh clusters. "Rejected at node" counts
+admissions refused by the node's resource manager (kubelet-exact CPU, memory, device and topology managers),
+e.g. <code>TopologyAffinityError</code>; a rejected pod is recreated by its controller up to the configured
+number of times ("failed" counts pods that never got in). "Fragmentation" is the time-averaged share of free
+exclusive CPUs sitting in NUMA zones too small for a typical Guaranteed pod.</p>
+<h2>Results</h2>
+<table><thead><tr><th>scheduler</th><th>placed</th><th>rejected at node</th><th>by reason</th><th>failed</th>
+<th>pending</th><th>NUMA-aligned</th><th>CPU util</th><th>fragmentation</th><th>attempts</th><th>wall s</th></tr></thead>
+<tbody>{"".join(rows)}</tbody></table>
+<h2>Inputs</h2><table>{inputs}</table>
+<h2>Plots</h2>{figures}
+</body></html>
+"""
+    path = out / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path
