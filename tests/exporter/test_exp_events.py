@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -112,3 +113,21 @@ def test_notify_path_must_be_a_regular_file(tmp_path: Path) -> None:
     watcher = NotifyFileWatcher(tmp_path / "dir", lambda: None)
     with pytest.raises(ExporterConfigError, match="not a regular file"):
         watcher.prepare()
+
+
+async def test_without_asyncinotify_auto_falls_back_to_polling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "asyncinotify", None)  # import fails as if not installed
+    assert not inotify_available()
+    hits: list[int] = []
+    watcher = NotifyFileWatcher(tmp_path / "notify", lambda: hits.append(1), poll_seconds=0.01)
+    task = asyncio.create_task(watcher.run())
+    try:
+        await asyncio.wait_for(watcher.started.wait(), 2.0)
+        assert watcher.backend == "poll"
+        (tmp_path / "notify").write_text("x")
+        await eventually(lambda: hits, 2.0)
+    finally:
+        await cancel_and_wait(task)
+    forced = NotifyFileWatcher(tmp_path / "notify", lambda: None, backend=NotifyBackend.INOTIFY)
+    with pytest.raises(ExporterConfigError, match="inotify unavailable"):
+        await forced.run()

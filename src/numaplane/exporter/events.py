@@ -153,7 +153,7 @@ async def periodic(gate: EventGate, period_seconds: float) -> None:
 def inotify_available() -> bool:
     """Whether ``asyncinotify`` can be imported (the kernel may still refuse; see the watcher)."""
     try:
-        import asyncinotify  # noqa: F401
+        import asyncinotify  # type: ignore[import-not-found, unused-ignore]  # noqa: F401
     except ImportError:
         return False
     return True
@@ -208,7 +208,7 @@ class NotifyFileWatcher:
         await self._run_poll()
 
     async def _run_inotify(self) -> None:
-        from asyncinotify import Inotify, Mask
+        from asyncinotify import Inotify, Mask  # type: ignore[import-not-found, unused-ignore]
 
         mask = Mask.CLOSE_WRITE | Mask.ATTRIB | Mask.MOVED_TO | Mask.CREATE | Mask.MODIFY
         with Inotify() as inotify:
