@@ -221,8 +221,11 @@ class CPUPlugin:
     def release(self, pod_uid: str, container_name: str) -> None:
         if self.policy is None:
             self.state.delete(pod_uid, container_name)
-            return
-        self.policy.remove_container(self.state, pod_uid, container_name)
+        else:
+            self.policy.remove_container(self.state, pod_uid, container_name)
+        if pod_uid not in self.state.assignments and self.state.reuse_pod == pod_uid:
+            # the pod holds nothing any more: forget its init-container reuse bookkeeping too
+            self.state.reuse_pod, self.state.reuse = None, CPUSet()
 
     def allocations(self) -> Mapping[tuple[str, str], PluginAllocation]:
         return {
@@ -423,6 +426,8 @@ class DevicesPlugin:
 
     def release(self, pod_uid: str, container_name: str) -> None:
         self.policy.remove_container(pod_uid, container_name)
+        if not self.policy.to_dict()["podDevices"].get(pod_uid):
+            self.policy.remove_pod(pod_uid)  # also drops the pod's reuse bookkeeping
 
     def allocations(self) -> Mapping[tuple[str, str], PluginAllocation]:
         out = {}

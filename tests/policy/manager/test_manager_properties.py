@@ -1,0 +1,220 @@
+"""ResourceManager: properties over random pod streams on random and real topologies."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from numaplane.policy.cpu import ReservedCPUs, StaticPolicy
+from numaplane.policy.errors import ReconfigureRejected
+from numaplane.policy.manager import ResourceManager
+from numaplane.resources.pod import Pod, parse_pod
+from numaplane.topology.cpuset import CPUSet
+from numaplane.topology.model import Topology, synthetic
+
+FIXTURES = ["topoDualSocketHT", "topoDualSocketMultiNumaPerSocketHT", "topoQuadSocketFourWayHT"]
+
+
+def _fixture(shared: Path, name: str) -> Topology:
+    return Topology.from_dict(json.loads((shared / "conformance" / "topologies" / f"{name}.json").read_text()))
+
+
+def _pod(uid: str, cpu: str, memory: str = "1Gi", *, guaranteed: bool = True, annotations: Any = None) -> Pod:
+    res: dict[str, Any] = {"requests": {"cpu": cpu, "memory": memory}}
+    if guaranteed:
+        res["limits"] = {"cpu": cpu, "memory": memory}
+    return parse_pod(
+        {
+            "metadata": {"name": uid, "uid": uid, "annotations": annotations or {}},
+            "spec": {"containers": [{"name": "c", "resources": res}]},
+        }
+    )
+
+
+topologies = st.builds(
+    synthetic,
+    sockets=st.integers(1, 2),
+    numa_per_socket=st.integers(1, 2),
+    cores_per_numa=st.integers(2, 6),
+    threads_per_core=st.integers(1, 2),
+)
+ops = st.lists(
+    st.tuples(st.sampled_from(["admit", "admit", "admit", "remove"]), st.integers(1, 6), st.booleans()),
+    min_size=1,
+    max_size=25,
+)
+policies = st.sampled_from(["none", "best-effort", "restricted", "single-numa-node"])
+
+
+def _holdings(rm: ResourceManager) -> Any:
+    """What the node's pods hold (allocations and free pools), without reuse bookkeeping."""
+    snap = rm.snapshot()["plugins"]
+    return (
+        rm.cpu.state.default,
+        {uid: dict(c) for uid, c in rm.cpu.state.assignments.items()},
+        snap["devices"].get("podDevices"),
+        snap["memory"].get("machineState"),
+        snap["memory"].get("entries"),
+    )
+
+
+def _exclusive_sets(rm: ResourceManager) -> list[CPUSet]:
+    return [cpus for containers in rm.cpu.state.assignments.values() for cpus in containers.values()]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topology=topologies, stream=ops, policy=policies, strict=st.booleans())
+def test_invariants_over_random_streams(topology: Topology, stream: Any, policy: str, strict: bool) -> None:
+    config = {
+        "topologyManager": {"policy": policy},
+        "cpuManager": {"reservedCPUCount": 1, "options": {"strict-cpu-reservation": "true" if strict else "false"}},
+    }
+    rm = ResourceManager(topology, config)
+    reserved = rm.cpu.policy.reserved if rm.cpu.policy else CPUSet()
+    empty = _holdings(rm)
+    free_at_start = rm.cpu.state.default
+    live: list[str] = []
+    for i, (op, cpus, guaranteed) in enumerate(stream):
+        if op == "remove" and live:
+            rm.remove(live.pop(0))
+        else:
+            uid = f"p{i}"
+            before = _holdings(rm)
+            adm = rm.admit(_pod(uid, str(cpus), guaranteed=guaranteed))
+            if adm.admitted:
+                live.append(uid)
+            else:
+                assert _holdings(rm) == before, "a rejected pod must hold nothing"
+        sets = _exclusive_sets(rm)
+        union = 0
+        for s in sets:
+            assert union & s.mask == 0, "a CPU is in two exclusive allocations"
+            union |= s.mask
+            assert not (s & reserved), "reserved CPUs are never handed out exclusively"
+        if strict:
+            assert not (rm.shared_pool() & reserved), "strict reservation keeps reserved CPUs out of the shared pool"
+        restored = ResourceManager(topology, config)
+        restored.restore(json.loads(json.dumps(rm.snapshot())))
+        assert restored.snapshot() == rm.snapshot()
+    for uid in live:
+        rm.remove(uid)
+    assert rm.cpu.state.default == free_at_start, "removing every pod restores the free set exactly"
+    assert _holdings(rm) == empty
+
+
+@settings(max_examples=40, deadline=None)
+@given(topology=topologies, stream=ops)
+def test_reconfigure_never_changes_existing_allocations(topology: Topology, stream: Any) -> None:
+    rm = ResourceManager(
+        topology, {"topologyManager": {"policy": "best-effort"}, "cpuManager": {"reservedCPUCount": 1}}
+    )
+    for i, (_, cpus, guaranteed) in enumerate(stream):
+        rm.admit(_pod(f"p{i}", str(cpus), guaranteed=guaranteed))
+    before = {uid: a.to_dict() for uid, a in rm.admissions.items()}
+    assignments = {uid: dict(c) for uid, c in rm.cpu.state.assignments.items()}
+    new = {
+        "topologyManager": {"policy": "single-numa-node", "scope": "pod"},
+        "cpuManager": {"reservedCPUCount": 1, "options": {"full-pcpus-only": "true"}},
+    }
+    with contextlib.suppress(ReconfigureRejected):
+        rm.reconfigure(new)
+    assert {uid: a.to_dict() for uid, a in rm.admissions.items()} == before
+    assert {uid: dict(c) for uid, c in rm.cpu.state.assignments.items()} == assignments
+
+
+def test_reconfigure_rejects_a_reserved_cpu_that_is_held_and_keeps_the_old_config() -> None:
+    topo = synthetic(sockets=1, numa_per_socket=1, cores_per_numa=4, threads_per_core=2)
+    rm = ResourceManager(topo, {"cpuManager": {"reservedCPUs": "0"}})
+    adm = rm.admit(_pod("a", "2"))
+    held = adm.containers[0].exclusive_cpus
+    assert held is not None
+    bad = {"cpuManager": {"reservedCPUs": CPUSet([0, held.first()]).format()}, "topologyManager": {"policy": "bogus"}}
+    with pytest.raises(ReconfigureRejected) as info:
+        rm.reconfigure(bad)
+    assert len(info.value.problems) >= 1
+    assert any("held exclusively" in p or "bogus" in p for p in info.value.problems)
+    assert rm.config.reserved_cpus == CPUSet([0])
+
+
+def test_reconfigure_applies_to_new_admissions_only() -> None:
+    topo = synthetic(sockets=2, numa_per_socket=1, cores_per_numa=4, threads_per_core=1)
+    rm = ResourceManager(topo, {"topologyManager": {"policy": "best-effort"}, "cpuManager": {"reservedCPUs": "0"}})
+    assert rm.admit(_pod("big", "6")).admitted  # spans both NUMA nodes under best-effort
+    rm.reconfigure({"topologyManager": {"policy": "single-numa-node"}, "cpuManager": {"reservedCPUs": "0"}})
+    assert "big" in rm.admissions
+    later = rm.admit(_pod("later", "2"))
+    assert not later.admitted and later.reason == "TopologyAffinityError"
+
+
+def test_manager_with_default_plugins_equals_the_policies_called_directly(shared_dir: Path) -> None:
+    for name in FIXTURES:
+        topo = _fixture(shared_dir, name)
+        rm = ResourceManager(
+            topo, {"topologyManager": {"policy": "single-numa-node"}, "cpuManager": {"reservedCPUCount": 2}}
+        )
+        policy = StaticPolicy(topo, ReservedCPUs(count=2), {}, topology_manager_policy="single-numa-node")
+        from numaplane.policy.topology_manager import TopologyManager
+
+        tm = TopologyManager.from_topology(topo, "single-numa-node")
+        state = policy.new_state()
+        for i, cpus in enumerate([1, 2, 4, 3, 8, 2, 6, 1]):
+            pod = _pod(f"p{i}", str(cpus), memory="1Gi")
+            adm = rm.admit(pod)
+            hint, ok = tm.merge([None, policy.hints(state, pod, pod.containers[0]), None])
+            assert adm.admitted == ok, name
+            if ok:
+                direct = policy.allocate(state, pod, pod.containers[0], hint)
+                assert adm.containers[0].exclusive_cpus == direct, (name, i)
+        assert rm.cpu.state.default == state.default
+
+
+def test_invalid_preference_rejects_with_a_clear_reason() -> None:
+    topo = synthetic()
+    rm = ResourceManager(topo, {"cpuManager": {"reservedCPUCount": 1}})
+    adm = rm.admit(_pod("x", "2", annotations={"numaplane.io/cpu-strategy": "zigzag"}))
+    assert not adm.admitted
+    assert adm.reason == "InvalidPreference"
+    assert "numaplane.io/cpu-strategy" in adm.message and "packed" in adm.message
+    adm = rm.admit(_pod("y", "2", annotations={"numaplane.io/unknown": "1"}))
+    assert adm.reason == "InvalidPreference"
+
+
+def test_pod_preference_selects_a_stricter_policy_for_one_pod() -> None:
+    topo = synthetic(sockets=2, numa_per_socket=1, cores_per_numa=4, threads_per_core=1)
+    rm = ResourceManager(topo, {"topologyManager": {"policy": "best-effort"}, "cpuManager": {"reservedCPUs": "0"}})
+    strict = rm.admit(_pod("s", "6", annotations={"numaplane.io/topology-policy": "single-numa-node"}))
+    assert not strict.admitted and strict.reason == "TopologyAffinityError"
+    assert rm.admit(_pod("l", "6")).admitted
+    relax = ResourceManager(topo, {"topologyManager": {"policy": "restricted"}})
+    adm = relax.admit(_pod("r", "1", annotations={"numaplane.io/topology-policy": "best-effort"}))
+    assert adm.reason == "InvalidPreference"
+
+
+def test_spread_preference_takes_one_thread_per_core() -> None:
+    topo = synthetic(sockets=1, numa_per_socket=1, cores_per_numa=4, threads_per_core=2)
+    rm = ResourceManager(topo, {"cpuManager": {"reservedCPUCount": 0}})
+    packed = rm.admit(_pod("p", "2")).containers[0].exclusive_cpus
+    assert packed is not None and len({topo.cpu_info[c].core for c in packed}) == 1
+    spread = rm.admit(_pod("s", "2", annotations={"numaplane.io/cpu-strategy": "spread-cores"})).containers[0]
+    assert spread.exclusive_cpus is not None
+    assert len({topo.cpu_info[c].core for c in spread.exclusive_cpus}) == 2
+
+
+def test_isolated_cpus_require_and_avoid() -> None:
+    base = synthetic(sockets=1, numa_per_socket=1, cores_per_numa=4, threads_per_core=1)
+    from dataclasses import replace
+
+    topo = replace(base, isolated_cpus=CPUSet.parse("2-3"))
+    rm = ResourceManager(topo, {"cpuManager": {"reservedCPUCount": 0}})
+    req = rm.admit(_pod("r", "2", annotations={"numaplane.io/isolated-cpus": "require"})).containers[0]
+    assert req.exclusive_cpus == CPUSet.parse("2-3")
+    none_left = rm.admit(_pod("r2", "1", annotations={"numaplane.io/isolated-cpus": "require"}))
+    assert not none_left.admitted
+    avoid = rm.admit(_pod("a", "2", annotations={"numaplane.io/isolated-cpus": "avoid"})).containers[0]
+    assert avoid.exclusive_cpus == CPUSet.parse("0-1")
