@@ -227,7 +227,7 @@ def compute_zones(
         if count:
             used.setdefault(node.id, {})["cpu"] = count
     for block in multi_blocks:
-        _charge_spanning(block, alloc, used)
+        charge_spanning(block, alloc, used)
 
     excluded = config.excluded(node_name)
     zones = []
@@ -294,7 +294,7 @@ def _count_devices(
                 row[resource] = row.get(resource, 0) + 1
 
 
-def _charge_spanning(
+def charge_spanning(
     block: ContainerMemory, alloc: Mapping[int, Mapping[str, int]], used: dict[int, dict[str, int]]
 ) -> None:
     """Charge a multi-node block in ascending node order, as the kubelet's Static memory policy does."""

@@ -69,7 +69,7 @@ class Quantity:
 
     @staticmethod
     def from_int(value: int, *, binary: bool = False) -> Quantity:
-        return Quantity(Fraction(value), binary)
+        return _from_int(value, binary)
 
     @staticmethod
     def from_milli(milli: int) -> Quantity:
@@ -77,6 +77,12 @@ class Quantity:
 
 
 ZERO = Quantity(Fraction(0))
+
+
+@lru_cache(maxsize=65536)
+def _from_int(value: int, binary: bool) -> Quantity:
+    # quantities are immutable: sharing instances of the many repeated counts and sizes is safe
+    return Quantity(Fraction(value), binary)
 
 
 @lru_cache(maxsize=8192)

@@ -19,7 +19,7 @@ the best node wins (NUMA score first, then LeastAllocated, then the lowest node 
 the node's :class:`~numaplane.policy.manager.ResourceManager` ``admit`` at once (the kubelet's
 admission); a rejection is counted with its reason and the pod is recreated after
 ``recreate_delay_s``, at most ``max_recreates`` times. NRTs are produced by
-:func:`numaplane.nrt.from_manager.node_nrt` from the managers' real state. The engine has no
+:class:`numaplane.nrt.from_manager.NRTPublisher` (equal to ``node_nrt``) from the managers' real state. The engine has no
 placement or admission logic of its own.
 """
 
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from numaplane.nrt.from_manager import node_nrt
+from numaplane.nrt.from_manager import NRTPublisher
 from numaplane.placement.cache import make_cache
 from numaplane.placement.cachebase import NRTCache
 from numaplane.placement.overreserve import OverReserveConfig
@@ -195,6 +195,7 @@ class _Run:
         self.pending: list[_PodState] = []
         self.retry_scheduled = False
         self.cache: NRTCache | None = None
+        self.publishers: dict[str, NRTPublisher] = {}
         self.pipeline: Pipeline | None = None
         self._perm: tuple[int, np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None
         last = max((a.arrival_s for a in arrivals), default=0.0)
@@ -337,7 +338,10 @@ class _Run:
     # -- scheduling -----------------------------------------------------------------------------------
     def _publish(self, node: SimNode) -> None:
         assert self.cache is not None
-        self.cache.nrt_updated(node_nrt(node.manager, node.name))
+        publisher = self.publishers.get(node.name)
+        if publisher is None:
+            publisher = self.publishers[node.name] = NRTPublisher(node.manager, node.name)
+        self.cache.nrt_updated(publisher.publish())
         node.dirty = False
 
     def _candidates(self, pod: Pod) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:

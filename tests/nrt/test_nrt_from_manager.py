@@ -1,0 +1,74 @@
+"""The NRT a node running a ResourceManager publishes: slow exact path vs the incremental publisher."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from numaplane.nrt.crd import validation_schema
+from numaplane.nrt.from_manager import NRTPublisher, node_nrt
+from numaplane.policy.manager import ResourceManager
+from numaplane.resources.pod import parse_pod
+from numaplane.topology.model import synthetic
+
+
+def _pod(uid: str, cpu: int, mem_gi: int, hp: int, nic: int, guaranteed: bool) -> Any:
+    res: dict[str, str] = {"cpu": str(cpu), "memory": f"{mem_gi}Gi"}
+    if hp:
+        res["hugepages-1Gi"] = f"{hp}Gi"
+    if nic:
+        res["example.com/nic"] = str(nic)
+    resources: dict[str, Any] = {"requests": dict(res)}
+    if guaranteed:
+        resources["limits"] = dict(res)
+    return parse_pod(
+        {"metadata": {"name": uid, "uid": uid}, "spec": {"containers": [{"name": "c", "resources": resources}]}}
+    )
+
+
+streams = st.lists(
+    st.tuples(
+        st.sampled_from(["admit", "admit", "remove"]),
+        st.integers(1, 6),
+        st.integers(1, 40),
+        st.integers(0, 2),
+        st.integers(0, 1),
+        st.booleans(),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=streams, policy=st.sampled_from(["best-effort", "single-numa-node", "none"]))
+def test_publisher_equals_node_nrt(stream: Any, policy: str) -> None:
+    topo = synthetic(
+        sockets=2,
+        numa_per_socket=2,
+        cores_per_numa=4,
+        threads_per_core=2,
+        memory_per_numa_bytes=32 << 30,
+        hugepages_1g_per_numa=2,
+    )
+    config = {
+        "topologyManager": {"policy": policy},
+        "cpuManager": {"reservedCPUCount": 2},
+        "memoryManager": {"policy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}]},
+        "devices": {"example.com/nic": [{"id": f"nic{i}", "numa": [i % 4]} for i in range(6)]},
+    }
+    rm = ResourceManager(topo, config)
+    publisher = NRTPublisher(rm, "n1")
+    live: list[str] = []
+    schema = validation_schema("v1alpha2")
+    for i, (op, cpu, mem, hp, nic, gu) in enumerate(stream):
+        if op == "remove" and live:
+            rm.remove(live.pop(0))
+        elif rm.admit(_pod(f"p{i}", cpu, mem, hp, nic, gu)).admitted:
+            live.append(f"p{i}")
+        fast = publisher.publish()
+        slow = node_nrt(rm, "n1")
+        assert fast.to_dict() == slow.to_dict()
+        jsonschema.validate(fast.to_dict(), schema)
