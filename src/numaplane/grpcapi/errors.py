@@ -11,6 +11,7 @@ Exception tree::
         │                              disabled" error when its feature gate is off)
         ├── PodNotFound                ``Get`` for a pod the server does not know
         └── PodResourcesCallFailed     any other status (``code`` and ``details`` kept)
+            └── PodResourcesMalformed  the response bytes do not decode as the expected message
 
 Every error carries ``method`` (e.g. ``List``) and, where it came from a status, ``code`` (the
 ``grpc.StatusCode`` name) and ``details``.
@@ -55,3 +56,7 @@ class PodNotFound(PodResourcesError):
 
 class PodResourcesCallFailed(PodResourcesError):
     """Any other error status."""
+
+
+class PodResourcesMalformed(PodResourcesCallFailed):
+    """The server answered, but its response does not decode as the expected message."""

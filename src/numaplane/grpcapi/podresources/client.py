@@ -22,6 +22,7 @@ from numaplane.grpcapi.errors import (
     PodNotFound,
     PodResourcesCallFailed,
     PodResourcesError,
+    PodResourcesMalformed,
     PodResourcesTimeout,
     PodResourcesUnavailable,
     PodResourcesUnsupported,
@@ -97,9 +98,13 @@ class PodResourcesClient:
 
     async def _call(self, method: str, call: Awaitable[_T]) -> _T:
         try:
-            return await call
+            response = await call
         except grpc.aio.AioRpcError as error:
             raise map_error(method, error.code(), error.details() or "") from error
+        if response is None:
+            # grpc.aio hands over None when the response bytes do not decode as the expected message
+            raise PodResourcesMalformed(method, "the response does not decode as the expected message")
+        return response
 
 
 def map_error(method: str, code: grpc.StatusCode, details: str) -> PodResourcesError:
