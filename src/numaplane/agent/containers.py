@@ -1,0 +1,316 @@
+"""What the agent knows about a container: derived from NRI's view, or from the Pod when it is known.
+
+NRI passes the runtime's view, not the Pod spec (``wire/nri.md``, "What the agent can know"). From a
+``PodSandbox`` and a ``Container`` the agent derives, the way the kubelet encodes them:
+
+* **QoS class** from the pod's cgroup parent: ``…/kubepods/besteffort/…`` / ``…/kubepods/burstable/…``
+  (systemd driver: ``kubepods-besteffort.slice`` / ``kubepods-burstable.slice``); directly under
+  ``kubepods`` is Guaranteed. A parent without a ``kubepods`` segment (a runtime driven by something
+  other than the kubelet, e.g. tests) falls back to the resources: no shares above the minimum and no
+  limits → BestEffort; a CPU limit (quota) equal to the request and a memory limit → Guaranteed; else
+  Burstable;
+* **CPU request** in millicores from ``cpu.shares`` (the kubelet writes ``milli × 1024 / 1000``, at
+  least 2; the inverse ``ceil(shares × 1000 / 1024)`` is exact for every request above 2m; 2 shares, the floor every BestEffort container gets, reads as no request);
+  **CPU limit** from ``quota × 1000 / period`` (absent or ``-1``: none — the kubelet drops the quota of
+  containers with exclusive CPUs, so a Guaranteed container's limit is its request);
+* **memory limit** in bytes from ``memory.limit``; Guaranteed containers request what they limit;
+* **hugepages** from ``hugepage_limits`` (page size ``2MB`` → resource ``hugepages-2Mi``), zero limits skipped;
+* **extended resources**, which NRI never carries, from the pod annotation
+  ``resources.numaplane.io/<container name>`` holding a JSON object ``{"<resource>": <quantity>}``
+  (requests = limits), the way nri-plugins' resource annotator passes exact requests.
+
+With the node's Pod from the Kubernetes API (``pod`` argument: the agent may watch its own node's pods
+read-only) the container's exact requests and limits, extended resources and the pod's QoS class
+come from the spec instead.
+
+The resource manager admits **one container at a time**: each container becomes a single-container
+pod keyed ``<pod uid>/<container name>`` (:func:`manager_key`), carrying the real pod's name,
+namespace, annotations (per-pod preferences) and QoS class (``status.qosClass``, which wins over the
+single container's own sums). What that cannot express — documented limits of the agent: init
+containers' CPUs are not reused by later containers of the pod (they are released when the init
+container stops instead), topology scope ``pod`` acts per container, and pod-level ``spec.resources``
+only feeds the QoS class.
+
+Pure: no I/O; inputs are NRI protobuf messages (plain data) or pure values.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from numaplane.agent.errors import AdmissionRejected
+from numaplane.nri.proto import api_pb2
+from numaplane.resources.errors import PodSpecError, QuantityError
+from numaplane.resources.pod import Container, Pod, QOSClass, parse_pod
+from numaplane.resources.quantity import parse_quantity
+from numaplane.topology.cpuset import CPUSet
+
+__all__ = [
+    "EXTRA_RESOURCES_ANNOTATION_PREFIX",
+    "ContainerInfo",
+    "cpu_limit_milli",
+    "cpu_request_milli",
+    "derive",
+    "hugepage_resource",
+    "manager_key",
+    "qos_from_cgroup_parent",
+]
+
+EXTRA_RESOURCES_ANNOTATION_PREFIX = "resources.numaplane.io/"
+MIN_SHARES = 2
+_PAGE_SIZE_RE = re.compile(r"([0-9]+)([KMGTP])B\Z")
+LIVE_STATES = frozenset(
+    {api_pb2.CONTAINER_UNKNOWN, api_pb2.CONTAINER_CREATED, api_pb2.CONTAINER_RUNNING, api_pb2.CONTAINER_PAUSED}
+)
+
+
+def manager_key(pod_uid: str, container_name: str) -> str:
+    """The resource manager's pod uid for one container (unique per pod and container name)."""
+    return f"{pod_uid}/{container_name}"
+
+
+def qos_from_cgroup_parent(cgroup_parent: str) -> QOSClass | None:
+    """The QoS class the kubelet encodes in a pod's cgroup parent; ``None`` when not under ``kubepods``.
+
+    cgroupfs driver: ``/kubepods/pod<uid>``, ``/kubepods/burstable/pod<uid>``,
+    ``/kubepods/besteffort/pod<uid>``; systemd driver: ``kubepods-pod<uid>.slice``,
+    ``kubepods-burstable-pod<uid>.slice``, ``kubepods-besteffort-pod<uid>.slice`` (alone or as a path).
+    """
+    parts = [p for p in cgroup_parent.replace("\\", "/").split("/") if p]
+    for part in parts:
+        if part.startswith("kubepods-besteffort"):
+            return "BestEffort"
+        if part.startswith("kubepods-burstable"):
+            return "Burstable"
+    for i, part in enumerate(parts):
+        if part in {"kubepods", "kubepods.slice"}:
+            nxt = parts[i + 1] if i + 1 < len(parts) else ""
+            if nxt == "besteffort":
+                return "BestEffort"
+            if nxt == "burstable":
+                return "Burstable"
+            return "Guaranteed"
+        if part.startswith("kubepods-pod"):
+            return "Guaranteed"
+    return None
+
+
+def cpu_request_milli(shares: int | None) -> int:
+    """Millicores from ``cpu.shares`` (0 when unset or at the kubelet's minimum of 2 shares)."""
+    if shares is None or shares <= MIN_SHARES:
+        return 0
+    return -(-shares * 1000 // 1024)
+
+
+def cpu_limit_milli(quota: int | None, period: int | None) -> int | None:
+    """Millicores from the CFS quota and period (µs); ``None`` when unlimited or unset."""
+    if quota is None or quota <= 0 or not period:
+        return None
+    return -(-quota * 1000 // period)
+
+
+def hugepage_resource(page_size: str) -> str | None:
+    """``2MB`` → ``hugepages-2Mi`` (the runtime's page size spelling to the Kubernetes resource name)."""
+    match = _PAGE_SIZE_RE.match(page_size.strip())
+    if match is None:
+        return None
+    return f"hugepages-{match.group(1)}{match.group(2)}i"
+
+
+@dataclass(frozen=True)
+class ContainerInfo:
+    """One container as the agent admits it.
+
+    ``pod`` is the single-container pod handed to the resource manager (uid = :attr:`key`).
+    ``cpus`` / ``mems`` are the cpusets the runtime reports (what the kubelet asked for at creation, or
+    what the container has now in Synchronize); empty when unset. ``source`` is ``nri`` or ``api``.
+    """
+
+    container_id: str
+    sandbox_id: str
+    pod_uid: str
+    pod_name: str
+    namespace: str
+    name: str
+    qos: QOSClass
+    pod: Pod
+    cpus: str = ""
+    mems: str = ""
+    state: int = api_pb2.CONTAINER_UNKNOWN
+    source: str = "nri"
+    extra_resources: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return manager_key(self.pod_uid, self.name)
+
+    @property
+    def needs_manager(self) -> bool:
+        """Whether admission can give it anything beyond the shared pool.
+
+        Only Guaranteed containers get exclusive CPUs or pinned memory (kubelet static policies);
+        devices and vendor resources are extended resources. Everything else runs in the shared pool
+        and skips the resource manager (same outcome, a fraction of the cost).
+        """
+        return self.qos == "Guaranteed" or bool(self.extra_resources)
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+
+def _opt(msg: Any, name: str) -> int | None:
+    return int(getattr(msg, name).value) if msg.HasField(name) else None
+
+
+def _extra_resources(annotations: Mapping[str, str], container: str) -> dict[str, str]:
+    raw = annotations.get(EXTRA_RESOURCES_ANNOTATION_PREFIX + container)
+    if raw is None:
+        return {}
+    where = f"annotation {EXTRA_RESOURCES_ANNOTATION_PREFIX}{container}"
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise AdmissionRejected("InvalidContainer", f"{where} is not JSON: {exc}") from None
+    if not isinstance(doc, Mapping):
+        raise AdmissionRejected("InvalidContainer", f"{where} must be a JSON object of resource quantities")
+    out: dict[str, str] = {}
+    for name, value in doc.items():
+        if name in ("cpu", "memory") or str(name).startswith("hugepages-"):
+            raise AdmissionRejected("InvalidContainer", f"{where}: {name} comes from the runtime, not the annotation")
+        try:
+            out[str(name)] = str(parse_quantity(value))
+        except QuantityError as exc:
+            raise AdmissionRejected("InvalidContainer", f"{where}.{name}: {exc}") from None
+    return out
+
+
+def _from_nri(
+    sandbox: api_pb2.PodSandbox, container: api_pb2.Container
+) -> tuple[QOSClass, dict[str, str], dict[str, str], dict[str, str]]:
+    """QoS, requests, limits (quantity strings) and extended resources from the runtime's view."""
+    res = container.linux.resources
+    shares = _opt(res.cpu, "shares") if res.HasField("cpu") else None
+    quota = _opt(res.cpu, "quota") if res.HasField("cpu") else None
+    period = _opt(res.cpu, "period") if res.HasField("cpu") else None
+    memory = _opt(res.memory, "limit") if res.HasField("memory") else None
+    if memory is not None and memory <= 0:
+        memory = None
+    request = cpu_request_milli(shares)
+    limit = cpu_limit_milli(quota, period)
+    hugepages: dict[str, str] = {}
+    for hp in res.hugepage_limits:
+        name = hugepage_resource(hp.page_size)
+        if name is not None and hp.limit > 0:
+            hugepages[name] = str(hp.limit)
+    qos = qos_from_cgroup_parent(sandbox.linux.cgroup_parent)
+    if qos is None:
+        if request == 0 and limit is None and memory is None and not hugepages:
+            qos = "BestEffort"
+        elif request > 0 and memory is not None and (limit is None or limit == request):
+            # a kubelet-encoded Guaranteed container: quota = request, or dropped for exclusive CPUs
+            qos = "Guaranteed" if limit is not None or request % 1000 == 0 else "Burstable"
+        else:
+            qos = "Burstable"
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    if qos == "Guaranteed":
+        cpu = limit if limit is not None else request
+        if cpu:
+            requests["cpu"] = limits["cpu"] = f"{cpu}m"
+        if memory is not None:
+            requests["memory"] = limits["memory"] = str(memory)
+    else:
+        if request:
+            requests["cpu"] = f"{request}m"
+        if limit is not None:
+            limits["cpu"] = f"{limit}m"
+        if memory is not None:
+            limits["memory"] = str(memory)
+    for name, amount in hugepages.items():
+        requests[name] = limits[name] = amount
+    extra = _extra_resources(sandbox.annotations, container.name)
+    for name, amount in extra.items():
+        requests[name] = limits[name] = amount
+    return qos, requests, limits, extra
+
+
+def _from_api(pod: Pod, name: str) -> tuple[QOSClass, dict[str, str], dict[str, str], dict[str, str]] | None:
+    spec: Container | None = pod.container(name)
+    if spec is None:
+        return None
+    requests = {k: str(v) for k, v in spec.requests.items()}
+    limits = {k: str(v) for k, v in spec.limits.items()}
+    # the API server defaults requests to limits; do the same for objects built elsewhere
+    for k, v in limits.items():
+        requests.setdefault(k, v)
+    extra = {
+        k: v
+        for k, v in requests.items()
+        if k not in ("cpu", "memory", "ephemeral-storage", "storage") and not k.startswith("hugepages-")
+    }
+    return pod.qos_class, requests, limits, extra
+
+
+def derive(sandbox: api_pb2.PodSandbox, container: api_pb2.Container, api_pod: Pod | None = None) -> ContainerInfo:
+    """The :class:`ContainerInfo` of ``container``; ``api_pod`` (the Pod from the API, if known) wins.
+
+    Raises :class:`AdmissionRejected` (reason ``InvalidContainer``) for input the agent cannot admit
+    (a malformed resources annotation).
+    """
+    derived = _from_api(api_pod, container.name) if api_pod is not None else None
+    source = "api"
+    if derived is None:
+        derived = _from_nri(sandbox, container)
+        source = "nri"
+    qos, requests, limits, extra = derived
+    pod_uid = sandbox.uid or (api_pod.uid if api_pod is not None else "") or sandbox.id
+    key = manager_key(pod_uid, container.name)
+    annotations = dict(api_pod.annotations) if api_pod is not None else dict(sandbox.annotations)
+    doc: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "uid": key,
+            "name": sandbox.name or (api_pod.name if api_pod is not None else ""),
+            "namespace": sandbox.namespace or (api_pod.namespace if api_pod is not None else "default"),
+            "annotations": {k: v for k, v in annotations.items() if k.startswith("numaplane.io/")},
+        },
+        "spec": {"containers": [{"name": container.name, "resources": {"requests": requests, "limits": limits}}]},
+        "status": {"qosClass": qos},
+    }
+    try:
+        pod = parse_pod(doc)
+    except PodSpecError as exc:
+        raise AdmissionRejected("InvalidContainer", str(exc)) from None
+    extra_amounts = {k: parse_quantity(v).value() for k, v in extra.items()}
+    res = container.linux.resources
+    return ContainerInfo(
+        container_id=container.id,
+        sandbox_id=container.pod_sandbox_id or sandbox.id,
+        pod_uid=pod_uid,
+        pod_name=pod.name,
+        namespace=pod.namespace,
+        name=container.name,
+        qos=qos,
+        pod=pod,
+        cpus=res.cpu.cpus if res.HasField("cpu") else "",
+        mems=res.cpu.mems if res.HasField("cpu") else "",
+        state=int(container.state),
+        source=source,
+        extra_resources=extra_amounts,
+    )
+
+
+def parse_cpuset(text: str) -> CPUSet | None:
+    """A cpuset string from the runtime, or ``None`` when empty or malformed."""
+    if not text.strip():
+        return None
+    try:
+        return CPUSet.parse(text.strip())
+    except ValueError:
+        return None

@@ -1,0 +1,65 @@
+"""Builders of NRI pods and containers as a kubelet-driven containerd sends them (cgroupfs driver)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from numaplane.nri.proto import api_pb2, ttrpc_pb2
+
+QOS_PARENT = {"Guaranteed": "/kubepods", "Burstable": "/kubepods/burstable", "BestEffort": "/kubepods/besteffort"}
+
+
+def sandbox(
+    name: str, *, qos: str = "Guaranteed", namespace: str = "default", annotations: dict[str, str] | None = None
+) -> api_pb2.PodSandbox:
+    uid = f"uid-{name}"
+    pod = api_pb2.PodSandbox(id=f"sb-{name}", name=name, uid=uid, namespace=namespace)
+    pod.linux.cgroup_parent = f"{QOS_PARENT[qos]}/pod{uid}"
+    for k, v in (annotations or {}).items():
+        pod.annotations[k] = v
+    return pod
+
+
+def container(
+    pod: api_pb2.PodSandbox,
+    name: str = "main",
+    *,
+    cpu_milli: int = 0,
+    cpu_limit_milli: int | None = None,
+    memory: int | None = None,
+    cpus: str = "",
+    state: int = api_pb2.CONTAINER_CREATED,
+    cid: str | None = None,
+    hugepages: dict[str, int] | None = None,
+) -> api_pb2.Container:
+    """A container as the kubelet encodes its resources (shares from the request, quota from the limit)."""
+    c = api_pb2.Container(id=cid or f"ctr-{pod.name}-{name}", pod_sandbox_id=pod.id, name=name, state=state)
+    cpu = c.linux.resources.cpu
+    cpu.shares.value = max(2, cpu_milli * 1024 // 1000)
+    cpu.period.value = 100000
+    if cpu_limit_milli is not None:
+        cpu.quota.value = cpu_limit_milli * 100000 // 1000
+    if memory is not None:
+        c.linux.resources.memory.limit.value = memory
+    for size, limit in (hugepages or {}).items():
+        c.linux.resources.hugepage_limits.append(api_pb2.HugepageLimit(page_size=size, limit=limit))
+    cpu.cpus = cpus
+    return c
+
+
+def guaranteed(pod: api_pb2.PodSandbox, name: str = "main", n: int = 1, **kw: object) -> api_pb2.Container:
+    """A Guaranteed container with ``n`` CPUs and 64 MiB."""
+    return container(pod, name, cpu_milli=n * 1000, cpu_limit_milli=n * 1000, memory=64 << 20, **kw)  # type: ignore[arg-type]
+
+
+def capture_request(shared: Path, file: str) -> ttrpc_pb2.Request:
+    """The ttrpc request in one capture file (mux frames joined, header stripped)."""
+    raw = (shared / "wire" / "captures" / "nri" / file).read_bytes()
+    payload = b""
+    while raw:
+        _conn, length = struct.unpack(">II", raw[:8])
+        payload += raw[8 : 8 + length]
+        raw = raw[8 + length :]
+    length, _stream, _type, _flags = struct.unpack(">IIBB", payload[:10])
+    return ttrpc_pb2.Request.FromString(payload[10 : 10 + length])
