@@ -1,16 +1,20 @@
 """A struct-of-arrays view of many nodes' NUMA zones, for vectorised filtering and scoring.
 
 Each node is a *row*; each NUMA zone of a node a *slot* (zone list position, document order, up to
-``zones`` slots, grown on demand); each resource name a *column*. Per column, ``(rows, slots)`` arrays
-hold the zone's ``available`` quantity exactly as an int64 count of thousandths (``avail_m``), the same
-with ``INT64_MIN`` in unlisted slots for one-compare feasibility tests (``avail_min``), the upstream
-``Value()`` (rounded-up integer, for scores, ``avail_v``) and whether the zone lists it (``listed``).
-Per row: flags (has NRT, fresh, unreadable, *irregular*), policy, scope, max NUMA nodes, zone count,
-zone ids, costs, and which scalar resources the Node advertises.
+``zones`` slots, grown on demand); each resource name a *column*. Arrays are slot-major,
+``(slots, rows)``, so that reductions over a node's zones are cheap elementwise operations over rows.
+Per column they hold the zone's ``available`` quantity exactly as an int64 count of thousandths
+(``avail_m``, 0 when unlisted), the same with ``INT64_MIN`` in unlisted slots for one-compare
+feasibility tests (``avail_min``), the upstream ``Value()`` (rounded-up integer, for scores) as float64
+(``avail_f``, exact below 2**46), the same with 0 replaced by 1 or by +inf (``avail_fs`` /
+``avail_finf``, divisors for the score kernels), and whether the zone lists it (``listed``). Per row: flags (has NRT, fresh, unreadable, *irregular*),
+policy, scope, max NUMA nodes, zone count, costs, and which scalar resources the Node advertises.
 
-A row is *irregular* when the arrays cannot represent it exactly — a quantity that is not a whole
-number of thousandths or is too large, duplicate NUMA ids, a cost outside int32 — and the pipeline then
-uses the scalar functions for it, so results never depend on the representation.
+A row is *irregular* when the arrays cannot represent it exactly or the fast rules do not apply — a
+quantity that is not a whole number of thousandths, a value of 2**46 or more, NUMA ids not strictly
+ascending in document order (the vectorised filter takes "lowest feasible id" as "first feasible
+slot"), a cost outside int32 — and the pipeline then uses the scalar functions for it, so results never
+depend on the representation.
 
 Updates are incremental: :meth:`ClusterArrays.upsert` rewrites one row (O(slots × columns)),
 :meth:`ClusterArrays.remove` frees it for reuse. Pure data structure, no I/O.
@@ -19,7 +23,10 @@ Updates are incremental: :meth:`ClusterArrays.upsert` rewrites one row (O(slots 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
+from types import MappingProxyType
 from typing import TypeVar
 
 import numpy as np
@@ -28,28 +35,30 @@ import numpy.typing as npt
 from numaplane.placement.node import NodeInfo, is_scalar_resource
 from numaplane.placement.view import NodeTopology
 
-__all__ = ["INT64_MIN", "POLICY_CODES", "ClusterArrays", "RowSource"]
+__all__ = ["F64", "I64", "INT64_MIN", "POLICY_CODES", "B", "ClusterArrays", "RowSource"]
 
 INT64_MIN = np.iinfo(np.int64).min
 _BOUND = 1 << 59  # |milli value| limit: sums of up to 16 slots stay inside int64
+_FLOAT_EXACT = 1 << 46  # Value() limit: value * 100 stays an exact float64 integer
 _COST_LIMIT = 1 << 31
 POLICY_CODES = {"none": 0, "best-effort": 1, "restricted": 2, "single-numa-node": 3}
 MISSING_COST = 255
 
 I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
 
 
-_A = TypeVar("_A", I64, B)
+_A = TypeVar("_A", I64, F64, B)
 
 
-def _regrow(arr: _A, shape: tuple[int, ...], fill: int | bool, n: int, z: int) -> _A:
-    """A larger copy of ``arr`` (``shape``), old rows ``:n`` and slots ``:z`` kept, the rest ``fill``."""
+def _regrow(arr: _A, shape: tuple[int, ...], fill: float, n: int, z: int) -> _A:
+    """A larger copy of ``arr`` (``shape``): old rows ``:n`` (last axis) and slots ``:z`` kept, rest ``fill``."""
     new = np.full(shape, fill, arr.dtype)
     if arr.ndim == 1:
         new[:n] = arr[:n]
     else:
-        new[:n, :z] = arr[:n, :z]
+        new[:z, :n] = arr[:z, :n]
     return new
 
 
@@ -76,11 +85,14 @@ class ClusterArrays:
         self.columns: dict[str, int] = {}
         self.avail_m: list[I64] = []
         self.avail_min: list[I64] = []
-        self.avail_v: list[I64] = []
+        self.avail_f: list[F64] = []
+        self.avail_fs: list[F64] = []
+        self.avail_finf: list[F64] = []
         self.listed: list[B] = []
         self.listed_any: list[B] = []
         self.adv: list[B] = []
         self.version = 0  # bumped on every change
+        self._snapshot: dict[str, int] | None = None  # copy of ``index`` handed out until membership changes
         self._stamps = 0  # source of per-row stamps (derived per-row caches key on them)
         self._alloc_rows(self.capacity)
 
@@ -97,13 +109,14 @@ class ClusterArrays:
         self.scope_pod = np.zeros(cap, bool)
         self.max_numa = np.full(cap, 8, np.int64)
         self.nzones = np.zeros(cap, np.int64)
-        self.zone_id = np.full((cap, z), -1, np.int64)
-        self.costs = np.full((cap, z, z), MISSING_COST, np.int64)
         self.stamp = np.full(cap, -1, np.int64)
+        self.pad = np.full((z, cap), 255, np.uint8)  # 255 in slots beyond a row's zone count, else 0
+        self.costs = np.full((cap, z, z), MISSING_COST, np.int64)
 
     def _grow(self, cap: int, slots: int) -> None:
-        old = {k: getattr(self, k) for k in ("present", "has_nrt", "fresh", "problem", "irregular", "policy")}
-        old |= {k: getattr(self, k) for k in ("scope_pod", "max_numa", "nzones", "zone_id", "costs", "stamp")}
+        keep = ("present", "has_nrt", "fresh", "problem", "irregular", "policy", "scope_pod", "max_numa")
+        old = {k: getattr(self, k) for k in (*keep, "nzones", "stamp", "costs")}
+        old_pad = self.pad
         n, z = self.n, self.slots
         self.capacity, self.slots = cap, slots
         self._alloc_rows(cap)
@@ -111,14 +124,16 @@ class ClusterArrays:
             target = getattr(self, key)
             if arr.ndim == 1:
                 target[:n] = arr[:n]
-            elif arr.ndim == 2:
-                target[:n, :z] = arr[:n, :z]
             else:
                 target[:n, :z, :z] = arr[:n, :z, :z]
-        self.avail_m = [_regrow(a, (cap, slots), 0, n, z) for a in self.avail_m]
-        self.avail_min = [_regrow(a, (cap, slots), INT64_MIN, n, z) for a in self.avail_min]
-        self.avail_v = [_regrow(a, (cap, slots), 0, n, z) for a in self.avail_v]
-        self.listed = [_regrow(a, (cap, slots), False, n, z) for a in self.listed]
+        self.pad[:z, :n] = old_pad[:z, :n]
+        shape = (slots, cap)
+        self.avail_m = [_regrow(a, shape, 0, n, z) for a in self.avail_m]
+        self.avail_min = [_regrow(a, shape, INT64_MIN, n, z) for a in self.avail_min]
+        self.avail_f = [_regrow(a, shape, 0.0, n, z) for a in self.avail_f]
+        self.avail_fs = [_regrow(a, shape, 1.0, n, z) for a in self.avail_fs]
+        self.avail_finf = [_regrow(a, shape, np.inf, n, z) for a in self.avail_finf]
+        self.listed = [_regrow(a, shape, False, n, z) for a in self.listed]
         self.listed_any = [_regrow(a, (cap,), False, n, z) for a in self.listed_any]
         self.adv = [_regrow(a, (cap,), False, n, z) for a in self.adv]
 
@@ -128,10 +143,12 @@ class ClusterArrays:
         if c is None:
             c = len(self.columns)
             self.columns[name] = c
-            shape = (self.capacity, self.slots)
+            shape = (self.slots, self.capacity)
             self.avail_m.append(np.zeros(shape, np.int64))
             self.avail_min.append(np.full(shape, INT64_MIN, np.int64))
-            self.avail_v.append(np.zeros(shape, np.int64))
+            self.avail_f.append(np.zeros(shape, np.float64))
+            self.avail_fs.append(np.ones(shape, np.float64))
+            self.avail_finf.append(np.full(shape, np.inf, np.float64))
             self.listed.append(np.zeros(shape, bool))
             self.listed_any.append(np.zeros(self.capacity, bool))
             self.adv.append(np.zeros(self.capacity, bool))
@@ -139,10 +156,17 @@ class ClusterArrays:
 
     # --- rows --------------------------------------------------------------------------------------
 
+    def index_snapshot(self) -> Mapping[str, int]:
+        """A read-only copy of ``index`` (name → row), shared until a node is added or removed."""
+        if self._snapshot is None:
+            self._snapshot = dict(self.index)
+        return MappingProxyType(self._snapshot)
+
     def remove(self, name: str) -> None:
         row = self.index.pop(name, None)
         if row is None:
             return
+        self._snapshot = None
         self._clear(row)
         self.present[row] = False
         self.names[row] = None
@@ -153,13 +177,16 @@ class ClusterArrays:
     def _clear(self, row: int) -> None:
         self._stamps += 1
         self.stamp[row] = self._stamps
-        self.zone_id[row] = -1
         self.costs[row] = MISSING_COST
+        self.nzones[row] = 0
+        self.pad[:, row] = 255
         for c in range(len(self.columns)):
-            self.avail_m[c][row] = 0
-            self.avail_min[c][row] = INT64_MIN
-            self.avail_v[c][row] = 0
-            self.listed[c][row] = False
+            self.avail_m[c][:, row] = 0
+            self.avail_min[c][:, row] = INT64_MIN
+            self.avail_f[c][:, row] = 0.0
+            self.avail_fs[c][:, row] = 1.0
+            self.avail_finf[c][:, row] = np.inf
+            self.listed[c][:, row] = False
             self.listed_any[c][row] = False
             self.adv[c][row] = False
         self.irregular[row] = self.problem[row] = self.has_nrt[row] = False
@@ -179,6 +206,7 @@ class ClusterArrays:
             self.sources.append(None)
         self.index[name] = row
         self.names[row] = name
+        self._snapshot = None
         return row
 
     def upsert(self, name: str, topology: NodeTopology | None, node: NodeInfo, *, fresh: bool = True) -> int:
@@ -205,25 +233,29 @@ class ClusterArrays:
         self.scope_pod[row] = config.scope == "pod"
         self.max_numa[row] = config.max_numa_nodes
         self.nzones[row] = len(topology.zones)
+        self.pad[: len(topology.zones), row] = 0
         ids = [z.numa_id for z in topology.zones]
-        irregular = len(set(ids)) != len(ids)
+        irregular = any(a >= b for a, b in pairwise(ids))
         for slot, zone in enumerate(topology.zones):
-            self.zone_id[row, slot] = zone.numa_id
             for res, qty in zone.available.items():
                 c = self.column(res)
                 milli = qty.amount * 1000
-                if milli.denominator != 1 or abs(milli.numerator) >= _BOUND:
+                value = math.ceil(qty.amount)
+                if milli.denominator != 1 or abs(milli.numerator) >= _BOUND or value >= _FLOAT_EXACT:
                     irregular = True
                     continue
-                self.avail_m[c][row, slot] = milli.numerator
-                self.avail_min[c][row, slot] = milli.numerator
-                self.avail_v[c][row, slot] = math.ceil(qty.amount)
-                self.listed[c][row, slot] = True
+                self.avail_m[c][slot, row] = milli.numerator
+                self.avail_min[c][slot, row] = milli.numerator
+                self.avail_f[c][slot, row] = float(value)
+                self.avail_fs[c][slot, row] = float(value) if value else 1.0
+                self.avail_finf[c][slot, row] = float(value) if value else np.inf
+                self.listed[c][slot, row] = True
                 self.listed_any[c][row] = True
             for peer_slot, peer in enumerate(topology.zones):
                 cost = zone.costs.get(peer.numa_id, MISSING_COST)
                 if not -_COST_LIMIT < cost < _COST_LIMIT:
                     irregular = True
-                self.costs[row, slot, peer_slot] = cost if -_COST_LIMIT < cost < _COST_LIMIT else MISSING_COST
+                    cost = MISSING_COST
+                self.costs[row, slot, peer_slot] = cost
         self.irregular[row] = irregular
         return row

@@ -31,12 +31,11 @@ from numaplane.placement.cachebase import NRTCache
 from numaplane.placement.cluster import I64, POLICY_CODES, B, ClusterArrays
 from numaplane.placement.filter import DEFAULT_OPTIONS, FilterOptions, NRTInput, as_topology
 from numaplane.placement.filter import filter as filter_node
+from numaplane.placement.kernels import Requests, align, charge, unit_score
 from numaplane.placement.node import NodeInfo, node_info
 from numaplane.placement.pipeline_numa import MAX_VECTOR_SLOTS, Distances, least_numa_scores
 from numaplane.placement.requests import (
-    ALWAYS_ALLOCATABLE,
     include_non_native,
-    is_host_level,
     is_numa_affine,
     pod_request,
 )
@@ -48,9 +47,7 @@ from numaplane.resources.quantity import Quantity
 __all__ = ["Evaluation", "Pipeline"]
 
 _SNN = POLICY_CODES["single-numa-node"]
-_BIG = np.int64(1 << 40)
 _BOUND = 1 << 59
-Requests = list[tuple[str, int]]  # (resource, thousandths), non-zero only
 
 
 @dataclass(frozen=True)
@@ -163,7 +160,7 @@ class Pipeline:
                 verdict = filter_node(pod, src.topology, src.node, fresh=src.fresh, options=self.options)
                 feasible[row] = isinstance(verdict, Fit)
             scores[row] = score(pod, src.topology, None, self.strategy, fresh=src.fresh)
-        return Evaluation(dict(cl.index), feasible, scores)
+        return Evaluation(cl.index_snapshot(), feasible, scores)
 
     # --- filter ------------------------------------------------------------------------------------
 
@@ -175,74 +172,41 @@ class Pipeline:
                 out.append((name, m))
         return out
 
-    def _align(self, reqs: Requests, work: dict[int, I64], guaranteed: bool) -> tuple[B, B]:
-        cl = self.cluster
-        n = cl.n
-        mask = np.ones((n, cl.slots), bool)
-        ok = np.ones(n, bool)
-        for name, q in reqs:
-            c = cl.columns.get(name)
-            if name not in ALWAYS_ALLOCATABLE:
-                if c is None:
-                    ok[:] = False
-                    continue
-                ok &= cl.adv[c][:n]
-            if c is None:
-                if not is_host_level(name):
-                    mask[:] = False
-                continue
-            if not guaranteed and is_numa_affine(name):
-                suit = cl.listed[c][:n]
-            else:
-                suit = work.get(c, cl.avail_min[c])[:n] >= q
-            if is_host_level(name):
-                suit = suit | ~cl.listed_any[c][:n, None]
-            mask &= suit
-        return ok & mask.any(axis=1), mask
-
     def _filter(self, pod: Pod, guaranteed: bool) -> B:
         cl = self.cluster
         n = cl.n
         checked = cl.has_nrt[:n] & ~cl.problem[:n] & (cl.policy[:n] == _SNN)
+        pod_scope = cl.scope_pod[:n]
         vec = np.ones(n, bool)
-        if (checked & cl.scope_pod[:n]).any():
-            fit_pod, _ = self._align(self._requests(pod_request(pod)), {}, guaranteed)
-            vec = np.where(cl.scope_pod[:n], fit_pod, vec)
-        if (checked & ~cl.scope_pod[:n]).any():
-            vec = np.where(cl.scope_pod[:n], vec, self._container_scope(pod, guaranteed))
+        if (checked & pod_scope).any():
+            fit_pod, _ = align(cl, self._requests(pod_request(pod)), {}, guaranteed)
+            vec = np.where(pod_scope, fit_pod, vec)
+        if (checked & ~pod_scope).any():
+            vec = np.where(pod_scope, vec, self._container_scope(pod, guaranteed))
         if self.options.reject_without_zones:
             vec &= cl.nzones[:n] > 0
-        inner = np.where(cl.problem[:n], False, np.where(cl.policy[:n] == _SNN, vec, True))
-        return cl.fresh[:n] & (~cl.has_nrt[:n] | inner)
+        inner: B = ~cl.problem[:n] & ((cl.policy[:n] != _SNN) | vec)
+        result: B = cl.fresh[:n] & (~cl.has_nrt[:n] | inner)
+        return result
 
     def _container_scope(self, pod: Pod, guaranteed: bool) -> B:
         cl = self.cluster
-        n = cl.n
-        ok = np.ones(n, bool)
+        ok = np.ones(cl.n, bool)
         for init in pod.init_containers:
-            fit, _ = self._align(self._requests(init.requests), {}, guaranteed)
-            ok &= fit
+            ok &= align(cl, self._requests(init.requests), {}, guaranteed)[0]
         work: dict[int, I64] = {}
-        rows = np.arange(n)
-        for app in pod.containers:
+        last = len(pod.containers) - 1
+        for i, app in enumerate(pod.containers):
             reqs = self._requests(app.requests)
-            fit, mask = self._align(reqs, work, guaranteed)
+            fit, mask = align(cl, reqs, work, guaranteed)
             ok &= fit
-            charged = [
-                (cl.columns[name], q)
-                for name, q in reqs
-                if name in cl.columns and (guaranteed or not is_numa_affine(name))
-            ]
-            if not charged:
-                continue
-            key = np.where(mask & (cl.zone_id[:n] >= 0), cl.zone_id[:n], _BIG)
-            slot = key.argmin(axis=1)
-            for c, q in charged:
-                arr = work.get(c)
-                if arr is None:
-                    arr = work[c] = cl.avail_min[c][:n].copy()
-                sel = ok & cl.listed[c][rows, slot]
-                arr[rows[sel], slot[sel]] -= q
+            if i < last:  # the last container's placement does not matter
+                charged = [
+                    (cl.columns[name], q)
+                    for name, q in reqs
+                    if name in cl.columns and (guaranteed or not is_numa_affine(name))
+                ]
+                charge(cl, mask, charged, work)
         return ok
 
     # --- score -------------------------------------------------------------------------------------
@@ -256,69 +220,19 @@ class Pipeline:
                 return np.zeros(n, np.int64)  # every row is scored by the per-node code
             return np.where(usable, least_numa_scores(cl, pod, self._distances), 0)
         scored = usable & (cl.policy[:n] == _SNN)
+        pod_scope = cl.scope_pod[:n]
         out = np.zeros(n, np.int64)
-        if (scored & cl.scope_pod[:n]).any():
-            out = np.where(cl.scope_pod[:n], self._unit_score(pod_request(pod)), out)
-        if (scored & ~cl.scope_pod[:n]).any():
+        if (scored & pod_scope).any():
+            out = np.where(pod_scope, self._unit_score(pod_request(pod)), out)
+        if (scored & ~pod_scope).any():
             containers = pod.all_containers()
             if containers:
                 total = np.zeros(n, np.int64)
                 for c in containers:
                     total += self._unit_score(c.requests)
-                out = np.where(cl.scope_pod[:n], out, total // len(containers))
+                out = np.where(pod_scope, out, total // len(containers))
         return np.where(scored, out, 0)
 
     def _unit_score(self, requests: Mapping[str, Quantity]) -> I64:
-        cl = self.cluster
-        n = cl.n
         values = [(name, math.ceil(requests[name].amount)) for name in sorted(requests)]
-        zeros = np.zeros((n, cl.slots), np.int64)
-        if self.strategy.type == "BalancedAllocation":
-            zone = _balanced(cl, values, zeros)
-        else:
-            most = self.strategy.type == "MostAllocated"
-            total = zeros.copy()
-            weights = 0
-            for name, req in values:
-                c = cl.columns.get(name)
-                av = cl.avail_v[c][:n] if c is not None else zeros
-                bad = (av == 0) | (req > av)
-                safe = np.where(bad, 1, av)
-                part = (req * MAX_SCORE) // safe if most else ((av - req) * MAX_SCORE) // safe
-                w = self.strategy.weight(name)
-                total += np.where(bad, 0, part) * w
-                weights += w
-            zone = total // weights if weights else zeros
-        zone = np.where(cl.zone_id[:n] >= 0, zone, 0)
-        low = np.where(zone == 0, _BIG, zone).min(axis=1)
-        return np.where(low == _BIG, 0, low)
-
-
-def _balanced(cl: ClusterArrays, values: list[tuple[str, int]], zeros: I64) -> I64:
-    n = cl.n
-    count = len(values)
-    if count == 0:
-        return zeros
-    over = np.zeros(zeros.shape, bool)
-    fractions = []
-    for name, req in values:
-        c = cl.columns.get(name)
-        av = cl.avail_v[c][:n] if c is not None else zeros
-        f = np.where(av == 0, 1.0, np.float64(req) / np.where(av == 0, 1, av).astype(np.float64))
-        over |= f > 1
-        fractions.append(f)
-    if count == 1:
-        return np.where(over, 0, MAX_SCORE).astype(np.int64)
-    mean = np.zeros(zeros.shape, np.float64)
-    for f in fractions:
-        mean += f
-    mean /= count
-    squares = np.zeros(zeros.shape, np.float64)
-    comp = np.zeros(zeros.shape, np.float64)
-    for f in fractions:
-        d = f - mean
-        squares += d * d
-        comp += d
-    variance = (squares - comp * comp / count) / (count - 1)
-    # masked first: a fraction above 1 can make the variance huge, and its cast is meaningless anyway
-    return np.trunc(np.where(over, 0.0, (1 - variance) * MAX_SCORE)).astype(np.int64)
+        return unit_score(self.cluster, values, self.strategy)

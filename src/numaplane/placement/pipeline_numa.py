@@ -87,7 +87,7 @@ def _search(
 ) -> _Search:
     """Minimal fitting zone set for ``reqs`` ((column, thousandths), non-zero) on each of ``rows``.
 
-    ``work`` holds full-height working copies of ``avail_m`` columns (container-scope accounting)."""
+    ``work`` holds full-size working copies of ``avail_m`` columns (container-scope accounting)."""
     m = len(rows)
     found_k = np.zeros(m, np.int64)
     optimal = np.zeros(m, bool)
@@ -106,8 +106,8 @@ def _search(
             if c is None:
                 fits[:] = False
                 break
-            listed = cl.listed[c][sub].astype(np.int64) @ member.T
-            total = work.get(c, cl.avail_m[c])[sub] @ member.T
+            listed = cl.listed[c][:, sub].T.astype(np.int64) @ member.T
+            total = work.get(c, cl.avail_m[c])[:, sub].T @ member.T
             fits &= (listed == k) & (total >= q)
         has_fit = fits.any(axis=1)
         if not has_fit.any():
@@ -182,11 +182,10 @@ def _container_scope(cl: ClusterArrays, dist: Distances, rows: I64, pod: Pod) ->
 
 
 def _take(cl: ClusterArrays, work: dict[int, I64], rows: I64, member: I64, reqs: list[tuple[int | None, int]]) -> None:
-    """Take each request from the chosen slots in NUMA id order, as much as possible from each."""
+    """Take each request from the chosen slots in NUMA id order (slot order on regular rows), as much as
+    possible from each."""
     if not len(rows):
         return
-    key = np.where(member > 0, cl.zone_id[rows], _BIG)
-    order = np.argsort(key, axis=1, kind="stable")
     for c, q in reqs:
         if c is None:
             continue
@@ -194,12 +193,11 @@ def _take(cl: ClusterArrays, work: dict[int, I64], rows: I64, member: I64, reqs:
         if arr is None:
             arr = work[c] = cl.avail_m[c].copy()
         left = np.full(len(rows), q, np.int64)
-        for j in range(cl.slots):
-            slot = order[:, j]
-            here = (member[np.arange(len(rows)), slot] > 0) & cl.listed[c][rows, slot] & (left > 0)
-            avail = arr[rows, slot]
+        for slot in range(cl.slots):
+            here = (member[:, slot] > 0) & cl.listed[c][slot, rows] & (left > 0)
+            avail = arr[slot, rows]
             take = np.where(here, np.maximum(np.minimum(avail, left), 0), 0)
-            arr[rows, slot] = avail - take
+            arr[slot, rows] = avail - take
             left -= take
 
 

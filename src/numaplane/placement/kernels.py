@@ -1,0 +1,179 @@
+"""Vectorised filter and score kernels over a :class:`~numaplane.placement.cluster.ClusterArrays`.
+
+Arrays are ``(slots, rows)``; every kernel computes one value per row ``0 .. n-1`` and is the exact
+twin of a per-node rule (the row must be *regular*, see :mod:`numaplane.placement.cluster`):
+
+* :func:`align` is :func:`numaplane.placement.filter.align`: per requested resource one comparison
+  narrows a ``(slots, rows)`` feasibility mask; a row fits when a slot survives. Slots are in ascending
+  NUMA id order on regular rows, so "lowest feasible id" is "first feasible slot" (:func:`charge`).
+* :func:`unit_score` is the per-zone Most/LeastAllocated or BalancedAllocation score reduced to the
+  smallest non-zero zone score. Integer floor divisions are done in float64: with values below 2**46
+  (guaranteed for regular rows) the numerators are exact and ``floor(a / b)`` of the correctly rounded
+  quotient equals the integer quotient, because the quotient is at most 100 and its distance to the next
+  integer is at least ``1 / b``, far above the rounding error ``100 * 2**-53``. BalancedAllocation uses
+  the same float operations in the same order as the scalar code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping
+
+import numpy as np
+
+from numaplane.placement.cluster import F64, I64, B, ClusterArrays
+from numaplane.placement.requests import ALWAYS_ALLOCATABLE, is_host_level, is_numa_affine
+from numaplane.placement.score import MAX_SCORE, ScoringStrategy
+
+__all__ = ["Requests", "align", "charge", "unit_score"]
+
+Requests = list[tuple[str, int]]  # (resource, thousandths), non-zero only, in name order
+_NO_SCORE = 1e9
+
+
+def align(cl: ClusterArrays, reqs: Requests, work: Mapping[int, I64], guaranteed: bool) -> tuple[B, B | None]:
+    """``(fits per row, feasibility mask (slots, rows) or None when nothing constrained the rows)``."""
+    n = cl.n
+    ok = np.ones(n, bool)
+    mask: B | None = None
+    for name, q in reqs:
+        c = cl.columns.get(name)
+        if name not in ALWAYS_ALLOCATABLE:
+            if c is None:
+                ok[:] = False
+                continue
+            ok &= cl.adv[c][:n]
+        if c is None:
+            if not is_host_level(name):
+                mask = np.zeros((cl.slots, n), bool)
+            continue
+        if not guaranteed and is_numa_affine(name):
+            suit = cl.listed[c][:, :n]
+        else:
+            suit = work[c] >= q if c in work else cl.avail_min[c][:, :n] >= q
+        if is_host_level(name):
+            suit = suit | ~cl.listed_any[c][:n]
+        if mask is None:
+            mask = suit.copy()
+        else:
+            mask &= suit
+    if mask is None:
+        return ok, None
+    return ok & np.logical_or.reduce(mask, axis=0), mask
+
+
+def charge(cl: ClusterArrays, mask: B | None, charged: list[tuple[int, int]], work: MutableMapping[int, I64]) -> None:
+    """Subtract each ``(column, thousandths)`` from the first feasible slot of every row (in ``work``)."""
+    if mask is None or not charged:
+        return  # unconstrained rows: every requested resource is unlisted, nothing to take
+    n = cl.n
+    first = mask.copy()
+    seen = mask[0].copy()
+    for slot in range(1, cl.slots):
+        first[slot] &= ~seen
+        seen |= mask[slot]
+    for c, q in charged:
+        arr = work.get(c)
+        if arr is None:
+            arr = work[c] = cl.avail_min[c][:, :n].copy()
+        arr -= q * (first & cl.listed[c][:, :n])
+
+
+def _min_non_zero(cl: ClusterArrays, zone: F64) -> I64:
+    """Smallest non-zero value over a row's real zone slots (0 if none), for zone scores in 0..100.
+
+    As uint8, ``score - 1`` wraps 0 to 255 and padding slots are forced to 255, so a plain minimum
+    skips zero scores and missing zones."""
+    low = ((zone.astype(np.uint8) - np.uint8(1)) | cl.pad[:, : cl.n]).min(axis=0)
+    return np.where(low == 255, 0, low.astype(np.int64) + 1)
+
+
+def unit_score(cl: ClusterArrays, values: list[tuple[str, int]], strategy: ScoringStrategy) -> I64:
+    """Node score per row for one request list of ``(resource, Value())`` pairs in name order.
+
+    Per resource with ``req >= 1`` (``y = 100 * req / avail``): LeastAllocated scores
+    ``100 - min(ceil(y), 100)`` (a zone with 0 or too little available gives ``y >= 100``: 0), summed as
+    ``100 * W - sum(w * min(ceil(y), 100))``; MostAllocated scores ``floor(y)`` when ``y <= 100`` else 0,
+    with 0 available mapped to an infinite divisor (``y = 0``). ``req == 0`` scores 100 where anything
+    is available (Least) and 0 (Most)."""
+    n = cl.n
+    if strategy.type == "BalancedAllocation":
+        return _min_non_zero(cl, _balanced(cl, values))
+    most = strategy.type == "MostAllocated"
+    shape = (cl.slots, n)
+    acc: F64 | None = None
+    y = np.empty(shape)
+    weights = 0
+    base = 0.0  # constant part of the accumulated sum (resources scored the same on every zone)
+    for name, req in values:
+        w = strategy.weight(name)
+        weights += w
+        c = cl.columns.get(name)
+        if c is None:
+            if not most:
+                base += MAX_SCORE * w  # not listed anywhere: the zone's value is 0, so this scores 0
+            continue
+        if req == 0:
+            if not most:
+                zero = (cl.avail_f[c][:, :n] == 0) * float(MAX_SCORE * w)
+                acc = zero if acc is None else np.add(acc, zero, out=acc)
+            continue
+        numerator = req * float(MAX_SCORE)
+        # branch-free clamps: masked copies mispredict on mixed masks and cost several times more
+        if most:
+            np.divide(numerator, cl.avail_finf[c][:, :n], out=y)
+            fits = y <= MAX_SCORE
+            np.floor(y, out=y)
+            y *= fits
+        else:
+            np.divide(numerator, cl.avail_fs[c][:, :n], out=y)
+            np.ceil(y, out=y)
+            np.minimum(y, float(MAX_SCORE), out=y)
+        if w != 1:
+            y *= w
+        if acc is None:
+            acc, y = y, np.empty(shape)
+        else:
+            acc += y
+    if weights == 0:
+        return np.zeros(n, np.int64)
+    if acc is None:
+        acc = np.zeros(shape)
+    if most:
+        zone = acc
+    else:
+        zone = np.subtract(float(MAX_SCORE * weights) - base, acc, out=acc)
+    if weights != 1:
+        np.floor(zone / weights, out=zone)
+    return _min_non_zero(cl, zone)
+
+
+def _balanced(cl: ClusterArrays, values: list[tuple[str, int]]) -> F64:
+    n = cl.n
+    shape = (cl.slots, n)
+    if not values:
+        return np.zeros(shape)
+    over = np.zeros(shape, bool)
+    fractions: list[F64] = []
+    for name, req in values:
+        c = cl.columns.get(name)
+        if c is None:
+            f = np.ones(shape)
+        else:
+            f = np.where(cl.avail_f[c][:, :n] == 0, 1.0, float(req) / cl.avail_fs[c][:, :n])
+        over |= f > 1
+        fractions.append(f)
+    count = len(fractions)
+    if count == 1:
+        return np.where(over, 0.0, float(MAX_SCORE))
+    mean = np.zeros(shape)
+    for f in fractions:
+        mean += f
+    mean /= count
+    squares = np.zeros(shape)
+    comp = np.zeros(shape)
+    for f in fractions:
+        d = f - mean
+        squares += d * d
+        comp += d
+    variance = (squares - comp * comp / count) / (count - 1)
+    return np.trunc(np.where(over, 0.0, (1 - variance) * MAX_SCORE))
