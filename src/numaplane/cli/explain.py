@@ -1,0 +1,178 @@
+"""``numaplane explain``: per node, whether a pod fits its NUMA zones and, if not, which zone lacks what.
+
+Inputs: ``--pod FILE`` (a Pod, YAML or JSON); NodeResourceTopology objects from ``--nrt PATH`` (a file
+or a folder of ``*.yaml``/``*.yml``/``*.json`` files; multi-document YAML and ``*List`` documents are
+expanded) or from the API server (``--kubeconfig PATH`` / ``--api-server URL``, which also reads the
+Nodes); Node objects from ``--nodes PATH`` (same forms; optional). Unreadable files and documents that
+are not NodeResourceTopology objects are reported as ignored, never fatal. Output: ``--output
+table|json|yaml``. Exit status 0 whether or not the pod fits anywhere; 2 for unusable arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from numaplane.cli._output import OUTPUT_CHOICES, console, emit_document
+
+_SUFFIXES = (".yaml", ".yml", ".json")
+_STRATEGIES = ("MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNUMANodes")
+
+
+def _documents(path: Path, kind: str) -> tuple[list[tuple[str, Any]], list[tuple[str, str]]]:
+    """``(source, document)`` pairs of ``kind`` under ``path`` and ``(source, problem)`` pairs."""
+    files = sorted(p for p in path.iterdir() if p.suffix in _SUFFIXES) if path.is_dir() else [path]
+    docs: list[tuple[str, Any]] = []
+    problems: list[tuple[str, str]] = []
+    for file in files:
+        try:
+            loaded = [d for d in yaml.safe_load_all(file.read_text()) if d is not None]
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            problems.append((str(file), f"unreadable: {str(exc).splitlines()[0]}"))
+            continue
+        for index, doc in enumerate(loaded):
+            source = str(file) if len(loaded) == 1 else f"{file}#{index}"
+            items = doc.get("items") if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") else None
+            for item in items if isinstance(items, list) else [doc]:
+                if isinstance(item, dict) and item.get("kind") not in (None, kind):
+                    problems.append((source, f"kind {item.get('kind')!r} is not {kind}"))
+                    continue
+                docs.append((source, item))
+    return docs, problems
+
+
+def _load_pod(path: Path) -> Any:
+    from numaplane.resources.errors import ResourceError
+    from numaplane.resources.pod import parse_pod
+
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise click.UsageError(f"--pod {path}: unreadable: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(doc, dict):
+        raise click.UsageError(f"--pod {path}: not a Pod object")
+    try:
+        return parse_pod(doc)
+    except (ResourceError, AttributeError, TypeError, ValueError) as exc:
+        raise click.UsageError(f"--pod {path}: {exc}") from exc
+
+
+async def _from_api(kubeconfig: str | None, api_server: str | None) -> tuple[list[tuple[str, Any]], list[Any]]:
+    from numaplane.kube.client import LightkubePort
+    from numaplane.scheduler.explain import fetch_cluster
+
+    kube = LightkubePort.from_server(api_server) if api_server else LightkubePort.from_kubeconfig(kubeconfig)
+    try:
+        return await fetch_cluster(kube)
+    finally:
+        await kube.close()
+
+
+def _table(report: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"pod {report.pod.key} ({report.pod.qos_class}): fits {len(report.fitting)} node(s)")
+    for column in ("NODE", "FITS", "SCORE", "POLICY / SCOPE", "WHY"):
+        table.add_column(column, overflow="fold")
+    for node in report.nodes:
+        lines = [node.summary()]
+        if not node.fits:
+            where = ", ".join(
+                p for p in (node.unit and f"unit {node.unit}", node.resource and f"resource {node.resource}") if p
+            )
+            if where:
+                lines.append(where)
+            for s in node.shortfalls:
+                have = "not listed" if s["available"] is None else f"{s['available']} available"
+                lines.append(f"{s['zone']}: {s['resource']} {s['requested']} requested, {have}")
+        lines.extend(n for n in node.notes if n not in lines)
+        lines.extend(f"ignored zone {z.source}: {z.reason}" for z in node.ignored_zones)
+        policy = f"{node.policy} / {node.scope}" if node.policy else "-"
+        table.add_row(
+            node.node,
+            "yes" if node.fits else "no",
+            "-" if node.score is None else str(node.score),
+            policy,
+            "\n".join(lines),
+        )
+    out = console()
+    out.print(table)
+    for item in report.ignored:
+        out.print(f"ignored {item.source}: {item.reason}")
+
+
+@click.command(name="explain")
+@click.option("--pod", "pod_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--nrt",
+    "nrt_path",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="NodeResourceTopology file or folder.",
+)
+@click.option(
+    "--nodes", "nodes_path", type=click.Path(exists=True, path_type=Path), default=None, help="Node file/folder."
+)
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Read NRTs and Nodes from the API.")
+@click.option("--api-server", default=None, help="API server URL without credentials (instead of --kubeconfig).")
+@click.option("--scoring-strategy", type=click.Choice(_STRATEGIES), default="LeastAllocated", show_default=True)
+@click.option("--kubelet-admission", is_flag=True, help="Also check restricted / best-effort nodes.")
+@click.option("--output", "-o", type=click.Choice(OUTPUT_CHOICES), default="table", show_default=True)
+def command(
+    pod_file: Path,
+    nrt_path: Path | None,
+    nodes_path: Path | None,
+    kubeconfig: str | None,
+    api_server: str | None,
+    scoring_strategy: str,
+    kubelet_admission: bool,
+    output: str,
+) -> None:
+    """Explain per node whether POD fits its NUMA zones, and which zone lacks what if not.
+
+    Example: numaplane explain --pod pod.yaml --nrt nrts/ --nodes nodes/ -o table
+    """
+    from numaplane.placement.filter import FilterOptions
+    from numaplane.placement.score import ScoringStrategy
+    from numaplane.scheduler.explain import Ignored, explain_pod
+
+    if nrt_path is None and kubeconfig is None and api_server is None:
+        raise click.UsageError("give --nrt PATH, or --kubeconfig PATH / --api-server URL")
+    if nrt_path is not None and (kubeconfig is not None or api_server is not None):
+        raise click.UsageError("--nrt and --kubeconfig/--api-server are exclusive")
+    pod = _load_pod(pod_file)
+    problems: list[tuple[str, str]] = []
+    nodes: list[Any] | None = None
+    if nrt_path is not None:
+        nrts, found = _documents(nrt_path, "NodeResourceTopology")
+        problems += found
+    else:
+        from numaplane.kube.errors import KubeError
+
+        try:
+            nrts, nodes = asyncio.run(_from_api(kubeconfig, api_server))
+        except KubeError as exc:
+            raise click.ClickException(f"reading the cluster: {exc}") from exc
+    if nodes_path is not None:
+        node_docs, found = _documents(nodes_path, "Node")
+        problems += found
+        nodes = [doc for _, doc in node_docs]
+    report = explain_pod(
+        pod,
+        nrts,
+        nodes,
+        strategy=ScoringStrategy(scoring_strategy),  # type: ignore[arg-type]
+        options=FilterOptions(kubelet_admission=kubelet_admission),
+        problems=[Ignored(source, reason) for source, reason in problems],
+    )
+    if output == "table":
+        _table(report)
+    else:
+        emit_document(report.to_dict(), output)
+
+
+__all__ = ["command"]

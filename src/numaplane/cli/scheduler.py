@@ -1,0 +1,248 @@
+"""``numaplane scheduler extender|run``: the NUMA-aware scheduler, as an extender or standalone.
+
+Both subcommands read the same settings: ``--config FILE`` (YAML/JSON, the plugin args or a whole
+KubeSchedulerConfiguration; see :mod:`numaplane.scheduler.config`), then flags override single values.
+Every flag can also be set through an environment variable ``NUMAPLANE_SCHEDULER_<FLAG>`` (e.g.
+``NUMAPLANE_SCHEDULER_CACHE=passthrough``). Logs are JSON lines on stderr. A configuration error is a
+usage error (exit 2); losing the leader lease exits with 1, as kube-scheduler does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from numaplane.kube.port import KubePort
+    from numaplane.scheduler.config import SchedulerConfig
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_STRATEGIES = ("MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNUMANodes")
+
+
+def _common(func: F) -> F:
+    options = [
+        click.option(
+            "--config",
+            "config_file",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            default=None,
+            help="Settings file (YAML/JSON): plugin args or a KubeSchedulerConfiguration.",
+        ),
+        click.option(
+            "--scheduler-name",
+            "scheduler_names",
+            multiple=True,
+            help="Our scheduler/profile name (repeatable). run: pods to schedule; extender: the kube-scheduler "
+            "profiles that call us (pods of other names are foreign to the cache).",
+        ),
+        click.option(
+            "--cache",
+            "cache_mode",
+            type=click.Choice(["passthrough", "overreserve", "discard-reserved"]),
+            default=None,
+            help="NRT cache mode (default: overreserve).",
+        ),
+        click.option("--resync-period", type=float, default=None, help="Over-reserve resync period, seconds."),
+        click.option("--scoring-strategy", type=click.Choice(_STRATEGIES), default=None, help="NUMA scoring strategy."),
+        click.option(
+            "--resource-weight",
+            multiple=True,
+            metavar="NAME=WEIGHT",
+            help="Scoring weight of a resource (repeatable; default cpu=1, memory=1).",
+        ),
+        click.option(
+            "--foreign-pods-detect", type=click.Choice(["None", "All", "OnlyExclusiveResources"]), default=None
+        ),
+        click.option(
+            "--kubelet-admission/--no-kubelet-admission",
+            default=None,
+            help="Also filter restricted / best-effort nodes the way the kubelet would admit.",
+        ),
+        click.option(
+            "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster, else $KUBECONFIG."
+        ),
+        click.option("--api-server", default=None, help="API server URL without credentials (tests, kubectl proxy)."),
+        click.option("--log-format", type=click.Choice(["json", "console"]), default="json", show_default=True),
+        click.option(
+            "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConfig:
+    import yaml
+
+    from numaplane.placement.errors import PlacementConfigError
+    from numaplane.placement.score import ScoringStrategy
+    from numaplane.scheduler.config import SchedulerConfig, config_from_document
+    from numaplane.scheduler.errors import SchedulerConfigError
+
+    try:
+        config = SchedulerConfig(scheduler_names=default_names)
+        path: Path | None = kw["config_file"]
+        if path is not None:
+            try:
+                doc = yaml.safe_load(path.read_text())
+            except (OSError, yaml.YAMLError) as exc:
+                raise SchedulerConfigError(f"cannot read {path}: {exc}") from exc
+            config = config_from_document(doc, config)
+        strategy = config.strategy
+        if kw["scoring_strategy"] or kw["resource_weight"]:
+            weights = dict(strategy.weights)
+            if kw["resource_weight"]:
+                weights = {}
+                for item in kw["resource_weight"]:
+                    name, sep, value = str(item).partition("=")
+                    if not sep or not name or not value.strip().isdigit():
+                        raise SchedulerConfigError(f"--resource-weight {item!r} must be NAME=INTEGER")
+                    weights[name] = int(value)
+            strategy = ScoringStrategy(kw["scoring_strategy"] or strategy.type, weights)
+        return config.with_overrides(
+            scheduler_names=tuple(kw["scheduler_names"]) or None,
+            cache_mode=kw["cache_mode"],
+            resync_period_seconds=kw["resync_period"],
+            strategy=strategy,
+            foreign_pods_detect=kw["foreign_pods_detect"],
+            kubelet_admission=kw["kubelet_admission"],
+        )
+    except (SchedulerConfigError, PlacementConfigError) as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+def _check_addresses(*addresses: str | None) -> None:
+    from numaplane.scheduler.errors import SchedulerConfigError
+    from numaplane.scheduler.http import parse_address
+
+    for address in addresses:
+        if address:
+            try:
+                parse_address(address)
+            except SchedulerConfigError as exc:
+                raise click.UsageError(str(exc)) from exc
+
+
+def _kube(kw: dict[str, Any]) -> KubePort:
+    from numaplane.kube.client import LightkubePort
+    from numaplane.kube.errors import KubeError
+
+    try:
+        if kw["api_server"]:
+            return LightkubePort.from_server(str(kw["api_server"]))
+        if kw["kubeconfig"]:
+            return LightkubePort.from_kubeconfig(str(kw["kubeconfig"]))
+        try:
+            return LightkubePort.in_cluster()
+        except KubeError:
+            return LightkubePort.from_kubeconfig(None)
+    except KubeError as exc:
+        raise click.ClickException(f"no Kubernetes API: {exc}") from exc
+
+
+async def _serve(service: Any, kube: KubePort) -> int:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, service.stop)
+    try:
+        return int(await service.run())
+    finally:
+        await kube.close()
+
+
+@click.group(name="scheduler", context_settings={"auto_envvar_prefix": "NUMAPLANE_SCHEDULER"})
+def group() -> None:
+    """NUMA-aware scheduler: an extender for the stock kube-scheduler, or a standalone secondary scheduler."""
+
+
+@group.command(name="extender")
+@_common
+@click.option(
+    "--address",
+    default=":8888",
+    show_default=True,
+    help="HOST:PORT for the extender verbs, /healthz, /readyz and /metrics.",
+)
+@click.option("--url-prefix", default="", help="Path prefix of the verbs (the path part of the extender's urlPrefix).")
+def extender(**kw: Any) -> None:
+    """Serve filter, prioritize and bind for kube-scheduler's `extenders:` configuration.
+
+    Example: numaplane scheduler extender --address :8888 --scheduler-name default-scheduler
+    """
+    from numaplane.scheduler.config import DEFAULT_EXTENDER_NAMES
+    from numaplane.scheduler.logs import configure_logging
+    from numaplane.scheduler.service import ExtenderService
+
+    configure_logging(str(kw["log_format"]), str(kw["log_level"]))
+    config = _config(kw, DEFAULT_EXTENDER_NAMES)
+    _check_addresses(kw["address"])
+    kube = _kube(kw)
+    service = ExtenderService(kube, config, address=str(kw["address"]), prefix=str(kw["url_prefix"]))
+    code = asyncio.run(_serve(service, kube))
+    if code:
+        raise SystemExit(code)
+
+
+@group.command(name="run")
+@_common
+@click.option("--metrics-address", default=":8080", show_default=True, help="HOST:PORT for /metrics; '' disables.")
+@click.option(
+    "--health-address", default=":8081", show_default=True, help="HOST:PORT for /healthz, /readyz; '' disables."
+)
+@click.option("--leader-elect/--no-leader-elect", default=False, show_default=True, help="Lease leader election.")
+@click.option("--leader-elect-lease-name", default="numaplane-scheduler", show_default=True)
+@click.option("--leader-elect-namespace", default="kube-system", show_default=True)
+@click.option("--leader-elect-identity", default=None, help="Default: <hostname>_<uuid>.")
+@click.option("--leader-elect-lease-duration", type=float, default=15.0, show_default=True, help="Seconds.")
+@click.option("--leader-elect-renew-deadline", type=float, default=10.0, show_default=True, help="Seconds.")
+@click.option("--leader-elect-retry-period", type=float, default=2.0, show_default=True, help="Seconds.")
+def run(**kw: Any) -> None:
+    """Schedule pods whose spec.schedulerName is ours (default: numaplane-scheduler).
+
+    Example: numaplane scheduler run --leader-elect --cache overreserve --resync-period 5
+    """
+    from numaplane.kube.leader import LeaderElectionConfig
+    from numaplane.scheduler.config import DEFAULT_SCHEDULER_NAME
+    from numaplane.scheduler.logs import configure_logging
+    from numaplane.scheduler.service import SchedulerService, default_identity
+
+    configure_logging(str(kw["log_format"]), str(kw["log_level"]))
+    config = _config(kw, (DEFAULT_SCHEDULER_NAME,))
+    _check_addresses(kw["metrics_address"], kw["health_address"])
+    leader: LeaderElectionConfig | None = None
+    if kw["leader_elect"]:
+        try:
+            leader = LeaderElectionConfig(
+                lease_name=str(kw["leader_elect_lease_name"]),
+                namespace=str(kw["leader_elect_namespace"]),
+                identity=str(kw["leader_elect_identity"] or default_identity()),
+                lease_duration_seconds=float(kw["leader_elect_lease_duration"]),
+                renew_deadline_seconds=float(kw["leader_elect_renew_deadline"]),
+                retry_period_seconds=float(kw["leader_elect_retry_period"]),
+            )
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from exc
+    kube = _kube(kw)
+    service = SchedulerService(
+        kube,
+        config,
+        leader_election=leader,
+        metrics_address=str(kw["metrics_address"]) or None,
+        health_address=str(kw["health_address"]) or None,
+    )
+    code = asyncio.run(_serve(service, kube))
+    if code:
+        raise click.ClickException("leader election lost")
+
+
+__all__ = ["group"]

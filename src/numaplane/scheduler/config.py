@@ -1,0 +1,279 @@
+"""Scheduler configuration: cache mode, scoring strategy, filter options, queue timings.
+
+One :class:`SchedulerConfig` serves both the extender and the standalone scheduler. It is read from a
+YAML/JSON document (:func:`config_from_document`) in either of two forms, then flags override single
+fields (:meth:`SchedulerConfig.with_overrides`):
+
+* the flat form — the NodeResourceTopologyMatch plugin args plus numaplane's own keys::
+
+      schedulerNames: [numaplane-scheduler]      # or schedulerName: ...
+      scoringStrategy: {type: LeastAllocated, resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}]}
+      cacheResyncPeriodSeconds: 5                # > 0: over-reserve cache; <= 0: passthrough
+      discardReservedNodes: false                # true: discard-reserved cache (wins)
+      cache: {foreignPodsDetect: All, resyncMethod: Autodetect, informerMode: Dedicated, resyncScope: All}
+      kubeletAdmission: false                    # also check restricted / best-effort nodes
+      numaScoreWeight: 1                         # standalone only: weight of the NUMA score
+      fitScoreWeight: 1                          # standalone only: weight of LeastAllocated node fit
+      podInitialBackoffSeconds: 1
+      podMaxBackoffSeconds: 10
+      podMaxInUnschedulablePodsSeconds: 60
+
+* a ``KubeSchedulerConfiguration``: the profiles whose ``pluginConfig`` has ``NodeResourceTopologyMatch``
+  args give the scheduler names, and the first such args give the plugin keys above.
+
+Cache mode follows the plugin (scheduler-nrt.md D): ``discardReservedNodes`` wins, else a positive
+``cacheResyncPeriodSeconds`` selects over-reserve, else passthrough. Without any document the default
+is **over-reserve with a 5 s resync** (upstream's default is passthrough, which over-commits when pods
+arrive faster than the exporter republishes). Units: seconds everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal, get_args
+
+from numaplane.placement.cache import make_cache
+from numaplane.placement.cachebase import NRTCache
+from numaplane.placement.errors import PlacementConfigError
+from numaplane.placement.filter import FilterOptions
+from numaplane.placement.overreserve import (
+    ForeignPodsDetect,
+    InformerMode,
+    OverReserveConfig,
+    ResyncMethod,
+    ResyncScope,
+)
+from numaplane.placement.score import ScoringStrategy
+from numaplane.scheduler.errors import SchedulerConfigError
+
+__all__ = [
+    "CACHE_MODES",
+    "DEFAULT_EXTENDER_NAMES",
+    "DEFAULT_SCHEDULER_NAME",
+    "PLUGIN_NAME",
+    "CacheMode",
+    "SchedulerConfig",
+    "config_from_document",
+    "parse_cache_mode",
+]
+
+CacheMode = Literal["passthrough", "overreserve", "discard-reserved"]
+CACHE_MODES: tuple[CacheMode, ...] = ("passthrough", "overreserve", "discard-reserved")
+DEFAULT_SCHEDULER_NAME = "numaplane-scheduler"
+#: The kube-scheduler profiles an extender serves by default (used to tell our pods from foreign ones).
+DEFAULT_EXTENDER_NAMES = ("default-scheduler",)
+PLUGIN_NAME = "NodeResourceTopologyMatch"
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Everything the scheduler core and loops need to know (module docstring). Times in seconds."""
+
+    scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER_NAME,)
+    strategy: ScoringStrategy = field(default_factory=ScoringStrategy)
+    cache_mode: CacheMode = "overreserve"
+    resync_period_seconds: float = 5.0
+    foreign_pods_detect: ForeignPodsDetect = "All"
+    resync_method: ResyncMethod = "Autodetect"
+    informer_mode: InformerMode = "Dedicated"
+    resync_scope: ResyncScope = "All"
+    kubelet_admission: bool = False
+    numa_score_weight: int = 1
+    fit_score_weight: int = 1
+    backoff_initial_seconds: float = 1.0
+    backoff_max_seconds: float = 10.0
+    max_unschedulable_seconds: float = 60.0
+    bind_concurrency: int = 16
+
+    def __post_init__(self) -> None:
+        if not self.scheduler_names or any(not n for n in self.scheduler_names):
+            raise SchedulerConfigError("at least one non-empty scheduler name is needed")
+        if self.cache_mode not in CACHE_MODES:
+            raise SchedulerConfigError(f"cache mode must be one of {', '.join(CACHE_MODES)}, not {self.cache_mode!r}")
+        if self.cache_mode == "overreserve" and self.resync_period_seconds <= 0:
+            raise SchedulerConfigError("the over-reserve cache needs a resync period > 0 seconds")
+        for name, value, options in (
+            ("cache.foreignPodsDetect", self.foreign_pods_detect, get_args(ForeignPodsDetect)),
+            ("cache.resyncMethod", self.resync_method, get_args(ResyncMethod)),
+            ("cache.informerMode", self.informer_mode, get_args(InformerMode)),
+            ("cache.resyncScope", self.resync_scope, get_args(ResyncScope)),
+        ):
+            if value not in options:
+                raise SchedulerConfigError(f"{name} must be one of {', '.join(options)}, not {value!r}")
+        if self.numa_score_weight < 0 or self.fit_score_weight < 0:
+            raise SchedulerConfigError("score weights must be >= 0")
+        if not 0 < self.backoff_initial_seconds <= self.backoff_max_seconds:
+            raise SchedulerConfigError("need 0 < podInitialBackoffSeconds <= podMaxBackoffSeconds")
+        if self.max_unschedulable_seconds <= 0 or self.bind_concurrency < 1:
+            raise SchedulerConfigError("podMaxInUnschedulablePodsSeconds must be > 0 and bind concurrency >= 1")
+
+    @property
+    def filter_options(self) -> FilterOptions:
+        return FilterOptions(kubelet_admission=self.kubelet_admission)
+
+    def over_reserve_config(self) -> OverReserveConfig:
+        """The over-reserve cache's settings; our scheduler names are the "own" profiles."""
+        return OverReserveConfig(
+            resync_period_seconds=self.resync_period_seconds if self.resync_period_seconds > 0 else 5.0,
+            profile_names=frozenset(self.scheduler_names),
+            foreign_pods_detect=self.foreign_pods_detect,
+            resync_method=self.resync_method,
+            informer_mode=self.informer_mode,
+            resync_scope=self.resync_scope,
+        )
+
+    def make_cache(self) -> NRTCache:
+        """A fresh NRT cache of the configured mode."""
+        return make_cache(
+            resync_period_seconds=self.resync_period_seconds if self.cache_mode == "overreserve" else 0,
+            discard_reserved_nodes=self.cache_mode == "discard-reserved",
+            config=self.over_reserve_config(),
+        )
+
+    def with_overrides(self, **values: Any) -> SchedulerConfig:
+        """A copy with the given fields replaced; ``None`` values are ignored (flag not given)."""
+        known = {f.name for f in fields(self)}
+        given = {k: v for k, v in values.items() if v is not None}
+        unknown = set(given) - known
+        if unknown:
+            raise SchedulerConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        return replace(self, **given)
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready summary (logged at start-up)."""
+        return {
+            "schedulerNames": list(self.scheduler_names),
+            "cache": self.cache_mode,
+            "resyncPeriodSeconds": self.resync_period_seconds,
+            "scoringStrategy": self.strategy.type,
+            "weights": dict(self.strategy.weights),
+            "kubeletAdmission": self.kubelet_admission,
+        }
+
+
+def _number(doc: Mapping[str, Any], key: str) -> float | None:
+    value = doc.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SchedulerConfigError(f"{key} must be a number, not {value!r}")
+    return float(value)
+
+
+def _int(doc: Mapping[str, Any], key: str) -> int | None:
+    value = doc.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SchedulerConfigError(f"{key} must be an integer, not {value!r}")
+    return value
+
+
+def _bool(doc: Mapping[str, Any], key: str) -> bool | None:
+    value = doc.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise SchedulerConfigError(f"{key} must be true or false, not {value!r}")
+    return value
+
+
+def _names(doc: Mapping[str, Any]) -> tuple[str, ...] | None:
+    if "schedulerNames" in doc:
+        names = doc["schedulerNames"]
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise SchedulerConfigError("schedulerNames must be a list of non-empty strings")
+        return tuple(names)
+    name = doc.get("schedulerName")
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name:
+        raise SchedulerConfigError("schedulerName must be a non-empty string")
+    return (name,)
+
+
+def _from_kube_scheduler_configuration(doc: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    profiles = doc.get("profiles") or []
+    if not isinstance(profiles, list):
+        raise SchedulerConfigError("profiles must be a list")
+    names: list[str] = []
+    args: dict[str, Any] | None = None
+    for profile in profiles:
+        if not isinstance(profile, Mapping):
+            raise SchedulerConfigError("every profile must be an object")
+        for entry in profile.get("pluginConfig") or []:
+            if isinstance(entry, Mapping) and entry.get("name") == PLUGIN_NAME:
+                names.append(str(profile.get("schedulerName") or "default-scheduler"))
+                if args is None:
+                    found = entry.get("args") or {}
+                    if not isinstance(found, Mapping):
+                        raise SchedulerConfigError(f"{PLUGIN_NAME} args must be an object")
+                    args = dict(found)
+    if args is None:
+        raise SchedulerConfigError(f"no profile of the KubeSchedulerConfiguration configures {PLUGIN_NAME}")
+    return args, tuple(names)
+
+
+def config_from_document(doc: Any, base: SchedulerConfig | None = None) -> SchedulerConfig:
+    """Read a configuration document (module docstring) on top of ``base`` (default: the defaults).
+
+    Raises :class:`SchedulerConfigError` naming the offending key.
+    """
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, Mapping):
+        raise SchedulerConfigError("the configuration must be a YAML/JSON object")
+    config = base or SchedulerConfig()
+    names: tuple[str, ...] | None
+    if doc.get("kind") == "KubeSchedulerConfiguration":
+        args, names = _from_kube_scheduler_configuration(doc)
+    else:
+        args, names = dict(doc), _names(doc)
+    values: dict[str, Any] = {"scheduler_names": names}
+    if "scoringStrategy" in args:
+        strategy = args["scoringStrategy"]
+        if not isinstance(strategy, Mapping):
+            raise SchedulerConfigError("scoringStrategy must be an object")
+        try:
+            values["strategy"] = ScoringStrategy.from_dict(strategy)
+        except PlacementConfigError as exc:
+            raise SchedulerConfigError(f"scoringStrategy: {exc}") from exc
+    period = _number(args, "cacheResyncPeriodSeconds")
+    discard = _bool(args, "discardReservedNodes")
+    if discard:
+        values["cache_mode"] = "discard-reserved"
+    elif period is not None:
+        values["cache_mode"] = "overreserve" if period > 0 else "passthrough"
+    if period is not None and period > 0:
+        values["resync_period_seconds"] = period
+    cache = args.get("cache") or {}
+    if not isinstance(cache, Mapping):
+        raise SchedulerConfigError("cache must be an object")
+    for key, attr in (
+        ("foreignPodsDetect", "foreign_pods_detect"),
+        ("resyncMethod", "resync_method"),
+        ("informerMode", "informer_mode"),
+        ("resyncScope", "resync_scope"),
+    ):
+        if key in cache:
+            values[attr] = cache[key]
+    values["kubelet_admission"] = _bool(args, "kubeletAdmission")
+    values["numa_score_weight"] = _int(args, "numaScoreWeight")
+    values["fit_score_weight"] = _int(args, "fitScoreWeight")
+    values["backoff_initial_seconds"] = _number(args, "podInitialBackoffSeconds")
+    values["backoff_max_seconds"] = _number(args, "podMaxBackoffSeconds")
+    values["max_unschedulable_seconds"] = _number(args, "podMaxInUnschedulablePodsSeconds")
+    values["bind_concurrency"] = _int(args, "bindConcurrency")
+    return config.with_overrides(**values)
+
+
+def parse_cache_mode(text: str) -> CacheMode:
+    """``passthrough`` / ``overreserve`` (also ``over-reserve``) / ``discard-reserved``."""
+    normalized = text.strip().lower().replace("_", "-")
+    if normalized == "over-reserve":
+        normalized = "overreserve"
+    for mode in CACHE_MODES:
+        if mode == normalized:
+            return mode
+    raise SchedulerConfigError(f"cache mode must be one of {', '.join(CACHE_MODES)}, not {text!r}")

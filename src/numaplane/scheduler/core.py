@@ -1,0 +1,370 @@
+"""The scheduler core shared by the extender and the standalone scheduler: cluster state → cache → pipeline.
+
+:class:`SchedulerCore` is fed the objects the informers see (Nodes, NodeResourceTopologies, Pods, as
+plain dicts) and the scheduler's own decisions (assume, forget, bound). It keeps:
+
+* the NRT cache of the configured mode (:meth:`SchedulerConfig.make_cache`): NRT objects, pod events
+  (foreign pods, fingerprints), reservations;
+* the vectorised :class:`~numaplane.placement.pipeline.Pipeline`, refreshed from the cache for the nodes
+  whose cached view changed before every evaluation;
+* per-node usage of bound and assumed pods (:class:`~numaplane.scheduler.usage.NodeUsage`) and the
+  parsed Node objects, for the basic kube-scheduler predicates the standalone scheduler applies.
+
+Decisions:
+
+* :meth:`SchedulerCore.evaluate` — the NUMA filter and score of one pod over candidate nodes. Exactly
+  what :func:`numaplane.placement.cache.filter_with_cache` / ``score_with_cache`` give per node,
+  including the feedback upstream gives its cache: a candidate rejected by the per-zone check on
+  trusted data is reported with ``node_maybe_overreserved`` (it becomes a resync candidate).
+* :meth:`SchedulerCore.basic_reasons` — kube-scheduler's basic predicates, reasons of the *first*
+  failing plugin in kube-scheduler's order (NodeUnschedulable, NodeName, TaintToleration,
+  NodeAffinity, NodeResourcesFit), as the framework stops at the first failing filter plugin.
+* :meth:`SchedulerCore.preemption_may_help` — whether evicting pods could make a NUMA-rejected node
+  fit: only when the pod fits the node's zones with every zone's ``available`` raised to its
+  ``allocatable`` (the node emptied of pods). Untrusted, missing or malformed data never qualifies.
+
+Learning placements: a pod of one of our scheduler names that the informer shows going from unbound to
+bound, and that this process did not assume itself (another replica bound it, or kube-scheduler bound it
+without delegating the bind to the extender), is reserved in the cache then, so the over-reserve cache
+charges it until the next flush. Pods already bound when the informer first lists them are not charged
+(the exporter's data accounts for them).
+
+Not thread-safe: call from one event loop. No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import structlog
+
+from numaplane.placement.errors import NodeDataError
+from numaplane.placement.filter import filter as numa_filter
+from numaplane.placement.node import NodeInfo as NumaNode
+from numaplane.placement.node import node_info
+from numaplane.placement.pipeline import Pipeline
+from numaplane.placement.predicates import NodeInfo as BasicNode
+from numaplane.placement.predicates import default_score, fits_node, parse_node
+from numaplane.placement.result import MSG_APP, MSG_INIT, MSG_POD, MSG_SIDECAR, Fit, Reject
+from numaplane.placement.score import score
+from numaplane.resources.errors import ResourceError
+from numaplane.resources.pod import Pod, parse_pod
+from numaplane.scheduler.config import SchedulerConfig
+from numaplane.scheduler.usage import NodeUsage
+
+__all__ = ["NodeRecord", "NumaEvaluation", "SchedulerCore", "object_name", "plugin_of_reason", "pod_key"]
+
+log = structlog.get_logger("numaplane.scheduler")
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+_ALIGN_REASONS = frozenset({MSG_POD, MSG_INIT, MSG_SIDECAR, MSG_APP})
+# kube-scheduler's default filter order for the predicates we implement.
+_PLUGIN_ORDER = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit")
+
+
+def object_name(doc: Mapping[str, Any]) -> str:
+    meta = doc.get("metadata") if isinstance(doc, Mapping) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
+def pod_key(doc: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a Pod document (namespace ``default`` when absent)."""
+    meta = doc.get("metadata") if isinstance(doc, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+def _rows(ev: object) -> Mapping[str, int]:
+    """Name → row of a pipeline ``Evaluation`` (its ``index``; builds before it had ``names``/``present``)."""
+    index = getattr(ev, "index", None)
+    if isinstance(index, Mapping):
+        return index
+    names: Sequence[str | None] = getattr(ev, "names", ())
+    present = getattr(ev, "present", None)
+    return {n: i for i, n in enumerate(names) if n is not None and (present is None or bool(present[i]))}
+
+
+def plugin_of_reason(reason: str) -> str:
+    """The kube-scheduler filter plugin that reports ``reason`` (predicates.py texts)."""
+    if reason == "node(s) were unschedulable":
+        return "NodeUnschedulable"
+    if reason == "node(s) didn't match the requested node name":
+        return "NodeName"
+    if reason.startswith("node(s) had untolerated taint"):
+        return "TaintToleration"
+    if reason == "node(s) didn't match Pod's node affinity/selector":
+        return "NodeAffinity"
+    return "NodeResourcesFit"
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """A Node as the informer last showed it, parsed for the NUMA filter and for the basic predicates.
+
+    ``numa``/``basic`` are ``None`` when the object does not parse; ``problem`` then says why, and the
+    node fails every check with that reason.
+    """
+
+    name: str
+    doc: Mapping[str, Any] = field(repr=False)
+    numa: NumaNode | None
+    basic: BasicNode | None
+    problem: str | None = None
+
+
+@dataclass
+class NumaEvaluation:
+    """The NUMA verdicts of one pod over candidate nodes.
+
+    ``scores`` maps each passing candidate to its NUMA score (0..100, higher is better); ``failed``
+    lists rejected candidates in input order; ``unknown`` candidates the core has no Node for.
+    :meth:`reject` gives the explained rejection of a failed node (computed on demand).
+    """
+
+    pod: Pod
+    scores: dict[str, int]
+    failed: list[str]
+    unknown: list[str]
+    _core: SchedulerCore = field(repr=False)
+    _rejects: dict[str, Reject | Fit] = field(default_factory=dict, repr=False)
+
+    def reject(self, name: str) -> Reject | Fit:
+        """The per-node verdict of a failed node: a :class:`Reject` (a :class:`Fit` only if the per-node
+        function disagrees with the vectorised path, which callers treat as a pass)."""
+        cached = self._rejects.get(name)
+        if cached is None:
+            cached = self._core.explain(self.pod, name)
+            self._rejects[name] = cached
+        return cached
+
+
+class SchedulerCore:
+    """Cluster state, NRT cache and pipeline of one scheduler process (module docstring)."""
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+        self.cache = config.make_cache()
+        self.pipeline = Pipeline(config.strategy, config.filter_options)
+        self.nodes: dict[str, NodeRecord] = {}
+        self.pods: dict[str, Pod] = {}
+        self.usage = NodeUsage()
+        self._numa_nodes: dict[str, NumaNode] = {}
+        self._reserved: set[str] = set()
+        self._names = frozenset(config.scheduler_names)
+
+    # --- informer input ----------------------------------------------------------------------------
+
+    def node_upserted(self, doc: Mapping[str, Any]) -> None:
+        """A Node was added or changed."""
+        self.node_record(doc)
+
+    def node_record(self, doc: Mapping[str, Any]) -> NodeRecord | None:
+        """Store a Node (added or changed); returns its record (``None`` if it has no name)."""
+        name = object_name(doc)
+        if not name:
+            return None
+        numa: NumaNode | None = None
+        basic: BasicNode | None = None
+        problem: str | None = None
+        try:
+            numa = node_info(doc)
+            basic = parse_node(doc)
+        except (NodeDataError, ResourceError, AttributeError, TypeError, ValueError) as exc:
+            numa, basic, problem = None, None, f"malformed node object: {exc}"
+            log.warning("node ignored", node=name, reason=problem)
+        record = NodeRecord(name, doc, numa, basic, problem)
+        self.nodes[name] = record
+        if numa is not None:
+            self._numa_nodes[name] = numa
+            self.pipeline.sync_from_cache(self.cache, self._numa_nodes, names=[name])
+        else:
+            self._numa_nodes.pop(name, None)
+            self.pipeline.remove_node(name)
+        return record
+
+    def node_deleted(self, doc: Mapping[str, Any]) -> None:
+        name = object_name(doc)
+        self.nodes.pop(name, None)
+        self._numa_nodes.pop(name, None)
+        self.cache.node_deleted(name)
+        self.pipeline.remove_node(name)
+        self.usage.drop_node(name)
+
+    def nrt_upserted(self, doc: Mapping[str, Any]) -> None:
+        """A NodeResourceTopology was added or changed (malformed objects make the node fail)."""
+        self.cache.nrt_updated(doc)
+
+    def nrt_deleted(self, doc: Mapping[str, Any]) -> None:
+        self.cache.nrt_deleted(object_name(doc))
+
+    def pod_upserted(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> Pod | None:
+        """A Pod was added (``old`` is ``None``) or changed; returns it parsed (``None`` if malformed)."""
+        key = pod_key(new)
+        try:
+            pod = parse_pod(new)
+        except (ResourceError, AttributeError, TypeError, ValueError) as exc:
+            log.warning("pod ignored: malformed", pod=key, reason=str(exc))
+            self.pods.pop(key, None)
+            if not self.usage.is_assumed(key):
+                self.usage.drop(key)
+            return None
+        self.pods[key] = pod
+        self.cache.pod_updated(pod)
+        if pod.node_name and pod.phase not in TERMINAL_PHASES:
+            self.usage.put(key, pod.node_name, pod.effective_requests(), assumed=False)
+        elif pod.phase in TERMINAL_PHASES or not self.usage.is_assumed(key):
+            self.usage.drop(key)
+        old_spec = old.get("spec") if old is not None else None
+        was_bound = isinstance(old_spec, Mapping) and bool(old_spec.get("nodeName"))
+        if (
+            old is not None
+            and not was_bound
+            and pod.node_name
+            and pod.scheduler_name in self._names
+            and key not in self._reserved
+        ):
+            # Bound by someone else under one of our names: charge it now (module docstring).
+            self.cache.reserve(pod.node_name, pod)
+            self.cache.post_bind(pod.node_name, pod)
+            self._reserved.add(key)
+            log.info("learned placement", pod=key, node=pod.node_name)
+        return pod
+
+    def pod_deleted(self, doc: Mapping[str, Any]) -> None:
+        key = pod_key(doc)
+        pod = self.pods.pop(key, None)
+        if pod is None:
+            try:
+                pod = parse_pod(doc)
+            except (ResourceError, AttributeError, TypeError, ValueError):
+                pod = None
+        if pod is not None:
+            self.cache.pod_deleted(pod)
+        self.usage.drop(key)
+        self._reserved.discard(key)
+
+    # --- scheduler decisions -----------------------------------------------------------------------
+
+    def assume(self, pod: Pod, node: str) -> None:
+        """The pod is going to ``node`` (before the binding is sent): reserve it and charge its usage."""
+        self.cache.reserve(node, pod)
+        self.usage.put(pod.key, node, pod.effective_requests(), assumed=True)
+        self._reserved.add(pod.key)
+
+    def forget(self, pod: Pod, node: str) -> None:
+        """The binding failed: undo :meth:`assume`."""
+        self.cache.unreserve(node, pod)
+        if self.usage.is_assumed(pod.key):
+            self.usage.drop(pod.key)
+        self._reserved.discard(pod.key)
+
+    def bound(self, pod: Pod, node: str) -> None:
+        """The binding succeeded (upstream PostBind)."""
+        self.cache.post_bind(node, pod)
+
+    def tick(self, now: float) -> tuple[str, ...]:
+        """Let the cache resync if its period elapsed (``now``: monotonic seconds); the flushed nodes."""
+        report = self.cache.tick(now)
+        flushed = tuple(getattr(report, "flushed", ()) or ())
+        skipped = getattr(report, "skipped", None)
+        if flushed or skipped:
+            log.debug(
+                "cache resync",
+                flushed=list(flushed),
+                skipped=dict(skipped or {}),
+                generation=getattr(report, "generation", None),
+            )
+        return flushed
+
+    # --- evaluation --------------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Refresh the pipeline rows of the nodes whose cached view changed."""
+        self.pipeline.sync_from_cache(self.cache, self._numa_nodes)
+
+    def evaluate(self, pod: Pod, candidates: Iterable[str] | None = None, *, mark: bool = True) -> NumaEvaluation:
+        """NUMA filter and score of ``pod`` over ``candidates`` (default: every known node).
+
+        ``mark=False`` skips the filter's cache feedback (for scoring-only calls such as prioritize).
+        """
+        self.sync()
+        names = list(self.nodes) if candidates is None else list(candidates)
+        ev = self.pipeline.evaluate(pod)
+        rows = _rows(ev)
+        scores: dict[str, int] = {}
+        failed: list[str] = []
+        unknown: list[str] = []
+        for name in names:
+            row = rows.get(name)
+            if row is None:
+                record = self.nodes.get(name)
+                (failed if record is not None else unknown).append(name)
+                continue
+            if ev.feasible[row]:
+                scores[name] = int(ev.scores[row])
+            else:
+                failed.append(name)
+                if not mark:
+                    continue
+                cached = self.cache.get(name, pod)
+                if cached.fresh and cached.topology is not None and cached.topology.problem is None:
+                    self.cache.node_maybe_overreserved(name, pod)
+        return NumaEvaluation(pod, scores, failed, unknown, self)
+
+    def explain(self, pod: Pod, name: str) -> Reject | Fit:
+        """The explained NUMA verdict for one node (a node without a usable Node object is rejected)."""
+        record = self.nodes.get(name)
+        if record is None:
+            return Reject("node not found", "Error")
+        if record.numa is None:
+            return Reject(record.problem or "malformed node object", "Error")
+        cached = self.cache.get(name, pod)
+        return numa_filter(pod, cached.topology, record.numa, fresh=cached.fresh, options=self.config.filter_options)
+
+    def numa_score(self, pod: Pod, name: str) -> int:
+        """The NUMA score (0..100) of ``pod`` on ``name`` by the per-node function."""
+        cached = self.cache.get(name, pod)
+        return score(pod, cached.topology, None, self.config.strategy, fresh=cached.fresh)
+
+    def preemption_may_help(self, pod: Pod, name: str, verdict: Reject) -> bool:
+        """Whether evicting pods could make ``name`` pass the NUMA filter (module docstring)."""
+        if verdict.reason not in _ALIGN_REASONS:
+            return False
+        record = self.nodes.get(name)
+        cached = self.cache.get(name, pod)
+        topology = cached.topology
+        if record is None or record.numa is None or not cached.fresh or topology is None or topology.problem:
+            return False
+        emptied = replace(topology, zones=tuple(replace(z, available=dict(z.allocatable)) for z in topology.zones))
+        result = numa_filter(pod, emptied, record.numa, options=self.config.filter_options)
+        return isinstance(result, Fit)
+
+    def basic_reasons(self, pod: Pod, name: str) -> list[str]:
+        """Reasons the basic predicates reject ``pod`` on ``name`` (first failing plugin only)."""
+        record = self.nodes.get(name)
+        if record is None:
+            return ["node not found"]
+        if record.basic is None:
+            return [record.problem or "malformed node object"]
+        reasons = fits_node(pod, record.basic, self.usage.used(name), self.usage.count(name))
+        if not reasons:
+            return []
+        first = min(_PLUGIN_ORDER.index(plugin_of_reason(r)) for r in reasons)
+        return [r for r in reasons if _PLUGIN_ORDER.index(plugin_of_reason(r)) == first]
+
+    def fit_score(self, pod: Pod, name: str) -> int:
+        """kube-scheduler's default NodeResourcesFit LeastAllocated score (0..100) on ``name``."""
+        record = self.nodes.get(name)
+        if record is None or record.basic is None:
+            return 0
+        return default_score(pod, record.basic, self.usage.used(name))
+
+    def is_ours(self, pod: Pod) -> bool:
+        """Whether ``pod.spec.schedulerName`` is one of our scheduler names."""
+        return pod.scheduler_name in self._names
+
+    def node_names(self) -> Sequence[str]:
+        return sorted(self.nodes)

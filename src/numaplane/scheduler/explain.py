@@ -1,0 +1,272 @@
+"""``numaplane explain``: per node, does the pod fit its NUMA zones, and if not, which zone lacks what.
+
+:func:`explain_pod` runs the NUMA filter (:func:`numaplane.placement.filter.filter`) and score of one pod
+on every node and returns an :class:`ExplainReport`: per node the verdict with the upstream reason
+(``cannot align container`` ...), the failing container and resource, each zone's shortfall
+(requested vs available), the NUMA zone the kubelet would most likely pick when it fits, the topology
+manager policy and scope read from the NRT, and what was ignored on the way:
+
+* per node, zones the plugin skips (type not ``Node``, name not ``node-<id>``, id above 63);
+* per input, documents that cannot be attributed to a node (not an object, no ``metadata.name``,
+  unreadable files — the CLI passes those as *problems*), and repeated NRTs for one node (the last wins).
+
+An NRT that names a node but does not parse makes that node fail with ``malformed node topology data``
+and the parser's message, as in the scheduler. Nodes: with Node objects, every Node is explained (a
+Node without NRT passes unchecked, as upstream) and NRTs of unknown nodes are listed as ignored;
+without Node objects the NRTs define the nodes, each assumed to advertise the resources its zones list
+(so device requests are not rejected for a missing ``status.allocatable``).
+
+Pure: inputs are plain dicts; :func:`fetch_cluster` is the only I/O (through the kube port).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from numaplane.kube.port import JsonObj, KubePort
+from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY
+from numaplane.nrt.errors import NRTFormatError
+from numaplane.nrt.model import NodeResourceTopology
+from numaplane.placement.errors import NodeDataError
+from numaplane.placement.filter import FilterOptions, as_topology
+from numaplane.placement.filter import filter as numa_filter
+from numaplane.placement.node import NodeInfo, node_info
+from numaplane.placement.requests import pod_request
+from numaplane.placement.result import Fit, Reject
+from numaplane.placement.score import ScoringStrategy, score
+from numaplane.placement.view import NodeTopology, malformed
+from numaplane.resources.pod import Pod
+from numaplane.resources.quantity import Quantity
+
+__all__ = ["ExplainReport", "Ignored", "NodeExplanation", "explain_pod", "fetch_cluster"]
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """An input that was not used: ``source`` (file, ``api``, node name) and why."""
+
+    source: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"source": self.source, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class NodeExplanation:
+    """The NUMA verdict for one node, with everything needed to understand it."""
+
+    node: str
+    fits: bool
+    checked: bool
+    score: int | None
+    reason: str | None = None
+    code: str | None = None
+    unit: str | None = None
+    resource: str | None = None
+    shortfalls: tuple[dict[str, Any], ...] = ()
+    placements: tuple[tuple[str, int], ...] = ()
+    notes: tuple[str, ...] = ()
+    ignored_zones: tuple[Ignored, ...] = ()
+    policy: str | None = None
+    scope: str | None = None
+    source: str | None = None
+
+    def summary(self) -> str:
+        """One line: why it fits or why not."""
+        if self.fits:
+            parts = [f"{unit} → NUMA {numa}" for unit, numa in self.placements]
+            return "; ".join(parts or list(self.notes) or ["fits"])
+        return self.reason or "rejected"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"node": self.node, "fits": self.fits, "checked": self.checked, "score": self.score}
+        if self.policy is not None:
+            out["policy"] = self.policy
+            out["scope"] = self.scope
+        if not self.fits:
+            out["reason"] = self.reason
+            out["code"] = self.code
+            out["unit"] = self.unit
+            out["resource"] = self.resource
+            out["shortfalls"] = list(self.shortfalls)
+        else:
+            out["placements"] = [{"unit": u, "numa": n} for u, n in self.placements]
+        out["notes"] = list(self.notes)
+        out["ignoredZones"] = [z.to_dict() for z in self.ignored_zones]
+        if self.source is not None:
+            out["source"] = self.source
+        return out
+
+
+@dataclass(frozen=True)
+class ExplainReport:
+    """The explanation of one pod over many nodes; nodes that fit first (best score first)."""
+
+    pod: Pod
+    nodes: tuple[NodeExplanation, ...]
+    ignored: tuple[Ignored, ...] = ()
+    strategy: str = "LeastAllocated"
+    requests: Mapping[str, Quantity] = field(default_factory=dict)
+
+    @property
+    def fitting(self) -> list[str]:
+        return [n.node for n in self.nodes if n.fits]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pod": self.pod.key,
+            "qosClass": self.pod.qos_class,
+            "requests": {k: str(v) for k, v in sorted(self.requests.items())},
+            "scoringStrategy": self.strategy,
+            "fits": len(self.fitting),
+            "nodes": [n.to_dict() for n in self.nodes],
+            "ignored": [i.to_dict() for i in self.ignored],
+        }
+
+
+def _name(doc: Any) -> str | None:
+    if not isinstance(doc, Mapping):
+        return None
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _synthetic_node(name: str, topology: NodeTopology) -> NodeInfo:
+    """A Node advertising every resource its zones list (allocatable summed over zones)."""
+    alloc: dict[str, Quantity] = {}
+    for zone in topology.zones:
+        for res, qty in zone.allocatable.items():
+            alloc[res] = alloc[res] + qty if res in alloc else qty
+    return NodeInfo(name, alloc)
+
+
+def _shortfall(s: Any) -> dict[str, Any]:
+    return {
+        "zone": s.zone,
+        "numa": s.numa_id,
+        "resource": s.resource,
+        "requested": str(s.requested),
+        "available": None if s.available is None else str(s.available),
+    }
+
+
+def _explain_node(
+    pod: Pod,
+    name: str,
+    doc: Mapping[str, Any] | None,
+    source: str | None,
+    node: NodeInfo | None,
+    strategy: ScoringStrategy,
+    options: FilterOptions,
+    extra_notes: tuple[str, ...],
+) -> NodeExplanation:
+    topology: NodeTopology | None = None
+    if doc is not None:
+        try:
+            topology = as_topology(NodeResourceTopology.from_dict(doc))
+        except NRTFormatError as exc:
+            topology = malformed(name, str(exc))
+    notes = list(extra_notes)
+    if node is None:
+        node = _synthetic_node(name, topology) if topology is not None else NodeInfo(name)
+        notes.append("no Node object: assuming it advertises the resources its NUMA zones list")
+    verdict = numa_filter(pod, topology, node, options=options)
+    ignored = tuple(Ignored(z.name, z.reason) for z in topology.ignored) if topology is not None else ()
+    policy = scope = None
+    if topology is not None and topology.problem is None:
+        policy, scope = topology.config.policy, topology.config.scope
+    if isinstance(verdict, Fit):
+        return NodeExplanation(
+            name,
+            True,
+            verdict.checked,
+            score(pod, topology, None, strategy),
+            placements=verdict.placements,
+            notes=(*verdict.notes, *notes),
+            ignored_zones=ignored,
+            policy=policy,
+            scope=scope,
+            source=source,
+        )
+    assert isinstance(verdict, Reject)
+    return NodeExplanation(
+        name,
+        False,
+        True,
+        None,
+        reason=verdict.reason,
+        code=verdict.code,
+        unit=verdict.unit,
+        resource=verdict.resource,
+        shortfalls=tuple(_shortfall(s) for s in verdict.shortfalls),
+        notes=(*verdict.notes, *notes),
+        ignored_zones=ignored,
+        policy=policy,
+        scope=scope,
+        source=source,
+    )
+
+
+def explain_pod(
+    pod: Pod,
+    nrts: Iterable[tuple[str, Any]],
+    nodes: Sequence[Any] | None = None,
+    *,
+    strategy: ScoringStrategy | None = None,
+    options: FilterOptions | None = None,
+    problems: Iterable[Ignored] = (),
+) -> ExplainReport:
+    """Explain ``pod`` over ``nrts`` (``(source, document)`` pairs) and ``nodes`` (module docstring)."""
+    strategy = strategy or ScoringStrategy()
+    options = options or FilterOptions()
+    ignored: list[Ignored] = list(problems)
+    by_node: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    for source, doc in nrts:
+        name = _name(doc)
+        if name is None:
+            ignored.append(Ignored(source, "not a NodeResourceTopology object with metadata.name"))
+            continue
+        if name in by_node:
+            ignored.append(Ignored(by_node[name][0], f"another NodeResourceTopology for node {name} follows"))
+        by_node[name] = (source, doc)
+    node_infos: dict[str, NodeInfo] = {}
+    node_notes: dict[str, tuple[str, ...]] = {}
+    if nodes is not None:
+        for doc in nodes:
+            name = _name(doc)
+            if name is None:
+                ignored.append(Ignored("nodes", "not a Node object with metadata.name"))
+                continue
+            try:
+                node_infos[name] = node_info(doc)
+            except NodeDataError as exc:
+                node_infos[name] = NodeInfo(name)
+                node_notes[name] = (f"Node object unusable ({exc.detail}); treated as advertising nothing",)
+        for name in sorted(set(by_node) - set(node_infos)):
+            ignored.append(Ignored(by_node[name][0], f"no Node object named {name}"))
+        names = sorted(node_infos)
+    else:
+        names = sorted(by_node)
+    results = []
+    for name in names:
+        entry = by_node.get(name)
+        nrt_source = entry[0] if entry is not None else None
+        nrt_doc = entry[1] if entry is not None else None
+        results.append(
+            _explain_node(
+                pod, name, nrt_doc, nrt_source, node_infos.get(name), strategy, options, node_notes.get(name, ())
+            )
+        )
+    results.sort(key=lambda r: (not r.fits, -(r.score or 0), r.node))
+    return ExplainReport(pod, tuple(results), tuple(ignored), strategy.type, pod_request(pod))
+
+
+async def fetch_cluster(kube: KubePort) -> tuple[list[tuple[str, JsonObj]], list[JsonObj]]:
+    """Every NodeResourceTopology (as ``("api", doc)``) and every Node from the API server."""
+    nrts = await kube.list(NODE_RESOURCE_TOPOLOGY)
+    nodes = await kube.list(NODE)
+    return [("api", doc) for doc in nrts.items], list(nodes.items)

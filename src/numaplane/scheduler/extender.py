@@ -1,0 +1,237 @@
+"""``numaplane scheduler extender``: the NUMA filter, score and bind for the stock kube-scheduler.
+
+Routes (``prefix`` is the ``urlPrefix`` path of the scheduler's ``extenders`` entry, e.g. ``""`` or
+``/numaplane``): ``POST <prefix>/filter``, ``POST <prefix>/prioritize``, ``POST <prefix>/bind``; wire
+shapes in :mod:`numaplane.scheduler.wire`. A body that cannot be used gets HTTP 400 with
+``{"Error": reason}``; an unexpected failure HTTP 500 likewise.
+
+Semantics:
+
+* **filter** — the NUMA filter of the pod on every node of the request, from the core's cache.
+  With ``nodeCacheCapable: true`` the request names nodes and the Node objects come from our informer
+  (a name we do not know fails with ``node not found``); with ``false`` the request's Node objects are
+  used (one whose ``resourceVersion`` differs from ours replaces ours until the informer catches up).
+  Each rejected node goes to ``FailedNodes`` when preemption could help — the pod would fit the node's
+  zones if every zone's ``available`` were back at its ``allocatable`` — and to
+  ``FailedAndUnresolvableNodes`` otherwise (the request exceeds what any zone can ever hold, the data is
+  untrusted, malformed or missing, the node is unknown, the node lacks a requested resource). The reason
+  is the upstream plugin's message (``cannot align container`` ...), so kube-scheduler's aggregated
+  ``FailedScheduling`` message reads like the in-tree plugin's. Until the informers have synced, filter
+  answers with ``Error`` set (the scheduling attempt is retried) rather than letting every node pass.
+  Note: kube-scheduler's own preemption does not consult us (no ``preemptVerb``), so it may evict pods
+  that free the wrong zone; FailedNodes only means "eviction could help".
+* **prioritize** — our 0..100 NUMA score scaled to 0..10 (nearest, halves up); nodes we reject score 0.
+* **bind** — the pod (from our informer, or read from the API when unknown or recreated) is reserved in
+  the cache, the ``pods/binding`` subresource is created through the kube port, then PostBind (or
+  Unreserve when the API refuses, whose message goes back in ``Error``). The reservation precedes the
+  API call, so a filter request for the next pod arriving while the binding is in flight already sees
+  it: this is how the over-reserve cache learns placements synchronously. Configure ``bindVerb``.
+
+Run one replica: each replica has its own cache, and kube-scheduler calls one URL.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from numaplane.kube.errors import KubeError, NotFound
+from numaplane.kube.port import KubePort
+from numaplane.kube.resources import POD
+from numaplane.placement.result import Fit
+from numaplane.resources.errors import ResourceError
+from numaplane.resources.pod import Pod, parse_pod
+from numaplane.scheduler.core import SchedulerCore
+from numaplane.scheduler.errors import ExtenderRequestError
+from numaplane.scheduler.metrics import SchedulerMetrics
+from numaplane.scheduler.wire import (
+    BindingArgs,
+    ExtenderArgs,
+    bind_result,
+    decode_body,
+    filter_result,
+    parse_binding_args,
+    parse_extender_args,
+    priority_list,
+)
+
+__all__ = ["NOT_READY", "Extender", "normalize_prefix"]
+
+log = structlog.get_logger("numaplane.scheduler.extender")
+
+NOT_READY = "numaplane extender is not ready: node and NodeResourceTopology caches have not synced yet"
+_JSON = "application/json"
+
+
+def normalize_prefix(prefix: str) -> str:
+    """``""`` or ``/a/b`` (leading slash added, trailing slash dropped)."""
+    prefix = prefix.strip().rstrip("/")
+    if prefix and not prefix.startswith("/"):
+        prefix = "/" + prefix
+    return prefix
+
+
+def _rv(doc: Mapping[str, Any]) -> str:
+    meta = doc.get("metadata")
+    return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
+
+
+def _json_response(doc: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, text=json.dumps(doc, separators=(",", ":")), content_type=_JSON)
+
+
+class Extender:
+    """The extender verbs over a :class:`SchedulerCore` (module docstring).
+
+    ``ready()`` says whether the informers have synced. The verb methods (:meth:`filter`,
+    :meth:`prioritize`, :meth:`bind`) take parsed arguments and return the reply documents; the HTTP
+    handlers around them only decode, time and encode.
+    """
+
+    def __init__(
+        self, core: SchedulerCore, kube: KubePort, metrics: SchedulerMetrics, *, ready: Callable[[], bool]
+    ) -> None:
+        self.core = core
+        self.kube = kube
+        self.metrics = metrics
+        self.ready = ready
+
+    # --- verbs -------------------------------------------------------------------------------------
+
+    def _adopt_request_nodes(self, args: ExtenderArgs) -> None:
+        for node in args.nodes or ():
+            name = str(node["metadata"]["name"])
+            record = self.core.nodes.get(name)
+            if record is None or _rv(record.doc) != _rv(node):
+                self.core.node_upserted(node)
+
+    def filter(self, args: ExtenderArgs) -> dict[str, Any]:
+        """The ``ExtenderFilterResult`` for ``args`` (module docstring)."""
+        if not self.ready():
+            return filter_result(args, [], {}, {}, NOT_READY)
+        self._adopt_request_nodes(args)
+        pod = args.pod
+        names = args.names
+        ev = self.core.evaluate(pod, names)
+        passing = set(ev.scores)
+        failed: dict[str, str] = {}
+        unresolvable: dict[str, str] = {}
+        for name in ev.failed:
+            verdict = ev.reject(name)
+            if isinstance(verdict, Fit):  # the per-node functions disagree with the vectorised path
+                log.error("pipeline and filter disagree; trusting the filter", pod=pod.key, node=name)
+                passing.add(name)
+                continue
+            if self.core.preemption_may_help(pod, name, verdict):
+                failed[name] = verdict.reason
+            else:
+                unresolvable[name] = verdict.reason
+        for name in ev.unknown:
+            unresolvable[name] = "node not found"
+        result = filter_result(args, [n for n in names if n in passing], failed, unresolvable)
+        log.debug(
+            "filter",
+            pod=pod.key,
+            podUID=pod.uid,
+            passing=len(passing),
+            failed=failed,
+            unresolvable=unresolvable,
+        )
+        return result
+
+    def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]] | None:
+        """The ``HostPriorityList`` for ``args``; ``None`` when not ready (the handler answers 503)."""
+        if not self.ready():
+            return None
+        self._adopt_request_nodes(args)
+        names = args.names
+        ev = self.core.evaluate(args.pod, names, mark=False)
+        scores = [(name, ev.scores.get(name, 0)) for name in names]
+        log.debug("prioritize", pod=args.pod.key, scores=dict(scores))
+        return priority_list(scores)
+
+    async def _pod_for(self, args: BindingArgs) -> Pod:
+        pod = self.core.pods.get(args.key)
+        if pod is not None and (not args.pod_uid or pod.uid == args.pod_uid):
+            return pod
+        doc = await self.kube.get(POD, args.pod_name, namespace=args.pod_namespace)
+        try:
+            return parse_pod(doc)
+        except (ResourceError, AttributeError, TypeError, ValueError) as exc:
+            raise ExtenderRequestError(f"pod {args.key} cannot be read: {exc}") from None
+
+    async def bind(self, args: BindingArgs) -> dict[str, Any]:
+        """Reserve, create ``pods/binding``, then PostBind or Unreserve; the ``ExtenderBindingResult``."""
+        try:
+            pod = await self._pod_for(args)
+        except NotFound:
+            self.metrics.binds.labels(result="error").inc()
+            return bind_result(f"pod {args.key} not found")
+        except KubeError as exc:
+            self.metrics.binds.labels(result="error").inc()
+            return bind_result(f"reading pod {args.key}: {exc}")
+        if args.pod_uid and pod.uid != args.pod_uid:
+            self.metrics.binds.labels(result="error").inc()
+            return bind_result(f"pod {args.key} has UID {pod.uid}, not {args.pod_uid}")
+        self.core.assume(pod, args.node)
+        try:
+            await self.kube.bind(args.pod_name, args.node, namespace=args.pod_namespace, pod_uid=args.pod_uid or None)
+        except KubeError as exc:
+            self.core.forget(pod, args.node)
+            self.metrics.binds.labels(result="error").inc()
+            log.warning("bind failed", pod=args.key, podUID=args.pod_uid, node=args.node, error=str(exc))
+            return bind_result(str(exc))
+        self.core.bound(pod, args.node)
+        self.metrics.binds.labels(result="success").inc()
+        log.info("bound", pod=args.key, podUID=pod.uid, node=args.node, flow="bind")
+        return bind_result()
+
+    # --- HTTP --------------------------------------------------------------------------------------
+
+    def add_routes(self, prefix: str = "") -> Callable[[web.Application], None]:
+        """A route adder for :class:`~numaplane.scheduler.http.HttpEndpoints` serving the three verbs."""
+        base = normalize_prefix(prefix)
+
+        def adder(app: web.Application) -> None:
+            app.router.add_post(f"{base}/filter", self._wrap("filter", self._filter))
+            app.router.add_post(f"{base}/prioritize", self._wrap("prioritize", self._prioritize))
+            app.router.add_post(f"{base}/bind", self._wrap("bind", self._bind))
+
+        return adder
+
+    def _wrap(
+        self, verb: str, handler: Callable[[Any], Awaitable[web.Response]]
+    ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handle(request: web.Request) -> web.Response:
+            started = time.perf_counter()
+            try:
+                doc = decode_body(await request.read())
+                response = await handler(doc)
+            except ExtenderRequestError as exc:
+                log.warning("bad extender request", verb=verb, reason=exc.reason)
+                response = _json_response({"Error": exc.reason}, 400)
+            except Exception as exc:
+                log.exception("extender request failed", verb=verb)
+                response = _json_response({"Error": f"internal error: {type(exc).__name__}: {exc}"}, 500)
+            self.metrics.extender_seconds.labels(verb=verb).observe(time.perf_counter() - started)
+            self.metrics.extender_requests.labels(verb=verb, code=str(response.status)).inc()
+            return response
+
+        return handle
+
+    async def _filter(self, doc: Any) -> web.Response:
+        return _json_response(self.filter(parse_extender_args(doc)))
+
+    async def _prioritize(self, doc: Any) -> web.Response:
+        result = self.prioritize(parse_extender_args(doc))
+        if result is None:
+            return _json_response({"Error": NOT_READY}, 503)
+        return _json_response(result)
+
+    async def _bind(self, doc: Any) -> web.Response:
+        return _json_response(await self.bind(parse_binding_args(doc)))

@@ -1,0 +1,352 @@
+"""``numaplane scheduler run``: a standalone secondary scheduler for pods whose ``schedulerName`` is ours.
+
+One scheduling cycle per pod, one pod at a time (like kube-scheduler's scheduling cycle):
+
+1. take a key off the :class:`~numaplane.scheduler.queue.SchedulingQueue`; skip pods that are gone,
+   bound, terminating, gated (``spec.schedulingGates``), not ours, or already assumed (binding in flight);
+2. basic predicates on every node (:meth:`SchedulerCore.basic_reasons`: unschedulable nodes,
+   ``nodeName``, taints, ``nodeSelector`` / required node affinity, resources against allocatable minus
+   bound and assumed pods);
+3. the NUMA filter and score on the nodes that passed (:meth:`SchedulerCore.evaluate`);
+4. no node left → ``FailedScheduling`` Warning Event with kube-scheduler's aggregated message
+   (:func:`fit_error_message`: ``0/5 nodes are available: 2 Insufficient cpu, 3 cannot align
+   container.``) and the pod waits in the unschedulable queue;
+5. otherwise the node with the highest ``numa_score_weight * NUMA score + fit_score_weight *
+   LeastAllocated fit score`` wins (ties: lowest node name, so runs are reproducible), the pod is
+   *assumed* there (cache Reserve + usage) and its binding runs in the background (at most
+   ``bind_concurrency`` at once) while the next pod is scheduled. A successful binding is followed by
+   PostBind and a ``Scheduled`` Normal Event; a failed one by Unreserve and a retry after backoff.
+
+Structured logs explain each decision (``pod``, ``podUID``, ``node``, scores, reasons).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import time
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import structlog
+
+from numaplane.kube.clock import Clock, SystemClock
+from numaplane.kube.errors import Conflict, KubeError, NotFound, QueueShutDown
+from numaplane.kube.events import make_event
+from numaplane.kube.informer import EventHandlers
+from numaplane.kube.port import JsonObj, KubePort
+from numaplane.placement.result import Fit
+from numaplane.resources.pod import Pod
+from numaplane.scheduler.config import SchedulerConfig
+from numaplane.scheduler.core import TERMINAL_PHASES, SchedulerCore, pod_key
+from numaplane.scheduler.informers import ClusterInformers
+from numaplane.scheduler.metrics import SchedulerMetrics
+from numaplane.scheduler.queue import SchedulingQueue
+
+__all__ = ["Decision", "StandaloneScheduler", "fit_error_message"]
+
+log = structlog.get_logger("numaplane.scheduler")
+
+
+def fit_error_message(total_nodes: int, reasons: Mapping[str, list[str]]) -> str:
+    """kube-scheduler's ``FitError`` text: ``0/N nodes are available: <count> <reason>, ....``
+
+    Counts each reason once per node; the ``"<count> <reason>"`` strings are sorted as strings, as
+    kube-scheduler does. With no node at all: ``no nodes available to schedule pods``.
+    """
+    if total_nodes == 0:
+        return "no nodes available to schedule pods"
+    counts = Counter(r for node_reasons in reasons.values() for r in node_reasons)
+    parts = sorted(f"{count} {reason}" for reason, count in counts.items())
+    message = f"0/{total_nodes} nodes are available:"
+    if parts:
+        message += f" {', '.join(parts)}."
+    return message
+
+
+class Decision:
+    """The outcome of one scheduling cycle: a node, or the per-node reasons none fits."""
+
+    def __init__(
+        self, node: str | None, scores: Mapping[str, int], reasons: Mapping[str, list[str]], total: int
+    ) -> None:
+        self.node = node
+        self.scores = dict(scores)
+        self.reasons = dict(reasons)
+        self.total = total
+
+    @property
+    def message(self) -> str:
+        return fit_error_message(self.total, self.reasons)
+
+
+def _pending_and_ours(pod: Pod, core: SchedulerCore) -> bool:
+    raw = pod.raw
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    return (
+        core.is_ours(pod)
+        and not pod.node_name
+        and pod.phase not in TERMINAL_PHASES
+        and not meta.get("deletionTimestamp")
+        and not spec.get("schedulingGates")
+    )
+
+
+class StandaloneScheduler:
+    """The scheduling loop of one instance (module docstring). :meth:`run` schedules until cancelled."""
+
+    def __init__(
+        self,
+        kube: KubePort,
+        core: SchedulerCore,
+        informers: ClusterInformers,
+        *,
+        metrics: SchedulerMetrics | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.kube = kube
+        self.core = core
+        self.config: SchedulerConfig = core.config
+        self.informers = informers
+        self.metrics = metrics or SchedulerMetrics()
+        self.clock: Clock = clock or SystemClock()
+        cfg = self.config
+        self.queue = SchedulingQueue(
+            initial_backoff_seconds=cfg.backoff_initial_seconds,
+            max_backoff_seconds=cfg.backoff_max_seconds,
+            max_unschedulable_seconds=cfg.max_unschedulable_seconds,
+            clock=self.clock,
+        )
+        self.metrics.watch_queues({q: functools.partial(self._queue_size, q) for q in self.queue.sizes()})
+        self._bind_slots = asyncio.Semaphore(cfg.bind_concurrency)
+        self._background: set[asyncio.Task[None]] = set()
+        informers.pods.add_handler(
+            EventHandlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
+        )
+        node_events = EventHandlers(
+            on_add=lambda obj: self.cluster_changed("node added"),
+            on_update=self._node_updated,
+            on_delete=None,
+        )
+        informers.nodes.add_handler(node_events)
+        informers.nrts.add_handler(
+            EventHandlers(
+                on_add=lambda obj: self.cluster_changed("NodeResourceTopology added"),
+                on_update=lambda old, new: self.cluster_changed("NodeResourceTopology updated"),
+            )
+        )
+
+    def _queue_size(self, queue: str) -> float:
+        return float(self.queue.sizes()[queue])
+
+    # --- informer events ---------------------------------------------------------------------------
+
+    def _consider(self, obj: JsonObj) -> None:
+        self._consider_key(pod_key(obj))
+
+    def _consider_key(self, key: str) -> None:
+        pod = self.core.pods.get(key)
+        if pod is not None and _pending_and_ours(pod, self.core) and not self.core.usage.is_assumed(key):
+            self.queue.add(key)
+
+    def _pod_added(self, obj: JsonObj) -> None:
+        self._consider(obj)
+        self._pod_left_node(None, obj)
+
+    def _pod_updated(self, old: JsonObj, new: JsonObj) -> None:
+        self._consider(new)
+        self._pod_left_node(old, new)
+
+    def _pod_deleted(self, obj: JsonObj) -> None:
+        self.queue.forget(pod_key(obj))
+        if (obj.get("spec") or {}).get("nodeName"):
+            self.cluster_changed("pod deleted")
+
+    def _pod_left_node(self, old: JsonObj | None, new: JsonObj) -> None:
+        if old is None:
+            return
+        was = (old.get("status") or {}).get("phase")
+        now = (new.get("status") or {}).get("phase")
+        if (new.get("spec") or {}).get("nodeName") and now in TERMINAL_PHASES and was not in TERMINAL_PHASES:
+            self.cluster_changed("pod finished")
+
+    def _node_updated(self, old: JsonObj, new: JsonObj) -> None:
+        def relevant(doc: JsonObj) -> tuple[Any, ...]:
+            meta = doc.get("metadata") or {}
+            status = doc.get("status") or {}
+            return (meta.get("labels"), doc.get("spec"), status.get("allocatable"), status.get("capacity"))
+
+        if relevant(old) != relevant(new):
+            self.cluster_changed("node updated")
+
+    def cluster_changed(self, why: str) -> None:
+        """Something that may make unschedulable pods fit happened: move them to active (after backoff)."""
+        moved = self.queue.move_all()
+        if moved:
+            log.debug("unschedulable pods moved", count=moved, event=why)
+
+    # --- one cycle ---------------------------------------------------------------------------------
+
+    def decide(self, pod: Pod) -> Decision:
+        """Predicates, NUMA filter and scores of ``pod`` over every node (no side effect but the cache's
+        filter feedback)."""
+        core = self.core
+        names = core.node_names()
+        reasons: dict[str, list[str]] = {}
+        candidates: list[str] = []
+        for name in names:
+            basic = core.basic_reasons(pod, name)
+            if basic:
+                reasons[name] = basic
+            else:
+                candidates.append(name)
+        ev = core.evaluate(pod, candidates)
+        numa_scores = dict(ev.scores)
+        for name in ev.failed:
+            verdict = ev.reject(name)
+            if isinstance(verdict, Fit):  # the per-node functions disagree with the vectorised path
+                log.error("pipeline and filter disagree; trusting the filter", node=name)
+                numa_scores[name] = core.numa_score(pod, name)
+            else:
+                reasons[name] = [verdict.reason]
+        for name in ev.unknown:
+            reasons[name] = ["node not found"]
+        totals: dict[str, int] = {}
+        cfg = self.config
+        for name, numa_score in numa_scores.items():
+            totals[name] = cfg.numa_score_weight * numa_score + cfg.fit_score_weight * core.fit_score(pod, name)
+        best = min(totals, key=lambda n: (-totals[n], n)) if totals else None
+        return Decision(best, totals, reasons, len(names))
+
+    async def schedule_one(self, key: str) -> None:
+        """One scheduling cycle for ``key`` (module docstring)."""
+        pod = self.core.pods.get(key)
+        if pod is None or not _pending_and_ours(pod, self.core) or self.core.usage.is_assumed(key):
+            self.queue.forget(key)
+            return
+        started = time.perf_counter()
+        structlog.contextvars.bind_contextvars(pod=key, podUID=pod.uid)
+        try:
+            decision = self.decide(pod)
+            if decision.node is None:
+                self._unschedulable(pod, decision, started)
+                return
+            node = decision.node
+            self.core.assume(pod, node)
+            log.info(
+                "assumed",
+                node=node,
+                score=decision.scores[node],
+                feasible=len(decision.scores),
+                rejected=len(decision.reasons),
+                flow="schedule",
+            )
+            task = asyncio.get_running_loop().create_task(self._bind(pod, node, started))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        finally:
+            structlog.contextvars.unbind_contextvars("pod", "podUID")
+
+    def _unschedulable(self, pod: Pod, decision: Decision, started: float) -> None:
+        message = decision.message
+        delay = self.queue.unschedulable(pod.key)
+        self.metrics.attempt_seconds.labels(result="unschedulable").observe(time.perf_counter() - started)
+        log.info("unschedulable", reasons=decision.reasons, message=message, backoff_seconds=delay)
+        self._post_event(pod, "FailedScheduling", message, "Warning")
+
+    async def _bind(self, pod: Pod, node: str, started: float) -> None:
+        key = pod.key
+        async with self._bind_slots:
+            try:
+                await self.kube.bind(pod.name, node, namespace=pod.namespace, pod_uid=pod.uid or None)
+            except (NotFound, Conflict) as exc:
+                # Gone, recreated or bound by someone else: nothing to retry for this object.
+                self.core.forget(pod, node)
+                self.metrics.binds.labels(result="error").inc()
+                self.metrics.attempt_seconds.labels(result="error").observe(time.perf_counter() - started)
+                log.warning("binding refused", pod=key, node=node, error=str(exc))
+                self.queue.forget(key)
+                self._consider_key(key)
+                return
+            except KubeError as exc:
+                self.core.forget(pod, node)
+                self.metrics.binds.labels(result="error").inc()
+                self.metrics.attempt_seconds.labels(result="error").observe(time.perf_counter() - started)
+                delay = self.queue.error(key)
+                log.warning("binding failed", pod=key, node=node, error=str(exc), backoff_seconds=delay)
+                return
+        self.core.bound(pod, node)
+        self.queue.forget(key)
+        self.metrics.binds.labels(result="success").inc()
+        self.metrics.attempt_seconds.labels(result="scheduled").observe(time.perf_counter() - started)
+        log.info("bound", pod=key, podUID=pod.uid, node=node, flow="bind")
+        self._post_event(pod, "Scheduled", f"Successfully assigned {key} to {node}", "Normal")
+
+    def _post_event(self, pod: Pod, reason: str, message: str, kind: Literal["Normal", "Warning"]) -> None:
+        involved = {"apiVersion": "v1", "kind": "Pod", "metadata": dict(pod.raw.get("metadata") or {})}
+        event = make_event(
+            involved,
+            reason=reason,
+            message=message,
+            now=self.clock.now(),
+            event_type=kind,
+            component=pod.scheduler_name,
+            action="Scheduling" if reason == "FailedScheduling" else "Binding",
+        )
+        self.metrics.events.labels(reason=reason).inc()
+
+        async def post() -> None:
+            try:
+                await self.kube.create_event(event)
+            except KubeError as exc:
+                log.info("event not recorded", reason=reason, pod=pod.key, error=str(exc))
+
+        task = asyncio.get_running_loop().create_task(post())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # --- run ---------------------------------------------------------------------------------------
+
+    async def _flush_loop(self) -> None:
+        interval = max(0.05, min(5.0, self.config.max_unschedulable_seconds / 4))
+        while True:
+            await self.clock.sleep(interval)
+            self.queue.flush_unschedulable()
+
+    async def run(self) -> None:
+        """Schedule pods until cancelled (waits for the informers' first sync first)."""
+        await self.informers.wait_for_sync()
+        for obj in self.informers.pods.store.list_objects():
+            self._consider(obj)
+        log.info("scheduling", pending=self.queue.sizes())
+        flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+        try:
+            while True:
+                try:
+                    key = await self.queue.get()
+                except QueueShutDown:
+                    return
+                try:
+                    await self.schedule_one(key)
+                except Exception:
+                    log.exception("scheduling cycle failed", pod=key)
+                    self.queue.error(key)
+                finally:
+                    self.queue.done(key)
+        finally:
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+            await self.drain()
+
+    async def drain(self) -> None:
+        """Cancel in-flight bindings and event posts (at shutdown or when leadership is lost)."""
+        tasks = list(self._background)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

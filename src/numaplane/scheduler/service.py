@@ -1,0 +1,256 @@
+"""Process wiring of the two scheduler modes: informers, cache resync, HTTP endpoints, leader election.
+
+* :class:`ExtenderService` — ``numaplane scheduler extender``: informers → core, the over-reserve
+  resync loop, and one HTTP server on ``address`` serving the extender verbs under ``prefix`` plus
+  ``/healthz``, ``/readyz`` and ``/metrics``.
+* :class:`SchedulerService` — ``numaplane scheduler run``: informers → core, the resync loop, the
+  :class:`~numaplane.scheduler.loop.StandaloneScheduler` (only while leading when a
+  :class:`~numaplane.kube.leader.LeaderElectionConfig` is given), ``/metrics`` and the probes on their
+  addresses. Informers and the cache run on standby instances too, so a new leader starts warm; a
+  standby learns the leader's placements from the pod informer (:class:`SchedulerCore`).
+
+Probes: ``/healthz`` is 200 while no background task died; ``/readyz`` is 200 once the informers have
+synced (a standby is ready: it is healthy and waiting for the lease, as kube-scheduler's standbys are).
+
+``run()`` returns :data:`EXIT_OK` after :meth:`stop` and :data:`EXIT_LEADERSHIP_LOST` when the lease was
+lost (the caller exits, as kube-scheduler does). Stopping while leading releases the lease, so a standby
+takes over at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import structlog
+
+from numaplane.kube.clock import Clock, SystemClock
+from numaplane.kube.leader import LeaderElectionConfig, LeaderElector
+from numaplane.kube.port import KubePort
+from numaplane.scheduler.config import SchedulerConfig
+from numaplane.scheduler.core import SchedulerCore
+from numaplane.scheduler.extender import Extender
+from numaplane.scheduler.http import HttpEndpoints, address_groups
+from numaplane.scheduler.informers import ClusterInformers
+from numaplane.scheduler.loop import StandaloneScheduler
+from numaplane.scheduler.metrics import SchedulerMetrics
+
+__all__ = [
+    "EXIT_LEADERSHIP_LOST",
+    "EXIT_OK",
+    "ExtenderService",
+    "SchedulerService",
+    "default_identity",
+    "resync_loop",
+]
+
+log = structlog.get_logger("numaplane.scheduler")
+
+EXIT_OK = 0
+EXIT_LEADERSHIP_LOST = 1
+
+
+def default_identity() -> str:
+    """``<hostname>_<uuid>``, kube-scheduler's lease holder identity format."""
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+async def resync_loop(
+    core: SchedulerCore, clock: Clock, metrics: SchedulerMetrics, on_flush: Callable[[tuple[str, ...]], None]
+) -> None:
+    """Tick the over-reserve cache (a quarter of its period, at most every second) until cancelled."""
+    if core.config.cache_mode != "overreserve":
+        return
+    interval = max(0.02, min(1.0, core.config.resync_period_seconds / 4))
+    while True:
+        await clock.sleep(interval)
+        try:
+            flushed = core.tick(clock.monotonic())
+        except Exception:
+            log.exception("cache resync failed")
+            continue
+        if flushed:
+            metrics.flushed_nodes(len(flushed))
+            log.info("cache resynced", nodes=list(flushed), generation=getattr(core.cache, "generation", None))
+            on_flush(flushed)
+
+
+class _Process:
+    """What both modes share: core, informers, metrics, tasks, stop signal."""
+
+    mode = ""
+
+    def __init__(
+        self, kube: KubePort, config: SchedulerConfig, *, clock: Clock | None = None, metrics: SchedulerMetrics | None
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self.metrics = metrics or SchedulerMetrics()
+        self.core = SchedulerCore(config)
+        self.informers = ClusterInformers(kube, self.core, clock=self.clock)
+        self.http = HttpEndpoints(self.metrics.registry, liveness=self._liveness, readiness=self._readiness)
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._stopped = asyncio.Event()
+        self.metrics.info.labels(mode=self.mode, cache=config.cache_mode, scoring_strategy=config.strategy.type).set(1)
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """Bound ports by endpoint group (``extender``, ``metrics``, ``health``)."""
+        return self.http.ports
+
+    @property
+    def ready(self) -> bool:
+        return self.informers.synced
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to return (safe from a signal handler)."""
+        self._stopped.set()
+
+    def _liveness(self) -> tuple[bool, dict[str, Any]]:
+        dead = [t.get_name() for t in self._tasks if t.done() and not t.cancelled() and t.exception() is not None]
+        return not dead, {"failedTasks": dead}
+
+    def _readiness(self) -> tuple[bool, dict[str, Any]]:
+        return self.ready, {"informers": self.informers.status()}
+
+    def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.append(task)
+        return task
+
+    async def _cleanup(self, tasks: Iterable[asyncio.Task[Any]] = ()) -> None:
+        for task in [*tasks, *self._tasks]:
+            task.cancel()
+        for task in [*tasks, *self._tasks]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        await self.informers.stop()
+        await self.http.stop()
+
+    def _on_flush(self, nodes: tuple[str, ...]) -> None:
+        del nodes
+
+    async def close(self) -> None:
+        """Stop everything :meth:`start` started (for callers that use ``start`` without ``run``)."""
+        await self._cleanup()
+
+
+class ExtenderService(_Process):
+    """``numaplane scheduler extender`` (module docstring)."""
+
+    mode = "extender"
+
+    def __init__(
+        self,
+        kube: KubePort,
+        config: SchedulerConfig,
+        *,
+        address: str = ":8888",
+        prefix: str = "",
+        clock: Clock | None = None,
+        metrics: SchedulerMetrics | None = None,
+    ) -> None:
+        super().__init__(kube, config, clock=clock, metrics=metrics)
+        self.address = address
+        self.prefix = prefix
+        self.extender = Extender(self.core, kube, self.metrics, ready=lambda: self.ready)
+
+    async def start(self) -> None:
+        """Start informers, the resync loop and the HTTP server; returns once listening."""
+        self.informers.start()
+        self._spawn(resync_loop(self.core, self.clock, self.metrics, self._on_flush), "resync")
+        await self.http.start(
+            {self.address: ["extender", "health", "metrics"]}, {"extender": self.extender.add_routes(self.prefix)}
+        )
+        log.info("extender listening", port=self.ports.get("extender"), prefix=self.prefix, **self.config.describe())
+
+    async def run(self) -> int:
+        """Serve until :meth:`stop`."""
+        await self.start()
+        try:
+            await self._stopped.wait()
+        finally:
+            await self._cleanup()
+        return EXIT_OK
+
+
+class SchedulerService(_Process):
+    """``numaplane scheduler run`` (module docstring)."""
+
+    mode = "standalone"
+
+    def __init__(
+        self,
+        kube: KubePort,
+        config: SchedulerConfig,
+        *,
+        leader_election: LeaderElectionConfig | None = None,
+        metrics_address: str | None = ":8080",
+        health_address: str | None = ":8081",
+        clock: Clock | None = None,
+        metrics: SchedulerMetrics | None = None,
+    ) -> None:
+        super().__init__(kube, config, clock=clock, metrics=metrics)
+        self.leader_election = leader_election
+        self.metrics_address = metrics_address
+        self.health_address = health_address
+        self.scheduler = StandaloneScheduler(kube, self.core, self.informers, metrics=self.metrics, clock=self.clock)
+        self.elector: LeaderElector | None = None
+        self.leading = False
+
+    def _on_flush(self, nodes: tuple[str, ...]) -> None:
+        self.scheduler.cluster_changed("cache resync")
+
+    def _readiness(self) -> tuple[bool, dict[str, Any]]:
+        ok, details = super()._readiness()
+        details["leading"] = self.leading
+        return ok, details
+
+    async def _lead(self) -> None:
+        self.leading = True
+        self.metrics.leader.set(1)
+        log.info("started leading" if self.leader_election else "scheduling without leader election")
+        try:
+            await self.scheduler.run()
+        finally:
+            self.leading = False
+            self.metrics.leader.set(0)
+
+    async def start(self) -> None:
+        """Start informers, the resync loop and the HTTP endpoints."""
+        self.informers.start()
+        self._spawn(resync_loop(self.core, self.clock, self.metrics, self._on_flush), "resync")
+        await self.http.start(address_groups(metrics=self.metrics_address, health=self.health_address))
+        log.info("scheduler started", ports=self.ports, **self.config.describe())
+
+    async def run(self) -> int:
+        """Schedule (while leading) until :meth:`stop` or the loss of the lease."""
+        await self.start()
+        if self.leader_election is None:
+            work = asyncio.get_running_loop().create_task(self._lead(), name="schedule")
+        else:
+            self.elector = LeaderElector(
+                self.kube,
+                self.leader_election,
+                clock=self.clock,
+                on_started_leading=self._lead,
+                on_new_leader=lambda holder: log.info("leader observed", leader=holder),
+            )
+            work = asyncio.get_running_loop().create_task(self.elector.run(), name="leader-election")
+        stopper = asyncio.get_running_loop().create_task(self._stopped.wait(), name="stop")
+        try:
+            await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost = work.done() and not stopper.done()
+            stopper.cancel()
+            await self._cleanup([work])
+        if lost and self.leader_election is not None:
+            log.error("leader election lost")
+            return EXIT_LEADERSHIP_LOST
+        return EXIT_OK
