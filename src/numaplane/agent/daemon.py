@@ -1,0 +1,363 @@
+"""The node agent: resource manager + NRI plugin + checkpoint + PodResources + config watch + plugins.
+
+:class:`Agent` wires the pieces; ``numaplane agent`` (``cli/agent.py``) builds :class:`AgentOptions`
+from flags and runs it. Start-up sequence (:meth:`Agent.start`):
+
+1. topology (a topology JSON file, or sysfs) and config file (an invalid file at start is an error
+   unless a checkpoint carries a config, which then stays in force and the problem is reported);
+2. the checkpoint: restored if intact and ours; a corrupted or foreign file is logged, counted
+   (``numaplane_agent_checkpoint_loads{result=…}``), moved aside, and the state starts empty — the
+   runtime's Synchronize then rebuilds it (adopting every running container). Never a crash loop;
+3. the file config is applied over the restored one (``reconfigure``: allocations untouched);
+4. servers: PodResources socket, probes/metrics, plugin registry; the config watcher; the optional
+   Pod informer; the checkpoint writer and the update sender;
+5. the NRI plugin connects (and reconnects with backoff forever): Configure → Synchronize, after which
+   ``/readyz`` turns ready.
+
+:meth:`Agent.stop` flushes the checkpoint and stops everything; SIGTERM/SIGINT call it from the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from numaplane.agent.checkpoint import CheckpointIdentity, CheckpointStore, CheckpointWriter, topology_digest
+from numaplane.agent.configwatch import ConfigWatcher, read_config
+from numaplane.agent.core import AgentCore
+from numaplane.agent.errors import AgentConfigError, CheckpointError
+from numaplane.agent.handler import AgentHandler, CoreRunner, UpdateSender
+from numaplane.agent.health import ProbeServer
+from numaplane.agent.metrics import AgentMetrics
+from numaplane.agent.plugins import PluginRegistry
+from numaplane.agent.podresources import AgentPodResources
+from numaplane.agent.pods import PodSource
+from numaplane.grpcapi.podresources.server import PodResourcesServer
+from numaplane.kube.port import KubePort
+from numaplane.nri.plugin import NRIPlugin
+from numaplane.policy.config import NodeResourceConfig, parse_config
+from numaplane.policy.errors import PolicyConfigError
+from numaplane.policy.manager import ResourceManager
+from numaplane.topology.model import Topology
+
+__all__ = ["CHECKPOINT_FILE", "Agent", "AgentOptions", "load_topology"]
+
+log = structlog.get_logger("numaplane.agent")
+
+CHECKPOINT_FILE = "agent_state.json"
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """Everything the agent is told (paths, addresses, timings in seconds)."""
+
+    nri_socket: str = "/var/run/nri/nri.sock"
+    state_dir: Path = Path("/var/lib/numaplane")
+    config_file: Path | None = None
+    topology_file: Path | None = None
+    sysfs_root: Path = Path("/")
+    node_name: str = ""
+    podresources_socket: str | None = None
+    plugin_dir: Path | None = None
+    plugin_uid: int | None = None
+    metrics_address: str | None = None
+    health_address: str | None = None
+    nri_plugin_name: str = "numaplane"
+    nri_plugin_index: str = "50"
+    config_poll_seconds: float = 1.0
+    checkpoint_interval_seconds: float = 0.05
+    plugin_call_timeout_seconds: float = 0.25
+    plugin_health_seconds: float = 1.0
+    nri_backoff_initial_seconds: float = 0.1
+    nri_backoff_max_seconds: float = 5.0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def load_topology(options: AgentOptions) -> Topology:
+    """From ``topology_file`` (numaplane topology JSON), else discovered from sysfs."""
+    if options.topology_file is not None:
+        try:
+            return Topology.from_dict(json.loads(options.topology_file.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise AgentConfigError(f"cannot read topology file {options.topology_file}: {exc}") from None
+    from numaplane.topology.sysfs import discover
+
+    return discover(options.sysfs_root)
+
+
+class Agent:
+    """One node agent (see the module docstring). ``kube``: optional API access for the Pod informer."""
+
+    def __init__(
+        self, options: AgentOptions, *, topology: Topology | None = None, kube: KubePort | None = None
+    ) -> None:
+        self.options = options
+        self.metrics = AgentMetrics()
+        self.topology = topology
+        self.kube = kube
+        self.core: AgentCore | None = None
+        self.runner: CoreRunner | None = None
+        self.handler: AgentHandler | None = None
+        self.nri: NRIPlugin | None = None
+        self.writer: CheckpointWriter | None = None
+        self.sender: UpdateSender | None = None
+        self.watcher: ConfigWatcher | None = None
+        self.registry: PluginRegistry | None = None
+        self.podresources: PodResourcesServer | None = None
+        self.probes: ProbeServer | None = None
+        self.pods: PodSource | None = None
+        self.checkpoint_status = "not loaded"
+        self.quarantined: Path | None = None
+        self._nri_task: asyncio.Task[None] | None = None
+        self._stopped = asyncio.Event()
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.options.state_dir / CHECKPOINT_FILE
+
+    # -- start-up -------------------------------------------------------------------------------------
+    def _read_config(self) -> tuple[NodeResourceConfig | None, str, str]:
+        """``(config or None when invalid, digest, error)`` of the config file (defaults without one)."""
+        if self.options.config_file is None:
+            return NodeResourceConfig(), "", ""
+        try:
+            doc, digest = read_config(self.options.config_file)
+            return parse_config(doc), digest, ""
+        except (AgentConfigError, PolicyConfigError) as exc:
+            return None, "", str(exc)
+
+    def _load_checkpoint(self, store: CheckpointStore) -> dict[str, Any] | None:
+        try:
+            data = store.load()
+        except CheckpointError as exc:
+            self._bad_checkpoint(store, exc)
+            return None
+        if data is None:
+            self.checkpoint_status = "missing"
+            self.metrics.checkpoint_load.labels(result="missing").inc()
+        return data
+
+    def _bad_checkpoint(self, store: CheckpointStore, exc: CheckpointError) -> None:
+        self.quarantined = store.quarantine(exc)
+        self.checkpoint_status = exc.kind
+        self.metrics.checkpoint_load.labels(result=exc.kind).inc()
+        log.error(
+            "checkpoint unusable; moved aside, rebuilding the state from the runtime",
+            path=str(store.path),
+            kind=exc.kind,
+            error=str(exc),
+            moved_to=str(self.quarantined) if self.quarantined else None,
+        )
+
+    async def start(self) -> None:
+        opts = self.options
+        topology = self.topology if self.topology is not None else await asyncio.to_thread(load_topology, opts)
+        self.topology = topology
+        config, digest, config_error = self._read_config()
+        opts.state_dir.mkdir(parents=True, exist_ok=True)
+        identity = CheckpointIdentity(opts.node_name, topology_digest(topology))
+        store = CheckpointStore(self.checkpoint_path, identity)
+        data = await asyncio.to_thread(self._load_checkpoint, store)
+        if config is None and data is None:
+            raise AgentConfigError(config_error)
+        self.pods = PodSource(self.kube, opts.node_name) if self.kube is not None else None
+        lookup = self.pods.lookup if self.pods is not None else None
+        core = AgentCore(ResourceManager(topology, config or NodeResourceConfig()), pod_lookup=lookup)
+        if data is not None:
+            try:
+                core.restore(data)
+            except CheckpointError as exc:
+                self._bad_checkpoint(store, exc)
+                core = AgentCore(ResourceManager(topology, config or NodeResourceConfig()), pod_lookup=lookup)
+            else:
+                self.checkpoint_status = "restored"
+                self.metrics.checkpoint_load.labels(result="restored").inc()
+                log.info("checkpoint restored", containers=len(core.records), path=str(store.path))
+        self.core = core
+        self.metrics.config_generation.set(1)
+        self.metrics.config_valid.set(0 if config_error else 1)
+        if config_error:
+            self.metrics.set_config_rejected(config_error)
+            log.error("config file invalid at start; the checkpoint's config stays in force", reason=config_error)
+        elif config is not None and config != core.manager.config:
+            try:
+                core.reconfigure(config)
+            except PolicyConfigError as exc:
+                self.metrics.config_valid.set(0)
+                self.metrics.set_config_rejected(str(exc))
+                log.error(
+                    "config file conflicts with the restored allocations; keeping the checkpoint's config",
+                    reason=str(exc),
+                )
+        self.runner = runner = CoreRunner(core)
+        self.sender = UpdateSender(runner, self.metrics)
+        self.writer = CheckpointWriter(
+            store,
+            self._snapshot,
+            min_interval_seconds=opts.checkpoint_interval_seconds,
+            on_result=self._checkpoint_written,
+        )
+        self.handler = AgentHandler(runner, metrics=self.metrics, sender=self.sender, on_change=self._changed)
+        self.nri = NRIPlugin(
+            self.handler,
+            name=opts.nri_plugin_name,
+            idx=opts.nri_plugin_index,
+            socket_path=opts.nri_socket,
+            backoff_initial_seconds=opts.nri_backoff_initial_seconds,
+            backoff_max_seconds=opts.nri_backoff_max_seconds,
+        )
+        self.sender.sender = self.nri.update_containers
+        nri = self.nri
+        self.metrics.nri_connected.set_function(lambda: 1.0 if nri.registered else 0.0)
+        self._set_gauges()
+        self.writer.start()
+        self.sender.start()
+        if data is None or self.checkpoint_status != "restored":
+            self.writer.mark_dirty()
+        if opts.podresources_socket:
+            self.podresources = PodResourcesServer(AgentPodResources(runner), opts.podresources_socket)
+            await self.podresources.start()
+        if opts.plugin_dir is not None:
+            self.registry = PluginRegistry(
+                opts.plugin_dir,
+                runner,
+                expected_uid=opts.plugin_uid,
+                call_timeout_seconds=opts.plugin_call_timeout_seconds,
+                health_interval_seconds=opts.plugin_health_seconds,
+                metrics=self.metrics,
+                on_change=self._changed,
+            )
+            await self.registry.start()
+        if opts.config_file is not None:
+            self.watcher = ConfigWatcher(
+                opts.config_file,
+                self._apply_config,
+                interval_seconds=opts.config_poll_seconds,
+                metrics=self.metrics,
+                initial_digest=digest,
+            )
+            if config_error:
+                self.watcher.last_error = config_error
+            self.watcher.start()
+        if self.pods is not None:
+            self.pods.start()
+        if opts.metrics_address or opts.health_address:
+            self.probes = ProbeServer(self.metrics.registry, liveness=self.liveness, readiness=self.readiness)
+            await self.probes.start(opts.metrics_address, opts.health_address)
+        self._nri_task = asyncio.get_running_loop().create_task(self.nri.run(), name="nri-plugin")
+        log.info(
+            "agent started",
+            node=opts.node_name,
+            nri_socket=opts.nri_socket,
+            cpus=topology.num_cpus,
+            numa_nodes=topology.num_numa_nodes,
+            checkpoint=self.checkpoint_status,
+        )
+
+    # -- state changes --------------------------------------------------------------------------------
+    async def _snapshot(self) -> tuple[int, dict[str, Any]]:
+        assert self.runner is not None
+        core = self.runner.core
+        return await self.runner.call(lambda: (core.generation, core.snapshot()))
+
+    def _checkpoint_written(self, ok: bool, seconds: float) -> None:
+        self.metrics.checkpoint_writes.labels(result="ok" if ok else "error").inc()
+        self.metrics.checkpoint_write_duration.observe(seconds)
+
+    def _changed(self) -> None:
+        if self.writer is not None:
+            self.writer.mark_dirty()
+        self._set_gauges()
+
+    def _set_gauges(self) -> None:
+        core = self.core
+        if core is None:
+            return
+        exclusive = shared = 0
+        for record in list(core.records.values()):
+            if record.exclusive is not None:
+                exclusive += 1
+            else:
+                shared += 1
+        self.metrics.containers.labels(kind="exclusive").set(exclusive)
+        self.metrics.containers.labels(kind="shared").set(shared)
+        self.metrics.exclusive_cpus.set(core.exclusive_cpus().size())
+        self.metrics.shared_pool_cpus.set(core.shared_pool.size())
+
+    async def _apply_config(self, doc: Mapping[str, Any]) -> None:
+        assert self.runner is not None and self.sender is not None
+        core = self.runner.core
+        updates = await self.runner.call(lambda: core.reconfigure(doc))
+        self.sender.submit((u.container_id for u in updates), "reconfigure")
+        self._changed()
+
+    # -- probes ---------------------------------------------------------------------------------------
+    def liveness(self) -> tuple[bool, dict[str, Any]]:
+        tasks = {"nri": self._nri_task}
+        dead = [name for name, task in tasks.items() if task is None or task.done()]
+        return not dead, {"dead": dead}
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        registered = self.nri is not None and self.nri.registered
+        synchronized = self.handler is not None and self.handler.synchronized.is_set()
+        details: dict[str, Any] = {
+            "nriRegistered": registered,
+            "synchronized": synchronized,
+            "checkpoint": self.checkpoint_status,
+        }
+        if self.watcher is not None and self.watcher.last_error:
+            details["configRejected"] = self.watcher.last_error
+        if self.registry is not None:
+            details["plugins"] = {
+                name: ("available" if p.reachable else f"isolated: {p.last_error}")
+                for name, p in self.registry.plugins.items()
+            }
+        return registered and synchronized, details
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    async def wait_ready(self, timeout_seconds: float = 10.0) -> None:
+        async with asyncio.timeout(timeout_seconds):
+            while not self.readiness()[0]:
+                await asyncio.sleep(0.01)
+
+    async def run(self) -> None:
+        """Start, serve until :meth:`request_stop`, stop."""
+        await self.start()
+        try:
+            await self._stopped.wait()
+        finally:
+            await self.stop()
+
+    def request_stop(self) -> None:
+        self._stopped.set()
+
+    async def stop(self) -> None:
+        if self.nri is not None:
+            await self.nri.stop()
+        if self._nri_task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._nri_task, 5)
+        for closer in (self.watcher, self.pods, self.sender):
+            if closer is not None:
+                await closer.stop()
+        if self.registry is not None:
+            await self.registry.stop()
+        if self.writer is not None:
+            await self.writer.stop()
+            with contextlib.suppress(Exception):
+                await self.writer.flush()
+        if self.podresources is not None:
+            await self.podresources.stop()
+        if self.probes is not None:
+            await self.probes.stop()
+        if self.runner is not None:
+            self.runner.close()
+        log.info("agent stopped", pid=os.getpid())

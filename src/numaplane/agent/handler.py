@@ -1,0 +1,366 @@
+"""The agent's NRI handler: NRI requests → :class:`~numaplane.agent.core.AgentCore` calls → NRI answers.
+
+Serialisation: every core call goes through one :class:`CoreRunner`, so the core sees one call at a
+time. With only in-process plugins a call runs inline on the event loop (they are pure and take
+~0.1 ms); once an out-of-process plugin is registered (its adapter makes blocking gRPC calls with
+short deadlines) calls run in one dedicated worker thread, so the event loop — and with it the NRI
+connection, the PodResources server and the probes — never blocks.
+
+What goes where:
+
+* CreateContainer → ``core.create``; the answer sets ``linux.resources.cpu.cpus`` (and ``mems`` when
+  memory is pinned) and carries updates of running shared containers when the pool shrank, so the
+  runtime applies them before the new container runs. A rejection is raised as a
+  :class:`~numaplane.nri.errors.StatusError` carrying ``numaplane: pod … container …: <Reason>: <message>``:
+  the runtime fails the creation with that text;
+* StopContainer → release; pool growth travels in the StopContainer answer;
+* REMOVE_CONTAINER / REMOVE_POD_SANDBOX (StateChange) → release; pool growth is sent with
+  ``Runtime.UpdateContainers`` by :class:`UpdateSender`, in the background, after the event was answered;
+* POST_START_CONTAINER of a container the agent did not pin at creation (adopted by Synchronize, or
+  created while the agent was away) → re-pin through :class:`UpdateSender` (a Synchronize update may
+  have raced the start);
+* UpdateContainer (e.g. a resize by the kubelet) that would change the cpuset → the answer restores ours;
+* Synchronize → ``core.synchronize``; every mismatching container is fixed in the answer.
+
+No blocking I/O happens here: checkpoints are written by the background writer (``on_change`` marks it
+dirty), updates are sent by the background sender.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import structlog
+
+from numaplane.agent.core import AgentCore, CpusetUpdate
+from numaplane.agent.errors import AdmissionRejected
+from numaplane.agent.metrics import AgentMetrics
+from numaplane.nri.errors import CallTimeout, ConnectionClosed, NRIError, StatusCode, StatusError
+from numaplane.nri.plugin import BaseHandler, event_mask
+from numaplane.nri.proto import api_pb2
+from numaplane.topology.cpuset import CPUSet
+
+__all__ = ["EVENTS", "AgentHandler", "CoreRunner", "UpdateSender", "to_pb_update"]
+
+log = structlog.get_logger("numaplane.agent")
+
+_T = TypeVar("_T")
+
+#: The events the agent subscribes to.
+EVENTS = event_mask(
+    api_pb2.CREATE_CONTAINER,
+    api_pb2.POST_START_CONTAINER,
+    api_pb2.UPDATE_CONTAINER,
+    api_pb2.STOP_CONTAINER,
+    api_pb2.REMOVE_CONTAINER,
+    api_pb2.REMOVE_POD_SANDBOX,
+)
+
+#: ``NRIPlugin.update_containers``-shaped.
+Sender = Callable[[list[api_pb2.ContainerUpdate]], Awaitable[list[api_pb2.ContainerUpdate]]]
+
+
+def _resources(cpus: CPUSet, mems: CPUSet | None) -> api_pb2.LinuxResources:
+    resources = api_pb2.LinuxResources()
+    resources.cpu.cpus = cpus.format()
+    if mems is not None:
+        resources.cpu.mems = mems.format()
+    return resources
+
+
+def to_pb_update(update: CpusetUpdate) -> api_pb2.ContainerUpdate:
+    """A ``ContainerUpdate`` (failures ignored: the container may have gone meanwhile)."""
+    pb = api_pb2.ContainerUpdate(container_id=update.container_id, ignore_failure=True)
+    pb.linux.resources.CopyFrom(_resources(update.cpus, update.mems))
+    return pb
+
+
+class CoreRunner:
+    """Runs core calls one at a time: inline, or (``offload``) in one worker thread.
+
+    Invariant: at most one call is inside the core at any time, also when the awaiting task is
+    cancelled (the lock is held until the worker finishes). ``offload`` never goes back to ``False``.
+    """
+
+    def __init__(self, core: AgentCore) -> None:
+        self.core = core
+        self._lock = asyncio.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def offload(self) -> bool:
+        return self._executor is not None
+
+    def enable_offload(self) -> None:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numaplane-core")
+
+    async def call(self, fn: Callable[[], _T]) -> _T:
+        async with self._lock:
+            if self._executor is None:
+                return fn()
+            future = asyncio.get_running_loop().run_in_executor(self._executor, fn)
+            try:
+                return await asyncio.shield(future)
+            except asyncio.CancelledError:
+                await asyncio.wait([future])  # keep the core to ourselves until the worker is done
+                raise
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class UpdateSender:
+    """Sends container updates with ``Runtime.UpdateContainers`` in the background.
+
+    Submitted containers are sent their *current* desired cpuset at send time (not a stale value
+    from submission). After a send, containers whose desired cpuset changed while the call was in
+    flight are sent again. Without a connection the updates are dropped: the next Synchronize
+    re-checks every container.
+    """
+
+    def __init__(self, runner: CoreRunner, metrics: AgentMetrics | None = None) -> None:
+        self.runner = runner
+        self.metrics = metrics
+        self.sender: Sender | None = None
+        self.sent = 0
+        self._pending: dict[str, str] = {}  # container id → path label
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+
+    def submit(self, container_ids: Iterable[str], path: str = "async") -> None:
+        for cid in container_ids:
+            self._pending[cid] = path
+        if self._pending:
+            self._idle.clear()
+            self._wake.set()
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="nri-update-sender")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def wait_idle(self, timeout_seconds: float = 5.0) -> None:
+        async with asyncio.timeout(timeout_seconds):
+            await self._idle.wait()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._pending = self._pending, {}
+            try:
+                await self._send(batch)
+            except Exception as exc:  # never let the sender die
+                log.error("sending container updates failed", error=str(exc))
+            if not self._pending:
+                self._idle.set()
+
+    def _desired(self, ids: list[str]) -> list[CpusetUpdate]:
+        core = self.runner.core
+        return [u for u in (core.update_for(cid) for cid in ids) if u is not None]
+
+    async def _send(self, batch: dict[str, str]) -> None:
+        if not batch:
+            return
+        updates = await self.runner.call(lambda: self._desired(list(batch)))
+        if not updates or self.sender is None:
+            return
+        try:
+            failed = await self.sender([to_pb_update(u) for u in updates])
+        except (ConnectionClosed, CallTimeout, StatusError, NRIError) as exc:
+            log.info("container updates not sent; the next Synchronize re-checks", error=str(exc), count=len(updates))
+            self._count(batch, "unsent", len(updates))
+            return
+        self.sent += len(updates) - len(failed)
+        self._count(batch, "failed", len(failed))
+        self._count(batch, "ok", len(updates) - len(failed))
+        sent = {u.container_id: u for u in updates}
+
+        def changed() -> list[str]:
+            core = self.runner.core
+            out = []
+            for cid, u in sent.items():
+                record = core.record_for(cid)
+                if record is not None and core.desired(record) != (u.cpus, u.mems):
+                    out.append(cid)
+            return out
+
+        again = await self.runner.call(changed)
+        if again:
+            self.submit(again)
+
+    def _count(self, batch: dict[str, str], result: str, n: int) -> None:
+        if self.metrics is not None and n:
+            path = next(iter(batch.values()))
+            self.metrics.container_updates.labels(path=path, result=result).inc(n)
+
+
+class AgentHandler(BaseHandler):
+    """The NRI :class:`~numaplane.nri.plugin.Handler` of the agent (see the module docstring)."""
+
+    events = EVENTS
+
+    def __init__(
+        self,
+        runner: CoreRunner,
+        *,
+        metrics: AgentMetrics | None = None,
+        sender: UpdateSender | None = None,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.runner = runner
+        self.metrics = metrics or AgentMetrics()
+        self.sender = sender or UpdateSender(runner, self.metrics)
+        self.on_change = on_change or (lambda: None)
+        self.synchronized = asyncio.Event()
+        self.synchronizations = 0
+        self.configurations = 0
+
+    @property
+    def core(self) -> AgentCore:
+        return self.runner.core
+
+    def _observe(self, method: str, started: float, result: str) -> None:
+        self.metrics.nri_requests.labels(method=method, result=result).inc()
+        self.metrics.nri_duration.labels(method=method).observe(time.perf_counter() - started)
+
+    async def configure(self, request: api_pb2.ConfigureRequest) -> api_pb2.ConfigureResponse:
+        self.configurations += 1
+        self.metrics.nri_registrations.inc()
+        log.info("nri configured", runtime=request.runtime_name, version=request.runtime_version)
+        return api_pb2.ConfigureResponse(events=self.events)
+
+    async def synchronize(self, request: api_pb2.SynchronizeRequest) -> api_pb2.SynchronizeResponse:
+        started = time.perf_counter()
+        pods, containers = list(request.pods), list(request.containers)
+        result = await self.runner.call(lambda: self.core.synchronize(pods, containers))
+        for cid, reason, message in result.failed:
+            log.warning(
+                "running container could not be admitted; it stays in the shared pool",
+                container=cid[:12],
+                reason=reason,
+                message=message,
+            )
+        if self.metrics is not None:
+            if result.failed:
+                self.metrics.adoptions.labels(result="failed").inc(len(result.failed))
+            if len(result.adopted) > len(result.failed):
+                self.metrics.adoptions.labels(result="admitted").inc(len(result.adopted) - len(result.failed))
+            self.metrics.container_updates.labels(path="sync", result="ok").inc(len(result.updates))
+        response = api_pb2.SynchronizeResponse(update=[to_pb_update(u) for u in result.updates])
+        self.synchronizations += 1
+        self.synchronized.set()
+        self.on_change()
+        elapsed = time.perf_counter() - started
+        self.metrics.sync_duration.set(elapsed)
+        self._observe("Synchronize", started, "ok")
+        log.info(
+            "synchronized",
+            pods=len(pods),
+            containers=len(containers),
+            adopted=len(result.adopted),
+            dropped=len(result.dropped),
+            failed=len(result.failed),
+            updates=len(result.updates),
+            seconds=round(elapsed, 4),
+        )
+        return response
+
+    async def create_container(self, request: api_pb2.CreateContainerRequest) -> api_pb2.CreateContainerResponse:
+        started = time.perf_counter()
+        pod, container = request.pod, request.container
+        try:
+            decision = await self.runner.call(lambda: self.core.create(pod, container))
+        except AdmissionRejected as exc:
+            self.metrics.admissions.labels(result="rejected", reason=exc.reason).inc()
+            self._observe("CreateContainer", started, "rejected")
+            log.info(
+                "container rejected",
+                pod=f"{pod.namespace}/{pod.name}",
+                container=container.name,
+                reason=exc.reason,
+                message=exc.message,
+            )
+            raise StatusError(StatusCode.FAILED_PRECONDITION, str(exc)) from None
+        response = api_pb2.CreateContainerResponse()
+        response.adjust.linux.resources.CopyFrom(_resources(decision.cpus, decision.mems))
+        response.update.extend(to_pb_update(u) for u in decision.updates)
+        self.metrics.admissions.labels(result="admitted", reason="").inc()
+        if decision.updates:
+            self.metrics.container_updates.labels(path="create", result="ok").inc(len(decision.updates))
+        self.on_change()
+        self._observe("CreateContainer", started, "ok")
+        log.debug(
+            "container pinned",
+            pod=f"{pod.namespace}/{pod.name}",
+            container=container.name,
+            cpus=decision.cpus.format(),
+            exclusive=decision.exclusive,
+            updates=len(decision.updates),
+        )
+        return response
+
+    async def update_container(self, request: api_pb2.UpdateContainerRequest) -> api_pb2.UpdateContainerResponse:
+        started = time.perf_counter()
+        cid = request.container.id
+        asked = request.linux_resources.cpu.cpus if request.linux_resources.HasField("cpu") else ""
+
+        def keep_ours() -> CpusetUpdate | None:
+            record = self.core.record_for(cid)
+            if record is None or not asked:
+                return None
+            cpus, mems = self.core.desired(record)
+            return None if asked == cpus.format() else CpusetUpdate(cid, cpus, mems)
+
+        update = await self.runner.call(keep_ours)
+        self._observe("UpdateContainer", started, "ok")
+        response = api_pb2.UpdateContainerResponse()
+        if update is not None:
+            response.update.append(to_pb_update(update))
+        return response
+
+    async def stop_container(self, request: api_pb2.StopContainerRequest) -> api_pb2.StopContainerResponse:
+        started = time.perf_counter()
+        cid = request.container.id
+        updates = await self.runner.call(lambda: self.core.stop(cid))
+        if updates:
+            self.metrics.container_updates.labels(path="stop", result="ok").inc(len(updates))
+        self.on_change()
+        self._observe("StopContainer", started, "ok")
+        return api_pb2.StopContainerResponse(update=[to_pb_update(u) for u in updates])
+
+    async def state_change(self, event: api_pb2.StateChangeEvent) -> None:
+        started = time.perf_counter()
+        kind = event.event
+        if kind == api_pb2.REMOVE_CONTAINER:
+            cid = event.container.id
+            updates = await self.runner.call(lambda: self.core.remove_container(cid))
+            self.sender.submit((u.container_id for u in updates), "remove")
+            self.on_change()
+        elif kind == api_pb2.REMOVE_POD_SANDBOX:
+            sandbox_id, uid = event.pod.id, event.pod.uid
+            updates = await self.runner.call(lambda: self.core.remove_pod(sandbox_id, uid))
+            self.sender.submit((u.container_id for u in updates), "remove")
+            self.on_change()
+        elif kind == api_pb2.POST_START_CONTAINER:
+            cid = event.container.id
+            record = self.core.record_for(cid)
+            if record is not None and not record.adjusted:
+                log.info("re-pinning a container the agent did not pin at creation", container=cid[:12])
+                self.sender.submit([cid], "repin")
+        self._observe(api_pb2.Event.Name(kind), started, "ok")

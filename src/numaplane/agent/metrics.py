@@ -1,0 +1,113 @@
+"""The agent's Prometheus metrics (one registry per agent, so tests can run several agents).
+
+Names follow ``numaplane_agent_<thing>_<unit>``; label sets are small and bounded (no pod or container
+names). Durations are seconds, sizes bytes, CPU counts are counts.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["AgentMetrics"]
+
+_LATENCY_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
+
+
+class AgentMetrics:
+    """Every metric of one agent, registered in :attr:`registry`."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.nri_requests = Counter(
+            "numaplane_agent_nri_requests",
+            "NRI requests served, by method and result.",
+            ["method", "result"],
+            registry=r,
+        )
+        self.nri_duration = Histogram(
+            "numaplane_agent_nri_request_duration_seconds",
+            "Time to answer an NRI request.",
+            ["method"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.nri_connected = Gauge("numaplane_agent_nri_connected", "1 while registered with the runtime.", registry=r)
+        self.nri_registrations = Counter(
+            "numaplane_agent_nri_registrations", "Successful registrations with the runtime.", registry=r
+        )
+        self.admissions = Counter(
+            "numaplane_agent_admissions",
+            "Container admissions by result (admitted/rejected) and reason.",
+            ["result", "reason"],
+            registry=r,
+        )
+        self.adoptions = Counter(
+            "numaplane_agent_adoptions",
+            "Running containers found by Synchronize that the agent did not know, by result.",
+            ["result"],
+            registry=r,
+        )
+        self.container_updates = Counter(
+            "numaplane_agent_container_updates",
+            "Container cpuset updates sent to the runtime, by path (create/stop/sync/async) and result.",
+            ["path", "result"],
+            registry=r,
+        )
+        self.containers = Gauge(
+            "numaplane_agent_containers", "Tracked containers by kind (exclusive/shared).", ["kind"], registry=r
+        )
+        self.exclusive_cpus = Gauge("numaplane_agent_exclusive_cpus", "CPUs held exclusively.", registry=r)
+        self.shared_pool_cpus = Gauge("numaplane_agent_shared_pool_cpus", "CPUs in the shared pool.", registry=r)
+        self.sync_duration = Gauge(
+            "numaplane_agent_last_synchronize_duration_seconds", "Duration of the last Synchronize.", registry=r
+        )
+        self.checkpoint_writes = Counter(
+            "numaplane_agent_checkpoint_writes", "Checkpoint writes by result.", ["result"], registry=r
+        )
+        self.checkpoint_write_duration = Histogram(
+            "numaplane_agent_checkpoint_write_duration_seconds",
+            "Time to write the checkpoint (worker thread).",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.checkpoint_load = Counter(
+            "numaplane_agent_checkpoint_loads",
+            "Checkpoint loads at start by result (restored/missing/corrupted/foreign).",
+            ["result"],
+            registry=r,
+        )
+        self.config_reloads = Counter(
+            "numaplane_agent_config_reloads",
+            "Config file reloads by result (applied/rejected).",
+            ["result"],
+            registry=r,
+        )
+        self.config_valid = Gauge(
+            "numaplane_agent_config_last_reload_valid",
+            "1 if the config file's current content is in force.",
+            registry=r,
+        )
+        self.config_generation = Gauge(
+            "numaplane_agent_config_generation", "Configs applied since start (1 = the initial one).", registry=r
+        )
+        self.config_rejected_info = Gauge(
+            "numaplane_agent_config_rejected",
+            "1 with the reason of the last rejected config (reason truncated to 200 characters).",
+            ["reason"],
+            registry=r,
+        )
+        self.plugin_registrations = Counter(
+            "numaplane_agent_plugin_registrations",
+            "Out-of-process plugin registrations by result (accepted/refused).",
+            ["result"],
+            registry=r,
+        )
+        self.plugin_available = Gauge(
+            "numaplane_agent_plugin_available", "1 while an out-of-process plugin answers.", ["plugin"], registry=r
+        )
+
+    def set_config_rejected(self, reason: str) -> None:
+        self.config_rejected_info.clear()
+        if reason:
+            self.config_rejected_info.labels(reason=reason[:200]).set(1)

@@ -1,0 +1,138 @@
+"""``numaplane agent``: run the node agent (NRI plugin + resource manager) on this node."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+from pathlib import Path
+from typing import Any
+
+import click
+
+__all__ = ["command"]
+
+
+@click.command(name="agent")
+@click.option("--nri-socket", default="/var/run/nri/nri.sock", show_default=True, help="The runtime's NRI socket.")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    default="/var/lib/numaplane",
+    show_default=True,
+    help="Where the checkpoint (agent_state.json) lives.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="NodeResourceConfig YAML/JSON file; watched, valid changes apply live.",
+)
+@click.option(
+    "--topology", "topology_file", type=click.Path(dir_okay=False), default=None, help="Topology JSON instead of sysfs."
+)
+@click.option(
+    "--sysfs-root", type=click.Path(file_okay=False), default="/", show_default=True, help="Folder holding sys/."
+)
+@click.option("--node-name", envvar="NODE_NAME", default=None, help="Default: $NODE_NAME, else the hostname.")
+@click.option(
+    "--podresources-socket",
+    default="/var/lib/numaplane/pod-resources/numaplane.sock",
+    show_default=True,
+    help="Serve the kubelet PodResources v1 API here ('' disables).",
+)
+@click.option(
+    "--plugin-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory of out-of-process plugin sockets (registry: numaplane.sock); unset disables plugins.",
+)
+@click.option("--plugin-uid", type=int, default=None, help="Uid plugin processes must run as (default: ours).")
+@click.option("--plugin-timeout", type=float, default=0.25, show_default=True, help="Per-call deadline, seconds.")
+@click.option("--nri-plugin-name", default="numaplane", show_default=True)
+@click.option("--nri-plugin-index", default="50", show_default=True, help="Two digits; plugins run in ascending order.")
+@click.option("--config-poll-interval", type=float, default=1.0, show_default=True, help="Seconds.")
+@click.option(
+    "--watch-pods/--no-watch-pods",
+    default=False,
+    show_default=True,
+    help="Read this node's Pods from the API (exact requests, extended resources); read-only.",
+)
+@click.option(
+    "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster, else $KUBECONFIG."
+)
+@click.option("--api-server", default=None, help="API server URL without credentials (tests, kubectl proxy).")
+@click.option("--metrics-address", default=":2114", show_default=True, help="HOST:PORT for /metrics; '' disables.")
+@click.option(
+    "--health-address", default=":8084", show_default=True, help="HOST:PORT for /healthz, /readyz; '' disables."
+)
+@click.option("--log-format", type=click.Choice(["json", "console"]), default="json", show_default=True)
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+)
+def command(**kw: Any) -> None:
+    """Run the node agent: decide every container's CPUs and memory nodes and apply them through NRI.
+
+    The kubelet's CPU manager must be `none`: the agent is the only writer of cpusets. It keeps its
+    state in --state-dir (atomic, checksummed; a bad file is moved aside and the state rebuilt from
+    the runtime), serves the kubelet PodResources API on --podresources-socket for exporters, accepts
+    out-of-process plugins in --plugin-dir, and reloads --config when it changes.
+
+    Example: numaplane agent --nri-socket /var/run/nri/nri.sock --config /etc/numaplane/node.yaml
+    """
+    from numaplane.agent.daemon import AgentOptions
+    from numaplane.agent.errors import AgentConfigError
+    from numaplane.agent.logs import configure_logging
+
+    configure_logging(str(kw["log_format"]), str(kw["log_level"]))
+    options = AgentOptions(
+        nri_socket=str(kw["nri_socket"]),
+        state_dir=Path(str(kw["state_dir"])),
+        config_file=Path(str(kw["config_file"])) if kw["config_file"] else None,
+        topology_file=Path(str(kw["topology_file"])) if kw["topology_file"] else None,
+        sysfs_root=Path(str(kw["sysfs_root"])),
+        node_name=str(kw["node_name"] or socket.gethostname()),
+        podresources_socket=str(kw["podresources_socket"]) or None,
+        plugin_dir=Path(str(kw["plugin_dir"])) if kw["plugin_dir"] else None,
+        plugin_uid=kw["plugin_uid"],
+        plugin_call_timeout_seconds=float(kw["plugin_timeout"]),
+        metrics_address=str(kw["metrics_address"]) or None,
+        health_address=str(kw["health_address"]) or None,
+        nri_plugin_name=str(kw["nri_plugin_name"]),
+        nri_plugin_index=str(kw["nri_plugin_index"]),
+        config_poll_seconds=float(kw["config_poll_interval"]),
+    )
+    try:
+        asyncio.run(_run(options, kw))
+    except AgentConfigError as error:
+        raise click.ClickException(str(error)) from error
+
+
+async def _run(options: Any, kw: dict[str, Any]) -> None:
+    from numaplane.agent.daemon import Agent
+
+    kube = None
+    if kw["watch_pods"]:
+        from numaplane.kube.client import LightkubePort
+        from numaplane.kube.errors import KubeError
+
+        try:
+            if kw["api_server"]:
+                kube = LightkubePort.from_server(str(kw["api_server"]))
+            elif kw["kubeconfig"] or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+                kube = LightkubePort.from_kubeconfig(kw["kubeconfig"])
+            else:
+                kube = LightkubePort.in_cluster()
+        except KubeError as error:
+            raise click.ClickException(f"no Kubernetes API for --watch-pods: {error}") from error
+    agent = Agent(options, kube=kube)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, agent.request_stop)
+    try:
+        await agent.run()
+    finally:
+        if kube is not None:
+            await kube.close()
