@@ -183,9 +183,9 @@ def extender(**kw: Any) -> None:
     from numaplane.scheduler.logs import configure_logging
     from numaplane.scheduler.service import ExtenderService
 
-    configure_logging(str(kw["log_format"]), str(kw["log_level"]))
     config = _config(kw, DEFAULT_EXTENDER_NAMES)
     _check_addresses(kw["address"])
+    configure_logging(str(kw["log_format"]), str(kw["log_level"]))
     kube = _kube(kw)
     service = ExtenderService(kube, config, address=str(kw["address"]), prefix=str(kw["url_prefix"]))
     code = asyncio.run(_serve(service, kube))
@@ -216,7 +216,6 @@ def run(**kw: Any) -> None:
     from numaplane.scheduler.logs import configure_logging
     from numaplane.scheduler.service import SchedulerService, default_identity
 
-    configure_logging(str(kw["log_format"]), str(kw["log_level"]))
     config = _config(kw, (DEFAULT_SCHEDULER_NAME,))
     _check_addresses(kw["metrics_address"], kw["health_address"])
     leader: LeaderElectionConfig | None = None
@@ -232,6 +231,7 @@ def run(**kw: Any) -> None:
             )
         except ValueError as exc:
             raise click.UsageError(str(exc)) from exc
+    configure_logging(str(kw["log_format"]), str(kw["log_level"]))
     kube = _kube(kw)
     service = SchedulerService(
         kube,

@@ -176,6 +176,8 @@ def _explain_node(
         notes.append("no Node object: assuming it advertises the resources its NUMA zones list")
     verdict = numa_filter(pod, topology, node, options=options)
     ignored = tuple(Ignored(z.name, z.reason) for z in topology.ignored) if topology is not None else ()
+    # the skipped zones are reported structurally (ignored_zones); drop the filter's prose copy
+    verdict_notes = tuple(n for n in verdict.notes if not n.startswith("ignored zones:"))
     policy = scope = None
     if topology is not None and topology.problem is None:
         policy, scope = topology.config.policy, topology.config.scope
@@ -186,7 +188,7 @@ def _explain_node(
             verdict.checked,
             score(pod, topology, None, strategy),
             placements=verdict.placements,
-            notes=(*verdict.notes, *notes),
+            notes=(*verdict_notes, *notes),
             ignored_zones=ignored,
             policy=policy,
             scope=scope,

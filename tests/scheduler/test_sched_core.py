@@ -1,0 +1,215 @@
+"""The scheduler core without an API server: predicates, NUMA evaluation, cache feedback, learning, queue."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
+
+from numaplane.kube.clock import FakeClock
+from numaplane.kube.memory import InMemoryKube
+from numaplane.placement.cache import filter_with_cache, score_with_cache
+from numaplane.placement.overreserve import OverReserveCache
+from numaplane.placement.result import Reject
+from numaplane.resources.pod import parse_pod
+from numaplane.scheduler.config import SchedulerConfig
+from numaplane.scheduler.core import SchedulerCore
+from numaplane.scheduler.informers import ClusterInformers
+from numaplane.scheduler.loop import StandaloneScheduler, fit_error_message
+from numaplane.scheduler.queue import SchedulingQueue
+
+
+def two_zone_nrt(name: str, cpu: tuple[int, int] = (4, 4), alloc: int = 4, **kw: Any) -> dict[str, Any]:
+    return nrt_doc(name, [zone_doc(i, {"cpu": (alloc, c), "memory": ("8Gi", "8Gi")}) for i, c in enumerate(cpu)], **kw)
+
+
+def core_with(nodes: list[dict[str, Any]], nrts: list[dict[str, Any]], **config: Any) -> SchedulerCore:
+    core = SchedulerCore(replace(SchedulerConfig(), **config))
+    for n in nodes:
+        core.node_upserted(n)
+    for t in nrts:
+        core.nrt_upserted(t)
+    return core
+
+
+def bound_doc(
+    name: str, node: str, cpu: int = 1, scheduler: str = "numaplane-scheduler", phase: str = "Running"
+) -> dict[str, Any]:
+    doc = pod_doc(name, cpu, scheduler=scheduler)
+    doc["metadata"]["uid"] = f"uid-{name}"
+    doc["spec"]["nodeName"] = node
+    doc["status"] = {"phase": phase}
+    return doc
+
+
+def test_fit_error_message_is_kube_schedulers() -> None:
+    reasons = {
+        "a": ["Insufficient cpu", "Insufficient memory"],
+        "b": ["Insufficient cpu"],
+        "c": ["cannot align container"],
+        "d": ["cannot align container"],
+        "e": ["cannot align container"],
+    }
+    assert fit_error_message(5, reasons) == (
+        "0/5 nodes are available: 1 Insufficient memory, 2 Insufficient cpu, 3 cannot align container."
+    )
+    assert fit_error_message(0, {}) == "no nodes available to schedule pods"
+    assert fit_error_message(2, {}) == "0/2 nodes are available:"
+
+
+def test_basic_reasons_stop_at_the_first_failing_plugin() -> None:
+    nodes = [
+        node_doc("cordoned", cpu=1, unschedulable=True),
+        node_doc("tainted", cpu=1, taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]),
+        node_doc("other-zone", labels={"zone": "b"}),
+        node_doc("tiny", cpu=1, memory="1Mi"),
+        node_doc("good", labels={"zone": "a"}),
+    ]
+    core = core_with(nodes, [])
+    pod = parse_pod(pod_doc("p", 2, node_selector={"zone": "a"}))
+    assert core.basic_reasons(pod, "cordoned") == ["node(s) were unschedulable"]
+    assert core.basic_reasons(pod, "tainted") == ["node(s) had untolerated taint {gpu: yes}"]
+    assert core.basic_reasons(pod, "other-zone") == ["node(s) didn't match Pod's node affinity/selector"]
+    free = parse_pod(pod_doc("q", 2))
+    assert core.basic_reasons(free, "tiny") == ["Insufficient cpu", "Insufficient memory"]
+    assert core.basic_reasons(pod, "good") == []
+    assert core.basic_reasons(pod, "ghost") == ["node not found"]
+
+
+def test_usage_counts_assumed_then_bound_pods_once() -> None:
+    core = core_with([node_doc("n", cpu=4)], [])
+    pod = parse_pod(bound_doc("p", "", cpu=3) | {"status": {"phase": "Pending"}})
+    core.pod_upserted(None, pod_doc("p", 3))
+    core.assume(pod, "n")
+    assert core.usage.used("n")["cpu"].amount == 3 and core.usage.is_assumed("default/p")
+    core.pod_upserted(pod_doc("p", 3), pod_doc("p", 3))  # a pending update does not drop the assumption
+    assert core.usage.count("n") == 1
+    core.pod_upserted(pod_doc("p", 3), bound_doc("p", "n", 3))
+    assert core.usage.count("n") == 1 and not core.usage.is_assumed("default/p")
+    assert core.basic_reasons(parse_pod(pod_doc("q", 2)), "n") == ["Insufficient cpu"]
+    core.pod_upserted(bound_doc("p", "n", 3), bound_doc("p", "n", 3, phase="Succeeded"))
+    assert core.usage.count("n") == 0
+    core.pod_deleted(bound_doc("p", "n", 3))
+    assert "default/p" not in core.pods
+
+
+def test_placements_bound_by_others_under_our_name_are_learned() -> None:
+    core = core_with([node_doc("n")], [two_zone_nrt("n")])
+    cache = core.cache
+    assert isinstance(cache, OverReserveCache)
+    pending = pod_doc("p", 3)
+    core.pod_upserted(None, pending)
+    core.pod_upserted(pending, bound_doc("p", "n", 3, phase="Pending"))
+    assert str(cache.assumed("n")["default/p"]["cpu"]) == "3"
+    # already bound at first sight (initial list): the exporter's data has it, no charge
+    core.pod_upserted(None, bound_doc("old", "n", 1))
+    assert "default/old" not in cache.assumed("n")
+    # a pod of another scheduler is foreign: the node is untrusted until a resync
+    core.pod_upserted(None, bound_doc("foreign", "n", 1, scheduler="default-scheduler"))
+    assert cache.get("n").fresh is False
+    ev = core.evaluate(parse_pod(pod_doc("x", 1)), ["n"])
+    verdict = ev.reject("n")
+    assert ev.failed == ["n"] and isinstance(verdict, Reject)
+    assert verdict.reason == "invalid node topology data"
+    assert not core.preemption_may_help(ev.pod, "n", verdict)
+
+
+def test_evaluate_feeds_rejections_back_to_the_cache() -> None:
+    nodes = [node_doc(n) for n in ("full", "broken", "bare")]
+    broken = two_zone_nrt("broken")
+    broken["zones"][0]["resources"][0]["available"] = "lots"
+    core = core_with(nodes, [two_zone_nrt("full", (1, 1)), broken])
+    pod = parse_pod(pod_doc("p", 2))
+    ev = core.evaluate(pod, mark=False)
+    assert sorted(ev.failed) == ["broken", "full"] and set(ev.scores) == {"bare"}
+    cache = core.cache
+    assert isinstance(cache, OverReserveCache)
+    assert cache.dirty("full")["maybe_overreserved"] == 0
+    ev = core.evaluate(pod)
+    assert cache.dirty("full")["maybe_overreserved"] == 1
+    assert cache.dirty("broken")["maybe_overreserved"] == 0
+    assert ev.reject("broken").reason == "malformed node topology data"
+    assert ev.reject("full").reason == "cannot align container"
+    assert ev.scores == {"bare": 0}  # Guaranteed pod, no NRT: passes, scores 0
+
+
+def test_preemption_may_help_only_when_an_emptied_node_fits() -> None:
+    nodes = [node_doc(n) for n in ("busy", "small")]
+    core = core_with(nodes, [two_zone_nrt("busy", (0, 1), alloc=4), two_zone_nrt("small", (2, 2), alloc=2)])
+    pod = parse_pod(pod_doc("p", 3))
+    ev = core.evaluate(pod)
+    busy, small = ev.reject("busy"), ev.reject("small")
+    assert isinstance(busy, Reject) and isinstance(small, Reject)
+    assert core.preemption_may_help(pod, "busy", busy)
+    assert not core.preemption_may_help(pod, "small", small)
+
+
+@pytest.mark.parametrize("mode", ["passthrough", "overreserve", "discard-reserved"])
+def test_evaluate_agrees_with_the_per_node_functions(mode: str) -> None:
+    names = [f"n{i}" for i in range(8)]
+    nodes = [node_doc(n, extra={"vendor.com/nic": "4"} if i % 2 else None) for i, n in enumerate(names)]
+    nrts = [
+        two_zone_nrt("n0", (4, 4)),
+        two_zone_nrt("n1", (1, 3)),
+        two_zone_nrt("n2", (0, 0)),
+        two_zone_nrt("n3", (2, 2), scope="pod"),
+        two_zone_nrt("n4", (1, 1), policy="restricted"),
+        nrt_doc("n5", [zone_doc("numa-0", {"cpu": (4, 4)}), zone_doc(1, {"cpu": (4, 4), "memory": ("8Gi", "8Gi")})]),
+        nrt_doc("n6", [zone_doc(0, {"cpu": (4, 4), "memory": ("8Gi", "8Gi"), "vendor.com/nic": (2, 1)})]),
+    ]
+    core = core_with(nodes, nrts, cache_mode=mode)
+    reserved = parse_pod(bound_doc("r", "n0", 2))
+    core.assume(reserved, "n0")
+    for pod in (parse_pod(pod_doc("g", 2)), parse_pod(pod_doc("b", 1, guaranteed=False))):
+        ev = core.evaluate(pod, names, mark=False)
+        for name in names:
+            node = core.nodes[name].doc
+            verdict = filter_with_cache(pod, core.cache, node, options=core.config.filter_options)
+            assert (name in ev.scores) == verdict.fit, (mode, pod.name, name, verdict)
+            if verdict.fit:
+                assert ev.scores[name] == score_with_cache(pod, core.cache, name, core.config.strategy)
+
+
+def test_queue_backoff_and_unschedulable_moves() -> None:
+    clock = FakeClock()
+    queue = SchedulingQueue(initial_backoff_seconds=1, max_backoff_seconds=4, max_unschedulable_seconds=30, clock=clock)
+    assert [queue.unschedulable("p") for _ in range(4)] == [1, 2, 4, 4]
+    assert queue.sizes() == {"active": 0, "backoff": 0, "unschedulable": 1}
+    queue.forget("p")
+    assert queue.sizes()["unschedulable"] == 0
+    queue.unschedulable("p")
+    queue.add("q")
+    assert queue.sizes() == {"active": 1, "backoff": 0, "unschedulable": 1}
+    assert queue.flush_unschedulable() == 0
+    clock.advance(31)
+    assert queue.flush_unschedulable() == 1
+    assert queue.sizes()["active"] == 2
+
+
+async def test_queue_events_respect_the_remaining_backoff() -> None:
+    clock = FakeClock()
+    queue = SchedulingQueue(initial_backoff_seconds=2, max_backoff_seconds=8, clock=clock)
+    queue.unschedulable("p")
+    assert queue.move_all() == 1
+    assert queue.sizes() == {"active": 0, "backoff": 1, "unschedulable": 0}
+    await clock.tick(2.1)
+    assert queue.sizes()["active"] == 1
+    assert await queue.get() == "p"
+    queue.done("p")
+    assert queue.error("p") == 4  # second failure: doubled
+    queue.shutdown()
+
+
+def test_decision_prefers_the_best_total_then_the_lowest_name() -> None:
+    nodes = [node_doc(n, cpu=8) for n in ("b", "a", "c")]
+    nrts = [two_zone_nrt("a", (4, 4)), two_zone_nrt("b", (4, 4)), two_zone_nrt("c", (2, 4))]
+    core = core_with(nodes, nrts)
+    scheduler = StandaloneScheduler(InMemoryKube(), core, ClusterInformers(InMemoryKube(), core))
+    decision = scheduler.decide(parse_pod(pod_doc("p", 2)))
+    assert decision.node == "a"  # a and b tie (same data), c's zones are fuller
+    assert decision.scores["a"] == decision.scores["b"] > decision.scores["c"]
+    impossible = scheduler.decide(parse_pod(pod_doc("big", 6)))
+    assert impossible.node is None
+    assert impossible.message == "0/3 nodes are available: 3 cannot align container."

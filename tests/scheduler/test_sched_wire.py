@@ -1,0 +1,183 @@
+"""Extender wire parsing and replies, score scaling, and configuration documents."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from sched_helpers import captures, load_capture
+
+from numaplane.scheduler.config import SchedulerConfig, config_from_document, parse_cache_mode
+from numaplane.scheduler.errors import ExtenderRequestError, SchedulerConfigError
+from numaplane.scheduler.wire import (
+    bind_result,
+    decode_body,
+    field_value,
+    filter_result,
+    parse_binding_args,
+    parse_extender_args,
+    priority_list,
+    scale_score,
+)
+
+CAPTURES = [
+    f"nodecachecapable-{mode}.{verb}.{qos}.json"
+    for mode in ("false", "true")
+    for verb in ("filter", "prioritize", "bind")
+    for qos in ("guaranteed", "besteffort")
+]
+
+
+def test_the_capture_set_is_complete(shared_dir: Path) -> None:
+    assert sorted(p.name for p in captures(shared_dir).glob("*.json")) == sorted(CAPTURES)
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_every_capture_parses(shared_dir: Path, name: str) -> None:
+    doc = load_capture(shared_dir, name)
+    if ".bind." in name:
+        args = parse_binding_args(doc)
+        assert args.pod_name and args.pod_namespace == "numaplane-wire" and args.node == "rig-node"
+        assert args.pod_uid == doc["PodUID"]
+        return
+    parsed = parse_extender_args(doc)
+    assert parsed.names == ["numaplane-fake-node", "rig-node"]
+    if "nodecachecapable-true" in name:
+        assert parsed.nodes is None and parsed.node_names == ("numaplane-fake-node", "rig-node")
+    else:
+        assert parsed.node_names is None and len(parsed.nodes or ()) == 2
+        assert set(parsed.node_objects) == {"numaplane-fake-node", "rig-node"}
+    assert parsed.pod.qos_class == ("Guaranteed" if "guaranteed" in name else "BestEffort")
+
+
+def test_field_names_match_like_go() -> None:
+    assert field_value({"Pod": 1, "pod": 2}, "Pod") == 1
+    assert field_value({"pOD": 2}, "Pod") == 2
+    assert field_value({}, "Pod") is None
+    args = parse_binding_args({"podname": "p", "PODNAMESPACE": "ns", "Node": "n"})
+    assert (args.key, args.node, args.pod_uid) == ("ns/p", "n", "")
+    assert parse_binding_args({"PodName": "p", "Node": "n"}).pod_namespace == "default"
+
+
+def test_reply_shapes(shared_dir: Path) -> None:
+    by_nodes = parse_extender_args(load_capture(shared_dir, "nodecachecapable-false.filter.guaranteed.json"))
+    reply = filter_result(by_nodes, ["rig-node"], {"a": "cannot align pod"}, {})
+    assert list(reply) == ["Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"]
+    assert reply["NodeNames"] is None and [n["metadata"]["name"] for n in reply["Nodes"]["items"]] == ["rig-node"]
+    assert reply["Nodes"]["items"][0] is by_nodes.node_objects["rig-node"]  # handed back untouched
+    by_names = parse_extender_args(load_capture(shared_dir, "nodecachecapable-true.filter.guaranteed.json"))
+    reply = filter_result(by_names, ["rig-node"], {}, {"b": "x"}, "")
+    assert reply == {
+        "Nodes": None,
+        "NodeNames": ["rig-node"],
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {"b": "x"},
+        "Error": "",
+    }
+    assert priority_list([("a", 100), ("b", 0), ("c", 46)]) == [
+        {"Host": "a", "Score": 10},
+        {"Host": "b", "Score": 0},
+        {"Host": "c", "Score": 5},
+    ]
+    assert bind_result() == {"Error": ""}
+
+
+def test_scale_score_is_monotonic_and_bounded() -> None:
+    values = [scale_score(s) for s in range(-5, 106)]
+    assert values == sorted(values)
+    assert (scale_score(0), scale_score(4), scale_score(5), scale_score(94), scale_score(95), scale_score(100)) == (
+        0,
+        0,
+        1,
+        9,
+        10,
+        10,
+    )
+    assert scale_score(250) == 10 and scale_score(-3) == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"   ", "empty request body"),
+        (b"\xff\xfe", "not JSON"),
+        (b"null", "JSON object"),
+    ],
+)
+def test_bad_bodies(body: bytes, reason: str) -> None:
+    with pytest.raises(ExtenderRequestError, match=reason):
+        parse_extender_args(decode_body(body))
+
+
+def test_config_defaults_and_flat_document() -> None:
+    config = SchedulerConfig()
+    assert config.cache_mode == "overreserve" and config.resync_period_seconds == 5.0
+    assert type(config.make_cache()).__name__ == "OverReserveCache"
+    doc = yaml.safe_load(
+        """
+        schedulerNames: [a, b]
+        scoringStrategy: {type: MostAllocated, resources: [{name: cpu, weight: 3}]}
+        cacheResyncPeriodSeconds: 0
+        cache: {foreignPodsDetect: OnlyExclusiveResources}
+        kubeletAdmission: true
+        podMaxBackoffSeconds: 3
+        """
+    )
+    config = config_from_document(doc)
+    assert config.scheduler_names == ("a", "b")
+    assert config.strategy.type == "MostAllocated" and config.strategy.weight("cpu") == 3
+    assert config.cache_mode == "passthrough" and type(config.make_cache()).__name__ == "PassthroughCache"
+    assert config.foreign_pods_detect == "OnlyExclusiveResources"
+    assert config.filter_options.kubelet_admission and config.backoff_max_seconds == 3
+    assert config_from_document({"discardReservedNodes": True, "cacheResyncPeriodSeconds": 5}).cache_mode == (
+        "discard-reserved"
+    )
+
+
+def test_config_from_kube_scheduler_configuration() -> None:
+    doc = yaml.safe_load(
+        """
+        apiVersion: kubescheduler.config.k8s.io/v1
+        kind: KubeSchedulerConfiguration
+        profiles:
+        - schedulerName: default-scheduler
+        - schedulerName: topo-aware-scheduler
+          pluginConfig:
+          - name: NodeResourceTopologyMatch
+            args:
+              scoringStrategy: {type: LeastNUMANodes}
+              cacheResyncPeriodSeconds: 7
+        """
+    )
+    config = config_from_document(doc)
+    assert config.scheduler_names == ("topo-aware-scheduler",)
+    assert config.strategy.type == "LeastNUMANodes"
+    assert (config.cache_mode, config.resync_period_seconds) == ("overreserve", 7.0)
+    assert config.over_reserve_config().profile_names == frozenset({"topo-aware-scheduler"})
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ([1], "must be a YAML/JSON object"),
+        ({"scoringStrategy": {"type": "Random"}}, "invalid ScoringStrategyType"),
+        ({"cacheResyncPeriodSeconds": "5"}, "must be a number"),
+        ({"cache": {"resyncMethod": "Sometimes"}}, "cache.resyncMethod"),
+        ({"schedulerNames": []}, "at least one"),
+        ({"podInitialBackoffSeconds": 20}, "podInitialBackoffSeconds"),
+        ({"kind": "KubeSchedulerConfiguration", "profiles": [{"schedulerName": "x"}]}, "no profile"),
+    ],
+)
+def test_config_errors_name_the_key(doc: object, message: str) -> None:
+    with pytest.raises(SchedulerConfigError, match=message):
+        config_from_document(doc)
+
+
+def test_cache_mode_spellings() -> None:
+    assert parse_cache_mode("Over-Reserve") == "overreserve"
+    assert parse_cache_mode("discard_reserved") == "discard-reserved"
+    with pytest.raises(SchedulerConfigError):
+        parse_cache_mode("lru")
+    with pytest.raises(SchedulerConfigError, match="unknown setting"):
+        SchedulerConfig().with_overrides(color="blue")
