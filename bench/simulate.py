@@ -32,8 +32,9 @@ def main() -> None:
     templates = build_templates(scale_cluster(DEFAULT_CLUSTER, nodes), policy="single-numa-node", scope="container")
     devices = tuple(sorted({r for t in templates for r, d in t.config.devices.items() if d}))
     rate = pods / 1000.0  # every pod arrives within 1,000 simulated seconds
-    arrivals = generate_workload(7, WorkloadMix(pods=pods, arrival_rate_per_s=rate, mean_duration_s=900,
-                                                device_resources=devices))
+    arrivals = generate_workload(
+        7, WorkloadMix(pods=pods, arrival_rate_per_s=rate, mean_duration_s=900, device_resources=devices)
+    )
     setup = time.perf_counter() - started
     spec = SchedulerSpec.parse(args.scheduler)
     profiler = cProfile.Profile() if args.profile else None
