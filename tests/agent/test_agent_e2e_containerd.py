@@ -1,0 +1,408 @@
+"""End to end: ``numaplane agent`` against a real containerd 1.7 with NRI, pods created through CRI.
+
+The machine is small (2 CPUs, 1 NUMA node), so the agent is given a topology file that describes the
+same two CPUs as two NUMA nodes (cpu 0 on node 0, cpu 1 on node 1; the memory policy stays ``None``,
+so no memory node is ever written) and reserves CPU 0: one container can hold CPU 1 exclusively,
+everything else shares the pool. Pods sit under ``<cgroup root>/kubepods[/besteffort]/pod<uid>`` as
+the kubelet's cgroupfs driver puts them, so the agent derives their QoS class as on a real node.
+
+What is checked, through the containers' cgroups (``cpuset.cpus``) and the agent's PodResources socket:
+exclusive and shared cpusets; an unalignable pod failing CreateContainer with the typed reason; the
+shared pool growing back when the exclusive pod goes; kill -9 of the agent in the middle of a pod
+stream and a restart (no CPU held twice, every running container's cpuset matches the state); a
+corrupted checkpoint; a containerd restart; an NRI disconnect with a container created meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from numaplane.agent.daemon import Agent, AgentOptions
+from numaplane.grpcapi.podresources.client import PodResourcesClient
+from numaplane.nrt.podresources import PodResources
+from numaplane.testing.containerd import (
+    BUSYBOX_IMAGE,
+    ContainerdInstance,
+    cpuset_of_container,
+    make_containerd_fixture,
+)
+from numaplane.testing.cri import CRIClient, CRIError
+from numaplane.topology.model import synthetic
+
+pytestmark = pytest.mark.timeout(120)
+
+agent_containerd = make_containerd_fixture("agent_containerd")
+
+ALL_CPUS = frozenset({0, 1})
+TOPOLOGY = synthetic(sockets=2, cores_per_numa=1, threads_per_core=1, memory_per_numa_bytes=1 << 30)
+CONFIG = {"topologyManager": {"policy": "single-numa-node"}, "cpuManager": {"reservedCPUs": "0"}}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class AgentProcess:
+    """``numaplane agent`` as a subprocess (its own state dir, sockets and HTTP port)."""
+
+    containerd: ContainerdInstance
+    folder: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
+
+    @property
+    def podresources(self) -> Path:
+        return self.folder / "podres.sock"
+
+    @property
+    def state_file(self) -> Path:
+        return self.folder / "state" / "agent_state.json"
+
+    def start(self) -> None:
+        (self.folder / "config.json").write_text(json.dumps(CONFIG))
+        (self.folder / "topology.json").write_text(json.dumps(TOPOLOGY.to_dict()))
+        self.log = self.folder / f"agent-{int(time.time() * 1000)}.log"
+        args = [
+            sys.executable, "-c", "import sys; from numaplane.cli import main; sys.exit(main())", "agent",
+            "--nri-socket", self.containerd.nri_socket,
+            "--state-dir", str(self.folder / "state"),
+            "--config", str(self.folder / "config.json"),
+            "--topology", str(self.folder / "topology.json"),
+            "--node-name", "e2e-node",
+            "--podresources-socket", str(self.podresources),
+            "--metrics-address", f"127.0.0.1:{self.port}",
+            "--health-address", f"127.0.0.1:{self.port}",
+            "--config-poll-interval", "0.2",
+        ]  # fmt: skip
+        with open(self.log, "wb") as out:
+            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+
+    def http(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def wait_ready(self, timeout_seconds: float = 20) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(f"agent exited with {self.process.returncode}:\n{self.log_text()}")
+            with contextlib.suppress(OSError):
+                status, body = self.http("/readyz")
+                if status == 200:
+                    return dict(json.loads(body))
+            if time.monotonic() > deadline:
+                raise AssertionError(f"agent not ready in {timeout_seconds} s:\n{self.log_text()}")
+            time.sleep(0.05)
+
+    def metric(self, name: str, labels: str = "") -> float | None:
+        _, text = self.http("/metrics")
+        for line in text.splitlines():
+            if line.startswith(name + (("{" + labels + "}") if labels else "")):
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:] if self.log and self.log.exists() else ""
+
+    def kill9(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+    def list(self) -> tuple[PodResources, ...]:
+        async def go() -> tuple[PodResources, ...]:
+            async with PodResourcesClient(str(self.podresources), timeout_seconds=5) as client:
+                return await client.list()
+
+        return asyncio.run(go())
+
+
+@dataclass
+class Created:
+    name: str
+    pod_id: str
+    cgroup_parent: str
+    container_id: str | None = None
+    error: str = ""
+
+
+class Pods:
+    """Pods through CRI (blocking calls: run them in threads while an in-process agent serves)."""
+
+    def __init__(self, containerd: ContainerdInstance) -> None:
+        self.containerd = containerd
+        self.cri: CRIClient = containerd.cri()
+        self.created: list[Created] = []
+        self._lock = threading.Lock()
+
+    def pod(self, name: str, cpus: int) -> Created:
+        """A Guaranteed pod with ``cpus`` CPUs (0: BestEffort) and one container ``main``, started."""
+        uid = uuid.uuid4().hex
+        qos = "kubepods" if cpus else "kubepods/besteffort"
+        parent = f"{self.containerd.cgroup_root}/{qos}/pod{uid}"
+        logs = self.containerd.workdir / "pod-logs" / uid
+        logs.mkdir(parents=True, exist_ok=True)
+        config = self.cri.pod_config(name, uid, namespace="e2e", cgroup_parent=parent, log_directory=str(logs))
+        pod_id = self.cri.run_pod_sandbox(config)
+        created = Created(name, pod_id, parent)
+        with self._lock:
+            self.created.append(created)
+        ctr = self.cri.container_config(
+            "main",
+            BUSYBOX_IMAGE,
+            ["sleep", "3600"],
+            cpu_shares=max(2, cpus * 1024),
+            cpu_quota=cpus * 100000,
+            cpu_period=100000,
+            memory_limit_in_bytes=(64 << 20) if cpus else 0,
+        )
+        try:
+            cid = self.cri.create_container(pod_id, ctr, config)
+            self.cri.start_container(cid)
+            created.container_id = cid
+        except CRIError as exc:
+            created.error = exc.details
+        return created
+
+    def delete(self, created: Created) -> None:
+        with contextlib.suppress(CRIError):
+            self.cri.stop_pod_sandbox(created.pod_id)
+        with contextlib.suppress(CRIError):
+            self.cri.remove_pod_sandbox(created.pod_id)
+        with self._lock:
+            self.created.remove(created)
+
+    def running(self) -> list[Created]:
+        return [c for c in self.created if c.container_id is not None]
+
+    def close(self) -> None:
+        for created in list(self.created):
+            self.delete(created)
+        self.cri.close()
+
+
+@pytest.fixture
+def pods(agent_containerd: ContainerdInstance) -> Iterator[Pods]:
+    p = Pods(agent_containerd)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+@pytest.fixture
+def agent(agent_containerd: ContainerdInstance, short_tmp: Path) -> Iterator[AgentProcess]:
+    a = AgentProcess(agent_containerd, short_tmp)
+    try:
+        yield a
+    finally:
+        a.stop()
+
+
+def cpus_of(created: Created) -> frozenset[int]:
+    assert created.container_id is not None
+    text = cpuset_of_container(created.cgroup_parent, created.container_id)[0]
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(out)
+
+
+def expected_cpusets(listed: tuple[PodResources, ...], running: list[Created]) -> dict[str, frozenset[int]]:
+    """What each running container must have according to the agent: its exclusive CPUs or the pool.
+
+    Also asserts that no CPU is held twice.
+    """
+    exclusive: dict[str, frozenset[int]] = {}
+    seen: list[int] = []
+    for pod in listed:
+        for ctr in pod.containers:
+            if ctr.cpu_ids:
+                exclusive[pod.name] = frozenset(ctr.cpu_ids)
+                seen.extend(ctr.cpu_ids)
+    assert len(seen) == len(set(seen)), f"a CPU is held twice: {sorted(seen)}"
+    pool = ALL_CPUS - set(seen)
+    listed_names = {pod.name for pod in listed}
+    missing = [c.name for c in running if c.name not in listed_names]
+    assert not missing, f"running containers the agent does not track: {missing}"
+    return {c.name: exclusive.get(c.name, pool) for c in running}
+
+
+def wait_consistent(agent: AgentProcess, pods: Pods, timeout_seconds: float = 10) -> dict[str, frozenset[int]]:
+    """Wait until every running container's cgroup matches the agent's state; return the mapping."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        want = expected_cpusets(agent.list(), pods.running())
+        got = {c.name: cpus_of(c) for c in pods.running()}
+        if got == want:
+            return want
+        if time.monotonic() > deadline:
+            raise AssertionError(f"cgroups {got} != agent state {want}\n{agent.log_text()}")
+        time.sleep(0.1)
+
+
+def test_exclusive_shared_rejection_and_pool_growth(agent: AgentProcess, pods: Pods) -> None:
+    agent.start()
+    agent.wait_ready()
+    gu = pods.pod("gu", 1)
+    be = pods.pod("be", 0)
+    assert not gu.error and not be.error
+    assert cpus_of(gu) == {1} and cpus_of(be) == {0}
+    too_big = pods.pod("too-big", 2)
+    assert too_big.container_id is None
+    assert "TopologyAffinityError" in too_big.error and "e2e/too-big" in too_big.error
+    assert wait_consistent(agent, pods) == {"gu": {1}, "be": {0}}
+    pods.delete(gu)
+    wait_consistent(agent, pods)
+    assert cpus_of(be) == ALL_CPUS  # the pool grew back (UpdateContainers after the pod went)
+    assert agent.metric("numaplane_agent_admissions_total", 'reason="TopologyAffinityError",result="rejected"') == 1
+
+
+def test_kill_9_in_a_pod_stream_then_restart(agent: AgentProcess, pods: Pods) -> None:
+    agent.start()
+    agent.wait_ready()
+    plan = [("s0-gu", 1), ("s1-be", 0), ("s2-gu", 1), ("s3-be", 0), ("s4-gu", 1), ("s5-be", 0), ("s6-be", 0)]
+    killed = threading.Event()
+
+    def stream() -> None:
+        for i, (name, cpus) in enumerate(plan):
+            if i == 3:
+                agent.kill9()  # mid-stream; the next pods are created while the agent is gone
+                killed.set()
+            pods.pod(name, cpus)
+
+    worker = threading.Thread(target=stream)
+    worker.start()
+    worker.join(60)
+    assert killed.is_set() and not worker.is_alive()
+    by_name = {c.name: c for c in pods.created}
+    assert "TopologyAffinityError" in by_name["s2-gu"].error  # CPU 1 was taken by s0-gu
+    assert by_name["s4-gu"].container_id is not None  # created unpinned while the agent was dead
+    agent.start()
+    ready = agent.wait_ready()
+    assert ready["checkpoint"] == "restored"
+    want = wait_consistent(agent, pods)
+    assert want["s0-gu"] == {1} and want["s4-gu"] == {0}  # s4 cannot get CPU 1: it stays in the pool
+    assert all(want[c.name] == {0} for c in pods.running() if c.name != "s0-gu")
+    assert agent.metric("numaplane_agent_adoptions_total", 'result="failed"') == 1
+
+
+def test_corrupted_checkpoint_is_moved_aside_and_rebuilt(agent: AgentProcess, pods: Pods) -> None:
+    agent.start()
+    agent.wait_ready()
+    pods.pod("gu", 1)
+    pods.pod("be", 0)
+    wait_consistent(agent, pods)
+    agent.stop()
+    raw = agent.state_file.read_bytes()
+    agent.state_file.write_bytes(raw.replace(b'"exclusive":"1"', b'"exclusive":"0"'))
+    agent.start()
+    ready = agent.wait_ready()
+    assert ready["checkpoint"] == "corrupted"
+    assert list(agent.state_file.parent.glob("agent_state.json.corrupted-*"))
+    assert agent.metric("numaplane_agent_checkpoint_loads_total", 'result="corrupted"') == 1
+    assert wait_consistent(agent, pods) == {"gu": {1}, "be": {0}}
+
+
+def restart_containerd(instance: ContainerdInstance) -> None:
+    instance.process.terminate()
+    instance.process.wait(15)
+    env = dict(os.environ)
+    env["PATH"] = f"{instance.packages.bin_dir}:{env.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
+    with open(instance.log_path, "ab") as log:
+        instance.process = subprocess.Popen(
+            [str(instance.packages.containerd), "--config", str(instance.workdir / "config.toml")],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 30
+    while instance.ctr("version", timeout=10).returncode != 0:
+        assert time.monotonic() < deadline, instance.log_tail()
+        time.sleep(0.1)
+
+
+def test_containerd_restart(agent: AgentProcess, pods: Pods, agent_containerd: ContainerdInstance) -> None:
+    agent.start()
+    agent.wait_ready()
+    gu = pods.pod("gu", 1)
+    pods.pod("be", 0)
+    wait_consistent(agent, pods)
+    registrations = agent.metric("numaplane_agent_nri_registrations_total")
+    restart_containerd(agent_containerd)
+    deadline = time.monotonic() + 20
+    while agent.metric("numaplane_agent_nri_registrations_total") == registrations:
+        assert time.monotonic() < deadline, agent.log_text()
+        time.sleep(0.1)
+    agent.wait_ready()
+    assert wait_consistent(agent, pods) == {"gu": {1}, "be": {0}}
+    pods.delete(gu)
+    again = pods.pod("gu-again", 1)
+    assert cpus_of(again) == {1}
+    wait_consistent(agent, pods)
+
+
+async def test_nri_disconnect_then_reconnect_repins(
+    agent_containerd: ContainerdInstance, pods: Pods, short_tmp: Path
+) -> None:
+    (short_tmp / "config.json").write_text(json.dumps(CONFIG))
+    options = AgentOptions(
+        nri_socket=agent_containerd.nri_socket,
+        state_dir=short_tmp / "state",
+        config_file=short_tmp / "config.json",
+        node_name="e2e-node",
+        podresources_socket=str(short_tmp / "podres.sock"),
+        nri_backoff_initial_seconds=2.0,  # a reconnect gap wide enough to create a pod in it
+    )
+    agent = Agent(options, topology=TOPOLOGY)
+    await agent.start()
+    try:
+        await agent.wait_ready(10)
+        be = await asyncio.to_thread(pods.pod, "be", 0)
+        assert cpus_of(be) == ALL_CPUS
+        assert agent.nri is not None
+        agent.nri.disconnect()
+        gu = await asyncio.to_thread(pods.pod, "gu", 1)  # nobody pins it: it runs on every CPU
+        assert gu.container_id is not None and cpus_of(gu) == ALL_CPUS
+        async with asyncio.timeout(15):
+            while agent.nri.registrations < 2 or cpus_of(gu) != {1} or cpus_of(be) != {0}:
+                await asyncio.sleep(0.05)
+        assert agent.core is not None and agent.core.check() == []
+    finally:
+        await agent.stop()
