@@ -187,7 +187,7 @@ def extender(**kw: Any) -> None:
     _check_addresses(kw["address"])
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))
     kube = _kube(kw)
-    service = ExtenderService(kube, config, address=str(kw["address"]), prefix=str(kw["url_prefix"]))
+    service = ExtenderService(kube, config, address=str(kw["address"]), prefix=str(kw["url_prefix"]), freeze_gc=True)
     code = asyncio.run(_serve(service, kube))
     if code:
         raise SystemExit(code)
@@ -239,6 +239,7 @@ def run(**kw: Any) -> None:
         leader_election=leader,
         metrics_address=str(kw["metrics_address"]) or None,
         health_address=str(kw["health_address"]) or None,
+        freeze_gc=True,
     )
     code = asyncio.run(_serve(service, kube))
     if code:

@@ -47,19 +47,36 @@ from numaplane.placement.node import node_info
 from numaplane.placement.pipeline import Pipeline
 from numaplane.placement.predicates import NodeInfo as BasicNode
 from numaplane.placement.predicates import default_score, fits_node, parse_node
-from numaplane.placement.result import MSG_APP, MSG_INIT, MSG_POD, MSG_SIDECAR, Fit, Reject
+from numaplane.placement.result import (
+    MSG_APP,
+    MSG_INIT,
+    MSG_INVALID_DATA,
+    MSG_MALFORMED,
+    MSG_POD,
+    MSG_SIDECAR,
+    Fit,
+    Reject,
+)
 from numaplane.placement.score import score
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.usage import NodeUsage
 
-__all__ = ["NodeRecord", "NumaEvaluation", "SchedulerCore", "object_name", "plugin_of_reason", "pod_key"]
+__all__ = [
+    "ALIGN_REASONS",
+    "NodeRecord",
+    "NumaEvaluation",
+    "SchedulerCore",
+    "object_name",
+    "plugin_of_reason",
+    "pod_key",
+]
 
 log = structlog.get_logger("numaplane.scheduler")
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-_ALIGN_REASONS = frozenset({MSG_POD, MSG_INIT, MSG_SIDECAR, MSG_APP})
+ALIGN_REASONS = frozenset({MSG_POD, MSG_INIT, MSG_SIDECAR, MSG_APP})
 # kube-scheduler's default filter order for the predicates we implement.
 _PLUGIN_ORDER = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit")
 
@@ -120,8 +137,10 @@ class NumaEvaluation:
     """The NUMA verdicts of one pod over candidate nodes.
 
     ``scores`` maps each passing candidate to its NUMA score (0..100, higher is better); ``failed``
-    lists rejected candidates in input order; ``unknown`` candidates the core has no Node for.
-    :meth:`reject` gives the explained rejection of a failed node (computed on demand).
+    lists rejected candidates in input order; ``unknown`` candidates the core has no Node for;
+    ``preemptible`` (when asked for) the failed candidates that eviction could make fit
+    (:meth:`SchedulerCore.preemption_may_help`). :meth:`reason` gives a failed node's upstream message
+    cheaply, :meth:`reject` the fully explained rejection (both computed on demand).
     """
 
     pod: Pod
@@ -129,7 +148,22 @@ class NumaEvaluation:
     failed: list[str]
     unknown: list[str]
     _core: SchedulerCore = field(repr=False)
+    preemptible: frozenset[str] = frozenset()
     _rejects: dict[str, Reject | Fit] = field(default_factory=dict, repr=False)
+
+    def reason(self, name: str) -> str | None:
+        """The upstream status message of a failed node; ``None`` if the per-node filter says it fits.
+
+        Fast path (no per-node filter run): untrusted data → ``invalid node topology data``, unreadable
+        data → ``malformed node topology data``; on usable ``single-numa-node`` data with zones, a pod
+        scope rejection is always ``cannot align pod`` and a container scope rejection of a pod without
+        init containers always ``cannot align container``. Everything else asks :meth:`reject`.
+        """
+        fast = self._core.fast_reason(self.pod, name)
+        if fast is not None:
+            return fast
+        verdict = self.reject(name)
+        return verdict.reason if isinstance(verdict, Reject) else None
 
     def reject(self, name: str) -> Reject | Fit:
         """The per-node verdict of a failed node: a :class:`Reject` (a :class:`Fit` only if the per-node
@@ -148,6 +182,8 @@ class SchedulerCore:
         self.config = config
         self.cache = config.make_cache()
         self.pipeline = Pipeline(config.strategy, config.filter_options)
+        # The same nodes with every zone's available raised to its allocatable: "would eviction help?"
+        self._emptied = Pipeline(config.strategy, config.filter_options)
         self.nodes: dict[str, NodeRecord] = {}
         self.pods: dict[str, Pod] = {}
         self.usage = NodeUsage()
@@ -179,10 +215,11 @@ class SchedulerCore:
         self.nodes[name] = record
         if numa is not None:
             self._numa_nodes[name] = numa
-            self.pipeline.sync_from_cache(self.cache, self._numa_nodes, names=[name])
+            self._refresh([name])
         else:
             self._numa_nodes.pop(name, None)
             self.pipeline.remove_node(name)
+            self._emptied.remove_node(name)
         return record
 
     def node_deleted(self, doc: Mapping[str, Any]) -> None:
@@ -191,6 +228,7 @@ class SchedulerCore:
         self._numa_nodes.pop(name, None)
         self.cache.node_deleted(name)
         self.pipeline.remove_node(name)
+        self._emptied.remove_node(name)
         self.usage.drop_node(name)
 
     def nrt_upserted(self, doc: Mapping[str, Any]) -> None:
@@ -281,14 +319,33 @@ class SchedulerCore:
 
     # --- evaluation --------------------------------------------------------------------------------
 
+    def _refresh(self, names: Iterable[str]) -> None:
+        todo = sorted(set(names))
+        self.pipeline.sync_from_cache(self.cache, self._numa_nodes, names=todo)
+        for name in todo:
+            node = self._numa_nodes.get(name)
+            if node is None:
+                self._emptied.remove_node(name)
+                continue
+            topology = self.cache.get(name).topology
+            if topology is not None and topology.problem is None:
+                zones = tuple(replace(z, available=dict(z.allocatable)) for z in topology.zones)
+                topology = replace(topology, zones=zones)
+            self._emptied.update_node(name, topology, node)
+
     def sync(self) -> None:
         """Refresh the pipeline rows of the nodes whose cached view changed."""
-        self.pipeline.sync_from_cache(self.cache, self._numa_nodes)
+        changed = self.cache.drain_changed()
+        if changed:
+            self._refresh(changed)
 
-    def evaluate(self, pod: Pod, candidates: Iterable[str] | None = None, *, mark: bool = True) -> NumaEvaluation:
+    def evaluate(
+        self, pod: Pod, candidates: Iterable[str] | None = None, *, mark: bool = True, preemption: bool = False
+    ) -> NumaEvaluation:
         """NUMA filter and score of ``pod`` over ``candidates`` (default: every known node).
 
-        ``mark=False`` skips the filter's cache feedback (for scoring-only calls such as prioritize).
+        ``mark=False`` skips the filter's cache feedback (for scoring-only calls such as prioritize);
+        ``preemption=True`` also fills :attr:`NumaEvaluation.preemptible`.
         """
         self.sync()
         names = list(self.nodes) if candidates is None else list(candidates)
@@ -312,7 +369,43 @@ class SchedulerCore:
                 cached = self.cache.get(name, pod)
                 if cached.fresh and cached.topology is not None and cached.topology.problem is None:
                     self.cache.node_maybe_overreserved(name, pod)
-        return NumaEvaluation(pod, scores, failed, unknown, self)
+        preemptible: frozenset[str] = frozenset()
+        if preemption and failed:
+            emptied = self._emptied.evaluate(pod)
+            emptied_rows = _rows(emptied)
+            preemptible = frozenset(
+                name
+                for name in failed
+                if (row := emptied_rows.get(name)) is not None
+                and emptied.feasible[row]
+                and self._trusted_zone_data(name, pod)
+            )
+        return NumaEvaluation(pod, scores, failed, unknown, self, preemptible)
+
+    def _trusted_zone_data(self, name: str, pod: Pod) -> bool:
+        cached = self.cache.get(name, pod)
+        topology = cached.topology
+        return cached.fresh and topology is not None and topology.problem is None and bool(topology.zones)
+
+    def fast_reason(self, pod: Pod, name: str) -> str | None:
+        """The rejection message of a node known to fail, when it follows from the data alone
+        (:meth:`NumaEvaluation.reason`); ``None`` when the per-node filter must be run."""
+        record = self.nodes.get(name)
+        if record is None or record.numa is None:
+            return None
+        cached = self.cache.get(name, pod)
+        topology = cached.topology
+        if not cached.fresh:
+            return MSG_INVALID_DATA
+        if topology is None:
+            return None
+        if topology.problem is not None:
+            return MSG_MALFORMED
+        if not topology.zones or topology.config.policy != "single-numa-node":
+            return None
+        if topology.config.scope == "pod":
+            return MSG_POD
+        return MSG_APP if not pod.init_containers else None
 
     def explain(self, pod: Pod, name: str) -> Reject | Fit:
         """The explained NUMA verdict for one node (a node without a usable Node object is rejected)."""
@@ -330,8 +423,9 @@ class SchedulerCore:
         return score(pod, cached.topology, None, self.config.strategy, fresh=cached.fresh)
 
     def preemption_may_help(self, pod: Pod, name: str, verdict: Reject) -> bool:
-        """Whether evicting pods could make ``name`` pass the NUMA filter (module docstring)."""
-        if verdict.reason not in _ALIGN_REASONS:
+        """Whether evicting pods could make ``name`` pass the NUMA filter (module docstring); the
+        per-node form of :attr:`NumaEvaluation.preemptible`."""
+        if verdict.reason not in ALIGN_REASONS:
             return False
         record = self.nodes.get(name)
         cached = self.cache.get(name, pod)

@@ -32,7 +32,6 @@ Run one replica: each replica has its own cache, and kube-scheduler calls one UR
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -43,10 +42,9 @@ from aiohttp import web
 from numaplane.kube.errors import KubeError, NotFound
 from numaplane.kube.port import KubePort
 from numaplane.kube.resources import POD
-from numaplane.placement.result import Fit
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
-from numaplane.scheduler.core import SchedulerCore
+from numaplane.scheduler.core import ALIGN_REASONS, SchedulerCore
 from numaplane.scheduler.errors import ExtenderRequestError
 from numaplane.scheduler.metrics import SchedulerMetrics
 from numaplane.scheduler.wire import (
@@ -54,6 +52,7 @@ from numaplane.scheduler.wire import (
     ExtenderArgs,
     bind_result,
     decode_body,
+    encode,
     filter_result,
     parse_binding_args,
     parse_extender_args,
@@ -82,7 +81,7 @@ def _rv(doc: Mapping[str, Any]) -> str:
 
 
 def _json_response(doc: Any, status: int = 200) -> web.Response:
-    return web.Response(status=status, text=json.dumps(doc, separators=(",", ":")), content_type=_JSON)
+    return web.Response(status=status, body=encode(doc), content_type=_JSON)
 
 
 class Extender:
@@ -117,20 +116,20 @@ class Extender:
         self._adopt_request_nodes(args)
         pod = args.pod
         names = args.names
-        ev = self.core.evaluate(pod, names)
+        ev = self.core.evaluate(pod, names, preemption=True)
         passing = set(ev.scores)
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
         for name in ev.failed:
-            verdict = ev.reject(name)
-            if isinstance(verdict, Fit):  # the per-node functions disagree with the vectorised path
+            reason = ev.reason(name)
+            if reason is None:  # the per-node functions disagree with the vectorised path
                 log.error("pipeline and filter disagree; trusting the filter", pod=pod.key, node=name)
                 passing.add(name)
                 continue
-            if self.core.preemption_may_help(pod, name, verdict):
-                failed[name] = verdict.reason
+            if name in ev.preemptible and reason in ALIGN_REASONS:
+                failed[name] = reason
             else:
-                unresolvable[name] = verdict.reason
+                unresolvable[name] = reason
         for name in ev.unknown:
             unresolvable[name] = "node not found"
         result = filter_result(args, [n for n in names if n in passing], failed, unresolvable)

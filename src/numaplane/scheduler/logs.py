@@ -32,6 +32,7 @@ def configure_logging(fmt: str = "json", level: str = "info") -> None:
     )
     structlog.configure(
         processors=[
+            structlog.stdlib.filter_by_level,  # drop disabled levels before any processing
             *shared,
             structlog.processors.StackInfoRenderer(),
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,

@@ -37,7 +37,6 @@ from numaplane.kube.errors import Conflict, KubeError, NotFound, QueueShutDown
 from numaplane.kube.events import make_event
 from numaplane.kube.informer import EventHandlers
 from numaplane.kube.port import JsonObj, KubePort
-from numaplane.placement.result import Fit
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.core import TERMINAL_PHASES, SchedulerCore, pod_key
@@ -206,12 +205,12 @@ class StandaloneScheduler:
         ev = core.evaluate(pod, candidates)
         numa_scores = dict(ev.scores)
         for name in ev.failed:
-            verdict = ev.reject(name)
-            if isinstance(verdict, Fit):  # the per-node functions disagree with the vectorised path
+            reason = ev.reason(name)
+            if reason is None:  # the per-node functions disagree with the vectorised path
                 log.error("pipeline and filter disagree; trusting the filter", node=name)
                 numa_scores[name] = core.numa_score(pod, name)
             else:
-                reasons[name] = [verdict.reason]
+                reasons[name] = [reason]
         for name in ev.unknown:
             reasons[name] = ["node not found"]
         totals: dict[str, int] = {}

@@ -35,6 +35,7 @@ __all__ = [
     "ExtenderArgs",
     "bind_result",
     "decode_body",
+    "encode",
     "field_value",
     "filter_result",
     "parse_binding_args",
@@ -42,6 +43,13 @@ __all__ = [
     "priority_list",
     "scale_score",
 ]
+
+# msgspec (a lightkube dependency) decodes 2x and encodes ~10x faster than the json module; the
+# Nodes form of a request carries every Node object, so this matters for large clusters.
+try:
+    from msgspec import json as _msgspec_json
+except ImportError:  # pragma: no cover - msgspec comes with lightkube
+    _msgspec_json = None  # type: ignore[assignment]
 
 MAX_EXTENDER_PRIORITY = 10
 MAX_NODE_SCORE = 100
@@ -52,9 +60,18 @@ def decode_body(body: bytes) -> Any:
     if not body.strip():
         raise ExtenderRequestError("empty request body")
     try:
+        if _msgspec_json is not None:
+            return _msgspec_json.decode(body)
         return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError) as exc:  # msgspec.DecodeError is a ValueError
         raise ExtenderRequestError(f"request body is not JSON: {exc}") from None
+
+
+def encode(doc: Any) -> bytes:
+    """Compact UTF-8 JSON of a reply document."""
+    if _msgspec_json is not None:
+        return _msgspec_json.encode(doc)
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def field_value(doc: Mapping[str, Any], name: str) -> Any:
