@@ -15,7 +15,7 @@ from numaplane.placement.overreserve import OverReserveCache
 from numaplane.placement.result import Reject
 from numaplane.resources.pod import parse_pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core import SchedulerCore
+from numaplane.scheduler.core import ALIGN_REASONS, SchedulerCore
 from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.loop import StandaloneScheduler, fit_error_message
 from numaplane.scheduler.queue import SchedulingQueue
@@ -159,17 +159,38 @@ def test_evaluate_agrees_with_the_per_node_functions(mode: str) -> None:
         nrt_doc("n5", [zone_doc("numa-0", {"cpu": (4, 4)}), zone_doc(1, {"cpu": (4, 4), "memory": ("8Gi", "8Gi")})]),
         nrt_doc("n6", [zone_doc(0, {"cpu": (4, 4), "memory": ("8Gi", "8Gi"), "vendor.com/nic": (2, 1)})]),
     ]
-    core = core_with(nodes, nrts, cache_mode=mode)
+    broken = two_zone_nrt("n7")
+    broken["zones"][1]["resources"][0]["available"] = "-"
+    core = core_with(nodes, [*nrts, broken], cache_mode=mode, kubelet_admission=mode == "passthrough")
     reserved = parse_pod(bound_doc("r", "n0", 2))
     core.assume(reserved, "n0")
-    for pod in (parse_pod(pod_doc("g", 2)), parse_pod(pod_doc("b", 1, guaranteed=False))):
-        ev = core.evaluate(pod, names, mark=False)
+    with_init = pod_doc("i", 2)
+    with_init["spec"]["initContainers"] = [
+        {
+            "name": "setup",
+            "resources": {"requests": {"cpu": "4", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "1Gi"}},
+        }
+    ]
+    pods = [
+        parse_pod(pod_doc("g", 2)),
+        parse_pod(pod_doc("b", 1, guaranteed=False)),
+        parse_pod(with_init),
+        parse_pod(pod_doc("w", 4)),
+        parse_pod(pod_doc("huge", 5)),
+    ]
+    for pod in pods:
+        ev = core.evaluate(pod, names, mark=False, preemption=True)
         for name in names:
             node = core.nodes[name].doc
             verdict = filter_with_cache(pod, core.cache, node, options=core.config.filter_options)
             assert (name in ev.scores) == verdict.fit, (mode, pod.name, name, verdict)
             if verdict.fit:
                 assert ev.scores[name] == score_with_cache(pod, core.cache, name, core.config.strategy)
+                continue
+            assert isinstance(verdict, Reject)
+            assert ev.reason(name) == verdict.reason, (mode, pod.name, name)
+            helps = core.preemption_may_help(pod, name, verdict)
+            assert (name in ev.preemptible and verdict.reason in ALIGN_REASONS) == helps, (mode, pod.name, name)
 
 
 def test_queue_backoff_and_unschedulable_moves() -> None:
