@@ -219,3 +219,19 @@ async def test_live_reconfiguration(runtime: FakeRuntime, short_tmp: Path) -> No
         assert (
             agent.metrics.registry.get_sample_value("numaplane_agent_config_reloads_total", {"result": "applied"}) == 1
         )
+
+
+async def test_many_shared_containers_are_moved_in_the_background(runtime: FakeRuntime, short_tmp: Path) -> None:
+    async with running_agent(options(short_tmp)) as agent:
+        session = await runtime.wait_session(1)
+        await agent.wait_ready()
+        for i in range(20):  # more than the 16 updates that may travel in an answer
+            pod = sandbox(f"be{i}", qos="BestEffort")
+            await create(runtime, pod, container(pod))
+        g = sandbox("g")
+        r = await create(runtime, g, guaranteed(g, n=2))
+        assert r.adjust.linux.resources.cpu.cpus == "1,9" and not r.update
+        await agent.sender.wait_idle()  # type: ignore[union-attr]
+        sent = {u.container_id: u.linux.resources.cpu.cpus for req in session.updates for u in req.update}
+        assert sent == {f"ctr-be{i}-main": "0,2-8,10-15" for i in range(20)}
+        assert agent.core is not None and agent.core.stale_shared() == []

@@ -40,10 +40,12 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from typing import Any
 
 from numaplane.agent.errors import AdmissionRejected
 from numaplane.nri.proto import api_pb2
+from numaplane.policy.preferences import PREFIX as PREFERENCE_PREFIX
 from numaplane.resources.errors import PodSpecError, QuantityError
 from numaplane.resources.pod import Container, Pod, QOSClass, parse_pod
 from numaplane.resources.quantity import parse_quantity
@@ -125,9 +127,11 @@ def hugepage_resource(page_size: str) -> str | None:
 class ContainerInfo:
     """One container as the agent admits it.
 
-    ``pod`` is the single-container pod handed to the resource manager (uid = :attr:`key`).
-    ``cpus`` / ``mems`` are the cpusets the runtime reports (what the kubelet asked for at creation, or
-    what the container has now in Synchronize); empty when unset. ``source`` is ``nri`` or ``api``.
+    :attr:`pod` is the single-container pod handed to the resource manager (uid = :attr:`key`), built
+    from ``pod_doc`` on first use (containers that skip the manager never pay for it); ``preferences``
+    are the pod's ``numaplane.io/`` annotations. ``cpus`` / ``mems`` are the cpusets the runtime reports
+    (what the kubelet asked for at creation, or what the container has now in Synchronize); empty
+    when unset. ``source`` is ``nri`` or ``api``.
     """
 
     container_id: str
@@ -137,12 +141,21 @@ class ContainerInfo:
     namespace: str
     name: str
     qos: QOSClass
-    pod: Pod
+    pod_doc: Mapping[str, Any]
+    preferences: Mapping[str, str] = field(default_factory=dict)
     cpus: str = ""
     mems: str = ""
     state: int = api_pb2.CONTAINER_UNKNOWN
     source: str = "nri"
     extra_resources: Mapping[str, int] = field(default_factory=dict)
+
+    @cached_property
+    def pod(self) -> Pod:
+        """The manager's pod; raises :class:`AdmissionRejected` (``InvalidContainer``) if malformed."""
+        try:
+            return parse_pod(self.pod_doc)
+        except PodSpecError as exc:
+            raise AdmissionRejected("InvalidContainer", str(exc)) from None
 
     @property
     def key(self) -> str:
@@ -270,34 +283,29 @@ def derive(sandbox: api_pb2.PodSandbox, container: api_pb2.Container, api_pod: P
     qos, requests, limits, extra = derived
     pod_uid = sandbox.uid or (api_pod.uid if api_pod is not None else "") or sandbox.id
     key = manager_key(pod_uid, container.name)
-    annotations = dict(api_pod.annotations) if api_pod is not None else dict(sandbox.annotations)
+    annotations = api_pod.annotations if api_pod is not None else sandbox.annotations
+    preferences = {k: v for k, v in annotations.items() if k.startswith(PREFERENCE_PREFIX)}
+    name = sandbox.name or (api_pod.name if api_pod is not None else "")
+    namespace = sandbox.namespace or (api_pod.namespace if api_pod is not None else "default")
     doc: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "uid": key,
-            "name": sandbox.name or (api_pod.name if api_pod is not None else ""),
-            "namespace": sandbox.namespace or (api_pod.namespace if api_pod is not None else "default"),
-            "annotations": {k: v for k, v in annotations.items() if k.startswith("numaplane.io/")},
-        },
+        "metadata": {"uid": key, "name": name, "namespace": namespace, "annotations": preferences},
         "spec": {"containers": [{"name": container.name, "resources": {"requests": requests, "limits": limits}}]},
         "status": {"qosClass": qos},
     }
-    try:
-        pod = parse_pod(doc)
-    except PodSpecError as exc:
-        raise AdmissionRejected("InvalidContainer", str(exc)) from None
     extra_amounts = {k: parse_quantity(v).value() for k, v in extra.items()}
     res = container.linux.resources
     return ContainerInfo(
         container_id=container.id,
         sandbox_id=container.pod_sandbox_id or sandbox.id,
         pod_uid=pod_uid,
-        pod_name=pod.name,
-        namespace=pod.namespace,
+        pod_name=name,
+        namespace=namespace,
         name=container.name,
         qos=qos,
-        pod=pod,
+        pod_doc=doc,
+        preferences=preferences,
         cpus=res.cpu.cpus if res.HasField("cpu") else "",
         mems=res.cpu.mems if res.HasField("cpu") else "",
         state=int(container.state),
@@ -306,8 +314,9 @@ def derive(sandbox: api_pb2.PodSandbox, container: api_pb2.Container, api_pod: P
     )
 
 
+@lru_cache(maxsize=4096)
 def parse_cpuset(text: str) -> CPUSet | None:
-    """A cpuset string from the runtime, or ``None`` when empty or malformed."""
+    """A cpuset string from the runtime, or ``None`` when empty or malformed (memoised)."""
     if not text.strip():
         return None
     try:

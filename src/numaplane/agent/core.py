@@ -30,8 +30,9 @@ Decisions:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from numaplane.agent.containers import ContainerInfo, derive, parse_cpuset
@@ -46,10 +47,24 @@ from numaplane.policy.preferences import parse_preferences
 from numaplane.resources.pod import Pod
 from numaplane.topology.cpuset import CPUSet
 
-__all__ = ["AgentCore", "ContainerRecord", "CpusetUpdate", "CreateDecision", "PodLookup", "SyncResult"]
+__all__ = [
+    "AgentCore",
+    "ContainerRecord",
+    "CpusetUpdate",
+    "CreateDecision",
+    "PodLookup",
+    "SyncResult",
+    "cpuset_text",
+]
 
 #: pod uid → the Pod from the Kubernetes API (or ``None`` when unknown).
 PodLookup = Callable[[str], Pod | None]
+
+
+@lru_cache(maxsize=4096)
+def cpuset_text(cpus: CPUSet) -> str:
+    """``cpus.format()``, memoised: a pool change formats one set for hundreds of containers."""
+    return cpus.format()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,13 +158,6 @@ class ContainerRecord:
         )
 
 
-@dataclass
-class _Pending:
-    """Records whose runtime cpuset may be stale (their next desired value must be sent)."""
-
-    ids: set[str] = field(default_factory=set)
-
-
 class AgentCore:
     """Containers, the resource manager, and the decisions between them. Not thread-safe: callers serialise."""
 
@@ -159,7 +167,8 @@ class AgentCore:
         self.records: dict[str, ContainerRecord] = {}
         self._by_key: dict[str, str] = {}
         self._pool = manager.shared_pool()
-        self._stale = _Pending()
+        self.inline_limit: int | None = None  # see _pool_updates
+        self.pool_update_deferred = False
         self.generation = 0  # bumped on every state change (the checkpoint writer follows it)
         self.saved_plugin_states: dict[str, Any] = {}  # states of plugins not registered yet
 
@@ -202,9 +211,9 @@ class AgentCore:
         )
         where = {"pod": f"{info.namespace}/{info.pod_name}", "container": info.name}
         if not info.needs_manager:
-            if info.pod.annotations:
+            if info.preferences:
                 try:
-                    parse_preferences(info.pod.annotations, self.manager.config.topology_policy)
+                    parse_preferences(info.preferences, self.manager.config.topology_policy)
                 except AdmissionError as exc:
                     raise AdmissionRejected(exc.reason, exc.message, **where) from None
             return record
@@ -244,7 +253,7 @@ class AgentCore:
             record = self._admit(info)
             self._register(record)
         cpus, mems = self.desired(record)
-        record.applied = cpus.format()
+        record.applied = cpuset_text(cpus)
         record.adjusted = True
         updates = self._pool_updates(exclude=record.container_id)
         return CreateDecision(cpus, mems, record.exclusive is not None, tuple(updates))
@@ -275,7 +284,6 @@ class AgentCore:
             del self._by_key[record.key]
             if record.managed:
                 self.manager.remove(record.key)
-        self._stale.ids.discard(record.container_id)
         self.generation += 1
 
     def stop(self, container_id: str) -> list[CpusetUpdate]:
@@ -298,40 +306,42 @@ class AgentCore:
 
     # -- shared pool ----------------------------------------------------------------------------------
     def _pool_updates(self, exclude: str = "") -> list[CpusetUpdate]:
-        """Updates for shared containers when the pool changed, and for containers marked stale."""
+        """Updates for the shared containers when the pool moved (``exclude``: the one being created).
+
+        With more than :attr:`inline_limit` shared containers nothing is computed here (the request
+        path stays O(1)); :attr:`pool_update_deferred` is set instead and :meth:`stale_shared` lists
+        them later, off the request path.
+        """
         pool = self.manager.shared_pool()
-        ids = set(self._stale.ids)
-        if pool != self._pool:
-            self._pool = pool
-            self.generation += 1
-            ids.update(i for i, r in self.records.items() if r.exclusive is None)
-        stale = self._stale.ids
-        self._stale = _Pending()
-        if not ids:
+        if pool == self._pool:
             return []
-        updates = []
+        self._pool = pool
+        self.generation += 1
+        shared: list[ContainerRecord] = []
+        limit = self.inline_limit
         for cid, record in self.records.items():
-            if cid not in ids or cid == exclude:
-                continue
-            cpus, mems = self.desired(record)
-            text = cpus.format()
-            if record.applied == text and cid not in stale:
-                continue
-            record.applied = text
-            updates.append(CpusetUpdate(cid, cpus, mems))
+            if record.exclusive is None and cid != exclude:
+                shared.append(record)
+                if limit is not None and len(shared) > limit:
+                    self.pool_update_deferred = True
+                    return []
+        text = cpuset_text(pool)
+        updates = []
+        for record in shared:
+            if record.applied != text:
+                record.applied = text
+                updates.append(CpusetUpdate(record.container_id, pool, record.mems))
         return updates
 
-    def mark_stale(self, container_ids: Iterable[str]) -> None:
-        """Updates for these containers failed: send their desired cpuset again next time."""
-        for cid in container_ids:
-            if cid in self.records:
-                self.records[cid].applied = ""
-                self.records[cid].adjusted = False
-                self._stale.ids.add(cid)
+    def take_deferred(self) -> bool:
+        """Whether a pool change was left for :meth:`stale_shared` (and reset the flag)."""
+        deferred, self.pool_update_deferred = self.pool_update_deferred, False
+        return deferred
 
-    def pending_updates(self) -> list[CpusetUpdate]:
-        """Updates owed to containers marked stale (and to all shared ones if the pool moved)."""
-        return self._pool_updates()
+    def stale_shared(self) -> list[str]:
+        """Shared containers not yet told the current pool."""
+        text = cpuset_text(self._pool)
+        return [cid for cid, r in self.records.items() if r.exclusive is None and r.applied != text]
 
     def update_for(self, container_id: str) -> CpusetUpdate | None:
         """The desired cpuset of one container as an update (e.g. to re-pin it at POST_START)."""
@@ -339,7 +349,7 @@ class AgentCore:
         if record is None:
             return None
         cpus, mems = self.desired(record)
-        record.applied = cpus.format()
+        record.applied = cpuset_text(cpus)
         record.adjusted = True
         return CpusetUpdate(container_id, cpus, mems)
 
@@ -385,7 +395,6 @@ class AgentCore:
                 self.generation += 1
             adopted.append(c.id)
         self._pool = self.manager.shared_pool()
-        self._stale.ids.clear()
         updates: list[CpusetUpdate] = []
         for cid, c in live.items():
             record = self.records[cid]
@@ -395,7 +404,7 @@ class AgentCore:
             if reported != cpus or (mems is not None and reported_mems != mems):
                 updates.append(CpusetUpdate(cid, cpus, mems))
                 record.adjusted = False  # re-pin again at POST_START: the update may race the start
-            record.applied = cpus.format()
+            record.applied = cpuset_text(cpus)
         self.generation += 1
         return SyncResult(tuple(updates), tuple(adopted), tuple(dropped), tuple(failed))
 
@@ -459,7 +468,6 @@ class AgentCore:
         self.records = {r.container_id: r for r in records}
         self._by_key = {r.key: r.container_id for r in records}
         self._pool = self.manager.shared_pool()
-        self._stale = _Pending()
         problems = self.check()
         if problems:
             raise CheckpointCorrupted("inconsistent agent state: " + "; ".join(problems[:5]))

@@ -297,6 +297,8 @@ class Agent:
         core = self.runner.core
         updates = await self.runner.call(lambda: core.reconfigure(doc))
         self.sender.submit((u.container_id for u in updates), "reconfigure")
+        if core.take_deferred():
+            self.sender.submit_shared("reconfigure")
         self._changed()
 
     # -- probes ---------------------------------------------------------------------------------------

@@ -9,11 +9,15 @@ connection, the PodResources server and the probes — never blocks.
 What goes where:
 
 * CreateContainer → ``core.create``; the answer sets ``linux.resources.cpu.cpus`` (and ``mems`` when
-  memory is pinned) and carries updates of running shared containers when the pool shrank, so the
-  runtime applies them before the new container runs. A rejection is raised as a
+  memory is pinned). When the pool shrank, the running shared containers must move off the new
+  exclusive CPUs: up to ``inline_updates`` (16) updates travel in the answer, so the runtime applies
+  them with the creation; more are sent right after the answer with ``Runtime.UpdateContainers`` (the
+  runtime applies every update of an answer before it creates the container, and hundreds of them
+  would stall the creation; the kubelet itself moves shared containers asynchronously, in its
+  reconcile loop). A rejection is raised as a
   :class:`~numaplane.nri.errors.StatusError` carrying ``numaplane: pod … container …: <Reason>: <message>``:
   the runtime fails the creation with that text;
-* StopContainer → release; pool growth travels in the StopContainer answer;
+* StopContainer → release; pool growth travels in the StopContainer answer (the same limit applies);
 * REMOVE_CONTAINER / REMOVE_POD_SANDBOX (StateChange) → release; pool growth is sent with
   ``Runtime.UpdateContainers`` by :class:`UpdateSender`, in the background, after the event was answered;
 * POST_START_CONTAINER of a container the agent did not pin at creation (adopted by Synchronize, or
@@ -31,13 +35,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 
-from numaplane.agent.core import AgentCore, CpusetUpdate
+from numaplane.agent.core import AgentCore, CpusetUpdate, cpuset_text
 from numaplane.agent.errors import AdmissionRejected
 from numaplane.agent.metrics import AgentMetrics
 from numaplane.nri.errors import CallTimeout, ConnectionClosed, NRIError, StatusCode, StatusError
@@ -65,19 +69,23 @@ EVENTS = event_mask(
 Sender = Callable[[list[api_pb2.ContainerUpdate]], Awaitable[list[api_pb2.ContainerUpdate]]]
 
 
+def _cpu(cpus: CPUSet, mems: CPUSet | None) -> api_pb2.LinuxCPU:
+    if mems is None:
+        return api_pb2.LinuxCPU(cpus=cpuset_text(cpus))
+    return api_pb2.LinuxCPU(cpus=cpuset_text(cpus), mems=cpuset_text(mems))
+
+
 def _resources(cpus: CPUSet, mems: CPUSet | None) -> api_pb2.LinuxResources:
-    resources = api_pb2.LinuxResources()
-    resources.cpu.cpus = cpus.format()
-    if mems is not None:
-        resources.cpu.mems = mems.format()
-    return resources
+    return api_pb2.LinuxResources(cpu=_cpu(cpus, mems))
 
 
 def to_pb_update(update: CpusetUpdate) -> api_pb2.ContainerUpdate:
     """A ``ContainerUpdate`` (failures ignored: the container may have gone meanwhile)."""
-    pb = api_pb2.ContainerUpdate(container_id=update.container_id, ignore_failure=True)
-    pb.linux.resources.CopyFrom(_resources(update.cpus, update.mems))
-    return pb
+    return api_pb2.ContainerUpdate(
+        container_id=update.container_id,
+        ignore_failure=True,
+        linux=api_pb2.LinuxContainerUpdate(resources=_resources(update.cpus, update.mems)),
+    )
 
 
 class CoreRunner:
@@ -120,17 +128,19 @@ class UpdateSender:
     """Sends container updates with ``Runtime.UpdateContainers`` in the background.
 
     Submitted containers are sent their *current* desired cpuset at send time (not a stale value
-    from submission). After a send, containers whose desired cpuset changed while the call was in
-    flight are sent again. Without a connection the updates are dropped: the next Synchronize
-    re-checks every container.
+    from submission), ``chunk`` containers per call, yielding to the event loop between calls. After
+    a send, containers whose desired cpuset changed while the call was in flight are sent again.
+    Without a connection the updates are dropped: the next Synchronize re-checks every container.
     """
 
-    def __init__(self, runner: CoreRunner, metrics: AgentMetrics | None = None) -> None:
+    def __init__(self, runner: CoreRunner, metrics: AgentMetrics | None = None, *, chunk: int = 128) -> None:
         self.runner = runner
         self.metrics = metrics
+        self.chunk = chunk
         self.sender: Sender | None = None
         self.sent = 0
         self._pending: dict[str, str] = {}  # container id → path label
+        self._shared = ""  # path label when every stale shared container must be sent
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -142,6 +152,12 @@ class UpdateSender:
         if self._pending:
             self._idle.clear()
             self._wake.set()
+
+    def submit_shared(self, path: str = "async") -> None:
+        """Send the current pool to every shared container that does not have it yet."""
+        self._shared = path
+        self._idle.clear()
+        self._wake.set()
 
     def start(self) -> None:
         if self._task is None or self._task.done():
@@ -163,10 +179,17 @@ class UpdateSender:
             await self._wake.wait()
             self._wake.clear()
             batch, self._pending = self._pending, {}
-            try:
-                await self._send(batch)
-            except Exception as exc:  # never let the sender die
-                log.error("sending container updates failed", error=str(exc))
+            if self._shared:
+                path, self._shared = self._shared, ""
+                for cid in await self.runner.call(self.runner.core.stale_shared):
+                    batch.setdefault(cid, path)
+            items = list(batch.items())
+            for start in range(0, len(items), self.chunk):
+                try:
+                    await self._send(dict(items[start : start + self.chunk]))
+                except Exception as exc:  # never let the sender die
+                    log.error("sending container updates failed", error=str(exc))
+                await asyncio.sleep(0)  # let requests in between chunks
             if not self._pending:
                 self._idle.set()
 
@@ -222,8 +245,11 @@ class AgentHandler(BaseHandler):
         metrics: AgentMetrics | None = None,
         sender: UpdateSender | None = None,
         on_change: Callable[[], None] | None = None,
+        inline_updates: int = 16,
     ) -> None:
         self.runner = runner
+        self.inline_updates = inline_updates
+        runner.core.inline_limit = inline_updates
         self.metrics = metrics or AgentMetrics()
         self.sender = sender or UpdateSender(runner, self.metrics)
         self.on_change = on_change or (lambda: None)
@@ -238,6 +264,20 @@ class AgentHandler(BaseHandler):
     def _observe(self, method: str, started: float, result: str) -> None:
         self.metrics.nri_requests.labels(method=method, result=result).inc()
         self.metrics.nri_duration.labels(method=method).observe(time.perf_counter() - started)
+
+    def _updates(self, updates: Sequence[CpusetUpdate], into: Any, path: str) -> None:
+        """A few updates travel in the answer (applied with it); many go out right after, in the background."""
+        if not updates:
+            return
+        if len(updates) <= self.inline_updates:
+            into.extend(to_pb_update(u) for u in updates)
+            self.metrics.container_updates.labels(path=path, result="ok").inc(len(updates))
+        else:
+            self.sender.submit((u.container_id for u in updates), path)
+
+    def _deferred(self, path: str) -> None:
+        if self.core.take_deferred():
+            self.sender.submit_shared(path)
 
     async def configure(self, request: api_pb2.ConfigureRequest) -> api_pb2.ConfigureResponse:
         self.configurations += 1
@@ -298,18 +338,17 @@ class AgentHandler(BaseHandler):
             )
             raise StatusError(StatusCode.FAILED_PRECONDITION, str(exc)) from None
         response = api_pb2.CreateContainerResponse()
-        response.adjust.linux.resources.CopyFrom(_resources(decision.cpus, decision.mems))
-        response.update.extend(to_pb_update(u) for u in decision.updates)
+        response.adjust.linux.resources.cpu.CopyFrom(_cpu(decision.cpus, decision.mems))
+        self._updates(decision.updates, response.update, "create")
+        self._deferred("create")
         self.metrics.admissions.labels(result="admitted", reason="").inc()
-        if decision.updates:
-            self.metrics.container_updates.labels(path="create", result="ok").inc(len(decision.updates))
         self.on_change()
         self._observe("CreateContainer", started, "ok")
         log.debug(
             "container pinned",
             pod=f"{pod.namespace}/{pod.name}",
             container=container.name,
-            cpus=decision.cpus.format(),
+            cpus=cpuset_text(decision.cpus),
             exclusive=decision.exclusive,
             updates=len(decision.updates),
         )
@@ -325,7 +364,7 @@ class AgentHandler(BaseHandler):
             if record is None or not asked:
                 return None
             cpus, mems = self.core.desired(record)
-            return None if asked == cpus.format() else CpusetUpdate(cid, cpus, mems)
+            return None if asked == cpuset_text(cpus) else CpusetUpdate(cid, cpus, mems)
 
         update = await self.runner.call(keep_ours)
         self._observe("UpdateContainer", started, "ok")
@@ -338,11 +377,12 @@ class AgentHandler(BaseHandler):
         started = time.perf_counter()
         cid = request.container.id
         updates = await self.runner.call(lambda: self.core.stop(cid))
-        if updates:
-            self.metrics.container_updates.labels(path="stop", result="ok").inc(len(updates))
+        response = api_pb2.StopContainerResponse()
+        self._updates(updates, response.update, "stop")
+        self._deferred("stop")
         self.on_change()
         self._observe("StopContainer", started, "ok")
-        return api_pb2.StopContainerResponse(update=[to_pb_update(u) for u in updates])
+        return response
 
     async def state_change(self, event: api_pb2.StateChangeEvent) -> None:
         started = time.perf_counter()
@@ -351,11 +391,13 @@ class AgentHandler(BaseHandler):
             cid = event.container.id
             updates = await self.runner.call(lambda: self.core.remove_container(cid))
             self.sender.submit((u.container_id for u in updates), "remove")
+            self._deferred("remove")
             self.on_change()
         elif kind == api_pb2.REMOVE_POD_SANDBOX:
             sandbox_id, uid = event.pod.id, event.pod.uid
             updates = await self.runner.call(lambda: self.core.remove_pod(sandbox_id, uid))
             self.sender.submit((u.container_id for u in updates), "remove")
+            self._deferred("remove")
             self.on_change()
         elif kind == api_pb2.POST_START_CONTAINER:
             cid = event.container.id

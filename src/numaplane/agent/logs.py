@@ -26,7 +26,12 @@ def configure_logging(fmt: str = "json", level: str = "info") -> None:
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     structlog.configure(
-        processors=[*pre_chain, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        # drop filtered-out levels first, before any rendering work
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *pre_chain,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
