@@ -29,7 +29,12 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from numaplane.exporter.errors import MalformedPodResources, PodResourcesSourceError, SysfsSourceError
-from numaplane.grpcapi.errors import PodResourcesError, PodResourcesUnavailable, PodResourcesUnsupported
+from numaplane.grpcapi.errors import (
+    PodResourcesError,
+    PodResourcesMalformed,
+    PodResourcesUnavailable,
+    PodResourcesUnsupported,
+)
 from numaplane.grpcapi.podresources.client import PodResourcesClient
 from numaplane.nrt.errors import NRTError
 from numaplane.nrt.podresources import (
@@ -131,8 +136,9 @@ class GrpcPodResources:
 
 
 def _decode_or_source_error(error: PodResourcesError, method: str) -> PodResourcesSourceError | MalformedPodResources:
-    # grpc reports a response it cannot parse as INTERNAL "Exception deserializing response!"
-    if "deserializ" in (error.details or str(error)).lower():
+    # the client reports an undecodable answer as PodResourcesMalformed; older grpc versions as
+    # INTERNAL "Exception deserializing response!"
+    if isinstance(error, PodResourcesMalformed) or "deserializ" in (error.details or str(error)).lower():
         return MalformedPodResources(f"podresources {method}: undecodable answer ({error.details or error})")
     return _source_error(error)
 
