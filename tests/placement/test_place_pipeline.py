@@ -241,3 +241,40 @@ def test_large_cluster_matches_loop() -> None:
     for kind in STRATEGY_TYPES:
         pipe.strategy = ScoringStrategy(kind)
         check(pipe, p, entries)
+
+
+def test_more_than_16_zones_uses_per_node_least_numa() -> None:
+    zs = [zone(z, {"cpu": 1, "memory": "1Gi"}) for z in range(17)]
+    doc = nrt("big", zs, policy="none").to_dict()
+    node = node_doc("big")
+    pipe = Pipeline(ScoringStrategy("LeastNUMANodes"))
+    pipe.update_node("big", doc, node)
+    assert pipe.cluster.slots == 17
+    p = gu_pod("p", cpu=3, memory="1Gi")
+    assert pipe.evaluate(p).result("big") == (True, score(p, doc, node, pipe.strategy))
+
+
+def test_multi_zone_least_numa_accounting_matches() -> None:
+    costs = {i: {j: 10 if i == j else 20 for j in range(4)} for i in range(4)}
+    zs = [zone(z, {"cpu": 2, "memory": "2Gi", "vendor/nic": 1}, costs=costs[z]) for z in range(4)]
+    doc = nrt("n", zs, policy="none").to_dict()
+    node = node_doc("n", {"cpu": "8", "memory": "8Gi", "vendor/nic": "4"})
+    pipe = Pipeline(ScoringStrategy("LeastNUMANodes"))
+    pipe.update_node("n", doc, node)
+    p = parse_pod(
+        {
+            "metadata": {"name": "x"},
+            "spec": {
+                "containers": [
+                    container("a", {"cpu": 3, "memory": "1Gi", "vendor/nic": 2}),
+                    container("b", {"cpu": 3, "memory": "1Gi"}),
+                    container("c", {"cpu": 2, "memory": "1Gi"}),
+                ]
+            },
+        }
+    )
+    want = score(p, doc, node, pipe.strategy)
+    assert pipe.evaluate(p).result("n") == (True, want)
+    # a takes node-0/node-1 (2 cpus + 1, both nics), b then needs node-1 + node-2, c fits node-3:
+    # at most 2 zones, every choice distance-optimal → 100 - 2 * 12 + 6
+    assert want == 82

@@ -7,7 +7,8 @@ Per column they hold the zone's ``available`` quantity exactly as an int64 count
 (``avail_m``, 0 when unlisted), the same with ``INT64_MIN`` in unlisted slots for one-compare
 feasibility tests (``avail_min``), the upstream ``Value()`` (rounded-up integer, for scores) as float64
 (``avail_f``, exact below 2**46), the same with 0 replaced by 1 or by +inf (``avail_fs`` /
-``avail_finf``, divisors for the score kernels), and whether the zone lists it (``listed``). Per row: flags (has NRT, fresh, unreadable, *irregular*),
+``avail_finf``, divisors for the score kernels), 1.0 where the value is 0 (``avail_zero``), and whether
+the zone lists it (``listed``). Per row: flags (has NRT, fresh, unreadable, *irregular*),
 policy, scope, max NUMA nodes, zone count, costs, and which scalar resources the Node advertises.
 
 A row is *irregular* when the arrays cannot represent it exactly or the fast rules do not apply — a
@@ -88,6 +89,7 @@ class ClusterArrays:
         self.avail_f: list[F64] = []
         self.avail_fs: list[F64] = []
         self.avail_finf: list[F64] = []
+        self.avail_zero: list[F64] = []
         self.listed: list[B] = []
         self.listed_any: list[B] = []
         self.adv: list[B] = []
@@ -111,12 +113,13 @@ class ClusterArrays:
         self.nzones = np.zeros(cap, np.int64)
         self.stamp = np.full(cap, -1, np.int64)
         self.pad = np.full((z, cap), 255, np.uint8)  # 255 in slots beyond a row's zone count, else 0
+        self.self_cost = np.full((z, cap), MISSING_COST, np.int64)  # a zone's cost to itself
         self.costs = np.full((cap, z, z), MISSING_COST, np.int64)
 
     def _grow(self, cap: int, slots: int) -> None:
         keep = ("present", "has_nrt", "fresh", "problem", "irregular", "policy", "scope_pod", "max_numa")
         old = {k: getattr(self, k) for k in (*keep, "nzones", "stamp", "costs")}
-        old_pad = self.pad
+        old_pad, old_self = self.pad, self.self_cost
         n, z = self.n, self.slots
         self.capacity, self.slots = cap, slots
         self._alloc_rows(cap)
@@ -127,12 +130,14 @@ class ClusterArrays:
             else:
                 target[:n, :z, :z] = arr[:n, :z, :z]
         self.pad[:z, :n] = old_pad[:z, :n]
+        self.self_cost[:z, :n] = old_self[:z, :n]
         shape = (slots, cap)
         self.avail_m = [_regrow(a, shape, 0, n, z) for a in self.avail_m]
         self.avail_min = [_regrow(a, shape, INT64_MIN, n, z) for a in self.avail_min]
         self.avail_f = [_regrow(a, shape, 0.0, n, z) for a in self.avail_f]
         self.avail_fs = [_regrow(a, shape, 1.0, n, z) for a in self.avail_fs]
         self.avail_finf = [_regrow(a, shape, np.inf, n, z) for a in self.avail_finf]
+        self.avail_zero = [_regrow(a, shape, 1.0, n, z) for a in self.avail_zero]
         self.listed = [_regrow(a, shape, False, n, z) for a in self.listed]
         self.listed_any = [_regrow(a, (cap,), False, n, z) for a in self.listed_any]
         self.adv = [_regrow(a, (cap,), False, n, z) for a in self.adv]
@@ -149,6 +154,7 @@ class ClusterArrays:
             self.avail_f.append(np.zeros(shape, np.float64))
             self.avail_fs.append(np.ones(shape, np.float64))
             self.avail_finf.append(np.full(shape, np.inf, np.float64))
+            self.avail_zero.append(np.ones(shape, np.float64))
             self.listed.append(np.zeros(shape, bool))
             self.listed_any.append(np.zeros(self.capacity, bool))
             self.adv.append(np.zeros(self.capacity, bool))
@@ -180,12 +186,14 @@ class ClusterArrays:
         self.costs[row] = MISSING_COST
         self.nzones[row] = 0
         self.pad[:, row] = 255
+        self.self_cost[:, row] = MISSING_COST
         for c in range(len(self.columns)):
             self.avail_m[c][:, row] = 0
             self.avail_min[c][:, row] = INT64_MIN
             self.avail_f[c][:, row] = 0.0
             self.avail_fs[c][:, row] = 1.0
             self.avail_finf[c][:, row] = np.inf
+            self.avail_zero[c][:, row] = 1.0
             self.listed[c][:, row] = False
             self.listed_any[c][row] = False
             self.adv[c][row] = False
@@ -249,6 +257,7 @@ class ClusterArrays:
                 self.avail_f[c][slot, row] = float(value)
                 self.avail_fs[c][slot, row] = float(value) if value else 1.0
                 self.avail_finf[c][slot, row] = float(value) if value else np.inf
+                self.avail_zero[c][slot, row] = 0.0 if value else 1.0
                 self.listed[c][slot, row] = True
                 self.listed_any[c][row] = True
             for peer_slot, peer in enumerate(topology.zones):
@@ -257,5 +266,7 @@ class ClusterArrays:
                     irregular = True
                     cost = MISSING_COST
                 self.costs[row, slot, peer_slot] = cost
+                if peer_slot == slot:
+                    self.self_cost[slot, row] = cost
         self.irregular[row] = irregular
         return row

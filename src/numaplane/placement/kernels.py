@@ -158,8 +158,9 @@ def _balanced(cl: ClusterArrays, values: list[tuple[str, int]]) -> F64:
         c = cl.columns.get(name)
         if c is None:
             f = np.ones(shape)
-        else:
-            f = np.where(cl.avail_f[c][:, :n] == 0, 1.0, float(req) / cl.avail_fs[c][:, :n])
+        else:  # req / inf = 0 where nothing is available, plus 1.0 there: the fraction is 1
+            f = float(req) / cl.avail_finf[c][:, :n]
+            f += cl.avail_zero[c][:, :n]
         over |= f > 1
         fractions.append(f)
     count = len(fractions)
@@ -176,4 +177,6 @@ def _balanced(cl: ClusterArrays, values: list[tuple[str, int]]) -> F64:
         squares += d * d
         comp += d
     variance = (squares - comp * comp / count) / (count - 1)
-    return np.trunc(np.where(over, 0.0, (1 - variance) * MAX_SCORE))
+    score = (1 - variance) * MAX_SCORE
+    score *= ~over
+    return np.trunc(score, out=score)

@@ -76,6 +76,22 @@ class Evaluation:
         return bool(self.feasible[row]), int(self.scores[row])
 
 
+@dataclass(frozen=True)
+class _Masks:
+    """Row selections derived from the cluster only (valid while ``version`` matches)."""
+
+    version: int
+    passthrough: B  # fresh and (no NRT, or readable with a policy that is not filtered)
+    check_pod: B  # fresh, readable, single-numa-node, pod scope (and has zones, unless disabled)
+    check_ctr: B  # same, container scope
+    usable: B  # readable NRT, fresh
+    score_pod: B  # usable, single-numa-node, pod scope
+    score_ctr: B  # usable, single-numa-node, container scope
+    numa_usable: B  # usable and regular (LeastNUMANodes applies to every policy)
+    filter_fallback: B  # rows filtered by the per-node code
+    score_fallback: B  # rows scored by the per-node code
+
+
 def _milli(q: Quantity) -> int | None:
     m = q.amount * 1000
     return m.numerator if m.denominator == 1 and abs(m.numerator) < _BOUND else None
@@ -91,6 +107,7 @@ class Pipeline:
         self.options = options
         self.cluster = ClusterArrays(zones)
         self._distances = Distances()
+        self._cached_masks: _Masks | None = None
 
     # --- updates -----------------------------------------------------------------------------------
 
@@ -128,38 +145,74 @@ class Pipeline:
         assert src is not None
         return filter_node(pod, src.topology, src.node, fresh=src.fresh, options=self.options)
 
+    def _masks(self) -> _Masks:
+        """Per-row selections that depend only on the cluster (recomputed when it changes)."""
+        cl = self.cluster
+        if self._cached_masks is not None and self._cached_masks.version == cl.version:
+            return self._cached_masks
+        n = cl.n
+        readable = cl.has_nrt[:n] & ~cl.problem[:n]
+        snn = readable & (cl.policy[:n] == _SNN)
+        pod_scope = cl.scope_pod[:n]
+        checked = cl.fresh[:n] & snn
+        if self.options.reject_without_zones:
+            checked = checked & (cl.nzones[:n] > 0)
+        usable = readable & cl.fresh[:n]
+        fallback = cl.irregular[:n] & cl.present[:n]
+        filter_fallback = fallback
+        if self.options.kubelet_admission:
+            filter_fallback = fallback | (cl.present[:n] & cl.has_nrt[:n] & np.isin(cl.policy[:n], (1, 2)))
+        masks = _Masks(
+            version=cl.version,
+            passthrough=cl.fresh[:n] & ~(snn | (cl.has_nrt[:n] & cl.problem[:n])),
+            check_pod=checked & pod_scope,
+            check_ctr=checked & ~pod_scope,
+            usable=usable,
+            score_pod=usable & (cl.policy[:n] == _SNN) & pod_scope,
+            score_ctr=usable & (cl.policy[:n] == _SNN) & ~pod_scope,
+            numa_usable=usable & ~cl.irregular[:n],
+            filter_fallback=filter_fallback,
+            score_fallback=fallback,
+        )
+        self._cached_masks = masks
+        return masks
+
     def evaluate(self, pod: Pod) -> Evaluation:
+        """Filter verdict and score of ``pod`` on every node (see :class:`Evaluation`)."""
         cl = self.cluster
         n = cl.n
+        m = self._masks()
         qos = pod.qos_class
         guaranteed = qos == "Guaranteed"
         exotic = any(_milli(q) is None for c in pod.all_containers() for q in c.requests.values())
         exotic = exotic or any(_milli(q) is None for q in pod.overhead.values())
-        fallback = cl.irregular[:n] | (cl.present[:n] & exotic)
-        score_fallback = fallback
-        if self.options.kubelet_admission:
-            fallback = fallback | (cl.has_nrt[:n] & ((cl.policy[:n] == 1) | (cl.policy[:n] == 2)))
-        if self.strategy.type == "LeastNUMANodes" and cl.slots > MAX_VECTOR_SLOTS:
-            score_fallback = np.ones(n, bool)
+        filter_fallback, score_fallback = m.filter_fallback, m.score_fallback
+        scalar_scores = exotic or (self.strategy.type == "LeastNUMANodes" and cl.slots > MAX_VECTOR_SLOTS)
+        if exotic:
+            filter_fallback = cl.present[:n]
+        if scalar_scores:
+            score_fallback = cl.present[:n]
         if qos == "BestEffort" and not include_non_native(pod):
             feasible = np.ones(n, bool)
         elif exotic:
             feasible = np.zeros(n, bool)
         else:
-            feasible = self._filter(pod, guaranteed)
+            feasible = self._filter(pod, guaranteed, m)
         if not guaranteed:
             scores = np.full(n, MAX_SCORE, np.int64)
-        elif exotic:
+        elif scalar_scores:
             scores = np.zeros(n, np.int64)
         else:
-            scores = self._score(pod)
-        for row in np.flatnonzero((fallback | score_fallback) & cl.present[:n]):
-            src = cl.sources[row]
-            assert src is not None
-            if fallback[row]:
-                verdict = filter_node(pod, src.topology, src.node, fresh=src.fresh, options=self.options)
-                feasible[row] = isinstance(verdict, Fit)
-            scores[row] = score(pod, src.topology, None, self.strategy, fresh=src.fresh)
+            scores = self._score(pod, m)
+        todo = filter_fallback | score_fallback
+        if todo.any():
+            for row in np.flatnonzero(todo):
+                src = cl.sources[row]
+                assert src is not None
+                if filter_fallback[row]:
+                    verdict = filter_node(pod, src.topology, src.node, fresh=src.fresh, options=self.options)
+                    feasible[row] = isinstance(verdict, Fit)
+                scores[row] = score(pod, src.topology, None, self.strategy, fresh=src.fresh)
         return Evaluation(cl.index_snapshot(), feasible, scores)
 
     # --- filter ------------------------------------------------------------------------------------
@@ -172,22 +225,15 @@ class Pipeline:
                 out.append((name, m))
         return out
 
-    def _filter(self, pod: Pod, guaranteed: bool) -> B:
+    def _filter(self, pod: Pod, guaranteed: bool, m: _Masks) -> B:
         cl = self.cluster
-        n = cl.n
-        checked = cl.has_nrt[:n] & ~cl.problem[:n] & (cl.policy[:n] == _SNN)
-        pod_scope = cl.scope_pod[:n]
-        vec = np.ones(n, bool)
-        if (checked & pod_scope).any():
+        feasible = m.passthrough.copy()
+        if m.check_pod.any():
             fit_pod, _ = align(cl, self._requests(pod_request(pod)), {}, guaranteed)
-            vec = np.where(pod_scope, fit_pod, vec)
-        if (checked & ~pod_scope).any():
-            vec = np.where(pod_scope, vec, self._container_scope(pod, guaranteed))
-        if self.options.reject_without_zones:
-            vec &= cl.nzones[:n] > 0
-        inner: B = ~cl.problem[:n] & ((cl.policy[:n] != _SNN) | vec)
-        result: B = cl.fresh[:n] & (~cl.has_nrt[:n] | inner)
-        return result
+            feasible |= m.check_pod & fit_pod
+        if m.check_ctr.any():
+            feasible |= m.check_ctr & self._container_scope(pod, guaranteed)
+        return feasible
 
     def _container_scope(self, pod: Pod, guaranteed: bool) -> B:
         cl = self.cluster
@@ -211,27 +257,23 @@ class Pipeline:
 
     # --- score -------------------------------------------------------------------------------------
 
-    def _score(self, pod: Pod) -> I64:
+    def _score(self, pod: Pod, m: _Masks) -> I64:
         cl = self.cluster
         n = cl.n
-        usable = cl.has_nrt[:n] & cl.fresh[:n] & ~cl.problem[:n]
         if self.strategy.type == "LeastNUMANodes":
-            if cl.slots > MAX_VECTOR_SLOTS:
-                return np.zeros(n, np.int64)  # every row is scored by the per-node code
-            return np.where(usable, least_numa_scores(cl, pod, self._distances), 0)
-        scored = usable & (cl.policy[:n] == _SNN)
-        pod_scope = cl.scope_pod[:n]
+            return np.where(m.numa_usable, least_numa_scores(cl, pod, self._distances), 0)
         out = np.zeros(n, np.int64)
-        if (scored & pod_scope).any():
-            out = np.where(pod_scope, self._unit_score(pod_request(pod)), out)
-        if (scored & ~pod_scope).any():
-            containers = pod.all_containers()
-            if containers:
-                total = np.zeros(n, np.int64)
-                for c in containers:
-                    total += self._unit_score(c.requests)
-                out = np.where(pod_scope, out, total // len(containers))
-        return np.where(scored, out, 0)
+        if m.score_pod.any():
+            out = np.where(m.score_pod, self._unit_score(pod_request(pod)), out)
+        containers = pod.all_containers()
+        if m.score_ctr.any() and containers:
+            total = self._unit_score(containers[0].requests)
+            for c in containers[1:]:
+                total += self._unit_score(c.requests)
+            if len(containers) > 1:
+                total //= len(containers)
+            out = np.where(m.score_ctr, total, out)
+        return out
 
     def _unit_score(self, requests: Mapping[str, Quantity]) -> I64:
         values = [(name, math.ceil(requests[name].amount)) for name in sorted(requests)]

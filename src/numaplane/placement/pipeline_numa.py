@@ -21,8 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import combinations
+from typing import TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from numaplane.placement.cluster import I64, B, ClusterArrays
 from numaplane.placement.least_numa import MAX_SCORE
@@ -33,6 +35,7 @@ from numaplane.resources.quantity import Quantity
 __all__ = ["MAX_VECTOR_SLOTS", "Distances", "least_numa_scores"]
 
 MAX_VECTOR_SLOTS = 16
+_T = TypeVar("_T", bound=np.generic)
 _BIG = np.int64(1 << 62)
 
 
@@ -75,11 +78,40 @@ class Distances:
 
 @dataclass
 class _Search:
-    """Per-row outcome of one minimal-set search: size k (0 = none), optimal flag, chosen membership."""
+    """Per-row outcome of one minimal-set search: size k (0 = none), optimal flag, chosen membership,
+    and the chosen slot when k = 1 (-1 otherwise)."""
 
     k: I64
     optimal: B
     member: I64
+    slot: I64
+
+
+def _cols(arr: npt.NDArray[_T], rows: I64, n: int) -> npt.NDArray[_T]:
+    """``arr[:, rows]`` as a cheap slice when ``rows`` is every row ``0..n-1``."""
+    return arr[:, :n] if len(rows) == n else arr[:, rows]
+
+
+def _singletons(cl: ClusterArrays, rows: I64, reqs: list[tuple[int, int]], work: Mapping[int, I64]) -> tuple[B, B, I64]:
+    """k = 1 in slot-major form: ``(has fit, optimal, chosen slot)`` per row.
+
+    A singleton's distance is the zone's cost to itself, so the optimum is the smallest self-cost
+    among the row's zones; the pick is the first optimal fitting slot, else the first fitting slot
+    with the smallest self-cost."""
+    n = cl.n
+    valid = _cols(cl.pad, rows, n) == 0
+    fits = valid.copy()
+    for c, q in reqs:
+        fits &= _cols(cl.listed[c], rows, n)
+        fits &= _cols(work[c] if c in work else cl.avail_m[c], rows, n) >= q
+    has_fit = np.logical_or.reduce(fits, axis=0)
+    self_cost = _cols(cl.self_cost, rows, n)
+    best = np.where(valid, self_cost, _BIG).min(axis=0)
+    opt = fits & (self_cost == best)
+    has_opt = np.logical_or.reduce(opt, axis=0)
+    fallback = np.where(fits, self_cost, _BIG).argmin(axis=0)
+    pick = np.where(has_opt, opt.argmax(axis=0), fallback)
+    return has_fit, has_opt, pick
 
 
 def _search(
@@ -89,12 +121,25 @@ def _search(
 
     ``work`` holds full-size working copies of ``avail_m`` columns (container-scope accounting)."""
     m = len(rows)
+    n = cl.n
     found_k = np.zeros(m, np.int64)
     optimal = np.zeros(m, bool)
     chosen = np.zeros((m, cl.slots), np.int64)
-    todo = np.arange(m)
     nz = cl.nzones[rows]
-    for k in range(1, cl.slots + 1):
+    if any(c is None for c, _ in reqs):
+        return _Search(found_k, optimal, chosen, np.full(m, -1))  # a requested resource no zone lists
+    known = [(c, q) for c, q in reqs if c is not None]
+    # A row whose zones together cannot hold a request never fits: settle those before searching.
+    possible = np.ones(m, bool)
+    for c, q in known:
+        possible &= _cols(work[c] if c in work else cl.avail_m[c], rows, n).sum(axis=0) >= q
+    has_fit, has_opt, pick = _singletons(cl, rows, known, work)
+    found_k[has_fit] = 1
+    optimal[has_fit] = has_opt[has_fit]
+    chosen[np.flatnonzero(has_fit), pick[has_fit]] = 1
+    single = np.where(has_fit, pick, -1)
+    todo = np.flatnonzero(possible & ~has_fit)
+    for k in range(2, cl.slots + 1):
         todo = todo[nz[todo] >= k]
         if not len(todo):
             break
@@ -102,27 +147,24 @@ def _search(
         member, largest = _combos(cl.slots, k)
         valid = largest[None, :] < nz[todo][:, None]
         fits = valid.copy()
-        for c, q in reqs:
-            if c is None:
-                fits[:] = False
-                break
+        for c, q in known:
             listed = cl.listed[c][:, sub].T.astype(np.int64) @ member.T
-            total = work.get(c, cl.avail_m[c])[:, sub].T @ member.T
+            total = (work[c] if c in work else cl.avail_m[c])[:, sub].T @ member.T
             fits &= (listed == k) & (total >= q)
-        has_fit = fits.any(axis=1)
-        if not has_fit.any():
+        fit_k = fits.any(axis=1)
+        if not fit_k.any():
             continue
         distance = dist.get(cl, k, sub)
         best = np.where(valid, distance, _BIG).min(axis=1)
         opt = fits & (distance == best[:, None])
-        has_opt = opt.any(axis=1)
-        pick = np.where(has_opt, opt.argmax(axis=1), np.where(fits, distance, _BIG).argmin(axis=1))
-        hit = todo[has_fit]
+        opt_k = opt.any(axis=1)
+        pick_k = np.where(opt_k, opt.argmax(axis=1), np.where(fits, distance, _BIG).argmin(axis=1))
+        hit = todo[fit_k]
         found_k[hit] = k
-        optimal[hit] = has_opt[has_fit]
-        chosen[hit] = member[pick[has_fit]]
-        todo = todo[~has_fit]
-    return _Search(found_k, optimal, chosen)
+        optimal[hit] = opt_k[fit_k]
+        chosen[hit] = member[pick_k[fit_k]]
+        todo = todo[~fit_k]
+    return _Search(found_k, optimal, chosen, single)
 
 
 def _normalize(cl: ClusterArrays, rows: I64, k: I64, optimal: B) -> I64:
@@ -165,7 +207,8 @@ def _container_scope(cl: ClusterArrays, dist: Distances, rows: I64, pod: Pod) ->
     all_optimal = np.ones(m, bool)
     failed = np.zeros(m, bool)
     work: dict[int, I64] = {}
-    for container in pod.all_containers():
+    containers = pod.all_containers()
+    for i, container in enumerate(containers):
         idx = np.flatnonzero(_listed_anywhere(cl, rows, container.requests) & ~failed)
         if not len(idx):
             continue
@@ -176,28 +219,38 @@ def _container_scope(cl: ClusterArrays, dist: Distances, rows: I64, pod: Pod) ->
         ok = found.k > 0
         largest[idx] = np.where(ok, np.maximum(largest[idx], found.k), largest[idx])
         all_optimal[idx] &= np.where(ok, found.optimal, True)
-        _take(cl, work, sub[ok], found.member[ok], reqs)
+        if i < len(containers) - 1:  # the last container's accounting does not matter
+            _take(cl, work, sub[ok], found.member[ok], found.slot[ok], reqs)
     score = _normalize(cl, rows, largest, all_optimal)
     return np.where(failed, 0, np.where(largest == 0, MAX_SCORE, score))
 
 
-def _take(cl: ClusterArrays, work: dict[int, I64], rows: I64, member: I64, reqs: list[tuple[int | None, int]]) -> None:
+def _take(
+    cl: ClusterArrays, work: dict[int, I64], rows: I64, member: I64, slot: I64, reqs: list[tuple[int | None, int]]
+) -> None:
     """Take each request from the chosen slots in NUMA id order (slot order on regular rows), as much as
-    possible from each."""
+    possible from each. A single chosen zone fitted the request, so it simply gives all of it."""
     if not len(rows):
         return
+    single = slot >= 0
+    rows1, slot1 = rows[single], slot[single]
+    multi = ~single
+    rows, member = rows[multi], member[multi]
     for c, q in reqs:
         if c is None:
             continue
         arr = work.get(c)
         if arr is None:
             arr = work[c] = cl.avail_m[c].copy()
+        arr[slot1, rows1] -= q
+        if not len(rows):
+            continue
         left = np.full(len(rows), q, np.int64)
-        for slot in range(cl.slots):
-            here = (member[:, slot] > 0) & cl.listed[c][slot, rows] & (left > 0)
-            avail = arr[slot, rows]
+        for zone in range(cl.slots):
+            here = (member[:, zone] > 0) & cl.listed[c][zone, rows] & (left > 0)
+            avail = arr[zone, rows]
             take = np.where(here, np.maximum(np.minimum(avail, left), 0), 0)
-            arr[slot, rows] = avail - take
+            arr[zone, rows] = avail - take
             left -= take
 
 
