@@ -13,7 +13,7 @@ import aiohttp
 from click.testing import CliRunner
 from sched_helpers import FakeKubelets, eventually, load_capture, nrt_doc, pod_doc, seed_crd, zone_doc
 
-from numaplane.cli.scheduler import group
+from numaplane.cli.scheduler import _config, group
 from numaplane.kube.resources import LEASE, NAMESPACE, NODE, NODE_RESOURCE_TOPOLOGY, POD
 from numaplane.testing.fakeapi import FakeApiServer
 
@@ -61,11 +61,12 @@ async def test_extender_process(shared_dir: Path) -> None:
         await store.create(
             NODE_RESOURCE_TOPOLOGY, nrt_doc("rig-node", [zone_doc(0, {"cpu": (2, 2), "memory": ("1Gi", "1Gi")})])
         )
-        port = free_port()
+        port, metrics_port = free_port(), free_port()
         proc = await spawn(
             "extender",
             f"--api-server={server.url}",
-            f"--address=127.0.0.1:{port}",
+            f"--listen=127.0.0.1:{port}",
+            f"--metrics-address=127.0.0.1:{metrics_port}",
             "--url-prefix=/numaplane",
             "--scheduler-name=numaplane-extender-test",
             "--cache=passthrough",
@@ -76,8 +77,10 @@ async def test_extender_process(shared_dir: Path) -> None:
                 async with http.post(f"http://127.0.0.1:{port}/numaplane/filter", data=json.dumps(request)) as r:
                     assert r.status == 200
                     body = await r.json()
-                async with http.get(f"http://127.0.0.1:{port}/metrics") as r:
+                async with http.get(f"http://127.0.0.1:{metrics_port}/metrics") as r:
                     metrics = await r.text()
+                async with http.get(f"http://127.0.0.1:{port}/metrics") as r:
+                    assert r.status == 404  # metrics moved to their own address
             assert body["NodeNames"] == ["numaplane-fake-node", "rig-node"]  # no NRT on the first: passes unchecked
             assert body["Error"] == ""
             assert (
@@ -149,3 +152,49 @@ def test_usage_errors(tmp_path: Path) -> None:
         result = runner.invoke(group, args)
         assert result.exit_code == 2, (args, result.output)
     assert "invalid ScoringStrategyType" in runner.invoke(group, ["run", "--config", str(bad)]).output
+
+
+def _operator_args(mode: str, **spec: object) -> list[list[str]]:
+    """The numaplane container args the operator renders for a NUMAResourcesScheduler."""
+    from numaplane.operator.api.scheduler import API_VERSION, KIND, SINGLETON_NAME, NUMAResourcesScheduler
+    from numaplane.operator.render_common import Settings
+    from numaplane.operator.render_scheduler import render_scheduler_objects
+
+    nrs = NUMAResourcesScheduler.from_dict(
+        {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": SINGLETON_NAME}, "spec": {"mode": mode, **spec}}
+    )
+    out = []
+    for obj in render_scheduler_objects(nrs, Settings()):
+        if obj["kind"] == "Deployment":
+            for c in obj["spec"]["template"]["spec"]["containers"]:
+                if c.get("args", [""])[0] == "scheduler":
+                    out.append(c["args"])
+    return out
+
+
+def test_the_operators_command_lines_are_accepted() -> None:
+    """Contract with numaplane.operator.render_scheduler: every rendered command line parses here."""
+    variants = [
+        ("standalone", {}),
+        ("standalone", {"replicas": 2, "cacheResyncPeriod": "0s", "schedulerInformer": "Shared", "logLevel": "Debug"}),
+        ("extender", {"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 3}]}}),
+    ]
+    seen = set()
+    for mode, spec in variants:
+        for args in _operator_args(mode, **spec):
+            assert args[0] == "scheduler"
+            command = group.commands[args[1]]
+            ctx = command.make_context(args[1], list(args[2:]))
+            seen.add(args[1])
+            defaults = ("numaplane-scheduler",)
+            config = _config(ctx.params, defaults)
+            if spec.get("cacheResyncPeriod") == "0s":
+                assert config.cache_mode == "passthrough" and config.informer_mode == "Shared"
+            else:
+                assert config.cache_mode == "overreserve" and config.resync_period_seconds == 5.0
+            if mode == "extender":
+                assert ctx.params["address"] == "127.0.0.1:8888"
+                assert config.strategy.type == "MostAllocated" and config.strategy.weight("cpu") == 3
+            elif spec.get("replicas"):
+                assert ctx.params["leader_elect"] and ctx.params["leader_elect_lease_name"] == "numaplane-scheduler"
+    assert seen == {"run", "extender"}

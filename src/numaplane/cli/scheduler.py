@@ -50,7 +50,15 @@ def _common(func: F) -> F:
             default=None,
             help="NRT cache mode (default: overreserve).",
         ),
-        click.option("--resync-period", type=float, default=None, help="Over-reserve resync period, seconds."),
+        click.option(
+            "--cache-resync-period",
+            "--resync-period",
+            "resync_period",
+            default=None,
+            metavar="DURATION",
+            help="Over-reserve resync period (5s, 1m30s, 250ms or seconds); 0 means the passthrough cache "
+            "unless --cache says otherwise.",
+        ),
         click.option("--scoring-strategy", type=click.Choice(_STRATEGIES), default=None, help="NUMA scoring strategy."),
         click.option(
             "--resource-weight",
@@ -60,6 +68,12 @@ def _common(func: F) -> F:
         ),
         click.option(
             "--foreign-pods-detect", type=click.Choice(["None", "All", "OnlyExclusiveResources"]), default=None
+        ),
+        click.option(
+            "--informer-mode",
+            type=click.Choice(["shared", "dedicated"], case_sensitive=False),
+            default=None,
+            help="Which pods count for fingerprints: Running only (shared) or every bound non-Pending (dedicated).",
         ),
         click.option(
             "--kubelet-admission/--no-kubelet-admission",
@@ -85,7 +99,7 @@ def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConf
 
     from numaplane.placement.errors import PlacementConfigError
     from numaplane.placement.score import ScoringStrategy
-    from numaplane.scheduler.config import SchedulerConfig, config_from_document
+    from numaplane.scheduler.config import SchedulerConfig, config_from_document, parse_duration
     from numaplane.scheduler.errors import SchedulerConfigError
 
     try:
@@ -108,10 +122,21 @@ def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConf
                         raise SchedulerConfigError(f"--resource-weight {item!r} must be NAME=INTEGER")
                     weights[name] = int(value)
             strategy = ScoringStrategy(kw["scoring_strategy"] or strategy.type, weights)
+        cache_mode = kw["cache_mode"]
+        period: float | None = None
+        if kw["resync_period"] is not None:
+            period = parse_duration(str(kw["resync_period"]))
+            if period <= 0:
+                period = None
+                cache_mode = cache_mode or "passthrough"
+            else:
+                cache_mode = cache_mode or ("overreserve" if config.cache_mode == "passthrough" else None)
+        informer = kw["informer_mode"]
         return config.with_overrides(
             scheduler_names=tuple(kw["scheduler_names"]) or None,
-            cache_mode=kw["cache_mode"],
-            resync_period_seconds=kw["resync_period"],
+            cache_mode=cache_mode,
+            resync_period_seconds=period,
+            informer_mode=str(informer).capitalize() if informer else None,
             strategy=strategy,
             foreign_pods_detect=kw["foreign_pods_detect"],
             kubelet_admission=kw["kubelet_admission"],
@@ -169,10 +194,14 @@ def group() -> None:
 @_common
 @click.option(
     "--address",
+    "--listen",
+    "address",
     default=":8888",
     show_default=True,
-    help="HOST:PORT for the extender verbs, /healthz, /readyz and /metrics.",
+    help="HOST:PORT for the extender verbs (and /metrics, /healthz, /readyz unless given their own).",
 )
+@click.option("--metrics-address", default=None, help="HOST:PORT for /metrics (default: on --address).")
+@click.option("--health-address", default=None, help="HOST:PORT for /healthz, /readyz (default: on --address).")
 @click.option("--url-prefix", default="", help="Path prefix of the verbs (the path part of the extender's urlPrefix).")
 def extender(**kw: Any) -> None:
     """Serve filter, prioritize and bind for kube-scheduler's `extenders:` configuration.
@@ -184,10 +213,18 @@ def extender(**kw: Any) -> None:
     from numaplane.scheduler.service import ExtenderService
 
     config = _config(kw, DEFAULT_EXTENDER_NAMES)
-    _check_addresses(kw["address"])
+    _check_addresses(kw["address"], kw["metrics_address"], kw["health_address"])
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))
     kube = _kube(kw)
-    service = ExtenderService(kube, config, address=str(kw["address"]), prefix=str(kw["url_prefix"]), freeze_gc=True)
+    service = ExtenderService(
+        kube,
+        config,
+        address=str(kw["address"]),
+        prefix=str(kw["url_prefix"]),
+        metrics_address=kw["metrics_address"] or None,
+        health_address=kw["health_address"] or None,
+        freeze_gc=True,
+    )
     code = asyncio.run(_serve(service, kube))
     if code:
         raise SystemExit(code)
@@ -200,8 +237,12 @@ def extender(**kw: Any) -> None:
     "--health-address", default=":8081", show_default=True, help="HOST:PORT for /healthz, /readyz; '' disables."
 )
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True, help="Lease leader election.")
-@click.option("--leader-elect-lease-name", default="numaplane-scheduler", show_default=True)
-@click.option("--leader-elect-namespace", default="kube-system", show_default=True)
+@click.option(
+    "--leader-elect-lease-name", "--leader-election-lease", "leader_elect_lease_name", default="numaplane-scheduler"
+)
+@click.option(
+    "--leader-elect-namespace", "--leader-election-namespace", "leader_elect_namespace", default="kube-system"
+)
 @click.option("--leader-elect-identity", default=None, help="Default: <hostname>_<uuid>.")
 @click.option("--leader-elect-lease-duration", type=float, default=15.0, show_default=True, help="Seconds.")
 @click.option("--leader-elect-renew-deadline", type=float, default=10.0, show_default=True, help="Seconds.")

@@ -29,6 +29,7 @@ arrive faster than the exporter republishes). Units: seconds everywhere.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
@@ -56,6 +57,7 @@ __all__ = [
     "SchedulerConfig",
     "config_from_document",
     "parse_cache_mode",
+    "parse_duration",
 ]
 
 CacheMode = Literal["passthrough", "overreserve", "discard-reserved"]
@@ -266,6 +268,33 @@ def config_from_document(doc: Any, base: SchedulerConfig | None = None) -> Sched
     values["max_unschedulable_seconds"] = _number(args, "podMaxInUnschedulablePodsSeconds")
     values["bind_concurrency"] = _int(args, "bindConcurrency")
     return config.with_overrides(**values)
+
+
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(h|ms|m|s|us|µs|ns)")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from a Go duration (``5s``, ``1m30s``, ``250ms``, ``0s``) or a plain number of seconds."""
+    body = text.strip()
+    try:
+        value = float(body)
+    except ValueError:
+        pass
+    else:
+        if value < 0:
+            raise SchedulerConfigError(f"duration {text!r} is negative")
+        return value
+    pos = 0
+    total = 0.0
+    for match in _DURATION_PART.finditer(body):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if not body or pos != len(body):
+        raise SchedulerConfigError(f"duration {text!r} is not like 5s, 1m30s or 250ms")
+    return total
 
 
 def parse_cache_mode(text: str) -> CacheMode:

@@ -1,8 +1,8 @@
 """Process wiring of the two scheduler modes: informers, cache resync, HTTP endpoints, leader election.
 
 * :class:`ExtenderService` — ``numaplane scheduler extender``: informers → core, the over-reserve
-  resync loop, and one HTTP server on ``address`` serving the extender verbs under ``prefix`` plus
-  ``/healthz``, ``/readyz`` and ``/metrics``.
+  resync loop, and an HTTP server on ``address`` serving the extender verbs under ``prefix``, plus
+  ``/metrics`` and ``/healthz``/``/readyz`` there too unless they get addresses of their own.
 * :class:`SchedulerService` — ``numaplane scheduler run``: informers → core, the resync loop, the
   :class:`~numaplane.scheduler.loop.StandaloneScheduler` (only while leading when a
   :class:`~numaplane.kube.leader.LeaderElectionConfig` is given), ``/metrics`` and the probes on their
@@ -177,6 +177,8 @@ class ExtenderService(_Process):
         *,
         address: str = ":8888",
         prefix: str = "",
+        metrics_address: str | None = None,
+        health_address: str | None = None,
         clock: Clock | None = None,
         metrics: SchedulerMetrics | None = None,
         freeze_gc: bool = False,
@@ -184,14 +186,19 @@ class ExtenderService(_Process):
         super().__init__(kube, config, clock=clock, metrics=metrics, freeze_gc=freeze_gc)
         self.address = address
         self.prefix = prefix
+        self.metrics_address = metrics_address
+        self.health_address = health_address
         self.extender = Extender(self.core, kube, self.metrics, ready=lambda: self.ready)
 
     async def start(self) -> None:
         """Start informers, the resync loop and the HTTP server; returns once listening."""
         self._start_common()
-        await self.http.start(
-            {self.address: ["extender", "health", "metrics"]}, {"extender": self.extender.add_routes(self.prefix)}
+        groups = address_groups(
+            extender=self.address,
+            metrics=self.metrics_address or self.address,
+            health=self.health_address or self.address,
         )
+        await self.http.start(groups, {"extender": self.extender.add_routes(self.prefix)})
         log.info("extender listening", port=self.ports.get("extender"), prefix=self.prefix, **self.config.describe())
 
     async def run(self) -> int:
