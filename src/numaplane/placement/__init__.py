@@ -1,1 +1,19 @@
-"""numaplane.placement."""
+"""NUMA-aware placement for the scheduler (pure core: no I/O, no clock).
+
+The NodeResourceTopologyMatch plugin's decisions, per node and vectorised over a cluster:
+
+* :mod:`~numaplane.placement.view` — what the scheduler reads from an NRT object (policy, scope, zones);
+* :mod:`~numaplane.placement.filter` — ``filter(pod, nrt, node) -> Fit | Reject``
+  (:mod:`~numaplane.placement.result`), with :mod:`~numaplane.placement.admission` as the opt-in
+  kubelet-admission mode for ``restricted`` / ``best-effort`` nodes;
+* :mod:`~numaplane.placement.score` — ``score(pod, nrt, node, strategy) -> int`` (Most/LeastAllocated,
+  BalancedAllocation) and :mod:`~numaplane.placement.least_numa` (LeastNUMANodes);
+* :mod:`~numaplane.placement.cache` — Passthrough, DiscardReserved and
+  :mod:`~numaplane.placement.overreserve` caches as event-driven state machines;
+* :mod:`~numaplane.placement.pipeline` — one pod over many nodes at once, on the struct-of-arrays view
+  of :mod:`~numaplane.placement.cluster` with the kernels of :mod:`~numaplane.placement.kernels` and
+  :mod:`~numaplane.placement.pipeline_numa`; results equal the per-node functions.
+
+Submodules are imported directly (``from numaplane.placement.filter import filter``); this package
+imports nothing so that light users do not pay for numpy.
+"""

@@ -21,8 +21,9 @@ lists is ignored; all other resources narrow the set of feasible zones, and an e
 
 Beyond upstream (documented deviations, none changes a conformance case):
 
-* a malformed NRT document (given as a dict) or a node object that does not parse is a rejection
-  (``malformed node topology data`` / ``malformed node object``), never an exception;
+* a malformed NRT document (given as a dict, or with a negative quantity in a NUMA zone) or a node
+  object that does not parse is a rejection (``malformed node topology data`` / ``malformed node
+  object``), never an exception;
 * with policy ``single-numa-node``, a node whose NRT has no usable NUMA zone is rejected with
   ``no usable NUMA zone in node topology data`` even for a pod upstream would pass (one that requests
   only host-level resources): the node publishes topology data we cannot read, so alignment cannot be
