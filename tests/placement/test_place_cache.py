@@ -334,3 +334,29 @@ def test_make_cache_selection_and_changed_nodes() -> None:
     assert over.drain_changed() == set()
     over.reserve("n1", gu_pod())
     assert over.drain_changed() == {"n1"}
+
+
+def test_exclusive_resources_definition() -> None:
+    from numaplane.placement.requests import is_exclusive, pod_has_exclusive_resources
+    from numaplane.resources.quantity import parse_quantity as q
+
+    names = frozenset({"cpu", "memory", "vendor/nic"})
+    assert is_exclusive("Guaranteed", "cpu", q("2"), names)
+    assert not is_exclusive("Guaranteed", "cpu", q("1500m"), names)
+    assert not is_exclusive("Burstable", "cpu", q("2"), names)
+    assert is_exclusive("Guaranteed", "hugepages-2Mi", q("2Mi"), names)
+    assert is_exclusive("BestEffort", "vendor/nic", q("1"), names)  # devices: any QoS, if the NRT lists them
+    assert not is_exclusive("BestEffort", "vendor/other", q("1"), names)
+    # regular init containers are skipped, sidecars count
+    init_only = pod(
+        "p",
+        [container("app", {"vendor/other": 1}, guaranteed=False)],
+        init=[container("i", {"vendor/nic": 1}, guaranteed=False)],
+    )
+    assert not pod_has_exclusive_resources(init_only, names)
+    sidecar = pod(
+        "p",
+        [container("app", {"vendor/other": 1}, guaranteed=False)],
+        init=[container("s", {"vendor/nic": 1}, guaranteed=False, restartPolicy="Always")],
+    )
+    assert pod_has_exclusive_resources(sidecar, names)
