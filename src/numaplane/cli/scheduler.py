@@ -2,8 +2,9 @@
 
 Both subcommands read the same settings: ``--config FILE`` (YAML/JSON, the plugin args or a whole
 KubeSchedulerConfiguration; see :mod:`numaplane.scheduler.config`), then flags override single values.
-Every flag can also be set through an environment variable ``NUMAPLANE_SCHEDULER_<FLAG>`` (e.g.
-``NUMAPLANE_SCHEDULER_CACHE=passthrough``). Logs are JSON lines on stderr. A configuration error is a
+Every option can also be set through an environment variable ``NUMAPLANE_SCHEDULER_<RUN|EXTENDER>_<NAME>``
+where NAME is the option's parameter name in upper case (e.g. ``NUMAPLANE_SCHEDULER_RUN_CACHE_MODE=passthrough``,
+``NUMAPLANE_SCHEDULER_EXTENDER_ADDRESS=:8888``). Logs are JSON lines on stderr. A configuration error is a
 usage error (exit 2); losing the leader lease exits with 1, as kube-scheduler does.
 """
 
