@@ -1,12 +1,18 @@
-"""Builders of NRI pods and containers as a kubelet-driven containerd sends them (cgroupfs driver)."""
+"""Helpers of the agent tests: NRI pods and containers as a kubelet-driven containerd sends them
+(cgroupfs driver), capture files, plugin processes."""
 
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from numaplane.nri.proto import api_pb2, ttrpc_pb2
 
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_CPU_PLUGIN = REPO / "examples" / "plugins" / "cpu_static_plugin.py"
 QOS_PARENT = {"Guaranteed": "/kubepods", "Burstable": "/kubepods/burstable", "BestEffort": "/kubepods/besteffort"}
 
 
@@ -63,3 +69,36 @@ def capture_request(shared: Path, file: str) -> ttrpc_pb2.Request:
         raw = raw[8 + length :]
     length, _stream, _type, _flags = struct.unpack(">IIBB", payload[:10])
     return ttrpc_pb2.Request.FromString(payload[10 : 10 + length])
+
+
+def wait_for_socket(path: Path, process: subprocess.Popen[bytes] | None = None, timeout_seconds: float = 15) -> None:
+    deadline = time.monotonic() + timeout_seconds
+    while not path.is_socket():
+        if process is not None and process.poll() is not None:
+            out = process.stdout.read().decode(errors="replace") if process.stdout else ""
+            raise AssertionError(f"plugin process exited with {process.returncode}: {out}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} did not appear in {timeout_seconds} s")
+        time.sleep(0.02)
+
+
+def start_example_cpu_plugin(socket_path: Path, *extra: str) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        [sys.executable, str(EXAMPLE_CPU_PLUGIN), "--socket", str(socket_path), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    wait_for_socket(socket_path, process)
+    return process
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+    if process.stdout is not None:
+        process.stdout.close()

@@ -279,6 +279,7 @@ def wait_consistent(agent: AgentProcess, pods: Pods, timeout_seconds: float = 10
 def test_exclusive_shared_rejection_and_pool_growth(agent: AgentProcess, pods: Pods) -> None:
     agent.start()
     agent.wait_ready()
+    assert agent.http("/healthz")[0] == 200
     gu = pods.pod("gu", 1)
     be = pods.pod("be", 0)
     assert not gu.error and not be.error
@@ -337,6 +338,10 @@ def test_corrupted_checkpoint_is_moved_aside_and_rebuilt(agent: AgentProcess, po
     assert list(agent.state_file.parent.glob("agent_state.json.corrupted-*"))
     assert agent.metric("numaplane_agent_checkpoint_loads_total", 'result="corrupted"') == 1
     assert wait_consistent(agent, pods) == {"gu": {1}, "be": {0}}
+    # structured logs: one JSON object per line; the bad file is reported with its kind
+    events = [json.loads(line) for line in agent.log_text().splitlines() if line.startswith("{")]
+    reported = [e for e in events if e.get("event", "").startswith("checkpoint unusable")]
+    assert reported and reported[0]["kind"] == "corrupted" and reported[0]["level"] == "error"
 
 
 def restart_containerd(instance: ContainerdInstance) -> None:

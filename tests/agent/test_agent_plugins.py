@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_helpers import container, guaranteed, sandbox
-from conftest import stop_process, wait_for_socket
+from agent_helpers import container, guaranteed, sandbox, stop_process, wait_for_socket
 from test_agent_nri import create, options, running_agent
 from widget_plugin import RESOURCE, WidgetPlugin
 

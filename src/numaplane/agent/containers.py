@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import Any
 
@@ -252,15 +252,27 @@ def _from_nri(
     return qos, requests, limits, extra
 
 
+def _defaulted(pod: Pod) -> Pod:
+    """The pod with requests defaulted to limits, as the API server stores it (objects built elsewhere may lack them)."""
+
+    def fill(c: Container) -> Container:
+        missing = {k: v for k, v in c.limits.items() if k not in c.requests}
+        return replace(c, requests={**c.requests, **missing}) if missing else c
+
+    return replace(
+        pod,
+        init_containers=tuple(fill(c) for c in pod.init_containers),
+        containers=tuple(fill(c) for c in pod.containers),
+    )
+
+
 def _from_api(pod: Pod, name: str) -> tuple[QOSClass, dict[str, str], dict[str, str], dict[str, str]] | None:
+    pod = _defaulted(pod)
     spec: Container | None = pod.container(name)
     if spec is None:
         return None
     requests = {k: str(v) for k, v in spec.requests.items()}
     limits = {k: str(v) for k, v in spec.limits.items()}
-    # the API server defaults requests to limits; do the same for objects built elsewhere
-    for k, v in limits.items():
-        requests.setdefault(k, v)
     extra = {
         k: v
         for k, v in requests.items()
