@@ -74,7 +74,9 @@ def pod_sandbox(i: int, qos: str) -> api_pb2.PodSandbox:
 def container(
     pod: api_pb2.PodSandbox, i: int, qos: str, cpus: int, state: int = api_pb2.CONTAINER_CREATED
 ) -> api_pb2.Container:
-    c = api_pb2.Container(id=f"c{i:063x}", pod_sandbox_id=pod.id, name="main", state=state)
+    c = api_pb2.Container(
+        id=f"c{i:063x}", pod_sandbox_id=pod.id, name="main", state=api_pb2.ContainerState.ValueType(state)
+    )
     res = c.linux.resources
     res.cpu.period.value = 100000
     if qos == "Guaranteed":

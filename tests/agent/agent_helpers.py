@@ -40,7 +40,12 @@ def container(
     hugepages: dict[str, int] | None = None,
 ) -> api_pb2.Container:
     """A container as the kubelet encodes its resources (shares from the request, quota from the limit)."""
-    c = api_pb2.Container(id=cid or f"ctr-{pod.name}-{name}", pod_sandbox_id=pod.id, name=name, state=state)
+    c = api_pb2.Container(
+        id=cid or f"ctr-{pod.name}-{name}",
+        pod_sandbox_id=pod.id,
+        name=name,
+        state=api_pb2.ContainerState.ValueType(state),
+    )
     cpu = c.linux.resources.cpu
     cpu.shares.value = max(2, cpu_milli * 1024 // 1000)
     cpu.period.value = 100000

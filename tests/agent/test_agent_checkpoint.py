@@ -46,6 +46,10 @@ def test_round_trip_and_atomic_write(tmp_path: Path) -> None:
     assert sorted(p.name for p in store.path.parent.iterdir()) == ["agent_state.json"]  # no temp file left
     store.save({**DATA, "containers": []})
     assert store.load() == {**DATA, "containers": []}
+    # a crash between write and rename leaves a temp file: removed at the next start, the old file intact
+    leftover = store.path.with_name(f".{store.path.name}.tmp-12345")
+    leftover.write_bytes(b"half a checkpoi")
+    assert store.remove_stale_temps() == [leftover] and store.load() == {**DATA, "containers": []}
 
 
 def _reencoded(change: dict[str, Any]) -> bytes:

@@ -47,7 +47,8 @@ def _state_doc(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _assigned(plugin: GrpcResourcePlugin, pod: str, container: str) -> str | None:
-    return (plugin.snapshot().get("entries") or {}).get(pod, {}).get(container)
+    found = (plugin.snapshot().get("entries") or {}).get(pod, {}).get(container)
+    return None if found is None else str(found)
 
 
 def _default(plugin: GrpcResourcePlugin) -> CPUSet:

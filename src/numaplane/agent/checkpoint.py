@@ -172,6 +172,15 @@ class CheckpointStore:
         finally:
             os.close(dir_fd)
 
+    def remove_stale_temps(self) -> list[Path]:
+        """Delete temp files of writes a crash interrupted (``.<name>.tmp-<pid>``); return them."""
+        removed = []
+        for tmp in self.path.parent.glob(f".{self.path.name}.tmp-*"):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                removed.append(tmp)
+        return removed
+
     def quarantine(self, error: CheckpointError) -> Path | None:
         """Move a bad file aside as ``<name>.<kind>-<UTC timestamp>``; return the new path."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

@@ -135,6 +135,8 @@ class Agent:
             return None, "", str(exc)
 
     def _load_checkpoint(self, store: CheckpointStore) -> dict[str, Any] | None:
+        for tmp in store.remove_stale_temps():
+            log.info("removed the temp file of an interrupted checkpoint write", path=str(tmp))
         try:
             data = store.load()
         except CheckpointError as exc:
