@@ -1,1 +1,19 @@
-"""numaplane.scheduler."""
+"""numaplane.scheduler: the NUMA-aware scheduler component (imports nothing on its own; import the modules).
+
+Two modes over one core:
+
+* :mod:`~numaplane.scheduler.core` — cluster state from the informers → NRT cache → vectorised
+  placement pipeline; basic kube-scheduler predicates; per-node usage (:mod:`~numaplane.scheduler.usage`);
+* :mod:`~numaplane.scheduler.extender` + :mod:`~numaplane.scheduler.wire` — the kube-scheduler extender
+  (filter, prioritize, bind) and its wire format;
+* :mod:`~numaplane.scheduler.loop` + :mod:`~numaplane.scheduler.queue` — the standalone secondary
+  scheduler: scheduling queue with backoff, cycles, background binding, Events;
+* :mod:`~numaplane.scheduler.service` — process wiring: informers (:mod:`~numaplane.scheduler.informers`),
+  cache resync, HTTP endpoints (:mod:`~numaplane.scheduler.http`), leader election;
+* :mod:`~numaplane.scheduler.config`, :mod:`~numaplane.scheduler.metrics`, :mod:`~numaplane.scheduler.logs`,
+  :mod:`~numaplane.scheduler.errors`;
+* :mod:`~numaplane.scheduler.explain` — ``numaplane explain``: per-node NUMA verdicts with explanations.
+
+Layering: imports the kube adapter and the pure core (placement, nrt, resources), never another
+component. User documentation: ``docs/scheduler.md``.
+"""
