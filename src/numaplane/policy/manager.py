@@ -289,7 +289,7 @@ class ResourceManager:
         # keep the stored affinities of admitted pods
         for manager in old_managers.values():
             for uid, name, hint in manager.stored():
-                tm._affinity.setdefault(uid, {})[name] = hint
+                tm.store(uid, name, hint)
         return parsed
 
     # -- snapshots ----------------------------------------------------------------------------------
@@ -335,7 +335,7 @@ class ResourceManager:
         for uid, adm in self.admissions.items():
             for c in adm.containers:
                 if c.hint is not None:
-                    tm._affinity.setdefault(uid, {})[c.name] = c.hint
+                    tm.store(uid, c.name, c.hint)
 
 
 def _merge_per_numa(parts: Any) -> dict[int, dict[str, int]]:

@@ -445,6 +445,10 @@ class TopologyManager:
         """Kubelet ``GetAffinity``: the stored hint, or the zero hint."""
         return self._affinity.get(pod_uid, {}).get(container_name, NO_AFFINITY)
 
+    def store(self, pod_uid: str, container_name: str, hint: TopologyHint) -> None:
+        """Record a container's affinity (restoring admitted pods after a restart or reconfiguration)."""
+        self._affinity.setdefault(pod_uid, {})[container_name] = hint
+
     def remove_container(self, pod_uid: str, container_name: str) -> None:
         hints = self._affinity.get(pod_uid)
         if hints is not None:
