@@ -333,9 +333,9 @@ class Agent:
                 await asyncio.sleep(0.01)
 
     async def run(self) -> None:
-        """Start, serve until :meth:`request_stop`, stop."""
-        await self.start()
+        """Start, serve until :meth:`request_stop`, stop (also when starting failed half-way)."""
         try:
+            await self.start()
             await self._stopped.wait()
         finally:
             await self.stop()
