@@ -235,3 +235,24 @@ async def test_many_shared_containers_are_moved_in_the_background(runtime: FakeR
         sent = {u.container_id: u.linux.resources.cpu.cpus for req in session.updates for u in req.update}
         assert sent == {f"ctr-be{i}-main": "0,2-8,10-15" for i in range(20)}
         assert agent.core is not None and agent.core.stale_shared() == []
+
+
+async def test_a_synchronize_split_over_several_requests_is_reconciled_once_complete(short_tmp: Path) -> None:
+    """NRI >= 0.8 sends a large state in parts flagged ``more`` (field 3); the agent answers ``more``
+    (field 2) and reconciles the whole list with the last part."""
+    from numaplane.agent.core import AgentCore
+    from numaplane.agent.handler import AgentHandler, CoreRunner
+    from numaplane.policy.manager import ResourceManager
+
+    handler = AgentHandler(CoreRunner(AgentCore(ResourceManager(TOPOLOGY, CONFIG))))
+    pods = [sandbox(f"g{i}") for i in range(3)]
+    running = [guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
+    first = api_pb2.SynchronizeRequest.FromString(
+        api_pb2.SynchronizeRequest(pods=pods[:2], containers=running[:2]).SerializeToString() + b"\x18\x01"
+    )
+    answer = await handler.synchronize(first)
+    assert answer.SerializeToString() == b"\x10\x01" and handler.core.records == {}
+    last = api_pb2.SynchronizeRequest(pods=pods[2:], containers=running[2:])
+    answer = await handler.synchronize(last)
+    assert sorted(u.container_id for u in answer.update) == ["ctr-g0-main", "ctr-g1-main", "ctr-g2-main"]
+    assert len(handler.core.records) == 3 and handler.core.check() == []
