@@ -202,15 +202,19 @@ async def test_bind_creates_binding_and_cache_learns_synchronously(server: FakeA
             "rig-node": "cannot align container",
         }
 
-        # binding an already bound pod: the API's conflict comes back in Error, the reservation is undone
+        # binding an already bound pod: the API's conflict comes back in Error ...
+        for node in ("numaplane-fake-node", "rig-node"):
+            status, body = await post(port, "bind", {**captured, "PodUID": uids["gu-ncc-true"], "Node": node})
+            assert status == 200 and "already" in body["Error"]
+        # ... and the first binding's reservation stays
         status, body = await post(
-            port, "bind", {**captured, "PodUID": uids["gu-ncc-true"], "Node": "numaplane-fake-node"}
+            port, "filter", load_capture(shared_dir, "nodecachecapable-true.filter.guaranteed.json")
         )
-        assert status == 200 and "already" in body["Error"]
+        assert body["NodeNames"] == [] and "rig-node" in body["FailedNodes"]
         metrics = (await get(port, "/metrics"))[1]
         assert 'numaplane_scheduler_binds_total{result="success"} 1.0' in metrics
-        assert 'numaplane_scheduler_binds_total{result="error"} 2.0' in metrics
-        assert 'numaplane_scheduler_extender_requests_total{code="200",verb="bind"} 3.0' in metrics
+        assert 'numaplane_scheduler_binds_total{result="error"} 3.0' in metrics
+        assert 'numaplane_scheduler_extender_requests_total{code="200",verb="bind"} 4.0' in metrics
     finally:
         await service.close()
 

@@ -286,14 +286,21 @@ class SchedulerCore:
 
     # --- scheduler decisions -----------------------------------------------------------------------
 
-    def assume(self, pod: Pod, node: str) -> None:
-        """The pod is going to ``node`` (before the binding is sent): reserve it and charge its usage."""
+    def assume(self, pod: Pod, node: str) -> bool:
+        """The pod is going to ``node`` (before the binding is sent): reserve it and charge its usage.
+
+        Returns False, changing nothing, when the pod is already reserved (bound or binding through us,
+        or learned): a repeated bind request must not disturb, nor later undo, that reservation.
+        """
+        if pod.key in self._reserved:
+            return False
         self.cache.reserve(node, pod)
         self.usage.put(pod.key, node, pod.effective_requests(), assumed=True)
         self._reserved.add(pod.key)
+        return True
 
     def forget(self, pod: Pod, node: str) -> None:
-        """The binding failed: undo :meth:`assume`."""
+        """The binding failed: undo an :meth:`assume` that returned True."""
         self.cache.unreserve(node, pod)
         if self.usage.is_assumed(pod.key):
             self.usage.drop(pod.key)

@@ -177,11 +177,12 @@ class Extender:
         if args.pod_uid and pod.uid != args.pod_uid:
             self.metrics.binds.labels(result="error").inc()
             return bind_result(f"pod {args.key} has UID {pod.uid}, not {args.pod_uid}")
-        self.core.assume(pod, args.node)
+        assumed = self.core.assume(pod, args.node)
         try:
             await self.kube.bind(args.pod_name, args.node, namespace=args.pod_namespace, pod_uid=args.pod_uid or None)
         except KubeError as exc:
-            self.core.forget(pod, args.node)
+            if assumed:  # a repeated request for a pod already bound must not undo its reservation
+                self.core.forget(pod, args.node)
             self.metrics.binds.labels(result="error").inc()
             log.warning("bind failed", pod=args.key, podUID=args.pod_uid, node=args.node, error=str(exc))
             return bind_result(str(exc))

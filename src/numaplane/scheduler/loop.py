@@ -234,7 +234,10 @@ class StandaloneScheduler:
                 self._unschedulable(pod, decision, started)
                 return
             node = decision.node
-            self.core.assume(pod, node)
+            if not self.core.assume(pod, node):  # a binding of this pod is already in flight or done
+                log.warning("pod already reserved; retrying later", node=node)
+                self.queue.error(key)
+                return
             log.info(
                 "assumed",
                 node=node,
