@@ -10,6 +10,7 @@ from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
 
 from numaplane.kube.clock import FakeClock
 from numaplane.kube.memory import InMemoryKube
+from numaplane.nrt.fingerprint import compute_fingerprint
 from numaplane.placement.cache import filter_with_cache, score_with_cache
 from numaplane.placement.overreserve import OverReserveCache
 from numaplane.placement.result import Reject
@@ -234,3 +235,25 @@ def test_decision_prefers_the_best_total_then_the_lowest_name() -> None:
     impossible = scheduler.decide(parse_pod(pod_doc("big", 6)))
     assert impossible.node is None
     assert impossible.message == "0/3 nodes are available: 3 cannot align container."
+
+
+def test_a_flush_keeps_charging_pods_the_fingerprint_cannot_cover() -> None:
+    """The NRT's fingerprint matches the node's Running pods; a pod still being bound (assumed) and one
+    bound but not yet admitted (Pending) are in neither set, so the flush must not forget them."""
+    nrt = two_zone_nrt("n", (4, 4), fingerprint=compute_fingerprint([("default", "running")]))
+    core = core_with([node_doc("n")], [nrt], resync_period_seconds=1.0)
+    cache = core.cache
+    assert isinstance(cache, OverReserveCache)
+    core.pod_upserted(None, bound_doc("running", "n", 1))
+    binding = parse_pod(pod_doc("binding", 2))
+    core.pod_upserted(None, pod_doc("binding", 2))
+    assert core.assume(binding, "n")
+    waiting = pod_doc("waiting", 1, scheduler="default-scheduler")
+    core.pod_upserted(None, waiting)
+    core.pod_upserted(waiting, bound_doc("waiting", "n", 1, scheduler="default-scheduler", phase="Pending"))
+    core.evaluate(parse_pod(pod_doc("big", 4)))  # rejected: the node becomes a resync candidate
+    assert core.tick(100.0) == ("n",)
+    assert set(cache.assumed("n")) == {"default/binding", "default/waiting"}
+    assert cache.get("n").fresh  # the foreign mark was cleared by the flush
+    zones = cache.get("n").topology
+    assert zones is not None and [str(z.available["cpu"]) for z in zones.zones] == ["1", "1"]

@@ -322,7 +322,35 @@ class SchedulerCore:
                 skipped=dict(skipped or {}),
                 generation=getattr(report, "generation", None),
             )
+        for node in flushed:
+            self._recharge(node)
         return flushed
+
+    def _fingerprinted(self, pod: Pod) -> bool:
+        """Whether the over-reserve cache counts ``pod`` in a node's pod set (its informer-mode rule)."""
+        if self.config.informer_mode == "Shared":
+            return pod.phase == "Running"
+        return pod.phase != "Pending"
+
+    def _recharge(self, node: str) -> None:
+        """After a flush, charge again the pods on ``node`` that the fingerprint could not cover.
+
+        A flush happens when the NRT's pod fingerprint equals the scheduler's set of the node's
+        *relevant* pods (bound and not ``Pending`` by default), and it drops every reservation. A pod
+        that is bound but still ``Pending`` (the kubelet has not admitted it yet), or assumed and still
+        being bound, is in neither set, so the fetched NRT does not account for it either: dropping its
+        reservation would let the next pod take the same resources (observed as an over-commit under
+        load). Such pods, ours or foreign, are reserved again until a later flush covers them.
+        """
+        if self.config.cache_mode != "overreserve":
+            return
+        for key in self.usage.pods(node):
+            pod = self.pods.get(key)
+            if pod is None:
+                continue
+            if self.usage.is_assumed(key) or not self._fingerprinted(pod):
+                self.cache.reserve(node, pod)
+                log.debug("recharged after flush", pod=key, node=node)
 
     # --- evaluation --------------------------------------------------------------------------------
 

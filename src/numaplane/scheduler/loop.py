@@ -185,7 +185,7 @@ class StandaloneScheduler:
         """Something that may make unschedulable pods fit happened: move them to active (after backoff)."""
         moved = self.queue.move_all()
         if moved:
-            log.debug("unschedulable pods moved", count=moved, event=why)
+            log.debug("unschedulable pods moved", count=moved, trigger=why)
 
     # --- one cycle ---------------------------------------------------------------------------------
 

@@ -78,7 +78,10 @@ async def resync_loop(
         if flushed:
             metrics.flushed_nodes(len(flushed))
             log.info("cache resynced", nodes=list(flushed), generation=getattr(core.cache, "generation", None))
-            on_flush(flushed)
+            try:
+                on_flush(flushed)
+            except Exception:
+                log.exception("handling a cache resync failed")
 
 
 class _Process:
