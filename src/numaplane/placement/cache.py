@@ -59,7 +59,7 @@ class PassthroughCache:
         self._latest = LatestNRTs(initial)
 
     def get(self, node: str, pod: Pod | None = None) -> CachedTopology:
-        return CachedTopology(self._latest.views.get(node), True, 0)
+        return CachedTopology(self._latest.view(node), True, 0)
 
     def nrt_updated(self, nrt: NRTEvent) -> None:
         self._latest.put(nrt)

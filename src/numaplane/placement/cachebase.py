@@ -71,25 +71,52 @@ def parse_event(nrt: NRTEvent) -> tuple[str, NodeResourceTopology | None, NodeTo
 
 
 class LatestNRTs:
-    """The latest NRT object (and its view) per node, as a live GET would return it."""
+    """The latest NRT object (and its view) per node, as a live GET would return it.
+
+    Views of readable objects are computed on first use (:meth:`view`) and kept until the node's
+    next object: a cache that reads few of the objects it is fed (over-reserve) parses only those.
+    """
 
     def __init__(self, initial: Iterable[NRTEvent] = ()) -> None:
         self.objects: dict[str, NodeResourceTopology | None] = {}
-        self.views: dict[str, NodeTopology] = {}
+        self._views: dict[str, NodeTopology] = {}  # computed views (always set for unreadable objects)
         self.changed: set[str] = set()
         for nrt in initial:
             self.put(nrt)
 
     def put(self, nrt: NRTEvent) -> str:
-        name, obj, view = parse_event(nrt)
-        self.objects[name] = obj
-        self.views[name] = view
+        if isinstance(nrt, NodeResourceTopology):
+            name = nrt.name
+            self.objects[name] = nrt
+            self._views.pop(name, None)
+        else:
+            name, obj, view = parse_event(nrt)
+            self.objects[name] = obj
+            self._views[name] = view
         self.changed.add(name)
         return name
 
+    def view(self, node: str) -> NodeTopology | None:
+        """The view of the node's latest object (``None``: no object)."""
+        view = self._views.get(node)
+        if view is None:
+            obj = self.objects.get(node)
+            if obj is None:
+                return None
+            view = self._views[node] = node_topology(obj)
+        return view
+
+    def view_of(self, node: str, nrt: NodeResourceTopology) -> NodeTopology:
+        """The view of ``nrt``, shared with :meth:`view` when it is the node's latest object."""
+        if self.objects.get(node) is nrt:
+            view = self.view(node)
+            assert view is not None
+            return view
+        return node_topology(nrt)
+
     def drop(self, node: str) -> None:
         self.objects.pop(node, None)
-        self.views.pop(node, None)
+        self._views.pop(node, None)
         self.changed.add(node)
 
     def drain(self) -> set[str]:

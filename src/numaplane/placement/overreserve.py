@@ -28,6 +28,18 @@ Rules:
   method says so (``OnlyExclusiveResources``, or ``Autodetect`` with the NRT attribute
   ``nodeTopologyPodsFingerprintMethod=with-exclusive-resources``; the legacy annotation always means all).
 
+Bookkeeping that makes the cache cheap at cluster scale (none of it changes an answer):
+
+* the charged view of a node (:meth:`OverReserveCache.get`) is memoised until the node's cached
+  view or assumed pods change; a reservation of a pod not yet assumed on the node extends the memo
+  by charging only that pod (charging is a per-zone, per-resource fold in reservation order, so
+  ``charged(a + [b]) == charged(a).charged([b])``); any other change drops the memo;
+* the pod informer's view is also indexed by node name (with each key's insertion order), so a
+  resync visits only the candidates' pods, in the order a scan of every pod would give;
+* a flush that re-installs the very object already cached, on a node with no assumed pods and no
+  foreign mark, leaves :meth:`~OverReserveCache.get` unchanged and so does not report the node as
+  changed; new NRT objects of nodes already cached do not either (only a flush installs them).
+
 Two deliberate differences from upstream, both switchable in :class:`OverReserveConfig`:
 
 * ``adopt_new_nrts=True``: an NRT for a node without cached data is adopted at once (upstream only
@@ -105,6 +117,10 @@ class ResyncReport:
     generation: int = 0
 
 
+def _first(item: tuple[int, Pod]) -> int:
+    return item[0]
+
+
 class OverReserveCache:
     """Over-reserving NRT cache (module docstring). Feed events; call :meth:`tick` with the time."""
 
@@ -118,6 +134,10 @@ class OverReserveCache:
         self._foreign: Counter[str] = Counter()
         self._config_changed: Counter[str] = Counter()
         self._pods: dict[str, Pod] = {}
+        self._pod_order: dict[str, int] = {}  # key → position in ``_pods`` (insertion counter)
+        self._pod_counter = 0
+        self._by_node: dict[str, dict[str, Pod]] = {}  # node name → key → pod (every pod naming it)
+        self._charged: dict[str, NodeTopology] = {}  # node → cached view with every assumed pod charged
         self._changed: set[str] = set()
         self._seq = 0
         self._last_resync: float | None = None
@@ -138,7 +158,10 @@ class OverReserveCache:
             return CachedTopology(None, True, self.generation)
         assumed = self._assumed.get(node)
         if assumed:
-            view = view.charged(a.request for a in assumed.values())
+            charged = self._charged.get(node)
+            if charged is None:
+                charged = self._charged[node] = view.charged(a.request for a in assumed.values())
+            view = charged
         return CachedTopology(view, True, self.generation)
 
     def assumed(self, node: str) -> dict[str, Mapping[str, Quantity]]:
@@ -154,8 +177,9 @@ class OverReserveCache:
         }
 
     def drain_changed(self) -> set[str]:
-        out = self._changed | self._latest.drain()
-        self._changed = set()
+        # a new object of a node changes nothing :meth:`get` returns until a flush installs it
+        self._latest.drain()
+        out, self._changed = self._changed, set()
         return out
 
     # --- events ------------------------------------------------------------------------------------
@@ -166,7 +190,10 @@ class OverReserveCache:
         cached = self._cached.get(name)
         if obj is None:
             if cached is None and self.config.adopt_new_nrts:
-                self._views[name] = self._latest.views[name]  # unreadable data: the filter rejects the node
+                view = self._latest.view(name)
+                assert view is not None  # the unreadable object's problem view: the filter rejects it
+                self._views[name] = view
+                self._charged.pop(name, None)
                 self._changed.add(name)
             return
         if cached is None:
@@ -182,30 +209,59 @@ class OverReserveCache:
     def node_deleted(self, node: str) -> None:
         """Forget the node entirely (its Node object is gone)."""
         self._latest.drop(node)
-        for table in (self._cached, self._views, self._assumed):
+        for table in (self._cached, self._views, self._assumed, self._charged):
             table.pop(node, None)
         for counter in (self._maybe_over, self._foreign, self._config_changed):
             counter.pop(node, None)
         self._changed.add(node)
 
     def pod_updated(self, pod: Pod) -> None:
-        self._pods[pod.key] = pod
+        key = pod.key
+        old = self._pods.get(key)
+        if old is None:
+            self._pod_counter += 1
+            self._pod_order[key] = self._pod_counter
+        elif old.node_name != pod.node_name:
+            self._unindex(key, old.node_name)
+        self._pods[key] = pod
+        if pod.node_name:
+            self._by_node.setdefault(pod.node_name, {})[key] = pod
         self._detect_foreign(pod)
 
     def pod_deleted(self, pod: Pod) -> None:
         self._detect_foreign(pod)
-        self._pods.pop(pod.key, None)
+        key = pod.key
+        old = self._pods.pop(key, None)
+        if old is not None:
+            del self._pod_order[key]
+            self._unindex(key, old.node_name)
+
+    def _unindex(self, key: str, node: str) -> None:
+        pods = self._by_node.get(node)
+        if pods is not None:
+            pods.pop(key, None)
+            if not pods:
+                del self._by_node[node]
 
     def reserve(self, node: str, pod: Pod) -> None:
         if node not in self._cached:
             return
         self._seq += 1
-        self._assumed.setdefault(node, {})[pod.key] = _Assumed(pod_request(pod), self._seq)
+        key = pod.key
+        request = pod_request(pod)
+        assumed = self._assumed.setdefault(node, {})
+        charged = self._charged.get(node)
+        if charged is not None and key not in assumed:
+            self._charged[node] = charged.charged((request,))  # appended last: extend the fold
+        else:
+            self._charged.pop(node, None)  # an overwrite keeps its place in the order: recompute
+        assumed[key] = _Assumed(request, self._seq)
         self._changed.add(node)
 
     def unreserve(self, node: str, pod: Pod) -> None:
         assumed = self._assumed.get(node)
         if assumed is not None and assumed.pop(pod.key, None) is not None:
+            self._charged.pop(node, None)
             self._changed.add(node)
 
     def post_bind(self, node: str, pod: Pod) -> None:
@@ -250,13 +306,15 @@ class OverReserveCache:
         changed = sorted(n for n, count in self._config_changed.items() if count)
         if not candidates and not changed:
             return None
-        by_node: dict[str, list[Pod]] = {}
-        for pod in self._pods.values():
-            if self._relevant(pod):
-                by_node.setdefault(pod.node_name, []).append(pod)
         wanted = set(candidates) | set(changed)
         fetched = {n: self._latest.objects.get(n) for n in wanted}
-        pods = {n: tuple(by_node[n]) for n in wanted if n in by_node}
+        pods: dict[str, tuple[Pod, ...]] = {}
+        order = self._pod_order
+        for n in wanted:
+            relevant = [(order[k], p) for k, p in self._by_node.get(n, {}).items() if self._relevant(p)]
+            if relevant:
+                relevant.sort(key=_first)  # the order of a scan over every pod
+                pods[n] = tuple(p for _, p in relevant)
         return ResyncPlan(self._seq, tuple(candidates), tuple(changed), fetched, pods)
 
     def dirty_node(self, node: str) -> bool:
@@ -307,14 +365,19 @@ class OverReserveCache:
         return ResyncReport(tuple(sorted(updates)), skipped, self.generation)
 
     def _flush_one(self, node: str, nrt: NodeResourceTopology, *, keep_after: int | None) -> None:
-        self._cached[node] = nrt
-        self._views[node] = node_topology(nrt)
-        assumed = self._assumed.get(node, {})
-        kept = {k: a for k, a in assumed.items() if keep_after is not None and a.seq > keep_after}
-        if kept:
-            self._assumed[node] = kept
-        else:
-            self._assumed.pop(node, None)
-        for counter in (self._maybe_over, self._foreign, self._config_changed):
-            counter.pop(node, None)
-        self._changed.add(node)
+        assumed = self._assumed.get(node)
+        unchanged = self._cached.get(node) is nrt and not assumed and not self._foreign[node]
+        if not unchanged:
+            self._cached[node] = nrt
+            self._views[node] = self._latest.view_of(node, nrt)
+            self._charged.pop(node, None)
+            self._changed.add(node)
+        if assumed is not None:
+            kept = {k: a for k, a in assumed.items() if keep_after is not None and a.seq > keep_after}
+            if kept:
+                self._assumed[node] = kept
+            else:
+                del self._assumed[node]
+        self._maybe_over.pop(node, None)
+        self._foreign.pop(node, None)
+        self._config_changed.pop(node, None)
