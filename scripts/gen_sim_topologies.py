@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import os
+import sys
 import tempfile
 from pathlib import Path
 
