@@ -17,7 +17,7 @@ ascending in document order (the vectorised filter takes "lowest feasible id" as
 slot"), a cost outside int32 — and the pipeline then uses the scalar functions for it, so results never
 depend on the representation.
 
-Updates are incremental: :meth:`ClusterArrays.upsert` rewrites one row (O(slots × columns)),
+Updates are incremental: :meth:`ClusterArrays.upsert` rewrites one row (a few fancy-indexed writes),
 :meth:`ClusterArrays.remove` frees it for reuse. Pure data structure, no I/O.
 """
 
@@ -49,6 +49,17 @@ I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
 
+# per-column arrays ``(columns, slots, capacity)`` and the value of an unlisted cell
+_CELLS: tuple[tuple[str, type, float], ...] = (
+    ("avail_m", np.int64, 0),
+    ("avail_min", np.int64, INT64_MIN),
+    ("avail_f", np.float64, 0.0),
+    ("avail_fs", np.float64, 1.0),
+    ("avail_finf", np.float64, np.inf),
+    ("avail_zero", np.float64, 1.0),
+    ("listed", np.bool_, False),
+)
+_ROW_FLAGS = ("listed_any", "adv")  # per-column per-row arrays ``(columns, capacity)``, False when unset
 
 _A = TypeVar("_A", I64, F64, B)
 
@@ -56,10 +67,10 @@ _A = TypeVar("_A", I64, F64, B)
 def _regrow(arr: _A, shape: tuple[int, ...], fill: float, n: int, z: int) -> _A:
     """A larger copy of ``arr`` (``shape``): old rows ``:n`` (last axis) and slots ``:z`` kept, rest ``fill``."""
     new = np.full(shape, fill, arr.dtype)
-    if arr.ndim == 1:
-        new[:n] = arr[:n]
+    if arr.ndim == 2:
+        new[: arr.shape[0], :n] = arr[:, :n]
     else:
-        new[:z, :n] = arr[:z, :n]
+        new[: arr.shape[0], :z, :n] = arr[:, :z, :n]
     return new
 
 
@@ -72,8 +83,81 @@ class RowSource:
     fresh: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _Cells:
+    """The listed cells of one view, ready for fancy-indexed writes (parallel arrays, one per cell)."""
+
+    names: tuple[str, ...]  # resource of each cell
+    seen: tuple[str, ...]  # every resource the zones list, irregular cells included, in document order
+    slots: I64
+    milli: I64
+    value: F64
+    irregular: bool
+    costs: I64  # (zones, zones)
+
+
+def _cells(topology: NodeTopology) -> _Cells:
+    """Every representable ``(slot, resource)`` cell of ``topology`` and whether the row is irregular.
+
+    Same rules as the scalar code: a cell whose quantity is not a whole number of thousandths, or
+    too large, is left unlisted and makes the row irregular; so do NUMA ids not strictly ascending
+    and costs outside int32 (those are stored as :data:`MISSING_COST`)."""
+    zones = topology.zones
+    ids = [z.numa_id for z in zones]
+    irregular = any(a >= b for a, b in pairwise(ids))
+    names: list[str] = []
+    seen: list[str] = []
+    slots: list[int] = []
+    millis: list[int] = []
+    values: list[int] = []
+    costs: list[list[int]] = []
+    for slot, zone in enumerate(zones):
+        for res, qty in zone.available.items():
+            seen.append(res)
+            amount = qty.amount
+            if amount.denominator == 1:  # integers: no Fraction arithmetic (same values)
+                value = amount.numerator
+                milli = value * 1000
+            else:
+                scaled = amount * 1000
+                if scaled.denominator != 1:
+                    irregular = True
+                    continue
+                milli = scaled.numerator
+                value = math.ceil(amount)
+            if abs(milli) >= _BOUND or value >= _FLOAT_EXACT:
+                irregular = True
+                continue
+            names.append(res)
+            slots.append(slot)
+            millis.append(milli)
+            values.append(value)
+        line = []
+        zone_costs = zone.costs
+        for peer in ids:
+            cost = zone_costs.get(peer, MISSING_COST)
+            if not -_COST_LIMIT < cost < _COST_LIMIT:
+                irregular = True
+                cost = MISSING_COST
+            line.append(cost)
+        costs.append(line)
+    return _Cells(
+        tuple(names),
+        tuple(seen),
+        np.array(slots, np.int64),
+        np.array(millis, np.int64),
+        np.array(values, np.float64),
+        irregular,
+        np.array(costs, np.int64).reshape(len(zones), len(zones)),
+    )
+
+
 class ClusterArrays:
-    """Rows of per-node NUMA data (module docstring). ``n`` is the high-water mark of used rows."""
+    """Rows of per-node NUMA data (module docstring). ``n`` is the high-water mark of used rows.
+
+    Per-column data lives in 3-D arrays ``(columns, slots, capacity)`` (``avail_m[c]`` is column
+    ``c``'s ``(slots, capacity)`` array) and ``(columns, capacity)`` for ``listed_any`` and ``adv``,
+    so that a row is cleared and written with a few fancy-indexed assignments."""
 
     def __init__(self, zones: int = 8, capacity: int = 256) -> None:
         self.slots = max(1, zones)
@@ -84,18 +168,19 @@ class ClusterArrays:
         self.sources: list[RowSource | None] = []
         self._free: list[int] = []
         self.columns: dict[str, int] = {}
-        self.avail_m: list[I64] = []
-        self.avail_min: list[I64] = []
-        self.avail_f: list[F64] = []
-        self.avail_fs: list[F64] = []
-        self.avail_finf: list[F64] = []
-        self.avail_zero: list[F64] = []
-        self.listed: list[B] = []
-        self.listed_any: list[B] = []
-        self.adv: list[B] = []
+        self.avail_m: I64 = np.zeros((0, self.slots, self.capacity), np.int64)
+        self.avail_min: I64 = np.zeros((0, self.slots, self.capacity), np.int64)
+        self.avail_f: F64 = np.zeros((0, self.slots, self.capacity), np.float64)
+        self.avail_fs: F64 = np.zeros((0, self.slots, self.capacity), np.float64)
+        self.avail_finf: F64 = np.zeros((0, self.slots, self.capacity), np.float64)
+        self.avail_zero: F64 = np.zeros((0, self.slots, self.capacity), np.float64)
+        self.listed: B = np.zeros((0, self.slots, self.capacity), bool)
+        self.listed_any: B = np.zeros((0, self.capacity), bool)
+        self.adv: B = np.zeros((0, self.capacity), bool)
         self.version = 0  # bumped on every change
         self._snapshot: dict[str, int] | None = None  # copy of ``index`` handed out until membership changes
         self._stamps = 0  # source of per-row stamps (derived per-row caches key on them)
+        self._adv_cols: dict[int, tuple[NodeInfo, I64]] = {}  # row → (its Node, advertised scalar columns)
         self._alloc_rows(self.capacity)
 
     # --- storage -----------------------------------------------------------------------------------
@@ -131,16 +216,11 @@ class ClusterArrays:
                 target[:n, :z, :z] = arr[:n, :z, :z]
         self.pad[:z, :n] = old_pad[:z, :n]
         self.self_cost[:z, :n] = old_self[:z, :n]
-        shape = (slots, cap)
-        self.avail_m = [_regrow(a, shape, 0, n, z) for a in self.avail_m]
-        self.avail_min = [_regrow(a, shape, INT64_MIN, n, z) for a in self.avail_min]
-        self.avail_f = [_regrow(a, shape, 0.0, n, z) for a in self.avail_f]
-        self.avail_fs = [_regrow(a, shape, 1.0, n, z) for a in self.avail_fs]
-        self.avail_finf = [_regrow(a, shape, np.inf, n, z) for a in self.avail_finf]
-        self.avail_zero = [_regrow(a, shape, 1.0, n, z) for a in self.avail_zero]
-        self.listed = [_regrow(a, shape, False, n, z) for a in self.listed]
-        self.listed_any = [_regrow(a, (cap,), False, n, z) for a in self.listed_any]
-        self.adv = [_regrow(a, (cap,), False, n, z) for a in self.adv]
+        columns = len(self.columns)
+        for key, _, fill in _CELLS:
+            setattr(self, key, _regrow(getattr(self, key), (columns, slots, cap), fill, n, z))
+        for key in _ROW_FLAGS:
+            setattr(self, key, _regrow(getattr(self, key), (columns, cap), False, n, z))
 
     def column(self, name: str) -> int:
         """The column of resource ``name``, created (all unlisted) on first use."""
@@ -148,16 +228,11 @@ class ClusterArrays:
         if c is None:
             c = len(self.columns)
             self.columns[name] = c
-            shape = (self.slots, self.capacity)
-            self.avail_m.append(np.zeros(shape, np.int64))
-            self.avail_min.append(np.full(shape, INT64_MIN, np.int64))
-            self.avail_f.append(np.zeros(shape, np.float64))
-            self.avail_fs.append(np.ones(shape, np.float64))
-            self.avail_finf.append(np.full(shape, np.inf, np.float64))
-            self.avail_zero.append(np.ones(shape, np.float64))
-            self.listed.append(np.zeros(shape, bool))
-            self.listed_any.append(np.zeros(self.capacity, bool))
-            self.adv.append(np.zeros(self.capacity, bool))
+            for key, dtype, fill in _CELLS:
+                extra: npt.NDArray[np.generic] = np.full((1, self.slots, self.capacity), fill, dtype)
+                setattr(self, key, np.concatenate((getattr(self, key), extra)))
+            for key in _ROW_FLAGS:
+                setattr(self, key, np.concatenate((getattr(self, key), np.zeros((1, self.capacity), bool))))
         return c
 
     # --- rows --------------------------------------------------------------------------------------
@@ -177,6 +252,7 @@ class ClusterArrays:
         self.present[row] = False
         self.names[row] = None
         self.sources[row] = None
+        self._adv_cols.pop(row, None)
         self._free.append(row)
         self.version += 1
 
@@ -187,16 +263,15 @@ class ClusterArrays:
         self.nzones[row] = 0
         self.pad[:, row] = 255
         self.self_cost[:, row] = MISSING_COST
-        for c in range(len(self.columns)):
-            self.avail_m[c][:, row] = 0
-            self.avail_min[c][:, row] = INT64_MIN
-            self.avail_f[c][:, row] = 0.0
-            self.avail_fs[c][:, row] = 1.0
-            self.avail_finf[c][:, row] = np.inf
-            self.avail_zero[c][:, row] = 1.0
-            self.listed[c][:, row] = False
-            self.listed_any[c][row] = False
-            self.adv[c][row] = False
+        self.avail_m[:, :, row] = 0
+        self.avail_min[:, :, row] = INT64_MIN
+        self.avail_f[:, :, row] = 0.0
+        self.avail_fs[:, :, row] = 1.0
+        self.avail_finf[:, :, row] = np.inf
+        self.avail_zero[:, :, row] = 1.0
+        self.listed[:, :, row] = False
+        self.listed_any[:, row] = False
+        self.adv[:, row] = False
         self.irregular[row] = self.problem[row] = self.has_nrt[row] = False
 
     def _row_for(self, name: str) -> int:
@@ -217,18 +292,32 @@ class ClusterArrays:
         self._snapshot = None
         return row
 
+    def _advertised(self, row: int, node: NodeInfo) -> I64:
+        """Columns of the scalar resources ``node`` advertises (remembered while the row's Node is the same)."""
+        known = self._adv_cols.get(row)
+        if known is not None and known[0] is node:
+            return known[1]
+        cols = np.array([self.column(res) for res in node.allocatable if is_scalar_resource(res)], np.int64)
+        self._adv_cols[row] = (node, cols)
+        return cols
+
     def upsert(self, name: str, topology: NodeTopology | None, node: NodeInfo, *, fresh: bool = True) -> int:
         """Write node ``name``'s row from its view (``None``: no NRT), Node and freshness; return the row."""
         row = self._row_for(name)
         if topology is not None and len(topology.zones) > self.slots:
             self._grow(self.capacity, len(topology.zones))
+        adv = self._advertised(row, node)
+        cells = None if topology is None or topology.problem is not None else _cells(topology)
+        cols = None
+        if cells is not None:
+            for res in cells.seen:  # columns are created in the order the zones list resources
+                self.column(res)
+            cols = np.array([self.columns[res] for res in cells.names], np.int64)
         self._clear(row)
         self.present[row] = True
         self.fresh[row] = fresh
         self.sources[row] = RowSource(topology, node, fresh)
-        for res in node.allocatable:
-            if is_scalar_resource(res):
-                self.adv[self.column(res)][row] = True
+        self.adv[adv, row] = True
         self.version += 1
         if topology is None:
             return row
@@ -236,37 +325,25 @@ class ClusterArrays:
         if topology.problem is not None:
             self.problem[row] = True
             return row
+        assert cells is not None and cols is not None
         config = topology.config
         self.policy[row] = POLICY_CODES[config.policy]
         self.scope_pod[row] = config.scope == "pod"
         self.max_numa[row] = config.max_numa_nodes
-        self.nzones[row] = len(topology.zones)
-        self.pad[: len(topology.zones), row] = 0
-        ids = [z.numa_id for z in topology.zones]
-        irregular = any(a >= b for a, b in pairwise(ids))
-        for slot, zone in enumerate(topology.zones):
-            for res, qty in zone.available.items():
-                c = self.column(res)
-                milli = qty.amount * 1000
-                value = math.ceil(qty.amount)
-                if milli.denominator != 1 or abs(milli.numerator) >= _BOUND or value >= _FLOAT_EXACT:
-                    irregular = True
-                    continue
-                self.avail_m[c][slot, row] = milli.numerator
-                self.avail_min[c][slot, row] = milli.numerator
-                self.avail_f[c][slot, row] = float(value)
-                self.avail_fs[c][slot, row] = float(value) if value else 1.0
-                self.avail_finf[c][slot, row] = float(value) if value else np.inf
-                self.avail_zero[c][slot, row] = 0.0 if value else 1.0
-                self.listed[c][slot, row] = True
-                self.listed_any[c][row] = True
-            for peer_slot, peer in enumerate(topology.zones):
-                cost = zone.costs.get(peer.numa_id, MISSING_COST)
-                if not -_COST_LIMIT < cost < _COST_LIMIT:
-                    irregular = True
-                    cost = MISSING_COST
-                self.costs[row, slot, peer_slot] = cost
-                if peer_slot == slot:
-                    self.self_cost[slot, row] = cost
-        self.irregular[row] = irregular
+        zones = len(topology.zones)
+        self.nzones[row] = zones
+        self.pad[:zones, row] = 0
+        slots, milli, value = cells.slots, cells.milli, cells.value
+        nonzero = value != 0
+        self.avail_m[cols, slots, row] = milli
+        self.avail_min[cols, slots, row] = milli
+        self.avail_f[cols, slots, row] = value
+        self.avail_fs[cols, slots, row] = np.where(nonzero, value, 1.0)
+        self.avail_finf[cols, slots, row] = np.where(nonzero, value, np.inf)
+        self.avail_zero[cols, slots, row] = np.where(nonzero, 0.0, 1.0)
+        self.listed[cols, slots, row] = True
+        self.listed_any[cols, row] = True
+        self.costs[row, :zones, :zones] = cells.costs
+        self.self_cost[:zones, row] = cells.costs.diagonal()
+        self.irregular[row] = cells.irregular
         return row

@@ -37,6 +37,7 @@ import numpy as np
 from numaplane.nrt.from_manager import NRTPublisher
 from numaplane.placement.cache import make_cache
 from numaplane.placement.cachebase import NRTCache
+from numaplane.placement.node import node_info
 from numaplane.placement.overreserve import OverReserveConfig
 from numaplane.placement.pipeline import Pipeline
 from numaplane.placement.score import ScoringStrategy
@@ -187,7 +188,7 @@ class _Run:
         self.nodes: list[SimNode] = [instantiate(t) for t in templates]
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         self.fit = FitArrays([n.name for n in self.nodes], [n.allocatable for n in self.nodes])
-        self.node_docs = {n.name: n.node_doc for n in self.nodes}
+        self.node_infos = {n.name: node_info(n.node_doc) for n in self.nodes}  # parsed once, reused by every sync
         self.arrivals = arrivals
         self.result = RunResult(spec.name, pods=len(arrivals))
         self.queue: list[tuple[float, int, str, Any]] = []
@@ -349,7 +350,7 @@ class _Run:
         default_scores = self.fit.scores(pod)
         if self.pipeline is None or self.cache is None:
             return fit, default_scores
-        self.pipeline.sync_from_cache(self.cache, self.node_docs)
+        self.pipeline.sync_from_cache(self.cache, self.node_infos)
         ev = self.pipeline.evaluate(pod)
         mine, theirs = self._rows(ev.index)
         feasible = np.zeros(len(self.nodes), dtype=np.bool_)

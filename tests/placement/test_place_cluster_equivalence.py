@@ -1,0 +1,102 @@
+"""Vectorised row writes of :class:`ClusterArrays` give exactly the arrays of the verbatim reference
+(:mod:`reference_cluster`) after any sequence of upserts and removals, including growth of slots and
+capacity, new columns, irregular rows and rows that lose their NRT."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+from place_helpers import node_doc, nrt_doc, zone
+from reference_cluster import ReferenceClusterArrays
+
+from numaplane.nrt.model import NodeResourceTopology
+from numaplane.placement.cachebase import parse_event
+from numaplane.placement.cluster import ClusterArrays
+from numaplane.placement.node import NodeInfo, node_info
+from numaplane.placement.view import NodeTopology
+
+RESOURCES = ["cpu", "memory", "hugepages-1Gi", "vendor/nic", "gpu", "ephemeral-storage"]
+VALUES = ["0", "1", "2", "7", "500m", "1500m", "1Gi", "3Gi", "1n", "1e20", "1234567"]
+PER_ROW = ("present", "has_nrt", "fresh", "problem", "irregular", "policy", "scope_pod", "max_numa", "nzones")
+PER_CELL = ("avail_m", "avail_min", "avail_f", "avail_fs", "avail_finf", "avail_zero", "listed")
+
+
+def _view(rng: random.Random, name: str) -> NodeTopology | None:
+    if rng.random() < 0.1:
+        return None
+    count = rng.randint(0, 6)
+    ids = list(range(count)) if rng.random() < 0.8 else [rng.randint(0, 4) for _ in range(count)]
+    zones: list[dict[str, Any]] = []
+    for i in ids:
+        res = rng.sample(RESOURCES, rng.randint(0, 4))
+        z = zone(i, {r: rng.choice(VALUES) for r in res})
+        if rng.random() < 0.7:
+            z["costs"] = [{"name": f"node-{j}", "value": rng.choice((10, 21, 1 << 40))} for j in range(6)]
+        zones.append(z)
+    policy = rng.choice(("single-numa-node", "restricted", "none"))
+    doc = nrt_doc(name, zones, policy=policy, scope=rng.choice(("pod", "container")))
+    if rng.random() < 0.05:
+        doc["zones"].append({"name": "node-9", "type": "Node", "resources": [{"name": "cpu", "capacity": "x"}]})
+    _, _, view = parse_event(doc if rng.random() < 0.5 else _parsed(doc))
+    return view
+
+
+def _parsed(doc: dict[str, Any]) -> NodeResourceTopology | dict[str, Any]:
+    try:
+        return NodeResourceTopology.from_dict(doc)
+    except Exception:
+        return doc
+
+
+def _node(rng: random.Random, name: str) -> NodeInfo:
+    alloc = dict.fromkeys(rng.sample(RESOURCES, rng.randint(0, 4)), "8")
+    return node_info(node_doc(name, alloc))
+
+
+def _same(new: ClusterArrays, ref: ReferenceClusterArrays) -> None:
+    n = ref.n
+    assert (new.n, new.slots, new.capacity, new.index, new.names) == (
+        ref.n,
+        ref.slots,
+        ref.capacity,
+        ref.index,
+        ref.names,
+    )
+    sources = [None if s is None else (s.topology, s.node, s.fresh) for s in new.sources]
+    assert sources == [None if s is None else (s.topology, s.node, s.fresh) for s in ref.sources]
+    assert new.version == ref.version
+    assert new.columns == ref.columns
+    for key in PER_ROW:
+        assert np.array_equal(getattr(new, key)[:n], getattr(ref, key)[:n]), key
+    assert np.array_equal(new.stamp[:n], ref.stamp[:n])
+    assert np.array_equal(new.pad[:, :n], ref.pad[:, :n])
+    assert np.array_equal(new.self_cost[:, :n], ref.self_cost[:, :n])
+    assert np.array_equal(new.costs[:n], ref.costs[:n])
+    for c in range(len(ref.columns)):
+        for key in PER_CELL:
+            assert np.array_equal(getattr(new, key)[c][:, :n], getattr(ref, key)[c][:, :n]), key
+        assert np.array_equal(new.listed_any[c][:n], ref.listed_any[c][:n])
+        assert np.array_equal(new.adv[c][:n], ref.adv[c][:n])
+    assert new.index_snapshot() == ref.index_snapshot()
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_random_updates_give_the_reference_arrays(seed: int) -> None:
+    rng = random.Random(seed)
+    zones, capacity = rng.choice((1, 2, 8)), rng.choice((1, 4, 256))
+    new, ref = ClusterArrays(zones, capacity), ReferenceClusterArrays(zones, capacity)
+    nodes: dict[str, NodeInfo] = {}
+    for _ in range(120):
+        name = f"n{rng.randint(0, 14)}"
+        if rng.random() < 0.1:
+            new.remove(name)
+            ref.remove(name)
+        else:
+            if name not in nodes or rng.random() < 0.2:
+                nodes[name] = _node(rng, name)
+            view, fresh = _view(rng, name), rng.random() < 0.9
+            assert new.upsert(name, view, nodes[name], fresh=fresh) == ref.upsert(name, view, nodes[name], fresh=fresh)
+        _same(new, ref)
