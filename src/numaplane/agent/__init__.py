@@ -13,6 +13,7 @@ Modules:
 * ``plugins`` — the registry of out-of-process plugins (numaplane plugin API v1);
 * ``podresources`` — the kubelet PodResources v1 API served from the agent's allocations;
 * ``pods`` — the optional read-only informer on the node's Pods;
+* ``notify`` — touches the exporter's notify file after allocation changes (``--notify-file``);
 * ``metrics``, ``health``, ``logs`` — Prometheus metrics, ``/healthz`` ``/readyz``, JSON logs;
 * ``daemon`` — :class:`~numaplane.agent.daemon.Agent`, wiring everything (``numaplane agent``).
 

@@ -10,7 +10,8 @@ from flags and runs it. Start-up sequence (:meth:`Agent.start`):
    runtime's Synchronize then rebuilds it (adopting every running container). Never a crash loop;
 3. the file config is applied over the restored one (``reconfigure``: allocations untouched);
 4. servers: PodResources socket, probes/metrics, plugin registry; the config watcher; the optional
-   Pod informer; the checkpoint writer and the update sender;
+   Pod informer; the checkpoint writer and the update sender; the notify file (``notify_file``:
+   touched after every allocation change, see :mod:`numaplane.agent.notify`);
 5. the NRI plugin connects (and reconnects with backoff forever): Configure → Synchronize, after which
    ``/readyz`` turns ready.
 
@@ -37,6 +38,7 @@ from numaplane.agent.errors import AgentConfigError, CheckpointError
 from numaplane.agent.handler import AgentHandler, CoreRunner, UpdateSender
 from numaplane.agent.health import ProbeServer
 from numaplane.agent.metrics import AgentMetrics
+from numaplane.agent.notify import ChangeNotifier
 from numaplane.agent.plugins import PluginRegistry
 from numaplane.agent.podresources import AgentPodResources
 from numaplane.agent.pods import PodSource
@@ -73,6 +75,7 @@ class AgentOptions:
     nri_plugin_name: str = "numaplane"
     nri_plugin_index: str = "50"
     config_poll_seconds: float = 1.0
+    notify_file: Path | None = None
     checkpoint_interval_seconds: float = 0.05
     plugin_call_timeout_seconds: float = 0.25
     plugin_health_seconds: float = 1.0
@@ -114,6 +117,7 @@ class Agent:
         self.podresources: PodResourcesServer | None = None
         self.probes: ProbeServer | None = None
         self.pods: PodSource | None = None
+        self.notifier: ChangeNotifier | None = None
         self.checkpoint_status = "not loaded"
         self.quarantined: Path | None = None
         self._nri_task: asyncio.Task[None] | None = None
@@ -184,6 +188,9 @@ class Agent:
                 self.metrics.checkpoint_load.labels(result="restored").inc()
                 log.info("checkpoint restored", containers=len(core.records), path=str(store.path))
         self.core = core
+        if opts.notify_file is not None:
+            self.notifier = ChangeNotifier(opts.notify_file, on_result=self._notified)
+            self.notifier.prepare()
         self.metrics.config_generation.set(1)
         self.metrics.config_valid.set(0 if config_error else 1)
         if config_error:
@@ -277,7 +284,12 @@ class Agent:
     def _changed(self) -> None:
         if self.writer is not None:
             self.writer.mark_dirty()
+        if self.notifier is not None:
+            self.notifier.notify()
         self._set_gauges()
+
+    def _notified(self, ok: bool) -> None:
+        self.metrics.notify_touches.labels(result="ok" if ok else "error").inc()
 
     def _set_gauges(self) -> None:
         core = self.core

@@ -107,6 +107,13 @@ class AgentMetrics:
             "numaplane_agent_plugin_available", "1 while an out-of-process plugin answers.", ["plugin"], registry=r
         )
 
+        self.notify_touches = Counter(
+            "numaplane_agent_notify_touches",
+            "Touches of the exporter's notify file after allocation changes, by result (ok/error).",
+            ["result"],
+            registry=r,
+        )
+
     def set_config_rejected(self, reason: str) -> None:
         self.config_rejected_info.clear()
         if reason:

@@ -7,9 +7,12 @@ import os
 import signal
 import socket
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from numaplane.agent.daemon import AgentOptions
 
 __all__ = ["command"]
 
@@ -49,6 +52,12 @@ __all__ = ["command"]
     default=None,
     help="Directory of out-of-process plugin sockets (registry: numaplane.sock); unset disables plugins.",
 )
+@click.option(
+    "--notify-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Touch this file after every allocation change (the exporter's --notify-file, refresh mode events/both).",
+)
 @click.option("--plugin-uid", type=int, default=None, help="Uid plugin processes must run as (default: ours).")
 @click.option("--plugin-timeout", type=float, default=0.25, show_default=True, help="Per-call deadline, seconds.")
 @click.option("--nri-plugin-name", default="numaplane", show_default=True)
@@ -78,16 +87,27 @@ def command(**kw: Any) -> None:
     The kubelet's CPU manager must be `none`: the agent is the only writer of cpusets. It keeps its
     state in --state-dir (atomic, checksummed; a bad file is moved aside and the state rebuilt from
     the runtime), serves the kubelet PodResources API on --podresources-socket for exporters, accepts
-    out-of-process plugins in --plugin-dir, and reloads --config when it changes.
+    out-of-process plugins in --plugin-dir, reloads --config when it changes, and touches --notify-file
+    after every allocation change so that an exporter in events mode republishes at once.
 
     Example: numaplane agent --nri-socket /var/run/nri/nri.sock --config /etc/numaplane/node.yaml
     """
-    from numaplane.agent.daemon import AgentOptions
     from numaplane.agent.errors import AgentConfigError
     from numaplane.agent.logs import configure_logging
 
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))
-    options = AgentOptions(
+    options = _options(kw)
+    try:
+        asyncio.run(_run(options, kw))
+    except AgentConfigError as error:
+        raise click.ClickException(str(error)) from error
+
+
+def _options(kw: dict[str, Any]) -> AgentOptions:
+    """The agent's options from the parsed command line (``kw``: the click parameters)."""
+    from numaplane.agent.daemon import AgentOptions
+
+    return AgentOptions(
         nri_socket=str(kw["nri_socket"]),
         state_dir=Path(str(kw["state_dir"])),
         config_file=Path(str(kw["config_file"])) if kw["config_file"] else None,
@@ -103,11 +123,8 @@ def command(**kw: Any) -> None:
         nri_plugin_name=str(kw["nri_plugin_name"]),
         nri_plugin_index=str(kw["nri_plugin_index"]),
         config_poll_seconds=float(kw["config_poll_interval"]),
+        notify_file=Path(str(kw["notify_file"])) if kw["notify_file"] else None,
     )
-    try:
-        asyncio.run(_run(options, kw))
-    except AgentConfigError as error:
-        raise click.ClickException(str(error)) from error
 
 
 async def _run(options: Any, kw: dict[str, Any]) -> None:

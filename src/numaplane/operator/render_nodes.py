@@ -10,7 +10,8 @@ Command-line contract with the components (one image, ``ENTRYPOINT numaplane``):
 ``numaplane exporter`` (its real CLI) — ``--node-name`` (from the downward API), ``--sysfs-root``
 (the folder holding ``sys/``), ``--podresources-socket unix://...``, ``--kubelet-config`` (kubelet
 mode) or ``--topology-manager-policy``/``--topology-manager-scope`` (agent mode, from the policy),
-``--refresh-mode periodic|events|both``, ``--period <seconds>``, ``--notify-file``,
+``--refresh-mode periodic|events|both`` (``PeriodicAndEvents`` with a 0 period is ``events``:
+upstream's "explicit 0 disables"), ``--period <seconds>``, ``--notify-file``,
 ``--pods-fingerprint``/``--no-pods-fingerprint``, ``--pods-fingerprint-method
 all|with-exclusive-resources``, ``--no-publish``, ``--exclude-pods <ns-glob>/<name-glob>`` (repeated),
 ``--metrics-address``, ``--health-address``, ``--log-level``.
@@ -18,9 +19,16 @@ all|with-exclusive-resources``, ``--no-publish``, ``--exclude-pods <ns-glob>/<na
 ``numaplane agent`` — ``--node-name``, ``--config`` (a file the agent watches and reloads live; the
 pod template carries no hash of it, so a policy change never restarts agents), ``--nri-socket``,
 ``--state-dir``, ``--podresources-socket`` (served by the agent), ``--plugin-dir``,
-``--notify-file`` (touched after every allocation change), ``--sysfs-root``, bind addresses, log level.
-The agent reports the policy revision it applied or rejected as the pod condition
-:data:`numaplane.operator.policy_status.POLICY_CONDITION` on its own pod.
+``--notify-file`` (the exporter's notify file on the host, touched after every allocation change;
+always passed, so switching a group's refresh mode never restarts its agents), ``--watch-pods``
+(exact requests from the node's Pods; its RBAC allows only reading pods), ``--sysfs-root``, bind
+addresses, log level. :mod:`numaplane.operator.status` reads the policy revision an agent applied
+or rejected from the pod condition :data:`numaplane.operator.status.POLICY_CONDITION` (the agent
+does not write that condition yet: until it does, per-node policy status stays unknown).
+
+``tests/operator/test_op_cli_contract.py`` parses every rendered command line with the real click
+commands and checks that every path argument is mounted and that agent and exporter meet on the
+same host files.
 
 Exactly one exporter per node: a DaemonSet runs one pod per selected node, and a required pod
 anti-affinity on ``kubernetes.io/hostname`` against every exporter pod keeps a second group's
@@ -81,6 +89,9 @@ EXPORTER_SA = "numaplane-exporter"
 AGENT_SA = "numaplane-agent"
 POLICY_MOUNT = "/etc/numaplane/policy"
 POLICY_KEY = "config.yaml"
+#: The agent touches ``<run_dir>/notify`` after allocation changes; the exporter watches the same host file.
+NOTIFY_FILE = "notify"
+_EXPORTER_RUN_MOUNT = "/host-run-numaplane"
 #: Default exporter/agent tolerations: run on control-plane nodes a group selects.
 DEFAULT_TOLERATIONS: tuple[dict[str, Any], ...] = (
     {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
@@ -168,11 +179,15 @@ def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup, document: Mappin
             "--podresources-socket=unix:///host-podresources/kubelet.sock",
             "--kubelet-config=/host-kubelet/config.yaml",
         ]
-    args.append(f"--refresh-mode={_REFRESH_FLAG[cfg.info_refresh_mode]}")
-    if cfg.info_refresh_mode is not InfoRefreshMode.EVENTS:
+    mode = cfg.info_refresh_mode
+    if mode is InfoRefreshMode.PERIODIC_AND_EVENTS and cfg.info_refresh_period_seconds <= 0:
+        # upstream: an explicit 0 period disables the periodic refresh (the exporter refuses 'both' with 0)
+        mode = InfoRefreshMode.EVENTS
+    args.append(f"--refresh-mode={_REFRESH_FLAG[mode]}")
+    if mode is not InfoRefreshMode.EVENTS:
         args.append(f"--period={cfg.info_refresh_period_seconds:g}")
-    if cfg.info_refresh_mode is not InfoRefreshMode.PERIODIC:
-        args.append("--notify-file=/host-run-numaplane/notify")
+    if mode is not InfoRefreshMode.PERIODIC:
+        args.append(f"--notify-file={_EXPORTER_RUN_MOUNT}/{NOTIFY_FILE}")
     if cfg.pods_fingerprinting is PodsFingerprinting.DISABLED:
         args.append("--no-pods-fingerprint")
     else:
@@ -202,7 +217,8 @@ def agent_args(nro: NUMAResourcesOperator, settings: Settings) -> list[str]:
         f"--state-dir={settings.state_dir}",
         f"--podresources-socket={settings.state_dir}/podresources/kubelet.sock",
         f"--plugin-dir={settings.state_dir}/plugins",
-        f"--notify-file={settings.run_dir}/notify",
+        f"--notify-file={settings.run_dir}/{NOTIFY_FILE}",
+        "--watch-pods",
         "--sysfs-root=/host",
         *_common_args(nro),
     ]
@@ -282,7 +298,7 @@ def exporter_daemonset(
             host_path_volume("kubelet-podresources", settings.kubelet_podresources_dir, "Directory"),
             host_path_volume("kubelet-config", settings.kubelet_config_file, "File"),
         ]
-    mounts.append({"name": "run-numaplane", "mountPath": "/host-run-numaplane"})
+    mounts.append({"name": "run-numaplane", "mountPath": _EXPORTER_RUN_MOUNT})
     volumes.append(host_path_volume("run-numaplane", settings.run_dir, "DirectoryOrCreate"))
     container = {
         "name": EXPORTER,
