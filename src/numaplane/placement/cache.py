@@ -45,6 +45,7 @@ __all__ = [
     "ResyncReport",
     "filter_with_cache",
     "make_cache",
+    "nodes_maybe_overreserved",
     "score_with_cache",
 ]
 
@@ -154,6 +155,16 @@ def make_cache(
         return PassthroughCache(initial)
     base = config or OverReserveConfig()
     return OverReserveCache(replace(base, resync_period_seconds=resync_period_seconds), initial)
+
+
+def nodes_maybe_overreserved(cache: NRTCache, nodes: Iterable[str], pod: Pod) -> None:
+    """Report per-zone filter rejections of ``pod`` on ``nodes`` to ``cache`` (one
+    ``node_maybe_overreserved`` per node, in one call when the cache counts them in bulk)."""
+    if isinstance(cache, OverReserveCache):
+        cache.nodes_maybe_overreserved(nodes, pod)
+        return
+    for node in nodes:
+        cache.node_maybe_overreserved(node, pod)
 
 
 def filter_with_cache(

@@ -270,6 +270,10 @@ class OverReserveCache:
     def node_maybe_overreserved(self, node: str, pod: Pod) -> None:
         self._maybe_over[node] += 1
 
+    def nodes_maybe_overreserved(self, nodes: Iterable[str], pod: Pod) -> None:
+        """:meth:`node_maybe_overreserved` for each of ``nodes`` (repeats count), in one call."""
+        self._maybe_over.update(nodes)
+
     def _detect_foreign(self, pod: Pod) -> None:
         mode = self.config.foreign_pods_detect
         node = pod.node_name

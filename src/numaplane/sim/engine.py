@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from numaplane.nrt.from_manager import NRTPublisher
-from numaplane.placement.cache import make_cache
+from numaplane.placement.cache import make_cache, nodes_maybe_overreserved
 from numaplane.placement.cachebase import NRTCache
 from numaplane.placement.node import node_info
 from numaplane.placement.overreserve import OverReserveConfig
@@ -198,7 +198,8 @@ class _Run:
         self.cache: NRTCache | None = None
         self.publishers: dict[str, NRTPublisher] = {}
         self.pipeline: Pipeline | None = None
-        self._perm: tuple[int, np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None
+        self._perm: tuple[int, np.ndarray[Any, Any], np.ndarray[Any, Any], bool] | None = None
+        self._names = np.array([n.name for n in self.nodes], dtype=object)
         last = max((a.arrival_s for a in arrivals), default=0.0)
         self.end = config.duration_s if config.duration_s is not None else last + config.drain_s
         if spec.numa_aware:
@@ -209,7 +210,11 @@ class _Run:
                 )
             else:
                 self.cache = make_cache(discard_reserved_nodes=spec.cache == "discard-reserved")
-            self.pipeline = Pipeline(ScoringStrategy(spec.strategy))  # type: ignore[arg-type]
+            # as many zone slots as the largest machine has NUMA nodes (the arrays grow if needed)
+            zones = max((len(t.topology.numa_nodes) for t in templates), default=1)
+            self.pipeline = Pipeline(ScoringStrategy(spec.strategy), zones=zones)  # type: ignore[arg-type]
+            for node in self.nodes:  # pipeline rows in our node order: results need no permutation
+                self.pipeline.update_node(node.name, None, self.node_infos[node.name])
         self._util_acc = 0.0
         self._frag_acc = 0.0
         self._samples = 0
@@ -352,26 +357,33 @@ class _Run:
             return fit, default_scores
         self.pipeline.sync_from_cache(self.cache, self.node_infos)
         ev = self.pipeline.evaluate(pod)
-        mine, theirs = self._rows(ev.index)
-        feasible = np.zeros(len(self.nodes), dtype=np.bool_)
-        scores = np.zeros(len(self.nodes), dtype=np.int64)
-        feasible[mine] = np.asarray(ev.feasible)[theirs]
-        scores[mine] = np.asarray(ev.scores)[theirs]
+        mine, theirs, identity = self._rows(ev.index)
+        if identity:
+            feasible, scores = np.asarray(ev.feasible), np.asarray(ev.scores)
+        else:
+            feasible = np.zeros(len(self.nodes), dtype=np.bool_)
+            scores = np.zeros(len(self.nodes), dtype=np.int64)
+            feasible[mine] = np.asarray(ev.feasible)[theirs]
+            scores[mine] = np.asarray(ev.scores)[theirs]
         # the plugin reports every per-zone rejection back to its cache (node maybe over-reserved);
         # nodes failing only the NUMA check are those rejections here
-        for row in np.flatnonzero(fit & ~feasible):
-            self.cache.node_maybe_overreserved(self.nodes[int(row)].name, pod)
+        rejected = np.flatnonzero(fit & ~feasible)
+        if len(rejected):
+            nodes_maybe_overreserved(self.cache, self._names[rejected].tolist(), pod)
         return fit & feasible, scores * 1000 + default_scores
 
-    def _rows(self, index: Mapping[str, int]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-        """(our node rows, the pipeline's rows) for the nodes the pipeline knows; cached while stable."""
+    def _rows(self, index: Mapping[str, int]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], bool]:
+        """(our node rows, the pipeline's rows, whether both are every row in order) for the nodes the
+        pipeline knows; cached while stable."""
         cached = self._perm
         if cached is None or cached[0] != len(index):
             mine = np.array([self.index[n] for n in index], dtype=np.int64)
             theirs = np.array(list(index.values()), dtype=np.int64)
-            cached = (len(index), mine, theirs)
+            everyone = np.arange(len(self.nodes))
+            identity = np.array_equal(mine, everyone) and np.array_equal(theirs, everyone)
+            cached = (len(index), mine, theirs, identity)
             self._perm = cached
-        return cached[1], cached[2]
+        return cached[1], cached[2], cached[3]
 
     def _try(self, now: float, state: _PodState) -> bool:
         self.result.attempts += 1
