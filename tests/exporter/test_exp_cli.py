@@ -34,7 +34,7 @@ def fake_dir(tmp_path: Path) -> Path:
 @pytest.fixture(autouse=True)
 def keep_logging(monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process runs must not reconfigure the test session's logging."""
-    monkeypatch.setattr("numaplane.exporter.logs.configure_logging", lambda fmt="json", level="info": None)
+    monkeypatch.setattr("numaplane.observability.logs.configure_logging", lambda fmt="json", level="info": None)
 
 
 def _args(fake_dir: Path, sysfs_root: Path, *extra: str) -> list[str]:

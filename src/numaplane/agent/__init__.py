@@ -14,7 +14,8 @@ Modules:
 * ``podresources`` — the kubelet PodResources v1 API served from the agent's allocations;
 * ``pods`` — the optional read-only informer on the node's Pods;
 * ``notify`` — touches the exporter's notify file after allocation changes (``--notify-file``);
-* ``metrics``, ``health``, ``logs`` — Prometheus metrics, ``/healthz`` ``/readyz``, JSON logs;
+* ``metrics`` — Prometheus metrics (served with ``/healthz`` and ``/readyz`` by
+  :class:`numaplane.observability.http.ProbeServer`; logs set up by :mod:`numaplane.observability.logs`);
 * ``daemon`` — :class:`~numaplane.agent.daemon.Agent`, wiring everything (``numaplane agent``).
 
 Known limits (the agent admits one container at a time, see ``containers``): init containers' CPUs

@@ -36,7 +36,6 @@ from numaplane.agent.configwatch import ConfigWatcher, read_config
 from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import AgentConfigError, CheckpointError
 from numaplane.agent.handler import AgentHandler, CoreRunner, UpdateSender
-from numaplane.agent.health import ProbeServer
 from numaplane.agent.metrics import AgentMetrics
 from numaplane.agent.notify import ChangeNotifier
 from numaplane.agent.plugins import PluginRegistry
@@ -45,6 +44,7 @@ from numaplane.agent.pods import PodSource
 from numaplane.grpcapi.podresources.server import PodResourcesServer
 from numaplane.kube.port import KubePort
 from numaplane.nri.plugin import NRIPlugin
+from numaplane.observability.http import ProbeServer
 from numaplane.policy.config import NodeResourceConfig, parse_config
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager

@@ -93,7 +93,7 @@ def command(**kw: Any) -> None:
     Example: numaplane agent --nri-socket /var/run/nri/nri.sock --config /etc/numaplane/node.yaml
     """
     from numaplane.agent.errors import AgentConfigError
-    from numaplane.agent.logs import configure_logging
+    from numaplane.observability.logs import configure_logging
 
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))
     options = _options(kw)

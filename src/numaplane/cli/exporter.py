@@ -103,7 +103,7 @@ def command(**kw: Any) -> None:
     Example: numaplane exporter --oneshot --kubelet-config /var/lib/kubelet/config.yaml -o yaml
     """
     from numaplane.exporter.errors import ExporterConfigError, ExporterError
-    from numaplane.exporter.logs import configure_logging
+    from numaplane.observability.logs import configure_logging
 
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))
     try:

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import signal
 import socket
+from typing import Any
 
 import click
 
-
-def _split(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host or "0.0.0.0", int(port)
+from numaplane.observability.errors import ObservabilityError
+from numaplane.observability.logs import LOG_FORMATS, LOG_LEVELS
 
 
 async def _serve(
@@ -26,14 +24,12 @@ async def _serve(
     metrics_address: str,
     health_address: str,
 ) -> None:
-    from aiohttp import web
-
     from numaplane.kube.client import LightkubePort
     from numaplane.kube.leader import LeaderElectionConfig, LeaderElector
+    from numaplane.observability.http import ProbeServer
     from numaplane.operator.controller import Operator
     from numaplane.operator.rbac import OPERATOR_LEASE
     from numaplane.operator.render_common import Settings
-    from numaplane.operator.server import build_app
 
     if server:
         kube = LightkubePort.from_server(server)
@@ -42,20 +38,21 @@ async def _serve(
     else:
         kube = LightkubePort.in_cluster()
     operator = Operator(kube, Settings(namespace=namespace, image=image))
-    state = {"dead": False}
-    app = build_app(
-        operator.metrics.registry,
-        ready=lambda: operator.synced or not state["leading"],
-        healthy=lambda: not state["dead"],
-    )
-    state["leading"] = not leader_elect
-    runners = []
-    addresses = {_split(metrics_address), _split(health_address)}
-    for host, port in sorted(addresses):
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, host, port).start()
-        runners.append(runner)
+    state = {"dead": False, "leading": not leader_elect}
+
+    def healthy() -> tuple[bool, dict[str, Any]]:
+        return not state["dead"], {"controllers": "stopped" if state["dead"] else "running"}
+
+    def ready() -> tuple[bool, dict[str, Any]]:
+        # standby replicas are ready too: they serve probes and wait for the lease
+        return operator.synced or not state["leading"], {"synced": operator.synced, "leading": state["leading"]}
+
+    probes = ProbeServer(operator.metrics.registry, liveness=healthy, readiness=ready)
+    try:
+        await probes.start(metrics_address, health_address)
+    except ObservabilityError as exc:
+        await kube.close()
+        raise click.UsageError(str(exc)) from exc
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -85,8 +82,7 @@ async def _serve(
         with contextlib.suppress(asyncio.CancelledError):
             await work
     finally:
-        for runner in runners:
-            await runner.cleanup()
+        await probes.stop()
         await kube.close()
 
 
@@ -98,7 +94,8 @@ async def _serve(
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
 @click.option("--metrics-address", default=":8080", show_default=True)
 @click.option("--health-address", default=":8081", show_default=True)
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
+@click.option("--log-format", type=click.Choice(LOG_FORMATS), default="json", show_default=True)
+@click.option("--log-level", type=click.Choice(list(LOG_LEVELS)), default="info", show_default=True)
 def command(
     namespace: str,
     image: str,
@@ -107,8 +104,15 @@ def command(
     leader_elect: bool,
     metrics_address: str,
     health_address: str,
+    log_format: str,
     log_level: str,
 ) -> None:
-    """Run the NUMAResourcesOperator, NUMAResourcesScheduler and NodeResourcePolicy controllers."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    """Run the NUMAResourcesOperator, NUMAResourcesScheduler and NodeResourcePolicy controllers.
+
+    Serves /metrics on --metrics-address and /healthz, /readyz on --health-address; logs one JSON
+    object per line on stderr (--log-format console for humans).
+    """
+    from numaplane.observability.logs import configure_logging
+
+    configure_logging(log_format, log_level)
     asyncio.run(_serve(kubeconfig, server, namespace, image, leader_elect, metrics_address, health_address))

@@ -147,14 +147,14 @@ def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConf
 
 
 def _check_addresses(*addresses: str | None) -> None:
-    from numaplane.scheduler.errors import SchedulerConfigError
-    from numaplane.scheduler.http import parse_address
+    from numaplane.observability.errors import AddressError
+    from numaplane.observability.http import parse_address
 
     for address in addresses:
         if address:
             try:
                 parse_address(address)
-            except SchedulerConfigError as exc:
+            except AddressError as exc:
                 raise click.UsageError(str(exc)) from exc
 
 
@@ -209,8 +209,8 @@ def extender(**kw: Any) -> None:
 
     Example: numaplane scheduler extender --address :8888 --scheduler-name default-scheduler
     """
+    from numaplane.observability.logs import configure_logging
     from numaplane.scheduler.config import DEFAULT_EXTENDER_NAMES
-    from numaplane.scheduler.logs import configure_logging
     from numaplane.scheduler.service import ExtenderService
 
     config = _config(kw, DEFAULT_EXTENDER_NAMES)
@@ -254,8 +254,8 @@ def run(**kw: Any) -> None:
     Example: numaplane scheduler run --leader-elect --cache overreserve --resync-period 5
     """
     from numaplane.kube.leader import LeaderElectionConfig
+    from numaplane.observability.logs import configure_logging
     from numaplane.scheduler.config import DEFAULT_SCHEDULER_NAME
-    from numaplane.scheduler.logs import configure_logging
     from numaplane.scheduler.service import SchedulerService, default_identity
 
     config = _config(kw, (DEFAULT_SCHEDULER_NAME,))

@@ -3,8 +3,9 @@
 Modules: ``options`` (the configuration value), ``kubelet`` (kubelet config file), ``sources``
 (PodResources API, sysfs), ``scan`` (inputs → object), ``events`` (triggers, coalescing rate limit,
 notify file), ``mirror`` (list + watch of our object and the node's pods), ``publisher`` (writes
-only on change), ``metrics``, ``health`` (``/metrics``, ``/healthz``, ``/readyz``), ``logs``
-(structlog JSON), ``daemon`` (the wiring), ``errors``.
+only on change), ``metrics``, ``daemon`` (the wiring, with ``/metrics``, ``/healthz`` and
+``/readyz`` served by :class:`numaplane.observability.http.ProbeServer`), ``errors``. Logs are set up
+by :func:`numaplane.observability.logs.configure_logging` (structlog JSON).
 """
 
 from numaplane.exporter.daemon import Exporter, ExporterStatus

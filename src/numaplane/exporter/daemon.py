@@ -35,9 +35,8 @@ from typing import Any, Final
 
 import structlog
 
-from numaplane.exporter.errors import ExporterError
+from numaplane.exporter.errors import ExporterConfigError, ExporterError
 from numaplane.exporter.events import Batch, EventGate, NotifyFileWatcher, Trigger, cancel_and_wait, periodic
-from numaplane.exporter.health import ProbeServer
 from numaplane.exporter.kubelet import KubeletConfigSource
 from numaplane.exporter.metrics import ExporterMetrics
 from numaplane.exporter.mirror import Mirror
@@ -48,6 +47,8 @@ from numaplane.exporter.sources import MachineSource, PodResourcesSource, open_p
 from numaplane.kube.errors import KubeError
 from numaplane.kube.port import EventType, JsonObj, KubePort
 from numaplane.kube.resources import NODE_RESOURCE_TOPOLOGY, POD
+from numaplane.observability.errors import ObservabilityError
+from numaplane.observability.http import ProbeServer
 
 __all__ = ["TERMINAL_PHASES", "Exporter", "ExporterStatus"]
 
@@ -313,13 +314,16 @@ class Exporter:
             await self.cycle(batch)
 
     async def start(self) -> None:
-        """Start every task and the probe server; :class:`ExporterConfigError` for a bad notify file."""
+        """Start every task and the probe server; :class:`ExporterConfigError` for a bad notify file or probe address."""
         if self._started:
             return
         opts = self.options
         if self.notify is not None:
             self.notify.prepare()
-        await self.probes.start(opts.metrics_address, opts.health_address)
+        try:
+            await self.probes.start(opts.metrics_address, opts.health_address)
+        except ObservabilityError as error:
+            raise ExporterConfigError(str(error)) from error
         if self.pod_mirror is not None:
             self._tasks["pod-mirror"] = asyncio.create_task(self.pod_mirror.run(), name="exporter-pod-mirror")
         if self.nrt_mirror is not None:

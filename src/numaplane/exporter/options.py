@@ -22,6 +22,8 @@ from numaplane.exporter.errors import ExporterConfigError
 from numaplane.exporter.kubelet import TOPOLOGY_MANAGER_POLICIES, TOPOLOGY_MANAGER_SCOPES
 from numaplane.grpcapi.podresources.client import DEFAULT_SOCKET
 from numaplane.nrt.fingerprint import METHOD_WITH_EXCLUSIVE_RESOURCES, Method
+from numaplane.observability.errors import AddressError
+from numaplane.observability.http import parse_address as observability_parse_address
 from numaplane.topology.cpuset import CPUSet
 
 __all__ = ["ExporterOptions", "NotifyBackend", "PodExclude", "RefreshMode", "parse_address"]
@@ -76,11 +78,10 @@ class PodExclude:
 
 def parse_address(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6; an empty host means all interfaces) → ``(host, port)``."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise ExporterConfigError(f"address {text!r}: expected HOST:PORT")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
+    try:
+        return observability_parse_address(text)
+    except AddressError as error:
+        raise ExporterConfigError(str(error)) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,12 @@ Two modes over one core:
 * :mod:`~numaplane.scheduler.loop` + :mod:`~numaplane.scheduler.queue` — the standalone secondary
   scheduler: scheduling queue with backoff, cycles, background binding, Events;
 * :mod:`~numaplane.scheduler.service` — process wiring: informers (:mod:`~numaplane.scheduler.informers`),
-  cache resync, HTTP endpoints (:mod:`~numaplane.scheduler.http`), leader election;
-* :mod:`~numaplane.scheduler.config`, :mod:`~numaplane.scheduler.metrics`, :mod:`~numaplane.scheduler.logs`,
-  :mod:`~numaplane.scheduler.errors`;
+  cache resync, HTTP endpoints (:class:`numaplane.observability.http.ProbeServer`), leader election;
+* :mod:`~numaplane.scheduler.config`, :mod:`~numaplane.scheduler.metrics`, :mod:`~numaplane.scheduler.errors`
+  (logs: :mod:`numaplane.observability.logs`, with the upstream plugin's key names ``pod``, ``podUID``,
+  ``node``, ``flow``, ``generation`` where they exist, so logs of both can be compared);
 * :mod:`~numaplane.scheduler.explain` — ``numaplane explain``: per-node NUMA verdicts with explanations.
 
-Layering: imports the kube adapter and the pure core (placement, nrt, resources), never another
-component. User documentation: ``docs/scheduler.md``.
+Layering: imports the kube and observability adapters and the pure core (placement, nrt, resources),
+never another component. User documentation: ``docs/scheduler.md``.
 """

@@ -194,7 +194,7 @@ class Extender:
     # --- HTTP --------------------------------------------------------------------------------------
 
     def add_routes(self, prefix: str = "") -> Callable[[web.Application], None]:
-        """A route adder for :class:`~numaplane.scheduler.http.HttpEndpoints` serving the three verbs."""
+        """A route adder for :class:`~numaplane.observability.http.ProbeServer` serving the three verbs."""
         base = normalize_prefix(prefix)
 
         def adder(app: web.Application) -> None:

@@ -6,7 +6,7 @@
 * :class:`SchedulerService` — ``numaplane scheduler run``: informers → core, the resync loop, the
   :class:`~numaplane.scheduler.loop.StandaloneScheduler` (only while leading when a
   :class:`~numaplane.kube.leader.LeaderElectionConfig` is given), ``/metrics`` and the probes on their
-  addresses. Informers and the cache run on standby instances too, so a new leader starts warm; a
+  addresses. HTTP is served by :class:`numaplane.observability.http.ProbeServer`. Informers and the cache run on standby instances too, so a new leader starts warm; a
   standby learns the leader's placements from the pod informer (:class:`SchedulerCore`).
 
 Probes: ``/healthz`` is 200 while no background task died; ``/readyz`` is 200 once the informers have
@@ -33,10 +33,10 @@ import structlog
 from numaplane.kube.clock import Clock, SystemClock
 from numaplane.kube.leader import LeaderElectionConfig, LeaderElector
 from numaplane.kube.port import KubePort
+from numaplane.observability.http import ProbeServer
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.core import SchedulerCore
 from numaplane.scheduler.extender import Extender
-from numaplane.scheduler.http import HttpEndpoints, address_groups
 from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.loop import StandaloneScheduler
 from numaplane.scheduler.metrics import SchedulerMetrics
@@ -51,6 +51,9 @@ __all__ = [
 ]
 
 log = structlog.get_logger("numaplane.scheduler")
+
+#: Largest request body the extender accepts (a filter request with 5,000 full Node objects is ~35 MB).
+MAX_BODY_BYTES = 256 * 1024 * 1024
 
 EXIT_OK = 0
 EXIT_LEADERSHIP_LOST = 1
@@ -105,7 +108,9 @@ class _Process:
         self.metrics = metrics or SchedulerMetrics()
         self.core = SchedulerCore(config)
         self.informers = ClusterInformers(kube, self.core, clock=self.clock)
-        self.http = HttpEndpoints(self.metrics.registry, liveness=self._liveness, readiness=self._readiness)
+        self.http = ProbeServer(
+            self.metrics.registry, liveness=self._liveness, readiness=self._readiness, max_body_bytes=MAX_BODY_BYTES
+        )
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
         self.metrics.info.labels(mode=self.mode, cache=config.cache_mode, scoring_strategy=config.strategy.type).set(1)
@@ -196,12 +201,10 @@ class ExtenderService(_Process):
     async def start(self) -> None:
         """Start informers, the resync loop and the HTTP server; returns once listening."""
         self._start_common()
-        groups = address_groups(
-            extender=self.address,
-            metrics=self.metrics_address or self.address,
-            health=self.health_address or self.address,
+        self.http.add_routes("extender", self.extender.add_routes(self.prefix))
+        await self.http.start(
+            self.metrics_address or self.address, self.health_address or self.address, extender=self.address
         )
-        await self.http.start(groups, {"extender": self.extender.add_routes(self.prefix)})
         log.info("extender listening", port=self.ports.get("extender"), prefix=self.prefix, **self.config.describe())
 
     async def run(self) -> int:
@@ -260,7 +263,7 @@ class SchedulerService(_Process):
     async def start(self) -> None:
         """Start informers, the resync loop and the HTTP endpoints."""
         self._start_common()
-        await self.http.start(address_groups(metrics=self.metrics_address, health=self.health_address))
+        await self.http.start(self.metrics_address, self.health_address)
         log.info("scheduler started", ports=self.ports, **self.config.describe())
 
     async def run(self) -> int:
