@@ -221,6 +221,11 @@ def check_agent(spec: Mapping[str, Any], container: Mapping[str, Any], ctx: clic
 
     options = _options(ctx.params)
     assert ctx.params["watch_pods"], "the agent has RBAC to read its node's pods: it should use it"
+    # the policy report goes on the agent's own pod: its name and namespace come from the downward API
+    fields = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in container["env"]}
+    envvars = {p.name: p.envvar for p in ctx.command.params}
+    assert fields[str(envvars["pod_name"])] == "metadata.name"
+    assert fields[str(envvars["pod_namespace"])] == "metadata.namespace"
     assert options.node_name == "$(NODE_NAME)"
     assert host_path(spec, container, str(options.sysfs_root / "sys")) == "/sys"
     host_path(spec, container, options.nri_socket)

@@ -14,6 +14,7 @@ Modules:
 * ``podresources`` — the kubelet PodResources v1 API served from the agent's allocations;
 * ``pods`` — the optional read-only informer on the node's Pods;
 * ``notify`` — touches the exporter's notify file after allocation changes (``--notify-file``);
+* ``policyreport`` — the policy revision applied or rejected, as a condition on the agent's own pod;
 * ``metrics`` — Prometheus metrics (served with ``/healthz`` and ``/readyz`` by
   :class:`numaplane.observability.http.ProbeServer`; logs set up by :mod:`numaplane.observability.logs`);
 * ``daemon`` — :class:`~numaplane.agent.daemon.Agent`, wiring everything (``numaplane agent``).

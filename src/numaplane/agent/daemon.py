@@ -11,7 +11,9 @@ from flags and runs it. Start-up sequence (:meth:`Agent.start`):
 3. the file config is applied over the restored one (``reconfigure``: allocations untouched);
 4. servers: PodResources socket, probes/metrics, plugin registry; the config watcher; the optional
    Pod informer; the checkpoint writer and the update sender; the notify file (``notify_file``:
-   touched after every allocation change, see :mod:`numaplane.agent.notify`);
+   touched after every allocation change, see :mod:`numaplane.agent.notify`); the policy reporter
+   (with API access and ``pod_name``: the revision applied or rejected, on the agent's own pod, see
+   :mod:`numaplane.agent.policyreport`);
 5. the NRI plugin connects (and reconnects with backoff forever): Configure → Synchronize, after which
    ``/readyz`` turns ready.
 
@@ -41,6 +43,7 @@ from numaplane.agent.notify import ChangeNotifier
 from numaplane.agent.plugins import PluginRegistry
 from numaplane.agent.podresources import AgentPodResources
 from numaplane.agent.pods import PodSource
+from numaplane.agent.policyreport import PolicyReporter
 from numaplane.grpcapi.podresources.server import PodResourcesServer
 from numaplane.kube.port import KubePort
 from numaplane.nri.plugin import NRIPlugin
@@ -76,6 +79,9 @@ class AgentOptions:
     nri_plugin_index: str = "50"
     config_poll_seconds: float = 1.0
     notify_file: Path | None = None
+    #: The agent's own pod (downward API): with API access, the policy report goes on its conditions.
+    pod_name: str = ""
+    pod_namespace: str = ""
     checkpoint_interval_seconds: float = 0.05
     plugin_call_timeout_seconds: float = 0.25
     plugin_health_seconds: float = 1.0
@@ -118,6 +124,8 @@ class Agent:
         self.probes: ProbeServer | None = None
         self.pods: PodSource | None = None
         self.notifier: ChangeNotifier | None = None
+        self.reporter: PolicyReporter | None = None
+        self._config_doc: Mapping[str, Any] | None = None
         self.checkpoint_status = "not loaded"
         self.quarantined: Path | None = None
         self._nri_task: asyncio.Task[None] | None = None
@@ -134,6 +142,7 @@ class Agent:
             return NodeResourceConfig(), "", ""
         try:
             doc, digest = read_config(self.options.config_file)
+            self._config_doc = doc
             return parse_config(doc), digest, ""
         except (AgentConfigError, PolicyConfigError) as exc:
             return None, "", str(exc)
@@ -191,10 +200,13 @@ class Agent:
         if opts.notify_file is not None:
             self.notifier = ChangeNotifier(opts.notify_file, on_result=self._notified)
             self.notifier.prepare()
+        if self.kube is not None and opts.pod_name and opts.pod_namespace:
+            self.reporter = PolicyReporter(self.kube, opts.pod_namespace, opts.pod_name)
         self.metrics.config_generation.set(1)
         self.metrics.config_valid.set(0 if config_error else 1)
         if config_error:
             self.metrics.set_config_rejected(config_error)
+            self._report(False, config_error)
             log.error("config file invalid at start; the checkpoint's config stays in force", reason=config_error)
         elif config is not None and config != core.manager.config:
             try:
@@ -202,10 +214,15 @@ class Agent:
             except PolicyConfigError as exc:
                 self.metrics.config_valid.set(0)
                 self.metrics.set_config_rejected(str(exc))
+                self._report(False, str(exc))
                 log.error(
                     "config file conflicts with the restored allocations; keeping the checkpoint's config",
                     reason=str(exc),
                 )
+            else:
+                self._report(True)
+        else:
+            self._report(True)
         self.runner = runner = CoreRunner(core)
         self.sender = UpdateSender(runner, self.metrics)
         self.writer = CheckpointWriter(
@@ -258,6 +275,8 @@ class Agent:
             self.watcher.start()
         if self.pods is not None:
             self.pods.start()
+        if self.reporter is not None:
+            self.reporter.start()
         if opts.metrics_address or opts.health_address:
             self.probes = ProbeServer(self.metrics.registry, liveness=self.liveness, readiness=self.readiness)
             await self.probes.start(opts.metrics_address, opts.health_address)
@@ -306,10 +325,20 @@ class Agent:
         self.metrics.exclusive_cpus.set(core.exclusive_cpus().size())
         self.metrics.shared_pool_cpus.set(core.shared_pool.size())
 
+    def _report(self, applied: bool, why: str = "") -> None:
+        if self.reporter is not None:
+            self.reporter.report(self._config_doc, applied, why)
+
     async def _apply_config(self, doc: Mapping[str, Any]) -> None:
         assert self.runner is not None and self.sender is not None
         core = self.runner.core
-        updates = await self.runner.call(lambda: core.reconfigure(doc))
+        self._config_doc = doc
+        try:
+            updates = await self.runner.call(lambda: core.reconfigure(doc))
+        except PolicyConfigError as exc:
+            self._report(False, str(exc))
+            raise
+        self._report(True)
         self.sender.submit((u.container_id for u in updates), "reconfigure")
         if core.take_deferred():
             self.sender.submit_shared("reconfigure")
@@ -361,7 +390,7 @@ class Agent:
         if self._nri_task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._nri_task, 5)
-        for closer in (self.watcher, self.pods, self.sender):
+        for closer in (self.watcher, self.pods, self.sender, self.reporter):
             if closer is not None:
                 await closer.stop()
         if self.registry is not None:

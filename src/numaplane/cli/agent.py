@@ -73,6 +73,8 @@ __all__ = ["command"]
     "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster, else $KUBECONFIG."
 )
 @click.option("--api-server", default=None, help="API server URL without credentials (tests, kubectl proxy).")
+@click.option("--pod-name", envvar="POD_NAME", default="", help="This agent's pod (default: $POD_NAME).")
+@click.option("--pod-namespace", envvar="POD_NAMESPACE", default="", help="Its namespace (default: $POD_NAMESPACE).")
 @click.option("--metrics-address", default=":2114", show_default=True, help="HOST:PORT for /metrics; '' disables.")
 @click.option(
     "--health-address", default=":8084", show_default=True, help="HOST:PORT for /healthz, /readyz; '' disables."
@@ -88,7 +90,9 @@ def command(**kw: Any) -> None:
     state in --state-dir (atomic, checksummed; a bad file is moved aside and the state rebuilt from
     the runtime), serves the kubelet PodResources API on --podresources-socket for exporters, accepts
     out-of-process plugins in --plugin-dir, reloads --config when it changes, and touches --notify-file
-    after every allocation change so that an exporter in events mode republishes at once.
+    after every allocation change so that an exporter in events mode republishes at once. With
+    --watch-pods it also reports the policy revision it applied or rejected on its own pod
+    (--pod-name/--pod-namespace, from the downward API).
 
     Example: numaplane agent --nri-socket /var/run/nri/nri.sock --config /etc/numaplane/node.yaml
     """
@@ -124,6 +128,8 @@ def _options(kw: dict[str, Any]) -> AgentOptions:
         nri_plugin_index=str(kw["nri_plugin_index"]),
         config_poll_seconds=float(kw["config_poll_interval"]),
         notify_file=Path(str(kw["notify_file"])) if kw["notify_file"] else None,
+        pod_name=str(kw["pod_name"] or ""),
+        pod_namespace=str(kw["pod_namespace"] or ""),
     )
 
 

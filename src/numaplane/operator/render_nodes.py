@@ -22,9 +22,10 @@ pod template carries no hash of it, so a policy change never restarts agents), `
 ``--notify-file`` (the exporter's notify file on the host, touched after every allocation change;
 always passed, so switching a group's refresh mode never restarts its agents), ``--watch-pods``
 (exact requests from the node's Pods; its RBAC allows only reading pods), ``--sysfs-root``, bind
-addresses, log level. :mod:`numaplane.operator.status` reads the policy revision an agent applied
-or rejected from the pod condition :data:`numaplane.operator.status.POLICY_CONDITION` (the agent
-does not write that condition yet: until it does, per-node policy status stays unknown).
+addresses, log level; ``POD_NAME`` and ``POD_NAMESPACE`` from the downward API, so that the agent
+reports the policy revision it applied or rejected as the condition
+:data:`numaplane.operator.status.POLICY_CONDITION` on its own pod (:mod:`numaplane.operator.status`
+reads it into the NodeResourcePolicy's per-node status).
 
 ``tests/operator/test_op_cli_contract.py`` parses every rendered command line with the real click
 commands and checks that every path argument is mounted and that agent and exporter meet on the
