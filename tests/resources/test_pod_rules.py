@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from numaplane.resources import PodSpecError, parse_pod, parse_quantity
+from numaplane.resources.pod import compute_qos
 
 
 def _c(name: str, req: dict[str, str] | None = None, lim: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -83,3 +84,24 @@ def test_malformed_pods_name_the_field(doc: Any, path: str) -> None:
     with pytest.raises(PodSpecError) as info:
         parse_pod(doc)
     assert path in str(info.value)
+
+
+def test_derived_values_are_computed_once_and_follow_replace() -> None:
+    from dataclasses import replace
+
+    doc = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}],
+            "overhead": {"cpu": "100m"},
+        },
+    }
+    pod = parse_pod(doc)
+    assert pod.qos_class == "Burstable" and pod.qos_class == compute_qos(pod)
+    first = pod.effective_requests()
+    first["cpu"] = parse_quantity("99")  # callers own the dict they get
+    assert pod.effective_requests() == {"cpu": parse_quantity("1100m")}
+    assert pod.effective_requests(include_overhead=False) == {"cpu": parse_quantity("1")}
+    again = replace(pod, status_qos_class="BestEffort", overhead={})
+    assert again.qos_class == "BestEffort" and again.effective_requests() == {"cpu": parse_quantity("1")}
+    assert pod.qos_class == "Burstable" and pod == replace(pod)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import pytest
@@ -81,3 +82,21 @@ def test_format_parse_round_trip_is_exact(value: int, binary: bool) -> None:
 def test_milli_round_trip(milli: int) -> None:
     q = Quantity.from_milli(milli)
     assert parse_quantity(str(q)).milli_value() == milli
+
+
+fractions_st = st.one_of(
+    st.integers(min_value=-(1 << 70), max_value=1 << 70).map(Fraction),
+    st.fractions(max_denominator=10**9),
+)
+
+
+@given(fractions_st, fractions_st, st.booleans(), st.booleans())
+def test_integer_fast_paths_equal_fraction_arithmetic(a: Fraction, b: Fraction, ba: bool, bb: bool) -> None:
+    qa, qb = Quantity(a, ba), Quantity(b, bb)
+    for got, want in ((qa + qb, Quantity(a + b, ba and bb)), (qa - qb, Quantity(a - b, ba and bb))):
+        assert got == want and got.binary == want.binary and type(got.amount) is Fraction
+        assert str(got) == str(want)
+    assert qa.value() == math.ceil(a)
+    assert qa.milli_value() == math.ceil(a * 1000)
+    assert qa.is_zero() == (a == 0)
+    assert (qa < qb, qa <= qb) == (a < b, a <= b)

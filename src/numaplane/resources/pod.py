@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from typing import Any, Literal
 
 from numaplane.resources.errors import PodSpecError, QuantityError
@@ -63,7 +64,11 @@ class Container:
 
 @dataclass(frozen=True)
 class Pod:
-    """A pod's identity, scheduling fields and containers. ``raw`` keeps the source document."""
+    """A pod's identity, scheduling fields and containers. ``raw`` keeps the source document.
+
+    Immutable; derived values (QoS class, effective requests) are computed on first use and kept in
+    the instance ``__dict__`` (not fields: equality, hashing and :func:`dataclasses.replace` ignore
+    them, and a replaced pod computes its own)."""
 
     uid: str
     name: str
@@ -96,14 +101,25 @@ class Pod:
                 return c
         return None
 
-    @property
+    @cached_property
     def qos_class(self) -> QOSClass:
+        """The QoS class (computed once per pod: a pod's fields never change)."""
         if self.status_qos_class in ("Guaranteed", "Burstable", "BestEffort"):
             return self.status_qos_class  # type: ignore[return-value]
         return compute_qos(self)
 
     def effective_requests(self, *, include_overhead: bool = True) -> dict[str, Quantity]:
-        """Pod-level requests as the scheduler and kubelet account them (see module docstring)."""
+        """Pod-level requests as the scheduler and kubelet account them (see module docstring).
+
+        Computed once per pod and flag (a pod's fields never change); every call returns a new dict.
+        """
+        memo: dict[bool, dict[str, Quantity]] = self.__dict__.setdefault("_requests_memo", {})
+        reqs = memo.get(include_overhead)
+        if reqs is None:
+            reqs = memo[include_overhead] = self._effective_requests(include_overhead)
+        return dict(reqs)
+
+    def _effective_requests(self, include_overhead: bool) -> dict[str, Quantity]:
         if self.pod_requests_spec is not None:
             reqs = dict(self.pod_requests_spec)
         else:

@@ -38,22 +38,33 @@ class Quantity:
     amount: Fraction
     binary: bool = False
 
+    # Integer amounts (denominator 1: nearly every real quantity) take exact int arithmetic; the
+    # results are the same values as the Fraction operations give.
+
     def value(self) -> int:
         """The value rounded up to an integer (upstream ``Value()``)."""
-        return math.ceil(self.amount)
+        amount = self.amount
+        return amount.numerator if amount.denominator == 1 else math.ceil(amount)
 
     def milli_value(self) -> int:
         """The value in thousandths, rounded up (upstream ``MilliValue()``)."""
-        return math.ceil(self.amount * 1000)
+        amount = self.amount
+        return amount.numerator * 1000 if amount.denominator == 1 else math.ceil(amount * 1000)
 
     def is_zero(self) -> bool:
-        return self.amount == 0
+        return not self.amount.numerator
 
     def __add__(self, other: Quantity) -> Quantity:
-        return Quantity(self.amount + other.amount, self.binary and other.binary)
+        a, b = self.amount, other.amount
+        if a.denominator == 1 and b.denominator == 1:
+            return _from_int(a.numerator + b.numerator, self.binary and other.binary)
+        return Quantity(a + b, self.binary and other.binary)
 
     def __sub__(self, other: Quantity) -> Quantity:
-        return Quantity(self.amount - other.amount, self.binary and other.binary)
+        a, b = self.amount, other.amount
+        if a.denominator == 1 and b.denominator == 1:
+            return _from_int(a.numerator - b.numerator, self.binary and other.binary)
+        return Quantity(a - b, self.binary and other.binary)
 
     def __lt__(self, other: Quantity) -> bool:
         return self.amount < other.amount
