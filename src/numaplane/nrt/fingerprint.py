@@ -24,6 +24,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final, Literal
 
 import xxhash
@@ -70,8 +71,9 @@ CheckOutcome = Literal["ok", "malformed", "incompatible_version", "signature_mis
 _MIN_LEN = len(PREFIX) + len(VERSION) + 8  # upstream minimum: 16 characters
 
 
+@lru_cache(maxsize=1 << 18)
 def pod_hash(namespace: str, name: str) -> int:
-    """The per-pod 64-bit value: ``XXH64(name, seed=XXH64(namespace, 0))``."""
+    """The per-pod 64-bit value: ``XXH64(name, seed=XXH64(namespace, 0))`` (a pure function, memoised)."""
     seed = xxhash.xxh64_intdigest(namespace.encode("utf-8"), 0)
     return xxhash.xxh64_intdigest(name.encode("utf-8"), seed)
 

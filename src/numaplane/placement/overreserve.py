@@ -35,7 +35,9 @@ Bookkeeping that makes the cache cheap at cluster scale (none of it changes an a
   by charging only that pod (charging is a per-zone, per-resource fold in reservation order, so
   ``charged(a + [b]) == charged(a).charged([b])``); any other change drops the memo;
 * the pod informer's view is also indexed by node name (with each key's insertion order), so a
-  resync visits only the candidates' pods, in the order a scan of every pod would give;
+  resync visits only the candidates' pods, in the order a scan of every pod would give; each node's
+  pod set has a version (bumped by every change to it), and the node's relevant pods and the outcome
+  of its fingerprint check are remembered for (NRT object, pod tuple, view) — the check's only inputs;
 * a flush that re-installs the very object already cached, on a node with no assumed pods and no
   foreign mark, leaves :meth:`~OverReserveCache.get` unchanged and so does not report the node as
   changed; new NRT objects of nodes already cached do not either (only a flush installs them).
@@ -137,6 +139,9 @@ class OverReserveCache:
         self._pod_order: dict[str, int] = {}  # key → position in ``_pods`` (insertion counter)
         self._pod_counter = 0
         self._by_node: dict[str, dict[str, Pod]] = {}  # node name → key → pod (every pod naming it)
+        self._pod_version: Counter[str] = Counter()  # node name → changes to its pods
+        self._relevant_memo: dict[str, tuple[int, tuple[Pod, ...]]] = {}  # node → (version, relevant pods)
+        self._check_memo: dict[str, tuple[NodeResourceTopology, tuple[Pod, ...], NodeTopology | None, str]] = {}
         self._charged: dict[str, NodeTopology] = {}  # node → cached view with every assumed pod charged
         self._changed: set[str] = set()
         self._seq = 0
@@ -209,7 +214,7 @@ class OverReserveCache:
     def node_deleted(self, node: str) -> None:
         """Forget the node entirely (its Node object is gone)."""
         self._latest.drop(node)
-        for table in (self._cached, self._views, self._assumed, self._charged):
+        for table in (self._cached, self._views, self._assumed, self._charged, self._check_memo):
             table.pop(node, None)
         for counter in (self._maybe_over, self._foreign, self._config_changed):
             counter.pop(node, None)
@@ -226,6 +231,7 @@ class OverReserveCache:
         self._pods[key] = pod
         if pod.node_name:
             self._by_node.setdefault(pod.node_name, {})[key] = pod
+            self._pod_version[pod.node_name] += 1
         self._detect_foreign(pod)
 
     def pod_deleted(self, pod: Pod) -> None:
@@ -240,6 +246,7 @@ class OverReserveCache:
         pods = self._by_node.get(node)
         if pods is not None:
             pods.pop(key, None)
+            self._pod_version[node] += 1
             if not pods:
                 del self._by_node[node]
 
@@ -313,13 +320,24 @@ class OverReserveCache:
         wanted = set(candidates) | set(changed)
         fetched = {n: self._latest.objects.get(n) for n in wanted}
         pods: dict[str, tuple[Pod, ...]] = {}
-        order = self._pod_order
         for n in wanted:
-            relevant = [(order[k], p) for k, p in self._by_node.get(n, {}).items() if self._relevant(p)]
+            relevant = self._relevant_pods(n)
             if relevant:
-                relevant.sort(key=_first)  # the order of a scan over every pod
-                pods[n] = tuple(p for _, p in relevant)
+                pods[n] = relevant
         return ResyncPlan(self._seq, tuple(candidates), tuple(changed), fetched, pods)
+
+    def _relevant_pods(self, node: str) -> tuple[Pod, ...]:
+        """The node's relevant pods in the order of a scan over every pod (kept per pod-set version)."""
+        version = self._pod_version[node]
+        memo = self._relevant_memo.get(node)
+        if memo is not None and memo[0] == version:
+            return memo[1]
+        order = self._pod_order
+        relevant = [(order[k], p) for k, p in self._by_node.get(node, {}).items() if self._relevant(p)]
+        relevant.sort(key=_first)
+        pods = tuple(p for _, p in relevant)
+        self._relevant_memo[node] = (version, pods)
+        return pods
 
     def dirty_node(self, node: str) -> bool:
         return bool(self._maybe_over[node] or self._foreign[node])
@@ -351,7 +369,7 @@ class OverReserveCache:
             if not expected:
                 skipped[node] = "NRT carries no pod fingerprint"
                 continue
-            outcome = check_fingerprint(expected, self._fingerprinted(node, nrt, plan.pods[node]))
+            outcome = self._check(node, nrt, expected, plan.pods[node])
             if outcome != "ok":
                 skipped[node] = f"fingerprint {outcome.replace('_', ' ')}"
                 continue
@@ -367,6 +385,17 @@ class OverReserveCache:
         if updates:
             self.generation += 1
         return ResyncReport(tuple(sorted(updates)), skipped, self.generation)
+
+    def _check(self, node: str, nrt: NodeResourceTopology, expected: str, pods: tuple[Pod, ...]) -> str:
+        """``check_fingerprint`` of the node's pods against ``expected`` (an attribute of ``nrt``),
+        remembered while the object, the pod tuple and the node's view are the same objects."""
+        view = self._views.get(node)
+        memo = self._check_memo.get(node)
+        if memo is not None and memo[0] is nrt and memo[1] is pods and memo[2] is view:
+            return memo[3]
+        outcome = check_fingerprint(expected, self._fingerprinted(node, nrt, pods))
+        self._check_memo[node] = (nrt, pods, view, outcome)
+        return outcome
 
     def _flush_one(self, node: str, nrt: NodeResourceTopology, *, keep_after: int | None) -> None:
         assumed = self._assumed.get(node)

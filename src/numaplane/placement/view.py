@@ -31,7 +31,7 @@ with :attr:`NodeTopology.problem` set stands for an object that could not be par
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from numaplane.nrt.model import ZONE_TYPE_NODE, NodeResourceTopology, zone_numa_id
@@ -130,9 +130,9 @@ class NodeTopology:
                 for name, qty in req.items():
                     if name in avail:
                         left = avail[name] - qty
-                        avail[name] = left if left.amount >= 0 else ZERO
-            zones.append(replace(zone, available=avail))
-        return replace(self, zones=tuple(zones))
+                        avail[name] = left if left.amount.numerator >= 0 else ZERO
+            zones.append(NUMAZone(zone.numa_id, zone.name, avail, zone.allocatable, zone.costs))
+        return NodeTopology(self.node, self.config, tuple(zones), self.ignored, self.problem)
 
     def describe_ignored(self) -> str:
         """``name (reason), ...`` for explanations; empty when nothing was skipped."""
