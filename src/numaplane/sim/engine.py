@@ -171,6 +171,7 @@ class _PodState:
     node: int | None = None
     failures: int = 0
     next_try: float = 0.0
+    vector: np.ndarray[Any, Any] | None = None  # NodeResourcesFit request vector while bound
 
 
 class _Run:
@@ -297,7 +298,8 @@ class _Run:
         node = self.nodes[state.node]
         node.manager.remove(state.pod.uid)
         node.bound.pop(state.pod.uid, None)
-        self.fit.add(state.node, state.pod.effective_requests(), -1)
+        assert state.vector is not None
+        self.fit.add_vector(state.node, state.vector, -1)
         node.dirty = True
         if self.cache is not None:
             self.cache.pod_deleted(replace(state.pod, node_name=node.name, phase="Succeeded"))
@@ -401,6 +403,7 @@ class _Run:
 
     def _bind(self, now: float, state: _PodState, row: int) -> None:
         node = self.nodes[row]
+        vector = self.fit.vector_of(state.pod)  # binding changes no request: the bound pod's vector
         bound = replace(state.pod, node_name=node.name, phase="Running")
         if self.cache is not None:
             self.cache.reserve(node.name, bound)
@@ -413,7 +416,8 @@ class _Run:
             state.pod = bound
             node.bound[bound.uid] = bound
             node.dirty = True
-            self.fit.add(row, bound.effective_requests())
+            state.vector = vector
+            self.fit.add_vector(row, vector)
             self.result.placed += 1
             exclusive = [c for c in admission.containers if c.exclusive_cpus is not None]
             if exclusive:

@@ -93,13 +93,19 @@ class FitArrays:
         return vec, known
 
     def _vector(self, pod: Pod) -> tuple[npt.NDArray[np.int64], bool]:
-        """:meth:`request_vector` of the pod's effective requests, remembered for the last pod asked."""
+        """:meth:`request_vector` of the pod's effective requests, remembered for the last pod asked
+        (read-only)."""
         last = self._last
         if last is not None and last[0] is pod:
             return last[1], last[2]
         vec, known = self.request_vector(pod.effective_requests())
+        vec.flags.writeable = False
         self._last = (pod, vec, known)
         return vec, known
+
+    def vector_of(self, pod: Pod) -> npt.NDArray[np.int64]:
+        """The pod's request vector as :meth:`add_vector` takes it (read-only)."""
+        return self._vector(pod)[0]
 
     def feasible(self, pod: Pod) -> npt.NDArray[np.bool_]:
         """Nodes where the pod's effective requests fit in allocatable − used."""
@@ -156,7 +162,11 @@ class FitArrays:
         return part
 
     def add(self, row: int, requests: Mapping[str, Quantity], sign: int = 1) -> None:
-        vec, _ = self.request_vector(requests)
+        """Charge (``sign`` 1) or release (-1) ``requests`` (plus one pod) on node ``row``."""
+        self.add_vector(row, self.request_vector(requests)[0], sign)
+
+    def add_vector(self, row: int, vec: npt.NDArray[np.int64], sign: int = 1) -> None:
+        """:meth:`add` with the request vector already computed."""
         used = self.used[:, row]
         used += sign * vec
         free = self.alloc[:, row] - used
