@@ -238,8 +238,8 @@ async def test_many_shared_containers_are_moved_in_the_background(runtime: FakeR
 
 
 async def test_a_synchronize_split_over_several_requests_is_reconciled_once_complete(short_tmp: Path) -> None:
-    """NRI >= 0.8 sends a large state in parts flagged ``more`` (field 3); the agent answers ``more``
-    (field 2) and reconciles the whole list with the last part."""
+    """NRI >= 0.8 sends a large state in parts flagged ``SynchronizeRequest.more``; the agent answers each
+    with ``SynchronizeResponse.more`` and no updates, and reconciles the whole list with the last part."""
     from numaplane.agent.core import AgentCore
     from numaplane.agent.handler import AgentHandler, CoreRunner
     from numaplane.policy.manager import ResourceManager
@@ -247,12 +247,33 @@ async def test_a_synchronize_split_over_several_requests_is_reconciled_once_comp
     handler = AgentHandler(CoreRunner(AgentCore(ResourceManager(TOPOLOGY, CONFIG))))
     pods = [sandbox(f"g{i}") for i in range(3)]
     running = [guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
-    first = api_pb2.SynchronizeRequest.FromString(
-        api_pb2.SynchronizeRequest(pods=pods[:2], containers=running[:2]).SerializeToString() + b"\x18\x01"
-    )
+    first = api_pb2.SynchronizeRequest(pods=pods[:2], containers=running[:2], more=True)
+    # the wire form of the flags: SynchronizeRequest field 3, SynchronizeResponse field 2 (varint true)
+    assert first.SerializeToString().endswith(b"\x18\x01")
     answer = await handler.synchronize(first)
-    assert answer.SerializeToString() == b"\x10\x01" and handler.core.records == {}
+    assert answer.SerializeToString() == b"\x10\x01" and answer.more and handler.core.records == {}
     last = api_pb2.SynchronizeRequest(pods=pods[2:], containers=running[2:])
     answer = await handler.synchronize(last)
+    assert not answer.more
     assert sorted(u.container_id for u in answer.update) == ["ctr-g0-main", "ctr-g1-main", "ctr-g2-main"]
     assert len(handler.core.records) == 3 and handler.core.check() == []
+
+
+async def test_a_split_synchronize_from_the_runtime(short_tmp: Path) -> None:
+    """Through the wire: the fake runtime splits the state into parts of two, as NRI 0.8 does, and
+    drops a plugin that answers a ``more`` part wrongly; the agent stays connected and adopts all."""
+    pods = [sandbox(f"g{i}") for i in range(5)]
+    running = [guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
+    rt = FakeRuntime(pods=pods, containers=running, sync_chunk=2)
+    await rt.listen(str(short_tmp / "nri.sock"))
+    try:
+        async with running_agent(options(short_tmp)) as agent:
+            session = await rt.wait_session(1)
+            await asyncio.wait_for(session.synchronized.wait(), 5)
+            assert session.sync_parts == 3 and session.sync_response is not None
+            assert len(session.sync_response.update) == 5
+            assert agent.handler is not None and agent.handler.synchronizations == 1
+            assert agent.core is not None and len(agent.core.records) == 5 and agent.core.check() == []
+            assert len(rt.sessions) == 1  # never dropped
+    finally:
+        await rt.close()

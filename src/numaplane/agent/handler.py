@@ -25,8 +25,9 @@ What goes where:
   have raced the start);
 * UpdateContainer (e.g. a resize by the kubelet) that would change the cpuset → the answer restores ours;
 * Synchronize → ``core.synchronize``; every mismatching container is fixed in the answer. A state
-  split over several requests (NRI >= 0.8 sets ``more``; containerd 1.7 sends one message of at most
-  4 MiB, in 4 KiB mux frames the NRI layer reassembles) is collected and reconciled once complete.
+  split over several requests (NRI >= 0.8: ``SynchronizeRequest.more``, answered with
+  ``SynchronizeResponse.more``; containerd 1.7 sends one message of at most 4 MiB, in 4 KiB mux frames
+  the NRI layer reassembles) is collected and reconciled once complete.
 
 No blocking I/O happens here: checkpoints are written by the background writer (``on_change`` marks it
 dirty), updates are sent by the background sender.
@@ -42,7 +43,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import structlog
-from google.protobuf import unknown_fields
 
 from numaplane.agent.core import AgentCore, CpusetUpdate, cpuset_text
 from numaplane.agent.errors import AdmissionRejected
@@ -67,17 +67,6 @@ EVENTS = event_mask(
     api_pb2.REMOVE_CONTAINER,
     api_pb2.REMOVE_POD_SANDBOX,
 )
-
-_MORE = b"\x10\x01"  # SynchronizeResponse{more: true} (field 2 is outside the proto subset)
-
-
-def _sync_more(request: api_pb2.SynchronizeRequest) -> bool:
-    """``SynchronizeRequest.more`` (field 3, bool), read from the unknown fields."""
-    fields = unknown_fields.UnknownFieldSet(request)
-    return any(
-        fields[i].field_number == 3 and fields[i].wire_type == 0 and bool(fields[i].data) for i in range(len(fields))
-    )
-
 
 #: ``NRIPlugin.update_containers``-shaped.
 Sender = Callable[[list[api_pb2.ContainerUpdate]], Awaitable[list[api_pb2.ContainerUpdate]]]
@@ -304,13 +293,14 @@ class AgentHandler(BaseHandler):
     async def synchronize(self, request: api_pb2.SynchronizeRequest) -> api_pb2.SynchronizeResponse:
         started = time.perf_counter()
         pods, containers = list(request.pods), list(request.containers)
-        if _sync_more(request):
-            # NRI >= 0.8 splits a large state over several requests (``more`` = field 3, not in the
-            # proto subset): collect, answer ``more`` (field 2), reconcile on the last part.
+        if request.more:
+            # NRI >= 0.8 splits a large state over several requests: collect every part flagged
+            # ``more``, answer each with ``more`` and no updates (anything else makes the runtime drop
+            # the plugin), reconcile the whole list with the last part.
             self._partial[0].extend(pods)
             self._partial[1].extend(containers)
             self._observe("Synchronize", started, "partial")
-            return api_pb2.SynchronizeResponse.FromString(_MORE)
+            return api_pb2.SynchronizeResponse(more=True)
         if self._partial[0] or self._partial[1]:
             pods = self._partial[0] + pods
             containers = self._partial[1] + containers

@@ -4,7 +4,10 @@ It speaks the same wire protocol through :class:`~numaplane.nri.protocol.Connect
 it serves ``Runtime`` (RegisterPlugin, UpdateContainers) on mux connection 2 and calls ``Plugin`` methods
 on connection 1. Like containerd, after a successful RegisterPlugin it calls Configure and then
 Synchronize; with ``configure_before_register_reply`` it sends Configure *before* answering the
-registration, which a plugin must survive. It listens on a unix socket path (plugins dial it; every
+registration, which a plugin must survive. With ``sync_chunk`` it splits Synchronize as NRI >= 0.8
+does for a state too large for one message: parts of at most ``sync_chunk`` pods and containers, every
+part but the last flagged ``more``; a plugin that answers such a part without ``more`` or with updates is
+dropped (the connection is closed), as the real runtime does. It listens on a unix socket path (plugins dial it; every
 accepted connection is a new session) or adopts one end of a socketpair.
 """
 
@@ -41,6 +44,7 @@ class FakeSession:
     synchronized: asyncio.Event = field(default_factory=asyncio.Event)
     sync_response: api_pb2.SynchronizeResponse | None = None
     updates: list[api_pb2.UpdateContainersRequest] = field(default_factory=list)
+    sync_parts: int = 0
     task: asyncio.Task[None] | None = None
 
 
@@ -56,6 +60,7 @@ class FakeRuntime:
         pods: Iterable[api_pb2.PodSandbox] = (),
         containers: Iterable[api_pb2.Container] = (),
         failed_updates: bool = False,
+        sync_chunk: int | None = None,
     ) -> None:
         self.configure_before_register_reply = configure_before_register_reply
         self.register_error = register_error
@@ -63,6 +68,7 @@ class FakeRuntime:
         self.pods = list(pods)
         self.containers = list(containers)
         self.failed_updates = failed_updates
+        self.sync_chunk = sync_chunk
         self.sessions: list[FakeSession] = []
         self.new_session = asyncio.Condition()
         self._server: asyncio.Server | None = None
@@ -158,12 +164,7 @@ class FakeRuntime:
             try:
                 if configure:
                     await self._configure(session)
-                session.sync_response = await self.call(
-                    "Synchronize",
-                    api_pb2.SynchronizeRequest(pods=self.pods, containers=self.containers),
-                    api_pb2.SynchronizeResponse,
-                    session,
-                )
+                session.sync_response = await self._synchronize(session)
                 session.synchronized.set()
             except Exception:
                 session.conn.close()
@@ -173,6 +174,24 @@ class FakeRuntime:
         task = asyncio.create_task(go())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    async def _synchronize(self, session: FakeSession) -> api_pb2.SynchronizeResponse:
+        pods, containers = list(self.pods), list(self.containers)
+        n = self.sync_chunk
+        if n is None:
+            request = api_pb2.SynchronizeRequest(pods=pods, containers=containers)
+            return await self.call("Synchronize", request, api_pb2.SynchronizeResponse, session)
+        while True:
+            part_pods, pods = pods[:n], pods[n:]
+            part_containers, containers = containers[:n], containers[n:]
+            more = bool(pods or containers)
+            request = api_pb2.SynchronizeRequest(pods=part_pods, containers=part_containers, more=more)
+            response = await self.call("Synchronize", request, api_pb2.SynchronizeResponse, session)
+            session.sync_parts += 1
+            if not more:
+                return response
+            if response.update or not response.more:
+                raise ConnectionClosed("plugin does not handle split sync requests")
 
     async def _configure(self, session: FakeSession) -> None:
         resp = await self.call(
