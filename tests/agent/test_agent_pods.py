@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from agent_helpers import container, sandbox
+from agent_helpers import container, guaranteed, sandbox
 from test_agent_nri import TOPOLOGY, create, options, running_agent
 
 from numaplane.agent.daemon import Agent
@@ -14,6 +14,7 @@ from numaplane.kube.client import LightkubePort
 from numaplane.kube.resources import POD
 from numaplane.nri.fake_runtime import FakeRuntime
 from numaplane.nri.proto import api_pb2
+from numaplane.topology.cpuset import CPUSet
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -79,5 +80,88 @@ async def test_update_container_keeps_the_agents_cpuset(short_tmp: Path) -> None
             request.linux_resources.cpu.cpus = "1,9"
             answer = await runtime.call("UpdateContainer", request, api_pb2.UpdateContainerResponse)
             assert list(answer.update) == []
+    finally:
+        await runtime.close()
+
+
+def reuse_pod_doc(node: str) -> dict[str, object]:
+    """An init container of 6 CPUs, then a sidecar of 2 and an app container of 2 (Guaranteed)."""
+
+    def c(name: str, cpu: str, **extra: str) -> dict[str, object]:
+        q = {"cpu": cpu, "memory": "64Mi"}
+        return {"name": name, "image": "x", "resources": {"requests": q, "limits": q}, **extra}
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "reuse", "namespace": "default"},
+        "spec": {
+            "nodeName": node,
+            "initContainers": [c("init", "6"), c("proxy", "2", restartPolicy="Always")],
+            "containers": [c("app", "2")],
+        },
+    }
+
+
+async def test_a_known_pod_is_admitted_as_a_whole_and_survives_a_restart(
+    short_tmp: Path, fake_kube: LightkubePort
+) -> None:
+    """Through the wire and the API: RUN_POD_SANDBOX admits the pod, the sidecar and the app container
+    reuse the init container's CPUs (the sidecar's are never reused), the init container's removal
+    releases the rest; after a restart (checkpoint) the whole pod is in place and Synchronize changes nothing."""
+    created = await fake_kube.create(POD, reuse_pod_doc("node-a"))
+    runtime = FakeRuntime()
+    await runtime.listen(str(short_tmp / "nri.sock"))
+    agent_options = options(short_tmp)
+    try:
+        agent = Agent(agent_options, topology=TOPOLOGY, kube=fake_kube)
+        await agent.start()
+        try:
+            session = await runtime.wait_session(1)
+            await agent.wait_ready()
+            assert agent.pods is not None and agent.core is not None
+            await asyncio.wait_for(agent.pods.informer.wait_for_sync(), 10)
+            be = sandbox("be", qos="BestEffort")
+            await create(runtime, be, container(be))
+            sb = sandbox("reuse")
+            sb.uid = created["metadata"]["uid"]
+            await runtime.state_change(api_pb2.RUN_POD_SANDBOX, sb)
+            await agent.sender.wait_idle()  # type: ignore[union-attr]
+            assert set(agent.core.manager.pods) == {sb.uid}  # admitted before any container exists
+            init_ctr = guaranteed(sb, "init", n=6)
+            init = (await create(runtime, sb, init_ctr)).adjust.linux.resources.cpu.cpus
+            proxy = (await create(runtime, sb, guaranteed(sb, "proxy", n=2))).adjust.linux.resources.cpu.cpus
+            app = (await create(runtime, sb, guaranteed(sb, "app", n=2))).adjust.linux.resources.cpu.cpus
+            init_set, proxy_set, app_set = CPUSet.parse(init), CPUSet.parse(proxy), CPUSet.parse(app)
+            # both later containers reuse the init container's CPUs; the app never reuses the sidecar's
+            assert (proxy_set | app_set).is_subset_of(init_set) and not proxy_set & app_set
+            assert agent.core.check() == []
+            # the init container exited long ago; its removal gives back what the app does not reuse
+            runtime.containers.remove(init_ctr)
+            await runtime.state_change(api_pb2.REMOVE_CONTAINER, sb, init_ctr)
+            await agent.sender.wait_idle()  # type: ignore[union-attr]
+            pool = agent.core.shared_pool
+            assert (init_set - app_set - proxy_set).size() == 2 and (init_set - app_set - proxy_set).is_subset_of(pool)
+            sent = [(u.container_id, u.linux.resources.cpu.cpus) for r in session.updates for u in r.update]
+            assert sent[-1] == ("ctr-be-main", pool.format())
+            await agent.writer.flush()  # type: ignore[union-attr]
+            before = agent.core.snapshot()
+            runtime.containers[0].linux.resources.cpu.cpus = pool.format()  # the fake keeps what it was told
+        finally:
+            await agent.stop()
+        # restart: the checkpoint brings the whole pod back; the runtime's state matches it
+        agent = Agent(agent_options, topology=TOPOLOGY, kube=fake_kube)
+        await agent.start()
+        try:
+            session = await runtime.wait_session(2)
+            await asyncio.wait_for(session.synchronized.wait(), 5)
+            assert agent.checkpoint_status == "restored"
+            assert session.sync_response is not None and list(session.sync_response.update) == []
+            assert agent.core is not None and agent.core.snapshot() == before and agent.core.check() == []
+            # the pod's sandbox stops: everything it held returns to the pool
+            await runtime.state_change(api_pb2.STOP_POD_SANDBOX, sb)
+            assert agent.core.manager.pods == {} and agent.core.shared_pool == TOPOLOGY.all_cpus
+        finally:
+            await agent.stop()
     finally:
         await runtime.close()

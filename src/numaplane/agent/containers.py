@@ -21,15 +21,31 @@ NRI passes the runtime's view, not the Pod spec (``wire/nri.md``, "What the agen
 
 With the node's Pod from the Kubernetes API (``pod`` argument: the agent may watch its own node's pods
 read-only) the container's exact requests and limits, extended resources and the pod's QoS class
-come from the spec instead.
+come from the spec instead. (A known pod that needs the resource manager is not admitted through this
+module at all: the core admits it as a whole, see ``wholepod.py``.)
 
-The resource manager admits **one container at a time**: each container becomes a single-container
-pod keyed ``<pod uid>/<container name>`` (:func:`manager_key`), carrying the real pod's name,
-namespace, annotations (per-pod preferences) and QoS class (``status.qosClass``, which wins over the
-single container's own sums). What that cannot express — documented limits of the agent: init
-containers' CPUs are not reused by later containers of the pod (they are released when the init
-container stops instead), topology scope ``pod`` acts per container, and pod-level ``spec.resources``
-only feeds the QoS class.
+**One container at a time** — the fallback when the Pod is not known (no API access, or the informer
+has not seen the pod yet at its first container): each container becomes a single-container pod
+keyed ``<pod uid>/<container name>`` (:func:`manager_key`), carrying the real pod's name, namespace,
+annotations (per-pod preferences) and QoS class, admitted when it is created and released when it
+stops or goes. What this cannot do, exactly:
+
+* CRI and NRI do not say which containers are init containers or sidecars, nor their order: an init
+  container's exclusive CPUs, pinned memory and devices are not offered to later containers. A
+  completed init container releases them only when the runtime reports it stopped or removed —
+  containerd 1.7 sends no NRI StopContainer for a container that exits by itself, and the kubelet
+  removes the last instance of a completed init container only with its pod — so while it is still
+  registered, a later container needs its own, additional CPUs (and may be refused for the lack of
+  them where the kubelet would admit the pod);
+* the topology manager's ``pod`` scope sees one container at a time: containers of one pod may be
+  aligned to different NUMA nodes, and a pod is not refused as a whole;
+* NRI carries no pod-level ``spec.resources`` (KEP-2837): such a pod's containers are judged by their
+  own cgroup values (the kubelet's static policies leave these pods shared);
+* extended resources are known only from the ``resources.numaplane.io/<container>`` annotation.
+
+If the Pod becomes known later, the pod's next container gets whole-pod admission when every
+container admitted alone so far is a completed regular init container (those are released first);
+otherwise the pod stays one container at a time.
 
 Pure: no I/O; inputs are NRI protobuf messages (plain data) or pure values.
 """

@@ -1,16 +1,36 @@
 """The agent's state machine: NRI container events in, cpuset decisions out (synchronous, no I/O).
 
-:class:`AgentCore` owns a :class:`~numaplane.policy.manager.ResourceManager` and a registry of the
-containers the runtime runs (:class:`ContainerRecord`, keyed by container id). Every method is a
-plain call that mutates state and returns what the runtime must be told; the NRI handler
-(``handler.py``) serialises the calls and does the talking.
+:class:`AgentCore` owns a :class:`~numaplane.policy.manager.ResourceManager`, a registry of the
+containers the runtime runs (:class:`ContainerRecord`, keyed by container id) and the pods admitted
+as a whole (:class:`~numaplane.agent.wholepod.PodEntry`, keyed by pod uid). Every method is a plain
+call that mutates state and returns what the runtime must be told; the NRI handler (``handler.py``)
+serialises the calls and does the talking.
+
+Two ways a container is admitted:
+
+* **with its whole pod** (``whole_pod``) — when the Pod is known from the API (``pod_lookup``) and
+  needs the manager (Guaranteed, or extended resources): at the pod's first CreateContainer, or at
+  RUN_POD_SANDBOX when the Pod is known then (:meth:`run_pod`), the manager admits the real pod once
+  (manager pod = the pod uid) exactly as the kubelet does — init containers' resources reused by
+  later containers, topology scope ``pod``, pod-level resources — and each container receives its
+  own allocation when it is created. A container's allocation outlives the container (a restarted
+  container gets it again); a finished regular init container's RemoveContainer releases what later
+  containers do not reuse; the pod's StopPodSandbox / RemovePodSandbox releases the rest. See
+  ``wholepod.py``;
+* **one container at a time** — without the Pod (no API access, or not seen yet), or for a pod
+  whose containers were already admitted that way: the container becomes a single-container pod
+  ``<pod uid>/<container name>`` built from what NRI carries (``containers.py``, which documents what
+  this cannot do), released when the container stops or goes.
 
 Invariants (checked by :meth:`AgentCore.check` and on every checkpoint restore):
 
-* a container admitted through the manager (``managed``) holds the manager pod
-  ``<pod uid>/<container name>``; every manager pod belongs to exactly one live record;
-* a record's ``exclusive`` CPUs equal the CPU plugin's assignment for it; exclusive sets are
-  pairwise disjoint and disjoint from the shared pool — no CPU is held twice;
+* a container admitted one at a time (``managed``, not ``whole_pod``) holds the manager pod
+  ``<pod uid>/<container name>``; a ``whole_pod`` container belongs to the pod entry of its uid and
+  sandbox; every manager pod belongs to exactly one live record or one pod entry;
+* a record's ``exclusive`` CPUs equal the CPU plugin's assignment for it; the exclusive CPUs of
+  different pods (or one-at-a-time containers) are disjoint and disjoint from the shared pool — no
+  CPU is held twice (within one pod a later container may reuse a regular init container's CPUs,
+  as on the kubelet);
 * a container's desired cpuset is its exclusive set, else the current shared pool; desired memory
   nodes are those of its pinned memory (``None``: the agent leaves ``cpuset.mems`` alone).
 
@@ -23,9 +43,10 @@ Decisions:
   the pool grew; a container re-created under the same pod and name while its predecessor is still
   registered (a restart without a StopContainer, e.g. a crash) inherits the predecessor's allocation;
 * :meth:`synchronize` — reconcile with the runtime's full list: drop records of containers that are
-  gone or stopped, adopt live containers it does not know (admission as at creation; a container that
-  cannot be admitted keeps running in the shared pool and is reported), and return an update for
-  every live container whose cpuset differs from the desired one.
+  gone or stopped and pod entries whose sandbox is gone, adopt live containers it does not know
+  (admission as at creation, whole pods included; a container that cannot be admitted keeps running
+  in the shared pool and is reported), release finished init containers removed meanwhile, and
+  return an update for every live container whose cpuset differs from the desired one.
 """
 
 from __future__ import annotations
@@ -37,12 +58,13 @@ from typing import Any
 
 from numaplane.agent.containers import ContainerInfo, derive, parse_cpuset
 from numaplane.agent.errors import AdmissionRejected, CheckpointCorrupted
+from numaplane.agent.wholepod import PodEntry, admission_pod, pod_needs_manager
 from numaplane.nri.proto import api_pb2
 from numaplane.nrt.from_manager import allocation_state
 from numaplane.nrt.podresources import AllocatableResources, ContainerResources, PodResources
 from numaplane.policy.config import NodeResourceConfig
 from numaplane.policy.errors import AdmissionError
-from numaplane.policy.manager import ResourceManager
+from numaplane.policy.manager import Admission, ResourceManager
 from numaplane.policy.preferences import parse_preferences
 from numaplane.resources.pod import Pod
 from numaplane.topology.cpuset import CPUSet
@@ -53,6 +75,7 @@ __all__ = [
     "CpusetUpdate",
     "CreateDecision",
     "PodLookup",
+    "PodStarted",
     "SyncResult",
     "cpuset_text",
 ]
@@ -96,9 +119,23 @@ class SyncResult:
     failed: tuple[tuple[str, str, str], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class PodStarted:
+    """What :meth:`AgentCore.run_pod` did: ``admitted`` when the pod was admitted as a whole now;
+    ``rejection`` when that admission failed (it is retried, and reported, at CreateContainer)."""
+
+    updates: tuple[CpusetUpdate, ...] = ()
+    admitted: bool = False
+    rejection: AdmissionRejected | None = None
+
+
 @dataclass
 class ContainerRecord:
-    """A container the agent tracks. ``applied`` is the cpuset string the runtime was last told."""
+    """A container the agent tracks. ``applied`` is the cpuset string the runtime was last told.
+
+    ``whole_pod``: admitted with its whole pod (manager pod = ``pod_uid``), else one at a time
+    (manager pod = :attr:`key`, when ``managed``).
+    """
 
     container_id: str
     sandbox_id: str
@@ -113,6 +150,7 @@ class ContainerRecord:
     applied: str = ""
     adjusted: bool = False
     error: str = ""
+    whole_pod: bool = False
 
     @property
     def key(self) -> str:
@@ -136,6 +174,8 @@ class ContainerRecord:
             doc["mems"] = self.mems.format()
         if self.error:
             doc["error"] = self.error
+        if self.whole_pod:
+            doc["wholePod"] = True
         return doc
 
     @staticmethod
@@ -155,6 +195,7 @@ class ContainerRecord:
             mems=None if mems is None else CPUSet.parse(str(mems)),
             applied=str(doc.get("applied", "")),
             error=str(doc.get("error", "")),
+            whole_pod=bool(doc.get("wholePod", False)),
         )
 
 
@@ -165,6 +206,7 @@ class AgentCore:
         self.manager = manager
         self.pod_lookup = pod_lookup
         self.records: dict[str, ContainerRecord] = {}
+        self.pods: dict[str, PodEntry] = {}  # pods admitted as a whole, by uid
         self._by_key: dict[str, str] = {}
         self._pool = manager.shared_pool()
         self.inline_limit: int | None = None  # see _pool_updates
@@ -199,7 +241,7 @@ class AgentCore:
         return self.pod_lookup(sandbox.uid)
 
     def _admit(self, info: ContainerInfo) -> ContainerRecord:
-        """Admit ``info`` (raises :class:`AdmissionRejected`); the record is not registered yet."""
+        """Admit ``info`` alone (raises :class:`AdmissionRejected`); the record is not registered yet."""
         record = ContainerRecord(
             container_id=info.container_id,
             sandbox_id=info.sandbox_id,
@@ -217,15 +259,7 @@ class AgentCore:
                 except AdmissionError as exc:
                     raise AdmissionRejected(exc.reason, exc.message, **where) from None
             return record
-        try:
-            admission = self.manager.admit(info.pod)
-        except AdmissionError as exc:
-            raise AdmissionRejected(exc.reason, exc.message, **where) from None
-        except Exception as exc:  # a plugin bug must not take the agent down; the pod is refused
-            self.manager.remove(info.key)
-            raise AdmissionRejected("UnexpectedAdmissionError", f"{type(exc).__name__}: {exc}", **where) from None
-        if not admission.admitted:
-            raise AdmissionRejected(admission.reason, admission.message, **where)
+        admission = self._manager_admit(info.pod, where)
         record.managed = True
         (container,) = admission.containers
         record.exclusive = self.manager.cpu.state.get(info.key, info.name)
@@ -233,6 +267,105 @@ class AgentCore:
         if numa:
             record.mems = CPUSet(numa)
         return record
+
+    def _manager_admit(self, pod: Pod, where: dict[str, str]) -> Admission:
+        """``manager.admit(pod)``, a rejection raised as :class:`AdmissionRejected` (nothing held then)."""
+        try:
+            admission = self.manager.admit(pod)
+        except AdmissionError as exc:
+            raise AdmissionRejected(exc.reason, exc.message, **where) from None
+        except Exception as exc:  # a plugin bug must not take the agent down; the pod is refused
+            self.manager.remove(pod.uid)
+            raise AdmissionRejected("UnexpectedAdmissionError", f"{type(exc).__name__}: {exc}", **where) from None
+        if not admission.admitted:
+            where = {**where, "container": admission.container or where.get("container", "")}
+            raise AdmissionRejected(admission.reason, admission.message, **where)
+        return admission
+
+    def _entry(self, sandbox: api_pb2.PodSandbox) -> PodEntry | None:
+        """The whole-pod entry of ``sandbox``; an entry left by an older sandbox of the pod is released."""
+        if not sandbox.uid:
+            return None
+        entry = self.pods.get(sandbox.uid)
+        if entry is None or entry.sandbox_id == sandbox.id:
+            return entry
+        # The pod got a new sandbox: its containers all start again. (The kubelet stops the old
+        # sandbox first; had the agent missed that, containers still registered there keep running
+        # in the shared pool, holding nothing, until they go.)
+        for record in [r for r in self.records.values() if r.whole_pod and r.pod_uid == entry.uid]:
+            if self._by_key.get(record.key) == record.container_id:
+                del self._by_key[record.key]
+            record.managed = record.whole_pod = False
+            record.exclusive = record.mems = None
+            record.error = f"PodSandboxReplaced: the pod now runs in sandbox {sandbox.id[:12]}"
+        self._release_entry(entry)
+        return None
+
+    def _admit_pod(self, sandbox: api_pb2.PodSandbox, name: str | None) -> PodEntry | None:
+        """Admit the sandbox's pod as a whole (raises :class:`AdmissionRejected`); ``None`` when the
+        Pod is unknown, needs no admission, or already has containers admitted one at a time.
+
+        ``name``: the container being created (``None`` at RUN_POD_SANDBOX). Records of regular init
+        containers before it (admitted one at a time while the Pod was not known yet) have finished:
+        they are released first; any other live container of the sandbox keeps the pod one-at-a-time.
+        """
+        api = self._lookup(sandbox)
+        if api is None:
+            return None
+        pod = admission_pod(api)
+        if not pod_needs_manager(pod):
+            return None
+        mine = [r for r in self.records.values() if r.sandbox_id == sandbox.id]
+        if mine:
+            order = {c.name: i for i, c in enumerate(pod.all_containers())}
+            position = order.get(name, len(order)) if name is not None else -1
+            regular_init = {c.name for c in pod.init_containers if not c.sidecar}
+            if any(r.name not in regular_init or order[r.name] >= position for r in mine):
+                return None
+            for r in mine:
+                self._release(r)
+        self._manager_admit(pod, {"pod": f"{pod.namespace}/{pod.name}", "container": name or ""})
+        entry = PodEntry(pod, sandbox.id)
+        self.pods[pod.uid] = entry
+        self.generation += 1
+        return entry
+
+    def _bind(self, entry: PodEntry, sandbox: api_pb2.PodSandbox, container: api_pb2.Container) -> ContainerRecord:
+        """Register ``container`` with its allocation from the pod's admission (registered; no I/O)."""
+        name = container.name
+        predecessor = self._by_key.get(f"{entry.uid}/{name}")
+        if predecessor is not None and predecessor != container.id:
+            self._release(self.records[predecessor])  # a re-created container: the allocation stays the pod's
+        pod = entry.pod
+        record = ContainerRecord(
+            container_id=container.id,
+            sandbox_id=container.pod_sandbox_id or sandbox.id,
+            pod_uid=entry.uid,
+            pod_name=sandbox.name or pod.name,
+            namespace=sandbox.namespace or pod.namespace,
+            name=name,
+            qos=pod.qos_class,
+        )
+        if name in entry.released:
+            # a completed init container created again in the same sandbox (the kubelet re-runs
+            # init containers only in a new sandbox): what it held was given back; it shares the pool
+            record.error = "InitContainerReleased: its allocation was released when it completed"
+        elif entry.knows(name):
+            record.managed = record.whole_pod = True
+            record.exclusive = self.manager.cpu.state.get(entry.uid, name)
+            record.mems = self._mems(entry.uid, name)
+        entry.note_created(name)
+        self._register(record)
+        return record
+
+    def _mems(self, pod_uid: str, name: str) -> CPUSet | None:
+        admission = self.manager.admissions.get(pod_uid)
+        if admission is not None:
+            for c in admission.containers:
+                if c.name == name:
+                    numa = c.memory_numa
+                    return CPUSet(numa) if numa else None
+        return None
 
     def _register(self, record: ContainerRecord) -> None:
         self.records[record.container_id] = record
@@ -245,18 +378,33 @@ class AgentCore:
         if known is not None:  # the same request again (e.g. answered after a reconnect)
             cpus, mems = self.desired(known)
             return CreateDecision(cpus, mems, known.exclusive is not None)
-        info = derive(sandbox, container, self._lookup(sandbox))
-        predecessor_id = self._by_key.get(info.key)
-        if predecessor_id is not None and predecessor_id != container.id:
-            record = self._transfer(predecessor_id, info)
+        entry = self._entry(sandbox) or self._admit_pod(sandbox, container.name)
+        if entry is not None:
+            record = self._bind(entry, sandbox, container)
         else:
-            record = self._admit(info)
-            self._register(record)
+            info = derive(sandbox, container, self._lookup(sandbox))
+            predecessor_id = self._by_key.get(info.key)
+            if predecessor_id is not None and predecessor_id != container.id:
+                record = self._transfer(predecessor_id, info)
+            else:
+                record = self._admit(info)
+                self._register(record)
         cpus, mems = self.desired(record)
         record.applied = cpuset_text(cpus)
         record.adjusted = True
         updates = self._pool_updates(exclude=record.container_id)
         return CreateDecision(cpus, mems, record.exclusive is not None, tuple(updates))
+
+    def run_pod(self, sandbox: api_pb2.PodSandbox) -> PodStarted:
+        """RUN_POD_SANDBOX: admit the pod as a whole now if the Pod is known (a rejection is not an
+        error here: the sandbox runs, and the pod's first CreateContainer retries and fails)."""
+        if self._entry(sandbox) is not None:
+            return PodStarted()
+        try:
+            entry = self._admit_pod(sandbox, None)
+        except AdmissionRejected as exc:
+            return PodStarted(tuple(self._pool_updates()), rejection=exc)
+        return PodStarted(tuple(self._pool_updates()), admitted=entry is not None)
 
     def _transfer(self, old_id: str, info: ContainerInfo) -> ContainerRecord:
         """A container re-created under the same pod and name takes over its predecessor's allocation."""
@@ -279,28 +427,71 @@ class AgentCore:
 
     # -- release --------------------------------------------------------------------------------------
     def _release(self, record: ContainerRecord) -> None:
+        """Forget the record; a one-at-a-time container also gives its allocation back (a whole
+        pod's container leaves it to the pod: a restarted container gets it again)."""
         self.records.pop(record.container_id, None)
         if self._by_key.get(record.key) == record.container_id:
             del self._by_key[record.key]
-            if record.managed:
+            if record.managed and not record.whole_pod:
                 self.manager.remove(record.key)
         self.generation += 1
 
+    def _release_entry(self, entry: PodEntry) -> None:
+        """Release a whole pod: its records and everything the manager holds for it."""
+        for record in [r for r in self.records.values() if r.whole_pod and r.pod_uid == entry.uid]:
+            self._release(record)
+        if self.pods.get(entry.uid) is entry:
+            del self.pods[entry.uid]
+        self.manager.remove(entry.uid)
+        self.generation += 1
+
+    def _release_init(self, entry: PodEntry, name: str) -> None:
+        """A finished regular init container is gone: give back what later containers do not reuse."""
+        self.manager.remove_container(entry.uid, name)
+        entry.released.add(name)
+        self.generation += 1
+
     def stop(self, container_id: str) -> list[CpusetUpdate]:
-        """StopContainer / RemoveContainer: release the container; updates for a grown pool."""
+        """StopContainer: forget the container (releasing a one-at-a-time container); updates for a grown pool."""
         record = self.records.get(container_id)
         if record is None:
             return []
         self._release(record)
         return self._pool_updates()
 
-    remove_container = stop
+    def remove_container(
+        self, container_id: str, pod_uid: str = "", name: str = "", sandbox_id: str = ""
+    ) -> list[CpusetUpdate]:
+        """RemoveContainer: as :meth:`stop`; besides, the removal of a finished regular init
+        container of a whole pod (identified by the event's pod uid, name and sandbox when the
+        agent no longer has its record) releases what later containers do not reuse."""
+        record = self.records.get(container_id)
+        if record is not None:
+            pod_uid, name, sandbox_id = record.pod_uid, record.name, record.sandbox_id
+            self._release(record)
+        entry = self.pods.get(pod_uid) if pod_uid else None
+        if (
+            entry is not None
+            and (not sandbox_id or sandbox_id == entry.sandbox_id)
+            and entry.finished(name)
+            and name not in entry.released
+            and f"{pod_uid}/{name}" not in self._by_key
+        ):
+            self._release_init(entry, name)
+        return self._pool_updates()
 
     def remove_pod(self, sandbox_id: str, pod_uid: str = "") -> list[CpusetUpdate]:
-        """RemovePodSandbox: release every container of the pod still registered."""
-        for record in [
-            r for r in self.records.values() if r.sandbox_id == sandbox_id or (pod_uid and r.pod_uid == pod_uid)
-        ]:
+        """StopPodSandbox / RemovePodSandbox: release every container of the sandbox and its pod entry.
+
+        ``pod_uid`` matches only records and entries that know no sandbox id (a newer sandbox of
+        the same pod keeps its own)."""
+
+        def mine(sandbox: str, uid: str) -> bool:
+            return sandbox == sandbox_id if sandbox else bool(pod_uid) and uid == pod_uid
+
+        for entry in [e for e in self.pods.values() if mine(e.sandbox_id, e.uid)]:
+            self._release_entry(entry)
+        for record in [r for r in self.records.values() if mine(r.sandbox_id, r.pod_uid)]:
             self._release(record)
         return self._pool_updates()
 
@@ -361,6 +552,8 @@ class AgentCore:
         dropped = [cid for cid in self.records if cid not in live]
         for cid in dropped:
             self._release(self.records[cid])
+        for entry in [e for e in self.pods.values() if e.sandbox_id not in sandboxes]:
+            self._release_entry(entry)  # the pod went while the agent was away
         adopted: list[str] = []
         failed: list[tuple[str, str, str]] = []
         unknown = [c for c in live.values() if c.id not in self.records]
@@ -370,34 +563,24 @@ class AgentCore:
         for c in unknown:
             sandbox = sandboxes.get(c.pod_sandbox_id) or api_pb2.PodSandbox(id=c.pod_sandbox_id)
             try:
-                info = derive(sandbox, c, self._lookup(sandbox))
-                holder = self._by_key.get(info.key)
-                if holder is not None and holder in live:
-                    raise AdmissionRejected("DuplicateContainer", f"container {holder[:12]} already runs as {info.key}")
-                if holder is not None:
-                    record = self._transfer(holder, info)
-                else:
-                    record = self._admit(info)
-                    self._register(record)
+                self._adopt(sandbox, c, live)
             except AdmissionRejected as exc:
                 failed.append((c.id, exc.reason, exc.message))
-                record = ContainerRecord(
-                    container_id=c.id,
-                    sandbox_id=c.pod_sandbox_id,
-                    pod_uid=sandbox.uid or c.pod_sandbox_id,
-                    pod_name=sandbox.name,
-                    namespace=sandbox.namespace,
-                    name=c.name,
-                    qos="",
-                    error=f"{exc.reason}: {exc.message}",
-                )
-                self.records[c.id] = record  # runs in the shared pool, holds nothing
-                self.generation += 1
+                self._unadmitted(sandboxes, c, exc.reason, exc.message)
             adopted.append(c.id)
+        # finished init containers removed while the agent was away: release them now
+        present: dict[str, set[str]] = {}
+        for c in containers:
+            present.setdefault(c.pod_sandbox_id, set()).add(c.name)
+        for entry in list(self.pods.values()):
+            names = present.get(entry.sandbox_id, set())
+            for name in sorted(entry.regular_init - entry.released - names):
+                if entry.finished(name) and f"{entry.uid}/{name}" not in self._by_key:
+                    self._release_init(entry, name)
         self._pool = self.manager.shared_pool()
         updates: list[CpusetUpdate] = []
         for cid, c in live.items():
-            record = self.records[cid]
+            record = self.records.get(cid) or self._unadmitted(sandboxes, c, "Released", "its pod was released")
             cpus, mems = self.desired(record)
             reported = parse_cpuset(c.linux.resources.cpu.cpus)
             reported_mems = parse_cpuset(c.linux.resources.cpu.mems)
@@ -407,6 +590,41 @@ class AgentCore:
             record.applied = cpuset_text(cpus)
         self.generation += 1
         return SyncResult(tuple(updates), tuple(adopted), tuple(dropped), tuple(failed))
+
+    def _unadmitted(
+        self, sandboxes: Mapping[str, api_pb2.PodSandbox], c: api_pb2.Container, reason: str, message: str
+    ) -> ContainerRecord:
+        """Register a running container that holds nothing: it runs in the shared pool."""
+        sandbox = sandboxes.get(c.pod_sandbox_id) or api_pb2.PodSandbox(id=c.pod_sandbox_id)
+        record = ContainerRecord(
+            container_id=c.id,
+            sandbox_id=c.pod_sandbox_id,
+            pod_uid=sandbox.uid or c.pod_sandbox_id,
+            pod_name=sandbox.name,
+            namespace=sandbox.namespace,
+            name=c.name,
+            qos="",
+            error=f"{reason}: {message}",
+        )
+        self.records[c.id] = record
+        self.generation += 1
+        return record
+
+    def _adopt(self, sandbox: api_pb2.PodSandbox, c: api_pb2.Container, live: Mapping[str, api_pb2.Container]) -> None:
+        """Register a running container the agent does not know (raises :class:`AdmissionRejected`)."""
+        entry = self._entry(sandbox) or self._admit_pod(sandbox, c.name)
+        key = f"{entry.uid if entry is not None else sandbox.uid or sandbox.id}/{c.name}"
+        holder = self._by_key.get(key)
+        if holder is not None and holder in live:
+            raise AdmissionRejected("DuplicateContainer", f"container {holder[:12]} already runs as {key}")
+        if entry is not None:
+            self._bind(entry, sandbox, c)
+            return
+        info = derive(sandbox, c, self._lookup(sandbox))
+        if holder is not None:
+            self._transfer(holder, info)
+        else:
+            self._register(self._admit(info))
 
     # -- configuration --------------------------------------------------------------------------------
     def reconfigure(self, config: NodeResourceConfig | Mapping[str, Any]) -> list[CpusetUpdate]:
@@ -419,13 +637,22 @@ class AgentCore:
     def check(self) -> list[str]:
         """Every violated invariant (empty: consistent)."""
         problems: list[str] = []
-        seen = 0
         keys: dict[str, str] = {}
+        owners: dict[str, int] = {}  # holder (a whole pod's uid, else a container key) → exclusive CPUs
         cpu_state = self.manager.cpu.state
         for cid, r in self.records.items():
             if r.container_id != cid:
                 problems.append(f"record {cid} names container {r.container_id}")
-            if r.managed:
+            if r.whole_pod:
+                entry = self.pods.get(r.pod_uid)
+                if entry is None or entry.sandbox_id != r.sandbox_id or not entry.knows(r.name):
+                    problems.append(f"container {cid} ({r.key}) belongs to no pod admitted as a whole")
+                if r.key in keys:
+                    problems.append(f"{r.key} is held by containers {keys[r.key]} and {cid}")
+                keys[r.key] = cid
+                if cpu_state.get(r.pod_uid, r.name) != r.exclusive:
+                    problems.append(f"container {cid} ({r.key}): exclusive CPUs differ from the CPU state")
+            elif r.managed:
                 if r.key in keys:
                     problems.append(f"{r.key} is held by containers {keys[r.key]} and {cid}")
                 keys[r.key] = cid
@@ -436,11 +663,23 @@ class AgentCore:
             elif r.exclusive is not None:
                 problems.append(f"container {cid} holds exclusive CPUs without an admission")
             if r.exclusive is not None:
-                if r.exclusive.mask & seen:
-                    problems.append(f"CPUs {CPUSet.from_mask(r.exclusive.mask & seen)} are held twice")
-                seen |= r.exclusive.mask
+                holder = r.pod_uid if r.whole_pod else r.key
+                owners[holder] = owners.get(holder, 0) | r.exclusive.mask
+        for uid, entry in self.pods.items():
+            if entry.uid != uid or uid not in self.manager.pods:
+                problems.append(f"pod {uid} admitted as a whole is not admitted in the resource manager")
+            for name in entry.released:
+                if cpu_state.get(uid, name) is not None:
+                    problems.append(f"pod {uid}: released init container {name} still holds CPUs")
+            held = cpu_state.pod_cpus(uid).mask  # also containers not created yet
+            owners[uid] = owners.get(uid, 0) | held
+        seen = 0
+        for mask in owners.values():
+            if mask & seen:
+                problems.append(f"CPUs {CPUSet.from_mask(mask & seen)} are held twice")
+            seen |= mask
         for key in self.manager.pods:
-            if key not in keys:
+            if key not in keys and key not in self.pods:
                 problems.append(f"resource manager pod {key} belongs to no container")
         if seen & self.manager.shared_pool().mask:
             problems.append("exclusive CPUs overlap the shared pool")
@@ -448,10 +687,11 @@ class AgentCore:
 
     # -- snapshots ------------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
-        """JSON-ready state: the manager's snapshot and the container registry."""
+        """JSON-ready state: the manager's snapshot, the container registry and the whole pods."""
         return {
             "manager": self.manager.snapshot(),
             "containers": [r.to_dict() for r in self.records.values()],
+            "pods": [e.to_dict() for e in self.pods.values()],
         }
 
     def restore(self, doc: Mapping[str, Any]) -> None:
@@ -460,15 +700,19 @@ class AgentCore:
             manager_doc = doc["manager"]
             records = [ContainerRecord.from_dict(r) for r in doc.get("containers", [])]
             self.manager.restore(manager_doc)
+            entries = [PodEntry.from_dict(e, self.manager.pods) for e in doc.get("pods", [])]
         except Exception as exc:
             raise CheckpointCorrupted(f"cannot restore the agent state: {type(exc).__name__}: {exc}") from exc
         plugins = manager_doc.get("plugins") or {}
         known = {p.name for p in self.manager.plugins}
         self.saved_plugin_states = {k: v for k, v in plugins.items() if k not in known}
         self.records = {r.container_id: r for r in records}
+        self.pods = {e.uid: e for e in entries}
         self._by_key = {r.key: r.container_id for r in records}
         self._pool = self.manager.shared_pool()
         problems = self.check()
+        if len(self.pods) != len(entries):
+            problems.append("a pod is admitted as a whole twice")
         if problems:
             raise CheckpointCorrupted("inconsistent agent state: " + "; ".join(problems[:5]))
         self.generation += 1
@@ -477,13 +721,24 @@ class AgentCore:
     def pod_resources(self) -> tuple[AllocatableResources, tuple[PodResources, ...]]:
         """The PodResources ``GetAllocatableResources`` and ``List`` answers for the current state.
 
-        Every registered container is listed under its pod (shared-pool containers with no CPU ids,
-        as the kubelet lists them); exclusive CPUs, pinned memory and devices come from the manager.
+        A pod admitted as a whole is listed as the kubelet lists it: its app containers and sidecars,
+        created yet or not, with what the manager gave them (not its regular init containers, whose
+        CPUs later containers may reuse). Every other registered container is listed under its pod
+        (shared-pool containers with no CPU ids, as the kubelet lists them); exclusive CPUs, pinned
+        memory and devices come from the manager.
         """
         allocatable, listed = allocation_state(self.manager).to_podresources()
         by_container = {(p.namespace, p.name, c.name): c for p in listed for c in p.containers}
         pods: dict[tuple[str, str], list[ContainerResources]] = {}
         for r in self.records.values():
-            entry = by_container.get((r.namespace, r.pod_name, r.name)) or ContainerResources(r.name)
-            pods.setdefault((r.namespace, r.pod_name), []).append(entry)
+            entry = self.pods.get(r.pod_uid)
+            if entry is not None and entry.sandbox_id == r.sandbox_id:
+                continue
+            found = by_container.get((r.namespace, r.pod_name, r.name)) or ContainerResources(r.name)
+            pods.setdefault((r.namespace, r.pod_name), []).append(found)
+        for entry in self.pods.values():
+            ns, name = entry.pod.namespace, entry.pod.name
+            pods.setdefault((ns, name), []).extend(
+                by_container.get((ns, name, c)) or ContainerResources(c) for c in entry.listed
+            )
         return allocatable, tuple(PodResources(name, ns, tuple(cs)) for (ns, name), cs in pods.items())

@@ -17,9 +17,13 @@ What goes where:
   reconcile loop). A rejection is raised as a
   :class:`~numaplane.nri.errors.StatusError` carrying ``numaplane: pod … container …: <Reason>: <message>``:
   the runtime fails the creation with that text;
+* RUN_POD_SANDBOX (StateChange) → admit the pod as a whole when its Pod is known (``core.run_pod``);
+  a rejection is only logged (the sandbox runs; the pod's first CreateContainer fails with it);
 * StopContainer → release; pool growth travels in the StopContainer answer (the same limit applies);
-* REMOVE_CONTAINER / REMOVE_POD_SANDBOX (StateChange) → release; pool growth is sent with
-  ``Runtime.UpdateContainers`` by :class:`UpdateSender`, in the background, after the event was answered;
+* REMOVE_CONTAINER / STOP_POD_SANDBOX / REMOVE_POD_SANDBOX (StateChange) → release (a whole pod's
+  containers keep its allocation until the sandbox stops; a finished init container's removal
+  releases what later containers do not reuse); pool changes are sent with ``Runtime.UpdateContainers``
+  by :class:`UpdateSender`, in the background, after the event was answered;
 * POST_START_CONTAINER of a container the agent did not pin at creation (adopted by Synchronize, or
   created while the agent was away) → re-pin through :class:`UpdateSender` (a Synchronize update may
   have raced the start);
@@ -60,6 +64,8 @@ _T = TypeVar("_T")
 
 #: The events the agent subscribes to.
 EVENTS = event_mask(
+    api_pb2.RUN_POD_SANDBOX,
+    api_pb2.STOP_POD_SANDBOX,
     api_pb2.CREATE_CONTAINER,
     api_pb2.POST_START_CONTAINER,
     api_pb2.UPDATE_CONTAINER,
@@ -405,12 +411,28 @@ class AgentHandler(BaseHandler):
         started = time.perf_counter()
         kind = event.event
         if kind == api_pb2.REMOVE_CONTAINER:
-            cid = event.container.id
-            updates = await self.runner.call(lambda: self.core.remove_container(cid))
+            ctr, uid = event.container, event.pod.uid
+            updates = await self.runner.call(
+                lambda: self.core.remove_container(ctr.id, uid, ctr.name, ctr.pod_sandbox_id or event.pod.id)
+            )
             self.sender.submit((u.container_id for u in updates), "remove")
             self._deferred("remove")
             self.on_change()
-        elif kind == api_pb2.REMOVE_POD_SANDBOX:
+        elif kind == api_pb2.RUN_POD_SANDBOX:
+            pod = event.pod
+            started_pod = await self.runner.call(lambda: self.core.run_pod(pod))
+            if started_pod.rejection is not None:
+                log.info(
+                    "pod not admitted at sandbox start; its first container will be refused",
+                    pod=f"{pod.namespace}/{pod.name}",
+                    reason=started_pod.rejection.reason,
+                    message=started_pod.rejection.message,
+                )
+            if started_pod.admitted or started_pod.updates:
+                self.sender.submit((u.container_id for u in started_pod.updates), "run-pod")
+                self._deferred("run-pod")
+                self.on_change()
+        elif kind in (api_pb2.STOP_POD_SANDBOX, api_pb2.REMOVE_POD_SANDBOX):
             sandbox_id, uid = event.pod.id, event.pod.uid
             updates = await self.runner.call(lambda: self.core.remove_pod(sandbox_id, uid))
             self.sender.submit((u.container_id for u in updates), "remove")

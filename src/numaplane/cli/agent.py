@@ -67,7 +67,8 @@ __all__ = ["command"]
     "--watch-pods/--no-watch-pods",
     default=False,
     show_default=True,
-    help="Read this node's Pods from the API (exact requests, extended resources); read-only.",
+    help="Read this node's Pods from the API (read-only): whole-pod admission as the kubelet's (init"
+    " containers' CPUs reused, topology scope pod, pod-level resources), exact requests, extended resources.",
 )
 @click.option(
     "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster, else $KUBECONFIG."
