@@ -15,7 +15,7 @@ from numaplane.resources.pod import parse_pod
 from numaplane.topology.model import synthetic
 
 
-def _pod(uid: str, cpu: int, mem_gi: int, hp: int, nic: int, guaranteed: bool) -> Any:
+def _pod(uid: str, cpu: int, mem_gi: int, hp: int, nic: int, guaranteed: bool, name: str | None = None) -> Any:
     res: dict[str, str] = {"cpu": str(cpu), "memory": f"{mem_gi}Gi"}
     if hp:
         res["hugepages-1Gi"] = f"{hp}Gi"
@@ -25,13 +25,13 @@ def _pod(uid: str, cpu: int, mem_gi: int, hp: int, nic: int, guaranteed: bool) -
     if guaranteed:
         resources["limits"] = dict(res)
     return parse_pod(
-        {"metadata": {"name": uid, "uid": uid}, "spec": {"containers": [{"name": "c", "resources": resources}]}}
+        {"metadata": {"name": name or uid, "uid": uid}, "spec": {"containers": [{"name": "c", "resources": resources}]}}
     )
 
 
 streams = st.lists(
     st.tuples(
-        st.sampled_from(["admit", "admit", "remove"]),
+        st.sampled_from(["admit", "admit", "remove", "restore", "rename"]),
         st.integers(1, 6),
         st.integers(1, 40),
         st.integers(0, 2),
@@ -66,9 +66,16 @@ def test_publisher_equals_node_nrt(stream: Any, policy: str) -> None:
     for i, (op, cpu, mem, hp, nic, gu) in enumerate(stream):
         if op == "remove" and live:
             rm.remove(live.pop(0))
+        elif op == "restore":  # same pods, new objects (and a new pods dict)
+            rm.restore(rm.snapshot())
+        elif op == "rename" and live:  # a uid leaves and comes back under another name between publishes
+            uid = live.pop(0)
+            rm.remove(uid)
+            if rm.admit(_pod(uid, 1, 1, 0, 0, False, name=f"renamed-{i}")).admitted:
+                live.append(uid)
         elif rm.admit(_pod(f"p{i}", cpu, mem, hp, nic, gu)).admitted:
             live.append(f"p{i}")
         fast = publisher.publish()
         slow = node_nrt(rm, "n1")
-        assert fast.to_dict() == slow.to_dict()
+        assert fast.to_dict() == slow.to_dict() and fast == slow
         jsonschema.validate(fast.to_dict(), schema)

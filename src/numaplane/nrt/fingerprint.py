@@ -80,6 +80,11 @@ def pod_hash(namespace: str, name: str) -> int:
 
 def _sign_hashes(hashes: list[int]) -> str:
     hashes.sort()
+    return _sign_sorted(hashes)
+
+
+def _sign_sorted(hashes: list[int]) -> str:
+    """The signature of already sorted pod hashes."""
     blob = struct.pack(f"<{len(hashes)}Q", *hashes)
     return PREFIX + VERSION + xxhash.xxh64_hexdigest(blob, 0)
 

@@ -12,15 +12,17 @@ Allocatable memory is reported per NUMA node only when the static memory policy 
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Sequence
 from functools import lru_cache
 
-from numaplane.nrt.fingerprint import METHOD_ALL, _sign_hashes, compute_fingerprint, pod_hash
+from numaplane.nrt.fingerprint import METHOD_ALL, _sign_sorted, compute_fingerprint, pod_hash
 from numaplane.nrt.model import ZONE_TYPE_NODE, CostInfo, NodeResourceTopology, ResourceInfo, Zone
 from numaplane.nrt.podresources import ContainerMemory
 from numaplane.nrt.state import ContainerAllocation, DeviceAssignment, MemoryBlock, NodeAllocationState
 from numaplane.nrt.zones import MachineView, ZoneConfig, charge_spanning, make_nrt, zones_from_state
 from numaplane.policy.manager import ResourceManager
+from numaplane.resources.pod import Pod
 from numaplane.topology.cpuset import CPUSet
 
 __all__ = ["NRTPublisher", "allocation_state", "node_nrt"]
@@ -110,6 +112,10 @@ class NRTPublisher:
     :meth:`publish` then only recomputes what is in use — exclusive CPUs, pinned memory blocks
     (multi-node blocks charged as :mod:`numaplane.nrt.zones` does) and devices — and the pod
     fingerprint. Tests check that it equals :func:`node_nrt` on random allocation streams.
+
+    Between publishes it keeps: each zone object per set of used amounts (zones are immutable), the
+    NUMA nodes of each memory block's affinity, and the sorted hashes of the pods it last saw (per
+    uid: the pod object and its hash), updated by the uids that went and the pods that are new.
     """
 
     def __init__(self, manager: ResourceManager, node_name: str) -> None:
@@ -120,6 +126,11 @@ class NRTPublisher:
         self._machine = MachineView.from_topology(manager.topology)
         self._alloc: dict[int, dict[str, int]] = {}
         self._alloc_cpu_mask = 0
+        self._numa_ids = frozenset(n.id for n in self._machine.numa_nodes)
+        self._block_nodes: dict[tuple[int, ...], tuple[int, ...]] = {}  # block affinity → known nodes
+        self._zones: dict[tuple[int, tuple[tuple[str, int], ...]], Zone] = {}  # (numa, used) → zone
+        self._known: dict[str, tuple[Pod, int]] = {}  # uid → (pod, hash) as last published
+        self._hashes: list[int] = []  # the hashes of ``_known``, sorted
 
     def _prepare(self) -> None:
         manager = self.manager
@@ -131,6 +142,7 @@ class NRTPublisher:
         self._alloc_cpu_mask = state.allocatable_cpus.mask
         self._alloc = {}
         self._static = []
+        self._zones = {}
         for zone in base.zones:
             numa = zone.numa_id
             assert numa is not None
@@ -149,14 +161,17 @@ class NRTPublisher:
                 count = (assigned & node.cpus.mask).bit_count()
                 if count:
                     used.setdefault(node.id, {})["cpu"] = count
-        numa_ids = {n.id for n in self._machine.numa_nodes}
+        numa_ids = self._numa_ids
         memory = manager.memory.policy
         if memory is not None:
             multi: list[ContainerMemory] = []
+            block_nodes = self._block_nodes
             for containers in memory.state.entries.values():
                 for blocks in containers.values():
                     for block in blocks:
-                        nodes = tuple(sorted({n for n in block.numa if n in numa_ids}))
+                        nodes = block_nodes.get(block.numa)
+                        if nodes is None:
+                            nodes = block_nodes[block.numa] = tuple(sorted({n for n in block.numa if n in numa_ids}))
                         if len(nodes) == 1:
                             row = used.setdefault(nodes[0], {})
                             row[block.type] = row.get(block.type, 0) + block.size
@@ -180,19 +195,45 @@ class NRTPublisher:
         zones = []
         for numa, name, costs, rows in self._static:
             node_used = used.get(numa, {})
-            resources = tuple(
-                _row(r, capacity, alloc, max(alloc - node_used.get(r, 0), 0)) for r, capacity, alloc in rows
-            )
-            zones.append(Zone(name, ZONE_TYPE_NODE, "", costs, (), resources))
-        pods = [(p.namespace, p.name) for p in manager.pods.values()]
+            key = (numa, tuple(node_used.items()))
+            zone = self._zones.get(key)
+            if zone is None:
+                resources = tuple(
+                    _row(r, capacity, alloc, max(alloc - node_used.get(r, 0), 0)) for r, capacity, alloc in rows
+                )
+                zone = Zone(name, ZONE_TYPE_NODE, "", costs, (), resources)
+                if len(self._zones) >= _ZONE_MEMO:
+                    self._zones.clear()
+                self._zones[key] = zone
+            zones.append(zone)
         return make_nrt(
             self.node_name,
             zones,
             topology_manager_policy=manager.config.topology_policy,
             topology_manager_scope=manager.config.topology_scope,
-            fingerprint=_sign_hashes([_pod_hash(ns, n) for ns, n in pods]),
+            fingerprint=self._fingerprint(),
             fingerprint_method=METHOD_ALL,
         )
+
+    def _fingerprint(self) -> str:
+        """The fingerprint of the manager's pods (``compute_fingerprint`` of their namespace/name)."""
+        pods = self.manager.pods
+        known = self._known
+        hashes = self._hashes
+        for uid in known.keys() - pods.keys():
+            del hashes[bisect_left(hashes, known.pop(uid)[1])]
+        for uid, pod in pods.items():
+            seen = known.get(uid)
+            if seen is None or seen[0] is not pod:
+                if seen is not None:
+                    del hashes[bisect_left(hashes, seen[1])]
+                value = _pod_hash(pod.namespace, pod.name)
+                known[uid] = (pod, value)
+                insort(hashes, value)
+        return _sign_sorted(hashes)
+
+
+_ZONE_MEMO = 4096  # zones remembered per publisher
 
 
 @lru_cache(maxsize=65536)
