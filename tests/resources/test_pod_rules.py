@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from numaplane.resources import PodSpecError, parse_pod, parse_quantity
 from numaplane.resources.pod import compute_qos
@@ -105,3 +107,66 @@ def test_derived_values_are_computed_once_and_follow_replace() -> None:
     again = replace(pod, status_qos_class="BestEffort", overhead={})
     assert again.qos_class == "BestEffort" and again.effective_requests() == {"cpu": parse_quantity("1")}
     assert pod.qos_class == "Burstable" and pod == replace(pod)
+
+
+def _reference_qos(pod: Any) -> str:
+    """``compute_qos`` as first written (Fraction sums from zero, sets of names): the oracle."""
+    from fractions import Fraction
+
+    requests: dict[str, Fraction] = {}
+    limits: dict[str, Fraction] = {}
+    guaranteed = True
+    if pod.pod_requests_spec is not None or pod.pod_limits_spec is not None:
+        sources = [(pod.pod_requests_spec or {}, pod.pod_limits_spec or {})]
+    else:
+        sources = [(c.requests, c.limits) for c in pod.all_containers()]
+    for reqs, lims in sources:
+        for name in ("cpu", "memory"):
+            q = reqs.get(name)
+            if q is not None and not q.is_zero():
+                requests[name] = requests.get(name, Fraction(0)) + q.amount
+        found = set()
+        for name in ("cpu", "memory"):
+            q = lims.get(name)
+            if q is not None and not q.is_zero():
+                found.add(name)
+                limits[name] = limits.get(name, Fraction(0)) + q.amount
+        if found != {"cpu", "memory"}:
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed:
+        for name, amount in requests.items():
+            if limits.get(name) != amount:
+                guaranteed = False
+                break
+    if guaranteed and len(requests) == len(limits):
+        return "Guaranteed"
+    return "Burstable"
+
+
+_AMOUNTS = st.sampled_from(["0", "1", "2", "500m", "1500m", "1Gi", "2Gi", "0.5Gi"])
+_RESOURCES = st.dictionaries(st.sampled_from(["cpu", "memory", "hugepages-1Gi"]), _AMOUNTS, max_size=3)
+
+
+@given(
+    st.lists(st.tuples(_RESOURCES, _RESOURCES), min_size=1, max_size=3),
+    st.lists(st.tuples(_RESOURCES, _RESOURCES), max_size=2),
+    st.one_of(st.none(), st.tuples(_RESOURCES, _RESOURCES)),
+)
+def test_compute_qos_equals_the_reference(
+    apps: list[tuple[dict[str, str], dict[str, str]]],
+    inits: list[tuple[dict[str, str], dict[str, str]]],
+    pod_level: tuple[dict[str, str], dict[str, str]] | None,
+) -> None:
+    def ctr(i: int, pair: tuple[dict[str, str], dict[str, str]]) -> dict[str, Any]:
+        return {"name": f"c{i}", "resources": {"requests": pair[0], "limits": pair[1]}}
+
+    spec: dict[str, Any] = {
+        "containers": [ctr(i, p) for i, p in enumerate(apps)],
+        "initContainers": [ctr(10 + i, p) for i, p in enumerate(inits)],
+    }
+    if pod_level is not None:
+        spec["resources"] = {"requests": pod_level[0], "limits": pod_level[1]}
+    pod = parse_pod({"metadata": {"name": "p"}, "spec": spec})
+    assert compute_qos(pod) == _reference_qos(pod)

@@ -156,15 +156,17 @@ def compute_qos(pod: Pod) -> QOSClass:
     for reqs, lims in sources:
         for name in _QOS_RESOURCES:
             q = reqs.get(name)
-            if q is not None and not q.is_zero():
-                requests[name] = requests.get(name, Fraction(0)) + q.amount
-        found = set()
+            if q is not None and q.amount:
+                total = requests.get(name)  # sums start at the first amount: no Fraction(0) + ...
+                requests[name] = q.amount if total is None else total + q.amount
+        found = 0
         for name in _QOS_RESOURCES:
             q = lims.get(name)
-            if q is not None and not q.is_zero():
-                found.add(name)
-                limits[name] = limits.get(name, Fraction(0)) + q.amount
-        if found != set(_QOS_RESOURCES):
+            if q is not None and q.amount:
+                found += 1
+                total = limits.get(name)
+                limits[name] = q.amount if total is None else total + q.amount
+        if found != len(_QOS_RESOURCES):
             guaranteed = False
     if not requests and not limits:
         return "BestEffort"
