@@ -10,7 +10,10 @@ What is checked, through the containers' cgroups (``cpuset.cpus``) and the agent
 exclusive and shared cpusets; an unalignable pod failing CreateContainer with the typed reason; the
 shared pool growing back when the exclusive pod goes; kill -9 of the agent in the middle of a pod
 stream and a restart (no CPU held twice, every running container's cpuset matches the state); a
-corrupted checkpoint; a containerd restart; an NRI disconnect with a container created meanwhile.
+corrupted checkpoint; a containerd restart; an NRI disconnect with a container created meanwhile; a pod
+with an init container and an app container admitted as a whole from the node's Pods (the fake API
+server), the app container reusing the init container's CPU as on a kubelet, against the one-at-a-time
+fallback.
 """
 
 from __future__ import annotations
@@ -408,6 +411,135 @@ async def test_nri_disconnect_then_reconnect_repins(
         async with asyncio.timeout(15):
             while agent.nri.registrations < 2 or cpus_of(gu) != {1} or cpus_of(be) != {0}:
                 await asyncio.sleep(0.05)
+        assert agent.core is not None and agent.core.check() == []
+    finally:
+        await agent.stop()
+
+
+def init_app_pod_doc(node: str) -> dict[str, Any]:
+    """A Guaranteed pod: an init container of 1 CPU, then an app container of 1 CPU."""
+    q = {"cpu": "1", "memory": "64Mi"}
+    resources = {"requests": q, "limits": q}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "init-app", "namespace": "e2e"},
+        "spec": {
+            "nodeName": node,
+            "initContainers": [{"name": "init", "image": "busybox", "resources": resources}],
+            "containers": [{"name": "app", "image": "busybox", "resources": resources}],
+        },
+    }
+
+
+def run_init_then_app(pods: Pods, uid: str) -> tuple[str, Created]:
+    """As a kubelet runs the pod: sandbox, the init container (it reports its CPUs and exits on its
+    own), then — once it has exited — the app container. Returns (what the init container saw, app)."""
+    cri = pods.cri
+    parent = f"{pods.containerd.cgroup_root}/kubepods/pod{uid}"
+    logs = pods.containerd.workdir / "pod-logs" / uid
+    logs.mkdir(parents=True, exist_ok=True)
+    config = cri.pod_config("init-app", uid, namespace="e2e", cgroup_parent=parent, log_directory=str(logs))
+    pod_id = cri.run_pod_sandbox(config)
+    init = Created("init", pod_id, parent)
+    app = Created("app", pod_id, parent)
+    pods.created.append(app)  # delete() stops and removes the sandbox once
+
+    def ctr(name: str, command: list[str]) -> Any:
+        return cri.container_config(
+            name,
+            BUSYBOX_IMAGE,
+            command,
+            cpu_shares=1024,
+            cpu_quota=100000,
+            cpu_period=100000,
+            memory_limit_in_bytes=64 << 20,
+        )
+
+    init.container_id = cri.create_container(
+        pod_id, ctr("init", ["grep", "Cpus_allowed_list", "/proc/self/status"]), config
+    )
+    cri.start_container(init.container_id)
+    deadline = time.monotonic() + 20
+    while cri.container_state(init.container_id) != "CONTAINER_EXITED":
+        assert time.monotonic() < deadline, "the init container did not exit"
+        time.sleep(0.05)
+    seen = (logs / "init.log").read_text()
+    try:
+        app.container_id = cri.create_container(pod_id, ctr("app", ["sleep", "3600"]), config)
+        cri.start_container(app.container_id)
+    except CRIError as exc:
+        app.container_id = None
+        app.error = exc.details
+    return seen, app
+
+
+def moved_at_stop(agent: Agent) -> float:
+    """Shared containers told a grown pool in StopContainer answers."""
+    value = agent.metrics.registry.get_sample_value(
+        "numaplane_agent_container_updates_total", {"path": "stop", "result": "ok"}
+    )
+    return value or 0.0
+
+
+async def test_init_container_cpus_are_reused_by_the_app_container(
+    agent_containerd: ContainerdInstance, pods: Pods, short_tmp: Path, fake_kube: Any
+) -> None:
+    """With the node's Pods (``--watch-pods``) the agent admits the pod as a whole, as the kubelet:
+    the init container's exclusive CPU is reused by the app container (seen from inside the init
+    container and in the app container's cgroup) and never returns to the shared pool in between.
+    Without the Pod (one container at a time) the init container's exit — containerd 1.7 reports it
+    with StopContainer — gives CPU 1 back to the pool (the BestEffort container is moved onto it) and
+    the app container is allocated afresh."""
+    from numaplane.kube.resources import POD
+
+    (short_tmp / "config.json").write_text(json.dumps(CONFIG))
+
+    def options(state: str) -> AgentOptions:
+        return AgentOptions(
+            nri_socket=agent_containerd.nri_socket,
+            state_dir=short_tmp / state,
+            config_file=short_tmp / "config.json",
+            node_name="e2e-node",
+            podresources_socket=None,
+            nri_backoff_initial_seconds=0.1,
+        )
+
+    created = await fake_kube.create(POD, init_app_pod_doc("e2e-node"))
+    uid = str(created["metadata"]["uid"])
+    agent = Agent(options("state-pods"), topology=TOPOLOGY, kube=fake_kube)
+    await agent.start()
+    try:
+        await agent.wait_ready(10)
+        assert agent.pods is not None and agent.core is not None
+        await asyncio.wait_for(agent.pods.informer.wait_for_sync(), 10)
+        be = await asyncio.to_thread(pods.pod, "be", 0)
+        seen, app = await asyncio.to_thread(run_init_then_app, pods, uid)
+        assert "Cpus_allowed_list:\t1" in seen  # the init container ran on its exclusive CPU
+        assert not app.error and cpus_of(app) == {1}  # ... and the app container reuses it
+        assert cpus_of(be) == {0}
+        assert set(agent.core.manager.pods) == {uid} and agent.core.check() == []
+        # the init container's exit (StopContainer) moved nothing: its CPU stayed with the pod
+        assert moved_at_stop(agent) == 0
+        # the pod goes: its CPU returns to the pool
+        await asyncio.to_thread(pods.delete, app)
+        async with asyncio.timeout(10):
+            while cpus_of(be) != ALL_CPUS:
+                await asyncio.sleep(0.05)
+        assert agent.core.manager.pods == {} and agent.core.check() == []
+    finally:
+        await agent.stop()
+
+    # the same pod without API access: one container at a time
+    agent = Agent(options("state-nri"), topology=TOPOLOGY)
+    await agent.start()
+    try:
+        await agent.wait_ready(10)
+        be = next(c for c in pods.running() if c.name == "be")
+        seen, app = await asyncio.to_thread(run_init_then_app, pods, uuid.uuid4().hex)
+        assert "Cpus_allowed_list:\t1" in seen
+        assert not app.error and cpus_of(app) == {1} and cpus_of(be) == {0}
+        assert moved_at_stop(agent) == 1  # the BestEffort container went onto CPU 1 and off again
         assert agent.core is not None and agent.core.check() == []
     finally:
         await agent.stop()

@@ -90,14 +90,22 @@ def test_the_app_container_reuses_the_init_containers_cpus() -> None:
 
 
 def test_without_the_pod_each_container_is_admitted_alone_and_nothing_is_reused() -> None:
-    """The documented limit of the fallback: the init container (no StopContainer when it exits on
-    its own) still holds its CPUs when the app container arrives, which then gets other CPUs."""
+    """The documented limit of the fallback: the init container's CPUs go back to the shared pool
+    when it stops (containerd reports its exit with StopContainer), the shared containers are moved
+    onto them, a pod created meanwhile may take them, and the app container is allocated afresh."""
     core = make_core(None)
+    be = sandbox("be", qos="BestEffort")
+    core.create(be, container(be))
     sb = sandbox("reuse")
     init = core.create(sb, guaranteed(sb, "init", n=4))
+    assert set(core.manager.pods) == {"uid-reuse/init"}
+    grown = core.stop("ctr-reuse-init")
+    assert [(u.container_id, u.cpus) for u in grown] == [("ctr-be-main", TOPOLOGY.all_cpus)]
+    other = sandbox("other")
+    taken = core.create(other, guaranteed(other, n=4))
     app = core.create(sb, guaranteed(sb, "app", n=2))
-    assert not app.cpus & init.cpus
-    assert set(core.manager.pods) == {"uid-reuse/init", "uid-reuse/app"}
+    assert taken.cpus == init.cpus and not app.cpus & init.cpus
+    assert set(core.manager.pods) == {"uid-reuse/app", "uid-other/main"} and core.check() == []
 
 
 def test_removing_a_finished_init_container_releases_only_what_is_not_reused() -> None:

@@ -30,13 +30,15 @@ keyed ``<pod uid>/<container name>`` (:func:`manager_key`), carrying the real po
 annotations (per-pod preferences) and QoS class, admitted when it is created and released when it
 stops or goes. What this cannot do, exactly:
 
+* the pod is never judged as a whole: each container is admitted when it is created, so a pod whose
+  app container cannot be aligned is refused only at that container, after its init containers ran
+  (the kubelet refuses the pod before anything runs);
 * CRI and NRI do not say which containers are init containers or sidecars, nor their order: an init
-  container's exclusive CPUs, pinned memory and devices are not offered to later containers. A
-  completed init container releases them only when the runtime reports it stopped or removed —
-  containerd 1.7 sends no NRI StopContainer for a container that exits by itself, and the kubelet
-  removes the last instance of a completed init container only with its pod — so while it is still
-  registered, a later container needs its own, additional CPUs (and may be refused for the lack of
-  them where the kubelet would admit the pod);
+  container's exclusive CPUs (pinned memory, devices) are released when it stops (containerd 1.7
+  sends StopContainer also for a container that exits by itself) and go back to the shared pool —
+  the shared containers are moved onto them and off again — and the next container is allocated
+  afresh: it gets other CPUs than the kubelet's reuse would give (a subset of the init container's)
+  whenever the allocation order differs, and it may be refused for CPUs other pods took meanwhile;
 * the topology manager's ``pod`` scope sees one container at a time: containers of one pod may be
   aligned to different NUMA nodes, and a pod is not refused as a whole;
 * NRI carries no pod-level ``spec.resources`` (KEP-2837): such a pod's containers are judged by their
