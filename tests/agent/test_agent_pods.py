@@ -165,3 +165,39 @@ async def test_a_known_pod_is_admitted_as_a_whole_and_survives_a_restart(
             await agent.stop()
     finally:
         await runtime.close()
+
+
+async def test_running_pods_are_adopted_as_whole_pods_at_the_first_synchronize(
+    short_tmp: Path, fake_kube: LightkubePort
+) -> None:
+    """No checkpoint, a pod already running (its init container stopped): the agent waits for the
+    informer's first list before dialling the runtime, so Synchronize admits the pod as a whole."""
+    created = await fake_kube.create(POD, reuse_pod_doc("node-a"))
+    sb = sandbox("reuse")
+    sb.uid = created["metadata"]["uid"]
+    running = [
+        guaranteed(sb, "init", n=6, cpus="0-15", state=api_pb2.CONTAINER_STOPPED),
+        guaranteed(sb, "proxy", n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
+        guaranteed(sb, "app", n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
+    ]
+    runtime = FakeRuntime(pods=[sb], containers=running)
+    await runtime.listen(str(short_tmp / "nri.sock"))
+    agent = Agent(options(short_tmp), topology=TOPOLOGY, kube=fake_kube)
+    try:
+        await agent.start()
+        session = await runtime.wait_session(1)
+        await asyncio.wait_for(session.synchronized.wait(), 5)
+        core = agent.core
+        assert core is not None and set(core.manager.pods) == {sb.uid} and set(core.pods) == {sb.uid}
+        init = core.manager.cpu.state.get(sb.uid, "init")
+        proxy, app = core.records["ctr-reuse-proxy"].exclusive, core.records["ctr-reuse-app"].exclusive
+        assert init is not None and proxy is not None and app is not None
+        assert (proxy | app).is_subset_of(init) and not proxy & app and core.check() == []
+        assert session.sync_response is not None
+        assert {u.container_id: u.linux.resources.cpu.cpus for u in session.sync_response.update} == {
+            "ctr-reuse-proxy": proxy.format(),
+            "ctr-reuse-app": app.format(),
+        }
+    finally:
+        await agent.stop()
+        await runtime.close()

@@ -14,7 +14,9 @@ from flags and runs it. Start-up sequence (:meth:`Agent.start`):
    touched after every allocation change, see :mod:`numaplane.agent.notify`); the policy reporter
    (with API access and ``pod_name``: the revision applied or rejected, on the agent's own pod, see
    :mod:`numaplane.agent.policyreport`);
-5. the NRI plugin connects (and reconnects with backoff forever): Configure → Synchronize, after which
+5. with the Pod informer, its first list (waited for at most ``pod_sync_timeout_seconds``, before the
+   probes serve and the runtime is dialled), so that the first Synchronize knows the running pods;
+6. the NRI plugin connects (and reconnects with backoff forever): Configure → Synchronize, after which
    ``/readyz`` turns ready.
 
 :meth:`Agent.stop` flushes the checkpoint and stops everything; SIGTERM/SIGINT call it from the CLI.
@@ -87,6 +89,10 @@ class AgentOptions:
     plugin_health_seconds: float = 1.0
     nri_backoff_initial_seconds: float = 0.1
     nri_backoff_max_seconds: float = 5.0
+    #: With the Pod informer: how long to wait for its first list before connecting to the runtime, so
+    #: that the first Synchronize adopts running pods as whole pods (unknown pods fall back to one
+    #: container at a time; the wait never blocks a request: nothing is connected yet).
+    pod_sync_timeout_seconds: float = 5.0
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -277,6 +283,15 @@ class Agent:
             self.pods.start()
         if self.reporter is not None:
             self.reporter.start()
+        if self.pods is not None:
+            try:
+                async with asyncio.timeout(opts.pod_sync_timeout_seconds):
+                    await self.pods.informer.wait_for_sync()
+            except TimeoutError:
+                log.warning(
+                    "the node's pods are not listed yet; pods unknown at Synchronize are adopted one container at a time",
+                    waited_seconds=opts.pod_sync_timeout_seconds,
+                )
         if opts.metrics_address or opts.health_address:
             self.probes = ProbeServer(self.metrics.registry, liveness=self.liveness, readiness=self.readiness)
             await self.probes.start(opts.metrics_address, opts.health_address)
