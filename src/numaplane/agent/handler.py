@@ -19,7 +19,9 @@ What goes where:
   the runtime fails the creation with that text;
 * RUN_POD_SANDBOX (StateChange) → admit the pod as a whole when its Pod is known (``core.run_pod``);
   a rejection is only logged (the sandbox runs; the pod's first CreateContainer fails with it);
-* StopContainer → release; pool growth travels in the StopContainer answer (the same limit applies);
+* StopContainer → release (a container of a pod admitted as a whole is only forgotten: its allocation
+  stays with the pod for a restarted container); pool growth travels in the StopContainer answer (the
+  same limit applies);
 * REMOVE_CONTAINER / STOP_POD_SANDBOX / REMOVE_POD_SANDBOX (StateChange) → release (a whole pod's
   containers keep its allocation until the sandbox stops; a finished init container's removal
   releases what later containers do not reuse); pool changes are sent with ``Runtime.UpdateContainers``
