@@ -333,3 +333,23 @@ def test_synchronize_keeps_a_known_whole_pod_in_place() -> None:
     result = core.synchronize([sb], running)
     assert result.updates == () and result.adopted == () and result.dropped == ("ctr-reuse-init",)
     assert core.manager.snapshot() == before and core.check() == []
+
+
+def test_synchronize_with_two_sandboxes_of_one_pod_never_holds_a_cpu_twice() -> None:
+    """Robustness (a kubelet stops the old sandbox first): the newer sandbox's containers get the
+    pod's admission; a container still running in the older one shares the pool, holding nothing."""
+    core = make_core(Pods(api_pod("g", [spec("main", 2)])))
+    old = sandbox("g")
+    core.create(old, guaranteed(old, n=2))
+    new = sandbox("g")
+    new.id = "sb-g-new"
+    running = [
+        guaranteed(old, n=2, cpus="1,9", state=api_pb2.CONTAINER_RUNNING),
+        guaranteed(new, n=2, cid="ctr-g-main-new", cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
+    ]
+    result = core.synchronize([old, new], running)
+    assert result.failed == () and result.adopted == ("ctr-g-main-new",)
+    assert core.pods["uid-g"].sandbox_id == "sb-g-new" and core.records["ctr-g-main-new"].exclusive is not None
+    assert core.records["ctr-g-main"].exclusive is None and core.check() == []
+    updates = {u.container_id: u.cpus for u in result.updates}
+    assert updates["ctr-g-main"] == core.shared_pool
