@@ -22,7 +22,7 @@ Beyond the kubelet:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from numaplane.policy.builtin import CPUPlugin, DevicesPlugin, MemoryPlugin, build_plugins
@@ -232,11 +232,19 @@ class ResourceManager:
         return True
 
     def remove_container(self, pod_uid: str, container_name: str) -> None:
-        """Release one container (e.g. a finished init container), as the kubelet's RemoveContainer."""
+        """Release one container (e.g. a finished init container), as the kubelet's RemoveContainer.
+
+        The pod stays admitted; its admission record no longer lists the container, so views built
+        from it (NRT accounting, snapshots) match what the plugins still hold.
+        """
         for plugin in reversed(self.plugins):
             plugin.release(pod_uid, container_name)
         for manager in self._managers.values():
             manager.remove_container(pod_uid, container_name)
+        admission = self.admissions.get(pod_uid)
+        if admission is not None:
+            kept = tuple(c for c in admission.containers if c.name != container_name)
+            self.admissions[pod_uid] = replace(admission, containers=kept)
 
     # -- views --------------------------------------------------------------------------------------
     def shared_pool(self) -> CPUSet:

@@ -218,3 +218,28 @@ def test_isolated_cpus_require_and_avoid() -> None:
     assert not none_left.admitted
     avoid = rm.admit(_pod("a", "2", annotations={"numaplane.io/isolated-cpus": "avoid"})).containers[0]
     assert avoid.exclusive_cpus == CPUSet.parse("0-1")
+
+
+def test_remove_container_releases_a_finished_init_container_and_updates_the_record() -> None:
+    topo = synthetic(sockets=1, numa_per_socket=1, cores_per_numa=4, threads_per_core=2)
+    rm = ResourceManager(topo, {"cpuManager": {"reservedCPUCount": 0}})
+    res_init = {"cpu": "4", "memory": "1Gi"}
+    res_app = {"cpu": "2", "memory": "1Gi"}
+    pod = parse_pod(
+        {
+            "metadata": {"name": "p", "uid": "p"},
+            "spec": {
+                "initContainers": [{"name": "init", "resources": {"requests": res_init, "limits": res_init}}],
+                "containers": [{"name": "app", "resources": {"requests": res_app, "limits": res_app}}],
+            },
+        }
+    )
+    adm = rm.admit(pod)
+    init_cpus, app_cpus = (c.exclusive_cpus for c in adm.containers)
+    assert init_cpus is not None and app_cpus is not None and app_cpus <= init_cpus  # kubelet reuse
+    rm.remove_container("p", "init")
+    assert [c.name for c in rm.admissions["p"].containers] == ["app"]
+    assert rm.cpu.state.assigned() == app_cpus
+    restored = ResourceManager(topo, {"cpuManager": {"reservedCPUCount": 0}})
+    restored.restore(json.loads(json.dumps(rm.snapshot())))
+    assert restored.snapshot() == rm.snapshot()
