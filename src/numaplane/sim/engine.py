@@ -25,10 +25,12 @@ placement or admission logic of its own.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -446,6 +448,23 @@ class _Run:
             self.result.failed += 1
 
 
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (restored afterwards).
+
+    A run keeps millions of objects alive and replaces many of them (NRT objects, views, pods), so
+    the collector's full passes re-scan the whole heap again and again — a fifth of a large run's
+    time — while finding next to nothing: the engine and the code it runs create (almost) no
+    reference cycles, so reference counting frees what they drop. Results do not depend on it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def run_scheduler(
     spec: SchedulerSpec,
     templates: Sequence[NodeTemplate],
@@ -454,4 +473,5 @@ def run_scheduler(
     progress: Callable[[float], None] | None = None,
 ) -> RunResult:
     """Run ``arrivals`` through ``spec`` on fresh nodes built from ``templates``."""
-    return _Run(spec, templates, arrivals, config, progress).run()
+    with _cyclic_gc_paused():
+        return _Run(spec, templates, arrivals, config, progress).run()
