@@ -67,3 +67,26 @@ def test_random_streams_match_the_reference(seed: int) -> None:
             ref.add(row, gone.effective_requests(), -1)
         assert new.cpu_used_fraction() == ref.cpu_used_fraction()
         assert np.array_equal(new.used.T, ref.used)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_best_node_is_the_argmax_of_the_combined_score(seed: int) -> None:
+    from numaplane.sim.engine import best_node
+
+    rng = random.Random(seed)
+    nodes = [_allocatable(rng) for _ in range(rng.randint(1, 60))]
+    fit = FitArrays([f"n{i}" for i in range(len(nodes))], nodes)
+    for i in range(40):
+        row = rng.randrange(len(nodes))
+        fit.add(row, _pod(rng, 1000 + i).effective_requests())
+    for i in range(200):
+        pod = _pod(rng, i)
+        feasible = np.array([rng.random() < 0.6 for _ in nodes])
+        if not feasible.any():
+            feasible[rng.randrange(len(nodes))] = True
+        numa = np.array([rng.choice((0, 50, 100, rng.randint(0, 100))) for _ in nodes], dtype=np.int64)
+        if rng.random() < 0.2:  # negative NUMA scores (never produced today) take the direct formula
+            numa -= rng.choice((1, 300, 1000))
+        want = int(np.argmax(np.where(feasible, numa * 1000 + fit.scores(pod), -1)))
+        assert best_node(fit, pod, feasible, numa) == want
+        assert best_node(fit, pod, feasible, None) == int(np.argmax(np.where(feasible, fit.scores(pod), -1)))

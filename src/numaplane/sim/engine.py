@@ -15,7 +15,8 @@ Events (time in simulated seconds; ties in insertion order):
 A scheduling attempt: NodeResourcesFit over every node (:class:`~numaplane.sim.fit.FitArrays`); for
 a NUMA-aware scheduler also the NUMA filter and score through the real cache
 (:mod:`numaplane.placement.cache`) and the vectorised :class:`~numaplane.placement.pipeline.Pipeline`;
-the best node wins (NUMA score first, then LeastAllocated, then the lowest node index). Binding calls
+the best node wins (NUMA score first, then LeastAllocated, then the lowest node index:
+:func:`best_node`). Binding calls
 the node's :class:`~numaplane.policy.manager.ResourceManager` ``admit`` at once (the kubelet's
 admission); a rejection is counted with its reason and the pod is recreated after
 ``recreate_delay_s``, at most ``max_recreates`` times. NRTs are produced by
@@ -48,7 +49,7 @@ from numaplane.sim.cluster import NodeTemplate, SimNode, instantiate
 from numaplane.sim.fit import FitArrays
 from numaplane.sim.workload import PodArrival
 
-__all__ = ["DEFAULT_SCHEDULERS", "RunResult", "SchedulerSpec", "SimConfig", "run_scheduler"]
+__all__ = ["DEFAULT_SCHEDULERS", "RunResult", "SchedulerSpec", "SimConfig", "best_node", "run_scheduler"]
 
 NUMA_SCHEDULER_NAME = "topo-aware-scheduler"
 REFRESH_BUCKETS = 10
@@ -354,11 +355,11 @@ class _Run:
         self.cache.nrt_updated(publisher.publish())
         node.dirty = False
 
-    def _candidates(self, pod: Pod) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    def _candidates(self, pod: Pod) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]:
+        """(nodes passing every filter, NUMA scores or ``None`` for a scheduler without them)."""
         fit = self.fit.feasible(pod)
-        default_scores = self.fit.scores(pod)
         if self.pipeline is None or self.cache is None:
-            return fit, default_scores
+            return fit, None
         self.pipeline.sync_from_cache(self.cache, self.node_infos)
         ev = self.pipeline.evaluate(pod)
         mine, theirs, identity = self._rows(ev.index)
@@ -374,7 +375,7 @@ class _Run:
         rejected = np.flatnonzero(fit & ~feasible)
         if len(rejected):
             nodes_maybe_overreserved(self.cache, self._names[rejected].tolist(), pod)
-        return fit & feasible, scores * 1000 + default_scores
+        return fit & feasible, scores
 
     def _rows(self, index: Mapping[str, int]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], bool]:
         """(our node rows, the pipeline's rows, whether both are every row in order) for the nodes the
@@ -392,15 +393,14 @@ class _Run:
     def _try(self, now: float, state: _PodState) -> bool:
         self.result.attempts += 1
         pod = state.pod
-        feasible, scores = self._candidates(pod)
+        feasible, numa_scores = self._candidates(pod)
         if not feasible.any():
             self.result.unschedulable_attempts += 1
             # kube-scheduler's per-pod backoff: 1 s doubling up to 10 s
             state.failures += 1
             state.next_try = now + min(self.config.max_backoff_s, 2.0 ** (state.failures - 1))
             return False
-        best = int(np.argmax(np.where(feasible, scores, -1)))
-        self._bind(now, state, best)
+        self._bind(now, state, best_node(self.fit, pod, feasible, numa_scores))
         return True
 
     def _bind(self, now: float, state: _PodState, row: int) -> None:
@@ -446,6 +446,26 @@ class _Run:
             self.push(now + self.config.recreate_delay_s, "recreate", state)
         else:
             self.result.failed += 1
+
+
+def best_node(
+    fit: FitArrays, pod: Pod, feasible: np.ndarray[Any, Any], numa_scores: np.ndarray[Any, Any] | None
+) -> int:
+    """The feasible node with the highest ``NUMA score * 1000 + LeastAllocated score``, lowest row on
+    ties: ``argmax`` of that sum with infeasible nodes at -1 (``feasible`` must hold a node).
+
+    Default scores lie in 0..100 (``fit.bounded``), so when the best feasible NUMA score is not
+    negative the sum orders nodes by NUMA score first: only the nodes with the top NUMA score need a
+    default score. Otherwise the sum itself is computed."""
+    if numa_scores is not None and fit.bounded:
+        top = int(numa_scores[feasible].max())
+        if top >= 0:
+            rows = np.flatnonzero(feasible & (numa_scores == top))
+            return int(rows[int(np.argmax(fit.scores(pod, rows)))])
+    scores = fit.scores(pod)
+    if numa_scores is not None:
+        scores = numa_scores * 1000 + scores
+    return int(np.argmax(np.where(feasible, scores, -1)))
 
 
 @contextmanager

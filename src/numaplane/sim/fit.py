@@ -120,10 +120,16 @@ class FitArrays:
             out &= self.free[col] >= vec[col]
         return out
 
-    def scores(self, pod: Pod) -> npt.NDArray[np.int64]:
-        """LeastAllocated over cpu and memory with the scheduler's non-zero defaults, 0–100."""
+    @property
+    def bounded(self) -> bool:
+        """Whether every score is within 0–100 (no quantity large enough to overflow int64 math)."""
+        return not self._big
+
+    def scores(self, pod: Pod, rows: npt.NDArray[np.intp] | None = None) -> npt.NDArray[np.int64]:
+        """LeastAllocated over cpu and memory with the scheduler's non-zero defaults, 0–100; for the
+        nodes ``rows`` only (in that order) when given."""
         reqs = pod.effective_requests()
-        total = np.zeros(len(self.names), dtype=np.int64)
+        total = np.zeros(len(self.names) if rows is None else len(rows), dtype=np.int64)
         for col, name, default in (
             (self._cpu, "cpu", _DEFAULT_CPU_MILLI),
             (self._mem, "memory", _DEFAULT_MEMORY_MILLI),
@@ -132,7 +138,7 @@ class FitArrays:
                 continue
             q = reqs.get(name)
             req = _milli(q.amount) if q is not None and not q.is_zero() else default
-            total += self._part(col, req)
+            total += self._part(col, req) if rows is None else self._compute(col, req, rows)
         return total // 2
 
     def _part(self, col: int, req: int) -> npt.NDArray[np.int64]:
