@@ -89,6 +89,7 @@ def test_random_updates_give_the_reference_arrays(seed: int) -> None:
     zones, capacity = rng.choice((1, 2, 8)), rng.choice((1, 4, 256))
     new, ref = ClusterArrays(zones, capacity), ReferenceClusterArrays(zones, capacity)
     nodes: dict[str, NodeInfo] = {}
+    flags = (new.flags_version, [new.row_flags(r) for r in range(new.n)])
     for _ in range(120):
         name = f"n{rng.randint(0, 14)}"
         if rng.random() < 0.1:
@@ -100,3 +101,9 @@ def test_random_updates_give_the_reference_arrays(seed: int) -> None:
             view, fresh = _view(rng, name), rng.random() < 0.9
             assert new.upsert(name, view, nodes[name], fresh=fresh) == ref.upsert(name, view, nodes[name], fresh=fresh)
         _same(new, ref)
+        now = (new.flags_version, [new.row_flags(r) for r in range(new.n)])
+        for row in new.index.values():  # the flags upsert remembers are the arrays' own
+            assert new._flags[row] == new.row_flags(row)
+        if now[0] == flags[0]:  # an unchanged flags version promises unchanged row flags (and rows)
+            assert now[1] == flags[1]
+        flags = now

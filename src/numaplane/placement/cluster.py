@@ -178,9 +178,11 @@ class ClusterArrays:
         self.listed_any: B = np.zeros((0, self.capacity), bool)
         self.adv: B = np.zeros((0, self.capacity), bool)
         self.version = 0  # bumped on every change
+        self.flags_version = 0  # bumped when a row's flags change (see :meth:`row_flags`) or rows come or go
         self._snapshot: dict[str, int] | None = None  # copy of ``index`` handed out until membership changes
         self._stamps = 0  # source of per-row stamps (derived per-row caches key on them)
         self._adv_cols: dict[int, tuple[NodeInfo, I64]] = {}  # row → (its Node, advertised scalar columns)
+        self._flags: dict[int, tuple[bool, bool, bool, bool, bool, int, bool, bool]] = {}  # row → row_flags(row)
         self._alloc_rows(self.capacity)
 
     # --- storage -----------------------------------------------------------------------------------
@@ -253,8 +255,10 @@ class ClusterArrays:
         self.names[row] = None
         self.sources[row] = None
         self._adv_cols.pop(row, None)
+        self._flags.pop(row, None)
         self._free.append(row)
         self.version += 1
+        self.flags_version += 1
 
     def _clear(self, row: int) -> None:
         self._stamps += 1
@@ -301,9 +305,43 @@ class ClusterArrays:
         self._adv_cols[row] = (node, cols)
         return cols
 
+    def row_flags(self, row: int) -> tuple[bool, bool, bool, bool, bool, int, bool, bool]:
+        """What per-row selections depend on: present, has NRT, fresh, problem, irregular, policy,
+        pod scope, has zones."""
+        return (
+            bool(self.present[row]),
+            bool(self.has_nrt[row]),
+            bool(self.fresh[row]),
+            bool(self.problem[row]),
+            bool(self.irregular[row]),
+            int(self.policy[row]),
+            bool(self.scope_pod[row]),
+            bool(self.nzones[row] > 0),
+        )
+
     def upsert(self, name: str, topology: NodeTopology | None, node: NodeInfo, *, fresh: bool = True) -> int:
         """Write node ``name``'s row from its view (``None``: no NRT), Node and freshness; return the row."""
+        known = name in self.index
         row = self._row_for(name)
+        self._write(row, topology, node, fresh)
+        before = self._flags.get(row) if known else None
+        # the row's flags as just written (policy and scope keep their old values without a readable NRT)
+        if topology is None or topology.problem is not None:
+            old_policy, old_scope = (before[5], before[6]) if before is not None else self.row_flags(row)[5:7]
+            flags = (True, topology is not None, fresh, topology is not None, False, old_policy, old_scope, False)
+        else:
+            config = topology.config
+            irregular = bool(self.irregular[row])
+            flags = (
+                True, True, fresh, False, irregular, POLICY_CODES[config.policy], config.scope == "pod",
+                len(topology.zones) > 0,
+            )  # fmt: skip
+        self._flags[row] = flags
+        if flags != before:
+            self.flags_version += 1
+        return row
+
+    def _write(self, row: int, topology: NodeTopology | None, node: NodeInfo, fresh: bool) -> None:
         if topology is not None and len(topology.zones) > self.slots:
             self._grow(self.capacity, len(topology.zones))
         adv = self._advertised(row, node)
@@ -320,11 +358,11 @@ class ClusterArrays:
         self.adv[adv, row] = True
         self.version += 1
         if topology is None:
-            return row
+            return
         self.has_nrt[row] = True
         if topology.problem is not None:
             self.problem[row] = True
-            return row
+            return
         assert cells is not None and cols is not None
         config = topology.config
         self.policy[row] = POLICY_CODES[config.policy]
@@ -346,4 +384,3 @@ class ClusterArrays:
         self.costs[row, :zones, :zones] = cells.costs
         self.self_cost[:zones, row] = cells.costs.diagonal()
         self.irregular[row] = cells.irregular
-        return row

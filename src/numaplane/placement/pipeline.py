@@ -78,7 +78,8 @@ class Evaluation:
 
 @dataclass(frozen=True)
 class _Masks:
-    """Row selections derived from the cluster only (valid while ``version`` matches)."""
+    """Row selections derived from the rows' flags only (valid while ``version`` matches the
+    cluster's ``flags_version``)."""
 
     version: int
     passthrough: B  # fresh and (no NRT, or readable with a policy that is not filtered)
@@ -148,7 +149,7 @@ class Pipeline:
     def _masks(self) -> _Masks:
         """Per-row selections that depend only on the cluster (recomputed when it changes)."""
         cl = self.cluster
-        if self._cached_masks is not None and self._cached_masks.version == cl.version:
+        if self._cached_masks is not None and self._cached_masks.version == cl.flags_version:
             return self._cached_masks
         n = cl.n
         readable = cl.has_nrt[:n] & ~cl.problem[:n]
@@ -163,7 +164,7 @@ class Pipeline:
         if self.options.kubelet_admission:
             filter_fallback = fallback | (cl.present[:n] & cl.has_nrt[:n] & np.isin(cl.policy[:n], (1, 2)))
         masks = _Masks(
-            version=cl.version,
+            version=cl.flags_version,
             passthrough=cl.fresh[:n] & ~(snn | (cl.has_nrt[:n] & cl.problem[:n])),
             check_pod=checked & pod_scope,
             check_ctr=checked & ~pod_scope,
