@@ -183,6 +183,8 @@ class ClusterArrays:
         self._stamps = 0  # source of per-row stamps (derived per-row caches key on them)
         self._adv_cols: dict[int, tuple[NodeInfo, I64]] = {}  # row → (its Node, advertised scalar columns)
         self._flags: dict[int, tuple[bool, bool, bool, bool, bool, int, bool, bool]] = {}  # row → row_flags(row)
+        # row → what its listed cells, advertised columns, zones and costs were written from
+        self._layouts: dict[int, tuple[NodeInfo, bytes, bytes, bytes, int]] = {}
         self._alloc_rows(self.capacity)
 
     # --- storage -----------------------------------------------------------------------------------
@@ -256,6 +258,7 @@ class ClusterArrays:
         self.sources[row] = None
         self._adv_cols.pop(row, None)
         self._flags.pop(row, None)
+        self._layouts.pop(row, None)
         self._free.append(row)
         self.version += 1
         self.flags_version += 1
@@ -346,32 +349,49 @@ class ClusterArrays:
             self._grow(self.capacity, len(topology.zones))
         adv = self._advertised(row, node)
         cells = None if topology is None or topology.problem is not None else _cells(topology)
-        cols = None
-        if cells is not None:
-            for res in cells.seen:  # columns are created in the order the zones list resources
-                self.column(res)
-            cols = np.array([self.columns[res] for res in cells.names], np.int64)
-        self._clear(row)
+        if cells is None:
+            self._layouts.pop(row, None)
+            self._clear(row)
+            self.present[row] = True
+            self.fresh[row] = fresh
+            self.sources[row] = RowSource(topology, node, fresh)
+            self.adv[adv, row] = True
+            self.version += 1
+            if topology is not None:
+                self.has_nrt[row] = True
+                self.problem[row] = True
+            return
+        assert topology is not None
+        for res in cells.seen:  # columns are created in the order the zones list resources
+            self.column(res)
+        cols = np.array([self.columns[res] for res in cells.names], np.int64)
+        slots, milli, value = cells.slots, cells.milli, cells.value
+        zones = len(topology.zones)
+        layout = (node, cols.tobytes(), slots.tobytes(), cells.costs.tobytes(), zones)
+        if self._layouts.get(row) == layout:
+            # same Node, same listed cells, same costs: only the values and the config are rewritten
+            # (everything else already holds exactly what a clear-and-write would put there)
+            self._stamps += 1
+            self.stamp[row] = self._stamps
+        else:
+            self._layouts[row] = layout
+            self._clear(row)
+            self.adv[adv, row] = True
+            self.nzones[row] = zones
+            self.pad[:zones, row] = 0
+            self.listed[cols, slots, row] = True
+            self.listed_any[cols, row] = True
+            self.costs[row, :zones, :zones] = cells.costs
+            self.self_cost[:zones, row] = cells.costs.diagonal()
         self.present[row] = True
         self.fresh[row] = fresh
         self.sources[row] = RowSource(topology, node, fresh)
-        self.adv[adv, row] = True
         self.version += 1
-        if topology is None:
-            return
         self.has_nrt[row] = True
-        if topology.problem is not None:
-            self.problem[row] = True
-            return
-        assert cells is not None and cols is not None
         config = topology.config
         self.policy[row] = POLICY_CODES[config.policy]
         self.scope_pod[row] = config.scope == "pod"
         self.max_numa[row] = config.max_numa_nodes
-        zones = len(topology.zones)
-        self.nzones[row] = zones
-        self.pad[:zones, row] = 0
-        slots, milli, value = cells.slots, cells.milli, cells.value
         nonzero = value != 0
         self.avail_m[cols, slots, row] = milli
         self.avail_min[cols, slots, row] = milli
@@ -379,8 +399,4 @@ class ClusterArrays:
         self.avail_fs[cols, slots, row] = np.where(nonzero, value, 1.0)
         self.avail_finf[cols, slots, row] = np.where(nonzero, value, np.inf)
         self.avail_zero[cols, slots, row] = np.where(nonzero, 0.0, 1.0)
-        self.listed[cols, slots, row] = True
-        self.listed_any[cols, row] = True
-        self.costs[row, :zones, :zones] = cells.costs
-        self.self_cost[:zones, row] = cells.costs.diagonal()
         self.irregular[row] = cells.irregular
