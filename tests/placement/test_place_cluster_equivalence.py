@@ -17,6 +17,7 @@ from numaplane.placement.cachebase import parse_event
 from numaplane.placement.cluster import ClusterArrays
 from numaplane.placement.node import NodeInfo, node_info
 from numaplane.placement.view import NodeTopology
+from numaplane.resources.quantity import parse_quantity
 
 RESOURCES = ["cpu", "memory", "hugepages-1Gi", "vendor/nic", "gpu", "ephemeral-storage"]
 VALUES = ["0", "1", "2", "7", "500m", "1500m", "1Gi", "3Gi", "1n", "1e20", "1234567"]
@@ -89,6 +90,7 @@ def test_random_updates_give_the_reference_arrays(seed: int) -> None:
     zones, capacity = rng.choice((1, 2, 8)), rng.choice((1, 4, 256))
     new, ref = ClusterArrays(zones, capacity), ReferenceClusterArrays(zones, capacity)
     nodes: dict[str, NodeInfo] = {}
+    views: dict[str, NodeTopology | None] = {}
     flags = (new.flags_version, [new.row_flags(r) for r in range(new.n)])
     for _ in range(120):
         name = f"n{rng.randint(0, 14)}"
@@ -99,6 +101,11 @@ def test_random_updates_give_the_reference_arrays(seed: int) -> None:
             if name not in nodes or rng.random() < 0.2:
                 nodes[name] = _node(rng, name)
             view, fresh = _view(rng, name), rng.random() < 0.9
+            last = views.get(name)
+            if last is not None and rng.random() < 0.5:  # a reservation charged to the current view
+                request = {r: parse_quantity(rng.choice(VALUES)) for r in rng.sample(RESOURCES, 2)}
+                view = last.charged([request])
+            views[name] = view
             assert new.upsert(name, view, nodes[name], fresh=fresh) == ref.upsert(name, view, nodes[name], fresh=fresh)
         _same(new, ref)
         now = (new.flags_version, [new.row_flags(r) for r in range(new.n)])
@@ -107,3 +114,28 @@ def test_random_updates_give_the_reference_arrays(seed: int) -> None:
         if now[0] == flags[0]:  # an unchanged flags version promises unchanged row flags (and rows)
             assert now[1] == flags[1]
         flags = now
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_node_topology_reads_shared_zone_objects_the_same(seed: int) -> None:
+    """Views read zones through a per-Zone memo: objects sharing Zone objects, and fresh copies,
+    give equal views (malformed and ignored zones included)."""
+    from dataclasses import replace as dc_replace
+
+    from numaplane.placement.view import node_topology
+
+    rng = random.Random(seed)
+    for i in range(40):
+        zones: list[dict[str, Any]] = []
+        for z in range(rng.randint(0, 4)):
+            res = rng.sample(RESOURCES, rng.randint(0, 3))
+            zd = zone(rng.choice((z, z, "x", 70)), {r: rng.choice([*VALUES, "-1"]) for r in res})
+            if rng.random() < 0.1:
+                zd["type"] = "Socket"
+            zones.append(zd)
+        obj = NodeResourceTopology.from_dict(nrt_doc(f"n{i}", zones))
+        first = node_topology(obj)
+        assert node_topology(obj) == first
+        assert node_topology(NodeResourceTopology.from_dict(obj.to_dict())) == first
+        renamed = dc_replace(obj, metadata=dc_replace(obj.metadata, name=f"m{i}"))  # same Zone objects
+        assert node_topology(renamed) == dc_replace(first, node=f"m{i}")

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from numaplane.nrt.model import ZONE_TYPE_NODE, NodeResourceTopology, zone_numa_id
+from numaplane.nrt.model import ZONE_TYPE_NODE, NodeResourceTopology, Zone, zone_numa_id
 from numaplane.resources.quantity import ZERO, Quantity
 
 __all__ = [
@@ -175,30 +175,52 @@ def node_topology(nrt: NodeResourceTopology) -> NodeTopology:
     zones: list[NUMAZone] = []
     ignored: list[IgnoredZone] = []
     for zone in nrt.zones:
-        if zone.type != ZONE_TYPE_NODE:
-            ignored.append(IgnoredZone(zone.name, f"type {zone.type!r} is not {ZONE_TYPE_NODE!r}"))
-            continue
-        numa = zone_numa_id(zone.name)
-        if numa is None:
-            ignored.append(IgnoredZone(zone.name, "name is not node-<id>"))
-            continue
-        if numa > MAX_NUMA_ID:
-            ignored.append(IgnoredZone(zone.name, f"NUMA id {numa} is above {MAX_NUMA_ID}"))
-            continue
-        available: dict[str, Quantity] = {}
-        allocatable: dict[str, Quantity] = {}
-        for row in zone.resources:
-            if row.available.amount < 0 or row.allocatable.amount < 0:
-                return malformed(nrt.name, f"zone {zone.name}: {row.name} has a negative quantity")
-            available[row.name] = row.available
-            allocatable[row.name] = row.allocatable
-        costs: dict[int, int] = {}
-        for cost in zone.costs:
-            peer = zone_numa_id(cost.name)
-            if peer is not None and peer <= _MAX_COST_ID:
-                costs[peer] = cost.value
-        zones.append(NUMAZone(numa, zone.name, available, allocatable, costs))
+        known = _ZONES.get(id(zone))
+        if known is not None and known[0] is zone:
+            parsed = known[1]
+        else:
+            parsed = _zone(zone)
+            if len(_ZONES) >= _ZONE_MEMO:
+                _ZONES.clear()
+            _ZONES[id(zone)] = (zone, parsed)
+        if isinstance(parsed, NUMAZone):
+            zones.append(parsed)
+        elif isinstance(parsed, IgnoredZone):
+            ignored.append(parsed)
+        else:
+            return malformed(nrt.name, parsed)
     return NodeTopology(nrt.name, topology_manager_config(nrt), tuple(zones), tuple(ignored))
+
+
+# Zone objects are immutable and publishers reuse them between objects: each one is read once.
+# The entry holds the zone itself, so its id cannot be reused while the entry exists.
+_ZONE_MEMO = 1 << 16
+_ZONES: dict[int, tuple[Zone, NUMAZone | IgnoredZone | str]] = {}
+
+
+def _zone(zone: Zone) -> NUMAZone | IgnoredZone | str:
+    """One zone as the view reads it: a usable NUMA zone, an ignored one, or the problem making the
+    whole object unusable."""
+    if zone.type != ZONE_TYPE_NODE:
+        return IgnoredZone(zone.name, f"type {zone.type!r} is not {ZONE_TYPE_NODE!r}")
+    numa = zone_numa_id(zone.name)
+    if numa is None:
+        return IgnoredZone(zone.name, "name is not node-<id>")
+    if numa > MAX_NUMA_ID:
+        return IgnoredZone(zone.name, f"NUMA id {numa} is above {MAX_NUMA_ID}")
+    available: dict[str, Quantity] = {}
+    allocatable: dict[str, Quantity] = {}
+    for row in zone.resources:
+        if row.available.amount < 0 or row.allocatable.amount < 0:
+            return f"zone {zone.name}: {row.name} has a negative quantity"
+        available[row.name] = row.available
+        allocatable[row.name] = row.allocatable
+    costs: dict[int, int] = {}
+    for cost in zone.costs:
+        peer = zone_numa_id(cost.name)
+        if peer is not None and peer <= _MAX_COST_ID:
+            costs[peer] = cost.value
+    return NUMAZone(numa, zone.name, available, allocatable, costs)
 
 
 def malformed(node: str, problem: str) -> NodeTopology:
