@@ -128,6 +128,8 @@ class FitArrays:
     def scores(self, pod: Pod, rows: npt.NDArray[np.intp] | None = None) -> npt.NDArray[np.int64]:
         """LeastAllocated over cpu and memory with the scheduler's non-zero defaults, 0–100; for the
         nodes ``rows`` only (in that order) when given."""
+        if rows is not None and len(rows) * _REFRESH_SHARE > len(self.names):
+            return self.scores(pod)[rows]  # many nodes: the memoised parts are cheaper than a gather
         reqs = pod.effective_requests()
         total = np.zeros(len(self.names) if rows is None else len(rows), dtype=np.int64)
         for col, name, default in (
@@ -177,9 +179,11 @@ class FitArrays:
         used += sign * vec
         free = self.alloc[:, row] - used
         self.free[:, row] = free
-        self.negative[row] = int((free < 0).sum())
-        if not self._big and int(np.abs(used).max(initial=0)) >= _SAFE:
-            self._big = True
+        self.negative[row] = sum(1 for x in free.tolist() if x < 0)
+        if not self._big:
+            values = used.tolist()
+            if values and (max(values) >= _SAFE or min(values) <= -_SAFE):
+                self._big = True  # from now on the direct formulas (a cautious switch is harmless)
         self._stamps += 1
         self.stamp[row] = self._stamps
 
