@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -144,7 +145,7 @@ def clusters(draw: st.DrawFn) -> list[tuple[str, dict[str, Any] | None, dict[str
     return [(f"n{i}", *draw(node_entry(f"n{i}"))) for i in range(count)]
 
 
-def check(pipe: Pipeline, pod: Pod, entries: dict[str, tuple[dict[str, Any] | None, dict[str, Any], bool]]) -> None:
+def check(pipe: Pipeline, pod: Pod, entries: Mapping[str, tuple[Any, dict[str, Any], bool]]) -> None:
     result = pipe.evaluate(pod)
     for name, (doc, node, fresh) in entries.items():
         want_fit = isinstance(filter_node(pod, doc, node, fresh=fresh, options=pipe.options), Fit)
@@ -278,3 +279,64 @@ def test_multi_zone_least_numa_accounting_matches() -> None:
     # a takes node-0/node-1 (2 cpus + 1, both nics), b then needs node-1 + node-2, c fits node-3:
     # at most 2 zones, every choice distance-optimal → 100 - 2 * 12 + 6
     assert want == 82
+
+
+def test_memoised_results_follow_single_row_updates() -> None:
+    """Filter and score results are memoised per request and refreshed for the rows written since:
+    a stream of one-row updates (new data, reservations, removals, re-adds) between evaluations of a
+    few recurring pods always gives the per-node functions' results."""
+    import random
+
+    from numaplane.placement.view import NodeTopology, node_topology
+    from numaplane.resources.quantity import parse_quantity
+
+    rng = random.Random(11)
+
+    def doc(name: str) -> NodeTopology:
+        zs = [
+            zone(z, {"cpu": rng.choice([0, 1, 2, 4, 8]), "memory": f"{rng.choice([1, 2, 4])}Gi", "vendor/nic": 1})
+            for z in range(rng.choice([1, 2, 4]))
+        ]
+        return node_topology(nrt(name, zs, scope=rng.choice(["pod", "container"])))
+
+    pods = [
+        gu_pod("g1", cpu=1, memory="1Gi"),
+        gu_pod("g2", cpu=2, memory="2Gi"),
+        parse_pod({"metadata": {"name": "b"}, "spec": {"containers": [container("c", {"cpu": 1}, guaranteed=False)]}}),
+        parse_pod({"metadata": {"name": "n"}, "spec": {"containers": [container("c", {"vendor/nic": 1, "cpu": 1})]}}),
+        parse_pod(
+            {
+                "metadata": {"name": "i"},
+                "spec": {
+                    "initContainers": [container("i", {"cpu": 4, "memory": "1Gi"})],
+                    "containers": [container("c", {"cpu": 1, "memory": "1Gi"})],
+                },
+            }
+        ),
+    ]
+    for kind in STRATEGY_TYPES:
+        pipe = Pipeline(ScoringStrategy(kind), zones=2)
+        entries: dict[str, tuple[Any, dict[str, Any], bool]] = {}
+        for i in range(60):
+            name = f"n{i}"
+            entries[name] = (doc(name), node_doc(name, {"cpu": "64", "memory": "64Gi", "vendor/nic": "4"}), True)
+            pipe.update_node(name, *entries[name][:2])
+        for step in range(120):
+            for _ in range(rng.randint(0, 3)):
+                name = f"n{rng.randrange(60)}"
+                roll = rng.random()
+                if roll < 0.1 and name in entries:
+                    pipe.remove_node(name)
+                    del entries[name]
+                    continue
+                if roll < 0.5 and name in entries:  # a reservation: same layout, new values
+                    charged = entries[name][0].charged([{"cpu": parse_quantity("1"), "memory": parse_quantity("1Gi")}])
+                    entries[name] = (charged, entries[name][1], True)
+                else:
+                    entries[name] = (
+                        doc(name),
+                        node_doc(name, {"cpu": "64", "memory": "64Gi", "vendor/nic": "4"}),
+                        True,
+                    )
+                pipe.update_node(name, *entries[name][:2])
+            check(pipe, pods[step % len(pods)], entries)
