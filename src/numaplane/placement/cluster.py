@@ -257,7 +257,7 @@ class ClusterArrays:
         start = position - self._log_base
         if start < 0:
             return None
-        return np.unique(np.array(self._log[start:], np.int64))
+        return np.array(sorted(set(self._log[start:])), np.int64)
 
     def _logged(self, row: int) -> None:
         self._log.append(row)

@@ -111,8 +111,8 @@ class _RowMemo:
 
     Sound because every memoised kernel computes a row from that row's data alone (see
     :mod:`~numaplane.placement.kernels`): rows not written since keep their values. A change of the
-    arrays' shapes or row count, a log that no longer reaches back, or more than a quarter of the
-    rows changed, recomputes everything. Results are read-only arrays shared between calls."""
+    arrays' shapes or row count, a log that no longer reaches back, or more row writes since than a
+    quarter of the rows, recomputes everything. Results are read-only arrays shared between calls."""
 
     def __init__(self, limit: int = 512) -> None:
         self.limit = limit
@@ -122,7 +122,12 @@ class _RowMemo:
         self, cl: ClusterArrays, key: Hashable, compute: Callable[[I64 | None], npt.NDArray[Any]]
     ) -> npt.NDArray[Any]:
         entry = self._entries.get(key)
-        if entry is not None and entry.shape == cl.shape_version and entry.n == cl.n:
+        if (
+            entry is not None
+            and entry.shape == cl.shape_version
+            and entry.n == cl.n
+            and (cl.log_position - entry.position) * 4 <= cl.n  # bounds the work of reading the log
+        ):
             rows = cl.changed_since(entry.position)
             if rows is not None and len(rows) * 4 <= cl.n:
                 if len(rows):
@@ -140,7 +145,11 @@ class _RowMemo:
 
 
 def _milli(q: Quantity) -> int | None:
-    m = q.amount * 1000
+    amount = q.amount
+    if amount.denominator == 1:  # an integer: no Fraction arithmetic (same value)
+        milli = amount.numerator * 1000
+        return milli if abs(milli) < _BOUND else None
+    m = amount * 1000
     return m.numerator if m.denominator == 1 and abs(m.numerator) < _BOUND else None
 
 
