@@ -8,7 +8,7 @@ held exactly as int64 thousandths.
 
 Layout and invariants: ``alloc``, ``used`` and ``free`` (= ``alloc - used``) are ``(columns, nodes)``
 arrays, so each resource is one contiguous vector. ``negative[row]`` counts the columns where a node's
-``free`` is below 0. A node fits a request vector ``vec`` (every entry >= 0) iff it has no negative
+``free`` is below 0 (``clean``: none). A node fits a request vector ``vec`` (every entry >= 0) iff it has no negative
 column and ``free[c] >= vec[c]`` for every requested column — the same as ``used + vec <= alloc`` over
 all columns. Default-score parts are memoised per (resource, request) and refreshed only for the rows
 changed since (``stamp``). Values of 2**60 thousandths or more, and negative requests, take the direct
@@ -67,6 +67,7 @@ class FitArrays:
         self.used = np.zeros_like(self.alloc)
         self.free = self.alloc.copy()
         self.negative = (self.free < 0).sum(axis=0)
+        self.clean = self.negative == 0  # nodes without a negative column
         self.stamp = np.zeros(len(names), dtype=np.int64)  # per node: the update that last changed it
         self._stamps = 0
         self._big = bool(len(names)) and bool(np.abs(self.alloc).max(initial=0) >= _SAFE)
@@ -75,6 +76,7 @@ class FitArrays:
         self._mem = self.columns.get("memory")
         self._pods = self.columns.get("pods")
         self._last: tuple[Pod, npt.NDArray[np.int64], bool] | None = None
+        self._last_fast: tuple[list[tuple[int, int]], bool] = ([], True)  # its non-zero entries; all in 0..2**60
 
     def request_vector(self, requests: Mapping[str, Quantity]) -> tuple[npt.NDArray[np.int64], bool]:
         """The pod's request column (plus one pod) and whether every requested resource is known."""
@@ -100,7 +102,11 @@ class FitArrays:
             return last[1], last[2]
         vec, known = self.request_vector(pod.effective_requests())
         vec.flags.writeable = False
+        values = vec.tolist()
+        requested = [(col, v) for col, v in enumerate(values) if v]
+        simple = all(0 <= v < _SAFE for v in values)
         self._last = (pod, vec, known)
+        self._last_fast = (requested, simple)
         return vec, known
 
     def vector_of(self, pod: Pod) -> npt.NDArray[np.int64]:
@@ -112,12 +118,13 @@ class FitArrays:
         vec, known = self._vector(pod)
         if not known:
             return np.zeros(len(self.names), dtype=np.bool_)
-        if self._big or vec.min(initial=0) < 0 or vec.max(initial=0) >= _SAFE:
+        requested, simple = self._last_fast
+        if self._big or not simple:
             fits: npt.NDArray[np.bool_] = np.all(self.used + vec[:, None] <= self.alloc, axis=0)
             return fits
-        out: npt.NDArray[np.bool_] = self.negative == 0
-        for col in np.flatnonzero(vec):
-            out &= self.free[col] >= vec[col]
+        out: npt.NDArray[np.bool_] = self.clean.copy()
+        for col, value in requested:
+            out &= self.free[col] >= value
         return out
 
     @property
@@ -179,7 +186,9 @@ class FitArrays:
         used += sign * vec
         free = self.alloc[:, row] - used
         self.free[:, row] = free
-        self.negative[row] = sum(1 for x in free.tolist() if x < 0)
+        negative = sum(1 for x in free.tolist() if x < 0)
+        self.negative[row] = negative
+        self.clean[row] = negative == 0
         if not self._big:
             values = used.tolist()
             if values and (max(values) >= _SAFE or min(values) <= -_SAFE):
