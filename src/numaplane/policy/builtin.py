@@ -426,7 +426,7 @@ class DevicesPlugin:
 
     def release(self, pod_uid: str, container_name: str) -> None:
         self.policy.remove_container(pod_uid, container_name)
-        if not self.policy.to_dict()["podDevices"].get(pod_uid):
+        if not self.policy.holds(pod_uid):
             self.policy.remove_pod(pod_uid)  # also drops the pod's reuse bookkeeping
 
     def allocations(self) -> Mapping[tuple[str, str], PluginAllocation]:

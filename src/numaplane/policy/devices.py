@@ -117,6 +117,10 @@ class DevicePolicy:
     def available(self, resource: str) -> frozenset[str]:
         return self.healthy(resource) - self.allocated(resource)
 
+    def holds(self, pod_uid: str) -> bool:
+        """Whether any container of the pod holds devices (its ``podDevices`` entry is non-empty)."""
+        return bool(self._pods.get(pod_uid))
+
     def container_devices(self, pod_uid: str, container_name: str) -> dict[str, tuple[str, ...]]:
         return dict(self._pods.get(pod_uid, {}).get(container_name, {}))
 

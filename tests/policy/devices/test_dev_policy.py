@@ -230,3 +230,6 @@ def test_devices_are_never_shared_between_pods_and_snapshots_round_trip(
         copy.restore(devices.to_dict())
         assert copy.to_dict() == devices.to_dict()
         assert copy.allocated(GPU) == devices.allocated(GPU)
+        for k2 in range(k + 1):  # holds() is the snapshot's "has a podDevices entry"
+            uid = pod(f"p{k2}", []).uid
+            assert devices.holds(uid) == bool(devices.to_dict()["podDevices"].get(uid))
