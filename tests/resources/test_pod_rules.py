@@ -170,3 +170,30 @@ def test_compute_qos_equals_the_reference(
         spec["resources"] = {"requests": pod_level[0], "limits": pod_level[1]}
     pod = parse_pod({"metadata": {"name": "p"}, "spec": spec})
     assert compute_qos(pod) == _reference_qos(pod)
+
+
+@given(
+    st.lists(st.tuples(_RESOURCES, _RESOURCES), min_size=1, max_size=2),
+    st.sampled_from(["node_name", "phase", "scheduler_name", "name", "status_qos_class", "containers", "overhead"]),
+)
+def test_with_changes_equals_dataclasses_replace(apps: list[tuple[dict[str, str], dict[str, str]]], name: str) -> None:
+    from dataclasses import replace
+
+    spec = {
+        "containers": [
+            {"name": f"c{i}", "resources": {"requests": r, "limits": lim}} for i, (r, lim) in enumerate(apps)
+        ]
+    }
+    pod = parse_pod({"metadata": {"name": "p"}, "spec": spec, "status": {}})
+    assert pod.qos_class and pod.effective_requests() is not None  # derived values now cached
+    value: Any = {
+        "status_qos_class": "BestEffort",
+        "containers": pod.containers[:1] * 2,
+        "overhead": {"cpu": parse_quantity("1")},
+    }.get(name, "x")
+    got, want = pod.with_changes(**{name: value}), replace(pod, **{name: value})
+    assert got == want and repr(got) == repr(want)
+    assert got.qos_class == want.qos_class  # ``want`` computes its own from its fields
+    assert got.effective_requests() == want.effective_requests()
+    with pytest.raises(TypeError):
+        pod.with_changes(nodeName="x")
