@@ -32,7 +32,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -233,7 +233,7 @@ class _Run:
         for a in self.arrivals:
             pod = a.pod
             if self.spec.numa_aware:
-                pod = replace(pod, scheduler_name=NUMA_SCHEDULER_NAME)
+                pod = pod.with_changes(scheduler_name=NUMA_SCHEDULER_NAME)
             self.push(a.arrival_s, "arrive", _PodState(a, pod))
         if self.cache is not None:
             for node in self.nodes:
@@ -305,7 +305,7 @@ class _Run:
         self.fit.add_vector(state.node, state.vector, -1)
         node.dirty = True
         if self.cache is not None:
-            self.cache.pod_deleted(replace(state.pod, node_name=node.name, phase="Succeeded"))
+            self.cache.pod_deleted(state.pod.with_changes(node_name=node.name, phase="Succeeded"))
         self._schedule_retry(now)
 
     def _on_refresh(self, now: float, bucket: int) -> None:
@@ -406,7 +406,7 @@ class _Run:
     def _bind(self, now: float, state: _PodState, row: int) -> None:
         node = self.nodes[row]
         vector = self.fit.vector_of(state.pod)  # binding changes no request: the bound pod's vector
-        bound = replace(state.pod, node_name=node.name, phase="Running")
+        bound = state.pod.with_changes(node_name=node.name, phase="Running")
         if self.cache is not None:
             self.cache.reserve(node.name, bound)
             self.cache.post_bind(node.name, bound)
@@ -437,12 +437,12 @@ class _Run:
         reason = admission.reason or "UnexpectedAdmissionError"
         self.result.rejections[reason] = self.result.rejections.get(reason, 0) + 1
         if self.cache is not None:
-            self.cache.pod_deleted(replace(bound, phase="Failed"))
+            self.cache.pod_deleted(bound.with_changes(phase="Failed"))
         if state.recreates < self.config.max_recreates:
             state.recreates += 1
             suffix = f"-r{state.recreates}"
             base = state.arrival.pod
-            state.pod = replace(state.pod, name=base.name + suffix, uid=base.uid + suffix, node_name="", phase="")
+            state.pod = state.pod.with_changes(name=base.name + suffix, uid=base.uid + suffix, node_name="", phase="")
             self.push(now + self.config.recreate_delay_s, "recreate", state)
         else:
             self.result.failed += 1
