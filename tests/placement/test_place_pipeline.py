@@ -281,10 +281,10 @@ def test_multi_zone_least_numa_accounting_matches() -> None:
     assert want == 82
 
 
-def test_memoised_results_follow_single_row_updates() -> None:
-    """Filter and score results are memoised per request and refreshed for the rows written since:
-    a stream of one-row updates (new data, reservations, removals, re-adds) between evaluations of a
-    few recurring pods always gives the per-node functions' results."""
+def test_results_follow_single_row_updates() -> None:
+    """A stream of one-row updates (new data, reservations rewriting values in place, removals,
+    re-adds) between evaluations of a few recurring pods always gives the per-node functions'
+    results."""
     import random
 
     from numaplane.placement.view import NodeTopology, node_topology

@@ -179,9 +179,6 @@ class ClusterArrays:
         self.adv: B = np.zeros((0, self.capacity), bool)
         self.version = 0  # bumped on every change
         self.flags_version = 0  # bumped when a row's flags change (see :meth:`row_flags`) or rows come or go
-        self.shape_version = 0  # bumped when slots, capacity or columns change (array shapes)
-        self._log: list[int] = []  # rows written, in order (see :meth:`changed_since`)
-        self._log_base = 0  # log position of ``_log[0]``
         self._snapshot: dict[str, int] | None = None  # copy of ``index`` handed out until membership changes
         self._stamps = 0  # source of per-row stamps (derived per-row caches key on them)
         self._adv_cols: dict[int, tuple[NodeInfo, I64]] = {}  # row → (its Node, advertised scalar columns)
@@ -209,7 +206,6 @@ class ClusterArrays:
         self.costs = np.full((cap, z, z), MISSING_COST, np.int64)
 
     def _grow(self, cap: int, slots: int) -> None:
-        self.shape_version += 1
         keep = ("present", "has_nrt", "fresh", "problem", "irregular", "policy", "scope_pod", "max_numa")
         old = {k: getattr(self, k) for k in (*keep, "nzones", "stamp", "costs")}
         old_pad, old_self = self.pad, self.self_cost
@@ -234,7 +230,6 @@ class ClusterArrays:
         """The column of resource ``name``, created (all unlisted) on first use."""
         c = self.columns.get(name)
         if c is None:
-            self.shape_version += 1
             c = len(self.columns)
             self.columns[name] = c
             for key, dtype, fill in _CELLS:
@@ -245,26 +240,6 @@ class ClusterArrays:
         return c
 
     # --- rows --------------------------------------------------------------------------------------
-
-    @property
-    def log_position(self) -> int:
-        """The position after the last row write (for :meth:`changed_since`)."""
-        return self._log_base + len(self._log)
-
-    def changed_since(self, position: int) -> I64 | None:
-        """Distinct rows written (upserted or removed) since ``position`` (a :attr:`log_position`),
-        ascending; ``None`` when the log no longer reaches back that far."""
-        start = position - self._log_base
-        if start < 0:
-            return None
-        return np.array(sorted(set(self._log[start:])), np.int64)
-
-    def _logged(self, row: int) -> None:
-        self._log.append(row)
-        if len(self._log) > 4 * self.capacity + 1024:  # keep the newer half
-            half = len(self._log) // 2
-            del self._log[:half]
-            self._log_base += half
 
     def index_snapshot(self) -> Mapping[str, int]:
         """A read-only copy of ``index`` (name → row), shared until a node is added or removed."""
@@ -285,7 +260,6 @@ class ClusterArrays:
         self._flags.pop(row, None)
         self._layouts.pop(row, None)
         self._free.append(row)
-        self._logged(row)
         self.version += 1
         self.flags_version += 1
 
@@ -353,7 +327,6 @@ class ClusterArrays:
         known = name in self.index
         row = self._row_for(name)
         self._write(row, topology, node, fresh)
-        self._logged(row)
         before = self._flags.get(row) if known else None
         # the row's flags as just written (policy and scope keep their old values without a readable NRT)
         if topology is None or topology.problem is not None:

@@ -17,10 +17,8 @@ twin of a per-node rule (the row must be *regular*, see :mod:`numaplane.placemen
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
-from typing import TypeVar
 
 import numpy as np
-import numpy.typing as npt
 
 from numaplane.placement.cluster import F64, I64, B, ClusterArrays
 from numaplane.placement.requests import ALWAYS_ALLOCATABLE, is_host_level, is_numa_affine
@@ -30,32 +28,12 @@ __all__ = ["Requests", "align", "charge", "unit_score"]
 
 Requests = list[tuple[str, int]]  # (resource, thousandths), non-zero only, in name order
 _NO_SCORE = 1e9
-_T = TypeVar("_T", bound=np.generic)
 
 
-def _sel(arr: npt.NDArray[_T], rows: I64 | None, n: int) -> npt.NDArray[_T]:
-    """Rows ``0..n-1`` of a ``(slots, capacity)`` array (a view), or the given ``rows`` (a copy)."""
-    return arr[:, :n] if rows is None else arr[:, rows]
-
-
-def _sel1(arr: npt.NDArray[_T], rows: I64 | None, n: int) -> npt.NDArray[_T]:
-    """The same for a per-row ``(capacity,)`` array."""
-    return arr[:n] if rows is None else arr[rows]
-
-
-# Every kernel computes each row from that row's data alone, so ``rows`` (a subset, results in its
-# order) gives exactly the values the full computation gives for those rows.
-
-
-def align(
-    cl: ClusterArrays, reqs: Requests, work: Mapping[int, I64], guaranteed: bool, rows: I64 | None = None
-) -> tuple[B, B | None]:
-    """``(fits per row, feasibility mask (slots, rows) or None when nothing constrained the rows)``;
-    over ``rows`` only when given (``work`` must then be empty)."""
-    assert rows is None or not work
+def align(cl: ClusterArrays, reqs: Requests, work: Mapping[int, I64], guaranteed: bool) -> tuple[B, B | None]:
+    """``(fits per row, feasibility mask (slots, rows) or None when nothing constrained the rows)``."""
     n = cl.n
-    m = n if rows is None else len(rows)
-    ok = np.ones(m, bool)
+    ok = np.ones(n, bool)
     mask: B | None = None
     for name, q in reqs:
         c = cl.columns.get(name)
@@ -63,17 +41,17 @@ def align(
             if c is None:
                 ok[:] = False
                 continue
-            ok &= _sel1(cl.adv[c], rows, n)
+            ok &= cl.adv[c][:n]
         if c is None:
             if not is_host_level(name):
-                mask = np.zeros((cl.slots, m), bool)
+                mask = np.zeros((cl.slots, n), bool)
             continue
         if not guaranteed and is_numa_affine(name):
-            suit = _sel(cl.listed[c], rows, n)
+            suit = cl.listed[c][:, :n]
         else:
-            suit = work[c] >= q if c in work else _sel(cl.avail_min[c], rows, n) >= q
+            suit = work[c] >= q if c in work else cl.avail_min[c][:, :n] >= q
         if is_host_level(name):
-            suit = suit | ~_sel1(cl.listed_any[c], rows, n)
+            suit = suit | ~cl.listed_any[c][:n]
         if mask is None:
             mask = suit.copy()
         else:
@@ -100,31 +78,28 @@ def charge(cl: ClusterArrays, mask: B | None, charged: list[tuple[int, int]], wo
         arr -= q * (first & cl.listed[c][:, :n])
 
 
-def _min_non_zero(cl: ClusterArrays, zone: F64, rows: I64 | None = None) -> I64:
+def _min_non_zero(cl: ClusterArrays, zone: F64) -> I64:
     """Smallest non-zero value over a row's real zone slots (0 if none), for zone scores in 0..100.
 
     As uint8, ``score - 1`` wraps 0 to 255 and padding slots are forced to 255, so a plain minimum
     skips zero scores and missing zones."""
-    low = ((zone.astype(np.uint8) - np.uint8(1)) | _sel(cl.pad, rows, cl.n)).min(axis=0)
+    low = ((zone.astype(np.uint8) - np.uint8(1)) | cl.pad[:, : cl.n]).min(axis=0)
     return np.where(low == 255, 0, low.astype(np.int64) + 1)
 
 
-def unit_score(
-    cl: ClusterArrays, values: list[tuple[str, int]], strategy: ScoringStrategy, rows: I64 | None = None
-) -> I64:
+def unit_score(cl: ClusterArrays, values: list[tuple[str, int]], strategy: ScoringStrategy) -> I64:
     """Node score per row for one request list of ``(resource, Value())`` pairs in name order.
 
     Per resource with ``req >= 1`` (``y = 100 * req / avail``): LeastAllocated scores
     ``100 - min(ceil(y), 100)`` (a zone with 0 or too little available gives ``y >= 100``: 0), summed as
     ``100 * W - sum(w * min(ceil(y), 100))``; MostAllocated scores ``floor(y)`` when ``y <= 100`` else 0,
     with 0 available mapped to an infinite divisor (``y = 0``). ``req == 0`` scores 100 where anything
-    is available (Least) and 0 (Most). Over ``rows`` only when given."""
+    is available (Least) and 0 (Most)."""
     n = cl.n
-    m = n if rows is None else len(rows)
     if strategy.type == "BalancedAllocation":
-        return _min_non_zero(cl, _balanced(cl, values, rows), rows)
+        return _min_non_zero(cl, _balanced(cl, values))
     most = strategy.type == "MostAllocated"
-    shape = (cl.slots, m)
+    shape = (cl.slots, n)
     acc: F64 | None = None
     y = np.empty(shape)
     weights = 0
@@ -139,18 +114,18 @@ def unit_score(
             continue
         if req == 0:
             if not most:
-                zero = (_sel(cl.avail_f[c], rows, n) == 0) * float(MAX_SCORE * w)
+                zero = (cl.avail_f[c][:, :n] == 0) * float(MAX_SCORE * w)
                 acc = zero if acc is None else np.add(acc, zero, out=acc)
             continue
         numerator = req * float(MAX_SCORE)
         # branch-free clamps: masked copies mispredict on mixed masks and cost several times more
         if most:
-            np.divide(numerator, _sel(cl.avail_finf[c], rows, n), out=y)
+            np.divide(numerator, cl.avail_finf[c][:, :n], out=y)
             fits = y <= MAX_SCORE
             np.floor(y, out=y)
             y *= fits
         else:
-            np.divide(numerator, _sel(cl.avail_fs[c], rows, n), out=y)
+            np.divide(numerator, cl.avail_fs[c][:, :n], out=y)
             np.ceil(y, out=y)
             np.minimum(y, float(MAX_SCORE), out=y)
         if w != 1:
@@ -160,7 +135,7 @@ def unit_score(
         else:
             acc += y
     if weights == 0:
-        return np.zeros(m, np.int64)
+        return np.zeros(n, np.int64)
     if acc is None:
         acc = np.zeros(shape)
     if most:
@@ -169,12 +144,12 @@ def unit_score(
         zone = np.subtract(float(MAX_SCORE * weights) - base, acc, out=acc)
     if weights != 1:
         np.floor(zone / weights, out=zone)
-    return _min_non_zero(cl, zone, rows)
+    return _min_non_zero(cl, zone)
 
 
-def _balanced(cl: ClusterArrays, values: list[tuple[str, int]], rows: I64 | None = None) -> F64:
+def _balanced(cl: ClusterArrays, values: list[tuple[str, int]]) -> F64:
     n = cl.n
-    shape = (cl.slots, n if rows is None else len(rows))
+    shape = (cl.slots, n)
     if not values:
         return np.zeros(shape)
     over = np.zeros(shape, bool)
@@ -184,8 +159,8 @@ def _balanced(cl: ClusterArrays, values: list[tuple[str, int]], rows: I64 | None
         if c is None:
             f = np.ones(shape)
         else:  # req / inf = 0 where nothing is available, plus 1.0 there: the fraction is 1
-            f = float(req) / _sel(cl.avail_finf[c], rows, n)
-            f += _sel(cl.avail_zero[c], rows, n)
+            f = float(req) / cl.avail_finf[c][:, :n]
+            f += cl.avail_zero[c][:, :n]
         over |= f > 1
         fractions.append(f)
     count = len(fractions)

@@ -21,12 +21,11 @@ per-node functions instead; results are identical either way. Pure: no I/O, no c
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from numaplane.placement.cachebase import NRTCache
 from numaplane.placement.cluster import I64, POLICY_CODES, B, ClusterArrays
@@ -94,56 +93,6 @@ class _Masks:
     score_fallback: B  # rows scored by the per-node code
 
 
-class _Memo:
-    """A per-row result for one key, valid for the cluster's rows as of ``position``."""
-
-    __slots__ = ("n", "position", "shape", "values")
-
-    def __init__(self, values: npt.NDArray[Any], position: int, shape: int, n: int) -> None:
-        self.values = values
-        self.position = position
-        self.shape = shape
-        self.n = n
-
-
-class _RowMemo:
-    """Per-row kernel results by key, refreshed by recomputing only the rows written since.
-
-    Sound because every memoised kernel computes a row from that row's data alone (see
-    :mod:`~numaplane.placement.kernels`): rows not written since keep their values. A change of the
-    arrays' shapes or row count, a log that no longer reaches back, or more row writes since than a
-    quarter of the rows, recomputes everything. Results are read-only arrays shared between calls."""
-
-    def __init__(self, limit: int = 512) -> None:
-        self.limit = limit
-        self._entries: dict[Hashable, _Memo] = {}
-
-    def get(
-        self, cl: ClusterArrays, key: Hashable, compute: Callable[[I64 | None], npt.NDArray[Any]]
-    ) -> npt.NDArray[Any]:
-        entry = self._entries.get(key)
-        if (
-            entry is not None
-            and entry.shape == cl.shape_version
-            and entry.n == cl.n
-            and (cl.log_position - entry.position) * 4 <= cl.n  # bounds the work of reading the log
-        ):
-            rows = cl.changed_since(entry.position)
-            if rows is not None and len(rows) * 4 <= cl.n:
-                if len(rows):
-                    entry.values.flags.writeable = True
-                    entry.values[rows] = compute(rows)
-                    entry.values.flags.writeable = False
-                entry.position = cl.log_position
-                return entry.values
-        values = compute(None)
-        values.flags.writeable = False
-        if entry is None and len(self._entries) >= self.limit:
-            del self._entries[next(iter(self._entries))]  # the oldest key
-        self._entries[key] = _Memo(values, cl.log_position, cl.shape_version, cl.n)
-        return values
-
-
 def _milli(q: Quantity) -> int | None:
     amount = q.amount
     if amount.denominator == 1:  # an integer: no Fraction arithmetic (same value)
@@ -164,7 +113,6 @@ class Pipeline:
         self.cluster = ClusterArrays(zones)
         self._distances = Distances()
         self._cached_masks: _Masks | None = None
-        self._memo = _RowMemo()
 
     # --- updates -----------------------------------------------------------------------------------
 
@@ -283,9 +231,11 @@ class Pipeline:
         return out
 
     def _filter(self, pod: Pod, guaranteed: bool, m: _Masks) -> B:
+        cl = self.cluster
         feasible = m.passthrough.copy()
         if m.check_pod.any():
-            feasible |= m.check_pod & self._fits(self._requests(pod_request(pod)), guaranteed)
+            fit_pod, _ = align(cl, self._requests(pod_request(pod)), {}, guaranteed)
+            feasible |= m.check_pod & fit_pod
         if m.check_ctr.any():
             feasible |= m.check_ctr & self._container_scope(pod, guaranteed)
         return feasible
@@ -294,14 +244,11 @@ class Pipeline:
         cl = self.cluster
         ok = np.ones(cl.n, bool)
         for init in pod.init_containers:
-            ok &= self._fits(self._requests(init.requests), guaranteed)
+            ok &= align(cl, self._requests(init.requests), {}, guaranteed)[0]
         work: dict[int, I64] = {}
         last = len(pod.containers) - 1
         for i, app in enumerate(pod.containers):
             reqs = self._requests(app.requests)
-            if last == 0:  # a single app container: nothing charged before it, its mask not needed
-                ok &= self._fits(reqs, guaranteed)
-                break
             fit, mask = align(cl, reqs, work, guaranteed)
             ok &= fit
             if i < last:  # the last container's placement does not matter
@@ -312,15 +259,6 @@ class Pipeline:
                 ]
                 charge(cl, mask, charged, work)
         return ok
-
-    def _fits(self, reqs: Requests, guaranteed: bool) -> B:
-        """``align(cluster, reqs, {}, guaranteed)[0]`` (memoised per request; read-only)."""
-        cl = self.cluster
-
-        def compute(rows: I64 | None) -> B:
-            return align(cl, reqs, {}, guaranteed, rows)[0]
-
-        return self._memo.get(cl, ("fit", tuple(reqs), guaranteed), compute)
 
     # --- score -------------------------------------------------------------------------------------
 
@@ -336,20 +274,12 @@ class Pipeline:
         if m.score_ctr.any() and containers:
             total = self._unit_score(containers[0].requests)
             for c in containers[1:]:
-                total = total + self._unit_score(c.requests)
+                total += self._unit_score(c.requests)
             if len(containers) > 1:
-                total = total // len(containers)
+                total //= len(containers)
             out = np.where(m.score_ctr, total, out)
         return out
 
     def _unit_score(self, requests: Mapping[str, Quantity]) -> I64:
-        """``unit_score`` of one request list (memoised per request; read-only)."""
         values = [(name, math.ceil(requests[name].amount)) for name in sorted(requests)]
-        cl = self.cluster
-        strategy = self.strategy
-
-        def compute(rows: I64 | None) -> I64:
-            return unit_score(cl, values, strategy, rows)
-
-        key = ("score", strategy.type, tuple(strategy.weights.items()), tuple(values))
-        return self._memo.get(cl, key, compute)
+        return unit_score(self.cluster, values, self.strategy)
