@@ -90,3 +90,16 @@ def test_best_node_is_the_argmax_of_the_combined_score(seed: int) -> None:
         want = int(np.argmax(np.where(feasible, numa * 1000 + fit.scores(pod), -1)))
         assert best_node(fit, pod, feasible, numa) == want
         assert best_node(fit, pod, feasible, None) == int(np.argmax(np.where(feasible, fit.scores(pod), -1)))
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_generated_pods_equal_their_parsed_documents(seed: int) -> None:
+    """The generator parses one pod per shape and copies it: every pod equals parse_pod(its doc)."""
+    from numaplane.sim.workload import WorkloadMix, generate_workload
+
+    arrivals = generate_workload(seed, WorkloadMix(pods=400, device_resources=("example.com/nic",)))
+    for a in arrivals:
+        fresh = parse_pod(a.pod.raw)
+        assert a.pod == fresh and repr(a.pod) == repr(fresh) and a.pod.raw is not None
+        assert a.pod.qos_class == fresh.qos_class and a.pod.effective_requests() == fresh.effective_requests()
+    assert len({a.pod.uid for a in arrivals}) == len(arrivals)

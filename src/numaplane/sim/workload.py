@@ -148,9 +148,11 @@ def generate_workload(seed: int, mix: WorkloadMix = WorkloadMix()) -> list[PodAr
     rng = random.Random(seed)
     t = 0.0
     arrivals: list[PodArrival] = []
+    parsed: dict[tuple[object, ...], Pod] = {}  # one parsed pod per container shape (see below)
     for i in range(mix.pods):
         t += rng.expovariate(mix.arrival_rate_per_s)
         roll = rng.random()
+        shape: tuple[object, ...]
         if roll < mix.guaranteed_share:
             cpus = rng.choice(list(mix.guaranteed_cpus))
             mem_gi = cpus * rng.choice((2, 3, 4))
@@ -164,13 +166,17 @@ def generate_workload(seed: int, mix: WorkloadMix = WorkloadMix()) -> list[PodAr
                 res[dev] = "1"
                 group += "-dev"
             containers = [_container("main", dict(res), dict(res))]
+            shape = ("gu", *res.items())
         elif roll < mix.guaranteed_share + mix.burstable_share:
             milli = rng.choice((250, 500, 1000, 1500, 2000))
-            containers = [_container("main", {"cpu": f"{milli}m", "memory": f"{rng.choice((1, 2, 4))}Gi"})]
+            memory = f"{rng.choice((1, 2, 4))}Gi"
+            containers = [_container("main", {"cpu": f"{milli}m", "memory": memory})]
             group = "burstable"
+            shape = ("burstable", milli, memory)
         else:
             containers = [{"name": "main"}]
             group = "besteffort"
+            shape = ("besteffort",)
         name = f"{group}-{i}"
         doc = {
             "apiVersion": "v1",
@@ -179,5 +185,12 @@ def generate_workload(seed: int, mix: WorkloadMix = WorkloadMix()) -> list[PodAr
             "spec": {"containers": containers},
         }
         duration = rng.expovariate(1.0 / mix.mean_duration_s) if mix.mean_duration_s > 0 else None
-        arrivals.append(PodArrival(t, duration, parse_pod(doc), group))
+        # Pods of one shape differ only in name, uid and source document: parse the shape once and
+        # copy it (parse_pod(doc) gives an equal pod; the tests check it).
+        template = parsed.get(shape)
+        if template is None:
+            pod = parsed[shape] = parse_pod(doc)
+        else:
+            pod = template.with_changes(name=name, uid=f"default/{name}", raw=doc)
+        arrivals.append(PodArrival(t, duration, pod, group))
     return arrivals
