@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from numaplane.placement.node import NodeInfo, is_scalar_resource
-from numaplane.placement.view import NodeTopology
+from numaplane.placement.view import NodeTopology, NUMAZone
 
 __all__ = ["F64", "I64", "INT64_MIN", "POLICY_CODES", "B", "ClusterArrays", "RowSource"]
 
@@ -103,14 +103,14 @@ def _cells(topology: NodeTopology) -> _Cells:
     too large, is left unlisted and makes the row irregular; so do NUMA ids not strictly ascending
     and costs outside int32 (those are stored as :data:`MISSING_COST`)."""
     zones = topology.zones
-    ids = [z.numa_id for z in zones]
-    irregular = any(a >= b for a, b in pairwise(ids))
+    ids = tuple(z.numa_id for z in zones)
+    costs, irregular = _cost_matrix(zones, ids)
+    irregular = irregular or any(a >= b for a, b in pairwise(ids))
     names: list[str] = []
     seen: list[str] = []
     slots: list[int] = []
     millis: list[int] = []
     values: list[int] = []
-    costs: list[list[int]] = []
     for slot, zone in enumerate(zones):
         for res, qty in zone.available.items():
             seen.append(res)
@@ -132,15 +132,6 @@ def _cells(topology: NodeTopology) -> _Cells:
             slots.append(slot)
             millis.append(milli)
             values.append(value)
-        line = []
-        zone_costs = zone.costs
-        for peer in ids:
-            cost = zone_costs.get(peer, MISSING_COST)
-            if not -_COST_LIMIT < cost < _COST_LIMIT:
-                irregular = True
-                cost = MISSING_COST
-            line.append(cost)
-        costs.append(line)
     return _Cells(
         tuple(names),
         tuple(seen),
@@ -148,8 +139,41 @@ def _cells(topology: NodeTopology) -> _Cells:
         np.array(millis, np.int64),
         np.array(values, np.float64),
         irregular,
-        np.array(costs, np.int64).reshape(len(zones), len(zones)),
+        costs,
     )
+
+
+# Views charged with reservations keep their zones' cost maps (the same objects), so the cost matrix
+# of a row is remembered per (cost map objects, NUMA ids); the entry holds the maps, so their ids
+# cannot be reused while it exists. Matrices are read-only.
+_COSTS_MEMO = 1 << 14
+_COSTS: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[Mapping[int, int], ...], I64, bool]] = {}
+
+
+def _cost_matrix(zones: tuple[NUMAZone, ...], ids: tuple[int, ...]) -> tuple[I64, bool]:
+    """``(costs (zones, zones), some cost was outside int32)``: zone i's cost to zone j's NUMA id."""
+    maps = tuple(z.costs for z in zones)
+    key = (tuple(map(id, maps)), ids)
+    known = _COSTS.get(key)
+    if known is not None and all(a is b for a, b in zip(known[0], maps, strict=True)):
+        return known[1], known[2]
+    irregular = False
+    lines: list[list[int]] = []
+    for zone_costs in maps:
+        line = []
+        for peer in ids:
+            cost = zone_costs.get(peer, MISSING_COST)
+            if not -_COST_LIMIT < cost < _COST_LIMIT:
+                irregular = True
+                cost = MISSING_COST
+            line.append(cost)
+        lines.append(line)
+    matrix = np.array(lines, np.int64).reshape(len(zones), len(zones))
+    matrix.flags.writeable = False
+    if len(_COSTS) >= _COSTS_MEMO:
+        _COSTS.clear()
+    _COSTS[key] = (maps, matrix, irregular)
+    return matrix, irregular
 
 
 class ClusterArrays:
@@ -362,8 +386,10 @@ class ClusterArrays:
                 self.problem[row] = True
             return
         assert topology is not None
+        columns = self.columns
         for res in cells.seen:  # columns are created in the order the zones list resources
-            self.column(res)
+            if res not in columns:
+                self.column(res)
         cols = np.array([self.columns[res] for res in cells.names], np.int64)
         slots, milli, value = cells.slots, cells.milli, cells.value
         zones = len(topology.zones)
