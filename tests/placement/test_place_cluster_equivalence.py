@@ -118,11 +118,11 @@ def test_random_updates_give_the_reference_arrays(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(10))
 def test_node_topology_reads_shared_zone_objects_the_same(seed: int) -> None:
-    """Views read zones through a per-Zone memo: objects sharing Zone objects, and fresh copies,
-    give equal views (malformed and ignored zones included)."""
+    """Views read zones through the caller's per-Zone memo: objects sharing Zone objects, and fresh
+    copies, give equal views with or without it (malformed and ignored zones included)."""
     from dataclasses import replace as dc_replace
 
-    from numaplane.placement.view import node_topology
+    from numaplane.placement.view import ZoneMemo, node_topology
 
     rng = random.Random(seed)
     for i in range(40):
@@ -134,8 +134,9 @@ def test_node_topology_reads_shared_zone_objects_the_same(seed: int) -> None:
                 zd["type"] = "Socket"
             zones.append(zd)
         obj = NodeResourceTopology.from_dict(nrt_doc(f"n{i}", zones))
+        memo: ZoneMemo = {}
         first = node_topology(obj)
-        assert node_topology(obj) == first
-        assert node_topology(NodeResourceTopology.from_dict(obj.to_dict())) == first
+        assert node_topology(obj, memo) == first and node_topology(obj, memo) == first
+        assert node_topology(NodeResourceTopology.from_dict(obj.to_dict()), memo) == first
         renamed = dc_replace(obj, metadata=dc_replace(obj.metadata, name=f"m{i}"))  # same Zone objects
-        assert node_topology(renamed) == dc_replace(first, node=f"m{i}")
+        assert node_topology(renamed, memo) == dc_replace(first, node=f"m{i}")

@@ -170,32 +170,38 @@ def topology_manager_config(nrt: NodeResourceTopology) -> TopologyManagerConfig:
     return TopologyManagerConfig(policy, scope, max_numa)
 
 
-def node_topology(nrt: NodeResourceTopology) -> NodeTopology:
-    """The scheduler's view of ``nrt`` (module docstring). Never raises on well-typed input."""
+ZoneMemo = dict[int, tuple[Zone, "NUMAZone | IgnoredZone | str"]]  # id(zone) → (zone, how it reads)
+
+
+def node_topology(nrt: NodeResourceTopology, memo: ZoneMemo | None = None) -> NodeTopology:
+    """The scheduler's view of ``nrt`` (module docstring). Never raises on well-typed input.
+
+    ``memo`` (optional, the caller's) maps ``id(zone)`` to ``(zone, how it reads)``: Zone objects are
+    immutable and publishers reuse them between objects, so a caller that keeps the memo of a node's
+    previous object reads each reused zone once. On return it holds this object's zones (an entry
+    holds its zone, so the id cannot be reused while it exists)."""
     zones: list[NUMAZone] = []
     ignored: list[IgnoredZone] = []
+    seen: ZoneMemo = {}
+    problem: str | None = None
     for zone in nrt.zones:
-        known = _ZONES.get(id(zone))
-        if known is not None and known[0] is zone:
-            parsed = known[1]
-        else:
-            parsed = _zone(zone)
-            if len(_ZONES) >= _ZONE_MEMO:
-                _ZONES.clear()
-            _ZONES[id(zone)] = (zone, parsed)
+        known = memo.get(id(zone)) if memo else None
+        parsed = known[1] if known is not None and known[0] is zone else _zone(zone)
+        if memo is not None:
+            seen[id(zone)] = (zone, parsed)
         if isinstance(parsed, NUMAZone):
             zones.append(parsed)
         elif isinstance(parsed, IgnoredZone):
             ignored.append(parsed)
         else:
-            return malformed(nrt.name, parsed)
+            problem = parsed
+            break
+    if memo is not None:
+        memo.clear()
+        memo.update(seen)
+    if problem is not None:
+        return malformed(nrt.name, problem)
     return NodeTopology(nrt.name, topology_manager_config(nrt), tuple(zones), tuple(ignored))
-
-
-# Zone objects are immutable and publishers reuse them between objects: each one is read once.
-# The entry holds the zone itself, so its id cannot be reused while the entry exists.
-_ZONE_MEMO = 1 << 16
-_ZONES: dict[int, tuple[Zone, NUMAZone | IgnoredZone | str]] = {}
 
 
 def _zone(zone: Zone) -> NUMAZone | IgnoredZone | str:
