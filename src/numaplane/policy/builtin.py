@@ -46,6 +46,29 @@ _STRATEGY_CONFLICTS = {
 }
 
 
+# StaticPolicy keeps no per-node state (the CPUState is passed to every call; its own attributes are
+# configuration and memos of pure functions), so plugins built from the same topology object and
+# the same configuration share one instance: its hint tables are built once and stay warm. The
+# entry holds the topology, so its id cannot be reused while cached.
+_SHARED_POLICIES_LIMIT = 64
+_SHARED_POLICIES: dict[tuple[object, ...], tuple[Topology, StaticPolicy]] = {}
+
+
+def _static_policy(
+    topology: Topology, reserved: ReservedCPUs, options: dict[str, str], topology_policy: str
+) -> StaticPolicy:
+    cpus = reserved.cpus.mask if reserved.cpus is not None else None
+    key = (id(topology), reserved.count, cpus, tuple(sorted(options.items())), topology_policy)
+    shared = _SHARED_POLICIES.get(key)
+    if shared is not None and shared[0] is topology:
+        return shared[1]
+    policy = StaticPolicy(topology, reserved, options, topology_manager_policy=topology_policy)
+    if len(_SHARED_POLICIES) >= _SHARED_POLICIES_LIMIT:
+        _SHARED_POLICIES.clear()
+    _SHARED_POLICIES[key] = (topology, policy)
+    return policy
+
+
 def _truthy(value: str) -> bool:
     return value.lower() in ("1", "t", "true")
 
@@ -68,9 +91,7 @@ class CPUPlugin:
             reserved = ReservedCPUs(count=config.reserved_cpus.size(), cpus=config.reserved_cpus)
         else:
             reserved = ReservedCPUs(count=config.reserved_cpu_count or 0)
-        return StaticPolicy(
-            self.topology, reserved, dict(config.cpu_options), topology_manager_policy=config.topology_policy
-        )
+        return _static_policy(self.topology, reserved, dict(config.cpu_options), config.topology_policy)
 
     def _apply(self, config: NodeResourceConfig, state: CPUState | None) -> None:
         policy = self._build(config)

@@ -243,3 +243,25 @@ def test_remove_container_releases_a_finished_init_container_and_updates_the_rec
     restored = ResourceManager(topo, {"cpuManager": {"reservedCPUCount": 0}})
     restored.restore(json.loads(json.dumps(rm.snapshot())))
     assert restored.snapshot() == rm.snapshot()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topology=topologies, stream=ops, policy=policies)
+def test_managers_sharing_a_topology_share_the_static_policy_but_not_state(
+    topology: Topology, stream: Any, policy: str
+) -> None:
+    """Nodes built from one topology object share one StaticPolicy (it keeps no per-node state):
+    interleaved admissions on two such nodes equal those on nodes built from separate copies."""
+    config = {"topologyManager": {"policy": policy}, "cpuManager": {"reservedCPUCount": 1}}
+    shared = [ResourceManager(topology, config) for _ in range(2)]
+    assert shared[0].cpu.policy is shared[1].cpu.policy
+    alone = [ResourceManager(Topology.from_dict(topology.to_dict()), config) for _ in range(2)]
+    assert alone[0].cpu.policy is not alone[1].cpu.policy
+    for i, (op, cpus, guaranteed) in enumerate(stream):
+        for rm in (shared[i % 2], alone[i % 2]):  # the same operation on the same node of each pair
+            if op == "remove" and rm.pods:
+                rm.remove(next(iter(rm.pods)))
+            else:
+                rm.admit(_pod(f"p{i}", str(cpus), guaranteed=guaranteed))
+    for a, b in zip(shared, alone, strict=True):
+        assert a.snapshot() == b.snapshot()
