@@ -133,7 +133,12 @@ def parse_quantity(text: str | int | float) -> Quantity:
 
 def format_quantity(amount: Fraction | int, *, binary: bool = False) -> str:
     """Canonical text of a value (see module docstring)."""
-    amount = Fraction(amount)
+    return _format(Fraction(amount), binary)
+
+
+@lru_cache(maxsize=16384)
+def _format(amount: Fraction, binary: bool) -> str:
+    # a pure function of the value: memoised (nodes publish the same few quantities again and again)
     if amount == 0:
         return "0"
     sign = "-" if amount < 0 else ""
