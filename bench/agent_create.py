@@ -45,12 +45,12 @@ from pathlib import Path
 from numaplane.agent.checkpoint import CheckpointIdentity, CheckpointStore, topology_digest
 from numaplane.agent.core import AgentCore
 from numaplane.agent.handler import AgentHandler, CoreRunner
-from numaplane.agent.logs import configure_logging
 from numaplane.agent.metrics import AgentMetrics
 from numaplane.nri.errors import StatusError
 from numaplane.nri.fake_runtime import FakeRuntime
 from numaplane.nri.plugin import PLUGIN_METHODS, NRIPlugin
 from numaplane.nri.proto import api_pb2
+from numaplane.observability.logs import configure_logging
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.topology.model import synthetic

@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from numaplane.exporter.daemon import Exporter
-from numaplane.exporter.logs import configure_logging
 from numaplane.exporter.options import ExporterOptions, NotifyBackend, RefreshMode
 from numaplane.grpcapi.podresources.server import PodResourcesServer, StaticProvider
 from numaplane.kube.port import EventType
 from numaplane.kube.resources import CRD, NODE, NODE_RESOURCE_TOPOLOGY
 from numaplane.nrt.crd import crd_manifest
 from numaplane.nrt.podresources import AllocatableResources, ContainerMemory, ContainerResources, PodResources
+from numaplane.observability.logs import configure_logging
 from numaplane.testing.fakeapi import FakeApiServer
 
 NODE_NAME = "bench-node"

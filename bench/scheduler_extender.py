@@ -28,8 +28,8 @@ import aiohttp
 from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.resources import CRD, NODE, NODE_RESOURCE_TOPOLOGY
 from numaplane.nrt.crd import crd_manifest
+from numaplane.observability.logs import configure_logging
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.logs import configure_logging
 from numaplane.scheduler.service import ExtenderService
 
 NODES = 500
