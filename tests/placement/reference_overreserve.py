@@ -1,7 +1,11 @@
-"""The over-reserve cache as it was before its bookkeeping was optimised, kept verbatim as a test oracle.
+"""The over-reserve cache as it was before its bookkeeping was optimised, kept as a test oracle.
 
 ``test_place_cache_equivalence`` feeds random event streams to this and to
 :class:`numaplane.placement.overreserve.OverReserveCache` and requires identical answers.
+
+Verbatim except for one later rule, written here in its plainest form (a scan over every pod): a
+resync flush keeps charging the pods its NRT cannot account for (``recharge_uncovered``, the module
+docstring of :mod:`numaplane.placement.overreserve`).
 """
 
 from __future__ import annotations
@@ -269,16 +273,29 @@ class ReferenceOverReserveCache:
                 skipped.pop(node, None)
         keep_after = plan.seq if self.config.keep_late_reservations else None
         for node, nrt in sorted(updates.items()):
-            self._flush_one(node, nrt, keep_after=keep_after)
+            covered = {p.key for p in plan.pods.get(node, ())}
+            self._flush_one(node, nrt, keep_after=keep_after, covered=covered)
         if updates:
             self.generation += 1
         return ResyncReport(tuple(sorted(updates)), skipped, self.generation)
 
-    def _flush_one(self, node: str, nrt: NodeResourceTopology, *, keep_after: int | None) -> None:
+    def _flush_one(
+        self, node: str, nrt: NodeResourceTopology, *, keep_after: int | None, covered: set[str] | None = None
+    ) -> None:
         self._cached[node] = nrt
         self._views[node] = node_topology(nrt)
         assumed = self._assumed.get(node, {})
         kept = {k: a for k, a in assumed.items() if keep_after is not None and a.seq > keep_after}
+        if covered is not None and self.config.recharge_uncovered:
+            # still charged: pods holding resources on the node (bound to it, or reserved on it and not
+            # yet bound; not terminal) that the NRT does not account for (not covered)
+            for key, pod in self._pods.items():
+                if key in kept or key in covered or pod.phase in ("Succeeded", "Failed"):
+                    continue
+                if pod.node_name == node:
+                    kept[key] = assumed[key] if key in assumed else _Assumed(pod_request(pod), 0)
+                elif not pod.node_name and key in assumed:
+                    kept[key] = assumed[key]
         if kept:
             self._assumed[node] = kept
         else:

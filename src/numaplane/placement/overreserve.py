@@ -22,11 +22,39 @@ Rules:
   flushed only if its latest NRT exists, the node has at least one relevant pod, the NRT carries a
   fingerprint, and that fingerprint matches the scheduler's pod set for the node. Nodes whose topology
   manager config changed are flushed without the fingerprint check. A flush replaces the cached NRT,
-  drops the node's assumed pods and clears its marks.
+  clears the node's marks and keeps charging only the pods the new NRT cannot account for (below).
 * Pod relevance (informer mode): ``Dedicated`` — bound and not ``Pending``; ``Shared`` — ``Running``.
   Fingerprinted pods: all relevant pods, or only those with exclusive resources when the resync
   method says so (``OnlyExclusiveResources``, or ``Autodetect`` with the NRT attribute
   ``nodeTopologyPodsFingerprintMethod=with-exclusive-resources``; the legacy annotation always means all).
+
+What a resync flush keeps charged (the invariant; ``recharge_uncovered=True``, the default):
+
+* The NRT a resync flushes to accounts for exactly the node's relevant pods of the resync's snapshot
+  (:attr:`ResyncPlan.pods`, the set its fingerprint was checked against; for a topology manager config
+  change, the same set, unchecked). With an exclusive-only fingerprint the relevant pods without
+  exclusive resources are not hashed, but they hold nothing the zones' ``available`` subtracts, so they
+  count as accounted for too (charging them would charge them forever: no flush could ever cover them).
+* After a resync flush of node ``N``, a pod is charged to ``N`` if and only if it holds resources on
+  ``N`` and is not one of those pods. A pod holds resources on ``N`` when the pod informer shows it bound
+  to ``N`` and not terminal (``Succeeded``/``Failed``), or when it has a reservation on ``N`` and the
+  informer shows it not yet bound and not terminal (assumed, its binding in flight). So, besides late
+  reservations (next point), what stays charged is: reservations of pods still being bound, and pods
+  bound to ``N`` outside the snapshot's relevant set (``Pending`` under ``Dedicated``, not ``Running``
+  under ``Shared``, or bound after the snapshot), ours or foreign. Such a pod keeps its reservation, or,
+  if it had none (a foreign pod, a pod bound before we saw it), is charged its :func:`pod_request`.
+* Dropped: pods the snapshot covers, terminal pods, reservations of pods bound to another node, and
+  reservations of pods the informer does not show: deleted, or never seen (the cache cannot tell these
+  apart; a deleted pod's resources are released in the NRT, and keeping the charge would keep it forever).
+* Reservations made after the snapshot (``keep_late_reservations=True``) are kept as they are, whatever
+  their pod's state: the snapshot cannot say what the NRT accounts for them. With
+  ``keep_late_reservations=False`` they get no such protection and follow the rule above like any other.
+* "The informer shows" means the cache's own pod view (:meth:`~OverReserveCache.pod_updated`,
+  :meth:`~OverReserveCache.pod_deleted`) when the flush is applied. A pod stays charged until
+  :meth:`~OverReserveCache.unreserve` or a later flush that covers it, or that finds it gone or
+  terminal; pod deletions and PostBind still release nothing by themselves. An NRT installed for a node
+  without cached data (start-up, adoption) charges nothing: such a node holds no reservation and no
+  fingerprint was checked.
 
 Bookkeeping that makes the cache cheap at cluster scale (none of it changes an answer):
 
@@ -38,17 +66,21 @@ Bookkeeping that makes the cache cheap at cluster scale (none of it changes an a
   resync visits only the candidates' pods, in the order a scan of every pod would give; each node's
   pod set has a version (bumped by every change to it), and the node's relevant pods and the outcome
   of its fingerprint check are remembered for (NRT object, pod tuple, view) — the check's only inputs;
-* a flush that re-installs the very object already cached, on a node with no assumed pods and no
-  foreign mark, leaves :meth:`~OverReserveCache.get` unchanged and so does not report the node as
-  changed; new NRT objects of nodes already cached do not either (only a flush installs them).
+* a flush that re-installs the very object already cached, keeps exactly the node's reservations
+  (no charge dropped, none added) and finds no foreign mark, leaves :meth:`~OverReserveCache.get`
+  unchanged and so does not report the node as changed; new NRT objects of nodes already cached do not either (only a flush installs them).
 
-Two deliberate differences from upstream, both switchable in :class:`OverReserveConfig`:
+Three deliberate differences from upstream, all switchable in :class:`OverReserveConfig`:
 
 * ``adopt_new_nrts=True``: an NRT for a node without cached data is adopted at once (upstream only
   reads NRTs at start-up and ignores later ones until restart, scheduler-plugins#967). Safe, because
   such a node can hold no reservation.
 * ``keep_late_reservations=True``: a flush keeps reservations made after its resync began; upstream
   drops them, although the fetched NRT may not account for those pods yet (a window for over-commit).
+* ``recharge_uncovered=True``: a resync flush keeps charging the pods the new NRT cannot account for
+  (the invariant above); upstream drops every reservation of the node, so a pod still being bound, or
+  bound but not yet admitted by the kubelet, is charged nowhere and the next pod can take its resources.
+  With both switches off a flush drops every reservation, as upstream does.
 """
 
 from __future__ import annotations
@@ -87,6 +119,7 @@ class OverReserveConfig:
     resync_scope: ResyncScope = "All"
     adopt_new_nrts: bool = True
     keep_late_reservations: bool = True
+    recharge_uncovered: bool = True
 
     def __post_init__(self) -> None:
         if self.resync_period_seconds <= 0:
@@ -112,11 +145,17 @@ class ResyncPlan:
 
 @dataclass(frozen=True)
 class ResyncReport:
-    """Outcome of one resync: flushed nodes, skipped candidates with the reason, the new generation."""
+    """Outcome of one resync: flushed nodes, skipped candidates with the reason, the new generation, and
+    per flushed node the ``namespace/name`` keys still charged to it after the flush (only nodes where
+    some are; module docstring)."""
 
     flushed: tuple[str, ...] = ()
     skipped: Mapping[str, str] = field(default_factory=dict, hash=False)
     generation: int = 0
+    charged: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 def _first(item: tuple[int, Pod]) -> int:
@@ -380,11 +419,15 @@ class OverReserveCache:
                 updates[node] = nrt
                 skipped.pop(node, None)
         keep_after = plan.seq if self.config.keep_late_reservations else None
+        charged: dict[str, tuple[str, ...]] = {}
         for node, nrt in sorted(updates.items()):
-            self._flush_one(node, nrt, keep_after=keep_after)
+            covered = frozenset(p.key for p in plan.pods.get(node, ()))
+            self._flush_one(node, nrt, keep_after=keep_after, covered=covered)
+            if self._assumed.get(node):
+                charged[node] = tuple(self._assumed[node])
         if updates:
             self.generation += 1
-        return ResyncReport(tuple(sorted(updates)), skipped, self.generation)
+        return ResyncReport(tuple(sorted(updates)), skipped, self.generation, charged)
 
     def _check(self, node: str, nrt: NodeResourceTopology, expected: str, pods: tuple[Pod, ...]) -> str:
         """``check_fingerprint`` of the node's pods against ``expected`` (an attribute of ``nrt``),
@@ -397,20 +440,62 @@ class OverReserveCache:
         self._check_memo[node] = (nrt, pods, view, outcome)
         return outcome
 
-    def _flush_one(self, node: str, nrt: NodeResourceTopology, *, keep_after: int | None) -> None:
+    def _flush_one(
+        self,
+        node: str,
+        nrt: NodeResourceTopology,
+        *,
+        keep_after: int | None,
+        covered: frozenset[str] | None = None,
+    ) -> None:
+        """Install ``nrt`` as the node's cached NRT and clear its marks.
+
+        ``covered``: the keys of the pods the NRT accounts for (a resync flush); the node then stays
+        charged for the pods :meth:`_still_charged` names. ``None`` (start-up, adoption): nothing but
+        late reservations is kept. ``keep_after``: reservations with a later ``seq`` are kept as they are.
+        """
         assumed = self._assumed.get(node)
-        unchanged = self._cached.get(node) is nrt and not assumed and not self._foreign[node]
+        kept = self._still_charged(node, assumed or {}, keep_after, covered)
+        # every kept entry is the very reservation it was, or a pod without one: same keys, same charges
+        same_charges = kept.keys() == (assumed or {}).keys()
+        unchanged = self._cached.get(node) is nrt and same_charges and not self._foreign[node]
         if not unchanged:
             self._cached[node] = nrt
             self._views[node] = self._latest.view_of(node, nrt)
             self._charged.pop(node, None)
             self._changed.add(node)
-        if assumed is not None:
-            kept = {k: a for k, a in assumed.items() if keep_after is not None and a.seq > keep_after}
-            if kept:
-                self._assumed[node] = kept
-            else:
-                del self._assumed[node]
+        if kept:
+            self._assumed[node] = kept
+        elif assumed is not None:
+            del self._assumed[node]
         self._maybe_over.pop(node, None)
         self._foreign.pop(node, None)
         self._config_changed.pop(node, None)
+
+    def _still_charged(
+        self,
+        node: str,
+        assumed: Mapping[str, _Assumed],
+        keep_after: int | None,
+        covered: frozenset[str] | None,
+    ) -> dict[str, _Assumed]:
+        """The charges of ``node`` that survive a flush (module docstring, "What a resync flush keeps
+        charged"): late reservations, then, on a resync flush with ``recharge_uncovered``, every pod that
+        holds resources on the node and is not in ``covered`` — its reservation if it has one, else a new
+        charge of its request (``seq`` 0: never late for a later resync)."""
+        accounted = covered if self.config.recharge_uncovered else None
+        kept: dict[str, _Assumed] = {}
+        for key, a in assumed.items():
+            if keep_after is not None and a.seq > keep_after:
+                kept[key] = a
+                continue
+            if accounted is None or key in accounted:
+                continue
+            pod = self._pods.get(key)
+            if pod is not None and pod.phase not in TERMINAL_PHASES and pod.node_name in ("", node):
+                kept[key] = a
+        if accounted is not None:
+            for key, pod in self._by_node.get(node, {}).items():
+                if key not in kept and key not in accounted and pod.phase not in TERMINAL_PHASES:
+                    kept[key] = _Assumed(pod_request(pod), 0)
+        return kept
