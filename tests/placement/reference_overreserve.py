@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from numaplane.nrt.fingerprint import ANNOTATION, ATTRIBUTE, ATTRIBUTE_METHOD, check_fingerprint
 from numaplane.nrt.model import NodeResourceTopology
@@ -55,6 +55,7 @@ class LatestNRTs:
 class _Assumed:
     request: Mapping[str, Quantity]
     seq: int
+    gone: bool = False  # its pod was deleted since it was reserved
 
 
 @dataclass(frozen=True)
@@ -161,12 +162,21 @@ class ReferenceOverReserveCache:
         self._changed.add(node)
 
     def pod_updated(self, pod: Pod) -> None:
+        old = self._pods.get(pod.key)
+        if old is not None and old.node_name and not pod.node_name:
+            self._release(pod.key)
         self._pods[pod.key] = pod
         self._detect_foreign(pod)
 
     def pod_deleted(self, pod: Pod) -> None:
         self._detect_foreign(pod)
         self._pods.pop(pod.key, None)
+        self._release(pod.key)
+
+    def _release(self, key: str) -> None:
+        for assumed in self._assumed.values():
+            if key in assumed:
+                assumed[key] = replace(assumed[key], gone=True)
 
     def reserve(self, node: str, pod: Pod) -> None:
         if node not in self._cached:
@@ -287,15 +297,16 @@ class ReferenceOverReserveCache:
         assumed = self._assumed.get(node, {})
         kept = {k: a for k, a in assumed.items() if keep_after is not None and a.seq > keep_after}
         if covered is not None and self.config.recharge_uncovered:
-            # still charged: pods holding resources on the node (bound to it, or reserved on it and not
-            # yet bound; not terminal) that the NRT does not account for (not covered)
+            # still charged, at the request the informer shows: pods holding resources on the node (bound
+            # to it, or reserved on it, not deleted since, and not yet bound; not terminal) that the NRT
+            # does not account for (not covered)
             for key, pod in self._pods.items():
                 if key in kept or key in covered or pod.phase in ("Succeeded", "Failed"):
                     continue
-                if pod.node_name == node:
-                    kept[key] = assumed[key] if key in assumed else _Assumed(pod_request(pod), 0)
-                elif not pod.node_name and key in assumed:
-                    kept[key] = assumed[key]
+                a = assumed.get(key)
+                live = a is not None and not a.gone
+                if pod.node_name == node or (not pod.node_name and live):
+                    kept[key] = _Assumed(pod_request(pod), a.seq if a is not None and live else 0)
         if kept:
             self._assumed[node] = kept
         else:

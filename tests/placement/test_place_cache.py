@@ -327,6 +327,33 @@ def test_a_flush_keeps_pods_still_being_bound_and_drops_pods_that_hold_nothing_h
     assert cache.assumed("n1") == {} and cpu_left(cache) == 8
 
 
+def test_a_new_pod_of_a_deleted_pods_name_is_charged_only_as_itself() -> None:
+    """StatefulSet pods come back under the same name: a reservation of the deleted pod must not be
+    taken for the new one, which is charged by the rule, at its own request, or not at all."""
+    running = gu_pod("running", cpu=1)
+    cache = OverReserveCache(CFG, [topo(8)])
+    cache.pod_updated(bound(running))
+    web0 = gu_pod("web-0", cpu=3)
+    cache.pod_updated(web0)
+    cache.reserve("n1", web0)
+    cache.pod_deleted(web0)  # deleted while being bound
+    cache.pod_updated(gu_pod("web-0", cpu=3))  # its successor waits to be scheduled: holds nothing yet
+    web1 = gu_pod("web-1", cpu=3)
+    cache.reserve("n1", web1)
+    cache.pod_updated(bound(web1, phase="Pending"))
+    cache.pod_updated(gu_pod("web-1", cpu=3))  # seen unbound again: the deletion was missed, a new pod
+    web2 = gu_pod("web-2", cpu=3)
+    cache.reserve("n1", web2)
+    cache.pod_updated(bound(web2, phase="Pending"))
+    cache.pod_deleted(bound(web2, phase="Pending"))
+    cache.pod_updated(bound(gu_pod("web-2", cpu=2), phase="Pending"))  # the successor, bound: charged as itself
+    cache.node_maybe_overreserved("n1", running)
+    cache.nrt_updated(topo(8, fingerprint=fp(running)))
+    assert cache.tick(0.0).flushed == ("n1",)  # type: ignore[union-attr]
+    assert {k: str(r["cpu"]) for k, r in cache.assumed("n1").items()} == {"default/web-2": "2"}
+    assert cpu_left(cache) == 6
+
+
 def test_a_flush_recharges_pods_that_became_relevant_after_its_snapshot() -> None:
     """The NRT accounts for the snapshot's relevant pods: a pod admitted between the snapshot and the
     flush is not in the fingerprint, so its charge survives even though it is Running now."""

@@ -37,15 +37,19 @@ What a resync flush keeps charged (the invariant; ``recharge_uncovered=True``, t
   count as accounted for too (charging them would charge them forever: no flush could ever cover them).
 * After a resync flush of node ``N``, a pod is charged to ``N`` if and only if it holds resources on
   ``N`` and is not one of those pods. A pod holds resources on ``N`` when the pod informer shows it bound
-  to ``N`` and not terminal (``Succeeded``/``Failed``), or when it has a reservation on ``N`` and the
-  informer shows it not yet bound and not terminal (assumed, its binding in flight). So, besides late
-  reservations (next point), what stays charged is: reservations of pods still being bound, and pods
-  bound to ``N`` outside the snapshot's relevant set (``Pending`` under ``Dedicated``, not ``Running``
-  under ``Shared``, or bound after the snapshot), ours or foreign. Such a pod keeps its reservation, or,
-  if it had none (a foreign pod, a pod bound before we saw it), is charged its :func:`pod_request`.
+  to ``N`` and not terminal (``Succeeded``/``Failed``), or when it has a reservation on ``N``, the
+  informer shows it not yet bound and not terminal, and it was not deleted since the reservation
+  (assumed, its binding in flight). So, besides late reservations (next point), what stays charged is:
+  reservations of pods still being bound, and pods bound to ``N`` outside the snapshot's relevant set
+  (``Pending`` under ``Dedicated``, not ``Running`` under ``Shared``, or bound after the snapshot), ours
+  or foreign, each at the :func:`pod_request` of the informer's object (its reservation is kept as it
+  is when that is the same request; a pod without one, e.g. a foreign pod, is charged anew).
 * Dropped: pods the snapshot covers, terminal pods, reservations of pods bound to another node, and
   reservations of pods the informer does not show: deleted, or never seen (the cache cannot tell these
-  apart; a deleted pod's resources are released in the NRT, and keeping the charge would keep it forever).
+  apart; a deleted pod's resources are released in the NRT, and keeping the charge would keep it
+  forever). A pod is deleted for its reservations when :meth:`~OverReserveCache.pod_deleted` reports
+  it, or when the informer shows a bound pod unbound (only a new pod of the same name can be): a later
+  pod of that name (a StatefulSet's) is charged only as itself, by the rule, never by that reservation.
 * Reservations made after the snapshot (``keep_late_reservations=True``) are kept as they are, whatever
   their pod's state: the snapshot cannot say what the NRT accounts for them. With
   ``keep_late_reservations=False`` they get no such protection and follow the rule above like any other.
@@ -62,6 +66,7 @@ Bookkeeping that makes the cache cheap at cluster scale (none of it changes an a
   view or assumed pods change; a reservation of a pod not yet assumed on the node extends the memo
   by charging only that pod (charging is a per-zone, per-resource fold in reservation order, so
   ``charged(a + [b]) == charged(a).charged([b])``); any other change drops the memo;
+* charges are indexed by pod key (the nodes charging it), so a deletion finds its reservations at once;
 * the pod informer's view is also indexed by node name (with each key's insertion order), so a
   resync visits only the candidates' pods, in the order a scan of every pod would give; each node's
   pod set has a version (bumped by every change to it), and the node's relevant pods and the outcome
@@ -87,7 +92,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from numaplane.nrt.fingerprint import ANNOTATION, ATTRIBUTE, ATTRIBUTE_METHOD, check_fingerprint
@@ -128,8 +133,12 @@ class OverReserveConfig:
 
 @dataclass(frozen=True, slots=True)
 class _Assumed:
+    """A charge: the pod's request, when it was reserved (``seq``; 0 for a charge a flush added), and
+    whether its pod was deleted since (``gone``: a pod of the same name is another pod)."""
+
     request: Mapping[str, Quantity]
     seq: int
+    gone: bool = False
 
 
 @dataclass(frozen=True)
@@ -171,6 +180,7 @@ class OverReserveCache:
         self._cached: dict[str, NodeResourceTopology] = {}
         self._views: dict[str, NodeTopology] = {}
         self._assumed: dict[str, dict[str, _Assumed]] = {}
+        self._charged_on: dict[str, set[str]] = {}  # key → nodes whose ``_assumed`` holds it
         self._maybe_over: Counter[str] = Counter()
         self._foreign: Counter[str] = Counter()
         self._config_changed: Counter[str] = Counter()
@@ -253,6 +263,8 @@ class OverReserveCache:
     def node_deleted(self, node: str) -> None:
         """Forget the node entirely (its Node object is gone)."""
         self._latest.drop(node)
+        for key in self._assumed.get(node, {}):
+            self._uncharge(key, node)
         for table in (self._cached, self._views, self._assumed, self._charged, self._check_memo):
             table.pop(node, None)
         for counter in (self._maybe_over, self._foreign, self._config_changed):
@@ -267,6 +279,8 @@ class OverReserveCache:
             self._pod_order[key] = self._pod_counter
         elif old.node_name != pod.node_name:
             self._unindex(key, old.node_name)
+            if not pod.node_name:
+                self._release(key)  # a bound pod is never unbound: another pod of that name
         self._pods[key] = pod
         if pod.node_name:
             self._by_node.setdefault(pod.node_name, {})[key] = pod
@@ -280,6 +294,7 @@ class OverReserveCache:
         if old is not None:
             del self._pod_order[key]
             self._unindex(key, old.node_name)
+        self._release(key)
 
     def _unindex(self, key: str, node: str) -> None:
         pods = self._by_node.get(node)
@@ -288,6 +303,22 @@ class OverReserveCache:
             self._pod_version[node] += 1
             if not pods:
                 del self._by_node[node]
+
+    def _release(self, key: str) -> None:
+        """The pod of ``key`` is gone: its charges stay until a flush, which must not take a later pod of
+        the same name for it (``_Assumed.gone``; same request, so every charged view still holds)."""
+        for node in self._charged_on.get(key, ()):
+            assumed = self._assumed[node]
+            if not assumed[key].gone:
+                assumed[key] = replace(assumed[key], gone=True)
+
+    def _uncharge(self, key: str, node: str) -> None:
+        """Forget that ``node`` charges ``key`` (its ``_assumed`` entry is gone)."""
+        nodes = self._charged_on.get(key)
+        if nodes is not None:
+            nodes.discard(node)
+            if not nodes:
+                del self._charged_on[key]
 
     def reserve(self, node: str, pod: Pod) -> None:
         if node not in self._cached:
@@ -302,11 +333,13 @@ class OverReserveCache:
         else:
             self._charged.pop(node, None)  # an overwrite keeps its place in the order: recompute
         assumed[key] = _Assumed(request, self._seq)
+        self._charged_on.setdefault(key, set()).add(node)
         self._changed.add(node)
 
     def unreserve(self, node: str, pod: Pod) -> None:
         assumed = self._assumed.get(node)
         if assumed is not None and assumed.pop(pod.key, None) is not None:
+            self._uncharge(pod.key, node)
             self._charged.pop(node, None)
             self._changed.add(node)
 
@@ -454,19 +487,22 @@ class OverReserveCache:
         charged for the pods :meth:`_still_charged` names. ``None`` (start-up, adoption): nothing but
         late reservations is kept. ``keep_after``: reservations with a later ``seq`` are kept as they are.
         """
-        assumed = self._assumed.get(node)
-        kept = self._still_charged(node, assumed or {}, keep_after, covered)
-        # every kept entry is the very reservation it was, or a pod without one: same keys, same charges
-        same_charges = kept.keys() == (assumed or {}).keys()
+        assumed = self._assumed.get(node) or {}
+        kept = self._still_charged(node, assumed, keep_after, covered)
+        same_charges = len(kept) == len(assumed) and all(assumed.get(k) is a for k, a in kept.items())
         unchanged = self._cached.get(node) is nrt and same_charges and not self._foreign[node]
         if not unchanged:
             self._cached[node] = nrt
             self._views[node] = self._latest.view_of(node, nrt)
             self._charged.pop(node, None)
             self._changed.add(node)
+        for key in assumed.keys() - kept.keys():
+            self._uncharge(key, node)
+        for key in kept.keys() - assumed.keys():
+            self._charged_on.setdefault(key, set()).add(node)
         if kept:
             self._assumed[node] = kept
-        elif assumed is not None:
+        elif node in self._assumed:
             del self._assumed[node]
         self._maybe_over.pop(node, None)
         self._foreign.pop(node, None)
@@ -480,22 +516,31 @@ class OverReserveCache:
         covered: frozenset[str] | None,
     ) -> dict[str, _Assumed]:
         """The charges of ``node`` that survive a flush (module docstring, "What a resync flush keeps
-        charged"): late reservations, then, on a resync flush with ``recharge_uncovered``, every pod that
-        holds resources on the node and is not in ``covered`` — its reservation if it has one, else a new
-        charge of its request (``seq`` 0: never late for a later resync)."""
+        charged"): late reservations as they are; then, on a resync flush with ``recharge_uncovered``,
+        every pod that holds resources on the node and is not in ``covered``, charged its request as the
+        informer shows it (its reservation object is kept when that request is the same)."""
         accounted = covered if self.config.recharge_uncovered else None
         kept: dict[str, _Assumed] = {}
         for key, a in assumed.items():
             if keep_after is not None and a.seq > keep_after:
                 kept[key] = a
                 continue
-            if accounted is None or key in accounted:
+            if accounted is None or key in accounted or a.gone:
                 continue
             pod = self._pods.get(key)
-            if pod is not None and pod.phase not in TERMINAL_PHASES and pod.node_name in ("", node):
-                kept[key] = a
+            if pod is not None and not pod.node_name and pod.phase not in TERMINAL_PHASES:
+                kept[key] = self._recharged(a, pod)  # assumed, its binding in flight
         if accounted is not None:
             for key, pod in self._by_node.get(node, {}).items():
                 if key not in kept and key not in accounted and pod.phase not in TERMINAL_PHASES:
-                    kept[key] = _Assumed(pod_request(pod), 0)
+                    kept[key] = self._recharged(assumed.get(key), pod)  # bound here, not accounted for
         return kept
+
+    @staticmethod
+    def _recharged(charge: _Assumed | None, pod: Pod) -> _Assumed:
+        """``pod``'s charge after a flush: ``charge`` itself if it is this pod's with the same request,
+        else a new one (``seq`` 0: no later resync takes it for a late reservation)."""
+        request = pod_request(pod)
+        if charge is not None and not charge.gone and charge.request == request:
+            return charge
+        return _Assumed(request, 0 if charge is None or charge.gone else charge.seq)
