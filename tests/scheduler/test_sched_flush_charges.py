@@ -55,7 +55,8 @@ def _nrt(rng: random.Random, node: str, docs: dict[str, dict[str, Any]], mode: s
 @pytest.mark.parametrize("seed", range(6))
 def test_flushed_nodes_stay_charged_as_the_core_used_to_charge_them(mode: str, seed: int) -> None:
     rng = random.Random(seed)
-    core = SchedulerCore(replace(SchedulerConfig(), resync_period_seconds=1.0, informer_mode=mode))  # type: ignore[arg-type]
+    config = replace(SchedulerConfig(), resync_period_seconds=1.0, informer_mode=mode)  # type: ignore[arg-type]
+    core = SchedulerCore(config)
     cache = core.cache
     assert isinstance(cache, OverReserveCache)
     docs: dict[str, dict[str, Any]] = {}  # key → the pod as the informer last showed it

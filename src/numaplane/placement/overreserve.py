@@ -73,7 +73,8 @@ Bookkeeping that makes the cache cheap at cluster scale (none of it changes an a
   of its fingerprint check are remembered for (NRT object, pod tuple, view) — the check's only inputs;
 * a flush that re-installs the very object already cached, keeps exactly the node's reservations
   (no charge dropped, none added) and finds no foreign mark, leaves :meth:`~OverReserveCache.get`
-  unchanged and so does not report the node as changed; new NRT objects of nodes already cached do not either (only a flush installs them).
+  unchanged and so does not report the node as changed; new NRT objects of nodes already cached do
+  not either (only a flush installs them).
 
 Three deliberate differences from upstream, all switchable in :class:`OverReserveConfig`:
 
