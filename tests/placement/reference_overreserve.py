@@ -1,14 +1,18 @@
-"""The over-reserve cache as it was before its bookkeeping was optimised, kept verbatim as a test oracle.
+"""The over-reserve cache as it was before its bookkeeping was optimised, kept as a test oracle.
 
 ``test_place_cache_equivalence`` feeds random event streams to this and to
 :class:`numaplane.placement.overreserve.OverReserveCache` and requires identical answers.
+
+Verbatim except for one later rule, written here in its plainest form (a scan over every pod): a
+resync flush keeps charging the pods its NRT cannot account for (``recharge_uncovered``, the module
+docstring of :mod:`numaplane.placement.overreserve`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from numaplane.nrt.fingerprint import ANNOTATION, ATTRIBUTE, ATTRIBUTE_METHOD, check_fingerprint
 from numaplane.nrt.model import NodeResourceTopology
@@ -51,6 +55,7 @@ class LatestNRTs:
 class _Assumed:
     request: Mapping[str, Quantity]
     seq: int
+    gone: bool = False  # its pod was deleted since it was reserved
 
 
 @dataclass(frozen=True)
@@ -157,12 +162,21 @@ class ReferenceOverReserveCache:
         self._changed.add(node)
 
     def pod_updated(self, pod: Pod) -> None:
+        old = self._pods.get(pod.key)
+        if old is not None and old.node_name and not pod.node_name:
+            self._release(pod.key)
         self._pods[pod.key] = pod
         self._detect_foreign(pod)
 
     def pod_deleted(self, pod: Pod) -> None:
         self._detect_foreign(pod)
         self._pods.pop(pod.key, None)
+        self._release(pod.key)
+
+    def _release(self, key: str) -> None:
+        for assumed in self._assumed.values():
+            if key in assumed:
+                assumed[key] = replace(assumed[key], gone=True)
 
     def reserve(self, node: str, pod: Pod) -> None:
         if node not in self._cached:
@@ -269,16 +283,30 @@ class ReferenceOverReserveCache:
                 skipped.pop(node, None)
         keep_after = plan.seq if self.config.keep_late_reservations else None
         for node, nrt in sorted(updates.items()):
-            self._flush_one(node, nrt, keep_after=keep_after)
+            covered = {p.key for p in plan.pods.get(node, ())}
+            self._flush_one(node, nrt, keep_after=keep_after, covered=covered)
         if updates:
             self.generation += 1
         return ResyncReport(tuple(sorted(updates)), skipped, self.generation)
 
-    def _flush_one(self, node: str, nrt: NodeResourceTopology, *, keep_after: int | None) -> None:
+    def _flush_one(
+        self, node: str, nrt: NodeResourceTopology, *, keep_after: int | None, covered: set[str] | None = None
+    ) -> None:
         self._cached[node] = nrt
         self._views[node] = node_topology(nrt)
         assumed = self._assumed.get(node, {})
         kept = {k: a for k, a in assumed.items() if keep_after is not None and a.seq > keep_after}
+        if covered is not None and self.config.recharge_uncovered:
+            # still charged, at the request the informer shows: pods holding resources on the node (bound
+            # to it, or reserved on it, not deleted since, and not yet bound; not terminal) that the NRT
+            # does not account for (not covered)
+            for key, pod in self._pods.items():
+                if key in kept or key in covered or pod.phase in ("Succeeded", "Failed"):
+                    continue
+                a = assumed.get(key)
+                live = a is not None and not a.gone
+                if pod.node_name == node or (not pod.node_name and live):
+                    kept[key] = _Assumed(pod_request(pod), a.seq if a is not None and live else 0)
         if kept:
             self._assumed[node] = kept
         else:

@@ -233,6 +233,203 @@ def test_reserve_does_not_clear_dirty_mark() -> None:
     assert cache.dirty_node("n1")
 
 
+# --- what a resync flush keeps charged ----------------------------------------------------------------
+
+
+def accounted(available: tuple[int, int], fingerprint: str) -> NodeResourceTopology:
+    """An exporter's NRT of n1 (4 cpus per zone) with ``available`` cpus left and a pod fingerprint."""
+    doc = topo(4, fingerprint=fingerprint).to_dict()
+    for z, left in zip(doc["zones"], available, strict=True):
+        for res in z["resources"]:
+            if res["name"] == "cpu":
+                res["available"] = str(left)
+    return NodeResourceTopology.from_dict(doc)
+
+
+def test_a_flush_keeps_charging_a_bound_pending_pod_and_prevents_the_overcommit() -> None:
+    """The NRT's fingerprint matches the node's relevant (bound, not Pending) pods; a pod the kubelet
+    has not admitted yet is in neither that set nor the NRT's numbers, so the flush must not forget it."""
+    running, waiting = gu_pod("running", cpu=1), gu_pod("waiting", cpu=3)
+    next_pod = gu_pod("next", cpu=2)
+    for recharge, left, verdict in ((False, 4, Fit), (True, 1, Reject)):
+        cache = OverReserveCache(OverReserveConfig(recharge_uncovered=recharge), [topo(4)])
+        cache.pod_updated(bound(running))
+        cache.reserve("n1", waiting)
+        cache.pod_updated(bound(waiting, phase="Pending"))
+        cache.node_maybe_overreserved("n1", next_pod)
+        # published after running started, before waiting was admitted: running is in zone 1
+        cache.nrt_updated(accounted((4, 3), fp(running)))
+        report = cache.tick(0.0)
+        assert report is not None and report.flushed == ("n1",)
+        assert cpu_left(cache) == left
+        # upstream's flush forgets waiting: next fits zone 0, where the kubelet may also put waiting
+        # (3 + 2 cpus on a 4-cpu zone); with the recharge it does not
+        assert isinstance(filter_with_cache(next_pod, cache, NODE), verdict)
+        assert dict(report.charged) == ({"n1": ("default/waiting",)} if recharge else {})
+    # once admitted and counted by a later NRT, waiting is covered: charged once, by the NRT only
+    cache.pod_updated(bound(waiting))
+    cache.node_maybe_overreserved("n1", next_pod)
+    cache.nrt_updated(accounted((1, 3), fp(running, waiting)))
+    assert cache.tick(10.0).flushed == ("n1",)  # type: ignore[union-attr]
+    assert cache.assumed("n1") == {} and cpu_left(cache, 0) == 1 and cpu_left(cache, 1) == 3
+
+
+def test_a_covered_reservation_is_not_charged_twice() -> None:
+    a = gu_pod("a", cpu=3)
+    cache = OverReserveCache(CFG, [topo(4)])
+    cache.reserve("n1", a)
+    cache.pod_updated(bound(a))
+    assert cpu_left(cache, 1) == 1  # charged to every zone while the NRT is stale
+    cache.node_maybe_overreserved("n1", gu_pod("b", cpu=3))
+    cache.nrt_updated(accounted((4, 1), fp(a)))  # the NRT has a in zone 1
+    report = cache.tick(0.0)
+    assert report is not None and report.flushed == ("n1",) and dict(report.charged) == {}
+    assert cache.assumed("n1") == {}
+    assert (cpu_left(cache, 0), cpu_left(cache, 1)) == (4, 1)  # not (1, 0): a counted once, where it is
+
+
+def test_a_flush_keeps_pods_still_being_bound_and_drops_pods_that_hold_nothing_here() -> None:
+    cache = OverReserveCache(CFG, [topo(8)])
+    running = gu_pod("running", cpu=1)
+    cache.pod_updated(bound(running))
+    binding = gu_pod("binding", cpu=1)
+    cache.pod_updated(binding)  # the informer shows it unbound: its binding is in flight
+    cache.reserve("n1", binding)
+    gone = gu_pod("gone", cpu=1)
+    cache.reserve("n1", gone)
+    cache.pod_updated(bound(gone, phase="Pending"))
+    cache.pod_deleted(bound(gone, phase="Pending"))  # deleted: its resources are free again
+    unseen = gu_pod("unseen", cpu=1)
+    cache.reserve("n1", unseen)  # never shown by the informer: indistinguishable from a deleted pod
+    elsewhere = gu_pod("elsewhere", cpu=1)
+    cache.reserve("n1", elsewhere)
+    cache.pod_updated(bound(elsewhere, node="n2", phase="Pending"))  # bound to another node after all
+    failed = gu_pod("failed", cpu=1)
+    cache.reserve("n1", failed)
+    cache.pod_updated(failed.with_changes(phase="Failed"))  # ended before binding
+    foreign = bound(gu_pod("foreign", cpu=2), phase="Pending", scheduler="default-scheduler")
+    cache.pod_updated(foreign)  # never reserved by us, holds 2 cpus the NRT does not count yet
+    cache.node_maybe_overreserved("n1", running)
+    cache.nrt_updated(topo(8, fingerprint=fp(running)))
+    report = cache.tick(0.0)
+    assert report is not None and report.flushed == ("n1",)
+    assert set(cache.assumed("n1")) == {"default/binding", "default/foreign"}
+    assert cpu_left(cache) == 8 - 1 - 2 and cache.get("n1").fresh  # the flush cleared the foreign mark
+    # both admitted (the foreign one marks the node again), but this NRT predates binding: no flush
+    cache.pod_updated(bound(binding))
+    cache.pod_updated(bound(foreign, scheduler="default-scheduler"))
+    cache.nrt_updated(topo(8, fingerprint=fp(running, foreign)))
+    report = cache.tick(10.0)
+    assert report is not None and report.skipped == {"n1": "fingerprint signature mismatch"}
+    assert set(cache.assumed("n1")) == {"default/binding", "default/foreign"}
+    cache.nrt_updated(topo(8, fingerprint=fp(running, foreign, binding)))
+    assert cache.tick(20.0).flushed == ("n1",)  # type: ignore[union-attr]
+    assert cache.assumed("n1") == {} and cpu_left(cache) == 8
+
+
+def test_a_new_pod_of_a_deleted_pods_name_is_charged_only_as_itself() -> None:
+    """StatefulSet pods come back under the same name: a reservation of the deleted pod must not be
+    taken for the new one, which is charged by the rule, at its own request, or not at all."""
+    running = gu_pod("running", cpu=1)
+    cache = OverReserveCache(CFG, [topo(8)])
+    cache.pod_updated(bound(running))
+    web0 = gu_pod("web-0", cpu=3)
+    cache.pod_updated(web0)
+    cache.reserve("n1", web0)
+    cache.pod_deleted(web0)  # deleted while being bound
+    cache.pod_updated(gu_pod("web-0", cpu=3))  # its successor waits to be scheduled: holds nothing yet
+    web1 = gu_pod("web-1", cpu=3)
+    cache.reserve("n1", web1)
+    cache.pod_updated(bound(web1, phase="Pending"))
+    cache.pod_updated(gu_pod("web-1", cpu=3))  # seen unbound again: the deletion was missed, a new pod
+    web2 = gu_pod("web-2", cpu=3)
+    cache.reserve("n1", web2)
+    cache.pod_updated(bound(web2, phase="Pending"))
+    cache.pod_deleted(bound(web2, phase="Pending"))
+    cache.pod_updated(bound(gu_pod("web-2", cpu=2), phase="Pending"))  # the successor, bound: charged as itself
+    cache.node_maybe_overreserved("n1", running)
+    cache.nrt_updated(topo(8, fingerprint=fp(running)))
+    assert cache.tick(0.0).flushed == ("n1",)  # type: ignore[union-attr]
+    assert {k: str(r["cpu"]) for k, r in cache.assumed("n1").items()} == {"default/web-2": "2"}
+    assert cpu_left(cache) == 6
+
+
+def test_a_flush_recharges_pods_that_became_relevant_after_its_snapshot() -> None:
+    """The NRT accounts for the snapshot's relevant pods: a pod admitted between the snapshot and the
+    flush is not in the fingerprint, so its charge survives even though it is Running now."""
+    running, late_runner = gu_pod("running", cpu=1), gu_pod("late-runner", cpu=2)
+    cache = OverReserveCache(CFG, [topo(4)])
+    cache.pod_updated(bound(running))
+    cache.reserve("n1", late_runner)
+    cache.pod_updated(bound(late_runner, phase="Pending"))
+    cache.node_maybe_overreserved("n1", running)
+    cache.nrt_updated(topo(4, fingerprint=fp(running)))
+    plan = cache.resync_begin()
+    assert plan is not None
+    cache.pod_updated(bound(late_runner))  # admitted mid-resync
+    assert cache.resync_commit(plan).flushed == ("n1",)
+    assert set(cache.assumed("n1")) == {"default/late-runner"} and cpu_left(cache) == 2
+
+
+def test_late_reservations_without_keep_late_follow_the_rule() -> None:
+    """``keep_late_reservations=False`` removes the late reservations' protection, nothing more: a late
+    reservation of a pod still being bound stays charged by the rule, one of an unknown pod does not."""
+    running = gu_pod("running", cpu=1)
+    binding, unknown = gu_pod("binding", cpu=1), gu_pod("unknown", cpu=2)
+    for keep, charged in ((True, {"default/binding", "default/unknown"}), (False, {"default/binding"})):
+        cache = OverReserveCache(OverReserveConfig(keep_late_reservations=keep), [topo(4)])
+        cache.pod_updated(bound(running))
+        cache.pod_updated(binding)
+        cache.node_maybe_overreserved("n1", running)
+        cache.nrt_updated(topo(4, fingerprint=fp(running)))
+        plan = cache.resync_begin()
+        assert plan is not None
+        cache.reserve("n1", binding)
+        cache.reserve("n1", unknown)
+        assert cache.resync_commit(plan).flushed == ("n1",)
+        assert set(cache.assumed("n1")) == charged
+    upstream = OverReserveCache(OverReserveConfig(keep_late_reservations=False, recharge_uncovered=False), [topo(4)])
+    upstream.pod_updated(bound(running))
+    upstream.pod_updated(binding)
+    upstream.reserve("n1", binding)
+    upstream.node_maybe_overreserved("n1", running)
+    upstream.nrt_updated(topo(4, fingerprint=fp(running)))
+    assert upstream.tick(0.0).flushed == ("n1",)  # type: ignore[union-attr]
+    assert upstream.assumed("n1") == {}  # upstream: a flush drops every reservation
+
+
+def test_recharge_follows_the_informer_mode_and_the_exclusive_only_method() -> None:
+    running = bound(gu_pod("running", cpu=1))
+    job = bound(gu_pod("job", cpu=1), phase="Succeeded")
+    unknown_phase = bound(gu_pod("starting", cpu=1), phase="")
+    shared = OverReserveCache(OverReserveConfig(informer_mode="Shared"), [topo(4)])
+    for p in (running, job, unknown_phase):
+        shared.pod_updated(p)
+    shared.node_maybe_overreserved("n1", running)
+    shared.nrt_updated(topo(4, fingerprint=fp(running)))
+    assert shared.tick(0.0).flushed == ("n1",)  # type: ignore[union-attr]
+    # Shared counts only Running pods: the terminal job holds nothing, the phase-less pod is charged
+    assert set(shared.assumed("n1")) == {"default/starting"}
+    # an exclusive-only fingerprint leaves relevant pods without exclusive resources out of the hash;
+    # they hold nothing the zones subtract, so they are not charged (no flush could ever cover them)
+    burst = bound(pod("burst", [container("c", {"cpu": 1}, guaranteed=False)]))
+    excl = OverReserveCache(CFG, [topo(4)])
+    for p in (running, burst):
+        excl.pod_updated(p)
+    excl.node_maybe_overreserved("n1", running)
+    method = {"nodeTopologyPodsFingerprintMethod": "with-exclusive-resources"}
+    excl.nrt_updated(topo(4, fingerprint=fp(running), attributes=method))
+    assert excl.tick(0.0).flushed == ("n1",)  # type: ignore[union-attr]
+    assert excl.assumed("n1") == {}
+
+
+def test_adopting_an_nrt_charges_nothing() -> None:
+    cache = OverReserveCache(CFG, [])
+    cache.pod_updated(bound(gu_pod("waiting", cpu=3), phase="Pending"))
+    cache.nrt_updated(topo(4))
+    assert cache.assumed("n1") == {} and cpu_left(cache) == 4
+
+
 # --- foreign pods ------------------------------------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ CONFIGS = [
     replace(BASE, foreign_pods_detect="OnlyExclusiveResources", resync_method="OnlyExclusiveResources"),
     replace(BASE, foreign_pods_detect="None", informer_mode="Shared", keep_late_reservations=False),
     replace(BASE, adopt_new_nrts=False, resync_scope="OnlyResources"),
+    replace(BASE, keep_late_reservations=False, recharge_uncovered=False),  # upstream's flush
 ]
 
 

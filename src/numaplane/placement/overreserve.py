@@ -22,11 +22,43 @@ Rules:
   flushed only if its latest NRT exists, the node has at least one relevant pod, the NRT carries a
   fingerprint, and that fingerprint matches the scheduler's pod set for the node. Nodes whose topology
   manager config changed are flushed without the fingerprint check. A flush replaces the cached NRT,
-  drops the node's assumed pods and clears its marks.
+  clears the node's marks and keeps charging only the pods the new NRT cannot account for (below).
 * Pod relevance (informer mode): ``Dedicated`` — bound and not ``Pending``; ``Shared`` — ``Running``.
   Fingerprinted pods: all relevant pods, or only those with exclusive resources when the resync
   method says so (``OnlyExclusiveResources``, or ``Autodetect`` with the NRT attribute
   ``nodeTopologyPodsFingerprintMethod=with-exclusive-resources``; the legacy annotation always means all).
+
+What a resync flush keeps charged (the invariant; ``recharge_uncovered=True``, the default):
+
+* The NRT a resync flushes to accounts for exactly the node's relevant pods of the resync's snapshot
+  (:attr:`ResyncPlan.pods`, the set its fingerprint was checked against; for a topology manager config
+  change, the same set, unchecked). With an exclusive-only fingerprint the relevant pods without
+  exclusive resources are not hashed, but they hold nothing the zones' ``available`` subtracts, so they
+  count as accounted for too (charging them would charge them forever: no flush could ever cover them).
+* After a resync flush of node ``N``, a pod is charged to ``N`` if and only if it holds resources on
+  ``N`` and is not one of those pods. A pod holds resources on ``N`` when the pod informer shows it bound
+  to ``N`` and not terminal (``Succeeded``/``Failed``), or when it has a reservation on ``N``, the
+  informer shows it not yet bound and not terminal, and it was not deleted since the reservation
+  (assumed, its binding in flight). So, besides late reservations (next point), what stays charged is:
+  reservations of pods still being bound, and pods bound to ``N`` outside the snapshot's relevant set
+  (``Pending`` under ``Dedicated``, not ``Running`` under ``Shared``, or bound after the snapshot), ours
+  or foreign, each at the :func:`pod_request` of the informer's object (its reservation is kept as it
+  is when that is the same request; a pod without one, e.g. a foreign pod, is charged anew).
+* Dropped: pods the snapshot covers, terminal pods, reservations of pods bound to another node, and
+  reservations of pods the informer does not show: deleted, or never seen (the cache cannot tell these
+  apart; a deleted pod's resources are released in the NRT, and keeping the charge would keep it
+  forever). A pod is deleted for its reservations when :meth:`~OverReserveCache.pod_deleted` reports
+  it, or when the informer shows a bound pod unbound (only a new pod of the same name can be): a later
+  pod of that name (a StatefulSet's) is charged only as itself, by the rule, never by that reservation.
+* Reservations made after the snapshot (``keep_late_reservations=True``) are kept as they are, whatever
+  their pod's state: the snapshot cannot say what the NRT accounts for them. With
+  ``keep_late_reservations=False`` they get no such protection and follow the rule above like any other.
+* "The informer shows" means the cache's own pod view (:meth:`~OverReserveCache.pod_updated`,
+  :meth:`~OverReserveCache.pod_deleted`) when the flush is applied. A pod stays charged until
+  :meth:`~OverReserveCache.unreserve` or a later flush that covers it, or that finds it gone or
+  terminal; pod deletions and PostBind still release nothing by themselves. An NRT installed for a node
+  without cached data (start-up, adoption) charges nothing: such a node holds no reservation and no
+  fingerprint was checked.
 
 Bookkeeping that makes the cache cheap at cluster scale (none of it changes an answer):
 
@@ -34,28 +66,34 @@ Bookkeeping that makes the cache cheap at cluster scale (none of it changes an a
   view or assumed pods change; a reservation of a pod not yet assumed on the node extends the memo
   by charging only that pod (charging is a per-zone, per-resource fold in reservation order, so
   ``charged(a + [b]) == charged(a).charged([b])``); any other change drops the memo;
+* charges are indexed by pod key (the nodes charging it), so a deletion finds its reservations at once;
 * the pod informer's view is also indexed by node name (with each key's insertion order), so a
   resync visits only the candidates' pods, in the order a scan of every pod would give; each node's
   pod set has a version (bumped by every change to it), and the node's relevant pods and the outcome
   of its fingerprint check are remembered for (NRT object, pod tuple, view) — the check's only inputs;
-* a flush that re-installs the very object already cached, on a node with no assumed pods and no
-  foreign mark, leaves :meth:`~OverReserveCache.get` unchanged and so does not report the node as
-  changed; new NRT objects of nodes already cached do not either (only a flush installs them).
+* a flush that re-installs the very object already cached, keeps exactly the node's reservations
+  (no charge dropped, none added) and finds no foreign mark, leaves :meth:`~OverReserveCache.get`
+  unchanged and so does not report the node as changed; new NRT objects of nodes already cached do
+  not either (only a flush installs them).
 
-Two deliberate differences from upstream, both switchable in :class:`OverReserveConfig`:
+Three deliberate differences from upstream, all switchable in :class:`OverReserveConfig`:
 
 * ``adopt_new_nrts=True``: an NRT for a node without cached data is adopted at once (upstream only
   reads NRTs at start-up and ignores later ones until restart, scheduler-plugins#967). Safe, because
   such a node can hold no reservation.
 * ``keep_late_reservations=True``: a flush keeps reservations made after its resync began; upstream
   drops them, although the fetched NRT may not account for those pods yet (a window for over-commit).
+* ``recharge_uncovered=True``: a resync flush keeps charging the pods the new NRT cannot account for
+  (the invariant above); upstream drops every reservation of the node, so a pod still being bound, or
+  bound but not yet admitted by the kubelet, is charged nowhere and the next pod can take its resources.
+  With both switches off a flush drops every reservation, as upstream does.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from numaplane.nrt.fingerprint import ANNOTATION, ATTRIBUTE, ATTRIBUTE_METHOD, check_fingerprint
@@ -87,6 +125,7 @@ class OverReserveConfig:
     resync_scope: ResyncScope = "All"
     adopt_new_nrts: bool = True
     keep_late_reservations: bool = True
+    recharge_uncovered: bool = True
 
     def __post_init__(self) -> None:
         if self.resync_period_seconds <= 0:
@@ -95,8 +134,12 @@ class OverReserveConfig:
 
 @dataclass(frozen=True, slots=True)
 class _Assumed:
+    """A charge: the pod's request, when it was reserved (``seq``; 0 for a charge a flush added), and
+    whether its pod was deleted since (``gone``: a pod of the same name is another pod)."""
+
     request: Mapping[str, Quantity]
     seq: int
+    gone: bool = False
 
 
 @dataclass(frozen=True)
@@ -112,11 +155,17 @@ class ResyncPlan:
 
 @dataclass(frozen=True)
 class ResyncReport:
-    """Outcome of one resync: flushed nodes, skipped candidates with the reason, the new generation."""
+    """Outcome of one resync: flushed nodes, skipped candidates with the reason, the new generation, and
+    per flushed node the ``namespace/name`` keys still charged to it after the flush (only nodes where
+    some are; module docstring)."""
 
     flushed: tuple[str, ...] = ()
     skipped: Mapping[str, str] = field(default_factory=dict, hash=False)
     generation: int = 0
+    charged: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 def _first(item: tuple[int, Pod]) -> int:
@@ -132,6 +181,7 @@ class OverReserveCache:
         self._cached: dict[str, NodeResourceTopology] = {}
         self._views: dict[str, NodeTopology] = {}
         self._assumed: dict[str, dict[str, _Assumed]] = {}
+        self._charged_on: dict[str, set[str]] = {}  # key → nodes whose ``_assumed`` holds it
         self._maybe_over: Counter[str] = Counter()
         self._foreign: Counter[str] = Counter()
         self._config_changed: Counter[str] = Counter()
@@ -214,6 +264,8 @@ class OverReserveCache:
     def node_deleted(self, node: str) -> None:
         """Forget the node entirely (its Node object is gone)."""
         self._latest.drop(node)
+        for key in self._assumed.get(node, {}):
+            self._uncharge(key, node)
         for table in (self._cached, self._views, self._assumed, self._charged, self._check_memo):
             table.pop(node, None)
         for counter in (self._maybe_over, self._foreign, self._config_changed):
@@ -228,6 +280,8 @@ class OverReserveCache:
             self._pod_order[key] = self._pod_counter
         elif old.node_name != pod.node_name:
             self._unindex(key, old.node_name)
+            if not pod.node_name:
+                self._release(key)  # a bound pod is never unbound: another pod of that name
         self._pods[key] = pod
         if pod.node_name:
             self._by_node.setdefault(pod.node_name, {})[key] = pod
@@ -241,6 +295,7 @@ class OverReserveCache:
         if old is not None:
             del self._pod_order[key]
             self._unindex(key, old.node_name)
+        self._release(key)
 
     def _unindex(self, key: str, node: str) -> None:
         pods = self._by_node.get(node)
@@ -249,6 +304,22 @@ class OverReserveCache:
             self._pod_version[node] += 1
             if not pods:
                 del self._by_node[node]
+
+    def _release(self, key: str) -> None:
+        """The pod of ``key`` is gone: its charges stay until a flush, which must not take a later pod of
+        the same name for it (``_Assumed.gone``; same request, so every charged view still holds)."""
+        for node in self._charged_on.get(key, ()):
+            assumed = self._assumed[node]
+            if not assumed[key].gone:
+                assumed[key] = replace(assumed[key], gone=True)
+
+    def _uncharge(self, key: str, node: str) -> None:
+        """Forget that ``node`` charges ``key`` (its ``_assumed`` entry is gone)."""
+        nodes = self._charged_on.get(key)
+        if nodes is not None:
+            nodes.discard(node)
+            if not nodes:
+                del self._charged_on[key]
 
     def reserve(self, node: str, pod: Pod) -> None:
         if node not in self._cached:
@@ -263,11 +334,13 @@ class OverReserveCache:
         else:
             self._charged.pop(node, None)  # an overwrite keeps its place in the order: recompute
         assumed[key] = _Assumed(request, self._seq)
+        self._charged_on.setdefault(key, set()).add(node)
         self._changed.add(node)
 
     def unreserve(self, node: str, pod: Pod) -> None:
         assumed = self._assumed.get(node)
         if assumed is not None and assumed.pop(pod.key, None) is not None:
+            self._uncharge(pod.key, node)
             self._charged.pop(node, None)
             self._changed.add(node)
 
@@ -380,11 +453,15 @@ class OverReserveCache:
                 updates[node] = nrt
                 skipped.pop(node, None)
         keep_after = plan.seq if self.config.keep_late_reservations else None
+        charged: dict[str, tuple[str, ...]] = {}
         for node, nrt in sorted(updates.items()):
-            self._flush_one(node, nrt, keep_after=keep_after)
+            covered = frozenset(p.key for p in plan.pods.get(node, ()))
+            self._flush_one(node, nrt, keep_after=keep_after, covered=covered)
+            if self._assumed.get(node):
+                charged[node] = tuple(self._assumed[node])
         if updates:
             self.generation += 1
-        return ResyncReport(tuple(sorted(updates)), skipped, self.generation)
+        return ResyncReport(tuple(sorted(updates)), skipped, self.generation, charged)
 
     def _check(self, node: str, nrt: NodeResourceTopology, expected: str, pods: tuple[Pod, ...]) -> str:
         """``check_fingerprint`` of the node's pods against ``expected`` (an attribute of ``nrt``),
@@ -397,20 +474,74 @@ class OverReserveCache:
         self._check_memo[node] = (nrt, pods, view, outcome)
         return outcome
 
-    def _flush_one(self, node: str, nrt: NodeResourceTopology, *, keep_after: int | None) -> None:
-        assumed = self._assumed.get(node)
-        unchanged = self._cached.get(node) is nrt and not assumed and not self._foreign[node]
+    def _flush_one(
+        self,
+        node: str,
+        nrt: NodeResourceTopology,
+        *,
+        keep_after: int | None,
+        covered: frozenset[str] | None = None,
+    ) -> None:
+        """Install ``nrt`` as the node's cached NRT and clear its marks.
+
+        ``covered``: the keys of the pods the NRT accounts for (a resync flush); the node then stays
+        charged for the pods :meth:`_still_charged` names. ``None`` (start-up, adoption): nothing but
+        late reservations is kept. ``keep_after``: reservations with a later ``seq`` are kept as they are.
+        """
+        assumed = self._assumed.get(node) or {}
+        kept = self._still_charged(node, assumed, keep_after, covered)
+        same_charges = len(kept) == len(assumed) and all(assumed.get(k) is a for k, a in kept.items())
+        unchanged = self._cached.get(node) is nrt and same_charges and not self._foreign[node]
         if not unchanged:
             self._cached[node] = nrt
             self._views[node] = self._latest.view_of(node, nrt)
             self._charged.pop(node, None)
             self._changed.add(node)
-        if assumed is not None:
-            kept = {k: a for k, a in assumed.items() if keep_after is not None and a.seq > keep_after}
-            if kept:
-                self._assumed[node] = kept
-            else:
-                del self._assumed[node]
+        for key in assumed.keys() - kept.keys():
+            self._uncharge(key, node)
+        for key in kept.keys() - assumed.keys():
+            self._charged_on.setdefault(key, set()).add(node)
+        if kept:
+            self._assumed[node] = kept
+        elif node in self._assumed:
+            del self._assumed[node]
         self._maybe_over.pop(node, None)
         self._foreign.pop(node, None)
         self._config_changed.pop(node, None)
+
+    def _still_charged(
+        self,
+        node: str,
+        assumed: Mapping[str, _Assumed],
+        keep_after: int | None,
+        covered: frozenset[str] | None,
+    ) -> dict[str, _Assumed]:
+        """The charges of ``node`` that survive a flush (module docstring, "What a resync flush keeps
+        charged"): late reservations as they are; then, on a resync flush with ``recharge_uncovered``,
+        every pod that holds resources on the node and is not in ``covered``, charged its request as the
+        informer shows it (its reservation object is kept when that request is the same)."""
+        accounted = covered if self.config.recharge_uncovered else None
+        kept: dict[str, _Assumed] = {}
+        for key, a in assumed.items():
+            if keep_after is not None and a.seq > keep_after:
+                kept[key] = a
+                continue
+            if accounted is None or key in accounted or a.gone:
+                continue
+            pod = self._pods.get(key)
+            if pod is not None and not pod.node_name and pod.phase not in TERMINAL_PHASES:
+                kept[key] = self._recharged(a, pod)  # assumed, its binding in flight
+        if accounted is not None:
+            for key, pod in self._by_node.get(node, {}).items():
+                if key not in kept and key not in accounted and pod.phase not in TERMINAL_PHASES:
+                    kept[key] = self._recharged(assumed.get(key), pod)  # bound here, not accounted for
+        return kept
+
+    @staticmethod
+    def _recharged(charge: _Assumed | None, pod: Pod) -> _Assumed:
+        """``pod``'s charge after a flush: ``charge`` itself if it is this pod's with the same request,
+        else a new one (``seq`` 0: no later resync takes it for a late reservation)."""
+        request = pod_request(pod)
+        if charge is not None and not charge.gone and charge.request == request:
+            return charge
+        return _Assumed(request, 0 if charge is None or charge.gone else charge.seq)

@@ -26,8 +26,9 @@ Decisions:
 Learning placements: a pod of one of our scheduler names that the informer shows going from unbound to
 bound, and that this process did not assume itself (another replica bound it, or kube-scheduler bound it
 without delegating the bind to the extender), is reserved in the cache then, so the over-reserve cache
-charges it until the next flush. Pods already bound when the informer first lists them are not charged
-(the exporter's data accounts for them).
+charges it until a flush whose NRT accounts for it. Pods already bound when the informer first lists them
+are not charged (the exporter's data accounts for them) unless a flush finds them outside the NRT's pod
+set (still ``Pending``): the cache then charges them (its flush invariant).
 
 Not thread-safe: call from one event loop. No I/O.
 """
@@ -311,46 +312,24 @@ class SchedulerCore:
         self.cache.post_bind(node, pod)
 
     def tick(self, now: float) -> tuple[str, ...]:
-        """Let the cache resync if its period elapsed (``now``: monotonic seconds); the flushed nodes."""
+        """Let the cache resync if its period elapsed (``now``: monotonic seconds); the flushed nodes.
+
+        A flush keeps charging the pods its NRT cannot account for (pods still being bound, pods bound
+        but not yet admitted): the over-reserve cache does that itself (``numaplane.placement.overreserve``).
+        """
         report = self.cache.tick(now)
         flushed = tuple(getattr(report, "flushed", ()) or ())
         skipped = getattr(report, "skipped", None)
+        charged = getattr(report, "charged", None)
         if flushed or skipped:
             log.debug(
                 "cache resync",
                 flushed=list(flushed),
                 skipped=dict(skipped or {}),
+                still_charged=dict(charged or {}),
                 generation=getattr(report, "generation", None),
             )
-        for node in flushed:
-            self._recharge(node)
         return flushed
-
-    def _fingerprinted(self, pod: Pod) -> bool:
-        """Whether the over-reserve cache counts ``pod`` in a node's pod set (its informer-mode rule)."""
-        if self.config.informer_mode == "Shared":
-            return pod.phase == "Running"
-        return pod.phase != "Pending"
-
-    def _recharge(self, node: str) -> None:
-        """After a flush, charge again the pods on ``node`` that the fingerprint could not cover.
-
-        A flush happens when the NRT's pod fingerprint equals the scheduler's set of the node's
-        *relevant* pods (bound and not ``Pending`` by default), and it drops every reservation. A pod
-        that is bound but still ``Pending`` (the kubelet has not admitted it yet), or assumed and still
-        being bound, is in neither set, so the fetched NRT does not account for it either: dropping its
-        reservation would let the next pod take the same resources (observed as an over-commit under
-        load). Such pods, ours or foreign, are reserved again until a later flush covers them.
-        """
-        if self.config.cache_mode != "overreserve":
-            return
-        for key in self.usage.pods(node):
-            pod = self.pods.get(key)
-            if pod is None:
-                continue
-            if self.usage.is_assumed(key) or not self._fingerprinted(pod):
-                self.cache.reserve(node, pod)
-                log.debug("recharged after flush", pod=key, node=node)
 
     # --- evaluation --------------------------------------------------------------------------------
 
