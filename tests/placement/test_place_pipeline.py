@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from place_helpers import container, gu_pod, node_doc, nrt, zone
@@ -151,6 +152,10 @@ def check(pipe: Pipeline, pod: Pod, entries: Mapping[str, tuple[Any, dict[str, A
         want_fit = isinstance(filter_node(pod, doc, node, fresh=fresh, options=pipe.options), Fit)
         want_score = score(pod, doc, node, pipe.strategy, fresh=fresh)
         assert result.result(name) == (want_fit, want_score), (name, doc, node, fresh)
+    # scoring a subset of rows, in any order, gives those rows' scores
+    rows = np.array(sorted(result.index.values()), dtype=np.int64)
+    for subset in (rows[::2], rows[::-1], rows[1::3][::-1], rows[:0]):
+        assert pipe.scores(pod, subset).tolist() == result.scores[subset].tolist()
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

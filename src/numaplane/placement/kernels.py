@@ -1,7 +1,9 @@
 """Vectorised filter and score kernels over a :class:`~numaplane.placement.cluster.ClusterArrays`.
 
-Arrays are ``(slots, rows)``; every kernel computes one value per row ``0 .. n-1`` and is the exact
-twin of a per-node rule (the row must be *regular*, see :mod:`numaplane.placement.cluster`):
+Arrays are ``(slots, rows)``; every kernel computes one value per selected row — ``sel`` is
+``slice(0, n)`` (every row, the default: cheap views) or an ascending array of row indices (gathered
+copies; results are the same per row, so callers may recompute only the rows that changed) — and is
+the exact twin of a per-node rule (the row must be *regular*, see :mod:`numaplane.placement.cluster`):
 
 * :func:`align` is :func:`numaplane.placement.filter.align`: per requested resource one comparison
   narrows a ``(slots, rows)`` feasibility mask; a row fits when a slot survives. Slots are in ascending
@@ -24,15 +26,28 @@ from numaplane.placement.cluster import F64, I64, B, ClusterArrays
 from numaplane.placement.requests import ALWAYS_ALLOCATABLE, is_host_level, is_numa_affine
 from numaplane.placement.score import MAX_SCORE, ScoringStrategy
 
-__all__ = ["Requests", "align", "charge", "unit_score"]
+__all__ = ["Requests", "Rows", "align", "charge", "count_of", "unit_score"]
 
 Requests = list[tuple[str, int]]  # (resource, thousandths), non-zero only, in name order
+Rows = slice | I64  # a row selection: ``slice(0, n)`` or ascending row indices
 _NO_SCORE = 1e9
 
 
-def align(cl: ClusterArrays, reqs: Requests, work: Mapping[int, I64], guaranteed: bool) -> tuple[B, B | None]:
-    """``(fits per row, feasibility mask (slots, rows) or None when nothing constrained the rows)``."""
-    n = cl.n
+def count_of(cl: ClusterArrays, sel: Rows | None) -> tuple[Rows, int]:
+    """``(selection, number of rows it selects)``; ``None`` selects every row ``0 .. n-1``."""
+    if sel is None:
+        return slice(0, cl.n), cl.n
+    if isinstance(sel, slice):
+        return sel, len(range(*sel.indices(cl.n)))
+    return sel, len(sel)
+
+
+def align(
+    cl: ClusterArrays, reqs: Requests, work: Mapping[int, I64], guaranteed: bool, sel: Rows | None = None
+) -> tuple[B, B | None]:
+    """``(fits per row, feasibility mask (slots, rows) or None when nothing constrained the rows)``
+    for the rows ``sel`` (``work`` arrays hold those rows only)."""
+    sel, n = count_of(cl, sel)
     ok = np.ones(n, bool)
     mask: B | None = None
     for name, q in reqs:
@@ -41,17 +56,17 @@ def align(cl: ClusterArrays, reqs: Requests, work: Mapping[int, I64], guaranteed
             if c is None:
                 ok[:] = False
                 continue
-            ok &= cl.adv[c][:n]
+            ok &= cl.adv[c][sel]
         if c is None:
             if not is_host_level(name):
                 mask = np.zeros((cl.slots, n), bool)
             continue
         if not guaranteed and is_numa_affine(name):
-            suit = cl.listed[c][:, :n]
+            suit = cl.listed[c][:, sel]
         else:
-            suit = work[c] >= q if c in work else cl.avail_min[c][:, :n] >= q
+            suit = work[c] >= q if c in work else cl.avail_min[c][:, sel] >= q
         if is_host_level(name):
-            suit = suit | ~cl.listed_any[c][:n]
+            suit = suit | ~cl.listed_any[c][sel]
         if mask is None:
             mask = suit.copy()
         else:
@@ -61,11 +76,18 @@ def align(cl: ClusterArrays, reqs: Requests, work: Mapping[int, I64], guaranteed
     return ok & np.logical_or.reduce(mask, axis=0), mask
 
 
-def charge(cl: ClusterArrays, mask: B | None, charged: list[tuple[int, int]], work: MutableMapping[int, I64]) -> None:
-    """Subtract each ``(column, thousandths)`` from the first feasible slot of every row (in ``work``)."""
+def charge(
+    cl: ClusterArrays,
+    mask: B | None,
+    charged: list[tuple[int, int]],
+    work: MutableMapping[int, I64],
+    sel: Rows | None = None,
+) -> None:
+    """Subtract each ``(column, thousandths)`` from the first feasible slot of every row of ``sel``
+    (in ``work``, which holds those rows)."""
     if mask is None or not charged:
         return  # unconstrained rows: every requested resource is unlisted, nothing to take
-    n = cl.n
+    sel, _ = count_of(cl, sel)
     first = mask.copy()
     seen = mask[0].copy()
     for slot in range(1, cl.slots):
@@ -74,30 +96,32 @@ def charge(cl: ClusterArrays, mask: B | None, charged: list[tuple[int, int]], wo
     for c, q in charged:
         arr = work.get(c)
         if arr is None:
-            arr = work[c] = cl.avail_min[c][:, :n].copy()
-        arr -= q * (first & cl.listed[c][:, :n])
+            arr = work[c] = cl.avail_min[c][:, sel].copy()
+        arr -= q * (first & cl.listed[c][:, sel])
 
 
-def _min_non_zero(cl: ClusterArrays, zone: F64) -> I64:
+def _min_non_zero(cl: ClusterArrays, zone: F64, sel: Rows) -> I64:
     """Smallest non-zero value over a row's real zone slots (0 if none), for zone scores in 0..100.
 
     As uint8, ``score - 1`` wraps 0 to 255 and padding slots are forced to 255, so a plain minimum
     skips zero scores and missing zones."""
-    low = ((zone.astype(np.uint8) - np.uint8(1)) | cl.pad[:, : cl.n]).min(axis=0)
+    low = ((zone.astype(np.uint8) - np.uint8(1)) | cl.pad[:, sel]).min(axis=0)
     return np.where(low == 255, 0, low.astype(np.int64) + 1)
 
 
-def unit_score(cl: ClusterArrays, values: list[tuple[str, int]], strategy: ScoringStrategy) -> I64:
-    """Node score per row for one request list of ``(resource, Value())`` pairs in name order.
+def unit_score(
+    cl: ClusterArrays, values: list[tuple[str, int]], strategy: ScoringStrategy, sel: Rows | None = None
+) -> I64:
+    """Node score per row of ``sel`` for one request list of ``(resource, Value())`` pairs in name order.
 
     Per resource with ``req >= 1`` (``y = 100 * req / avail``): LeastAllocated scores
     ``100 - min(ceil(y), 100)`` (a zone with 0 or too little available gives ``y >= 100``: 0), summed as
     ``100 * W - sum(w * min(ceil(y), 100))``; MostAllocated scores ``floor(y)`` when ``y <= 100`` else 0,
     with 0 available mapped to an infinite divisor (``y = 0``). ``req == 0`` scores 100 where anything
     is available (Least) and 0 (Most)."""
-    n = cl.n
+    sel, n = count_of(cl, sel)
     if strategy.type == "BalancedAllocation":
-        return _min_non_zero(cl, _balanced(cl, values))
+        return _min_non_zero(cl, _balanced(cl, values, sel, n), sel)
     most = strategy.type == "MostAllocated"
     shape = (cl.slots, n)
     acc: F64 | None = None
@@ -114,18 +138,18 @@ def unit_score(cl: ClusterArrays, values: list[tuple[str, int]], strategy: Scori
             continue
         if req == 0:
             if not most:
-                zero = (cl.avail_f[c][:, :n] == 0) * float(MAX_SCORE * w)
+                zero = (cl.avail_f[c][:, sel] == 0) * float(MAX_SCORE * w)
                 acc = zero if acc is None else np.add(acc, zero, out=acc)
             continue
         numerator = req * float(MAX_SCORE)
         # branch-free clamps: masked copies mispredict on mixed masks and cost several times more
         if most:
-            np.divide(numerator, cl.avail_finf[c][:, :n], out=y)
+            np.divide(numerator, cl.avail_finf[c][:, sel], out=y)
             fits = y <= MAX_SCORE
             np.floor(y, out=y)
             y *= fits
         else:
-            np.divide(numerator, cl.avail_fs[c][:, :n], out=y)
+            np.divide(numerator, cl.avail_fs[c][:, sel], out=y)
             np.ceil(y, out=y)
             np.minimum(y, float(MAX_SCORE), out=y)
         if w != 1:
@@ -144,11 +168,10 @@ def unit_score(cl: ClusterArrays, values: list[tuple[str, int]], strategy: Scori
         zone = np.subtract(float(MAX_SCORE * weights) - base, acc, out=acc)
     if weights != 1:
         np.floor(zone / weights, out=zone)
-    return _min_non_zero(cl, zone)
+    return _min_non_zero(cl, zone, sel)
 
 
-def _balanced(cl: ClusterArrays, values: list[tuple[str, int]]) -> F64:
-    n = cl.n
+def _balanced(cl: ClusterArrays, values: list[tuple[str, int]], sel: Rows, n: int) -> F64:
     shape = (cl.slots, n)
     if not values:
         return np.zeros(shape)
@@ -159,8 +182,8 @@ def _balanced(cl: ClusterArrays, values: list[tuple[str, int]]) -> F64:
         if c is None:
             f = np.ones(shape)
         else:  # req / inf = 0 where nothing is available, plus 1.0 there: the fraction is 1
-            f = float(req) / cl.avail_finf[c][:, :n]
-            f += cl.avail_zero[c][:, :n]
+            f = float(req) / cl.avail_finf[c][:, sel]
+            f += cl.avail_zero[c][:, sel]
         over |= f > 1
         fractions.append(f)
     count = len(fractions)

@@ -21,7 +21,7 @@ per-node functions instead; results are identical either way. Pure: no I/O, no c
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ from numaplane.placement.cachebase import NRTCache
 from numaplane.placement.cluster import I64, POLICY_CODES, B, ClusterArrays
 from numaplane.placement.filter import DEFAULT_OPTIONS, FilterOptions, NRTInput, as_topology
 from numaplane.placement.filter import filter as filter_node
-from numaplane.placement.kernels import Requests, align, charge, unit_score
+from numaplane.placement.kernels import Requests, Rows, align, charge, count_of, unit_score
 from numaplane.placement.node import NodeInfo, node_info
 from numaplane.placement.pipeline_numa import MAX_VECTOR_SLOTS, Distances, least_numa_scores
 from numaplane.placement.requests import (
@@ -41,7 +41,7 @@ from numaplane.placement.requests import (
 )
 from numaplane.placement.result import Fit, Reject
 from numaplane.placement.score import MAX_SCORE, ScoringStrategy, score
-from numaplane.resources.pod import Pod
+from numaplane.resources.pod import Container, Pod
 from numaplane.resources.quantity import Quantity
 
 __all__ = ["Evaluation", "Pipeline"]
@@ -184,41 +184,53 @@ class Pipeline:
 
     def evaluate(self, pod: Pod) -> Evaluation:
         """Filter verdict and score of ``pod`` on every node (see :class:`Evaluation`)."""
+        return Evaluation(self.cluster.index_snapshot(), self.feasible(pod), self.scores(pod))
+
+    def feasible(self, pod: Pod) -> B:
+        """The NUMA filter verdict of ``pod`` on every row ``0 .. n-1`` (rows by ``cluster.index``)."""
         cl = self.cluster
         n = cl.n
         m = self._masks()
         qos = pod.qos_class
-        guaranteed = qos == "Guaranteed"
-        exotic = any(_milli(q) is None for c in pod.all_containers() for q in c.requests.values())
-        exotic = exotic or any(_milli(q) is None for q in pod.overhead.values())
-        filter_fallback, score_fallback = m.filter_fallback, m.score_fallback
-        scalar_scores = exotic or (self.strategy.type == "LeastNUMANodes" and cl.slots > MAX_VECTOR_SLOTS)
-        if exotic:
-            filter_fallback = cl.present[:n]
-        if scalar_scores:
-            score_fallback = cl.present[:n]
+        exotic = _exotic(pod)
         if qos == "BestEffort" and not include_non_native(pod):
             feasible = np.ones(n, bool)
         elif exotic:
             feasible = np.zeros(n, bool)
         else:
-            feasible = self._filter(pod, guaranteed, m)
-        if not guaranteed:
-            scores = np.full(n, MAX_SCORE, np.int64)
-        elif scalar_scores:
-            scores = np.zeros(n, np.int64)
-        else:
-            scores = self._score(pod, m)
-        todo = filter_fallback | score_fallback
-        if todo.any():
-            for row in np.flatnonzero(todo):
+            feasible = self._filter(pod, qos == "Guaranteed", m)
+        fallback = cl.present[:n] if exotic else m.filter_fallback
+        if fallback.any():
+            for row in np.flatnonzero(fallback):
                 src = cl.sources[row]
                 assert src is not None
-                if filter_fallback[row]:
-                    verdict = filter_node(pod, src.topology, src.node, fresh=src.fresh, options=self.options)
-                    feasible[row] = isinstance(verdict, Fit)
-                scores[row] = score(pod, src.topology, None, self.strategy, fresh=src.fresh)
-        return Evaluation(cl.index_snapshot(), feasible, scores)
+                verdict = filter_node(pod, src.topology, src.node, fresh=src.fresh, options=self.options)
+                feasible[row] = isinstance(verdict, Fit)
+        return feasible
+
+    def scores(self, pod: Pod, rows: I64 | None = None) -> I64:
+        """The NUMA score (0..100) of ``pod`` on every row ``0 .. n-1``, or on ``rows`` only (in that
+        order; each row's score depends on that row alone, so scoring a subset gives the same values)."""
+        cl = self.cluster
+        n = cl.n
+        m = self._masks()
+        sel, count = count_of(cl, rows)
+        exotic = _exotic(pod)
+        scalar = exotic or (self.strategy.type == "LeastNUMANodes" and cl.slots > MAX_VECTOR_SLOTS)
+        if pod.qos_class != "Guaranteed":
+            scores = np.full(count, MAX_SCORE, np.int64)
+        elif scalar:
+            scores = np.zeros(count, np.int64)
+        else:
+            scores = self._score(pod, m, sel, count)
+        fallback = (cl.present[:n] if scalar else m.score_fallback)[sel]
+        if fallback.any():
+            at = np.flatnonzero(fallback)
+            for pos, row in zip(at.tolist(), (at if rows is None else rows[at]).tolist(), strict=True):
+                src = cl.sources[row]
+                assert src is not None
+                scores[pos] = score(pod, src.topology, None, self.strategy, fresh=src.fresh)
+        return scores
 
     # --- filter ------------------------------------------------------------------------------------
 
@@ -262,24 +274,37 @@ class Pipeline:
 
     # --- score -------------------------------------------------------------------------------------
 
-    def _score(self, pod: Pod, m: _Masks) -> I64:
-        cl = self.cluster
-        n = cl.n
+    def _score(self, pod: Pod, m: _Masks, sel: Rows, count: int) -> I64:
         if self.strategy.type == "LeastNUMANodes":
-            return np.where(m.numa_usable, least_numa_scores(cl, pod, self._distances), 0)
-        out = np.zeros(n, np.int64)
-        if m.score_pod.any():
-            out = np.where(m.score_pod, self._unit_score(pod_request(pod)), out)
+            rows = None if isinstance(sel, slice) else sel
+            return np.where(m.numa_usable[sel], least_numa_scores(self.cluster, pod, self._distances, rows), 0)
+        out = np.zeros(count, np.int64)
+        score_pod = m.score_pod[sel]
+        if score_pod.any():
+            out = np.where(score_pod, self._unit_score(pod_request(pod), sel), out)
         containers = pod.all_containers()
-        if m.score_ctr.any() and containers:
-            total = self._unit_score(containers[0].requests)
-            for c in containers[1:]:
-                total += self._unit_score(c.requests)
-            if len(containers) > 1:
-                total //= len(containers)
-            out = np.where(m.score_ctr, total, out)
+        score_ctr = m.score_ctr[sel]
+        if score_ctr.any() and containers:
+            out = np.where(score_ctr, self._container_scores(containers, sel), out)
         return out
 
-    def _unit_score(self, requests: Mapping[str, Quantity]) -> I64:
+    def _container_scores(self, containers: Sequence[Container], sel: Rows) -> I64:
+        """Mean (floor) of the containers' unit scores per row."""
+        total = self._unit_score(containers[0].requests, sel)
+        for c in containers[1:]:
+            total += self._unit_score(c.requests, sel)
+        if len(containers) > 1:
+            total //= len(containers)
+        return total
+
+    def _unit_score(self, requests: Mapping[str, Quantity], sel: Rows) -> I64:
         values = [(name, math.ceil(requests[name].amount)) for name in sorted(requests)]
-        return unit_score(self.cluster, values, self.strategy)
+        return unit_score(self.cluster, values, self.strategy, sel)
+
+
+def _exotic(pod: Pod) -> bool:
+    """Whether a request or the overhead is not a whole number of thousandths (or is huge): such a
+    pod is filtered and scored by the per-node functions on every row."""
+    if any(_milli(q) is None for c in pod.all_containers() for q in c.requests.values()):
+        return True
+    return any(_milli(q) is None for q in pod.overhead.values())

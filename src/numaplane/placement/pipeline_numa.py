@@ -254,15 +254,27 @@ def _take(
             left -= take
 
 
-def least_numa_scores(cl: ClusterArrays, pod: Pod, dist: Distances) -> I64:
-    """LeastNUMANodes score of a Guaranteed ``pod`` for every row ``0..n-1`` (unusable rows: anything)."""
+def least_numa_scores(cl: ClusterArrays, pod: Pod, dist: Distances, sel: I64 | None = None) -> I64:
+    """LeastNUMANodes score of a Guaranteed ``pod`` for every row ``0..n-1``, or for the distinct rows
+    ``sel`` only (in that order; each row's score depends on that row alone). Unusable rows: anything."""
     n = cl.n
-    out = np.zeros(n, np.int64)
-    rows = np.flatnonzero(cl.present[:n] & cl.has_nrt[:n] & ~cl.problem[:n] & ~cl.irregular[:n])
-    pod_rows = rows[cl.scope_pod[rows]]
-    ctr_rows = rows[~cl.scope_pod[rows]]
+    if sel is not None and len(sel) > 1 and bool(np.any(sel[1:] < sel[:-1])):
+        order = np.argsort(sel, kind="stable")  # the search wants ascending rows (see _cols)
+        out = np.empty(len(sel), np.int64)
+        out[order] = least_numa_scores(cl, pod, dist, sel[order])
+        return out
+    if sel is None:
+        out = np.zeros(n, np.int64)
+        rows = np.flatnonzero(cl.present[:n] & cl.has_nrt[:n] & ~cl.problem[:n] & ~cl.irregular[:n])
+        at = rows
+    else:
+        out = np.zeros(len(sel), np.int64)
+        at = np.flatnonzero(cl.present[sel] & cl.has_nrt[sel] & ~cl.problem[sel] & ~cl.irregular[sel])
+        rows = sel[at]
+    pod_scope = cl.scope_pod[rows]
+    pod_rows, ctr_rows = rows[pod_scope], rows[~pod_scope]
     if len(pod_rows):
-        out[pod_rows] = _pod_scope(cl, dist, pod_rows, pod)
+        out[at[pod_scope]] = _pod_scope(cl, dist, pod_rows, pod)
     if len(ctr_rows):
-        out[ctr_rows] = _container_scope(cl, dist, ctr_rows, pod)
+        out[at[~pod_scope]] = _container_scope(cl, dist, ctr_rows, pod)
     return out
