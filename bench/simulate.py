@@ -25,6 +25,9 @@ def main() -> None:
     parser.add_argument("--pods", type=int)
     parser.add_argument("--scheduler", default="numa-LeastAllocated-overreserve")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--percentage", type=int, default=0, help="percentageOfNodesToScore (0: adaptive, 100: every node)"
+    )
     args = parser.parse_args()
     nodes = args.nodes or (500 if args.quick else 5000)
     pods = args.pods or (10_000 if args.quick else 100_000)
@@ -40,7 +43,8 @@ def main() -> None:
     profiler = cProfile.Profile() if args.profile else None
     if profiler:
         profiler.enable()
-    result = run_scheduler(spec, templates, arrivals, SimConfig(samples=20))
+    config = SimConfig(samples=20, percentage_of_nodes_to_score=args.percentage)
+    result = run_scheduler(spec, templates, arrivals, config)
     if profiler:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)

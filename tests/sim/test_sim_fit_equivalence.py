@@ -87,9 +87,14 @@ def test_best_node_is_the_argmax_of_the_combined_score(seed: int) -> None:
         numa = np.array([rng.choice((0, 50, 100, rng.randint(0, 100))) for _ in nodes], dtype=np.int64)
         if rng.random() < 0.2:  # negative NUMA scores (never produced today) take the direct formula
             numa -= rng.choice((1, 300, 1000))
-        want = int(np.argmax(np.where(feasible, numa * 1000 + fit.scores(pod), -1)))
-        assert best_node(fit, pod, feasible, numa) == want
-        assert best_node(fit, pod, feasible, None) == int(np.argmax(np.where(feasible, fit.scores(pod), -1)))
+        # the cycle's feasible rows in search order: from a rotating start, as sampling gives them
+        start = rng.randrange(len(nodes))
+        rows = np.array([r for r in (*range(start, len(nodes)), *range(start)) if feasible[r]], dtype=np.int64)
+        combined = [int(numa[r]) * 1000 + int(fit.scores(pod)[r]) for r in rows]
+        want = int(rows[combined.index(max(combined))])  # the first in search order on ties
+        assert best_node(fit, pod, rows, numa[rows]) == want
+        plain = [int(fit.scores(pod)[r]) for r in rows]
+        assert best_node(fit, pod, rows, None) == int(rows[plain.index(max(plain))])
 
 
 @pytest.mark.parametrize("seed", [1, 7])

@@ -117,3 +117,21 @@ def test_every_simulated_admission_equals_a_direct_resource_manager_admit(monkey
     for spec in (SchedulerSpec("default"), SchedulerSpec("numa", True, "LeastNUMANodes", "overreserve")):
         run_scheduler(spec, _templates(3, "best-effort"), arrivals, SimConfig(duration_s=40))
     assert compared >= 20
+
+
+def test_percentage_of_nodes_to_score_rotates_the_search_like_kube_scheduler() -> None:
+    # 200 identical empty nodes: kube-scheduler's adaptive setting looks for max(200 * 48 // 100, 100)
+    # = 100 feasible nodes. Cycle 1 searches from node 0, takes nodes 0..99 and stops at node 100
+    # (one feasible node too many): next start 100. All scores tie, so p0 goes to the first node
+    # found (0) and p1, searched from node 100, to node 100. Scoring every node instead, p1 goes to
+    # the emptiest node in node order: node 1.
+    arrivals = _pods((0, 2), (1, 2))
+    spec = SchedulerSpec("numa", True, "LeastAllocated", "overreserve")
+    templates = _templates(200)
+    names = [t.name for t in templates]
+    for percentage, nodes in ((0, [names[0], names[100]]), (100, [names[0], names[1]])):
+        config = SimConfig(max_recreates=0, duration_s=8, percentage_of_nodes_to_score=percentage)
+        result = run_scheduler(spec, templates, arrivals, config)
+        assert [node for _, node, admitted, _ in result.admissions if admitted] == nodes, percentage
+        default = run_scheduler(SchedulerSpec("default"), templates, arrivals, config)
+        assert [node for _, node, admitted, _ in default.admissions if admitted] == nodes, percentage

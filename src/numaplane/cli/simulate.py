@@ -11,6 +11,7 @@ import click
 import yaml
 
 from numaplane.cli._output import console, emit_document
+from numaplane.placement.sampling import num_feasible_nodes_to_find
 from numaplane.sim.cluster import (
     DEFAULT_CLUSTER,
     build_templates,
@@ -75,6 +76,15 @@ def _load_workload(path: str) -> list[PodArrival]:
     default=5.0,
     show_default=True,
     help="Over-reserve cache resync period, seconds.",
+)
+@click.option(
+    "--percentage-of-nodes-to-score",
+    type=click.IntRange(0, 100),
+    default=0,
+    show_default=True,
+    help="kube-scheduler's percentageOfNodesToScore: a cycle stops searching once it found this share "
+    "of the nodes feasible (at least 100 nodes); 0 = kube-scheduler's adaptive default (50% - 1% per "
+    "125 nodes, at least 5%), 100 = filter and score every node.",
 )
 @click.option(
     "--hugepages-1g",
@@ -143,6 +153,7 @@ def _run(opts: dict[str, Any]) -> None:
         duration_s=opts["duration"],
         refresh_period_s=opts["refresh_period"],
         resync_period_s=opts["resync_period"],
+        percentage_of_nodes_to_score=opts["percentage_of_nodes_to_score"],
     )
     meta = {
         "nodes": len(templates),
@@ -154,6 +165,7 @@ def _run(opts: dict[str, Any]) -> None:
         "topology manager": f"{opts['policy']} / {opts['scope']}",
         "NRT refresh period s": opts["refresh_period"],
         "over-reserve resync period s": opts["resync_period"],
+        "nodes searched per cycle": _searched(opts["percentage_of_nodes_to_score"], len(templates)),
     }
     results = _simulate(schedulers, templates, arrivals, config, show_progress=not opts["quiet"])
     out = console()
@@ -168,6 +180,13 @@ def _run(opts: dict[str, Any]) -> None:
     if opts["report_dir"]:
         path = write_report(results, meta, Path(opts["report_dir"]))
         console(stderr=True).print(f"report written to {path}")
+
+
+def _searched(percentage: int, nodes: int) -> str:
+    """How many feasible nodes a scheduling cycle looks for, for the report's header."""
+    wanted = num_feasible_nodes_to_find(percentage, nodes)
+    setting = "adaptive" if percentage == 0 else f"{percentage}%"
+    return "every node" if wanted >= nodes else f"until {wanted} feasible found (percentageOfNodesToScore {setting})"
 
 
 def _simulate(

@@ -12,11 +12,15 @@ Events (time in simulated seconds; ties in insertion order):
 * ``recreate`` a pod rejected by its node's admission is recreated by its controller;
 * ``sample``   metrics are sampled.
 
-A scheduling attempt: NodeResourcesFit over every node (:class:`~numaplane.sim.fit.FitArrays`); for
-a NUMA-aware scheduler also the NUMA filter and score through the real cache
-(:mod:`numaplane.placement.cache`) and the vectorised :class:`~numaplane.placement.pipeline.Pipeline`;
-the best node wins (NUMA score first, then LeastAllocated, then the lowest node index:
-:func:`best_node`). Binding calls
+A scheduling attempt is a kube-scheduler cycle: NodeResourcesFit (:class:`~numaplane.sim.fit.FitArrays`)
+and, for a NUMA-aware scheduler, the NUMA filter through the real cache
+(:mod:`numaplane.placement.cache`) and the vectorised :class:`~numaplane.placement.pipeline.Pipeline`
+give every node's verdict at once; the cycle's search over them follows ``percentageOfNodesToScore``
+(:mod:`numaplane.placement.sampling`: from a rotating start, until enough feasible nodes are found —
+every node below 100 nodes or at 100 %); only the nodes it processed report NUMA rejections to the
+cache and only the nodes it found are scored; the best node wins (NUMA score first, then
+LeastAllocated, then the first in search order, :func:`best_node`; kube-scheduler picks among ties at
+random). Binding calls
 the node's :class:`~numaplane.policy.manager.ResourceManager` ``admit`` at once (the kubelet's
 admission); a rejection is counted with its reason and the pod is recreated after
 ``recreate_delay_s``, at most ``max_recreates`` times. NRTs are produced by
@@ -30,7 +34,7 @@ import gc
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +47,7 @@ from numaplane.placement.cachebase import NRTCache
 from numaplane.placement.node import node_info
 from numaplane.placement.overreserve import OverReserveConfig
 from numaplane.placement.pipeline import Pipeline
+from numaplane.placement.sampling import num_feasible_nodes_to_find, sample_feasible
 from numaplane.placement.score import ScoringStrategy
 from numaplane.resources.pod import Pod
 from numaplane.sim.cluster import NodeTemplate, SimNode, instantiate
@@ -112,6 +117,7 @@ class SimConfig:
     samples: int = 120
     sample_zones: bool = True
     fragmentation_cpus: int = 4
+    percentage_of_nodes_to_score: int = 0  # kube-scheduler's setting; 0 = its adaptive default
 
 
 @dataclass
@@ -202,8 +208,9 @@ class _Run:
         self.cache: NRTCache | None = None
         self.publishers: dict[str, NRTPublisher] = {}
         self.pipeline: Pipeline | None = None
-        self._perm: tuple[int, np.ndarray[Any, Any], np.ndarray[Any, Any], bool] | None = None
         self._names = np.array([n.name for n in self.nodes], dtype=object)
+        self._to_find = num_feasible_nodes_to_find(config.percentage_of_nodes_to_score, len(self.nodes))
+        self._start = 0  # kube-scheduler's nextStartNodeIndex
         last = max((a.arrival_s for a in arrivals), default=0.0)
         self.end = config.duration_s if config.duration_s is not None else last + config.drain_s
         if spec.numa_aware:
@@ -219,6 +226,7 @@ class _Run:
             self.pipeline = Pipeline(ScoringStrategy(spec.strategy), zones=zones)  # type: ignore[arg-type]
             for node in self.nodes:  # pipeline rows in our node order: results need no permutation
                 self.pipeline.update_node(node.name, None, self.node_infos[node.name])
+            assert dict(self.pipeline.cluster.index) == self.index  # nodes are never removed in a run
         self._util_acc = 0.0
         self._frag_acc = 0.0
         self._samples = 0
@@ -356,51 +364,46 @@ class _Run:
         node.dirty = False
 
     def _candidates(self, pod: Pod) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]:
-        """(nodes passing every filter, NUMA scores or ``None`` for a scheduler without them)."""
-        fit = self.fit.feasible(pod)
-        if self.pipeline is None or self.cache is None:
-            return fit, None
-        self.pipeline.sync_from_cache(self.cache, self.node_infos)
-        ev = self.pipeline.evaluate(pod)
-        mine, theirs, identity = self._rows(ev.index)
-        if identity:
-            feasible, scores = np.asarray(ev.feasible), np.asarray(ev.scores)
-        else:
-            feasible = np.zeros(len(self.nodes), dtype=np.bool_)
-            scores = np.zeros(len(self.nodes), dtype=np.int64)
-            feasible[mine] = np.asarray(ev.feasible)[theirs]
-            scores[mine] = np.asarray(ev.scores)[theirs]
-        # the plugin reports every per-zone rejection back to its cache (node maybe over-reserved);
-        # nodes failing only the NUMA check are those rejections here
-        rejected = np.flatnonzero(fit & ~feasible)
-        if len(rejected):
-            nodes_maybe_overreserved(self.cache, self._names[rejected].tolist(), pod)
-        return fit & feasible, scores
+        """(the feasible nodes this cycle found, in search order; their NUMA scores or ``None`` for a
+        scheduler without them).
 
-    def _rows(self, index: Mapping[str, int]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], bool]:
-        """(our node rows, the pipeline's rows, whether both are every row in order) for the nodes the
-        pipeline knows; cached while stable."""
-        cached = self._perm
-        if cached is None or cached[0] != len(index):
-            mine = np.array([self.index[n] for n in index], dtype=np.int64)
-            theirs = np.array(list(index.values()), dtype=np.int64)
-            everyone = np.arange(len(self.nodes))
-            identity = np.array_equal(mine, everyone) and np.array_equal(theirs, everyone)
-            cached = (len(index), mine, theirs, identity)
-            self._perm = cached
-        return cached[1], cached[2], cached[3]
+        NodeResourcesFit and, for a NUMA-aware scheduler, the NUMA filter are evaluated on every node
+        at once (vectorised), then kube-scheduler's search is applied to the verdicts
+        (:func:`~numaplane.placement.sampling.sample_feasible`): only the nodes it processed were
+        filtered, so only those report NUMA rejections to the cache, and only the nodes it found
+        are scored."""
+        passing = fit = self.fit.feasible(pod)
+        pipeline, cache = self.pipeline, self.cache
+        if pipeline is None or cache is None:
+            sample = sample_feasible(passing, self._start, self._to_find)
+            self._start = sample.next_start
+            return sample.rows, None
+        pipeline.sync_from_cache(cache, self.node_infos)
+        numa = pipeline.feasible(pod)  # pipeline rows are our rows (__init__)
+        passing = fit & numa
+        sample = sample_feasible(passing, self._start, self._to_find)
+        self._start = sample.next_start
+        # the plugin reports every per-zone rejection back to its cache (node maybe over-reserved);
+        # processed nodes failing only the NUMA check are those rejections here
+        processed = sample.processed
+        rejected = processed[fit[processed] & ~numa[processed]]
+        if len(rejected):
+            nodes_maybe_overreserved(cache, self._names[rejected].tolist(), pod)
+        if not len(sample.rows):
+            return sample.rows, None
+        return sample.rows, pipeline.scores(pod, sample.rows)
 
     def _try(self, now: float, state: _PodState) -> bool:
         self.result.attempts += 1
         pod = state.pod
-        feasible, numa_scores = self._candidates(pod)
-        if not feasible.any():
+        rows, numa_scores = self._candidates(pod)
+        if not len(rows):
             self.result.unschedulable_attempts += 1
             # kube-scheduler's per-pod backoff: 1 s doubling up to 10 s
             state.failures += 1
             state.next_try = now + min(self.config.max_backoff_s, 2.0 ** (state.failures - 1))
             return False
-        self._bind(now, state, best_node(self.fit, pod, feasible, numa_scores))
+        self._bind(now, state, best_node(self.fit, pod, rows, numa_scores))
         return True
 
     def _bind(self, now: float, state: _PodState, row: int) -> None:
@@ -448,24 +451,23 @@ class _Run:
             self.result.failed += 1
 
 
-def best_node(
-    fit: FitArrays, pod: Pod, feasible: np.ndarray[Any, Any], numa_scores: np.ndarray[Any, Any] | None
-) -> int:
-    """The feasible node with the highest ``NUMA score * 1000 + LeastAllocated score``, lowest row on
-    ties: ``argmax`` of that sum with infeasible nodes at -1 (``feasible`` must hold a node).
+def best_node(fit: FitArrays, pod: Pod, rows: np.ndarray[Any, Any], numa_scores: np.ndarray[Any, Any] | None) -> int:
+    """The node of ``rows`` (the cycle's feasible nodes in search order, at least one) with the
+    highest ``NUMA score * 1000 + LeastAllocated score``, the first in search order on ties
+    (``numa_scores``: one per row of ``rows``, or ``None``).
 
-    Default scores lie in 0..100 (``fit.bounded``), so when the best feasible NUMA score is not
-    negative the sum orders nodes by NUMA score first: only the nodes with the top NUMA score need a
-    default score. Otherwise the sum itself is computed."""
+    Default scores lie in 0..100 (``fit.bounded``), so when the best NUMA score is not negative the
+    sum orders nodes by NUMA score first: only the nodes with the top NUMA score need a default
+    score. Otherwise the sum itself is computed."""
     if numa_scores is not None and fit.bounded:
-        top = int(numa_scores[feasible].max())
+        top = int(numa_scores.max())
         if top >= 0:
-            rows = np.flatnonzero(feasible & (numa_scores == top))
-            return int(rows[int(np.argmax(fit.scores(pod, rows)))])
-    scores = fit.scores(pod)
+            tied = rows[numa_scores == top]
+            return int(tied[int(np.argmax(fit.scores(pod, tied)))])
+    scores = fit.scores(pod, rows)
     if numa_scores is not None:
         scores = numa_scores * 1000 + scores
-    return int(np.argmax(np.where(feasible, scores, -1)))
+    return int(rows[int(np.argmax(scores))])
 
 
 @contextmanager

@@ -1,0 +1,85 @@
+"""kube-scheduler's percentageOfNodesToScore: the number of feasible nodes a cycle looks for and the
+rotating search (placement/sampling.py), against the rules and a literal sequential loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from numaplane.placement.sampling import num_feasible_nodes_to_find, sample_feasible
+
+
+@pytest.mark.parametrize(
+    ("percentage", "nodes", "want"),
+    [
+        (0, 0, 0),
+        (0, 1, 1),
+        (0, 99, 99),  # below minFeasibleNodesToFind: every node
+        (0, 100, 100),  # 50 % of 100 = 50, raised to the minimum of 100
+        (0, 250, 120),  # 50 - 250 // 125 = 48 %
+        (0, 1000, 420),  # 42 %
+        (0, 5000, 500),  # 10 %
+        (0, 5625, 281),  # 5 %: 50 - 45
+        (0, 15000, 750),  # 50 - 120 < 5: the 5 % floor
+        (30, 1000, 300),
+        (100, 1000, 1000),
+        (1, 1000, 100),  # 10, raised to 100
+        (100, 50, 50),
+    ],
+)
+def test_num_feasible_nodes_to_find(percentage: int, nodes: int, want: int) -> None:
+    assert num_feasible_nodes_to_find(percentage, nodes) == want
+
+
+@pytest.mark.parametrize("percentage", [-1, 101])
+def test_percentage_out_of_range_is_rejected(percentage: int) -> None:
+    with pytest.raises(ValueError, match=r"0\.\.100"):
+        num_feasible_nodes_to_find(percentage, 500)
+
+
+def _literal(passing: list[bool], start: int, want: int) -> tuple[list[int], list[int], int]:
+    """kube-scheduler's search, one node at a time: a node found feasible once ``want`` are already
+    taken ends the search and is neither taken nor counted as processed."""
+    n = len(passing)
+    rows: list[int] = []
+    processed: list[int] = []
+    for i in range(n):
+        node = (start + i) % n
+        if passing[node]:
+            if len(rows) == want:
+                break
+            rows.append(node)
+        processed.append(node)
+    return rows, processed, (start + len(processed)) % n if n else 0
+
+
+@given(
+    passing=st.lists(st.booleans(), max_size=60),
+    start=st.integers(0, 200),
+    want=st.integers(1, 70),
+)
+def test_sample_equals_the_sequential_search(passing: list[bool], start: int, want: int) -> None:
+    sample = sample_feasible(np.array(passing, dtype=bool), start, want)
+    rows, processed, next_start = _literal(passing, start, want)
+    assert sample.rows.tolist() == rows
+    assert sample.processed.tolist() == processed
+    assert sample.next_start == next_start
+
+
+def test_searching_every_node_keeps_the_start_and_gives_ascending_rows() -> None:
+    passing = np.array([True, False, True, True, False])
+    sample = sample_feasible(passing, 0, 5)
+    assert (sample.rows.tolist(), sample.next_start) == ([0, 2, 3], 0)
+    assert sample.processed.tolist() == [0, 1, 2, 3, 4]
+
+
+def test_rotation_gives_every_node_its_turn() -> None:
+    passing = np.ones(10, dtype=bool)
+    start, seen = 0, []
+    for _ in range(5):
+        sample = sample_feasible(passing, start, 2)
+        seen.append(sample.rows.tolist())
+        start = sample.next_start
+    assert seen == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
