@@ -64,15 +64,17 @@ def test_sample_equals_the_sequential_search(passing: list[bool], start: int, wa
     sample = sample_feasible(np.array(passing, dtype=bool), start, want)
     rows, processed, next_start = _literal(passing, start, want)
     assert sample.rows.tolist() == rows
-    assert sample.processed.tolist() == processed
+    assert sample.processed().tolist() == processed
     assert sample.next_start == next_start
+    where = np.array([i % 3 == 0 for i in range(len(passing))], dtype=bool)
+    assert sample.processed(where).tolist() == [p for p in processed if where[p]]
 
 
 def test_searching_every_node_keeps_the_start_and_gives_ascending_rows() -> None:
     passing = np.array([True, False, True, True, False])
     sample = sample_feasible(passing, 0, 5)
     assert (sample.rows.tolist(), sample.next_start) == ([0, 2, 3], 0)
-    assert sample.processed.tolist() == [0, 1, 2, 3, 4]
+    assert sample.processed().tolist() == [0, 1, 2, 3, 4]
 
 
 def test_rotation_gives_every_node_its_turn() -> None:

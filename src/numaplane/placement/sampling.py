@@ -46,15 +46,31 @@ def num_feasible_nodes_to_find(percentage: int, nodes: int) -> int:
 
 
 class Sample:
-    """The outcome of one cycle's search: ``rows`` (feasible nodes found, in search order),
-    ``processed`` (the rotation prefix that was filtered, in search order) and ``next_start``."""
+    """The outcome of one cycle's search: ``rows`` (the feasible nodes found, in search order), the
+    ``count`` nodes processed from ``start`` on (wrapping around after ``nodes``) and ``next_start``."""
 
-    __slots__ = ("next_start", "processed", "rows")
+    __slots__ = ("count", "next_start", "nodes", "rows", "start")
 
-    def __init__(self, rows: npt.NDArray[np.int64], processed: npt.NDArray[np.int64], next_start: int) -> None:
+    def __init__(self, rows: npt.NDArray[np.int64], nodes: int, start: int, count: int, next_start: int) -> None:
         self.rows = rows
-        self.processed = processed
+        self.nodes = nodes
+        self.start = start
+        self.count = count
         self.next_start = next_start
+
+    def processed(self, where: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.int64]:
+        """The processed nodes in search order; only those with ``where`` (one flag per node) true
+        when given."""
+        n, end = self.nodes, self.start + self.count
+        if where is None:
+            out = np.arange(self.start, end, dtype=np.int64)
+            out[out >= n] -= n
+            return out
+        head = np.flatnonzero(where[self.start : min(end, n)]) + self.start
+        if end <= n:
+            return head.astype(np.int64)
+        tail = np.flatnonzero(where[: end - n])
+        return np.concatenate((head, tail)).astype(np.int64)
 
 
 def sample_feasible(passing: npt.NDArray[np.bool_], start: int, want: int) -> Sample:
@@ -65,20 +81,17 @@ def sample_feasible(passing: npt.NDArray[np.bool_], start: int, want: int) -> Sa
     does not move (``start + n`` wraps to ``start``); from start 0 the rows are then ascending."""
     n = len(passing)
     if n == 0:
-        return Sample(np.zeros(0, np.int64), np.zeros(0, np.int64), 0)
+        return Sample(np.zeros(0, np.int64), 0, 0, 0, 0)
     start %= n
-    if want >= n:
-        everything = np.arange(n, dtype=np.int64)
-        order = everything if start == 0 else np.roll(everything, -start)
-        return Sample(order[passing[order]], order, start)
-    rolled = np.concatenate((passing[start:], passing[:start])) if start else passing
-    hits = np.flatnonzero(rolled)
-    count = n
-    if len(hits) > want:  # the search stops when it meets one feasible node more than it wants
-        count = int(hits[want])
-        hits = hits[:want]
-    rows = hits + start
-    rows[rows >= n] -= n
-    processed = np.arange(start, start + count, dtype=np.int64)
-    processed[processed >= n] -= n
-    return Sample(rows.astype(np.int64), processed, (start + count) % n)
+    head = np.flatnonzero(passing[start:]) + start
+    if len(head) > want:  # the search stops when it meets one feasible node more than it wants
+        return Sample(head[:want].astype(np.int64), n, start, int(head[want]) - start, int(head[want]))
+    rows = head
+    if start:
+        tail = np.flatnonzero(passing[:start])
+        if len(head) + len(tail) > want:
+            stop = int(tail[want - len(head)])
+            rows = np.concatenate((head, tail[: want - len(head)]))
+            return Sample(rows.astype(np.int64), n, start, n - start + stop, stop)
+        rows = np.concatenate((head, tail))
+    return Sample(rows.astype(np.int64), n, start, n, start)

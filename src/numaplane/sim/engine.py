@@ -385,8 +385,7 @@ class _Run:
         self._start = sample.next_start
         # the plugin reports every per-zone rejection back to its cache (node maybe over-reserved);
         # processed nodes failing only the NUMA check are those rejections here
-        processed = sample.processed
-        rejected = processed[fit[processed] & ~numa[processed]]
+        rejected = sample.processed(fit & ~numa)
         if len(rejected):
             nodes_maybe_overreserved(cache, self._names[rejected].tolist(), pod)
         if not len(sample.rows):
