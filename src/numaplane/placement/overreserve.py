@@ -93,6 +93,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -166,6 +167,10 @@ class ResyncReport:
 
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+#: ``covered`` of a flush whose snapshot held every pod the informer shows on the node (no key set built)
+EVERY_POD: frozenset[str] = frozenset({"\0every pod on the node"})
+Covered = AbstractSet[str]
 
 
 def _first(item: tuple[int, Pod]) -> int:
@@ -455,8 +460,7 @@ class OverReserveCache:
         keep_after = plan.seq if self.config.keep_late_reservations else None
         charged: dict[str, tuple[str, ...]] = {}
         for node, nrt in sorted(updates.items()):
-            covered = frozenset(p.key for p in plan.pods.get(node, ()))
-            self._flush_one(node, nrt, keep_after=keep_after, covered=covered)
+            self._flush_one(node, nrt, keep_after=keep_after, covered=self._covered(node, plan.pods.get(node, ())))
             if self._assumed.get(node):
                 charged[node] = tuple(self._assumed[node])
         if updates:
@@ -480,7 +484,7 @@ class OverReserveCache:
         nrt: NodeResourceTopology,
         *,
         keep_after: int | None,
-        covered: frozenset[str] | None = None,
+        covered: Covered | None = None,
     ) -> None:
         """Install ``nrt`` as the node's cached NRT and clear its marks.
 
@@ -509,18 +513,34 @@ class OverReserveCache:
         self._foreign.pop(node, None)
         self._config_changed.pop(node, None)
 
+    def _covered(self, node: str, pods: tuple[Pod, ...]) -> Covered:
+        """The keys of ``pods`` (the snapshot's relevant pods of ``node``), or :data:`EVERY_POD` when
+        they are every pod the informer shows on the node now: the node's pod set is unchanged since
+        the snapshot (same version, same memoised tuple) and every pod of it is relevant."""
+        memo = self._relevant_memo.get(node)
+        if (
+            memo is not None
+            and memo[1] is pods
+            and memo[0] == self._pod_version[node]
+            and len(pods) == len(self._by_node.get(node, ()))
+        ):
+            return EVERY_POD
+        return frozenset(p.key for p in pods)
+
     def _still_charged(
         self,
         node: str,
         assumed: Mapping[str, _Assumed],
         keep_after: int | None,
-        covered: frozenset[str] | None,
+        covered: Covered | None,
     ) -> dict[str, _Assumed]:
         """The charges of ``node`` that survive a flush (module docstring, "What a resync flush keeps
         charged"): late reservations as they are; then, on a resync flush with ``recharge_uncovered``,
         every pod that holds resources on the node and is not in ``covered``, charged its request as the
         informer shows it (its reservation object is kept when that request is the same)."""
-        accounted = covered if self.config.recharge_uncovered else None
+        accounted: Covered | None = covered if self.config.recharge_uncovered else None
+        if accounted is EVERY_POD:
+            accounted = self._by_node.get(node, {}).keys()  # every pod on the node is covered: no scan
         kept: dict[str, _Assumed] = {}
         for key, a in assumed.items():
             if keep_after is not None and a.seq > keep_after:
@@ -531,7 +551,7 @@ class OverReserveCache:
             pod = self._pods.get(key)
             if pod is not None and not pod.node_name and pod.phase not in TERMINAL_PHASES:
                 kept[key] = self._recharged(a, pod)  # assumed, its binding in flight
-        if accounted is not None:
+        if accounted is not None and covered is not EVERY_POD:
             for key, pod in self._by_node.get(node, {}).items():
                 if key not in kept and key not in accounted and pod.phase not in TERMINAL_PHASES:
                     kept[key] = self._recharged(assumed.get(key), pod)  # bound here, not accounted for

@@ -48,6 +48,7 @@ __all__ = ["Evaluation", "Pipeline"]
 
 _SNN = POLICY_CODES["single-numa-node"]
 _BOUND = 1 << 59
+_GATHER_SHARE = 4  # rows beyond 1/_GATHER_SHARE of the nodes are scored as part of every node
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,8 @@ class Pipeline:
         order; each row's score depends on that row alone, so scoring a subset gives the same values)."""
         cl = self.cluster
         n = cl.n
+        if rows is not None and len(rows) * _GATHER_SHARE > n:
+            return self.scores(pod)[rows]  # many rows: whole-array views beat gathering every input
         m = self._masks()
         sel, count = count_of(cl, rows)
         exotic = _exotic(pod)
