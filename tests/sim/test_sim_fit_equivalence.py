@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from reference_fit import ReferenceFitArrays
 
+from numaplane.placement.fit import FitArrays
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.resources.quantity import Quantity, parse_quantity
-from numaplane.sim.fit import FitArrays
 
 RESOURCES = ["cpu", "memory", "pods", "hugepages-1Gi", "example.com/nic", "vendor/other"]
 AMOUNTS = {

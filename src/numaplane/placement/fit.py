@@ -1,4 +1,4 @@
-"""Vectorised NodeResourcesFit for the simulator: free resources of every node as numpy columns.
+"""Vectorised NodeResourcesFit: free resources of every node as numpy columns (used by the simulator).
 
 The same rule as :func:`numaplane.placement.predicates.fits_node` for what the simulator models
 (resources and the pod count; the simulated pods carry no node selectors, affinity or tolerations
