@@ -23,7 +23,7 @@ from typing import Any
 from numaplane.resources.pod import Pod, parse_resource_list
 from numaplane.resources.quantity import Quantity
 
-__all__ = ["NodeInfo", "Taint", "default_score", "fits_node", "parse_node"]
+__all__ = ["BasicNode", "Taint", "default_score", "fits_node", "parse_node"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +34,13 @@ class Taint:
 
 
 @dataclass(frozen=True)
-class NodeInfo:
-    """A node as the scheduler predicates see it. Quantities are exact."""
+class BasicNode:
+    """A Node as kube-scheduler's basic predicates and default score see it: name, labels,
+    ``status.allocatable`` (exact quantities; ``status.capacity`` when allocatable is absent), taints and
+    ``spec.unschedulable``.
+
+    Not :class:`numaplane.placement.node.NodeInfo`, which holds only what the NUMA filter reads (name and
+    which resources the node advertises)."""
 
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -44,7 +49,7 @@ class NodeInfo:
     unschedulable: bool = False
 
 
-def parse_node(doc: Mapping[str, Any]) -> NodeInfo:
+def parse_node(doc: Mapping[str, Any]) -> BasicNode:
     """Parse core/v1 Node JSON (tolerant: missing parts are empty)."""
     meta = doc.get("metadata") or {}
     spec = doc.get("spec") or {}
@@ -54,7 +59,7 @@ def parse_node(doc: Mapping[str, Any]) -> NodeInfo:
         for t in spec.get("taints") or []
         if isinstance(t, Mapping)
     )
-    return NodeInfo(
+    return BasicNode(
         name=str(meta.get("name", "")),
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
         allocatable=parse_resource_list(status.get("allocatable") or status.get("capacity"), "status.allocatable"),
@@ -100,7 +105,7 @@ def _match_expression(expr: Mapping[str, Any], labels: Mapping[str, str]) -> boo
     return False
 
 
-def _affinity_ok(pod_spec: Mapping[str, Any], node: NodeInfo) -> bool:
+def _affinity_ok(pod_spec: Mapping[str, Any], node: BasicNode) -> bool:
     selector = pod_spec.get("nodeSelector") or {}
     if any(node.labels.get(k) != v for k, v in selector.items()):
         return False
@@ -123,7 +128,7 @@ def _affinity_ok(pod_spec: Mapping[str, Any], node: NodeInfo) -> bool:
     return False
 
 
-def fits_node(pod: Pod, node: NodeInfo, used: Mapping[str, Quantity], pods_on_node: int) -> list[str]:
+def fits_node(pod: Pod, node: BasicNode, used: Mapping[str, Quantity], pods_on_node: int) -> list[str]:
     """Reasons the pod cannot go to the node (empty list: it fits).
 
     ``used`` is the sum of effective requests of the pods already bound to the node.
@@ -155,7 +160,7 @@ def fits_node(pod: Pod, node: NodeInfo, used: Mapping[str, Quantity], pods_on_no
     return reasons
 
 
-def default_score(pod: Pod, node: NodeInfo, used: Mapping[str, Quantity]) -> int:
+def default_score(pod: Pod, node: BasicNode, used: Mapping[str, Quantity]) -> int:
     """LeastAllocated over cpu and memory (equal weights), 0–100, like kube-scheduler's default.
 
     Pods without cpu/memory requests count the scheduler's non-zero defaults (100m CPU, 200Mi).

@@ -45,8 +45,7 @@ from numaplane.placement.filter import filter as numa_filter
 from numaplane.placement.node import NodeInfo as NumaNode
 from numaplane.placement.node import node_info
 from numaplane.placement.pipeline import Pipeline
-from numaplane.placement.predicates import NodeInfo as BasicNode
-from numaplane.placement.predicates import default_score, fits_node, parse_node
+from numaplane.placement.predicates import BasicNode, default_score, fits_node, parse_node
 from numaplane.placement.result import (
     MSG_APP,
     MSG_INIT,
