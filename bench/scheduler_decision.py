@@ -9,7 +9,7 @@ every node has some usage.
 Measured: :meth:`StandaloneScheduler.decide` for a Guaranteed pod (2 CPUs, 4 GiB, one NIC, a
 toleration-free ``nodeSelector``-free spec), each decision followed by ``assume`` on the chosen node
 (as the scheduling loop does), so every decision sees the usage the previous one charged; and
-``decide`` for a pod that fits nowhere (every node's resource reasons are then reported).
+``decide`` plus its ``FailedScheduling`` message for a pod that fits nowhere (every node's reasons).
 
 Prints ``metric: value unit`` lines. ``--quick`` runs fewer rounds.
 """
@@ -142,8 +142,9 @@ def main() -> None:
         pod = parse_pod(pod_doc(f"huge-{r + 1}", "100", "4Gi"))
         start = time.perf_counter()
         decision = scheduler.decide(pod)
+        message = decision.message  # every node's reasons, as the FailedScheduling event needs
         elapsed = time.perf_counter() - start
-        assert decision.node is None
+        assert decision.node is None and message.startswith(f"0/{args.nodes} nodes are available")
         rejected = len(decision.reasons)
         if r >= 0:
             impossible.append(elapsed * 1000)
