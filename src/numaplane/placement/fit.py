@@ -18,9 +18,11 @@ Layout: one column per resource name (``columns``; only ever appended) and one r
 of magnitude below ``2**56`` and every used amount a whole number of thousandths in ``[0, 2**56)``:
 then the int64 arithmetic below cannot overflow and equals the Fraction arithmetic of the predicates
 (a request ``q`` exceeds a whole number ``f`` of thousandths iff ``ceil(1000 q) > f``, so requests are
-compared as rounded-up thousandths, like ``MilliValue``). Other rows (sub-milli or huge amounts) keep
-their exact values as Fractions and are evaluated with the predicates' formulas, one by one; their
-array entries are clipped approximations (only :meth:`cpu_used_fraction` reads them).
+compared as rounded-up thousandths, like ``MilliValue``). Other rows (sub-milli, huge, or negative
+usage) keep their exact values as Fractions and are evaluated with the predicates' formulas, one by
+one; their array entries are clipped approximations that no verdict or score is taken from. Requests
+the int path cannot score (sub-milli, negative or huge cpu/memory) are scored with exact arithmetic.
+Scores exceed 100 only through negative amounts (:meth:`FitArrays.scores_bounded`).
 
 Rows are stable: a node keeps its row while it exists; a removed node's row becomes *vacant*
 (``names[row] is None``, ``max_pods`` 0, so nothing fits there) and is reused, lowest first, by the
