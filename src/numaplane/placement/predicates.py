@@ -23,7 +23,17 @@ from typing import Any
 from numaplane.resources.pod import Pod, parse_resource_list
 from numaplane.resources.quantity import Quantity
 
-__all__ = ["NodeInfo", "Taint", "default_score", "fits_node", "parse_node"]
+__all__ = [
+    "BasicNode",
+    "Taint",
+    "default_score",
+    "fits_node",
+    "has_node_constraints",
+    "is_restricted",
+    "node_reasons",
+    "parse_node",
+    "resource_reasons",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +44,13 @@ class Taint:
 
 
 @dataclass(frozen=True)
-class NodeInfo:
-    """A node as the scheduler predicates see it. Quantities are exact."""
+class BasicNode:
+    """A Node as kube-scheduler's basic predicates and default score see it: name, labels,
+    ``status.allocatable`` (exact quantities; ``status.capacity`` when allocatable is absent), taints and
+    ``spec.unschedulable``.
+
+    Not :class:`numaplane.placement.node.NodeInfo`, which holds only what the NUMA filter reads (name and
+    which resources the node advertises)."""
 
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -44,7 +59,7 @@ class NodeInfo:
     unschedulable: bool = False
 
 
-def parse_node(doc: Mapping[str, Any]) -> NodeInfo:
+def parse_node(doc: Mapping[str, Any]) -> BasicNode:
     """Parse core/v1 Node JSON (tolerant: missing parts are empty)."""
     meta = doc.get("metadata") or {}
     spec = doc.get("spec") or {}
@@ -54,7 +69,7 @@ def parse_node(doc: Mapping[str, Any]) -> NodeInfo:
         for t in spec.get("taints") or []
         if isinstance(t, Mapping)
     )
-    return NodeInfo(
+    return BasicNode(
         name=str(meta.get("name", "")),
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
         allocatable=parse_resource_list(status.get("allocatable") or status.get("capacity"), "status.allocatable"),
@@ -100,7 +115,7 @@ def _match_expression(expr: Mapping[str, Any], labels: Mapping[str, str]) -> boo
     return False
 
 
-def _affinity_ok(pod_spec: Mapping[str, Any], node: NodeInfo) -> bool:
+def _affinity_ok(pod_spec: Mapping[str, Any], node: BasicNode) -> bool:
     selector = pod_spec.get("nodeSelector") or {}
     if any(node.labels.get(k) != v for k, v in selector.items()):
         return False
@@ -123,11 +138,18 @@ def _affinity_ok(pod_spec: Mapping[str, Any], node: NodeInfo) -> bool:
     return False
 
 
-def fits_node(pod: Pod, node: NodeInfo, used: Mapping[str, Quantity], pods_on_node: int) -> list[str]:
+def fits_node(pod: Pod, node: BasicNode, used: Mapping[str, Quantity], pods_on_node: int) -> list[str]:
     """Reasons the pod cannot go to the node (empty list: it fits).
 
-    ``used`` is the sum of effective requests of the pods already bound to the node.
+    ``used`` is the sum of effective requests of the pods already bound to the node. The node-level
+    reasons (:func:`node_reasons`) come first, then NodeResourcesFit's (:func:`resource_reasons`).
     """
+    return node_reasons(pod, node) + resource_reasons(pod, node, used, pods_on_node)
+
+
+def node_reasons(pod: Pod, node: BasicNode) -> list[str]:
+    """Reasons of the predicates that read no usage, in this order: NodeUnschedulable, NodeName,
+    NodeAffinity, TaintToleration (the first untolerated taint only)."""
     spec: Mapping[str, Any] = (pod.raw.get("spec") or {}) if pod.raw else {}
     reasons: list[str] = []
     if node.unschedulable and not _tolerates(
@@ -142,6 +164,17 @@ def fits_node(pod: Pod, node: NodeInfo, used: Mapping[str, Quantity], pods_on_no
         if taint.effect in ("NoSchedule", "NoExecute") and not _tolerates(spec.get("tolerations") or [], taint):
             reasons.append(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
             break
+    return reasons
+
+
+def resource_reasons(pod: Pod, node: BasicNode, used: Mapping[str, Quantity], pods_on_node: int) -> list[str]:
+    """NodeResourcesFit's reasons: ``Too many pods`` (the node's ``pods`` allocatable, rounded up, is
+    not above ``pods_on_node``), then ``Insufficient <resource>`` in name order for every non-zero
+    effective request above ``allocatable - used`` (missing entries count 0). Exact arithmetic.
+
+    :class:`numaplane.placement.fit.FitArrays` computes the same verdict (empty or not) for all nodes
+    at once."""
+    reasons: list[str] = []
     max_pods = node.allocatable.get("pods")
     if max_pods is not None and pods_on_node + 1 > max_pods.value():
         reasons.append("Too many pods")
@@ -155,7 +188,40 @@ def fits_node(pod: Pod, node: NodeInfo, used: Mapping[str, Quantity], pods_on_no
     return reasons
 
 
-def default_score(pod: Pod, node: NodeInfo, used: Mapping[str, Quantity]) -> int:
+def has_node_constraints(pod: Pod) -> bool:
+    """False when the pod names no node and has neither a ``nodeSelector`` nor required node affinity
+    terms (and its spec holds nothing unusual there): then :func:`node_reasons` is empty on every node
+    that is not :func:`is_restricted`. True otherwise (the node-level predicates must be asked)."""
+    if pod.node_name:
+        return True
+    spec = (pod.raw.get("spec") or {}) if pod.raw else {}
+    if not isinstance(spec, Mapping):
+        return True
+    if spec.get("nodeSelector"):
+        return True
+    affinity = spec.get("affinity")
+    if not affinity:
+        return False
+    if not isinstance(affinity, Mapping):
+        return True
+    node_affinity = affinity.get("nodeAffinity")
+    if not node_affinity:
+        return False
+    if not isinstance(node_affinity, Mapping):
+        return True
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return False
+    return not isinstance(required, Mapping) or bool(required.get("nodeSelectorTerms"))
+
+
+def is_restricted(node: BasicNode) -> bool:
+    """Whether the node is cordoned or has a ``NoSchedule`` / ``NoExecute`` taint: the only nodes on
+    which :func:`node_reasons` can reject a pod without node constraints (:func:`has_node_constraints`)."""
+    return node.unschedulable or any(t.effect in ("NoSchedule", "NoExecute") for t in node.taints)
+
+
+def default_score(pod: Pod, node: BasicNode, used: Mapping[str, Quantity]) -> int:
     """LeastAllocated over cpu and memory (equal weights), 0–100, like kube-scheduler's default.
 
     Pods without cpu/memory requests count the scheduler's non-zero defaults (100m CPU, 200Mi).

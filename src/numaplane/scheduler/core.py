@@ -8,7 +8,11 @@ plain dicts) and the scheduler's own decisions (assume, forget, bound). It keeps
 * the vectorised :class:`~numaplane.placement.pipeline.Pipeline`, refreshed from the cache for the nodes
   whose cached view changed before every evaluation;
 * per-node usage of bound and assumed pods (:class:`~numaplane.scheduler.usage.NodeUsage`) and the
-  parsed Node objects, for the basic kube-scheduler predicates the standalone scheduler applies.
+  parsed Node objects, for the basic kube-scheduler predicates the standalone scheduler applies;
+* :class:`~numaplane.placement.fit.FitArrays` with one row per node that parses, for NodeResourcesFit
+  and the LeastAllocated score over every node at once. Invariant (before every use): its allocatable
+  is the node's, its usage :meth:`NodeUsage.used` / :meth:`NodeUsage.count` — node changes are written
+  at once, usage changes when the next decision asks (:meth:`NodeUsage.drain_changed`).
 
 Decisions:
 
@@ -16,9 +20,15 @@ Decisions:
   what :func:`numaplane.placement.cache.filter_with_cache` / ``score_with_cache`` give per node,
   including the feedback upstream gives its cache: a candidate rejected by the per-zone check on
   trusted data is reported with ``node_maybe_overreserved`` (it becomes a resync candidate).
+* :meth:`SchedulerCore.basic_filter` — kube-scheduler's basic predicates over every node: the same
+  verdicts as :func:`~numaplane.placement.predicates.fits_node` per node, with the resources checked
+  by the fit arrays and the node-level predicates asked per node only where they can fail
+  (:func:`~numaplane.placement.predicates.has_node_constraints`); :meth:`SchedulerCore.fit_scores` the
+  LeastAllocated scores likewise.
 * :meth:`SchedulerCore.basic_reasons` — kube-scheduler's basic predicates, reasons of the *first*
   failing plugin in kube-scheduler's order (NodeUnschedulable, NodeName, TaintToleration,
-  NodeAffinity, NodeResourcesFit), as the framework stops at the first failing filter plugin.
+  NodeAffinity, NodeResourcesFit), as the framework stops at the first failing filter plugin (per
+  node, :func:`~numaplane.placement.predicates.fits_node`: asked only when reasons are reported).
 * :meth:`SchedulerCore.preemption_may_help` — whether evicting pods could make a NUMA-rejected node
   fit: only when the pod fits the node's zones with every zone's ``available`` raised to its
   ``allocatable`` (the node emptied of pods). Untrusted, missing or malformed data never qualifies.
@@ -39,15 +49,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import structlog
 
 from numaplane.placement.errors import NodeDataError
 from numaplane.placement.filter import filter as numa_filter
+from numaplane.placement.fit import FitArrays
 from numaplane.placement.node import NodeInfo as NumaNode
 from numaplane.placement.node import node_info
 from numaplane.placement.pipeline import Pipeline
-from numaplane.placement.predicates import NodeInfo as BasicNode
-from numaplane.placement.predicates import default_score, fits_node, parse_node
+from numaplane.placement.predicates import (
+    BasicNode,
+    default_score,
+    fits_node,
+    has_node_constraints,
+    is_restricted,
+    node_reasons,
+    parse_node,
+)
 from numaplane.placement.result import (
     MSG_APP,
     MSG_INIT,
@@ -66,6 +86,7 @@ from numaplane.scheduler.usage import NodeUsage
 
 __all__ = [
     "ALIGN_REASONS",
+    "BasicVerdicts",
     "NodeRecord",
     "NumaEvaluation",
     "SchedulerCore",
@@ -133,6 +154,33 @@ class NodeRecord:
     problem: str | None = None
 
 
+@dataclass(frozen=True)
+class BasicVerdicts:
+    """The basic predicates of one pod over every node: the nodes that pass and those that fail, each
+    in node name order (a node without a usable Node object fails)."""
+
+    passed: list[str]
+    failed: list[str]
+
+
+class _Layout:
+    """The nodes in name order with their fit-array rows (-1: no usable Node object) and whether the
+    node-level predicates can reject an unconstrained pod there (:func:`is_restricted`). Valid until a
+    node is added, deleted, becomes (un)usable or (un)restricted."""
+
+    __slots__ = ("names", "names_array", "restricted", "rows", "usable")
+
+    def __init__(self, nodes: Mapping[str, NodeRecord], fit: FitArrays) -> None:
+        self.names = tuple(sorted(nodes))
+        self.names_array: npt.NDArray[np.object_] = np.array(self.names, dtype=object)
+        rows = [fit.row(name) for name in self.names]
+        self.rows: npt.NDArray[np.intp] = np.array([-1 if r is None else r for r in rows], dtype=np.intp)
+        self.usable: npt.NDArray[np.bool_] = self.rows >= 0
+        self.restricted: npt.NDArray[np.bool_] = np.array(
+            [(basic := nodes[name].basic) is not None and is_restricted(basic) for name in self.names], dtype=np.bool_
+        )
+
+
 @dataclass
 class NumaEvaluation:
     """The NUMA verdicts of one pod over candidate nodes.
@@ -188,6 +236,8 @@ class SchedulerCore:
         self.nodes: dict[str, NodeRecord] = {}
         self.pods: dict[str, Pod] = {}
         self.usage = NodeUsage()
+        self.fit = FitArrays([], [])
+        self._layout: _Layout | None = None
         self._numa_nodes: dict[str, NumaNode] = {}
         self._reserved: set[str] = set()
         self._names = frozenset(config.scheduler_names)
@@ -213,7 +263,9 @@ class SchedulerCore:
             numa, basic, problem = None, None, f"malformed node object: {exc}"
             log.warning("node ignored", node=name, reason=problem)
         record = NodeRecord(name, doc, numa, basic, problem)
+        old = self.nodes.get(name)
         self.nodes[name] = record
+        self._fit_node(name, old.basic if old is not None else None, basic, known=old is not None)
         if numa is not None:
             self._numa_nodes[name] = numa
             self._refresh([name])
@@ -223,9 +275,27 @@ class SchedulerCore:
             self._emptied.remove_node(name)
         return record
 
+    def _fit_node(self, name: str, old: BasicNode | None, new: BasicNode | None, *, known: bool) -> None:
+        """Mirror a Node change in the fit arrays (a new row gets the node's usage) and the layout."""
+        if new is None:
+            self.fit.remove_node(name)
+        elif old is None or old.allocatable != new.allocatable:
+            fresh = self.fit.row(name) is None
+            self.fit.set_node(name, new.allocatable)
+            if fresh:
+                self.fit.set_usage(name, self.usage.used(name), self.usage.count(name))
+        if (
+            not known
+            or (old is None) != (new is None)
+            or (old is not None and new is not None and is_restricted(old) != is_restricted(new))
+        ):
+            self._layout = None
+
     def node_deleted(self, doc: Mapping[str, Any]) -> None:
         name = object_name(doc)
-        self.nodes.pop(name, None)
+        if self.nodes.pop(name, None) is not None:
+            self._layout = None
+        self.fit.remove_node(name)
         self._numa_nodes.pop(name, None)
         self.cache.node_deleted(name)
         self.pipeline.remove_node(name)
@@ -450,6 +520,46 @@ class SchedulerCore:
         result = numa_filter(pod, emptied, record.numa, options=self.config.filter_options)
         return isinstance(result, Fit)
 
+    def _fit_synced(self) -> FitArrays:
+        """The fit arrays with every usage change written (module docstring)."""
+        usage = self.usage
+        for name in usage.drain_changed():
+            self.fit.set_usage(name, usage.used(name), usage.count(name))
+        return self.fit
+
+    def _nodes_layout(self) -> _Layout:
+        layout = self._layout
+        if layout is None:
+            layout = self._layout = _Layout(self.nodes, self.fit)
+        return layout
+
+    def basic_filter(self, pod: Pod) -> BasicVerdicts:
+        """The basic predicates of ``pod`` on every node: exactly the nodes where :meth:`basic_reasons`
+        is empty pass. NodeResourcesFit comes from the fit arrays; the node-level predicates
+        (:func:`~numaplane.placement.predicates.node_reasons`) are asked on every usable node, or only on
+        the restricted ones for a pod without node constraints (the others cannot reject it)."""
+        fit = self._fit_synced()
+        layout = self._nodes_layout()
+        passed = np.zeros(len(layout.names), dtype=np.bool_)
+        if len(passed):
+            passed[layout.usable] = fit.feasible(pod)[layout.rows[layout.usable]]
+            ask = layout.restricted if not has_node_constraints(pod) else layout.usable
+            for i in np.flatnonzero(ask).tolist():
+                basic = self.nodes[layout.names[i]].basic
+                if basic is not None and node_reasons(pod, basic):
+                    passed[i] = False
+        return BasicVerdicts(layout.names_array[passed].tolist(), layout.names_array[~passed].tolist())
+
+    def fit_scores(self, pod: Pod, names: Sequence[str]) -> list[int]:
+        """:meth:`fit_score` of ``pod`` on each of ``names`` (the same values, from the fit arrays)."""
+        fit = self._fit_synced()
+        if not fit.scores_bounded(pod):  # scores beyond 0..100 (negative amounts): exact per node
+            return [self.fit_score(pod, name) for name in names]
+        rows = [fit.row(name) for name in names]
+        known = np.array([r for r in rows if r is not None], dtype=np.intp)
+        scores = iter(fit.scores(pod, known).tolist() if len(known) else [])
+        return [0 if r is None else next(scores) for r in rows]
+
     def basic_reasons(self, pod: Pod, name: str) -> list[str]:
         """Reasons the basic predicates reject ``pod`` on ``name`` (first failing plugin only)."""
         record = self.nodes.get(name)
@@ -475,4 +585,5 @@ class SchedulerCore:
         return pod.scheduler_name in self._names
 
     def node_names(self) -> Sequence[str]:
-        return sorted(self.nodes)
+        """Every known node name, sorted."""
+        return self._nodes_layout().names

@@ -4,9 +4,10 @@ One scheduling cycle per pod, one pod at a time (like kube-scheduler's schedulin
 
 1. take a key off the :class:`~numaplane.scheduler.queue.SchedulingQueue`; skip pods that are gone,
    bound, terminating, gated (``spec.schedulingGates``), not ours, or already assumed (binding in flight);
-2. basic predicates on every node (:meth:`SchedulerCore.basic_reasons`: unschedulable nodes,
+2. basic predicates on every node (:meth:`SchedulerCore.basic_filter`: unschedulable nodes,
    ``nodeName``, taints, ``nodeSelector`` / required node affinity, resources against allocatable minus
-   bound and assumed pods);
+   bound and assumed pods; the reasons of the nodes that failed, :meth:`SchedulerCore.basic_reasons`,
+   are worked out only when they are reported);
 3. the NUMA filter and score on the nodes that passed (:meth:`SchedulerCore.evaluate`);
 4. no node left → ``FailedScheduling`` Warning Event with kube-scheduler's aggregated message
    (:func:`fit_error_message`: ``0/5 nodes are available: 2 Insufficient cpu, 3 cannot align
@@ -27,7 +28,7 @@ import contextlib
 import functools
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import structlog
@@ -66,15 +67,48 @@ def fit_error_message(total_nodes: int, reasons: Mapping[str, list[str]]) -> str
 
 
 class Decision:
-    """The outcome of one scheduling cycle: a node, or the per-node reasons none fits."""
+    """The outcome of one scheduling cycle: a node, or the per-node reasons none fits.
+
+    ``reasons`` holds every rejected node's reasons: those given, and those of the ``unexplained``
+    nodes, asked of ``explain`` (in that order, ahead of the given ones) when :attr:`reasons` is first
+    read — so read it before the scheduler's state changes (the loop does, in the same cycle).
+    :attr:`rejected` counts the rejected nodes without asking.
+    """
 
     def __init__(
-        self, node: str | None, scores: Mapping[str, int], reasons: Mapping[str, list[str]], total: int
+        self,
+        node: str | None,
+        scores: Mapping[str, int],
+        reasons: Mapping[str, list[str]],
+        total: int,
+        *,
+        unexplained: Sequence[str] = (),
+        explain: Callable[[str], list[str]] | None = None,
     ) -> None:
+        if unexplained and explain is None:
+            raise ValueError("unexplained nodes need an explain function")
         self.node = node
         self.scores = dict(scores)
-        self.reasons = dict(reasons)
+        self._reasons = dict(reasons)
+        self._unexplained = list(unexplained)
+        self._explain = explain
         self.total = total
+
+    @property
+    def reasons(self) -> dict[str, list[str]]:
+        if self._unexplained and self._explain is not None:
+            explained = {name: self._explain(name) for name in self._unexplained}
+            for name, why in explained.items():
+                if not why:  # the fit arrays and the per-node predicates disagree (never seen)
+                    log.error("basic predicates disagree: node rejected without a reason", node=name)
+            self._reasons = {**explained, **self._reasons}
+            self._unexplained = []
+        return self._reasons
+
+    @property
+    def rejected(self) -> int:
+        """How many nodes were rejected."""
+        return len(self._reasons) + len(self._unexplained)
 
     @property
     def message(self) -> str:
@@ -193,16 +227,9 @@ class StandaloneScheduler:
         """Predicates, NUMA filter and scores of ``pod`` over every node (no side effect but the cache's
         filter feedback)."""
         core = self.core
-        names = core.node_names()
+        basic = core.basic_filter(pod)
         reasons: dict[str, list[str]] = {}
-        candidates: list[str] = []
-        for name in names:
-            basic = core.basic_reasons(pod, name)
-            if basic:
-                reasons[name] = basic
-            else:
-                candidates.append(name)
-        ev = core.evaluate(pod, candidates)
+        ev = core.evaluate(pod, basic.passed)
         numa_scores = dict(ev.scores)
         for name in ev.failed:
             reason = ev.reason(name)
@@ -213,12 +240,16 @@ class StandaloneScheduler:
                 reasons[name] = [reason]
         for name in ev.unknown:
             reasons[name] = ["node not found"]
-        totals: dict[str, int] = {}
         cfg = self.config
-        for name, numa_score in numa_scores.items():
-            totals[name] = cfg.numa_score_weight * numa_score + cfg.fit_score_weight * core.fit_score(pod, name)
+        fit_scores = core.fit_scores(pod, list(numa_scores))
+        totals = {
+            name: cfg.numa_score_weight * numa_score + cfg.fit_score_weight * fit_score
+            for (name, numa_score), fit_score in zip(numa_scores.items(), fit_scores, strict=True)
+        }
         best = min(totals, key=lambda n: (-totals[n], n)) if totals else None
-        return Decision(best, totals, reasons, len(names))
+        total = len(basic.passed) + len(basic.failed)
+        explain = functools.partial(core.basic_reasons, pod)
+        return Decision(best, totals, reasons, total, unexplained=basic.failed, explain=explain)
 
     async def schedule_one(self, key: str) -> None:
         """One scheduling cycle for ``key`` (module docstring)."""
@@ -243,7 +274,7 @@ class StandaloneScheduler:
                 node=node,
                 score=decision.scores[node],
                 feasible=len(decision.scores),
-                rejected=len(decision.reasons),
+                rejected=decision.rejected,
                 flow="schedule",
             )
             task = asyncio.get_running_loop().create_task(self._bind(pod, node, started))

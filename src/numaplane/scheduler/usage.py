@@ -6,7 +6,9 @@ informer's view of a bound pod replaces the assumption under the same ``namespac
 
 Invariants: every key is charged to at most one node; :meth:`NodeUsage.used` is the sum of the
 effective requests (:meth:`numaplane.resources.pod.Pod.effective_requests`, overhead included) of the
-node's pods; quantities are exact (counts for CPUs and devices, bytes for memory).
+node's pods; quantities are exact (counts for CPUs and devices, bytes for memory). Every node whose
+pods changed since the last :meth:`NodeUsage.drain_changed` is in the set it returns (so a copy kept
+elsewhere, such as the scheduler's fit arrays, can follow).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class NodeUsage:
         self._where: dict[str, str] = {}
         self._assumed: set[str] = set()
         self._sums: dict[str, Mapping[str, Quantity]] = {}
+        self._changed: set[str] = set()
 
     def __contains__(self, key: object) -> bool:
         return key in self._where
@@ -47,6 +50,7 @@ class NodeUsage:
         if assumed:
             self._assumed.add(key)
         self._sums.pop(node, None)
+        self._changed.add(node)
 
     def drop(self, key: str) -> None:
         """Stop charging ``key`` anywhere (no-op when unknown)."""
@@ -60,6 +64,7 @@ class NodeUsage:
             if not pods:
                 del self._by_node[node]
         self._sums.pop(node, None)
+        self._changed.add(node)
 
     def drop_node(self, node: str) -> None:
         """Forget every pod charged to ``node`` (the Node object is gone)."""
@@ -76,6 +81,11 @@ class NodeUsage:
             total = add_resources(total, requests)
         self._sums[node] = total
         return total
+
+    def drain_changed(self) -> set[str]:
+        """The nodes whose pods changed since the previous call (module docstring)."""
+        changed, self._changed = self._changed, set()
+        return changed
 
     def count(self, node: str) -> int:
         """How many pods are charged to ``node``."""

@@ -44,6 +44,7 @@ import numpy as np
 from numaplane.nrt.from_manager import NRTPublisher
 from numaplane.placement.cache import make_cache, nodes_maybe_overreserved
 from numaplane.placement.cachebase import NRTCache
+from numaplane.placement.fit import FitArrays
 from numaplane.placement.node import node_info
 from numaplane.placement.overreserve import OverReserveConfig
 from numaplane.placement.pipeline import Pipeline
@@ -51,7 +52,6 @@ from numaplane.placement.sampling import num_feasible_nodes_to_find, sample_feas
 from numaplane.placement.score import ScoringStrategy
 from numaplane.resources.pod import Pod
 from numaplane.sim.cluster import NodeTemplate, SimNode, instantiate
-from numaplane.sim.fit import FitArrays
 from numaplane.sim.workload import PodArrival
 
 __all__ = ["DEFAULT_SCHEDULERS", "RunResult", "SchedulerSpec", "SimConfig", "best_node", "run_scheduler"]
