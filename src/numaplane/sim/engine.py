@@ -12,7 +12,7 @@ Events (time in simulated seconds; ties in insertion order):
 * ``recreate`` a pod rejected by its node's admission is recreated by its controller;
 * ``sample``   metrics are sampled.
 
-A scheduling attempt is a kube-scheduler cycle: NodeResourcesFit (:class:`~numaplane.sim.fit.FitArrays`)
+A scheduling attempt is a kube-scheduler cycle: NodeResourcesFit (:class:`~numaplane.placement.fit.FitArrays`)
 and, for a NUMA-aware scheduler, the NUMA filter through the real cache
 (:mod:`numaplane.placement.cache`) and the vectorised :class:`~numaplane.placement.pipeline.Pipeline`
 give every node's verdict at once; the cycle's search over them follows ``percentageOfNodesToScore``
