@@ -374,6 +374,8 @@ class _Run:
         are scored."""
         passing = fit = self.fit.feasible(pod)
         pipeline, cache = self.pipeline, self.cache
+        if self._to_find >= len(self.nodes):  # every node is searched: no rotation (start stays 0)
+            return self._everything(pod, fit)
         if pipeline is None or cache is None:
             sample = sample_feasible(passing, self._start, self._to_find)
             self._start = sample.next_start
@@ -391,6 +393,22 @@ class _Run:
         if not len(sample.rows):
             return sample.rows, None
         return sample.rows, pipeline.scores(pod, sample.rows)
+
+    def _everything(
+        self, pod: Pod, fit: np.ndarray[Any, Any]
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]:
+        """:meth:`_candidates` when a cycle searches every node (what ``sample_feasible`` gives then,
+        without its bookkeeping): feasible rows ascending, NUMA rejections from every node."""
+        pipeline, cache = self.pipeline, self.cache
+        if pipeline is None or cache is None:
+            return np.flatnonzero(fit), None
+        pipeline.sync_from_cache(cache, self.node_infos)
+        numa = pipeline.feasible(pod)
+        rejected = np.flatnonzero(fit & ~numa)
+        if len(rejected):
+            nodes_maybe_overreserved(cache, self._names[rejected].tolist(), pod)
+        rows = np.flatnonzero(fit & numa)
+        return rows, (pipeline.scores(pod, rows) if len(rows) else None)
 
     def _try(self, now: float, state: _PodState) -> bool:
         self.result.attempts += 1
