@@ -152,6 +152,10 @@ def check(pipe: Pipeline, pod: Pod, entries: Mapping[str, tuple[Any, dict[str, A
         want_fit = isinstance(filter_node(pod, doc, node, fresh=fresh, options=pipe.options), Fit)
         want_score = score(pod, doc, node, pipe.strategy, fresh=fresh)
         assert result.result(name) == (want_fit, want_score), (name, doc, node, fresh)
+    # filtering a window of rows gives those rows' verdicts
+    n = pipe.cluster.n
+    for lo, hi in ((0, n), (1, n), (0, n // 2), (n // 3, n - 1), (n, n)):
+        assert pipe.feasible(pod, slice(lo, hi)).tolist() == pipe.feasible(pod)[lo:hi].tolist()
     # scoring a subset of rows, in any order, gives those rows' scores
     rows = np.array(sorted(result.index.values()), dtype=np.int64)
     for subset in (rows[::2], rows[::-1], rows[1::3][::-1], rows[:0]):

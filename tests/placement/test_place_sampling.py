@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numaplane.placement.sampling import num_feasible_nodes_to_find, sample_feasible
+from numaplane.placement.sampling import num_feasible_nodes_to_find, sample_feasible, search
 
 
 @pytest.mark.parametrize(
@@ -85,3 +85,33 @@ def test_rotation_gives_every_node_its_turn() -> None:
         seen.append(sample.rows.tolist())
         start = sample.next_start
     assert seen == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+
+
+@given(
+    passing=st.lists(st.booleans(), max_size=60),
+    start=st.integers(0, 200),
+    want=st.integers(1, 70),
+    window=st.integers(1, 70),
+    seed=st.integers(0, 2**16),
+)
+def test_windowed_search_equals_the_whole_vector_search(
+    passing: list[bool], start: int, want: int, window: int, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    verdicts = np.array(passing, dtype=bool)
+    flags = rng.random(len(passing)) < 0.5
+    asked: list[tuple[int, int]] = []
+
+    def evaluate(sel: slice) -> tuple[np.ndarray, np.ndarray]:
+        asked.append((sel.start, sel.stop))
+        return verdicts[sel], flags[sel]
+
+    found = search(len(passing), start, want, window, evaluate)
+    whole = sample_feasible(verdicts, start, want)
+    assert found.rows.tolist() == whole.rows.tolist()
+    assert found.reported.tolist() == whole.processed(flags).tolist()
+    assert found.next_start == whole.next_start
+    # each node asked at most once, the first window within its size, at most three calls
+    seen = [i for lo, hi in asked for i in range(lo, hi)]
+    assert len(seen) == len(set(seen)) and len(asked) <= 3
+    assert not asked or asked[0][1] - asked[0][0] <= window

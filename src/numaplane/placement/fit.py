@@ -371,16 +371,19 @@ class FitArrays:
 
     # --- verdicts and scores ----------------------------------------------------------------------
 
-    def feasible(self, pod: Pod) -> npt.NDArray[np.bool_]:
-        """Per row: whether the pod's effective requests fit the node (vacant rows: False)."""
+    def feasible(self, pod: Pod, rows: slice | None = None) -> npt.NDArray[np.bool_]:
+        """Per row: whether the pod's effective requests fit the node (vacant rows: False); for the
+        rows of the slice ``rows`` only (``step`` 1) when given."""
+        lo, hi = (0, len(self.names)) if rows is None else rows.indices(len(self.names))[:2]
         req = self._request(pod)
         if req.impossible:
-            return np.zeros(len(self.names), dtype=np.bool_)
-        out: npt.NDArray[np.bool_] = self.count < self.max_pods
+            return np.zeros(max(hi - lo, 0), dtype=np.bool_)
+        out: npt.NDArray[np.bool_] = self.count[lo:hi] < self.max_pods[lo:hi]
         for col, value in req.checks:
-            out &= self.free[col] >= value
+            out &= self.free[col, lo:hi] >= value
         for row, inexact in self._inexact.items():
-            out[row] = self._fits_exactly(req, row, inexact)
+            if lo <= row < hi:
+                out[row - lo] = self._fits_exactly(req, row, inexact)
         return out
 
     def _fits_exactly(self, req: _Request, row: int, inexact: _Inexact) -> bool:

@@ -187,26 +187,30 @@ class Pipeline:
         """Filter verdict and score of ``pod`` on every node (see :class:`Evaluation`)."""
         return Evaluation(self.cluster.index_snapshot(), self.feasible(pod), self.scores(pod))
 
-    def feasible(self, pod: Pod) -> B:
-        """The NUMA filter verdict of ``pod`` on every row ``0 .. n-1`` (rows by ``cluster.index``)."""
+    def feasible(self, pod: Pod, rows: slice | None = None) -> B:
+        """The NUMA filter verdict of ``pod`` on every row ``0 .. n-1`` (rows by ``cluster.index``), or
+        on the rows of the slice ``rows`` (``step`` 1) only: each row's verdict depends on that row alone."""
         cl = self.cluster
         n = cl.n
         m = self._masks()
+        sel, count = count_of(cl, rows)
+        assert isinstance(sel, slice)
         qos = pod.qos_class
         exotic = _exotic(pod)
         if qos == "BestEffort" and not include_non_native(pod):
-            feasible = np.ones(n, bool)
+            feasible = np.ones(count, bool)
         elif exotic:
-            feasible = np.zeros(n, bool)
+            feasible = np.zeros(count, bool)
         else:
-            feasible = self._filter(pod, qos == "Guaranteed", m)
-        fallback = cl.present[:n] if exotic else m.filter_fallback
+            feasible = self._filter(pod, qos == "Guaranteed", m, sel)
+        fallback = (cl.present[:n] if exotic else m.filter_fallback)[sel]
         if fallback.any():
-            for row in np.flatnonzero(fallback):
-                src = cl.sources[row]
+            lo = sel.indices(n)[0]
+            for pos in np.flatnonzero(fallback).tolist():
+                src = cl.sources[lo + pos]
                 assert src is not None
                 verdict = filter_node(pod, src.topology, src.node, fresh=src.fresh, options=self.options)
-                feasible[row] = isinstance(verdict, Fit)
+                feasible[pos] = isinstance(verdict, Fit)
         return feasible
 
     def scores(self, pod: Pod, rows: I64 | None = None) -> I64:
@@ -245,26 +249,27 @@ class Pipeline:
                 out.append((name, m))
         return out
 
-    def _filter(self, pod: Pod, guaranteed: bool, m: _Masks) -> B:
+    def _filter(self, pod: Pod, guaranteed: bool, m: _Masks, sel: slice) -> B:
         cl = self.cluster
-        feasible = m.passthrough.copy()
-        if m.check_pod.any():
-            fit_pod, _ = align(cl, self._requests(pod_request(pod)), {}, guaranteed)
-            feasible |= m.check_pod & fit_pod
-        if m.check_ctr.any():
-            feasible |= m.check_ctr & self._container_scope(pod, guaranteed)
+        feasible = m.passthrough[sel].copy()
+        check_pod, check_ctr = m.check_pod[sel], m.check_ctr[sel]
+        if check_pod.any():
+            fit_pod, _ = align(cl, self._requests(pod_request(pod)), {}, guaranteed, sel)
+            feasible |= check_pod & fit_pod
+        if check_ctr.any():
+            feasible |= check_ctr & self._container_scope(pod, guaranteed, sel)
         return feasible
 
-    def _container_scope(self, pod: Pod, guaranteed: bool) -> B:
+    def _container_scope(self, pod: Pod, guaranteed: bool, sel: slice) -> B:
         cl = self.cluster
-        ok = np.ones(cl.n, bool)
+        ok = np.ones(count_of(cl, sel)[1], bool)
         for init in pod.init_containers:
-            ok &= align(cl, self._requests(init.requests), {}, guaranteed)[0]
+            ok &= align(cl, self._requests(init.requests), {}, guaranteed, sel)[0]
         work: dict[int, I64] = {}
         last = len(pod.containers) - 1
         for i, app in enumerate(pod.containers):
             reqs = self._requests(app.requests)
-            fit, mask = align(cl, reqs, work, guaranteed)
+            fit, mask = align(cl, reqs, work, guaranteed, sel)
             ok &= fit
             if i < last:  # the last container's placement does not matter
                 charged = [
@@ -272,7 +277,7 @@ class Pipeline:
                     for name, q in reqs
                     if name in cl.columns and (guaranteed or not is_numa_affine(name))
                 ]
-                charge(cl, mask, charged, work)
+                charge(cl, mask, charged, work, sel)
         return ok
 
     # --- score -------------------------------------------------------------------------------------

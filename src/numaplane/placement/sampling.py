@@ -16,6 +16,8 @@ rejected, is not counted as processed, and is where the next cycle starts. Pure:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 
@@ -23,8 +25,10 @@ __all__ = [
     "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
     "MIN_FEASIBLE_NODES_TO_FIND",
     "Sample",
+    "Search",
     "num_feasible_nodes_to_find",
     "sample_feasible",
+    "search",
 ]
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -95,3 +99,63 @@ def sample_feasible(passing: npt.NDArray[np.bool_], start: int, want: int) -> Sa
             return Sample(rows.astype(np.int64), n, start, n - start + stop, stop)
         rows = np.concatenate((head, tail))
     return Sample(rows.astype(np.int64), n, start, n, start)
+
+
+class Search:
+    """The outcome of :func:`search`: ``rows`` (feasible nodes found, in search order), ``reported``
+    (the processed nodes the verdicts flagged for reporting, in search order) and ``next_start``."""
+
+    __slots__ = ("next_start", "reported", "rows")
+
+    def __init__(self, rows: npt.NDArray[np.int64], reported: npt.NDArray[np.int64], next_start: int) -> None:
+        self.rows = rows
+        self.reported = reported
+        self.next_start = next_start
+
+
+Verdicts = Callable[[slice], tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]]
+
+
+def search(nodes: int, start: int, want: int, window: int, verdicts: Verdicts) -> Search:
+    """:func:`sample_feasible` with the verdicts computed on demand, window by window.
+
+    ``verdicts(slice(lo, hi))`` gives, for nodes ``lo .. hi-1``, whether each passes the filters and
+    (or ``None``) whether it is to be reported when processed (e.g. it failed only the NUMA filter).
+    The first window holds at most ``window`` nodes; when it does not end the search, the rest is
+    asked for at once (up to the wrap, then from node 0): at most three calls, in search order, each
+    node at most once, and nodes past the end of the search are never evaluated. The result is the
+    same as :func:`sample_feasible` over all verdicts plus :meth:`Sample.processed` of the flags."""
+    empty = np.zeros(0, np.int64)
+    if nodes == 0:
+        return Search(empty, empty, 0)
+    start %= nodes
+    window = max(1, window)
+    rows: list[npt.NDArray[np.int64]] = []
+    reported: list[npt.NDArray[np.int64]] = []
+    found = 0
+    pos, remaining = start, nodes
+    while remaining:
+        hi = min(pos + window, nodes, pos + remaining)
+        passing, flags = verdicts(slice(pos, hi))
+        hits = np.flatnonzero(passing)
+        if found + len(hits) > want:  # one feasible node more than wanted: the search stops before it
+            take = want - found
+            stop = int(hits[take])
+            rows.append(hits[:take] + pos)
+            if flags is not None:
+                reported.append(np.flatnonzero(flags[:stop]) + pos)
+            return Search(_joined(rows), _joined(reported), (pos + stop) % nodes)
+        rows.append(hits + pos)
+        if flags is not None:
+            reported.append(np.flatnonzero(flags) + pos)
+        found += len(hits)
+        remaining -= hi - pos
+        pos = hi % nodes
+        window = nodes  # the first window was not enough: evaluate the rest in one go
+    return Search(_joined(rows), _joined(reported), start)
+
+
+def _joined(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
+    if not parts:
+        return np.zeros(0, np.int64)
+    return (parts[0] if len(parts) == 1 else np.concatenate(parts)).astype(np.int64, copy=False)

@@ -16,7 +16,8 @@ A scheduling attempt is a kube-scheduler cycle: NodeResourcesFit (:class:`~numap
 and, for a NUMA-aware scheduler, the NUMA filter through the real cache
 (:mod:`numaplane.placement.cache`) and the vectorised :class:`~numaplane.placement.pipeline.Pipeline`
 give every node's verdict at once; the cycle's search over them follows ``percentageOfNodesToScore``
-(:mod:`numaplane.placement.sampling`: from a rotating start, until enough feasible nodes are found —
+(:func:`numaplane.placement.sampling.search`: from a rotating start, window by window, until enough
+feasible nodes are found —
 every node below 100 nodes or at 100 %); only the nodes it processed report NUMA rejections to the
 cache and only the nodes it found are scored; the best node wins (NUMA score first, then
 LeastAllocated, then the first in search order, :func:`best_node`; kube-scheduler picks among ties at
@@ -48,7 +49,7 @@ from numaplane.placement.fit import FitArrays
 from numaplane.placement.node import node_info
 from numaplane.placement.overreserve import OverReserveConfig
 from numaplane.placement.pipeline import Pipeline
-from numaplane.placement.sampling import num_feasible_nodes_to_find, sample_feasible
+from numaplane.placement.sampling import num_feasible_nodes_to_find, search
 from numaplane.placement.score import ScoringStrategy
 from numaplane.resources.pod import Pod
 from numaplane.sim.cluster import NodeTemplate, SimNode, instantiate
@@ -57,6 +58,7 @@ from numaplane.sim.workload import PodArrival
 __all__ = ["DEFAULT_SCHEDULERS", "RunResult", "SchedulerSpec", "SimConfig", "best_node", "run_scheduler"]
 
 NUMA_SCHEDULER_NAME = "topo-aware-scheduler"
+MIN_WINDOW = 256  # nodes per verdict window of a cycle's search
 REFRESH_BUCKETS = 10
 
 
@@ -211,6 +213,8 @@ class _Run:
         self._names = np.array([n.name for n in self.nodes], dtype=object)
         self._to_find = num_feasible_nodes_to_find(config.percentage_of_nodes_to_score, len(self.nodes))
         self._start = 0  # kube-scheduler's nextStartNodeIndex
+        # verdicts are computed a window of nodes at a time (a window usually ends the search)
+        self._window = max(2 * (self._to_find + 1), MIN_WINDOW)
         last = max((a.arrival_s for a in arrivals), default=0.0)
         self.end = config.duration_s if config.duration_s is not None else last + config.drain_s
         if spec.numa_aware:
@@ -367,39 +371,41 @@ class _Run:
         """(the feasible nodes this cycle found, in search order; their NUMA scores or ``None`` for a
         scheduler without them).
 
-        NodeResourcesFit and, for a NUMA-aware scheduler, the NUMA filter are evaluated on every node
-        at once (vectorised), then kube-scheduler's search is applied to the verdicts
-        (:func:`~numaplane.placement.sampling.sample_feasible`): only the nodes it processed were
-        filtered, so only those report NUMA rejections to the cache, and only the nodes it found
-        are scored."""
-        passing = fit = self.fit.feasible(pod)
+        kube-scheduler's search (:func:`~numaplane.placement.sampling.search`): NodeResourcesFit and,
+        for a NUMA-aware scheduler, the NUMA filter give the verdicts of a window of nodes at a time
+        (vectorised), from the rotating start, until enough feasible nodes are found. Only the nodes
+        the search processed were filtered, so only those report NUMA rejections to the cache, and
+        only the nodes it found are scored."""
         pipeline, cache = self.pipeline, self.cache
         if self._to_find >= len(self.nodes):  # every node is searched: no rotation (start stays 0)
-            return self._everything(pod, fit)
+            return self._everything(pod)
+        if pipeline is not None and cache is not None:
+            pipeline.sync_from_cache(cache, self.node_infos)
+
+        def verdicts(rows: slice) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]:
+            fit = self.fit.feasible(pod, rows)
+            if pipeline is None:
+                return fit, None
+            numa = pipeline.feasible(pod, rows)  # pipeline rows are our rows (__init__)
+            return fit & numa, fit & ~numa
+
+        found = search(len(self.nodes), self._start, self._to_find, self._window, verdicts)
+        self._start = found.next_start
         if pipeline is None or cache is None:
-            sample = sample_feasible(passing, self._start, self._to_find)
-            self._start = sample.next_start
-            return sample.rows, None
-        pipeline.sync_from_cache(cache, self.node_infos)
-        numa = pipeline.feasible(pod)  # pipeline rows are our rows (__init__)
-        passing = fit & numa
-        sample = sample_feasible(passing, self._start, self._to_find)
-        self._start = sample.next_start
+            return found.rows, None
         # the plugin reports every per-zone rejection back to its cache (node maybe over-reserved);
         # processed nodes failing only the NUMA check are those rejections here
-        rejected = sample.processed(fit & ~numa)
-        if len(rejected):
-            nodes_maybe_overreserved(cache, self._names[rejected].tolist(), pod)
-        if not len(sample.rows):
-            return sample.rows, None
-        return sample.rows, pipeline.scores(pod, sample.rows)
+        if len(found.reported):
+            nodes_maybe_overreserved(cache, self._names[found.reported].tolist(), pod)
+        if not len(found.rows):
+            return found.rows, None
+        return found.rows, pipeline.scores(pod, found.rows)
 
-    def _everything(
-        self, pod: Pod, fit: np.ndarray[Any, Any]
-    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]:
-        """:meth:`_candidates` when a cycle searches every node (what ``sample_feasible`` gives then,
-        without its bookkeeping): feasible rows ascending, NUMA rejections from every node."""
+    def _everything(self, pod: Pod) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]:
+        """:meth:`_candidates` when a cycle searches every node (what ``search`` gives then, without
+        its bookkeeping): feasible rows ascending, NUMA rejections from every node."""
         pipeline, cache = self.pipeline, self.cache
+        fit = self.fit.feasible(pod)
         if pipeline is None or cache is None:
             return np.flatnonzero(fit), None
         pipeline.sync_from_cache(cache, self.node_infos)
