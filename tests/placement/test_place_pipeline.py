@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 from place_helpers import container, gu_pod, node_doc, nrt, zone
 
@@ -16,6 +17,7 @@ from numaplane.placement.filter import filter as filter_node
 from numaplane.placement.pipeline import Pipeline
 from numaplane.placement.result import Fit
 from numaplane.placement.score import STRATEGY_TYPES, ScoringStrategy, score
+from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 
 RESOURCES = ["cpu", "memory", "hugepages-2Mi", "vendor/nic", "gpu", "example.com/dev", "ephemeral-storage"]
@@ -349,3 +351,100 @@ def test_results_follow_single_row_updates() -> None:
                     )
                 pipe.update_node(name, *entries[name][:2])
             check(pipe, pods[step % len(pods)], entries)
+
+
+# Extreme request quantities: negative, huge (up to the parser's exponent limit), sub-milli, near the
+# int64 / 2**59-thousandths bounds. None may raise; the pipeline must equal the per-node functions.
+EXTREME = [
+    "-9E",
+    "9E",
+    "-1",
+    "-1n",
+    "-1Gi",
+    "1n",
+    "0.5m",
+    "1e-1000",
+    "1e300",
+    "-1e300",
+    "1e1000",
+    "-1e1000",
+    "8Ei",
+    "576460752303423",  # just below 2**59 thousandths
+    "576460752303424",  # just above
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775808",
+    "300T",
+]
+extreme_quantity = st.one_of(
+    st.sampled_from(EXTREME),
+    st.integers(-(2**70), 2**70).map(str),
+    st.builds(lambda m, e: f"{m}e{e}", st.integers(-99, 99), st.integers(-1000, 1000)),
+)
+
+
+@st.composite
+def extreme_pods(draw: st.DrawFn) -> Pod:
+    def requests() -> dict[str, str]:
+        names = draw(st.lists(st.sampled_from(RESOURCES), unique=True, min_size=1, max_size=4))
+        return {n: draw(st.one_of(small_quantity, extreme_quantity)) for n in names}
+
+    guaranteed = draw(st.booleans())
+
+    def ctr(name: str, **extra: Any) -> dict[str, Any]:
+        reqs = requests()
+        if guaranteed:
+            reqs.setdefault("cpu", draw(st.one_of(st.sampled_from(["1", "2"]), extreme_quantity)))
+            reqs.setdefault("memory", draw(st.one_of(st.sampled_from(["1Gi"]), extreme_quantity)))
+            return {"name": name, "resources": {"requests": reqs, "limits": dict(reqs)}, **extra}
+        return {"name": name, "resources": {"requests": reqs}, **extra}
+
+    apps = [ctr(f"app{i}") for i in range(draw(st.integers(1, 3)))]
+    inits = [
+        ctr(f"init{i}", **({"restartPolicy": "Always"} if draw(st.booleans()) else {}))
+        for i in range(draw(st.integers(0, 2)))
+    ]
+    spec: dict[str, Any] = {"containers": apps, "initContainers": inits}
+    if draw(st.booleans()):
+        names = draw(st.lists(st.sampled_from(RESOURCES), unique=True, min_size=1, max_size=3))
+        spec["overhead"] = {n: draw(extreme_quantity) for n in names}
+    doc = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": spec}
+    try:
+        return parse_pod(doc)
+    except ResourceError:  # PodSpecError / QuantityError: a pod the parser refuses is out of scope
+        reject()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster=clusters(), pod=extreme_pods(), strategy=strategies(), kubelet=st.booleans())
+def test_pipeline_equals_per_node_functions_on_extreme_quantities(
+    cluster: list[tuple[str, dict[str, Any] | None, dict[str, Any], bool]],
+    pod: Pod,
+    strategy: ScoringStrategy,
+    kubelet: bool,
+) -> None:
+    pipe = Pipeline(strategy, FilterOptions(kubelet_admission=kubelet), zones=2)
+    entries = {}
+    for name, doc, node, fresh in cluster:
+        pipe.update_node(name, doc, node, fresh=fresh)
+        entries[name] = (doc, node, fresh)
+    check(pipe, pod, entries)  # includes feasible(pod, slice(lo, hi)) and scores(pod, subset)
+    assert all(0 <= s <= 100 for s in pipe.evaluate(pod).scores.tolist())
+
+
+@pytest.mark.parametrize("kind", STRATEGY_TYPES)
+@pytest.mark.parametrize("value", ["-9E", "9E", "1e1000", "-1e1000", "-1", "1n", "576460752303424"])
+def test_reported_absurd_quantities_do_not_raise(kind: str, value: str) -> None:
+    """Regression: cpu ``-9E`` (and friends) raised OverflowError in the vectorised path."""
+    zs = [zone(z, {"cpu": 4, "memory": "8Gi"}) for z in range(2)]
+    entries: dict[str, tuple[Any, dict[str, Any], bool]] = {}
+    pipe = Pipeline(ScoringStrategy(kind))  # type: ignore[arg-type]
+    for scope in ("pod", "container"):
+        doc, node = nrt(scope, zs, scope=scope).to_dict(), node_doc(scope)
+        pipe.update_node(scope, doc, node)
+        entries[scope] = (doc, node, True)
+    for where in ("requests", "overhead"):
+        spec: dict[str, Any] = {"containers": [container("a", {"cpu": value, "memory": "1Gi"})]}
+        if where == "overhead":
+            spec = {"containers": [container("a", {"cpu": 1, "memory": "1Gi"})], "overhead": {"cpu": value}}
+        check(pipe, parse_pod({"metadata": {"name": "p"}, "spec": spec}), entries)

@@ -14,7 +14,7 @@ integer (and, for BalancedAllocation, the same floating-point) operations in the
 reduced to the smallest non-zero zone score.
 
 Nodes the arrays cannot represent exactly (irregular rows), a pod whose requests are not whole
-thousandths, and restricted / best-effort nodes when kubelet admission mode is on, go through the
+thousandths, negative or huge (:func:`_exotic`), and restricted / best-effort nodes when kubelet admission mode is on, go through the
 per-node functions instead; results are identical either way. Pure: no I/O, no clock.
 """
 
@@ -245,6 +245,7 @@ class Pipeline:
         out = []
         for name in sorted(requests):
             m = _milli(requests[name])
+            assert m is not None  # pods with such requests take the per-node path (_exotic)
             if m:
                 out.append((name, m))
         return out
@@ -311,8 +312,18 @@ class Pipeline:
 
 
 def _exotic(pod: Pod) -> bool:
-    """Whether a request or the overhead is not a whole number of thousandths (or is huge): such a
-    pod is filtered and scored by the per-node functions on every row."""
-    if any(_milli(q) is None for c in pod.all_containers() for q in c.requests.values()):
-        return True
-    return any(_milli(q) is None for q in pod.overhead.values())
+    """Whether the arrays cannot represent the pod's requests exactly: such a pod is filtered and
+    scored by the per-node functions on every row. That is the case when a request or the overhead
+
+    * is not a whole number of thousandths, or is at least 2**59 thousandths (:func:`_milli`);
+    * is negative (the API server never admits one; the vectorised clamps assume scores in 0..100);
+    * makes the per-resource sums of the plugin's pod request (``pod_request``, a sum over containers
+      plus overhead) reach 2**59 thousandths: checked on the sum of every quantity, which bounds them.
+    """
+    total = 0
+    for q in (*(q for c in pod.all_containers() for q in c.requests.values()), *pod.overhead.values()):
+        milli = _milli(q)
+        if milli is None or milli < 0:
+            return True
+        total += milli
+    return total >= _BOUND

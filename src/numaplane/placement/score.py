@@ -21,6 +21,15 @@ Node score = the smallest non-zero zone score (0 if all are 0). Pod scope scores
 request; container scope scores each init then app container against the untouched zones and takes
 the integer mean.
 
+Requests the API server never admits (negative quantities: Kubernetes API validation requires
+requests, limits and overhead to be non-negative; not in scheduler-nrt.md) can make a zone score
+negative or above 100; kube-scheduler's framework would then fail the cycle (it rejects a plugin score
+outside 0..100). Here :func:`score` clamps the node score to
+0..100 instead, so such a pod is ranked, never raises. Quantities beyond int64 (upstream ``Value()`` is
+an int64; the parser here keeps any magnitude up to ``1e1000``) enter BalancedAllocation's float
+fractions clamped to the int64 range, as upstream could never see more; every other rule uses exact
+integers. Neither case changes a result for non-negative requests and values inside int64.
+
 Deviations where upstream divides by zero (none reachable from a well-formed Guaranteed pod with
 cpu and memory requests): an empty request list scores a zone 0; a single-resource BalancedAllocation
 list has variance 0; a container-scope pod without containers scores 0.
@@ -55,6 +64,7 @@ __all__ = [
 StrategyType = Literal["MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNUMANodes"]
 STRATEGY_TYPES: tuple[StrategyType, ...] = ("MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNUMANodes")
 MAX_SCORE = 100
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 @dataclass(frozen=True)
@@ -119,12 +129,18 @@ def zone_score(
     return total // weights if weights else 0
 
 
+def _float(value: int) -> float:
+    """``float(value)`` with the value clamped to the int64 range (upstream ``Value()`` is an int64),
+    so huge quantities never overflow the float conversion or the variance."""
+    return float(min(max(value, _INT64_MIN), _INT64_MAX))
+
+
 def balanced_allocation(requests: Sequence[tuple[str, int]], zone: NUMAZone) -> int:
     """BalancedAllocation score of one zone (module docstring)."""
     fractions = []
     for name, req in requests:
         avail = _value(zone.available.get(name))
-        fraction = 1.0 if avail == 0 else float(req) / float(avail)
+        fraction = 1.0 if avail == 0 else _float(req) / _float(avail)
         if fraction > 1:
             return 0
         fractions.append(fraction)
@@ -186,8 +202,13 @@ def score(
     if topology.config.policy != "single-numa-node":
         return 0
     if topology.config.scope == "pod":
-        return _unit_score(pod_request(pod), topology, strategy)
+        return _clamp(_unit_score(pod_request(pod), topology, strategy))
     containers = pod.all_containers()
     if not containers:
         return 0
-    return sum(_unit_score(c.requests, topology, strategy) for c in containers) // len(containers)
+    return _clamp(sum(_unit_score(c.requests, topology, strategy) for c in containers) // len(containers))
+
+
+def _clamp(value: int) -> int:
+    """0..100; only negative requests (never admitted upstream) score outside it (module docstring)."""
+    return min(max(value, 0), MAX_SCORE)
