@@ -19,6 +19,7 @@ the exact twin of a per-node rule (the row must be *regular*, see :mod:`numaplan
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
+from functools import lru_cache
 
 import numpy as np
 
@@ -42,6 +43,12 @@ def count_of(cl: ClusterArrays, sel: Rows | None) -> tuple[Rows, int]:
     return sel, len(sel)
 
 
+@lru_cache(maxsize=1024)
+def _classes(name: str) -> tuple[bool, bool, bool]:
+    """``(always in the node's allocatable list, host-level, NUMA-affine)`` of a resource name."""
+    return name in ALWAYS_ALLOCATABLE, is_host_level(name), is_numa_affine(name)
+
+
 def align(
     cl: ClusterArrays, reqs: Requests, work: Mapping[int, I64], guaranteed: bool, sel: Rows | None = None
 ) -> tuple[B, B | None]:
@@ -52,20 +59,21 @@ def align(
     mask: B | None = None
     for name, q in reqs:
         c = cl.columns.get(name)
-        if name not in ALWAYS_ALLOCATABLE:
+        always, host_level, numa_affine = _classes(name)
+        if not always:
             if c is None:
                 ok[:] = False
                 continue
             ok &= cl.adv[c][sel]
         if c is None:
-            if not is_host_level(name):
+            if not host_level:
                 mask = np.zeros((cl.slots, n), bool)
             continue
-        if not guaranteed and is_numa_affine(name):
+        if not guaranteed and numa_affine:
             suit = cl.listed[c][:, sel]
         else:
             suit = work[c] >= q if c in work else cl.avail_min[c][:, sel] >= q
-        if is_host_level(name):
+        if host_level:
             suit = suit | ~cl.listed_any[c][sel]
         if mask is None:
             mask = suit.copy()

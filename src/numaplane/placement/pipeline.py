@@ -114,6 +114,7 @@ class Pipeline:
         self.cluster = ClusterArrays(zones)
         self._distances = Distances()
         self._cached_masks: _Masks | None = None
+        self._last_exotic: tuple[Pod, bool] | None = None
 
     # --- updates -----------------------------------------------------------------------------------
 
@@ -196,7 +197,7 @@ class Pipeline:
         sel, count = count_of(cl, rows)
         assert isinstance(sel, slice)
         qos = pod.qos_class
-        exotic = _exotic(pod)
+        exotic = self._exotic(pod)
         if qos == "BestEffort" and not include_non_native(pod):
             feasible = np.ones(count, bool)
         elif exotic:
@@ -222,7 +223,7 @@ class Pipeline:
             return self.scores(pod)[rows]  # many rows: whole-array views beat gathering every input
         m = self._masks()
         sel, count = count_of(cl, rows)
-        exotic = _exotic(pod)
+        exotic = self._exotic(pod)
         scalar = exotic or (self.strategy.type == "LeastNUMANodes" and cl.slots > MAX_VECTOR_SLOTS)
         if pod.qos_class != "Guaranteed":
             scores = np.full(count, MAX_SCORE, np.int64)
@@ -240,6 +241,15 @@ class Pipeline:
         return scores
 
     # --- filter ------------------------------------------------------------------------------------
+
+    def _exotic(self, pod: Pod) -> bool:
+        """:func:`_exotic` of ``pod``, remembered for the last pod asked (a cycle asks several times)."""
+        last = self._last_exotic
+        if last is not None and last[0] is pod:
+            return last[1]
+        value = _exotic(pod)
+        self._last_exotic = (pod, value)
+        return value
 
     def _requests(self, requests: Mapping[str, Quantity]) -> Requests:
         out = []
