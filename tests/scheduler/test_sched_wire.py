@@ -181,3 +181,25 @@ def test_cache_mode_spellings() -> None:
         parse_cache_mode("lru")
     with pytest.raises(SchedulerConfigError, match="unknown setting"):
         SchedulerConfig().with_overrides(color="blue")
+
+
+def test_upstream_difference_switches_reach_the_over_reserve_cache() -> None:
+    default = SchedulerConfig().over_reserve_config()
+    assert (default.adopt_new_nrts, default.keep_late_reservations, default.recharge_uncovered) == (True, True, True)
+    doc = {"cache": {"adoptNewNRTs": False, "keepLateReservations": False, "rechargeUncovered": False}}
+    upstream = config_from_document(doc).over_reserve_config()
+    assert (upstream.adopt_new_nrts, upstream.keep_late_reservations, upstream.recharge_uncovered) == (
+        False,
+        False,
+        False,
+    )
+    assert config_from_document(doc).describe()["upstreamDifferences"] == {
+        "adoptNewNRTs": False,
+        "keepLateReservations": False,
+        "rechargeUncovered": False,
+    }
+
+
+def test_upstream_difference_switch_must_be_a_boolean() -> None:
+    with pytest.raises(SchedulerConfigError, match="rechargeUncovered must be true or false"):
+        config_from_document({"cache": {"rechargeUncovered": "yes"}})

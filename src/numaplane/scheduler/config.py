@@ -11,6 +11,8 @@ fields (:meth:`SchedulerConfig.with_overrides`):
       cacheResyncPeriodSeconds: 5                # > 0: over-reserve cache; <= 0: passthrough
       discardReservedNodes: false                # true: discard-reserved cache (wins)
       cache: {foreignPodsDetect: All, resyncMethod: Autodetect, informerMode: Dedicated, resyncScope: All}
+      # numaplane's three deliberate differences from upstream (true by default; false = upstream):
+      #   cache: {adoptNewNRTs: true, keepLateReservations: true, rechargeUncovered: true}
       kubeletAdmission: false                    # also check restricted / best-effort nodes
       numaScoreWeight: 1                         # standalone only: weight of the NUMA score
       fitScoreWeight: 1                          # standalone only: weight of LeastAllocated node fit
@@ -80,6 +82,9 @@ class SchedulerConfig:
     resync_method: ResyncMethod = "Autodetect"
     informer_mode: InformerMode = "Dedicated"
     resync_scope: ResyncScope = "All"
+    adopt_new_nrts: bool = True
+    keep_late_reservations: bool = True
+    recharge_uncovered: bool = True
     kubelet_admission: bool = False
     numa_score_weight: int = 1
     fit_score_weight: int = 1
@@ -123,6 +128,9 @@ class SchedulerConfig:
             resync_method=self.resync_method,
             informer_mode=self.informer_mode,
             resync_scope=self.resync_scope,
+            adopt_new_nrts=self.adopt_new_nrts,
+            keep_late_reservations=self.keep_late_reservations,
+            recharge_uncovered=self.recharge_uncovered,
         )
 
     def make_cache(self) -> NRTCache:
@@ -151,6 +159,11 @@ class SchedulerConfig:
             "scoringStrategy": self.strategy.type,
             "weights": dict(self.strategy.weights),
             "kubeletAdmission": self.kubelet_admission,
+            "upstreamDifferences": {
+                "adoptNewNRTs": self.adopt_new_nrts,
+                "keepLateReservations": self.keep_late_reservations,
+                "rechargeUncovered": self.recharge_uncovered,
+            },
         }
 
 
@@ -260,6 +273,12 @@ def config_from_document(doc: Any, base: SchedulerConfig | None = None) -> Sched
     ):
         if key in cache:
             values[attr] = cache[key]
+    for key, attr in (
+        ("adoptNewNRTs", "adopt_new_nrts"),
+        ("keepLateReservations", "keep_late_reservations"),
+        ("rechargeUncovered", "recharge_uncovered"),
+    ):
+        values[attr] = _bool(cache, key)
     values["kubelet_admission"] = _bool(args, "kubeletAdmission")
     values["numa_score_weight"] = _int(args, "numaScoreWeight")
     values["fit_score_weight"] = _int(args, "fitScoreWeight")
