@@ -22,6 +22,8 @@ import statistics
 import time
 from typing import Any
 
+from nrtdoc import nrt_document
+
 from numaplane.kube.memory import InMemoryKube
 from numaplane.observability.logs import configure_logging
 from numaplane.resources.pod import parse_pod
@@ -58,29 +60,10 @@ def node_doc(i: int, rng: random.Random) -> dict[str, Any]:
 def nrt_doc(i: int, rng: random.Random) -> dict[str, Any]:
     full = rng.random() < 0.25
     zones = []
-    for z in range(2):
+    for _ in range(2):
         cpu_free = 1 if full else rng.randint(4, 32)
-        rows = {"cpu": (32, cpu_free), "memory": (128 * GI, (2 if full else 64) * GI), "vendor.com/nic": (2, 1)}
-        zones.append(
-            {
-                "name": f"node-{z}",
-                "type": "Node",
-                "resources": [
-                    {"name": r, "capacity": str(a), "allocatable": str(a), "available": str(v)}
-                    for r, (a, v) in rows.items()
-                ],
-            }
-        )
-    return {
-        "apiVersion": "topology.node.k8s.io/v1alpha2",
-        "kind": "NodeResourceTopology",
-        "metadata": {"name": f"worker-{i:05d}"},
-        "attributes": [
-            {"name": "topologyManagerPolicy", "value": "single-numa-node"},
-            {"name": "topologyManagerScope", "value": "container"},
-        ],
-        "zones": zones,
-    }
+        zones.append({"cpu": (32, cpu_free), "memory": (128 * GI, (2 if full else 64) * GI), "vendor.com/nic": (2, 1)})
+    return nrt_document(f"worker-{i:05d}", zones)
 
 
 def pod_doc(name: str, cpu: str, memory: str, *, nic: bool = False, node: str = "") -> dict[str, Any]:

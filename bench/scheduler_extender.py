@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 import aiohttp
+from nrtdoc import nrt_document
 
 from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.resources import CRD, NODE, NODE_RESOURCE_TOPOLOGY
@@ -87,27 +88,8 @@ def nrt_doc(i: int) -> dict[str, Any]:
             "hugepages-1Gi": (16 * GI, 16 * GI),
             "vendor.com/nic": (2, 1 + (i + z) % 2),
         }
-        zones.append(
-            {
-                "name": f"node-{z}",
-                "type": "Node",
-                "costs": [{"name": f"node-{k}", "value": 10 if k == z else 21} for k in range(ZONES)],
-                "resources": [
-                    {"name": r, "capacity": str(a), "allocatable": str(a), "available": str(v)}
-                    for r, (a, v) in rows.items()
-                ],
-            }
-        )
-    return {
-        "apiVersion": "topology.node.k8s.io/v1alpha2",
-        "kind": "NodeResourceTopology",
-        "metadata": {"name": f"worker-{i:04d}"},
-        "attributes": [
-            {"name": "topologyManagerPolicy", "value": "single-numa-node"},
-            {"name": "topologyManagerScope", "value": "container"},
-        ],
-        "zones": zones,
-    }
+        zones.append(rows)
+    return nrt_document(f"worker-{i:04d}", zones, costs=True)
 
 
 def pod_doc() -> dict[str, Any]:
