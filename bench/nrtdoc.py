@@ -10,9 +10,9 @@ from typing import Any
 Rows = dict[str, tuple[int, int]]  # resource → (capacity = allocatable, available)
 
 
-def nrt_document(name: str, zones: list[Rows], *, costs: bool = False) -> dict[str, Any]:
-    """A single-numa-node / container-scope NRT with one ``node-<i>`` zone per entry of ``zones``;
-    with ``costs`` every zone lists distance 10 to itself and 21 to the others."""
+def nrt_document(name: str, zones: list[Rows], *, costs: bool = False, scope: str = "container") -> dict[str, Any]:
+    """A single-numa-node NRT (topology manager ``scope``) with one ``node-<i>`` zone per entry of
+    ``zones``; with ``costs`` every zone lists distance 10 to itself and 21 to the others."""
     docs = []
     for z, rows in enumerate(zones):
         zone: dict[str, Any] = {"name": f"node-{z}", "type": "Node"}
@@ -28,7 +28,7 @@ def nrt_document(name: str, zones: list[Rows], *, costs: bool = False) -> dict[s
         "metadata": {"name": name},
         "attributes": [
             {"name": "topologyManagerPolicy", "value": "single-numa-node"},
-            {"name": "topologyManagerScope", "value": "container"},
+            {"name": "topologyManagerScope", "value": scope},
         ],
         "zones": docs,
     }

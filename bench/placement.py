@@ -15,6 +15,8 @@ import sys
 import time
 from typing import Any
 
+from nrtdoc import nrt_document
+
 from numaplane.nrt.model import NodeResourceTopology
 from numaplane.placement.filter import filter as filter_node
 from numaplane.placement.node import NodeInfo, node_info
@@ -29,35 +31,18 @@ GI = 1 << 30
 
 def make_nrt(rng: random.Random, name: str, zones: int, scope: str) -> dict[str, Any]:
     rows = []
-    for z in range(zones):
+    for _ in range(zones):
         cpu = rng.choice([16, 24, 32])
         mem = rng.choice([64, 96, 128]) * GI
-        res = [
-            ("cpu", cpu, rng.randint(0, cpu)),
-            ("memory", mem, rng.randint(0, mem // GI) * GI),
-            ("hugepages-1Gi", 16 * GI, rng.randint(0, 16) * GI),
-            ("vendor.com/nic", 4, rng.randint(0, 4)),
-        ]
         rows.append(
             {
-                "name": f"node-{z}",
-                "type": "Node",
-                "costs": [{"name": f"node-{j}", "value": 10 if j == z else 21} for j in range(zones)],
-                "resources": [
-                    {"name": r, "capacity": str(c), "allocatable": str(c), "available": str(a)} for r, c, a in res
-                ],
+                "cpu": (cpu, rng.randint(0, cpu)),
+                "memory": (mem, rng.randint(0, mem // GI) * GI),
+                "hugepages-1Gi": (16 * GI, rng.randint(0, 16) * GI),
+                "vendor.com/nic": (4, rng.randint(0, 4)),
             }
         )
-    return {
-        "apiVersion": "topology.node.k8s.io/v1alpha2",
-        "kind": "NodeResourceTopology",
-        "metadata": {"name": name},
-        "attributes": [
-            {"name": "topologyManagerPolicy", "value": "single-numa-node"},
-            {"name": "topologyManagerScope", "value": rng.choice(["container", "pod"]) if scope == "mixed" else scope},
-        ],
-        "zones": rows,
-    }
+    return nrt_document(name, rows, costs=True, scope=rng.choice(["container", "pod"]) if scope == "mixed" else scope)
 
 
 def make_pod(rng: random.Random, i: int) -> Pod:
