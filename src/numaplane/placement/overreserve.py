@@ -427,9 +427,11 @@ class OverReserveCache:
             method == "OnlyExclusiveResources"
             or (method == "Autodetect" and nrt.attribute(ATTRIBUTE_METHOD) == "with-exclusive-resources")
         )
+        if not exclusive_only:
+            return [(p.namespace, p.name) for p in pods]
         view = self._views.get(node)
         names = view.resource_names if view is not None else node_topology(nrt).resource_names
-        return [(p.namespace, p.name) for p in pods if not exclusive_only or pod_has_exclusive_resources(p, names)]
+        return [(p.namespace, p.name) for p in pods if pod_has_exclusive_resources(p, names)]
 
     def resync_commit(self, plan: ResyncPlan) -> ResyncReport:
         """Check fingerprints of the plan's candidates and flush the nodes that match (module docstring)."""
