@@ -16,7 +16,8 @@ from numaplane.placement.overreserve import OverReserveCache
 from numaplane.placement.result import Reject
 from numaplane.resources.pod import parse_pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core import ALIGN_REASONS, SchedulerCore
+from numaplane.scheduler.core import SchedulerCore
+from numaplane.scheduler.core_verdicts import ALIGN_REASONS
 from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.loop import StandaloneScheduler, fit_error_message
 from numaplane.scheduler.queue import SchedulingQueue

@@ -12,7 +12,10 @@ The NodeResourceTopologyMatch plugin's decisions, per node and vectorised over a
   :mod:`~numaplane.placement.overreserve` caches as event-driven state machines;
 * :mod:`~numaplane.placement.pipeline` — one pod over many nodes at once, on the struct-of-arrays view
   of :mod:`~numaplane.placement.cluster` with the kernels of :mod:`~numaplane.placement.kernels` and
-  :mod:`~numaplane.placement.pipeline_numa`; results equal the per-node functions.
+  :mod:`~numaplane.placement.pipeline_numa`; results equal the per-node functions;
+* :mod:`~numaplane.placement.fit` — kube-scheduler's NodeResourcesFit and LeastAllocated score over
+  every node at once (store: :mod:`~numaplane.placement.fit_store`, quantities and requests:
+  :mod:`~numaplane.placement.fit_quantity`).
 
 Submodules are imported directly (``from numaplane.placement.filter import filter``); this package
 imports nothing so that light users do not pay for numpy.

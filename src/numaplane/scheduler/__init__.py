@@ -4,6 +4,8 @@ Two modes over one core:
 
 * :mod:`~numaplane.scheduler.core` — cluster state from the informers → NRT cache → vectorised
   placement pipeline; basic kube-scheduler predicates; per-node usage (:mod:`~numaplane.scheduler.usage`);
+  per-node records in :mod:`~numaplane.scheduler.core_records`, per-node verdicts and explanations in
+  :mod:`~numaplane.scheduler.core_verdicts`;
 * :mod:`~numaplane.scheduler.extender` + :mod:`~numaplane.scheduler.wire` — the kube-scheduler extender
   (filter, prioritize, bind) and its wire format;
 * :mod:`~numaplane.scheduler.loop` + :mod:`~numaplane.scheduler.queue` — the standalone secondary

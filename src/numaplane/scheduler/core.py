@@ -25,13 +25,10 @@ Decisions:
   by the fit arrays and the node-level predicates asked per node only where they can fail
   (:func:`~numaplane.placement.predicates.has_node_constraints`); :meth:`SchedulerCore.fit_scores` the
   LeastAllocated scores likewise.
-* :meth:`SchedulerCore.basic_reasons` — kube-scheduler's basic predicates, reasons of the *first*
-  failing plugin in kube-scheduler's order (NodeUnschedulable, NodeName, TaintToleration,
-  NodeAffinity, NodeResourcesFit), as the framework stops at the first failing filter plugin (per
-  node, :func:`~numaplane.placement.predicates.fits_node`: asked only when reasons are reported).
-* :meth:`SchedulerCore.preemption_may_help` — whether evicting pods could make a NUMA-rejected node
-  fit: only when the pod fits the node's zones with every zone's ``available`` raised to its
-  ``allocatable`` (the node emptied of pods). Untrusted, missing or malformed data never qualifies.
+* per node (:class:`~numaplane.scheduler.core_verdicts.NodeVerdicts`, a base class):
+  :meth:`~numaplane.scheduler.core_verdicts.NodeVerdicts.basic_reasons` and
+  :meth:`~numaplane.scheduler.core_verdicts.NodeVerdicts.preemption_may_help` (that module's
+  docstring), the explained NUMA verdict and the per-node scores.
 
 Learning placements: a pod of one of our scheduler names that the informer shows going from unbound to
 bound, and that this process did not assume itself (another replica bound it, or kube-scheduler bound it
@@ -40,80 +37,40 @@ charges it until a flush whose NRT accounts for it. Pods already bound when the 
 are not charged (the exporter's data accounts for them) unless a flush finds them outside the NRT's pod
 set (still ``Pending``): the cache then charges them (its flush invariant).
 
+What lives where: here the state and its bookkeeping (informer input, assume/forget/bound, cache
+resync, pipeline and fit-array refresh) and the decisions over many nodes; the records kept per node
+and the object keys in :mod:`~numaplane.scheduler.core_records`; the per-node verdicts, their
+explanations and :class:`~numaplane.scheduler.core_verdicts.NumaEvaluation` in
+:mod:`~numaplane.scheduler.core_verdicts`.
+
 Not thread-safe: call from one event loop. No I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import structlog
 
 from numaplane.placement.errors import NodeDataError
-from numaplane.placement.filter import filter as numa_filter
 from numaplane.placement.fit import FitArrays
 from numaplane.placement.node import NodeInfo as NumaNode
 from numaplane.placement.node import node_info
 from numaplane.placement.pipeline import Pipeline
-from numaplane.placement.predicates import (
-    BasicNode,
-    default_score,
-    fits_node,
-    has_node_constraints,
-    is_restricted,
-    node_reasons,
-    parse_node,
-)
-from numaplane.placement.result import (
-    MSG_APP,
-    MSG_INIT,
-    MSG_INVALID_DATA,
-    MSG_MALFORMED,
-    MSG_POD,
-    MSG_SIDECAR,
-    Fit,
-    Reject,
-)
-from numaplane.placement.score import score
+from numaplane.placement.predicates import BasicNode, has_node_constraints, is_restricted, node_reasons, parse_node
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.config import SchedulerConfig
+from numaplane.scheduler.core_records import TERMINAL_PHASES, NodeRecord, _Layout, object_name, pod_key
+from numaplane.scheduler.core_verdicts import NodeVerdicts, NumaEvaluation
 from numaplane.scheduler.usage import NodeUsage
 
-__all__ = [
-    "ALIGN_REASONS",
-    "BasicVerdicts",
-    "NodeRecord",
-    "NumaEvaluation",
-    "SchedulerCore",
-    "object_name",
-    "plugin_of_reason",
-    "pod_key",
-]
+__all__ = ["BasicVerdicts", "SchedulerCore"]
 
 log = structlog.get_logger("numaplane.scheduler")
-
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-ALIGN_REASONS = frozenset({MSG_POD, MSG_INIT, MSG_SIDECAR, MSG_APP})
-# kube-scheduler's default filter order for the predicates we implement.
-_PLUGIN_ORDER = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit")
-
-
-def object_name(doc: Mapping[str, Any]) -> str:
-    meta = doc.get("metadata") if isinstance(doc, Mapping) else None
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    return name if isinstance(name, str) else ""
-
-
-def pod_key(doc: Mapping[str, Any]) -> str:
-    """``namespace/name`` of a Pod document (namespace ``default`` when absent)."""
-    meta = doc.get("metadata") if isinstance(doc, Mapping) else None
-    meta = meta if isinstance(meta, Mapping) else {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
 
 
 def _rows(ev: object) -> Mapping[str, int]:
@@ -126,34 +83,6 @@ def _rows(ev: object) -> Mapping[str, int]:
     return {n: i for i, n in enumerate(names) if n is not None and (present is None or bool(present[i]))}
 
 
-def plugin_of_reason(reason: str) -> str:
-    """The kube-scheduler filter plugin that reports ``reason`` (predicates.py texts)."""
-    if reason == "node(s) were unschedulable":
-        return "NodeUnschedulable"
-    if reason == "node(s) didn't match the requested node name":
-        return "NodeName"
-    if reason.startswith("node(s) had untolerated taint"):
-        return "TaintToleration"
-    if reason == "node(s) didn't match Pod's node affinity/selector":
-        return "NodeAffinity"
-    return "NodeResourcesFit"
-
-
-@dataclass(frozen=True)
-class NodeRecord:
-    """A Node as the informer last showed it, parsed for the NUMA filter and for the basic predicates.
-
-    ``numa``/``basic`` are ``None`` when the object does not parse; ``problem`` then says why, and the
-    node fails every check with that reason.
-    """
-
-    name: str
-    doc: Mapping[str, Any] = field(repr=False)
-    numa: NumaNode | None
-    basic: BasicNode | None
-    problem: str | None = None
-
-
 @dataclass(frozen=True)
 class BasicVerdicts:
     """The basic predicates of one pod over every node: the nodes that pass and those that fail, each
@@ -163,68 +92,7 @@ class BasicVerdicts:
     failed: list[str]
 
 
-class _Layout:
-    """The nodes in name order with their fit-array rows (-1: no usable Node object) and whether the
-    node-level predicates can reject an unconstrained pod there (:func:`is_restricted`). Valid until a
-    node is added, deleted, becomes (un)usable or (un)restricted."""
-
-    __slots__ = ("names", "names_array", "restricted", "rows", "usable")
-
-    def __init__(self, nodes: Mapping[str, NodeRecord], fit: FitArrays) -> None:
-        self.names = tuple(sorted(nodes))
-        self.names_array: npt.NDArray[np.object_] = np.array(self.names, dtype=object)
-        rows = [fit.row(name) for name in self.names]
-        self.rows: npt.NDArray[np.intp] = np.array([-1 if r is None else r for r in rows], dtype=np.intp)
-        self.usable: npt.NDArray[np.bool_] = self.rows >= 0
-        self.restricted: npt.NDArray[np.bool_] = np.array(
-            [(basic := nodes[name].basic) is not None and is_restricted(basic) for name in self.names], dtype=np.bool_
-        )
-
-
-@dataclass
-class NumaEvaluation:
-    """The NUMA verdicts of one pod over candidate nodes.
-
-    ``scores`` maps each passing candidate to its NUMA score (0..100, higher is better); ``failed``
-    lists rejected candidates in input order; ``unknown`` candidates the core has no Node for;
-    ``preemptible`` (when asked for) the failed candidates that eviction could make fit
-    (:meth:`SchedulerCore.preemption_may_help`). :meth:`reason` gives a failed node's upstream message
-    cheaply, :meth:`reject` the fully explained rejection (both computed on demand).
-    """
-
-    pod: Pod
-    scores: dict[str, int]
-    failed: list[str]
-    unknown: list[str]
-    _core: SchedulerCore = field(repr=False)
-    preemptible: frozenset[str] = frozenset()
-    _rejects: dict[str, Reject | Fit] = field(default_factory=dict, repr=False)
-
-    def reason(self, name: str) -> str | None:
-        """The upstream status message of a failed node; ``None`` if the per-node filter says it fits.
-
-        Fast path (no per-node filter run): untrusted data → ``invalid node topology data``, unreadable
-        data → ``malformed node topology data``; on usable ``single-numa-node`` data with zones, a pod
-        scope rejection is always ``cannot align pod`` and a container scope rejection of a pod without
-        init containers always ``cannot align container``. Everything else asks :meth:`reject`.
-        """
-        fast = self._core.fast_reason(self.pod, name)
-        if fast is not None:
-            return fast
-        verdict = self.reject(name)
-        return verdict.reason if isinstance(verdict, Reject) else None
-
-    def reject(self, name: str) -> Reject | Fit:
-        """The per-node verdict of a failed node: a :class:`Reject` (a :class:`Fit` only if the per-node
-        function disagrees with the vectorised path, which callers treat as a pass)."""
-        cached = self._rejects.get(name)
-        if cached is None:
-            cached = self._core.explain(self.pod, name)
-            self._rejects[name] = cached
-        return cached
-
-
-class SchedulerCore:
+class SchedulerCore(NodeVerdicts):
     """Cluster state, NRT cache and pipeline of one scheduler process (module docstring)."""
 
     def __init__(self, config: SchedulerConfig) -> None:
@@ -471,55 +339,6 @@ class SchedulerCore:
         topology = cached.topology
         return cached.fresh and topology is not None and topology.problem is None and bool(topology.zones)
 
-    def fast_reason(self, pod: Pod, name: str) -> str | None:
-        """The rejection message of a node known to fail, when it follows from the data alone
-        (:meth:`NumaEvaluation.reason`); ``None`` when the per-node filter must be run."""
-        record = self.nodes.get(name)
-        if record is None or record.numa is None:
-            return None
-        cached = self.cache.get(name, pod)
-        topology = cached.topology
-        if not cached.fresh:
-            return MSG_INVALID_DATA
-        if topology is None:
-            return None
-        if topology.problem is not None:
-            return MSG_MALFORMED
-        if not topology.zones or topology.config.policy != "single-numa-node":
-            return None
-        if topology.config.scope == "pod":
-            return MSG_POD
-        return MSG_APP if not pod.init_containers else None
-
-    def explain(self, pod: Pod, name: str) -> Reject | Fit:
-        """The explained NUMA verdict for one node (a node without a usable Node object is rejected)."""
-        record = self.nodes.get(name)
-        if record is None:
-            return Reject("node not found", "Error")
-        if record.numa is None:
-            return Reject(record.problem or "malformed node object", "Error")
-        cached = self.cache.get(name, pod)
-        return numa_filter(pod, cached.topology, record.numa, fresh=cached.fresh, options=self.config.filter_options)
-
-    def numa_score(self, pod: Pod, name: str) -> int:
-        """The NUMA score (0..100) of ``pod`` on ``name`` by the per-node function."""
-        cached = self.cache.get(name, pod)
-        return score(pod, cached.topology, None, self.config.strategy, fresh=cached.fresh)
-
-    def preemption_may_help(self, pod: Pod, name: str, verdict: Reject) -> bool:
-        """Whether evicting pods could make ``name`` pass the NUMA filter (module docstring); the
-        per-node form of :attr:`NumaEvaluation.preemptible`."""
-        if verdict.reason not in ALIGN_REASONS:
-            return False
-        record = self.nodes.get(name)
-        cached = self.cache.get(name, pod)
-        topology = cached.topology
-        if record is None or record.numa is None or not cached.fresh or topology is None or topology.problem:
-            return False
-        emptied = replace(topology, zones=tuple(replace(z, available=dict(z.allocatable)) for z in topology.zones))
-        result = numa_filter(pod, emptied, record.numa, options=self.config.filter_options)
-        return isinstance(result, Fit)
-
     def _fit_synced(self) -> FitArrays:
         """The fit arrays with every usage change written (module docstring)."""
         usage = self.usage
@@ -559,26 +378,6 @@ class SchedulerCore:
         known = np.array([r for r in rows if r is not None], dtype=np.intp)
         scores = iter(fit.scores(pod, known).tolist() if len(known) else [])
         return [0 if r is None else next(scores) for r in rows]
-
-    def basic_reasons(self, pod: Pod, name: str) -> list[str]:
-        """Reasons the basic predicates reject ``pod`` on ``name`` (first failing plugin only)."""
-        record = self.nodes.get(name)
-        if record is None:
-            return ["node not found"]
-        if record.basic is None:
-            return [record.problem or "malformed node object"]
-        reasons = fits_node(pod, record.basic, self.usage.used(name), self.usage.count(name))
-        if not reasons:
-            return []
-        first = min(_PLUGIN_ORDER.index(plugin_of_reason(r)) for r in reasons)
-        return [r for r in reasons if _PLUGIN_ORDER.index(plugin_of_reason(r)) == first]
-
-    def fit_score(self, pod: Pod, name: str) -> int:
-        """kube-scheduler's default NodeResourcesFit LeastAllocated score (0..100) on ``name``."""
-        record = self.nodes.get(name)
-        if record is None or record.basic is None:
-            return 0
-        return default_score(pod, record.basic, self.usage.used(name))
 
     def is_ours(self, pod: Pod) -> bool:
         """Whether ``pod.spec.schedulerName`` is one of our scheduler names."""

@@ -44,7 +44,8 @@ from numaplane.kube.port import KubePort
 from numaplane.kube.resources import POD
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
-from numaplane.scheduler.core import ALIGN_REASONS, SchedulerCore
+from numaplane.scheduler.core import SchedulerCore
+from numaplane.scheduler.core_verdicts import ALIGN_REASONS
 from numaplane.scheduler.errors import ExtenderRequestError
 from numaplane.scheduler.metrics import SchedulerMetrics
 from numaplane.scheduler.wire import (

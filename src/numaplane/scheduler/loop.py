@@ -40,7 +40,8 @@ from numaplane.kube.informer import EventHandlers
 from numaplane.kube.port import JsonObj, KubePort
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core import TERMINAL_PHASES, SchedulerCore, pod_key
+from numaplane.scheduler.core import SchedulerCore
+from numaplane.scheduler.core_records import TERMINAL_PHASES, pod_key
 from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.metrics import SchedulerMetrics
 from numaplane.scheduler.queue import SchedulingQueue

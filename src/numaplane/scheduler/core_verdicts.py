@@ -1,0 +1,182 @@
+"""Per-node verdicts and their explanations for :class:`~numaplane.scheduler.core.SchedulerCore`.
+
+:class:`NodeVerdicts` (a base class of ``SchedulerCore``) answers for one pod on one node, by the
+per-node functions: the NUMA rejection message when it follows from the data alone
+(:meth:`NodeVerdicts.fast_reason`), the explained NUMA verdict (:meth:`NodeVerdicts.explain`), the NUMA
+score, whether preemption may help, and the basic predicates' reasons and LeastAllocated score.
+:class:`NumaEvaluation` is the result of ``SchedulerCore.evaluate``; it asks these per-node answers
+on demand. ``SchedulerCore`` provides the state they read (``config``, ``cache``, ``nodes``, ``usage``).
+
+* :meth:`NodeVerdicts.basic_reasons` — kube-scheduler's basic predicates, reasons of the *first*
+  failing plugin in kube-scheduler's order (NodeUnschedulable, NodeName, TaintToleration,
+  NodeAffinity, NodeResourcesFit), as the framework stops at the first failing filter plugin (per
+  node, :func:`~numaplane.placement.predicates.fits_node`: asked only when reasons are reported).
+* :meth:`NodeVerdicts.preemption_may_help` — whether evicting pods could make a NUMA-rejected node
+  fit: only when the pod fits the node's zones with every zone's ``available`` raised to its
+  ``allocatable`` (the node emptied of pods). Untrusted, missing or malformed data never qualifies.
+
+No I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from numaplane.placement.cachebase import NRTCache
+from numaplane.placement.filter import filter as numa_filter
+from numaplane.placement.predicates import default_score, fits_node
+from numaplane.placement.result import (
+    MSG_APP,
+    MSG_INIT,
+    MSG_INVALID_DATA,
+    MSG_MALFORMED,
+    MSG_POD,
+    MSG_SIDECAR,
+    Fit,
+    Reject,
+)
+from numaplane.placement.score import score
+from numaplane.resources.pod import Pod
+from numaplane.scheduler.config import SchedulerConfig
+from numaplane.scheduler.core_records import NodeRecord
+from numaplane.scheduler.usage import NodeUsage
+
+__all__ = ["ALIGN_REASONS", "NodeVerdicts", "NumaEvaluation", "plugin_of_reason"]
+
+ALIGN_REASONS = frozenset({MSG_POD, MSG_INIT, MSG_SIDECAR, MSG_APP})
+# kube-scheduler's default filter order for the predicates we implement.
+_PLUGIN_ORDER = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit")
+
+
+def plugin_of_reason(reason: str) -> str:
+    """The kube-scheduler filter plugin that reports ``reason`` (predicates.py texts)."""
+    if reason == "node(s) were unschedulable":
+        return "NodeUnschedulable"
+    if reason == "node(s) didn't match the requested node name":
+        return "NodeName"
+    if reason.startswith("node(s) had untolerated taint"):
+        return "TaintToleration"
+    if reason == "node(s) didn't match Pod's node affinity/selector":
+        return "NodeAffinity"
+    return "NodeResourcesFit"
+
+
+@dataclass
+class NumaEvaluation:
+    """The NUMA verdicts of one pod over candidate nodes.
+
+    ``scores`` maps each passing candidate to its NUMA score (0..100, higher is better); ``failed``
+    lists rejected candidates in input order; ``unknown`` candidates the core has no Node for;
+    ``preemptible`` (when asked for) the failed candidates that eviction could make fit
+    (:meth:`NodeVerdicts.preemption_may_help`). :meth:`reason` gives a failed node's upstream message
+    cheaply, :meth:`reject` the fully explained rejection (both computed on demand).
+    """
+
+    pod: Pod
+    scores: dict[str, int]
+    failed: list[str]
+    unknown: list[str]
+    _core: NodeVerdicts = field(repr=False)
+    preemptible: frozenset[str] = frozenset()
+    _rejects: dict[str, Reject | Fit] = field(default_factory=dict, repr=False)
+
+    def reason(self, name: str) -> str | None:
+        """The upstream status message of a failed node; ``None`` if the per-node filter says it fits.
+
+        Fast path (no per-node filter run): untrusted data → ``invalid node topology data``, unreadable
+        data → ``malformed node topology data``; on usable ``single-numa-node`` data with zones, a pod
+        scope rejection is always ``cannot align pod`` and a container scope rejection of a pod without
+        init containers always ``cannot align container``. Everything else asks :meth:`reject`.
+        """
+        fast = self._core.fast_reason(self.pod, name)
+        if fast is not None:
+            return fast
+        verdict = self.reject(name)
+        return verdict.reason if isinstance(verdict, Reject) else None
+
+    def reject(self, name: str) -> Reject | Fit:
+        """The per-node verdict of a failed node: a :class:`Reject` (a :class:`Fit` only if the per-node
+        function disagrees with the vectorised path, which callers treat as a pass)."""
+        cached = self._rejects.get(name)
+        if cached is None:
+            cached = self._core.explain(self.pod, name)
+            self._rejects[name] = cached
+        return cached
+
+
+class NodeVerdicts:
+    """Per-node verdicts of :class:`~numaplane.scheduler.core.SchedulerCore` (module docstring)."""
+
+    config: SchedulerConfig
+    cache: NRTCache
+    nodes: dict[str, NodeRecord]
+    usage: NodeUsage
+
+    def fast_reason(self, pod: Pod, name: str) -> str | None:
+        """The rejection message of a node known to fail, when it follows from the data alone
+        (:meth:`NumaEvaluation.reason`); ``None`` when the per-node filter must be run."""
+        record = self.nodes.get(name)
+        if record is None or record.numa is None:
+            return None
+        cached = self.cache.get(name, pod)
+        topology = cached.topology
+        if not cached.fresh:
+            return MSG_INVALID_DATA
+        if topology is None:
+            return None
+        if topology.problem is not None:
+            return MSG_MALFORMED
+        if not topology.zones or topology.config.policy != "single-numa-node":
+            return None
+        if topology.config.scope == "pod":
+            return MSG_POD
+        return MSG_APP if not pod.init_containers else None
+
+    def explain(self, pod: Pod, name: str) -> Reject | Fit:
+        """The explained NUMA verdict for one node (a node without a usable Node object is rejected)."""
+        record = self.nodes.get(name)
+        if record is None:
+            return Reject("node not found", "Error")
+        if record.numa is None:
+            return Reject(record.problem or "malformed node object", "Error")
+        cached = self.cache.get(name, pod)
+        return numa_filter(pod, cached.topology, record.numa, fresh=cached.fresh, options=self.config.filter_options)
+
+    def numa_score(self, pod: Pod, name: str) -> int:
+        """The NUMA score (0..100) of ``pod`` on ``name`` by the per-node function."""
+        cached = self.cache.get(name, pod)
+        return score(pod, cached.topology, None, self.config.strategy, fresh=cached.fresh)
+
+    def preemption_may_help(self, pod: Pod, name: str, verdict: Reject) -> bool:
+        """Whether evicting pods could make ``name`` pass the NUMA filter (module docstring); the
+        per-node form of :attr:`NumaEvaluation.preemptible`."""
+        if verdict.reason not in ALIGN_REASONS:
+            return False
+        record = self.nodes.get(name)
+        cached = self.cache.get(name, pod)
+        topology = cached.topology
+        if record is None or record.numa is None or not cached.fresh or topology is None or topology.problem:
+            return False
+        emptied = replace(topology, zones=tuple(replace(z, available=dict(z.allocatable)) for z in topology.zones))
+        result = numa_filter(pod, emptied, record.numa, options=self.config.filter_options)
+        return isinstance(result, Fit)
+
+    def basic_reasons(self, pod: Pod, name: str) -> list[str]:
+        """Reasons the basic predicates reject ``pod`` on ``name`` (first failing plugin only)."""
+        record = self.nodes.get(name)
+        if record is None:
+            return ["node not found"]
+        if record.basic is None:
+            return [record.problem or "malformed node object"]
+        reasons = fits_node(pod, record.basic, self.usage.used(name), self.usage.count(name))
+        if not reasons:
+            return []
+        first = min(_PLUGIN_ORDER.index(plugin_of_reason(r)) for r in reasons)
+        return [r for r in reasons if _PLUGIN_ORDER.index(plugin_of_reason(r)) == first]
+
+    def fit_score(self, pod: Pod, name: str) -> int:
+        """kube-scheduler's default NodeResourcesFit LeastAllocated score (0..100) on ``name``."""
+        record = self.nodes.get(name)
+        if record is None or record.basic is None:
+            return 0
+        return default_score(pod, record.basic, self.usage.used(name))
