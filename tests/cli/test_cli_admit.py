@@ -50,3 +50,18 @@ def test_help_lists_every_command() -> None:
     assert result.exit_code == 0
     for name in ("simulate", "topology", "conformance", "admit", "exporter", "render"):
         assert name in result.stdout
+
+
+def test_admit_refuses_a_negative_request_naming_file_document_and_field(tmp_path: Path) -> None:
+    pod = tmp_path / "pods.yaml"
+    pod.write_text(
+        POD
+        + "---\n"
+        + POD.replace("name: db", "name: minus").replace("memory: 1Gi}, limits", 'memory: "-1Gi"}, limits')
+    )
+    result = CliRunner().invoke(main, ["admit", str(pod), "-o", "json"])
+    assert result.exit_code != 0 and result.stdout == "" and "Traceback" not in result.stderr
+    assert (
+        f"{pod} (document 1): invalid pod at spec.containers[0].resources.requests.memory: quantity '-1Gi'"
+        in result.stderr
+    )

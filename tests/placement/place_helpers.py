@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from numaplane.nrt.model import NodeResourceTopology
-from numaplane.resources.pod import Pod, parse_pod
+from numaplane.resources.errors import PodSpecError
+from numaplane.resources.pod import Container, Pod, parse_pod
+from numaplane.resources.quantity import parse_quantity
 
 
 def container(
@@ -42,6 +44,77 @@ def pod(
     if phase:
         doc["status"] = {"phase": phase}
     return parse_pod(doc)
+
+
+def unchecked_pod(doc: dict[str, Any]) -> Pod:
+    """The pod of a well-formed document, built with the dataclasses: no validation, so negative
+    quantities (which :func:`parse_pod` refuses, like the API server) reach the placement code.
+
+    Covers what the placement tests write: name, namespace, containers, init containers (with
+    ``restartPolicy``), ``overhead`` and pod-level ``resources``. Malformed quantities still raise
+    :class:`QuantityError`."""
+
+    def quantities(m: Any) -> dict[str, Any]:
+        return {k: parse_quantity(v) for k, v in (m or {}).items()}
+
+    def ctr(c: dict[str, Any], init: bool) -> Container:
+        res = c.get("resources") or {}
+        return Container(
+            c["name"], quantities(res.get("requests")), quantities(res.get("limits")), init, c.get("restartPolicy")
+        )
+
+    meta, spec = doc.get("metadata") or {}, doc.get("spec") or {}
+    name, namespace = meta.get("name", ""), meta.get("namespace") or "default"
+    pod_level = spec.get("resources")
+    return Pod(
+        uid=meta.get("uid") or f"{namespace}/{name}",
+        name=name,
+        namespace=namespace,
+        init_containers=tuple(ctr(c, True) for c in spec.get("initContainers") or []),
+        containers=tuple(ctr(c, False) for c in spec.get("containers") or []),
+        overhead=quantities(spec.get("overhead")),
+        pod_requests_spec=(quantities(pod_level.get("requests")) or None) if pod_level is not None else None,
+        pod_limits_spec=(quantities(pod_level.get("limits")) or None) if pod_level is not None else None,
+        node_name=spec.get("nodeName") or "",
+        scheduler_name=spec.get("schedulerName") or "default-scheduler",
+        raw=doc,
+    )
+
+
+def negative_paths(doc: dict[str, Any]) -> list[str]:
+    """The paths of the negative quantities of a pod document, in the order :func:`parse_pod` reads them."""
+    spec = doc.get("spec") or {}
+    out = []
+
+    def scan(m: Any, path: str) -> None:
+        out.extend(f"{path}.{k}" for k, v in (m or {}).items() if parse_quantity(v).amount < 0)
+
+    for which in ("requests", "limits"):
+        scan((spec.get("resources") or {}).get(which), f"spec.resources.{which}")
+    for kind in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(kind) or []):
+            for which in ("requests", "limits"):
+                scan((c.get("resources") or {}).get(which), f"spec.{kind}[{i}].resources.{which}")
+    scan(spec.get("overhead"), "spec.overhead")
+    return out
+
+
+def pod_or_refusal(doc: dict[str, Any]) -> Pod:
+    """:func:`parse_pod` of ``doc``; if ``doc`` has negative quantities, check that parse_pod refuses it
+    naming the first one, and return :func:`unchecked_pod` (the placement code must still cope)."""
+    bad = negative_paths(doc)
+    if not bad:
+        pod = parse_pod(doc)
+        assert pod == unchecked_pod(doc)
+        return pod
+    try:
+        parse_pod(doc)
+    except PodSpecError as exc:
+        assert exc.path == bad[0], (exc.path, bad)
+        assert "must be greater than or equal to 0" in exc.reason
+    else:
+        raise AssertionError(f"parse_pod accepted negative quantities at {bad}")
+    return unchecked_pod(doc)
 
 
 def gu_pod(name: str = "pod", cpu: int | str = 1, memory: str = "1Gi", **kw: Any) -> Pod:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from place_helpers import pod_or_refusal
 
 from numaplane.placement.fit import FitArrays
 from numaplane.placement.predicates import (
@@ -40,7 +41,7 @@ UNUSUAL = st.one_of(
     st.integers(1, 999).map(lambda u: f"{u}u"),
     st.sampled_from(["36T", "70T", "73T", "-70T", "100T", "140T", "4000T", "9P"]),  # about the fast path's bound
     st.sampled_from(["1E", "9E", "100P", "5e20", "0.0005"]),  # huge: beyond the int64 fast path
-    st.integers(-8, -1).map(str),  # negative (the API server rejects these; the functions do not)
+    st.integers(-8, -1).map(str),  # negative (the API server and parse_pod refuse these; the functions do not)
 )
 
 
@@ -61,8 +62,9 @@ def request_maps(draw: st.DrawFn) -> dict[str, str]:
 
 
 def make_pod(name: str, requests: dict[str, str]) -> Pod:
+    """The pod; with negative requests (which parse_pod refuses, checked) built with the dataclasses."""
     container = {"name": "c", "resources": {"requests": requests}}
-    return parse_pod({"metadata": {"name": name}, "spec": {"containers": [container]}})
+    return pod_or_refusal({"metadata": {"name": name}, "spec": {"containers": [container]}})
 
 
 PODS = request_maps().map(lambda reqs: make_pod("p", reqs))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
-from place_helpers import container, gu_pod, node_doc, nrt, zone
+from place_helpers import container, gu_pod, node_doc, nrt, pod_or_refusal, unchecked_pod, zone
 
 from numaplane.placement.cache import OverReserveCache, OverReserveConfig
 from numaplane.placement.filter import FilterOptions
@@ -17,7 +17,7 @@ from numaplane.placement.filter import filter as filter_node
 from numaplane.placement.pipeline import Pipeline
 from numaplane.placement.result import Fit
 from numaplane.placement.score import STRATEGY_TYPES, ScoringStrategy, score
-from numaplane.resources.errors import ResourceError
+from numaplane.resources.errors import PodSpecError, ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 
 RESOURCES = ["cpu", "memory", "hugepages-2Mi", "vendor/nic", "gpu", "example.com/dev", "ephemeral-storage"]
@@ -355,6 +355,8 @@ def test_results_follow_single_row_updates() -> None:
 
 # Extreme request quantities: negative, huge (up to the parser's exponent limit), sub-milli, near the
 # int64 / 2**59-thousandths bounds. None may raise; the pipeline must equal the per-node functions.
+# parse_pod refuses negative ones (as the API server does): those pods are built with the dataclasses
+# (``unchecked_pod``), after checking that parse_pod refuses the document naming the field.
 EXTREME = [
     "-9E",
     "9E",
@@ -410,8 +412,8 @@ def extreme_pods(draw: st.DrawFn) -> Pod:
         spec["overhead"] = {n: draw(extreme_quantity) for n in names}
     doc = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": spec}
     try:
-        return parse_pod(doc)
-    except ResourceError:  # PodSpecError / QuantityError: a pod the parser refuses is out of scope
+        return pod_or_refusal(doc)
+    except ResourceError:  # PodSpecError / QuantityError: a malformed document is out of scope
         reject()
 
 
@@ -435,7 +437,8 @@ def test_pipeline_equals_per_node_functions_on_extreme_quantities(
 @pytest.mark.parametrize("kind", STRATEGY_TYPES)
 @pytest.mark.parametrize("value", ["-9E", "9E", "1e1000", "-1e1000", "-1", "1n", "576460752303424"])
 def test_reported_absurd_quantities_do_not_raise(kind: str, value: str) -> None:
-    """Regression: cpu ``-9E`` (and friends) raised OverflowError in the vectorised path."""
+    """Regression: cpu ``-9E`` (and friends) raised OverflowError in the vectorised path. parse_pod
+    refuses the negative ones (checked); the pipeline must still cope with such Pod objects."""
     zs = [zone(z, {"cpu": 4, "memory": "8Gi"}) for z in range(2)]
     entries: dict[str, tuple[Any, dict[str, Any], bool]] = {}
     pipe = Pipeline(ScoringStrategy(kind))  # type: ignore[arg-type]
@@ -447,4 +450,18 @@ def test_reported_absurd_quantities_do_not_raise(kind: str, value: str) -> None:
         spec: dict[str, Any] = {"containers": [container("a", {"cpu": value, "memory": "1Gi"})]}
         if where == "overhead":
             spec = {"containers": [container("a", {"cpu": 1, "memory": "1Gi"})], "overhead": {"cpu": value}}
-        check(pipe, parse_pod({"metadata": {"name": "p"}, "spec": spec}), entries)
+        check(pipe, pod_or_refusal({"metadata": {"name": "p"}, "spec": spec}), entries)
+
+
+def test_negative_requests_reach_the_pipeline_only_through_the_dataclasses() -> None:
+    doc = {"metadata": {"name": "p"}, "spec": {"containers": [container("a", {"cpu": "-1", "memory": "1Gi"})]}}
+    with pytest.raises(PodSpecError) as info:
+        parse_pod(doc)
+    assert info.value.path == "spec.containers[0].resources.requests.cpu"
+    pod = unchecked_pod(doc)
+    assert pod.containers[0].requests["cpu"].amount == -1 and pod.qos_class == "Guaranteed"
+    pipe = Pipeline(ScoringStrategy("LeastAllocated"))
+    zs = [zone(z, {"cpu": 4, "memory": "8Gi"}) for z in range(2)]
+    doc_n, node = nrt("n", zs, scope="container").to_dict(), node_doc("n")
+    pipe.update_node("n", doc_n, node)
+    check(pipe, pod, {"n": (doc_n, node, True)})

@@ -197,3 +197,100 @@ def test_with_changes_equals_dataclasses_replace(apps: list[tuple[dict[str, str]
     assert got.effective_requests() == want.effective_requests()
     with pytest.raises(TypeError):
         pod.with_changes(nodeName="x")
+
+
+# --- negative quantities (the API server's ValidateNonnegativeQuantity) -------------------------------
+
+_NEGATIVE = st.one_of(
+    st.sampled_from(["-1", "-1m", "-1n", "-0.5", "-1Gi", "-9E", "-1e1000", "-9223372036854775808"]),
+    st.integers(-(2**70), -1).map(str),
+    st.integers(-(2**70), -1),  # a JSON number
+)
+_NON_NEGATIVE = st.one_of(
+    st.sampled_from(["0", "-0", "+0", "0m", "-0.0", "0Gi", "1n", "1", "+1", "500m", "1Gi", "9E", "1e1000"]),
+    st.integers(0, 2**70).map(str),
+    st.integers(0, 2**70),
+)
+_NAMES = st.sampled_from(["cpu", "memory", "hugepages-2Mi", "ephemeral-storage", "example.com/nic"])
+# Every place of a pod's own quantities: (kind, index); the document keeps ``value`` at resource ``name``.
+_PLACES = st.one_of(
+    st.tuples(
+        st.sampled_from(["containers", "initContainers"]), st.integers(0, 2), st.sampled_from(["requests", "limits"])
+    ),
+    st.tuples(st.just("overhead"), st.just(0), st.just("")),
+    st.tuples(st.just("resources"), st.just(0), st.sampled_from(["requests", "limits"])),
+)
+
+
+def _pod_with(place: tuple[str, int, str], name: str, value: Any) -> tuple[dict[str, Any], str]:
+    """A valid pod document (positive quantities elsewhere) with ``value`` at ``place``; and its path."""
+    kind, index, which = place
+    apps = [_c(f"a{i}", {"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}) for i in range(3)]
+    inits = [_c(f"i{i}", {"cpu": "1"}, {"cpu": "1"}) for i in range(3)]
+    doc = _pod(apps, inits, overhead={"cpu": "10m"}, resources={"requests": {"cpu": "4"}, "limits": {"cpu": "4"}})
+    spec = doc["spec"]
+    if kind in ("containers", "initContainers"):
+        spec[kind][index]["resources"][which][name] = value
+        return doc, f"spec.{kind}[{index}].resources.{which}.{name}"
+    if kind == "overhead":
+        spec["overhead"][name] = value
+        return doc, f"spec.overhead.{name}"
+    spec["resources"][which][name] = value
+    return doc, f"spec.resources.{which}.{name}"
+
+
+@given(place=_PLACES, name=_NAMES, value=_NEGATIVE)
+def test_negative_quantities_are_refused_naming_the_field(place: tuple[str, int, str], name: str, value: Any) -> None:
+    doc, path = _pod_with(place, name, value)
+    with pytest.raises(PodSpecError) as info:
+        parse_pod(doc)
+    assert info.value.path == path
+    assert info.value.reason == f"quantity {value!r} must be greater than or equal to 0"
+    assert str(info.value) == f"invalid pod at {path}: quantity {value!r} must be greater than or equal to 0"
+
+
+@given(place=_PLACES, name=_NAMES, value=_NON_NEGATIVE)
+def test_zero_and_positive_quantities_are_accepted(place: tuple[str, int, str], name: str, value: Any) -> None:
+    doc, _ = _pod_with(place, name, value)
+    pod = parse_pod(doc)
+    kind, index, which = place
+    if kind == "overhead":
+        got = pod.overhead[name]
+    elif kind == "resources":
+        got = dict((pod.pod_requests_spec if which == "requests" else pod.pod_limits_spec) or {})[name]
+    else:
+        ctr = (pod.containers if kind == "containers" else pod.init_containers)[index]
+        got = (ctr.requests if which == "requests" else ctr.limits)[name]
+    assert got == parse_quantity(value) and got.amount >= 0
+
+
+@pytest.mark.parametrize(
+    ("spec", "path"),
+    [
+        ({"containers": [_c("a"), _c("b", {"cpu": "-1"})]}, "spec.containers[1].resources.requests.cpu"),
+        ({"containers": [_c("a", None, {"memory": "-1Gi"})]}, "spec.containers[0].resources.limits.memory"),
+        (
+            {"initContainers": [_c("i", {"cpu": "-500m"})], "containers": [_c("a")]},
+            "spec.initContainers[0].resources.requests.cpu",
+        ),
+        (
+            {"initContainers": [_c("s", None, {"example.com/nic": "-1"}, restartPolicy="Always")]},
+            "spec.initContainers[0].resources.limits.example.com/nic",
+        ),
+        ({"containers": [_c("a")], "overhead": {"cpu": "250m", "memory": "-1"}}, "spec.overhead.memory"),
+        ({"containers": [_c("a")], "resources": {"requests": {"cpu": "-1n"}}}, "spec.resources.requests.cpu"),
+        ({"containers": [_c("a")], "resources": {"limits": {"memory": -1}}}, "spec.resources.limits.memory"),
+    ],
+)
+def test_each_negative_quantity_place_is_named(spec: dict[str, Any], path: str) -> None:
+    with pytest.raises(PodSpecError) as info:
+        parse_pod({"metadata": {"name": "p"}, "spec": spec})
+    assert info.value.path == path
+    assert "must be greater than or equal to 0" in info.value.reason
+
+
+def test_a_malformed_quantity_is_reported_as_before_not_as_negative() -> None:
+    with pytest.raises(PodSpecError) as info:
+        parse_pod({"spec": {"containers": [_c("a", {"cpu": "--1"})]}})
+    assert info.value.path == "spec.containers[0].resources.requests.cpu"
+    assert "greater than or equal" not in info.value.reason

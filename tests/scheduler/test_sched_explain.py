@@ -169,3 +169,13 @@ async def test_cli_reads_the_cluster(tmp_path: Path) -> None:
     doc = json.loads(result.output)
     assert {n["node"]: n["fits"] for n in doc["nodes"]} == {"roomy": True, "odd": True, "no-nrt": True, "tight": False}
     assert doc["ignored"] == []
+
+
+def test_cli_refuses_a_pod_with_a_negative_limit(tmp_path: Path) -> None:
+    pod, nrts, _ = write_inputs(tmp_path)
+    doc = pod_doc("web", 3)
+    doc["spec"]["initContainers"] = [{"name": "init", "resources": {"limits": {"cpu": "-2"}}}]
+    pod.write_text(yaml.safe_dump(doc))
+    result = CliRunner().invoke(command, ["--pod", str(pod), "--nrt", str(nrts)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "invalid pod at spec.initContainers[0].resources.limits.cpu: quantity '-2'" in result.output

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
 
 from numaplane.kube.memory import InMemoryKube
-from numaplane.resources.pod import Pod, parse_pod
+from numaplane.resources.errors import PodSpecError
+from numaplane.resources.pod import Container, Pod, parse_pod
+from numaplane.resources.quantity import parse_quantity
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.core import SchedulerCore
 from numaplane.scheduler.informers import ClusterInformers
@@ -26,7 +28,28 @@ STATS = {"decisions": 0, "placed": 0, "basic_rejections": 0}
 NODES = [f"n{i}" for i in range(6)]
 CPU = st.sampled_from(["1", "2", "4", "8", "2500m", "100m", "0"])
 CPU_ODD = st.sampled_from(["1500u", "3n", "-1", "9E", "-9E"])  # sub-milli, negative, huge
+# Negative cpu: the API server and parse_pod refuse such pods, so the scheduler never learns of one
+# (pod events drop them as malformed); decide() is still compared on them, built with the dataclasses.
 MEMORY = st.sampled_from(["1Gi", "4Gi", "8Gi", "200Mi", "0"])
+
+
+def decided_pod(doc: dict[str, Any]) -> Pod:
+    """parse_pod of a ``pods()`` document; with a negative cpu (refused, checked) the same pod built
+    with the dataclasses (the scheduling fields stay in ``raw``, where the predicates read them)."""
+    try:
+        return parse_pod(doc)
+    except PodSpecError as exc:
+        assert exc.path == "spec.containers[0].resources.requests.cpu", exc
+        assert exc.reason.endswith("must be greater than or equal to 0")
+    meta, spec = doc["metadata"], doc["spec"]
+    res = spec["containers"][0]["resources"]
+    main = Container(
+        "main",
+        {k: parse_quantity(v) for k, v in res["requests"].items()},
+        {k: parse_quantity(v) for k, v in res.get("limits", {}).items()},
+    )
+    name, ns = meta["name"], meta["namespace"]
+    return Pod(f"{ns}/{name}", name, ns, containers=(main,), scheduler_name=spec["schedulerName"], raw=doc)
 
 
 def per_node_decision(
@@ -176,7 +199,7 @@ def test_decisions_equal_the_per_node_code(
                 core.forget(pod, node)
         if kind == "decide":
             doc = {**arg, "metadata": {"name": f"d{serial}", "namespace": "default"}}
-            pod = parse_pod(doc)
+            pod = decided_pod(doc)
             try:
                 got = new.decide(pod)
             except (ArithmeticError, ValueError) as exc:  # absurd quantities can break the NUMA pipeline
@@ -218,3 +241,14 @@ def test_usage_follows_binds_node_changes_and_late_nodes() -> None:
         core.fit_score(parse_pod(pod_doc("s", 1)), "a"),
         0,
     ]
+
+
+def test_decided_pod_builds_what_parse_pod_would() -> None:
+    negative, positive = pod_doc("p", "-1"), pod_doc("p", "1")
+    for doc in negative, positive:
+        doc["spec"]["nodeSelector"] = {"zone": "a"}
+    got, want = decided_pod(negative), parse_pod(positive)
+    assert got.raw is negative and got.containers[0].requests["cpu"].amount == -1
+    minus_one = {"cpu": parse_quantity("-1"), "memory": parse_quantity("1Gi")}
+    assert got.containers == (replace(want.containers[0], requests=minus_one, limits=minus_one),)
+    assert replace(got, containers=want.containers) == want

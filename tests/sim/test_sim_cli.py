@@ -84,3 +84,16 @@ def test_topology_from_a_json_file(tmp_path: Path) -> None:
     code, out, err = _run("--topology", f"{path}=3", "--pods", "40", "--schedulers", "default", "-o", "json")
     assert code == 0, err
     assert json.loads(out)["inputs"]["nodes"] == 3
+
+
+def test_negative_request_in_a_workload_is_one_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "negative.yaml"
+    bad.write_text(
+        "kind: Workload\npods:\n  - name: ok\n    spec: {containers: [{name: c}]}\n"
+        "  - name: minus\n    count: 3\n    spec:\n      containers:\n        - {name: a}\n        - name: b\n"
+        '          resources: {requests: {cpu: "-1"}}\n'
+    )
+    code, out, err = _run("--workload", str(bad))
+    assert code != 0 and out == "" and "Traceback" not in err
+    want = f"{bad}: pods[1].spec.containers[1].resources.requests.cpu: quantity '-1' must be greater than or equal to 0"
+    assert want in err and err.count("must be greater than or equal to 0") == 1

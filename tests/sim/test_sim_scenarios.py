@@ -135,3 +135,15 @@ def test_percentage_of_nodes_to_score_rotates_the_search_like_kube_scheduler() -
         assert [node for _, node, admitted, _ in result.admissions if admitted] == nodes, percentage
         default = run_scheduler(SchedulerSpec("default"), templates, arrivals, config)
         assert [node for _, node, admitted, _ in default.admissions if admitted] == nodes, percentage
+
+
+def test_parse_workload_names_entry_and_field_of_a_negative_quantity() -> None:
+    from numaplane.sim.errors import WorkloadError
+
+    spec = {"containers": [{"name": "c"}], "overhead": {"memory": "-64Mi"}}
+    with pytest.raises(WorkloadError) as info:
+        parse_workload({"pods": [{"name": "p", "spec": spec}]}, "w.yaml")
+    assert (info.value.source, info.value.entry, info.value.field) == ("w.yaml", 0, "spec.overhead.memory")
+    assert (
+        str(info.value) == "w.yaml: pods[0].spec.overhead.memory: quantity '-64Mi' must be greater than or equal to 0"
+    )

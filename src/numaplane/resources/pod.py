@@ -14,6 +14,11 @@ Rules implemented (upstream references in parentheses):
 * Effective pod requests (``component-helpers/resource.PodRequests``): the larger of (sum of app
   containers + restartable sidecars) and, for each init container in order, its request plus the
   sidecars started before it; plus ``spec.overhead``.
+* Quantities in requests, limits (init and app containers), ``spec.overhead`` and pod-level
+  ``spec.resources`` must be >= 0 (``ValidateResourceRequirements`` / ``ValidateNonnegativeQuantity``:
+  the API server refuses such a pod, so it never exists); :func:`parse_pod` raises
+  :class:`PodSpecError` naming the quantity, e.g. ``spec.containers[1].resources.requests.cpu``.
+  Pods built directly from :class:`Pod` / :class:`Container` are not checked.
 """
 
 from __future__ import annotations
@@ -235,6 +240,15 @@ def parse_resource_list(doc: Any, path: str) -> dict[str, Quantity]:
     return out
 
 
+def _pod_resource_list(doc: Any, path: str) -> dict[str, Quantity]:
+    """:func:`parse_resource_list` for a pod's own quantities, which the API server requires to be >= 0."""
+    out = parse_resource_list(doc, path)
+    for name, q in out.items():
+        if q.amount < 0:
+            raise PodSpecError(f"{path}.{name}", f"quantity {doc[name]!r} must be greater than or equal to 0")
+    return out
+
+
 def _parse_container(doc: Any, path: str, init: bool) -> Container:
     if not isinstance(doc, Mapping):
         raise PodSpecError(path, "a container must be an object")
@@ -249,8 +263,8 @@ def _parse_container(doc: Any, path: str, init: bool) -> Container:
         raise PodSpecError(f"{path}.restartPolicy", "not a string")
     return Container(
         name=name,
-        requests=parse_resource_list(resources.get("requests"), f"{path}.resources.requests"),
-        limits=parse_resource_list(resources.get("limits"), f"{path}.resources.limits"),
+        requests=_pod_resource_list(resources.get("requests"), f"{path}.resources.requests"),
+        limits=_pod_resource_list(resources.get("limits"), f"{path}.resources.limits"),
         init=init,
         restart_policy=restart,
     )
@@ -289,8 +303,8 @@ def parse_pod(doc: Any) -> Pod:
     if pod_resources is not None:
         if not isinstance(pod_resources, Mapping):
             raise PodSpecError("spec.resources", "not an object")
-        pod_reqs = parse_resource_list(pod_resources.get("requests"), "spec.resources.requests") or None
-        pod_lims = parse_resource_list(pod_resources.get("limits"), "spec.resources.limits") or None
+        pod_reqs = _pod_resource_list(pod_resources.get("requests"), "spec.resources.requests") or None
+        pod_lims = _pod_resource_list(pod_resources.get("limits"), "spec.resources.limits") or None
     qos = status.get("qosClass")
     return Pod(
         uid=uid,
@@ -300,7 +314,7 @@ def parse_pod(doc: Any) -> Pod:
         containers=tuple(_parse_container(c, f"spec.containers[{i}]", False) for i, c in enumerate(apps)),
         labels=_str_map(meta.get("labels"), "metadata.labels"),
         annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
-        overhead=parse_resource_list(spec.get("overhead"), "spec.overhead"),
+        overhead=_pod_resource_list(spec.get("overhead"), "spec.overhead"),
         pod_requests_spec=pod_reqs,
         pod_limits_spec=pod_lims,
         status_qos_class=qos if isinstance(qos, str) else None,
