@@ -312,7 +312,19 @@ class ResourceManager:
         }
 
     def restore(self, doc: Mapping[str, Any]) -> None:
-        """Restore a :meth:`snapshot` (the config inside it replaces the current one)."""
+        """Restore a :meth:`snapshot` (the config inside it replaces the current one).
+
+        All or nothing: if any part of ``doc`` cannot be restored (unsupported version, bad config,
+        a pod :func:`~numaplane.resources.pod.parse_pod` refuses, a malformed plugin state or
+        admission), the manager is put back exactly as it was and the error is raised."""
+        previous = self.snapshot()
+        try:
+            self._restore(doc)
+        except BaseException:
+            self._restore(previous)
+            raise
+
+    def _restore(self, doc: Mapping[str, Any]) -> None:
         from numaplane.resources.pod import parse_pod
 
         if doc.get("version") != SNAPSHOT_VERSION:

@@ -265,3 +265,32 @@ def test_managers_sharing_a_topology_share_the_static_policy_but_not_state(
                 rm.admit(_pod(f"p{i}", str(cpus), guaranteed=guaranteed))
     for a, b in zip(shared, alone, strict=True):
         assert a.snapshot() == b.snapshot()
+
+
+@pytest.mark.parametrize("part", ["pod", "plugin", "admission", "version", "config"])
+def test_a_snapshot_that_cannot_be_restored_changes_nothing(part: str) -> None:
+    from numaplane.resources.errors import PodSpecError
+
+    topo = synthetic(sockets=1, numa_per_socket=2, cores_per_numa=4, threads_per_core=2)
+    rm = ResourceManager(topo, {"cpuManager": {"reservedCPUs": "0"}})
+    rm.admit(_pod("a", "2"))
+    before = rm.snapshot()
+    other = ResourceManager(topo, {"cpuManager": {"reservedCPUs": "0,1"}})
+    other.admit(_pod("b", "3"))
+    doc = json.loads(json.dumps(other.snapshot()))
+    if part == "pod":  # a pod the API server would have refused: the last thing restored
+        doc["pods"]["b"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "-3"
+    elif part == "plugin":
+        doc["plugins"]["cpu"] = {"policyName": "static", "defaultCpuSet": "0-3,x"}
+    elif part == "admission":
+        doc["admissions"]["b"]["containers"] = [{"hint": None}]
+    elif part == "version":
+        doc["version"] = 999
+    else:
+        doc["config"] = {"topologyManager": {"policy": "bogus"}}
+    with pytest.raises(Exception) as info:
+        rm.restore(doc)
+    if part == "pod":
+        assert isinstance(info.value, PodSpecError)
+    assert rm.snapshot() == before
+    assert rm.admit(_pod("c", "2")).admitted  # still usable
