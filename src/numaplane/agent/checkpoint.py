@@ -40,6 +40,7 @@ from typing import Any
 
 import structlog
 
+from numaplane.agent.background import BackgroundLoop
 from numaplane.agent.errors import CheckpointCorrupted, CheckpointError, CheckpointForeign
 from numaplane.topology.model import Topology
 
@@ -200,13 +201,15 @@ class CheckpointStore:
 SnapshotSource = Callable[[], Awaitable[tuple[int, dict[str, Any]]]]
 
 
-class CheckpointWriter:
+class CheckpointWriter(BackgroundLoop):
     """Writes the checkpoint in the background whenever :meth:`mark_dirty` was called.
 
     Writes are coalesced (at most one per ``min_interval_seconds``) and run in a worker thread;
     failures are logged, counted (``on_result(ok, seconds)``) and retried at the next change or after
     ``retry_seconds``. :meth:`flush` writes at once (used at shutdown and by tests).
     """
+
+    task_name = "checkpoint-writer"
 
     def __init__(
         self,
@@ -226,21 +229,9 @@ class CheckpointWriter:
         self.writes = 0
         self._dirty = asyncio.Event()
         self._lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
 
     def mark_dirty(self) -> None:
         self._dirty.set()
-
-    def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="checkpoint-writer")
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def _run(self) -> None:
         while True:

@@ -17,7 +17,6 @@ A file that disappears keeps the old config too.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -27,6 +26,7 @@ from typing import Any
 import structlog
 import yaml
 
+from numaplane.agent.background import BackgroundLoop
 from numaplane.agent.errors import AgentConfigError
 from numaplane.agent.metrics import AgentMetrics
 from numaplane.policy.errors import PolicyConfigError
@@ -65,8 +65,10 @@ def _identity(path: Path) -> tuple[int, int, int] | None:
     return st.st_mtime_ns, st.st_size, st.st_ino
 
 
-class ConfigWatcher:
+class ConfigWatcher(BackgroundLoop):
     """Polls ``path`` and applies changes (see the module docstring). ``last_error`` is ``""`` when fine."""
+
+    task_name = "config-watcher"
 
     def __init__(
         self,
@@ -86,19 +88,7 @@ class ConfigWatcher:
         self.applied = 0
         self.rejected = 0
         self._identity = _identity(self.path)
-        self._task: asyncio.Task[None] | None = None
         self._missing_logged = False
-
-    def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="config-watcher")
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def _run(self) -> None:
         while True:

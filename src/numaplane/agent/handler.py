@@ -42,7 +42,6 @@ dirty), updates are sent by the background sender.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -50,6 +49,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from numaplane.agent.background import BackgroundLoop
 from numaplane.agent.core import AgentCore, CpusetUpdate, cpuset_text
 from numaplane.agent.errors import AdmissionRejected
 from numaplane.agent.metrics import AgentMetrics
@@ -135,7 +135,7 @@ class CoreRunner:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-class UpdateSender:
+class UpdateSender(BackgroundLoop):
     """Sends container updates with ``Runtime.UpdateContainers`` in the background.
 
     Submitted containers are sent their *current* desired cpuset at send time (not a stale value
@@ -143,6 +143,8 @@ class UpdateSender:
     a send, containers whose desired cpuset changed while the call was in flight are sent again.
     Without a connection the updates are dropped: the next Synchronize re-checks every container.
     """
+
+    task_name = "nri-update-sender"
 
     def __init__(self, runner: CoreRunner, metrics: AgentMetrics | None = None, *, chunk: int = 128) -> None:
         self.runner = runner
@@ -155,7 +157,6 @@ class UpdateSender:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._task: asyncio.Task[None] | None = None
 
     def submit(self, container_ids: Iterable[str], path: str = "async") -> None:
         for cid in container_ids:
@@ -169,17 +170,6 @@ class UpdateSender:
         self._shared = path
         self._idle.clear()
         self._wake.set()
-
-    def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="nri-update-sender")
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def wait_idle(self, timeout_seconds: float = 5.0) -> None:
         async with asyncio.timeout(timeout_seconds):

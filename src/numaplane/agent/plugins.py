@@ -27,7 +27,6 @@ socket, or re-registers, it is reconnected.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 import stat
@@ -40,6 +39,7 @@ import grpc
 import grpc.aio
 import structlog
 
+from numaplane.agent.background import cancel_and_wait
 from numaplane.agent.handler import CoreRunner
 from numaplane.agent.metrics import AgentMetrics
 from numaplane.grpcapi.pluginapi.adapter import API_VERSION, GrpcResourcePlugin, socket_target
@@ -166,10 +166,7 @@ class PluginRegistry:
 
     async def stop(self) -> None:
         task, self._health = self._health, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         server, self._server = self._server, None
         if server is not None:
             await server.stop(0.5)

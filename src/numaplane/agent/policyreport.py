@@ -19,13 +19,13 @@ only the latest one is ever written. Needs ``get`` on ``pods`` and ``update`` on
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 import structlog
 
+from numaplane.agent.background import BackgroundLoop
 from numaplane.kube.clock import Clock, SystemClock, format_time
 from numaplane.kube.errors import Conflict, KubeError
 from numaplane.kube.port import KubePort
@@ -68,8 +68,10 @@ class PolicyReport:
         }
 
 
-class PolicyReporter:
+class PolicyReporter(BackgroundLoop):
     """Writes :class:`PolicyReport` values onto pod ``namespace/pod_name`` (see the module docstring)."""
+
+    task_name = "policy-reporter"
 
     def __init__(
         self,
@@ -90,7 +92,6 @@ class PolicyReporter:
         self.written: PolicyReport | None = None
         self._wanted: PolicyReport | None = None
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     def report(self, doc: Mapping[str, Any] | None, applied: bool, why: str = "") -> None:
         """Report the document's revision as applied or rejected (no-op without a revision)."""
@@ -99,17 +100,6 @@ class PolicyReporter:
             return
         self._wanted = PolicyReport(revision, applied, why)
         self._wake.set()
-
-    def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="policy-reporter")
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def _run(self) -> None:
         delay = self.retry_initial_seconds
