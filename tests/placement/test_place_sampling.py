@@ -3,12 +3,14 @@ rotating search (placement/sampling.py), against the rules and a literal sequent
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numaplane.placement.sampling import num_feasible_nodes_to_find, sample_feasible, search
+from numaplane.placement.sampling import num_feasible_nodes_to_find, search
 
 
 @pytest.mark.parametrize(
@@ -55,35 +57,29 @@ def _literal(passing: list[bool], start: int, want: int) -> tuple[list[int], lis
     return rows, processed, (start + len(processed)) % n if n else 0
 
 
-@given(
-    passing=st.lists(st.booleans(), max_size=60),
-    start=st.integers(0, 200),
-    want=st.integers(1, 70),
-)
-def test_sample_equals_the_sequential_search(passing: list[bool], start: int, want: int) -> None:
-    sample = sample_feasible(np.array(passing, dtype=bool), start, want)
-    rows, processed, next_start = _literal(passing, start, want)
-    assert sample.rows.tolist() == rows
-    assert sample.processed().tolist() == processed
-    assert sample.next_start == next_start
-    where = np.array([i % 3 == 0 for i in range(len(passing))], dtype=bool)
-    assert sample.processed(where).tolist() == [p for p in processed if where[p]]
+def _everything(passing: np.ndarray, flags: np.ndarray | None = None) -> Any:
+    """``evaluate`` for :func:`search` over whole verdict vectors."""
+
+    def evaluate(sel: slice) -> tuple[np.ndarray, np.ndarray | None]:
+        return passing[sel], None if flags is None else flags[sel]
+
+    return evaluate
 
 
 def test_searching_every_node_keeps_the_start_and_gives_ascending_rows() -> None:
     passing = np.array([True, False, True, True, False])
-    sample = sample_feasible(passing, 0, 5)
-    assert (sample.rows.tolist(), sample.next_start) == ([0, 2, 3], 0)
-    assert sample.processed().tolist() == [0, 1, 2, 3, 4]
+    found = search(5, 0, 5, 5, _everything(passing, np.ones(5, dtype=bool)))
+    assert (found.rows.tolist(), found.next_start) == ([0, 2, 3], 0)
+    assert found.reported.tolist() == [0, 1, 2, 3, 4]
 
 
 def test_rotation_gives_every_node_its_turn() -> None:
     passing = np.ones(10, dtype=bool)
     start, seen = 0, []
     for _ in range(5):
-        sample = sample_feasible(passing, start, 2)
-        seen.append(sample.rows.tolist())
-        start = sample.next_start
+        found = search(10, start, 2, 4, _everything(passing))
+        seen.append(found.rows.tolist())
+        start = found.next_start
     assert seen == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
 
 
@@ -94,7 +90,7 @@ def test_rotation_gives_every_node_its_turn() -> None:
     window=st.integers(1, 70),
     seed=st.integers(0, 2**16),
 )
-def test_windowed_search_equals_the_whole_vector_search(
+def test_windowed_search_equals_the_sequential_search(
     passing: list[bool], start: int, want: int, window: int, seed: int
 ) -> None:
     rng = np.random.default_rng(seed)
@@ -107,10 +103,10 @@ def test_windowed_search_equals_the_whole_vector_search(
         return verdicts[sel], flags[sel]
 
     found = search(len(passing), start, want, window, evaluate)
-    whole = sample_feasible(verdicts, start, want)
-    assert found.rows.tolist() == whole.rows.tolist()
-    assert found.reported.tolist() == whole.processed(flags).tolist()
-    assert found.next_start == whole.next_start
+    rows, processed, next_start = _literal(passing, start, want)
+    assert found.rows.tolist() == rows
+    assert found.reported.tolist() == [p for p in processed if flags[p]]
+    assert found.next_start == next_start
     # each node asked at most once, the first window within its size, at most three calls
     seen = [i for lo, hi in asked for i in range(lo, hi)]
     assert len(seen) == len(set(seen)) and len(asked) <= 3

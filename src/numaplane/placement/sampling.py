@@ -24,10 +24,8 @@ import numpy.typing as npt
 __all__ = [
     "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
     "MIN_FEASIBLE_NODES_TO_FIND",
-    "Sample",
     "Search",
     "num_feasible_nodes_to_find",
-    "sample_feasible",
     "search",
 ]
 
@@ -49,58 +47,6 @@ def num_feasible_nodes_to_find(percentage: int, nodes: int) -> int:
     return max(nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
 
-class Sample:
-    """The outcome of one cycle's search: ``rows`` (the feasible nodes found, in search order), the
-    ``count`` nodes processed from ``start`` on (wrapping around after ``nodes``) and ``next_start``."""
-
-    __slots__ = ("count", "next_start", "nodes", "rows", "start")
-
-    def __init__(self, rows: npt.NDArray[np.int64], nodes: int, start: int, count: int, next_start: int) -> None:
-        self.rows = rows
-        self.nodes = nodes
-        self.start = start
-        self.count = count
-        self.next_start = next_start
-
-    def processed(self, where: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.int64]:
-        """The processed nodes in search order; only those with ``where`` (one flag per node) true
-        when given."""
-        n, end = self.nodes, self.start + self.count
-        if where is None:
-            out = np.arange(self.start, end, dtype=np.int64)
-            out[out >= n] -= n
-            return out
-        head = np.flatnonzero(where[self.start : min(end, n)]) + self.start
-        if end <= n:
-            return head.astype(np.int64)
-        tail = np.flatnonzero(where[: end - n])
-        return np.concatenate((head, tail)).astype(np.int64)
-
-
-def sample_feasible(passing: npt.NDArray[np.bool_], start: int, want: int) -> Sample:
-    """Search ``passing`` (one verdict per node, snapshot order) from ``start`` for ``want`` feasible
-    nodes, wrapping around, as a kube-scheduler cycle does (module docstring).
-
-    When ``want`` is at least the number of feasible nodes, every node is processed and the start
-    does not move (``start + n`` wraps to ``start``); from start 0 the rows are then ascending."""
-    n = len(passing)
-    if n == 0:
-        return Sample(np.zeros(0, np.int64), 0, 0, 0, 0)
-    start %= n
-    head = np.flatnonzero(passing[start:]) + start
-    if len(head) > want:  # the search stops when it meets one feasible node more than it wants
-        return Sample(head[:want].astype(np.int64), n, start, int(head[want]) - start, int(head[want]))
-    rows = head
-    if start:
-        tail = np.flatnonzero(passing[:start])
-        if len(head) + len(tail) > want:
-            stop = int(tail[want - len(head)])
-            rows = np.concatenate((head, tail[: want - len(head)]))
-            return Sample(rows.astype(np.int64), n, start, n - start + stop, stop)
-        rows = np.concatenate((head, tail))
-    return Sample(rows.astype(np.int64), n, start, n, start)
-
-
 class Search:
     """The outcome of :func:`search`: ``rows`` (feasible nodes found, in search order), ``reported``
     (the processed nodes the verdicts flagged for reporting, in search order) and ``next_start``."""
@@ -117,14 +63,16 @@ Verdicts = Callable[[slice], tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] 
 
 
 def search(nodes: int, start: int, want: int, window: int, verdicts: Verdicts) -> Search:
-    """:func:`sample_feasible` with the verdicts computed on demand, window by window.
+    """Search the ``nodes`` (snapshot order) from ``start`` for ``want`` feasible nodes, wrapping
+    around, as a kube-scheduler cycle does (module docstring), with the verdicts computed on demand.
 
     ``verdicts(slice(lo, hi))`` gives, for nodes ``lo .. hi-1``, whether each passes the filters and
     (or ``None``) whether it is to be reported when processed (e.g. it failed only the NUMA filter).
     The first window holds at most ``window`` nodes; when it does not end the search, the rest is
     asked for at once (up to the wrap, then from node 0): at most three calls, in search order, each
-    node at most once, and nodes past the end of the search are never evaluated. The result is the
-    same as :func:`sample_feasible` over all verdicts plus :meth:`Sample.processed` of the flags."""
+    node at most once, and nodes past the end of the search are never evaluated. When ``want`` is at
+    least the number of feasible nodes, every node is processed and the start does not move; from
+    start 0 the rows are then ascending."""
     empty = np.zeros(0, np.int64)
     if nodes == 0:
         return Search(empty, empty, 0)
