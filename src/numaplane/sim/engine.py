@@ -377,8 +377,6 @@ class _Run:
         the search processed were filtered, so only those report NUMA rejections to the cache, and
         only the nodes it found are scored."""
         pipeline, cache = self.pipeline, self.cache
-        if self._to_find >= len(self.nodes):  # every node is searched: no rotation (start stays 0)
-            return self._everything(pod)
         if pipeline is not None and cache is not None:
             pipeline.sync_from_cache(cache, self.node_infos)
 
@@ -400,21 +398,6 @@ class _Run:
         if not len(found.rows):
             return found.rows, None
         return found.rows, pipeline.scores(pod, found.rows)
-
-    def _everything(self, pod: Pod) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]:
-        """:meth:`_candidates` when a cycle searches every node (what ``search`` gives then, without
-        its bookkeeping): feasible rows ascending, NUMA rejections from every node."""
-        pipeline, cache = self.pipeline, self.cache
-        fit = self.fit.feasible(pod)
-        if pipeline is None or cache is None:
-            return np.flatnonzero(fit), None
-        pipeline.sync_from_cache(cache, self.node_infos)
-        numa = pipeline.feasible(pod)
-        rejected = np.flatnonzero(fit & ~numa)
-        if len(rejected):
-            nodes_maybe_overreserved(cache, self._names[rejected].tolist(), pod)
-        rows = np.flatnonzero(fit & numa)
-        return rows, (pipeline.scores(pod, rows) if len(rows) else None)
 
     def _try(self, now: float, state: _PodState) -> bool:
         self.result.attempts += 1
