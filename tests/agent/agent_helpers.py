@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from numaplane.nri.proto import api_pb2, ttrpc_pb2
+from numaplane.testing.containerd import terminate_process
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_CPU_PLUGIN = REPO / "examples" / "plugins" / "cpu_static_plugin.py"
@@ -98,12 +99,6 @@ def start_example_cpu_plugin(socket_path: Path, *extra: str) -> subprocess.Popen
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+    terminate_process(process)
     if process.stdout is not None:
         process.stdout.close()

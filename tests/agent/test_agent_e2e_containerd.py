@@ -45,6 +45,7 @@ from numaplane.testing.containerd import (
     ContainerdInstance,
     cpuset_of_container,
     make_containerd_fixture,
+    terminate_process,
 )
 from numaplane.testing.cri import CRIClient, CRIError
 from numaplane.topology.model import synthetic
@@ -138,13 +139,8 @@ class AgentProcess:
         self.process.wait(10)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        if self.process is not None:
+            terminate_process(self.process, 15)
 
     def list(self) -> tuple[PodResources, ...]:
         async def go() -> tuple[PodResources, ...]:

@@ -66,6 +66,7 @@ __all__ = [
     "fetch_packages",
     "make_containerd_fixture",
     "run_containerd",
+    "terminate_process",
 ]
 
 BUSYBOX_IMAGE = "localhost/numaplane/busybox:test"
@@ -635,6 +636,17 @@ def _clean_run_containerd(run_before: set[str] | None, folder: Path = RUN_CONTAI
             folder.rmdir()
 
 
+def terminate_process(process: subprocess.Popen[bytes], grace_seconds: float = 10.0) -> None:
+    """SIGTERM ``process`` if it still runs, SIGKILL it after ``grace_seconds``; return once it is gone."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace_seconds)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
 def _teardown(instance: ContainerdInstance, run_before: set[str] | None) -> None:
     with contextlib.suppress(Exception), instance.cri() as cri:
         cri.timeout_seconds = 15
@@ -643,14 +655,7 @@ def _teardown(instance: ContainerdInstance, run_before: set[str] | None) -> None
                 cri.stop_pod_sandbox(pod_id)
             with contextlib.suppress(CRIError):
                 cri.remove_pod_sandbox(pod_id)
-    process = instance.process
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+    terminate_process(instance.process)
     # Shims outlive containerd: they name our socket path on their command line.
     for pid in _pids_naming(str(instance.workdir)):
         with contextlib.suppress(ProcessLookupError):
