@@ -2,7 +2,7 @@
 
 What :func:`run_containerd` does (DESIGN.md, "Tests and real components"; wire/nri.md):
 
-1. :func:`fetch_packages` — with a *private* apt configuration (its own sources list naming trixie and
+1. :func:`fetch_packages` — with a *private* apt configuration (:mod:`numaplane.testing.debian`) (its own sources list naming trixie and
    bookworm, its own lists and caches under the cache folder; the system's apt sources are never read
    or changed) ``apt-get download`` Debian trixie's ``containerd`` 1.7, bookworm's ``runc`` 1.1 (trixie's
    needs a newer glibc), bookworm's ``busybox-static`` and trixie's ``golang-github-kubernetes-cri-api-dev``
@@ -30,12 +30,10 @@ session-scoped pytest fixture that skips LOUDLY with that reason (or fails, if
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import json
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -52,6 +50,7 @@ from types import ModuleType
 from typing import Any
 
 from numaplane.testing.cri import CRI_PROTO_PATH, CRIClient, CRIError, load_cri_module
+from numaplane.testing.debian import DebianUnavailable, cache_base, debian_arch, fetch_debs, run_tool
 
 __all__ = [
     "BUSYBOX_IMAGE",
@@ -80,8 +79,6 @@ PACKAGES: tuple[tuple[str, str], ...] = (
     ("busybox-static", "bookworm"),
     ("golang-github-kubernetes-cri-api-dev", "trixie"),
 )
-DEBIAN_MIRROR = "http://deb.debian.org/debian"
-DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 RUN_CONTAINERD = Path("/run/containerd")
 
@@ -92,9 +89,7 @@ class ContainerdUnavailable(Exception):
 
 def cache_root() -> Path:
     """``$NUMAPLANE_CACHE/containerd``, else ``~/.cache/numaplane/containerd``."""
-    base = os.environ.get("NUMAPLANE_CACHE")
-    root = Path(base) if base else Path.home() / ".cache" / "numaplane"
-    return root / "containerd"
+    return cache_base() / "containerd"
 
 
 # ---- 1. packages -------------------------------------------------------------------------------
@@ -116,93 +111,16 @@ class ContainerdPackages:
 def _run(
     args: list[str], *, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout, check=False)
-
-
-def _apt_env(cache: Path) -> dict[str, str]:
-    """Write the private apt configuration; return an environment that selects it."""
-    apt = cache / "apt"
-    for sub in ("lists/partial", "archives/partial", "sources.list.d", "preferences.d", "state"):
-        (apt / sub).mkdir(parents=True, exist_ok=True)
-    keyring = f" [signed-by={DEBIAN_KEYRING}]" if DEBIAN_KEYRING.exists() else ""
-    suites = sorted({suite for _, suite in PACKAGES})
-    (apt / "sources.list").write_text("".join(f"deb{keyring} {DEBIAN_MIRROR} {s} main\n" for s in suites))
-    arch = _debian_arch()
-    (apt / "apt.conf").write_text(
-        "\n".join(
-            [
-                f'Dir::Etc::SourceList "{apt}/sources.list";',
-                f'Dir::Etc::SourceParts "{apt}/sources.list.d";',
-                f'Dir::Etc::Preferences "{apt}/preferences";',
-                f'Dir::Etc::PreferencesParts "{apt}/preferences.d";',
-                f'Dir::State "{apt}/state";',
-                f'Dir::State::Lists "{apt}/lists";',
-                'Dir::State::status "/dev/null";',
-                f'Dir::Cache "{apt}";',
-                f'Dir::Cache::Archives "{apt}/archives";',
-                f'APT::Architecture "{arch}";',
-                'APT::Architectures { "' + arch + '"; };',
-                'APT::Sandbox::User "root";',
-                'Acquire::Retries "2";',
-                "",
-            ]
-        )
-    )
-    env = dict(os.environ)
-    env["APT_CONFIG"] = str(apt / "apt.conf")
-    env["DEBIAN_FRONTEND"] = "noninteractive"
-    return env
-
-
-def _debian_arch() -> str:
-    machine = platform.machine()
-    return {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "armhf", "ppc64le": "ppc64el", "s390x": "s390x"}.get(
-        machine, machine
-    )
+    return run_tool(args, env=env, timeout=timeout)
 
 
 def fetch_packages(cache: Path | None = None) -> ContainerdPackages:
     """Download (once) and unpack the packages; raises :class:`ContainerdUnavailable` if impossible."""
     cache = cache or cache_root()
-    cache.mkdir(parents=True, exist_ok=True)
-    unpacked = cache / "unpacked"
-    with open(cache / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        missing = [(p, s) for p, s in PACKAGES if not (unpacked / p / ".done").exists()]
-        if missing:
-            for tool in ("apt-get", "dpkg"):
-                if shutil.which(tool) is None:
-                    raise ContainerdUnavailable(f"{tool} not found: cannot fetch Debian's containerd")
-            env = _apt_env(cache)
-            debs = cache / "debs"
-            debs.mkdir(exist_ok=True)
-            update = _run(["apt-get", "update", "-q"], env=env)
-            if update.returncode != 0:
-                raise ContainerdUnavailable(
-                    f"apt-get update (private trixie/bookworm config) failed: {update.stderr[-800:]}"
-                )
-            for package, suite in missing:
-                for old in debs.glob(f"{package}_*.deb"):
-                    old.unlink()
-                got = subprocess.run(
-                    ["apt-get", "download", "-q", f"{package}/{suite}"],
-                    cwd=debs,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=600,
-                    check=False,
-                )
-                files = sorted(debs.glob(f"{package}_*.deb"))
-                if got.returncode != 0 or not files:
-                    raise ContainerdUnavailable(f"apt-get download {package}/{suite} failed: {got.stderr[-800:]}")
-                target = unpacked / package
-                shutil.rmtree(target, ignore_errors=True)
-                target.mkdir(parents=True)
-                x = _run(["dpkg", "-x", str(files[-1]), str(target)])
-                if x.returncode != 0:
-                    raise ContainerdUnavailable(f"dpkg -x {files[-1].name} failed: {x.stderr[-800:]}")
-                (target / ".done").write_text(files[-1].name + "\n")
+    try:
+        unpacked = fetch_debs(cache, PACKAGES)
+    except DebianUnavailable as exc:
+        raise ContainerdUnavailable(str(exc)) from exc
     bin_dir = unpacked / "containerd" / "usr" / "bin"
     return ContainerdPackages(
         containerd=bin_dir / "containerd",
@@ -290,7 +208,7 @@ def build_busybox_image(busybox: Path, out: Path) -> Path:
     for ref, cmd in ((BUSYBOX_IMAGE, ["sh"]), (PAUSE_IMAGE, ["sleep", "infinity"])):
         config = json.dumps(
             {
-                "architecture": _debian_arch(),
+                "architecture": debian_arch(),
                 "os": "linux",
                 "config": {"Env": ["PATH=/bin"], "Cmd": cmd, "WorkingDir": "/"},
                 "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
