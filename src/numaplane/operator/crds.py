@@ -278,11 +278,11 @@ def numa_resources_operator_crd() -> dict[str, Any]:
     )
     group_status = obj(
         {
-            "name": string(),
-            "selector": string("The group's selector in kubectl syntax."),
-            "enforcement": string(),
+            "name": string(max_length=nro.MAX_GROUP_NAME),
+            "selector": string("The group's selector in kubectl syntax.", max_length=4096),
+            "enforcement": string(max_length=32),
             "config": node_group_config_schema(),
-            "daemonSets": array(_namespaced_name(), list_type="atomic"),
+            "daemonSets": array(_namespaced_name(), list_type="atomic", max_items=4),
             "desiredNodes": integer(minimum=0),
             "readyNodes": integer(minimum=0),
         },
@@ -292,8 +292,14 @@ def numa_resources_operator_crd() -> dict[str, Any]:
         {
             "observedGeneration": integer(minimum=0, fmt="int64"),
             "conditions": conditions_schema(),
-            "nodeGroups": array(group_status, map_keys=["name"]),
-            "daemonSets": array(_namespaced_name(), description="Exporter and agent DaemonSets that are ready."),
+            # Bounded like the spec's list: the config's CEL rule is costed per item (the API server
+            # refuses the CRD when the status list is unbounded).
+            "nodeGroups": array(group_status, map_keys=["name"], max_items=nro.MAX_NODE_GROUPS),
+            "daemonSets": array(
+                _namespaced_name(),
+                description="Exporter and agent DaemonSets that are ready.",
+                max_items=2 * nro.MAX_NODE_GROUPS,
+            ),
             "relatedObjects": related_objects_schema(),
         }
     )
@@ -384,6 +390,10 @@ def numa_resources_scheduler_crd() -> dict[str, Any]:
     )
 
 
+#: Bound on each options map of a NodeResourcePolicy (the kubelet knows fewer than ten options per manager).
+MAX_POLICY_OPTIONS = 32
+
+
 def policy_config_schema() -> Schema:
     """``spec.config``: the agent's CONFIG_SCHEMA in structural form, minus operator-owned fields."""
     schema = from_json_schema(CONFIG_SCHEMA)
@@ -391,6 +401,17 @@ def policy_config_schema() -> Schema:
     for key in nrp.OPERATOR_OWNED_CONFIG_FIELDS:
         schema["properties"].pop(key, None)
     schema["description"] = "The node agent's resource manager configuration (NodeResourceConfig document)."
+    for section in ("cpuManager", "topologyManager"):
+        part = schema["properties"].get(section)
+        if part is not None and "options" in part["properties"]:
+            # Typed string values (the kubelet's map[string]string), bounded: CEL cannot see a field
+            # whose values have no type, and a rule over an unbounded map is refused for its cost.
+            part["properties"]["options"] = {
+                "type": "object",
+                "description": "Policy options, as the kubelet's (values are strings, e.g. \"true\").",
+                "maxProperties": MAX_POLICY_OPTIONS,
+                "additionalProperties": {"type": "string", "maxLength": 253},
+            }
     cpu = schema["properties"].get("cpuManager")
     if cpu is not None:
         cpu.setdefault("x-kubernetes-validations", []).append(
