@@ -11,11 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from numaplane.testing.kubecluster import make_control_plane_fixture
+
 pytest_plugins = ["numaplane.testing.fakeapi.pytest_plugin"]
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("NUMAPLANE_SHARED", str(REPO.parent / "shared"))).resolve()
 os.environ.setdefault("NUMAPLANE_SHARED", str(SHARED))
+
+#: The real private control plane (etcd, kube-apiserver, controller-manager; kube-scheduler on demand),
+#: started once per session by the first test that asks for it.
+control_plane = make_control_plane_fixture()
 
 
 @pytest.fixture(scope="session")

@@ -408,7 +408,7 @@ def policy_config_schema() -> Schema:
             # whose values have no type, and a rule over an unbounded map is refused for its cost.
             part["properties"]["options"] = {
                 "type": "object",
-                "description": "Policy options, as the kubelet's (values are strings, e.g. \"true\").",
+                "description": 'Policy options, as the kubelet\'s (values are strings, e.g. "true").',
                 "maxProperties": MAX_POLICY_OPTIONS,
                 "additionalProperties": {"type": "string", "maxLength": 253},
             }

@@ -3,7 +3,7 @@
 :func:`deploy_files` maps relative paths to file contents::
 
     kustomization.yaml            resources: crd, rbac, operator
-    crd/        kustomization.yaml, one file per CRD (the NRT CRD file is rendered by numaplane.nrt)
+    crd/        kustomization.yaml, one file per CRD (the NRT CRD's content comes from numaplane.nrt)
     rbac/       kustomization.yaml, service_account, cluster_role(+binding), role(+binding)
     operator/   kustomization.yaml, namespace, deployment, service, network_policy
     samples/    kustomization.yaml, one custom resource per file (not part of the base install)
@@ -25,7 +25,7 @@ from numaplane.operator.render_common import Settings
 __all__ = ["HEADER", "NRT_CRD_FILE", "deploy_files", "kustomization"]
 
 HEADER = "# Rendered by `numaplane render --output-dir deploy`; do not edit (CI: scripts/check_deploy.py)."
-#: Rendered and owned by ``numaplane.nrt.crd`` (its tests check it); listed here, not written.
+#: The NRT CRD's file; its content is ``numaplane.nrt.crd.crd_manifest()``.
 NRT_CRD_FILE = "crd/noderesourcetopologies.yaml"
 
 _RBAC_FILES = {
@@ -53,7 +53,7 @@ def _file(obj: Mapping[str, Any]) -> str:
 
 
 def deploy_files(settings: Settings | None = None) -> dict[str, str]:
-    """Relative path → file text for the whole ``deploy/`` tree except :data:`NRT_CRD_FILE`."""
+    """Relative path → file text for the whole ``deploy/`` tree (every file its kustomizations list)."""
     settings = settings or Settings()
     nrt_name = nrt_crd_manifest()["metadata"]["name"]
     files: dict[str, str] = {}
@@ -64,10 +64,7 @@ def deploy_files(settings: Settings | None = None) -> dict[str, str]:
         kind = obj["kind"]
         name = obj["metadata"]["name"]
         if kind == "CustomResourceDefinition":
-            if name == nrt_name:
-                crd_files.append(NRT_CRD_FILE.split("/", 1)[1])
-                continue
-            path = f"crd/{name}.yaml"
+            path = NRT_CRD_FILE if name == nrt_name else f"crd/{name}.yaml"
             crd_files.append(path.split("/", 1)[1])
         elif kind in _RBAC_FILES:
             path = f"rbac/{_RBAC_FILES[kind]}"
