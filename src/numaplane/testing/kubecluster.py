@@ -283,6 +283,11 @@ class ControlPlane:
             "/api/v1/nodes",
             {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node_labels}},
         )
+        # The TaintNodesByCondition admission plugin taints every new Node not-ready; the node-lifecycle
+        # controller (left out, see DISABLED_CONTROLLERS) would lift it once Ready: do its part.
+        self.request(
+            "PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": None}}, content_type="application/merge-patch+json"
+        )
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         status = {
             "capacity": dict(capacity),
