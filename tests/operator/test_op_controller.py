@@ -14,11 +14,13 @@ from numaplane.kube.client import LightkubePort
 from numaplane.kube.errors import KubeError
 from numaplane.kube.resources import CRD, DAEMON_SET, DEPLOYMENT, NODE, NODE_RESOURCE_TOPOLOGY, POD, Resource
 from numaplane.nrt.crd import crd_manifest
-from numaplane.operator.apply import APPLIED_HASH, KIND_RESOURCES, is_subset
+from numaplane.operator.apply import APPLIED_HASH, KIND_RESOURCES, is_subset, object_id
 from numaplane.operator.controller import (
     NODE_RESOURCE_POLICY,
+    NRT_GC_KEY,
     NUMA_RESOURCES_OPERATOR,
     NUMA_RESOURCES_SCHEDULER,
+    SHARED_OBJECTS,
     Operator,
 )
 from numaplane.operator.crds import all_crds
@@ -87,7 +89,8 @@ async def expected(kube: LightkubePort, *docs: dict[str, Any]) -> dict[tuple[str
         live = await kube.get(res[doc["kind"]], doc["metadata"]["name"])
         resolved.append({**copy.deepcopy(live), "status": {}})
     objects = render_stack(parse_resources(resolved), SETTINGS)
-    return {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects}
+    # The fixture pre-installs the shared NRT CRD: the operator leaves it to that owner.
+    return {object_id(o): o for o in objects if object_id(o) not in SHARED_OBJECTS}
 
 
 async def assert_cluster_matches(kube: LightkubePort, *docs: dict[str, Any]) -> None:
@@ -145,7 +148,8 @@ async def test_operator_create_update_delete(env: tuple[FakeApiServer, Lightkube
     # delete: everything it owned goes; the namespace and the NRT CRD stay
     await kube.delete(NUMA_RESOURCES_OPERATOR, "numaresourcesoperator")
     await op.reconcile("operator")
-    assert {k[0] for k in await live_objects(kube)} == {"Namespace", "CustomResourceDefinition"}
+    assert {k[0] for k in await live_objects(kube)} == {"Namespace"}
+    assert await kube.get(CRD, crd_manifest()["metadata"]["name"])  # shared: never pruned
 
 
 async def test_invalid_operator_degrades_and_tears_nothing_down(
@@ -247,7 +251,10 @@ async def test_nrt_of_deleted_nodes_are_garbage_collected(env: tuple[FakeApiServ
             },
         )
     await kube.create(NUMA_RESOURCES_OPERATOR, samples()[0])
-    await op.reconcile("operator")
+    await op.reconcile("operator")  # the operator's own reconcile lists neither Nodes nor NRTs
+    names = [o["metadata"]["name"] for o in (await kube.list(NODE_RESOURCE_TOPOLOGY)).items]
+    assert names == ["n1", "n2"]
+    await op.reconcile(NRT_GC_KEY)  # queued at start and on every Node deletion
     names = [o["metadata"]["name"] for o in (await kube.list(NODE_RESOURCE_TOPOLOGY)).items]
     assert names == ["n1"]
     assert op.metrics.nrt_collected._value.get() == 1
@@ -423,3 +430,22 @@ async def test_run_loop_reacts_to_events_and_retries(env: tuple[FakeApiServer, L
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_the_shared_nrt_crd_is_created_when_missing_and_never_taken_from_another_owner(
+    env: tuple[FakeApiServer, LightkubePort, Operator],
+) -> None:
+    server, kube, op = env
+    nrt_crd = crd_manifest()["metadata"]["name"]
+    await kube.create(NUMA_RESOURCES_OPERATOR, samples()[0])
+    # present, applied by another tool (no hash of ours): the operator writes nothing to it
+    await op.reconcile("operator")
+    server.requests.clear()
+    other = await kube.get(CRD, nrt_crd)
+    await op.reconcile("operator")
+    assert not [w for w in writes(server) if nrt_crd in w[1]]
+    assert (await kube.get(CRD, nrt_crd))["metadata"]["resourceVersion"] == other["metadata"]["resourceVersion"]
+    # missing: created
+    await kube.delete(CRD, nrt_crd)
+    await op.reconcile("operator")
+    assert APPLIED_HASH in (await kube.get(CRD, nrt_crd))["metadata"]["annotations"]

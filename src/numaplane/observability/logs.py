@@ -20,7 +20,7 @@ from typing import Any, Final, TextIO
 
 import structlog
 
-__all__ = ["LOG_FORMATS", "LOG_LEVELS", "configure_logging"]
+__all__ = ["LOG_FORMATS", "LOG_LEVELS", "QUIET_LIBRARY_LOGGERS", "configure_logging"]
 
 LOG_FORMATS: Final = ("json", "console")
 #: The ``--log-level`` values every component accepts, and the stdlib level of each.
@@ -30,6 +30,9 @@ LOG_LEVELS: Final = {
     "warning": logging.WARNING,
     "error": logging.ERROR,
 }
+
+#: Library loggers held at warning unless ``--log-level debug``.
+QUIET_LIBRARY_LOGGERS: Final = ("httpx", "httpx2", "httpcore", "httpcore2")
 
 
 def configure_logging(fmt: str = "json", level: str = "info", *, stream: TextIO | None = None) -> None:
@@ -75,3 +78,8 @@ def configure_logging(fmt: str = "json", level: str = "info", *, stream: TextIO 
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(threshold)
+    # HTTP client libraries log every request at info: one line per GET/PATCH/watch would drown the
+    # component's own decisions (the operator printed ~190 such lines per 30 s idle). They speak at
+    # --log-level debug only.
+    for noisy in QUIET_LIBRARY_LOGGERS:
+        logging.getLogger(noisy).setLevel(threshold if threshold <= logging.DEBUG else max(threshold, logging.WARNING))

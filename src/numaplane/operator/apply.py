@@ -6,6 +6,10 @@
   (our rendering changed, including fields we stopped setting, which SSA then removes), or when a
   rendered field's live value differs (someone edited a field we own). So a second reconcile of an
   unchanged state writes nothing.
+* Shared objects (``create_only``, e.g. the NodeResourceTopology CRD, which the upstream NUMA Resources
+  Operator, NFD or an admin may own too) are created when missing and otherwise left alone: applying
+  them with ``force`` would take their fields from the other owner at every reconcile, and both
+  controllers would fight over the object.
 * Pruning deletes objects carrying our ``managed-by`` label and the owner's label that the current
   rendering does not contain, kind by kind; the namespace and the NRT CRD never carry these labels.
 * API errors surface as :class:`~numaplane.kube.errors.KubeError`; the controller retries with backoff.
@@ -140,15 +144,24 @@ class Applier:
             return None
 
     async def sync(
-        self, desired: Sequence[Mapping[str, Any]], *, owner_label: str | None, keep: Iterable[ObjectId] = ()
+        self,
+        desired: Sequence[Mapping[str, Any]],
+        *,
+        owner_label: str | None,
+        keep: Iterable[ObjectId] = (),
+        create_only: Iterable[ObjectId] = (),
     ) -> SyncResult:
-        """Apply ``desired`` (in order), then prune owned objects neither desired nor in ``keep``."""
+        """Apply ``desired`` (in order), then prune owned objects neither desired nor in ``keep``.
+
+        Objects in ``create_only`` are applied only when missing (see the module docstring).
+        """
         result = SyncResult()
+        shared = set(create_only)
         for obj in desired:
             res = KIND_RESOURCES[str(obj["kind"])]
             want = with_hash(obj)
             live = await self.get(res, obj)
-            if needs_apply(want, live):
+            if live is None if object_id(obj) in shared else needs_apply(want, live):
                 live = await self.kube.apply(res, want, field_manager=FIELD_MANAGER, force=True)
                 result.applied.append(object_id(obj))
             if live is not None:

@@ -36,6 +36,7 @@ from numaplane.kube.informer import EventHandlers, Informer
 from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import DAEMON_SET, DEPLOYMENT, NODE, NODE_RESOURCE_TOPOLOGY, POD, Resource
 from numaplane.kube.workqueue import WorkQueue
+from numaplane.nrt.crd import crd_manifest as nrt_crd_manifest
 from numaplane.operator.api import numaresources as nro_api
 from numaplane.operator.api import policy as nrp_api
 from numaplane.operator.api import scheduler as nrs_api
@@ -60,6 +61,11 @@ NUMA_RESOURCES_SCHEDULER = Resource(GROUP, VERSION, nrs_api.KIND, nrs_api.PLURAL
 NODE_RESOURCE_POLICY = Resource(GROUP, VERSION, nrp_api.KIND, nrp_api.PLURAL, False, True, ("nrpolicy",))
 OPERATOR_KEY = "operator"
 SCHEDULER_KEY = "scheduler"
+NRT_GC_KEY = "nrt-gc"
+#: Objects other tools may own too: created when missing, never re-applied (no fight over fields).
+SHARED_OBJECTS: frozenset[ObjectId] = frozenset(
+    {("CustomResourceDefinition", "", nrt_crd_manifest()["metadata"]["name"])}
+)
 PROGRESS_REQUEUE_SECONDS = 5.0
 
 
@@ -159,7 +165,9 @@ class Operator:
         ds_inf.add_handler(self._handlers(lambda _o: self.queue.add(OPERATOR_KEY)))
         dep_inf.add_handler(self._handlers(lambda _o: self.queue.add(SCHEDULER_KEY)))
         pod_inf.add_handler(self._handlers(lambda _o: self._enqueue_policies()))
-        node_inf.add_handler(self._handlers(lambda _o: self.queue.add(OPERATOR_KEY)))
+        # Nothing the operator renders depends on Nodes (DaemonSets select them; their status says how
+        # many are ready): a Node event only matters when a Node goes, for its NRT object.
+        node_inf.add_handler(EventHandlers(on_delete=lambda _o: self.queue.add(NRT_GC_KEY)))
 
     def _enqueue_policies(self) -> None:
         for obj in self._policies.store.list_objects():
@@ -175,6 +183,7 @@ class Operator:
         """Start informers and workers; return only when cancelled (then stop everything)."""
         for informer in self.informers:
             informer.start()
+        self.queue.add(NRT_GC_KEY)  # nodes deleted while no operator ran
         workers = [asyncio.get_running_loop().create_task(self._worker()) for _ in range(self.workers)]
         try:
             await asyncio.gather(*workers)
@@ -219,6 +228,9 @@ class Operator:
                 out = await self.reconcile_operator()
             elif key == SCHEDULER_KEY:
                 out = await self.reconcile_scheduler()
+            elif key == NRT_GC_KEY:
+                await self._collect_nrt_garbage()
+                out = None
             elif key.startswith("policy/"):
                 out = await self.reconcile_policy(key.split("/", 1)[1])
             else:
@@ -305,9 +317,8 @@ class Operator:
                 cm = ("ConfigMap", self.settings.namespace, policy_configmap_name(group))
                 desired = [o for o in desired if object_id(o) != cm]
                 keep.add(cm)
-        result = await self.applier.sync(desired, owner_label=owner_label, keep=keep)
+        result = await self.applier.sync(desired, owner_label=owner_label, keep=keep, create_only=SHARED_OBJECTS)
         self._count(result.applied, result.pruned)
-        await self._collect_nrt_garbage()
         state, groups, ready = self._operator_progress(nro, result.live)
         status: dict[str, Any] = {
             "observedGeneration": meta.generation,
