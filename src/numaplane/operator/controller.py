@@ -259,10 +259,17 @@ class Operator:
         return True
 
     def _count(self, applied: list[ObjectId], pruned: list[ObjectId]) -> None:
-        for kind, _, _ in applied:
+        for kind, namespace, name in applied:
             self.metrics.applied.labels(kind).inc()
-        for kind, _, _ in pruned:
+            log.info(
+                "applied %s %s%s: missing or differing from the rendering",
+                kind,
+                f"{namespace}/" if namespace else "",
+                name,
+            )
+        for kind, namespace, name in pruned:
             self.metrics.pruned.labels(kind).inc()
+            log.info("deleted %s %s%s: no longer rendered", kind, f"{namespace}/" if namespace else "", name)
 
     async def _degrade(
         self, res: Resource, live: JsonObj, exc: SpecError, extra: Mapping[str, Any] | None = None

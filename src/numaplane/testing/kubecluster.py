@@ -320,6 +320,41 @@ class ControlPlane:
             "PATCH", f"/api/v1/nodes/{name}/status", {"status": status}, content_type="application/merge-patch+json"
         )
 
+    def mark_pod_running(self, namespace: str, name: str) -> dict[str, Any]:
+        """Play the kubelet for a pod bound to a kubelet-less Node: phase Running, every container ready."""
+        pod = self.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        statuses = [
+            {
+                "name": c["name"],
+                "image": c["image"],
+                "imageID": "",
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": now}},
+            }
+            for c in pod["spec"]["containers"]
+        ]
+        conditions = [
+            {"type": kind, "status": "True", "lastTransitionTime": now}
+            for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+        ]
+        status = {
+            "phase": "Running",
+            "conditions": conditions,
+            "containerStatuses": statuses,
+            "startTime": now,
+            "hostIP": "127.0.0.1",
+            "podIP": "127.0.0.1",
+        }
+        return self.request(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}/status",
+            {"status": status},
+            content_type="application/merge-patch+json",
+        )
+
     def delete_node(self, name: str) -> None:
         with contextlib.suppress(ApiStatus):
             self.request("DELETE", f"/api/v1/nodes/{name}")
@@ -331,7 +366,7 @@ class ControlPlane:
         while True:
             try:
                 last = check()
-            except ApiStatus as exc:
+            except (ApiStatus, OSError) as exc:  # an error answer, or nothing listening yet
                 last = exc
             else:
                 if last:

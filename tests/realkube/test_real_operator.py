@@ -1,0 +1,286 @@
+"""The operator on a real kube-apiserver, out of cluster, with exactly the RBAC ``numaplane render`` grants it.
+
+The operator runs as a subprocess (the real CLI) authenticated by a bound token of its own
+ServiceAccount — never as admin — so a verb missing from the rendered ClusterRole or Role fails here.
+Nodes are registered without a kubelet; the real controller-manager's DaemonSet controller creates the
+operands' pods and the real kube-scheduler binds them. The tests in this module run in order, as one
+user flow: install, reconcile the samples, change the policy live, survive an API server restart,
+leave a shared CRD to its other owner, delete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from numaplane.testing.containerd import terminate_process
+from numaplane.testing.kubecluster import ApiStatus, ControlPlane, free_port
+
+pytestmark = pytest.mark.timeout(300)
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = (sys.executable, "-c", "from numaplane.cli import main; main()")
+NS = "numaplane-op-e2e"
+IMAGE = "localhost/numaplane:e2e"
+GROUPS = {"op-w1": "worker", "op-w2": "worker", "op-l1": "latency", "op-p1": None}
+NRO = "/apis/numaplane.io/v1/numaresourcesoperators/numaresourcesoperator"
+NRP = "/apis/numaplane.io/v1/noderesourcepolicies/latency"
+NRS = "/apis/numaplane.io/v1/numaresourcesschedulers/numaresourcesscheduler"
+DAEMON_SETS = f"/apis/apps/v1/namespaces/{NS}/daemonsets"
+NRT_CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/noderesourcetopologies.topology.node.k8s.io"
+
+
+def _render(*args: str) -> list[dict[str, Any]]:
+    out = subprocess.run([*CLI, "render", *args], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def _apply_docs(cp: ControlPlane, docs: list[dict[str, Any]]) -> None:
+    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    rest = [d for d in docs if d["kind"] != "CustomResourceDefinition"]
+    for part in (crds, rest):
+        got = cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=yaml.safe_dump_all(part))
+        assert got.returncode == 0, got.stderr
+        for crd in crds if part is crds else []:
+            cp.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+
+
+class OperatorProcess:
+    """``numaplane operator`` as a subprocess with its metrics port; stderr kept in a file."""
+
+    def __init__(self, cp: ControlPlane, kubeconfig: Path, log: Path) -> None:
+        self.metrics_port = free_port()
+        self.log = log
+        with open(log, "ab") as out:
+            self.process = subprocess.Popen(
+                [
+                    *CLI,
+                    "operator",
+                    "--kubeconfig",
+                    str(kubeconfig),
+                    "--namespace",
+                    NS,
+                    "--image",
+                    IMAGE,
+                    "--metrics-address",
+                    f"127.0.0.1:{self.metrics_port}",
+                    "--health-address",
+                    f"127.0.0.1:{free_port()}",
+                ],
+                stderr=out,
+                stdout=out,
+            )
+
+    def metric(self, name: str, labels: str = "") -> float:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith(name) and labels in line and not line.startswith("#"):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def lines(self) -> list[str]:
+        return self.log.read_text(errors="replace").splitlines()
+
+
+@pytest.fixture(scope="module")
+def installed(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    cp = control_plane
+    _apply_docs(cp, _render("--namespace", NS, "--image", IMAGE))
+    for name, group in GROUPS.items():
+        cp.register_node(
+            name,
+            {"cpu": "8", "memory": "16Gi", "pods": "110"},
+            labels={"numaplane.io/node-group": group} if group else {},
+        )
+    # the operator's own ServiceAccount, exactly as rendered: no admin anywhere below
+    kubeconfig = cp.service_account_kubeconfig(NS, "numaplane-operator")
+    operator = OperatorProcess(cp, kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
+    try:
+        cp.wait_for("operator metrics", lambda: operator.metric("numaplane_operator_reconcile") >= 0, timeout=30)
+        yield operator
+    finally:
+        terminate_process(operator.process)
+        for path in (NRO, NRS, NRP):
+            with contextlib.suppress(ApiStatus):
+                cp.request("DELETE", path)
+        for name in GROUPS:
+            cp.delete_node(name)
+        with contextlib.suppress(ApiStatus):
+            cp.request("DELETE", f"/api/v1/namespaces/{NS}")
+
+
+def _condition(obj: dict[str, Any], kind: str) -> str | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond["type"] == kind:
+            return str(cond["status"])
+    return None
+
+
+def _daemon_sets(cp: ControlPlane) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in cp.request("GET", DAEMON_SETS)["items"]}
+
+
+def _configmap(cp: ControlPlane) -> dict[str, Any]:
+    cm = cp.request("GET", f"/api/v1/namespaces/{NS}/configmaps/numaplane-policy-latency")
+    return yaml.safe_load(next(iter(cm["data"].values())))
+
+
+def test_operator_reconciles_the_samples_under_its_own_rbac(
+    control_plane: ControlPlane, installed: OperatorProcess
+) -> None:
+    cp = control_plane
+    started = time.monotonic()
+    got = cp.kubectl("apply", "--server-side", "-k", str(REPO / "deploy" / "samples"))
+    assert got.returncode == 0, got.stderr
+    wanted = {"numaplane-exporter-worker": 2, "numaplane-exporter-latency": 1, "numaplane-agent-latency": 1}
+    cp.wait_for(
+        "DaemonSets with their nodes",
+        lambda: {n: d.get("status", {}).get("desiredNumberScheduled") for n, d in _daemon_sets(cp).items()} == wanted,
+        timeout=60,
+    )
+    print(f"DaemonSets rendered and selecting their nodes in {time.monotonic() - started:.1f} s")
+    assert _condition(cp.request("GET", NRO), "Available") != "True"  # no operand is ready yet
+    cp.wait_for(
+        "scheduler Deployment", lambda: cp.request("GET", f"/apis/apps/v1/namespaces/{NS}/deployments/numaplane-scheduler")
+    )
+    # the real kube-scheduler binds the DaemonSets' pods to exactly the group's nodes
+    with cp.scheduler():
+
+        def placed() -> dict[str, set[str]] | None:
+            pods = cp.request("GET", f"/api/v1/namespaces/{NS}/pods")["items"]
+            by_ds: dict[str, set[str]] = {}
+            for pod in pods:
+                owner = (pod["metadata"].get("ownerReferences") or [{}])[0]
+                if owner.get("kind") == "DaemonSet":
+                    if not pod["spec"].get("nodeName"):
+                        return None
+                    by_ds.setdefault(owner["name"], set()).add(pod["spec"]["nodeName"])
+            return by_ds if sum(map(len, by_ds.values())) == 4 else None
+
+        by_ds = cp.wait_for("DaemonSet pods bound", placed, timeout=60)
+    print(f"operands bound by kube-scheduler at {time.monotonic() - started:.1f} s")
+    assert by_ds == {
+        "numaplane-exporter-worker": {"op-w1", "op-w2"},
+        "numaplane-exporter-latency": {"op-l1"},
+        "numaplane-agent-latency": {"op-l1"},
+    }
+    # the nodes have no kubelet: play its part, then the operator must report the stack Available
+    for pod in cp.request("GET", f"/api/v1/namespaces/{NS}/pods")["items"]:
+        if pod["spec"].get("nodeName"):
+            cp.mark_pod_running(NS, pod["metadata"]["name"])
+    cp.wait_for("Available", lambda: _condition(cp.request("GET", NRO), "Available") == "True", timeout=60)
+    print(f"stack Available at {time.monotonic() - started:.1f} s")
+    forbidden = [line for line in installed.lines() if "forbidden" in line.lower() or "403" in line]
+    assert not forbidden, forbidden[:5]
+
+
+def test_a_live_policy_change_reaches_the_nodes_configuration(
+    control_plane: ControlPlane, installed: OperatorProcess
+) -> None:
+    cp = control_plane
+    assert _configmap(cp)["cpuManager"]["reservedCPUs"] == "0-1"
+    cp.request(
+        "PATCH",
+        NRP,
+        {"spec": {"config": {"cpuManager": {"reservedCPUs": "0-3"}}}},
+        content_type="application/merge-patch+json",
+    )
+    cp.wait_for(
+        "new reservedCPUs in the ConfigMap", lambda: _configmap(cp)["cpuManager"]["reservedCPUs"] == "0-3", timeout=30
+    )
+
+
+def test_node_events_do_not_reconcile_the_whole_stack(control_plane: ControlPlane, installed: OperatorProcess) -> None:
+    cp = control_plane
+    cp.wait_for("quiet", lambda: _quiet(installed), timeout=30)
+    before = installed.metric("numaplane_operator_reconcile", 'controller="operator"')
+    for name in GROUPS:
+        cp.request(
+            "PATCH",
+            f"/api/v1/nodes/{name}",
+            {"metadata": {"labels": {"unrelated": "1"}}},
+            content_type="application/merge-patch+json",
+        )
+    time.sleep(2)  # an event-driven reconcile would have run by now
+    assert installed.metric("numaplane_operator_reconcile", 'controller="operator"') == before
+
+
+def _quiet(operator: OperatorProcess) -> bool:
+    first = operator.metric("numaplane_operator_reconcile")
+    time.sleep(1.5)
+    return operator.metric("numaplane_operator_reconcile") == first
+
+
+def test_idle_operator_logs_decisions_not_http_requests(installed: OperatorProcess) -> None:
+    lines = installed.lines()
+    assert not [line for line in lines if "HTTP Request" in line], "HTTP client requests logged at info"
+    assert any("applied DaemonSet" in line for line in lines), "no decision logged"
+
+
+def test_an_api_server_restart_loses_no_update_and_duplicates_nothing(
+    control_plane: ControlPlane, installed: OperatorProcess
+) -> None:
+    cp = control_plane
+    before = {n: d["metadata"]["uid"] for n, d in _daemon_sets(cp).items()}
+    started = time.monotonic()
+    cp.restart_apiserver(down_seconds=3)
+    print(f"API server down and back in {time.monotonic() - started:.1f} s")
+    cp.request(
+        "PATCH",
+        NRP,
+        {"spec": {"config": {"cpuManager": {"reservedCPUs": "0-2"}}}},
+        content_type="application/merge-patch+json",
+    )
+    cp.wait_for("update after the restart", lambda: _configmap(cp)["cpuManager"]["reservedCPUs"] == "0-2", timeout=60)
+    assert installed.process.poll() is None
+    after = {n: d["metadata"]["uid"] for n, d in _daemon_sets(cp).items()}
+    assert after == before  # the same objects: nothing recreated, nothing duplicated
+
+
+def test_the_shared_nrt_crd_is_left_to_another_owner(control_plane: ControlPlane, installed: OperatorProcess) -> None:
+    cp = control_plane
+    crd = cp.request("GET", NRT_CRD)
+    crd["metadata"] = {"name": crd["metadata"]["name"], "labels": {"owner": "another-tool"}}
+    crd.pop("status", None)
+    got = cp.kubectl(
+        "apply", "--server-side", "--force-conflicts", "--field-manager=another-tool", "-f", "-", stdin=json.dumps(crd)
+    )
+    assert got.returncode == 0, got.stderr
+    version = cp.request("GET", NRT_CRD)["metadata"]["resourceVersion"]
+    cp.request(
+        "PATCH",
+        NRO,
+        {"metadata": {"annotations": {"touch": str(time.time())}}},
+        content_type="application/merge-patch+json",
+    )
+    cp.wait_for("quiet", lambda: _quiet(installed), timeout=30)
+    assert cp.request("GET", NRT_CRD)["metadata"]["resourceVersion"] == version
+
+
+def test_deleting_the_custom_resources_cleans_up(control_plane: ControlPlane, installed: OperatorProcess) -> None:
+    cp = control_plane
+    cp.request("DELETE", NRO)
+    cp.wait_for("DaemonSets deleted", lambda: not _daemon_sets(cp), timeout=60)
+    cp.request("DELETE", NRS)
+
+    def scheduler_gone() -> bool:
+        try:
+            cp.request("GET", f"/apis/apps/v1/namespaces/{NS}/deployments/numaplane-scheduler")
+        except ApiStatus as exc:
+            return exc.code == 404
+        return False
+
+    cp.wait_for("scheduler Deployment deleted", scheduler_gone, timeout=60)
+    assert cp.request("GET", NRT_CRD)  # shared: stays
