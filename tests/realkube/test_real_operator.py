@@ -153,7 +153,8 @@ def test_operator_reconciles_the_samples_under_its_own_rbac(
     print(f"DaemonSets rendered and selecting their nodes in {time.monotonic() - started:.1f} s")
     assert _condition(cp.request("GET", NRO), "Available") != "True"  # no operand is ready yet
     cp.wait_for(
-        "scheduler Deployment", lambda: cp.request("GET", f"/apis/apps/v1/namespaces/{NS}/deployments/numaplane-scheduler")
+        "scheduler Deployment",
+        lambda: cp.request("GET", f"/apis/apps/v1/namespaces/{NS}/deployments/numaplane-scheduler"),
     )
     # the real kube-scheduler binds the DaemonSets' pods to exactly the group's nodes
     with cp.scheduler():
