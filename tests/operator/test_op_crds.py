@@ -205,3 +205,28 @@ def test_policy_problems_only_python_can_see() -> None:
     assert admit(node_resource_policy_crd(), doc) == []
     with pytest.raises(SpecError, match="reservedCPUCount"):
         parse_resources([doc])
+
+
+def test_schema_checker_refuses_what_the_real_api_server_refused() -> None:
+    """The two CRD defects kube-apiserver v1.36 found (issue: real Kubernetes in the test suite)."""
+    rule = {"rule": "!has(self.options) || size(self.options) == 0", "message": "m"}
+    untyped = {
+        "type": "object",
+        "properties": {
+            "options": {"type": "object", "additionalProperties": {"x-kubernetes-preserve-unknown-fields": True}}
+        },
+        "x-kubernetes-validations": [rule],
+    }
+    assert any("CEL cannot see it" in p for p in structural_problems(untyped))
+    typed = {**untyped, "properties": {"options": {"type": "object", "additionalProperties": {"type": "string"}}}}
+    assert structural_problems(typed) == []
+
+    item = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "maxLength": 8}},
+        "x-kubernetes-validations": [{"rule": "has(self.a)", "message": "m"}],
+    }
+    unbounded = {"type": "object", "properties": {"groups": {"type": "array", "items": item}}}
+    assert any("no maxItems" in p for p in structural_problems(unbounded))
+    bounded = {"type": "object", "properties": {"groups": {"type": "array", "items": item, "maxItems": 32}}}
+    assert structural_problems(bounded) == []
