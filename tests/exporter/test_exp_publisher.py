@@ -13,7 +13,7 @@ from exp_helpers import NODE, GiB, assert_valid
 from numaplane.exporter.errors import ApiWriteError, ExporterError, ForeignObjectError, InvalidObjectError
 from numaplane.exporter.publisher import TRIGGER_ANNOTATION, Outcome, Publisher
 from numaplane.exporter.scan import MANAGED_BY, MANAGED_BY_LABEL
-from numaplane.kube.errors import Conflict, ServerError
+from numaplane.kube.errors import Conflict, Invalid, ServerError
 from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.port import JsonObj
 from numaplane.kube.resources import CRD
@@ -147,7 +147,9 @@ async def test_unlabelled_objects_are_adopted_only_when_asked(store: InMemoryKub
 async def test_an_invalid_object_of_ours_is_reported_and_repaired(store: InMemoryKube) -> None:
     bad = foreign({MANAGED_BY_LABEL: MANAGED_BY})
     bad["zones"] = [{"name": "node-0", "type": "Node", "resources": [{"name": "cpu", "capacity": "lots"}]}]
-    await store.create(NRT, bad)
+    with pytest.raises(Invalid):  # the API server validates against the CRD, as kube-apiserver does
+        await store.create(NRT, bad)
+    store.seed(NRT, [bad])  # one stored under an older, looser CRD
     errors: list[ExporterError] = []
     assert (await make(store, errors).publish(desired())).outcome is Outcome.UPDATED
     assert [e.kind for e in errors] == ["invalid_server_object"]

@@ -11,7 +11,7 @@ import pytest
 import pytest_asyncio
 
 from numaplane.kube.client import LightkubePort
-from numaplane.kube.errors import KubeError
+from numaplane.kube.errors import Invalid, KubeError
 from numaplane.kube.resources import CRD, DAEMON_SET, DEPLOYMENT, NODE, NODE_RESOURCE_TOPOLOGY, POD, Resource
 from numaplane.nrt.crd import crd_manifest
 from numaplane.operator.apply import APPLIED_HASH, KIND_RESOURCES, is_subset, object_id
@@ -178,12 +178,15 @@ async def test_invalid_operator_degrades_and_tears_nothing_down(
 
 
 async def test_wrong_name_is_degraded(env: tuple[FakeApiServer, LightkubePort, Operator]) -> None:
-    _, kube, op = env
+    server, kube, op = env
     nro = samples()[0]
     await kube.create(NUMA_RESOURCES_OPERATOR, nro)
     await op.reconcile("operator")
     other = {**samples()[0], "metadata": {"name": "second"}}
-    await kube.create(NUMA_RESOURCES_OPERATOR, other)
+    with pytest.raises(Invalid, match="singleton"):  # the CRD's rule refuses it, as kube-apiserver does
+        await kube.create(NUMA_RESOURCES_OPERATOR, other)
+    # one that got in anyway (e.g. created before the rule existed) is ignored, not reconciled
+    server.store.seed(NUMA_RESOURCES_OPERATOR, [other])
     await op.reconcile("operator")  # reconciles the singleton only
     assert (await kube.get(NUMA_RESOURCES_OPERATOR, "second")).get("status") in (None, {})
 

@@ -16,6 +16,8 @@ project's fake API server (``numaplane.testing.fakeapi``), so both fakes share o
 * objects with ``metadata.finalizers`` are only marked deleted (``deletionTimestamp``) and go away
   when the last finalizer is removed; everything else is deleted at once (no grace periods);
 * creating a CRD serves its resources (see :meth:`served_resources`); deleting it deletes its objects;
+  custom resources are pruned and validated against their CRD's schema and CEL rules, and a CRD whose
+  rules kube-apiserver would refuse is refused (:mod:`numaplane.kube.crdschema`);
 * watches: each change is kept in a bounded history (``history_limit`` events); watching from a
   version older than the history is a 410 :class:`~numaplane.kube.errors.Gone`, as is watching
   from a version the store has never reached (state was lost, e.g. a restarted fake server) —
@@ -23,7 +25,7 @@ project's fake API server (``numaplane.testing.fakeapi``), so both fakes share o
   bookmarks are sent by :meth:`send_bookmarks` (and every ``bookmark_interval_seconds`` if set).
 
 Not modelled: namespace deletion cascading to its contents, garbage collection by owner
-references, admission, validation against schemas, pagination (``limit`` / ``continue``), list at
+references, admission, validation of built-in kinds against their schemas, pagination (``limit`` / ``continue``), list at
 an older ``resourceVersion``, strategic merge patch (callers of the fake server get merge semantics).
 """
 
@@ -34,6 +36,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Se
 from typing import Any
 
 from numaplane.kube.clock import Clock, SystemClock, format_time
+from numaplane.kube.crdschema import CRDSchema, crd_rule_problems
 from numaplane.kube.errors import AlreadyExists, Conflict, Invalid, KubeError, NotFound
 from numaplane.kube.patch import clone, json_patch, merge_patch
 from numaplane.kube.port import (
@@ -114,6 +117,8 @@ class InMemoryKube:
         self._uids = itertools.count(1)
         self._names = itertools.count(1)
         self._crd_resources: dict[str, list[Resource]] = {}
+        self._crd_schemas: dict[tuple[str, str, str], CRDSchema] = {}
+        self._admission = True  # CRD schema pruning and validation on every write (off while seeding)
         self.closed = False
         if seed_namespaces:
             for ns in SEED_NAMESPACES:
@@ -182,6 +187,8 @@ class InMemoryKube:
         return format_time(self.clock.now())
 
     def _commit(self, res: Resource, kind: EventType, old: JsonObj | None, new: JsonObj) -> JsonObj:
+        if kind is not EventType.DELETED and self._admission:
+            new = self._admitted(res, new)
         self._rv += 1
         new.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
         new["apiVersion"] = res.api_version
@@ -198,8 +205,45 @@ class InMemoryKube:
             self._crd_changed(kind, new)
         return present(res, new)
 
+    def _admitted(self, res: Resource, obj: JsonObj) -> JsonObj:
+        """``obj`` as the API server stores it: a custom resource pruned and validated by its CRD's schema;
+        a CRD refused when kube-apiserver would refuse its CEL rules (see :mod:`numaplane.kube.crdschema`).
+        """
+        if res.group == CRD.group and res.plural == CRD.plural:
+            problems = [
+                f"spec.versions[{v.get('name')}].schema.openAPIV3Schema{p}"
+                for v in (obj.get("spec") or {}).get("versions") or []
+                if isinstance(v, Mapping)
+                for p in crd_rule_problems(((v.get("schema") or {}).get("openAPIV3Schema")) or {})
+            ]
+            if problems:
+                raise Invalid(
+                    f'CustomResourceDefinition "{obj["metadata"].get("name")}" is invalid: ' + "; ".join(problems)
+                )
+            return obj
+        schema = self._crd_schemas.get((res.group, res.version, res.plural))
+        if schema is None:
+            return obj
+        pruned, violations = schema.admit(obj)
+        if violations:
+            name = (obj.get("metadata") or {}).get("name")
+            raise Invalid(f'{res.kind} "{name}" is invalid: ' + "; ".join(violations[:20]))
+        return pruned
+
     def _crd_changed(self, kind: EventType, crd: JsonObj) -> None:
         name = str(crd["metadata"]["name"])
+        spec = crd.get("spec") or {}
+        for version in spec.get("versions") or []:
+            key = (
+                str(spec.get("group", "")),
+                str(version.get("name", "")),
+                str((spec.get("names") or {}).get("plural", "")),
+            )
+            schema = (version.get("schema") or {}).get("openAPIV3Schema")
+            if kind is EventType.DELETED or not isinstance(schema, Mapping):
+                self._crd_schemas.pop(key, None)
+            else:
+                self._crd_schemas[key] = CRDSchema(schema)
         old = self._crd_resources.pop(name, [])
         if kind is EventType.DELETED:
             # Deleting a CRD deletes its objects (unless another CRD still serves the same store).
@@ -628,14 +672,19 @@ class InMemoryKube:
     # ------------------------------------------------------------------ seeding helpers
 
     def seed(self, res: Resource, objects: Iterable[Mapping[str, Any]]) -> _Objects:
-        """Create objects synchronously, status included (test setup; bypasses the status rules)."""
+        """Create objects synchronously, status included (test setup; bypasses the status rules and the
+        CRD schemas, to model objects that got in before a rule existed)."""
         out = []
-        for obj in objects:
-            created = self._create(res, obj, None, None)
-            if "status" in obj and res.status_subresource:
-                current = self._lookup(res, created["metadata"]["name"], created["metadata"].get("namespace"))
-                created = self._update(res, current, obj, field_manager=None, subresource="status")
-            out.append(created)
+        self._admission = False
+        try:
+            for obj in objects:
+                created = self._create(res, obj, None, None)
+                if "status" in obj and res.status_subresource:
+                    current = self._lookup(res, created["metadata"]["name"], created["metadata"].get("namespace"))
+                    created = self._update(res, current, obj, field_manager=None, subresource="status")
+                out.append(created)
+        finally:
+            self._admission = True
         return out
 
     def snapshot(self) -> dict[str, _Objects]:

@@ -173,6 +173,7 @@ class ControlPlane:
     pki: ClusterPKI
     assets: Path
     admin_kubeconfig: Path
+    etcd_url: str = ""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _commands: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
@@ -415,6 +416,17 @@ class ControlPlane:
             time.sleep(0.2)
         raise KubeUnavailable(f"kube-apiserver not ready in {timeout} s ({last}):\n{self.log_tail('kube-apiserver')}")
 
+    def compact_etcd(self, revision: int) -> None:
+        """Compact etcd's history up to ``revision`` (as kube-apiserver does every 5 minutes): watches
+        and lists from older resourceVersions then answer 410 Gone."""
+        req = urllib.request.Request(
+            self.etcd_url + "/v3/kv/compaction",
+            data=json.dumps({"revision": str(revision), "physical": True}).encode(),
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            resp.read()
+
     def restart_apiserver(self, down_seconds: float = 0.0) -> None:
         """Stop kube-apiserver, stay down ``down_seconds``, start it with the same flags, wait until ready."""
         command = self._commands["kube-apiserver"]
@@ -488,7 +500,9 @@ def run_control_plane(
     admin.write_text(
         kubeconfig(url, pki.ca_cert, {"client-certificate": str(pki.admin_cert), "client-key": str(pki.admin_key)})
     )
-    plane = ControlPlane(workdir=work, url=url, pki=pki, assets=assets, admin_kubeconfig=admin)
+    plane = ControlPlane(
+        workdir=work, url=url, pki=pki, assets=assets, admin_kubeconfig=admin, etcd_url=f"http://127.0.0.1:{etcd_port}"
+    )
     try:
         plane._start(
             "etcd",
