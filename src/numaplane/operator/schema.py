@@ -14,9 +14,10 @@ form, losing only what structural schemas cannot say (documented per keyword bel
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from numaplane.kube.crdschema import crd_rule_problems
 
 __all__ = [
     "array",
@@ -245,58 +246,12 @@ def from_json_schema(schema: Mapping[str, Any], path: str = "") -> Schema:
 # -- checker -----------------------------------------------------------------------------------------
 
 
-_SELF_FIELD = re.compile(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def cel_invisible(schema: Mapping[str, Any]) -> bool:
-    """Whether the API server's CEL type for ``schema`` drops it (no type anywhere to derive one from).
-
-    kube-apiserver builds CEL types from the structural schema; a field whose schema has no ``type``
-    (``x-kubernetes-preserve-unknown-fields`` alone), or a map/list whose values have none, gets no
-    declared type, so a rule that names it fails to compile with "undefined field".
-    """
-    if schema.get("x-kubernetes-int-or-string"):
-        return False
-    typ = schema.get("type")
-    if typ is None:
-        return True
-    extra = schema.get("additionalProperties")
-    if typ == "object" and isinstance(extra, Mapping) and "properties" not in schema:
-        return cel_invisible(extra)
-    if typ == "array" and isinstance(schema.get("items"), Mapping):
-        return cel_invisible(schema["items"])
-    return False
-
-
-def _cel_problems(schema: Mapping[str, Any], where: str, unbounded: str | None) -> list[str]:
-    """What kube-apiserver would refuse in this node's CEL rules: invisible fields, unbounded cost."""
-    problems: list[str] = []
-    props = schema.get("properties") or {}
-    for i, r in enumerate(schema.get("x-kubernetes-validations") or []):
-        rule = r.get("rule") if isinstance(r.get("rule"), str) else ""
-        for name in sorted(set(_SELF_FIELD.findall(rule))):
-            if name in props and cel_invisible(props[name]):
-                problems.append(
-                    f"{where}: validation {i} names {name!r}, whose values have no type (CEL cannot see it)"
-                )
-        if unbounded is not None:
-            problems.append(
-                f"{where}: validation {i} is evaluated per element of {unbounded}, which has no maxItems/maxProperties"
-                " (its estimated cost exceeds the API server's budget)"
-            )
-    return problems
-
-
-def structural_problems(
-    schema: Mapping[str, Any], path: str = "", *, root: bool = True, unbounded: str | None = None
-) -> list[str]:
-    """Every violation of the structural-schema rules (plus CEL rule shape and cost) in ``schema``.
-
-    ``unbounded`` names the nearest enclosing list or map without ``maxItems``/``maxProperties``: CEL
-    rules below it are refused by kube-apiserver for their estimated cost.
-    """
+def structural_problems(schema: Mapping[str, Any], path: str = "", *, root: bool = True) -> list[str]:
+    """Every violation of the structural-schema rules in ``schema``, plus (from the root) the CEL rules
+    kube-apiserver refuses: naming untyped fields, or evaluated below an unbounded list or map
+    (:func:`numaplane.kube.crdschema.crd_rule_problems`)."""
     where = path or "<root>"
-    problems: list[str] = _cel_problems(schema, where, unbounded)
+    problems: list[str] = crd_rule_problems(schema, path) if root else []
     for key in sorted(set(schema) & _FORBIDDEN):
         problems.append(f"{where}: keyword {key!r} is not allowed")
     free = schema.get("x-kubernetes-preserve-unknown-fields") is True or schema.get("x-kubernetes-int-or-string")
@@ -336,11 +291,9 @@ def structural_problems(
         if set(meta.get("properties") or {}) - {"name", "generateName"}:
             problems.append(f"{where}: metadata may only constrain name and generateName")
     for name, child in (props or {}).items():
-        problems.extend(structural_problems(child, f"{path}.{name}", root=False, unbounded=unbounded))
+        problems.extend(structural_problems(child, f"{path}.{name}", root=False))
     if isinstance(extra, Mapping):
-        below = unbounded if "maxProperties" in schema else (unbounded or where)
-        problems.extend(structural_problems(extra, f"{path}.*", root=False, unbounded=below))
+        problems.extend(structural_problems(extra, f"{path}.*", root=False))
     if isinstance(schema.get("items"), Mapping):
-        below = unbounded if "maxItems" in schema else (unbounded or where)
-        problems.extend(structural_problems(schema["items"], f"{path}[]", root=False, unbounded=below))
+        problems.extend(structural_problems(schema["items"], f"{path}[]", root=False))
     return problems
