@@ -102,9 +102,9 @@ async def _serve(
     "--api-server",
     "server",
     default=None,
-    help="API server URL without credentials (tests, kubectl proxy). (--server: an older name.)",
+    help="API server URL without credentials (tests, kubectl proxy).",
 )
-@click.option("--server", "server", default=None, hidden=True)
+@click.option("--server", "server", default=None, hidden=True)  # the older name, kept working
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
 @click.option("--metrics-address", default=":8080", show_default=True)
 @click.option("--health-address", default=":8081", show_default=True)

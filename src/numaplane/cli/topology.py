@@ -65,7 +65,14 @@ SUFFIX_FORMATS: dict[str, OutputFormat] = {
     help="Write to this file instead of stdout.",
 )
 def command(sysfs: Path | None, from_file: Path | None, output: str | None, out_file: Path | None) -> None:
-    """Show a machine's CPUs, cores, sockets, NUMA nodes, memory, hugepages and PCI devices."""
+    """Show a machine's CPUs, cores, sockets, NUMA nodes, memory, hugepages and PCI devices.
+
+    \b
+    Examples:
+      numaplane topology
+      numaplane topology --sysfs snapshot.tar.gz -o svg --out machine.svg
+      numaplane topology -o json > machine.json && numaplane topology --from machine.json
+    """
     if sysfs is not None and from_file is not None:
         raise click.UsageError("--sysfs and --from are mutually exclusive")
     fmt = _format(output, out_file)
