@@ -94,11 +94,17 @@ def verdict(results: Sequence[RunResult]) -> str:
         )
     if base is not None:
         diff = best.placed - base.placed
-        parts.append(
-            f"Placed counts differ by {abs(diff)} pod(s) ({'more' if diff >= 0 else 'fewer'} with {best.scheduler}); "
-            f"pods it could not place yet stay pending ({best.pending}, vs {base.pending} for default) instead of "
-            "failing at a node: the gain is pods that start where they can be aligned, not density."
-        )
+        if abs(diff) * 100 <= pods:
+            parts.append(
+                f"Placed counts are within 1% ({best.placed} vs {base.placed}): the gain is pods that start where "
+                f"they can be aligned instead of failing at a node, not density; pods that fit no NUMA zone yet "
+                f"wait pending ({best.pending}, vs {base.pending} with default)."
+            )
+        else:
+            parts.append(
+                f"{best.scheduler} placed {abs(diff)} {'more' if diff > 0 else 'fewer'} pods than default "
+                f"({best.placed} vs {base.placed}); {best.pending} wait pending (vs {base.pending} with default)."
+            )
     return " ".join(parts)
 
 
