@@ -89,3 +89,8 @@ def test_ctrl_c_exits_130_and_keeps_the_schedulers_already_run() -> None:
     assert proc.returncode == 130, err
     assert "default" in out and "interrupted" in (out + err)
     assert "Traceback" not in err
+
+
+def test_no_command_prints_the_help() -> None:
+    run = numaplane()
+    assert run.code == 2 and "Usage: numaplane" in run.stderr and "Error" not in run.stderr

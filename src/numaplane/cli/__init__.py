@@ -86,6 +86,9 @@ class LazyGroup(click.Group):
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.UsageError as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `numaplane` alone: the help, as click prints it
+                exc.show()
+                sys.exit(exc.exit_code)
             where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
             _fail(exc.format_message() + where, 2)
         except click.ClickException as exc:
