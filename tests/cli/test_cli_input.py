@@ -218,3 +218,10 @@ def test_explain_exits_1_when_the_pod_fits_nowhere(tmp_path: Path) -> None:
     args = ("explain", "--pod", _write(tmp_path, "p.yaml", LIMITS_ONLY), "--nrt", _write(tmp_path, "n.yaml", nrt))
     assert numaplane(*args).code == 1
     assert numaplane(*args, "--exit-zero").code == 0
+
+
+def test_conformance_json_is_camel_case_with_api_version_and_kind(shared_dir: Path) -> None:
+    run = numaplane("conformance", str(shared_dir / "conformance/cpu-take.jsonl"), "-o", "json")
+    doc = json.loads(run.stdout)
+    assert run.code == 0 and doc["kind"] == "ConformanceReport" and doc["apiVersion"] == "numaplane.io/v1"
+    assert "byKind" in doc and "by_kind" not in doc

@@ -51,9 +51,11 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "apiVersion": "numaplane.io/v1",
+            "kind": "ConformanceReport",
             "passed": self.passed,
             "failed": self.failed,
-            "by_kind": self.by_kind(),
+            "byKind": self.by_kind(),
             "failures": [
                 {"id": r.id, "expected": r.outcome.expected, "got": r.outcome.got, "where": r.outcome.where}
                 for r in self.results
