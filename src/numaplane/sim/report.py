@@ -81,6 +81,9 @@ def verdict(results: Sequence[RunResult]) -> str:
         )
     elif base is not None:
         parts.append(f"The default scheduler had no pod rejected at a node ({base.placed} of {pods} placed).")
+    if best is base:  # only the default scheduler ran: nothing to compare it with
+        parts.append("Add a NUMA-aware scheduler (--schedulers default,numa:LeastAllocated:overreserve) to compare.")
+        return " ".join(parts)
     clean = [r.scheduler for r in others if r.rejected == 0]
     if best.rejected == 0:
         parts.append(
