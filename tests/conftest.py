@@ -30,3 +30,15 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.fail(f"shared inputs not found at {SHARED}; set NUMAPLANE_SHARED")
     return SHARED
+
+
+# Tests that run the real containerd need root, the network (the first run fetches Debian's
+# containerd packages) and touch /run/containerd and cgroups: mark them so that
+# `pytest -m "not containerd"` runs everything else (README, "Run the tests").
+_CONTAINERD_FIXTURES = frozenset({"containerd", "agent_containerd"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _CONTAINERD_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.containerd)

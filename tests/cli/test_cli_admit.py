@@ -25,7 +25,8 @@ def test_admit_reports_allocations_and_typed_rejections(tmp_path: Path) -> None:
     config = tmp_path / "node.yaml"
     config.write_text("topologyManager: {policy: single-numa-node}\ncpuManager: {reservedCPUCount: 2}\n")
     result = CliRunner().invoke(main, ["admit", "--config", str(config), str(pod), "-o", "json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a pod was rejected
+    assert CliRunner().invoke(main, ["admit", "--exit-zero", "--config", str(config), str(pod)]).exit_code == 0
     doc = json.loads(result.stdout)
     first, second = doc["admissions"]
     assert first["admitted"] is False and first["reason"] == "TopologyAffinityError"

@@ -26,10 +26,10 @@ def test_json_output_is_deterministic_and_complete() -> None:
     assert [s["scheduler"] for s in doc["schedulers"]] == ["default", "numa-LeastAllocated-overreserve"]
     for s in doc["schedulers"]:
         assert s["pods"] == 120
-        assert s["placed"] + s["pending"] + s["failed_after_recreates"] <= 120 + s["rejected_at_node"]
+        assert s["placed"] + s["pending"] + s["failedAfterRecreates"] <= 120 + s["rejectedAtNode"]
     again = json.loads(_run(*args)[1])
-    strip = [{k: v for k, v in s.items() if k != "wall_seconds"} for s in doc["schedulers"]]
-    assert strip == [{k: v for k, v in s.items() if k != "wall_seconds"} for s in again["schedulers"]]
+    strip = [{k: v for k, v in s.items() if k != "wallSeconds"} for s in doc["schedulers"]]
+    assert strip == [{k: v for k, v in s.items() if k != "wallSeconds"} for s in again["schedulers"]]
 
 
 def test_example_workloads_run(tmp_path: Path) -> None:

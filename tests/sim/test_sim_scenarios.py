@@ -92,7 +92,7 @@ def test_runs_are_deterministic() -> None:
     a = run_scheduler(spec, _templates(3), arrivals, SimConfig(duration_s=60))
     b = run_scheduler(spec, _templates(3), arrivals, SimConfig(duration_s=60))
     assert a.admissions == b.admissions
-    assert a.to_dict() | {"wall_seconds": 0} == b.to_dict() | {"wall_seconds": 0}
+    assert a.to_dict() | {"wallSeconds": 0} == b.to_dict() | {"wallSeconds": 0}
 
 
 def test_every_simulated_admission_equals_a_direct_resource_manager_admit(monkeypatch: pytest.MonkeyPatch) -> None:

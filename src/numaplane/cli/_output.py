@@ -6,10 +6,17 @@ import json
 import sys
 from typing import Any
 
+import click
 import yaml
 from rich.console import Console
 
 OUTPUT_CHOICES = ("table", "json", "yaml")
+
+
+class InputError(click.ClickException):
+    """An unusable input (a file that cannot be read or is invalid): one line, exit status 2."""
+
+    exit_code = 2
 
 
 def console(stderr: bool = False) -> Console:
@@ -27,3 +34,12 @@ def emit_document(doc: Any, fmt: str) -> None:
         sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))
     else:  # pragma: no cover - callers only pass json/yaml here
         raise ValueError(f"unknown document format {fmt!r}")
+
+
+def format_bytes(size: int) -> str:
+    """``size`` bytes in the largest binary unit that keeps it exact-ish: ``8Gi``, ``1.5Gi``, ``512Mi``, ``100``."""
+    for unit, factor in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if abs(size) >= factor:
+            value = size / factor
+            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.1f}{unit}"
+    return str(size)

@@ -7,25 +7,30 @@ from typing import Any
 
 import click
 import yaml
+from rich.markup import escape
 from rich.table import Table
 
-from numaplane.cli._output import console, emit_document
+from numaplane.cli._output import InputError, console, emit_document, format_bytes
 from numaplane.policy.config import CONFIG_SCHEMA
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.errors import PodSpecError
-from numaplane.resources.pod import parse_pod
+from numaplane.resources.pod import pod_from_manifest
 from numaplane.sim.cluster import load_topology
 from numaplane.sim.errors import ClusterSpecError
 
 
 def _read_yaml_documents(path: str) -> list[Any]:
+    """The non-empty documents of a YAML/JSON file; an empty file is an error, never silently nothing."""
     try:
-        return [d for d in yaml.safe_load_all(Path(path).read_text(encoding="utf-8")) if d is not None]
-    except OSError as exc:
-        raise click.ClickException(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        docs = [d for d in yaml.safe_load_all(Path(path).read_text(encoding="utf-8")) if d is not None]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
     except yaml.YAMLError as exc:
-        raise click.ClickException(f"{path}: not valid YAML/JSON: {exc}") from exc
+        raise InputError(f"{path}: not valid YAML/JSON: {' '.join(str(exc).split())}") from exc
+    if not docs:
+        raise InputError(f"{path}: empty: no YAML/JSON document in it")
+    return docs
 
 
 @click.command(name="admit")
@@ -46,16 +51,28 @@ def _read_yaml_documents(path: str) -> list[Any]:
 )
 @click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @click.option("--print-config-schema", is_flag=True, help="Print the config document's JSON schema and exit.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when a pod is rejected (default: exit 1 when any pod is).")
 def command(
-    pods: tuple[str, ...], topology_spec: str, config_path: str | None, output: str, print_config_schema: bool
+    pods: tuple[str, ...],
+    topology_spec: str,
+    config_path: str | None,
+    output: str,
+    print_config_schema: bool,
+    exit_zero: bool,
 ) -> None:
     """Admit POD files (YAML/JSON, several documents per file allowed) in order on one node.
 
     Shows, per pod and container, the merged NUMA hint and the exclusive CPUs, memory blocks and
     devices the kubelet-exact managers give, or the admission error (TopologyAffinityError,
     SMTAlignmentError, ...). Nothing is changed anywhere: a dry run for "what would the node do".
+    Pods are defaulted as the API server does (a request missing for a resource is its limit), and
+    what the API server refuses is refused. Exit status: 0 all admitted, 1 a pod was rejected (see
+    --exit-zero), 2 unusable input.
 
-    Example: numaplane admit --config node.yaml pod-a.yaml pod-b.yaml
+    \b
+    Examples:
+      numaplane admit examples/pods/guaranteed.yaml
+      numaplane admit --config node.yaml pod-a.yaml pod-b.yaml -o json
     """
     if print_config_schema:
         emit_document(CONFIG_SCHEMA, "json")
@@ -65,39 +82,81 @@ def command(
     try:
         topology = load_topology(topology_spec)
     except ClusterSpecError as exc:
-        raise click.ClickException(str(exc)) from exc
-    config_doc = _read_yaml_documents(config_path)[0] if config_path else {"cpuManager": {"reservedCPUCount": 1}}
+        raise InputError(f"--topology {topology_spec}: {exc}") from exc
+    config_doc: Any = {"cpuManager": {"reservedCPUCount": 1}}
+    if config_path:
+        docs = _read_yaml_documents(config_path)
+        if len(docs) > 1:
+            raise InputError(f"{config_path}: {len(docs)} documents; the config is one document")
+        config_doc = docs[0]
     try:
         manager = ResourceManager(topology, config_doc)
     except PolicyConfigError as exc:
-        raise click.ClickException(f"{config_path or 'config'}: {exc}") from exc
-    results = []
+        raise InputError(f"{config_path or 'config'}: {exc}") from exc
+    parsed = []
     for path in pods:
         for i, doc in enumerate(_read_yaml_documents(path)):
             try:
-                pod = parse_pod(doc)
+                parsed.append(pod_from_manifest(doc))
             except PodSpecError as exc:
-                raise click.ClickException(f"{path} (document {i}): {exc}") from exc
-            results.append(manager.admit(pod).to_dict() | {"name": pod.key})
+                raise InputError(f"{path} (document {i}): {exc}") from exc
+    results = [manager.admit(pod).to_dict() | {"name": pod.key} for pod in parsed]
+    rejected = sum(not r["admitted"] for r in results)
     if output != "table":
-        emit_document({"topology": topology.name, "admissions": results, "available": manager.available()}, output)
+        emit_document(
+            {
+                "apiVersion": "numaplane.io/v1",
+                "kind": "AdmissionReport",
+                "topology": topology.name,
+                "admissions": results,
+                "available": {str(numa): dict(resources) for numa, resources in sorted(manager.available().items())},
+            },
+            output,
+        )
+        _exit(rejected, exit_zero)
         return
     table = Table(
         title=f"admission on {topology.name} ({manager.config.topology_policy}/{manager.config.topology_scope})"
     )
     for col in ("pod", "container", "result", "NUMA hint", "exclusive CPUs", "memory", "devices"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in results:
         if not r["admitted"]:
-            table.add_row(r["name"], r.get("container") or "-", f"[red]{r['reason']}[/]", "", r["message"], "", "")
+            table.add_row(
+                escape(r["name"]),
+                escape(r.get("container") or "-"),
+                f"[red]{escape(r['reason'])}[/]: {escape(r['message'])}",
+                "",
+                "",
+                "",
+                "",
+            )
             continue
         for c in r["containers"]:
             hint = c["hint"]
             cpus = next((a["cpus"] for a in c["allocations"] if "cpus" in a), "shared")
             mem = "; ".join(
-                f"{b['type']} {b['size']} on {b['numa']}" for a in c["allocations"] for b in a.get("memory", [])
+                f"{b['type']} {format_bytes(b['size'])} on NUMA {','.join(map(str, b['numa']))}"
+                for a in c["allocations"]
+                for b in a.get("memory", [])
             )
             devs = "; ".join(f"{k}: {','.join(v)}" for a in c["allocations"] for k, v in a.get("devices", {}).items())
             hint_text = "-" if hint is None else f"{hint['numa']}{'' if hint['preferred'] else ' (not preferred)'}"
-            table.add_row(r["name"], c["name"], "[green]admitted[/]", hint_text, cpus, mem or "-", devs or "-")
+            table.add_row(
+                escape(r["name"]),
+                escape(c["name"]),
+                "[green]admitted[/]",
+                hint_text,
+                cpus,
+                mem or "-",
+                escape(devs or "-"),
+            )
     console().print(table)
+    if rejected:
+        console().print(f"{rejected} of {len(results)} pod(s) rejected")
+    _exit(rejected, exit_zero)
+
+
+def _exit(rejected: int, exit_zero: bool) -> None:
+    if rejected and not exit_zero:
+        raise SystemExit(1)

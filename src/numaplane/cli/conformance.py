@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
-from numaplane.cli._output import console, emit_document
-from numaplane.conformance.runner import Report, run_files
+from numaplane.cli._output import InputError, console, emit_document
+from numaplane.conformance.errors import CaseFileError
+from numaplane.conformance.runner import Report, known_kinds, run_files
 
 
 def _expand(paths: tuple[str, ...]) -> list[Path]:
@@ -21,9 +23,9 @@ def _expand(paths: tuple[str, ...]) -> list[Path]:
         elif p.is_file():
             files.append(p)
         else:
-            raise click.ClickException(f"{raw}: no such file or directory")
+            raise InputError(f"{raw}: no such file or directory")
     if not files:
-        raise click.ClickException("no .jsonl case files given")
+        raise InputError("no .jsonl case files given")
     return files
 
 
@@ -51,7 +53,17 @@ def command(
     Example: numaplane conformance ../shared/conformance/cpu-take.jsonl ../shared/conformance/cpu-static.jsonl
     """
     paths = _expand(files)
-    report = run_files(paths, [Path(d) for d in set_dirs], kinds=set(kinds) or None, ids=set(ids) or None)
+    unknown = sorted(set(kinds) - set(known_kinds()))
+    if unknown:
+        raise click.BadParameter(
+            f"unknown kind(s) {', '.join(unknown)}; known: {', '.join(known_kinds())}", param_hint="--kind"
+        )
+    try:
+        report = run_files(paths, [Path(d) for d in set_dirs], kinds=set(kinds) or None, ids=set(ids) or None)
+    except CaseFileError as exc:
+        raise InputError(str(exc)) from exc
+    if not report.results and (kinds or ids):
+        raise InputError("no case in the files matches the given --kind / --id")
     if output == "table":
         _print_table(report)
     else:
@@ -65,18 +77,18 @@ def _print_table(report: Report) -> None:
     for r in report.results:
         if r.outcome.passed:
             continue
-        out.rule(f"[bold red]FAIL[/] {r.id}  ({r.kind})")
+        out.rule(f"[bold red]FAIL[/] {escape(r.id)}  ({escape(r.kind)})")
         if r.note:
-            out.print(f"[dim]{r.note}[/]")
-        out.print(f"[bold]where:[/]    {r.outcome.where}")
-        out.print(f"[bold]expected:[/] {json.dumps(r.outcome.expected, sort_keys=True)}")
-        out.print(f"[bold]got:[/]      {_show(r.outcome.got)}")
+            out.print(f"[dim]{escape(r.note)}[/]")
+        out.print(f"[bold]where:[/]    {escape(str(r.outcome.where))}")
+        out.print(f"[bold]expected:[/] {escape(json.dumps(r.outcome.expected, sort_keys=True))}")
+        out.print(f"[bold]got:[/]      {escape(_show(r.outcome.got))}")
     table = Table(title="conformance")
     table.add_column("kind")
     table.add_column("passed", justify="right", style="green")
     table.add_column("failed", justify="right", style="red")
     for kind, tally in report.by_kind().items():
-        table.add_row(kind or "(none)", str(tally["passed"]), str(tally["failed"]))
+        table.add_row(escape(kind) or "(none)", str(tally["passed"]), str(tally["failed"]))
     table.add_row("[bold]total[/]", f"[bold]{report.passed}[/]", f"[bold]{report.failed}[/]")
     out.print(table)
 

@@ -5,7 +5,9 @@ or a folder of ``*.yaml``/``*.yml``/``*.json`` files; multi-document YAML and ``
 expanded) or from the API server (``--kubeconfig PATH`` / ``--api-server URL``, which also reads the
 Nodes); Node objects from ``--nodes PATH`` (same forms; optional). Unreadable files and documents that
 are not NodeResourceTopology objects are reported as ignored, never fatal. Output: ``--output
-table|json|yaml``. Exit status 0 whether or not the pod fits anywhere; 2 for unusable arguments.
+table|json|yaml``. The pod is defaulted as the API server does (:func:`pod_from_manifest`). Exit
+status 0 when the pod fits some node, 1 when it fits none (0 with ``--exit-zero``), 2 for unusable
+arguments or input.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import click
 import yaml
 
-from numaplane.cli._output import OUTPUT_CHOICES, console, emit_document
+from numaplane.cli._output import OUTPUT_CHOICES, InputError, console, emit_document
 
 _SUFFIXES = (".yaml", ".yml", ".json")
 _STRATEGIES = ("MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNUMANodes")
@@ -47,18 +49,20 @@ def _documents(path: Path, kind: str) -> tuple[list[tuple[str, Any]], list[tuple
 
 def _load_pod(path: Path) -> Any:
     from numaplane.resources.errors import ResourceError
-    from numaplane.resources.pod import parse_pod
+    from numaplane.resources.pod import pod_from_manifest
 
     try:
         doc = yaml.safe_load(path.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise click.UsageError(f"--pod {path}: unreadable: {str(exc).splitlines()[0]}") from exc
+        raise InputError(f"--pod {path}: unreadable: {str(exc).splitlines()[0]}") from exc
+    if doc is None:
+        raise InputError(f"--pod {path}: empty: no YAML/JSON document in it")
     if not isinstance(doc, dict):
-        raise click.UsageError(f"--pod {path}: not a Pod object")
+        raise InputError(f"--pod {path}: not a Pod object")
     try:
-        return parse_pod(doc)
+        return pod_from_manifest(doc)
     except (ResourceError, AttributeError, TypeError, ValueError) as exc:
-        raise click.UsageError(f"--pod {path}: {exc}") from exc
+        raise InputError(f"--pod {path}: {exc}") from exc
 
 
 async def _from_api(kubeconfig: str | None, api_server: str | None) -> tuple[list[tuple[str, Any]], list[Any]]:
@@ -73,9 +77,10 @@ async def _from_api(kubeconfig: str | None, api_server: str | None) -> tuple[lis
 
 
 def _table(report: Any) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"pod {report.pod.key} ({report.pod.qos_class}): fits {len(report.fitting)} node(s)")
+    table = Table(title=f"pod {escape(report.pod.key)} ({report.pod.qos_class}): fits {len(report.fitting)} node(s)")
     for column in ("NODE", "FITS", "SCORE", "POLICY / SCOPE", "WHY"):
         table.add_column(column, overflow="fold")
     for node in report.nodes:
@@ -93,16 +98,16 @@ def _table(report: Any) -> None:
         lines.extend(f"ignored zone {z.source}: {z.reason}" for z in node.ignored_zones)
         policy = f"{node.policy} / {node.scope}" if node.policy else "-"
         table.add_row(
-            node.node,
+            escape(node.node),
             "yes" if node.fits else "no",
             "-" if node.score is None else str(node.score),
-            policy,
-            "\n".join(lines),
+            escape(policy),
+            escape("\n".join(lines)),
         )
     out = console()
     out.print(table)
     for item in report.ignored:
-        out.print(f"ignored {item.source}: {item.reason}")
+        out.print(f"ignored {escape(item.source)}: {escape(item.reason)}")
 
 
 @click.command(name="explain")
@@ -122,6 +127,7 @@ def _table(report: Any) -> None:
 @click.option("--scoring-strategy", type=click.Choice(_STRATEGIES), default="LeastAllocated", show_default=True)
 @click.option("--kubelet-admission", is_flag=True, help="Also check restricted / best-effort nodes.")
 @click.option("--output", "-o", type=click.Choice(OUTPUT_CHOICES), default="table", show_default=True)
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when the pod fits no node (default: exit 1).")
 def command(
     pod_file: Path,
     nrt_path: Path | None,
@@ -131,10 +137,16 @@ def command(
     scoring_strategy: str,
     kubelet_admission: bool,
     output: str,
+    exit_zero: bool,
 ) -> None:
     """Explain per node whether POD fits its NUMA zones, and which zone lacks what if not.
 
-    Example: numaplane explain --pod pod.yaml --nrt nrts/ --nodes nodes/ -o table
+    Exit status: 0 the pod fits some node, 1 it fits none (see --exit-zero), 2 unusable input.
+
+    \b
+    Examples:
+      numaplane explain --pod examples/pods/guaranteed.yaml --nrt nrts/ --nodes nodes/
+      numaplane explain --pod pod.yaml --kubeconfig ~/.kube/config -o json
     """
     from numaplane.placement.filter import FilterOptions
     from numaplane.placement.score import ScoringStrategy
@@ -172,7 +184,9 @@ def command(
     if output == "table":
         _table(report)
     else:
-        emit_document(report.to_dict(), output)
+        emit_document({"apiVersion": "numaplane.io/v1", "kind": "PodExplanation", **report.to_dict()}, output)
+    if not report.fitting and not exit_zero:
+        raise SystemExit(1)
 
 
 __all__ = ["command"]

@@ -26,7 +26,9 @@ _REFRESH = ("periodic", "events", "both")
     "--podresources-socket",
     default="/var/lib/kubelet/pod-resources/kubelet.sock",
     show_default=True,
-    help="PodResources socket (the kubelet's or numaplane agent's), unix:// target, or fake://DIR (JSON files).",
+    help="PodResources socket (the kubelet's or numaplane agent's), a unix:// target, or fake://DIR: answers "
+    "read from DIR/list.json and DIR/get_allocatable_resources.json (the PodResources List and "
+    "GetAllocatableResources responses as proto3 JSON), to try the exporter without a kubelet.",
 )
 @click.option("--podresources-timeout", type=float, default=10.0, show_default=True, help="Per-call deadline, seconds.")
 @click.option(
@@ -100,7 +102,14 @@ def command(**kw: Any) -> None:
     writes the object only when its content changed; serves /metrics, /healthz and /readyz; logs
     JSON lines to stderr.
 
-    Example: numaplane exporter --oneshot --kubelet-config /var/lib/kubelet/config.yaml -o yaml
+    Without a kubelet (or numaplane agent) on this machine, point --podresources-socket at
+    fake://DIR (see that option).
+
+    \b
+    Examples:
+      numaplane exporter --oneshot --kubelet-config /var/lib/kubelet/config.yaml -o yaml
+      numaplane exporter --oneshot --podresources-socket fake://answers/ \\
+          --topology-manager-policy single-numa-node --topology-manager-scope container
     """
     from numaplane.exporter.errors import ExporterConfigError, ExporterError
     from numaplane.observability.logs import configure_logging
@@ -114,7 +123,17 @@ def command(**kw: Any) -> None:
         try:
             result = asyncio.run(_oneshot(options))
         except ExporterError as error:
-            raise click.ClickException(f"{error.kind}: {error.message}") from error
+            socket_path = options.podresources_socket
+            if error.kind == "podresources_unavailable":
+                missing = "://" not in socket_path and not Path(socket_path.removeprefix("unix:")).exists()
+                raise click.ClickException(
+                    f"cannot reach the PodResources API at {socket_path}"
+                    + (" (no such socket)" if missing else f" ({' '.join(error.message.split())})")
+                    + ": is a kubelet or numaplane agent running here? Give its socket with "
+                    "--podresources-socket, or try the exporter without one: --podresources-socket fake://DIR "
+                    "(see --help)"
+                ) from error
+            raise click.ClickException(f"{error.kind}: {' '.join(error.message.split())}") from error
         emit_document(result, str(kw["output"]))
         return
     try:

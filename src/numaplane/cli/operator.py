@@ -25,18 +25,26 @@ async def _serve(
     health_address: str,
 ) -> None:
     from numaplane.kube.client import LightkubePort
+    from numaplane.kube.errors import KubeError
     from numaplane.kube.leader import LeaderElectionConfig, LeaderElector
     from numaplane.observability.http import ProbeServer
     from numaplane.operator.controller import Operator
     from numaplane.operator.rbac import OPERATOR_LEASE
     from numaplane.operator.render_common import Settings
 
-    if server:
-        kube = LightkubePort.from_server(server)
-    elif kubeconfig:
-        kube = LightkubePort.from_kubeconfig(kubeconfig)
-    else:
-        kube = LightkubePort.in_cluster()
+    try:
+        if server:
+            kube = LightkubePort.from_server(server)
+        elif kubeconfig:
+            kube = LightkubePort.from_kubeconfig(kubeconfig)
+        else:
+            kube = LightkubePort.in_cluster()
+    except KubeError as exc:
+        where = server or kubeconfig or "the in-cluster service account"
+        raise click.ClickException(
+            f"cannot reach the API server through {where}: {' '.join(str(exc).split())}"
+            + ("" if server or kubeconfig else "; outside a cluster give --kubeconfig PATH or --api-server URL")
+        ) from exc
     operator = Operator(kube, Settings(namespace=namespace, image=image))
     state = {"dead": False, "leading": not leader_elect}
 
@@ -90,7 +98,13 @@ async def _serve(
 @click.option("--namespace", envvar="POD_NAMESPACE", default="numaplane-system", show_default=True)
 @click.option("--image", required=True, help="The numaplane image the operands run.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster config.")
-@click.option("--server", default=None, help="API server URL without credentials (tests, kubectl proxy).")
+@click.option(
+    "--api-server",
+    "server",
+    default=None,
+    help="API server URL without credentials (tests, kubectl proxy).",
+)
+@click.option("--server", "server", default=None, hidden=True)  # the older name, kept working
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
 @click.option("--metrics-address", default=":8080", show_default=True)
 @click.option("--health-address", default=":8081", show_default=True)
@@ -111,6 +125,11 @@ def command(
 
     Serves /metrics on --metrics-address and /healthz, /readyz on --health-address; logs one JSON
     object per line on stderr (--log-format console for humans).
+
+    \b
+    Examples:
+      numaplane operator --image ghcr.io/example/numaplane:0.1.0            # in a cluster
+      numaplane operator --image numaplane:dev --kubeconfig ~/.kube/config --log-format console
     """
     from numaplane.observability.logs import configure_logging
 

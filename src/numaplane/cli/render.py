@@ -59,6 +59,12 @@ def command(
 
     Without --from: the default install (what deploy/ holds). With --from: every object the operator
     would create for those custom resources, ready to commit to a GitOps repository.
+
+    \b
+    Examples:
+      numaplane render > install.yaml
+      numaplane render --from deploy/samples/numaresourcesoperator.yaml
+      numaplane render --output-dir deploy/
     """
     settings = Settings(namespace=namespace, image=image)
     if output_dir is not None:

@@ -10,13 +10,15 @@ from typing import Any
 import click
 import yaml
 
-from numaplane.cli._output import console, emit_document
+from numaplane.cli._output import InputError, console, emit_document, format_bytes
 from numaplane.placement.sampling import num_feasible_nodes_to_find
 from numaplane.sim.cluster import (
     DEFAULT_CLUSTER,
+    assumed_memory,
     build_templates,
     builtin_topologies,
     describe,
+    load_topology,
     parse_cluster_spec,
     scale_cluster,
 )
@@ -26,6 +28,10 @@ from numaplane.sim.report import render_table, summary_document, write_report
 from numaplane.sim.workload import PodArrival, WorkloadMix, generate_workload, parse_workload
 
 POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+# the generated workload's defaults are for the default 36-node cluster; with --nodes they scale with it
+DEFAULT_NODES = sum(count for _, count in DEFAULT_CLUSTER)
+DEFAULT_PODS = 1000
+DEFAULT_ARRIVAL_RATE = 3.0
 
 
 def _load_workload(path: str) -> list[PodArrival]:
@@ -51,8 +57,16 @@ def _load_workload(path: str) -> list[PodArrival]:
     "file, or a sysfs folder / .tar.gz snapshot. Default: a 36-node mix of real multi-NUMA servers.",
 )
 @click.option("--workload", type=click.Path(dir_okay=False), help="A workload trace (YAML/JSON; see README).")
-@click.option("--pods", type=click.IntRange(min=1), default=1000, show_default=True, help="Generated pods.")
-@click.option("--arrival-rate", type=click.FloatRange(min=0.001), default=3.0, show_default=True, help="Pods/s.")
+@click.option(
+    "--pods",
+    type=click.IntRange(min=1),
+    help=f"Generated pods (default: {DEFAULT_PODS} per {DEFAULT_NODES} nodes, i.e. scaled with the cluster).",
+)
+@click.option(
+    "--arrival-rate",
+    type=click.FloatRange(min=0.001),
+    help=f"Generated pods per second (default: {DEFAULT_ARRIVAL_RATE} per {DEFAULT_NODES} nodes, scaled).",
+)
 @click.option("--mean-duration", type=click.FloatRange(min=0), default=900.0, show_default=True, help="Seconds.")
 @click.option("--policy", type=click.Choice(POLICIES), default="single-numa-node", show_default=True)
 @click.option("--scope", type=click.Choice(["container", "pod"]), default="container", show_default=True)
@@ -97,7 +111,11 @@ def _load_workload(path: str) -> list[PodArrival]:
 @click.option("--seed", type=int, default=1, show_default=True, help="Workload seed (runs are deterministic).")
 @click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @click.option("--report", "report_dir", type=click.Path(file_okay=False), help="Write an HTML report with plots here.")
-@click.option("--list-topologies", is_flag=True, help="List the built-in topologies and exit.")
+@click.option(
+    "--list-topologies",
+    is_flag=True,
+    help="List the built-in machines (CPUs, NUMA nodes, memory) and exit; honours -o.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def command(**opts: Any) -> None:
     """Simulate a cluster: the same workload under several schedulers, compared.
@@ -105,26 +123,72 @@ def command(**opts: Any) -> None:
     Nodes run numaplane's resource manager (kubelet-exact CPU, memory, device and topology
     managers) with the chosen topology manager policy; NUMA-aware schedulers read NRT objects
     published periodically from the nodes' real state, through the real scheduler caches. With no
-    flags: 36 real multi-NUMA machines, 1,000 generated pods, six schedulers.
+    flags: 36 real multi-NUMA machines, 1,000 generated pods, six schedulers. The output starts with
+    a verdict in plain words; a legend under the table explains every column. Ctrl-C stops the run
+    and prints the schedulers that finished (exit status 130).
 
     \b
     Examples:
       numaplane simulate
-      numaplane simulate --nodes 100 --pods 5000 --report out/
-      numaplane simulate --topology intel-xeon-4s4n-144t=10 --workload examples/workloads/db.yaml
+      numaplane simulate --nodes 100 --report out/
+      numaplane simulate --topology intel-xeon-4s4n-144t=10 --workload examples/workloads/telco-mix.yaml
       numaplane simulate --schedulers default,numa:LeastNUMANodes:overreserve -o json
+      numaplane simulate --list-topologies -o json
     """
     if opts["list_topologies"]:
-        for name in builtin_topologies():
-            click.echo(name)
+        _list_topologies(opts["output"])
         return
     try:
         _run(opts)
-    except (SimulationError, ValueError) as exc:
+    except SimulationError as exc:
+        raise InputError(str(exc)) from exc
+    except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
 
 
+def _list_topologies(output: str) -> None:
+    rows: list[dict[str, Any]] = []
+    for name in builtin_topologies():
+        topology = load_topology(name)
+        memory = [n.memory_total_bytes for n in topology.numa_nodes]
+        rows.append(
+            {
+                "name": name,
+                "cpus": topology.num_cpus,
+                "numaNodes": len(topology.numa_nodes),
+                "memoryBytes": sum(memory),
+                "memoryAssumed": assumed_memory(name),
+            }
+        )
+    if output != "table":
+        emit_document({"apiVersion": "numaplane.io/v1", "kind": "BuiltinTopologyList", "items": rows}, output)
+        return
+    from rich.table import Table
+
+    table = Table(title="built-in machines (simulate --topology NAME, admit --topology NAME)", title_justify="left")
+    table.add_column("name")
+    for col in ("CPUs", "NUMA nodes", "memory"):
+        table.add_column(col, justify="right")
+    for row in rows:
+        memory_text = format_bytes(row["memoryBytes"]) + (" (assumed: 4Gi per CPU)" if row["memoryAssumed"] else "")
+        table.add_row(row["name"], str(row["cpus"]), str(row["numaNodes"]), memory_text)
+    console().print(table)
+
+
+def _check_report_dir(path: Path) -> None:
+    """Fail before the run, not after it, when the report folder cannot be written."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".numaplane-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(f"--report {path}: cannot write there: {exc.strerror or exc}") from exc
+
+
 def _run(opts: dict[str, Any]) -> None:
+    if opts["report_dir"]:
+        _check_report_dir(Path(opts["report_dir"]))
     spec = parse_cluster_spec(opts["topologies"]) if opts["topologies"] else list(DEFAULT_CLUSTER)
     if opts["nodes"]:
         spec = scale_cluster(spec, opts["nodes"])
@@ -139,6 +203,9 @@ def _run(opts: dict[str, Any]) -> None:
         arrivals = _load_workload(opts["workload"])
     else:
         devices = tuple(sorted({r for t in templates for r, devs in t.config.devices.items() if devs}))
+        scale = len(templates) / DEFAULT_NODES
+        opts["pods"] = opts["pods"] or max(1, round(DEFAULT_PODS * scale))
+        opts["arrival_rate"] = opts["arrival_rate"] or round(DEFAULT_ARRIVAL_RATE * scale, 3)
         mix = WorkloadMix(
             pods=opts["pods"],
             arrival_rate_per_s=opts["arrival_rate"],
@@ -162,24 +229,27 @@ def _run(opts: dict[str, Any]) -> None:
         "pods": len(arrivals),
         "workload": opts["workload"]
         or f"generated (seed {opts['seed']}, {opts['arrival_rate']}/s, mean duration {opts['mean_duration']} s)",
-        "topology manager": f"{opts['policy']} / {opts['scope']}",
-        "NRT refresh period s": opts["refresh_period"],
-        "over-reserve resync period s": opts["resync_period"],
-        "nodes searched per cycle": _searched(opts["percentage_of_nodes_to_score"], len(templates)),
+        "topologyManager": f"{opts['policy']} / {opts['scope']}",
+        "nrtRefreshPeriodSeconds": opts["refresh_period"],
+        "overReserveResyncPeriodSeconds": opts["resync_period"],
+        "nodesSearchedPerCycle": _searched(opts["percentage_of_nodes_to_score"], len(templates)),
     }
-    results = _simulate(schedulers, templates, arrivals, config, show_progress=not opts["quiet"])
+    results, interrupted = _simulate(schedulers, templates, arrivals, config, show_progress=not opts["quiet"])
+    if interrupted:
+        meta["interrupted"] = f"Ctrl-C: {len(results)} of {len(schedulers)} schedulers finished"
     out = console()
     if opts["output"] == "table":
-        render_table(
-            results,
-            out,
-            title=f"numaplane simulation — {meta['nodes']} nodes, {meta['pods']} pods, {meta['topology manager']}",
-        )
+        title = f"numaplane simulation — {meta['nodes']} nodes, {meta['pods']} pods, {meta['topologyManager']}"
+        if results:
+            render_table(results, out, title=title)
     else:
         emit_document(summary_document(results, meta), opts["output"])
-    if opts["report_dir"]:
+    if opts["report_dir"] and results:
         path = write_report(results, meta, Path(opts["report_dir"]))
         console(stderr=True).print(f"report written to {path}")
+    if interrupted:
+        console(stderr=True).print(f"interrupted: {meta['interrupted']}; the table shows those that did")
+        raise SystemExit(130)
 
 
 def _searched(percentage: int, nodes: int) -> str:
@@ -196,16 +266,33 @@ def _simulate(
     config: SimConfig,
     *,
     show_progress: bool,
-) -> list[RunResult]:
-    err = console(stderr=True)
+) -> tuple[list[RunResult], bool]:
+    """The results of every scheduler, and whether Ctrl-C stopped the run (then: those that finished)."""
     results: list[RunResult] = []
+    try:
+        _run_all(schedulers, templates, arrivals, config, results, show_progress=show_progress)
+    except KeyboardInterrupt:
+        return results, True
+    return results, False
+
+
+def _run_all(
+    schedulers: list[SchedulerSpec],
+    templates: list[Any],
+    arrivals: list[PodArrival],
+    config: SimConfig,
+    results: list[RunResult],
+    *,
+    show_progress: bool,
+) -> None:
+    err = console(stderr=True)
     if not show_progress or not sys.stderr.isatty():
         for spec in schedulers:
             started = time.perf_counter()
             results.append(run_scheduler(spec, templates, arrivals, config))
             if show_progress:
                 err.print(f"{spec.name}: done in {time.perf_counter() - started:.1f} s")
-        return results
+        return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
@@ -223,4 +310,3 @@ def _simulate(
                 progress.update(task_id, completed=fraction)
 
             results.append(run_scheduler(spec, templates, arrivals, config, report))
-    return results

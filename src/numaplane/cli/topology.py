@@ -22,6 +22,7 @@ import click
 import yaml
 from rich.console import Console
 
+from numaplane.cli._output import InputError
 from numaplane.topology.errors import TopologyError
 from numaplane.topology.model import Topology
 from numaplane.topology.render import FORMATS, OutputFormat, render, table_renderables
@@ -64,7 +65,14 @@ SUFFIX_FORMATS: dict[str, OutputFormat] = {
     help="Write to this file instead of stdout.",
 )
 def command(sysfs: Path | None, from_file: Path | None, output: str | None, out_file: Path | None) -> None:
-    """Show a machine's CPUs, cores, sockets, NUMA nodes, memory, hugepages and PCI devices."""
+    """Show a machine's CPUs, cores, sockets, NUMA nodes, memory, hugepages and PCI devices.
+
+    \b
+    Examples:
+      numaplane topology
+      numaplane topology --sysfs snapshot.tar.gz -o svg --out machine.svg
+      numaplane topology -o json > machine.json && numaplane topology --from machine.json
+    """
     if sysfs is not None and from_file is not None:
         raise click.UsageError("--sysfs and --from are mutually exclusive")
     fmt = _format(output, out_file)
@@ -107,16 +115,18 @@ def _load(sysfs: Path | None, from_file: Path | None) -> Topology:
             return discover("/")
         if sysfs.is_file():
             if not tarfile.is_tarfile(sysfs):
-                raise click.ClickException(f"{sysfs}: not a folder or a tar archive")
+                raise InputError(f"{sysfs}: not a folder or a tar archive")
             with tempfile.TemporaryDirectory(prefix="numaplane-sysfs-") as tmp:
                 root = unpack_snapshot(sysfs, tmp)
                 topology = discover(root)
             return _renamed(topology, _stem(sysfs) if root == Path(tmp) else topology.name, sysfs)
         return discover(find_sysfs_root(sysfs))
     except TopologyError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise InputError(str(exc)) from None
+    except (EOFError, tarfile.TarError) as exc:  # a truncated or corrupt archive
+        raise InputError(f"{sysfs}: broken archive: {exc or 'truncated'}") from None
     except OSError as exc:
-        raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}") from None
+        raise InputError(f"{exc.filename or sysfs or from_file}: {exc.strerror or exc}") from None
 
 
 def _renamed(topology: Topology, name: str, archive: Path) -> Topology:
@@ -137,14 +147,14 @@ def _read_document(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise click.ClickException(f"{path}: not UTF-8 text") from None
+        raise InputError(f"{path}: not UTF-8 text") from None
     if path.suffix.lower() in (".yaml", ".yml"):
         return _yaml(path, text)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         if path.suffix.lower() == ".json":
-            raise click.ClickException(f"{path}: invalid JSON: {exc}") from None
+            raise InputError(f"{path}: invalid JSON: {exc}") from None
         return _yaml(path, text)
 
 
@@ -152,4 +162,4 @@ def _yaml(path: Path, text: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise click.ClickException(f"{path}: neither JSON nor valid YAML: {exc}") from None
+        raise InputError(f"{path}: neither JSON nor valid YAML: {' '.join(str(exc).split())}") from None

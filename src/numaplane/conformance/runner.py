@@ -8,12 +8,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import pkgutil
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from numaplane.conformance.errors import CaseFileError
 from numaplane.conformance.outcome import CaseContext, Outcome
 
 KindRunner = Callable[[dict[str, Any], CaseContext], Outcome]
@@ -49,9 +51,11 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "apiVersion": "numaplane.io/v1",
+            "kind": "ConformanceReport",
             "passed": self.passed,
             "failed": self.failed,
-            "by_kind": self.by_kind(),
+            "byKind": self.by_kind(),
             "failures": [
                 {"id": r.id, "expected": r.outcome.expected, "got": r.outcome.got, "where": r.outcome.where}
                 for r in self.results
@@ -70,12 +74,30 @@ def kind_runner(kind: str) -> KindRunner | None:
     return run
 
 
+def known_kinds() -> list[str]:
+    """Every case kind that has a runner (``numaplane.conformance.kinds.<kind>``), sorted."""
+    from numaplane.conformance import kinds as kinds_package
+
+    return sorted(
+        m.name.replace("_", "-") for m in pkgutil.iter_modules(kinds_package.__path__) if not m.name.startswith("_")
+    )
+
+
 def iter_cases(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line number, case)`` for each non-blank line of a ``.jsonl`` file."""
+    """Yield ``(line number, case)`` for each non-blank line of a ``.jsonl`` file.
+
+    Raise :class:`CaseFileError` naming the file and line when a line is not a JSON object."""
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                yield lineno, json.loads(line)
+            if not line.strip():
+                continue
+            try:
+                case = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CaseFileError(path, lineno, f"not valid JSON: {exc.msg} (column {exc.colno})") from exc
+            if not isinstance(case, dict):
+                raise CaseFileError(path, lineno, "a case must be a JSON object")
+            yield lineno, case
 
 
 def run_files(

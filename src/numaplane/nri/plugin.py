@@ -329,15 +329,23 @@ class NRIPlugin:
     async def run(self) -> None:
         """Connect, register and serve until :meth:`stop`; reconnect with exponential backoff."""
         failures = 0
+        warned = False  # a runtime that is not there is said once at warning, then at debug until it is
         while not self._stopping.is_set():
             try:
                 reader, writer = await self._connect()
             except (OSError, PluginConfigError) as exc:
                 self.last_error = exc
-                log.info("nri: cannot connect to %s: %s", self.socket_path, exc)
+                log.log(
+                    logging.DEBUG if warned else logging.WARNING,
+                    "nri: cannot connect to %s: %s (is containerd >= 1.7 running with NRI enabled? retrying)",
+                    self.socket_path,
+                    exc,
+                )
+                warned = True
                 if self.inherited_fd is not None:
                     raise ConnectionClosed(f"inherited NRI socket fd {self.inherited_fd} unusable: {exc}") from exc
             else:
+                warned = False
                 registered = await self._session(reader, writer)
                 if registered:
                     failures = 0
@@ -347,7 +355,7 @@ class NRIPlugin:
                 return
             delay = min(self.backoff_initial_seconds * (2**failures), self.backoff_max_seconds)
             failures += 1
-            log.info("nri: reconnecting in %.2f s", delay)
+            log.debug("nri: reconnecting in %.2f s", delay)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._stopping.wait()

@@ -6,7 +6,11 @@ the resource manager with these plugins allocates exactly as the kubelet.
 
 Per-pod preferences (``preferences.py``) are honoured by the CPU plugin: ``cpu-strategy`` and
 ``full-pcpus`` select a variant of the static policy with the matching options (sharing the one
-CPU state), ``isolated-cpus`` restricts or orders the pool the container's CPUs come from.
+CPU state), ``isolated-cpus`` restricts or orders the pool the container's CPUs come from. The memory
+plugin honours ``memory-pinning``: ``false`` leaves the pod's memory unpinned (no hint, no blocks),
+``true`` (the default for Guaranteed pods on a node with the static memory policy) rejects the pod
+with ``InvalidPreference`` where it cannot be honoured (memory policy ``None``, or a pod that is not
+Guaranteed, whose memory the Memory Manager never pins).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from numaplane.policy.hints import NUMAMask, TopologyHint
 from numaplane.policy.memory import MemoryPolicy
 from numaplane.policy.memory_state import Block, MemoryState, charge, machine_memory_from_topology
 from numaplane.policy.plugin import Hints, MemoryBlock, PluginAllocation
-from numaplane.policy.preferences import PodPreferences, parse_preferences
+from numaplane.policy.preferences import PREFIX, InvalidPreferenceError, PodPreferences, parse_preferences
 from numaplane.resources.pod import Container, Pod
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import Topology
@@ -340,14 +344,38 @@ class MemoryPlugin:
                         charge(state.machine, block.numa, block.type, block.size)
         self.policy.state = state
 
+    def _pinned(self, pod: Pod, *, strict: bool = False) -> bool:
+        """Whether this pod's memory is pinned: the node's policy, unless ``memory-pinning`` says otherwise.
+
+        A ``true`` that cannot be honoured gives no hint and, at allocation (``strict``: the topology
+        manager turns allocation errors into the pod's rejection), raises :class:`InvalidPreferenceError`."""
+        prefs = parse_preferences(pod.annotations) if pod.annotations else PodPreferences()
+        if prefs.memory_pinning is None:
+            return self.policy is not None
+        if not prefs.memory_pinning:
+            return False
+        key = f"{PREFIX}memory-pinning='true'"
+        if not strict:
+            return self.policy is not None and pod.qos_class == "Guaranteed"
+        if self.policy is None:
+            raise InvalidPreferenceError(
+                f"annotation {key}: this node's memory manager policy is None, which pins no memory "
+                "(it needs memoryManager.policy Static)"
+            )
+        if pod.qos_class != "Guaranteed":
+            raise InvalidPreferenceError(
+                f"annotation {key}: only a Guaranteed pod's memory can be pinned; this pod is {pod.qos_class}"
+            )
+        return True
+
     def hints(self, pod: Pod, container: Container) -> Hints | None:
-        return None if self.policy is None else self.policy.hints(pod, container)
+        return self.policy.hints(pod, container) if self._pinned(pod) and self.policy is not None else None
 
     def pod_hints(self, pod: Pod) -> Hints | None:
-        return None if self.policy is None else self.policy.pod_hints(pod)
+        return self.policy.pod_hints(pod) if self._pinned(pod) and self.policy is not None else None
 
     def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> PluginAllocation:
-        if self.policy is None:
+        if not self._pinned(pod, strict=True) or self.policy is None:
             return PluginAllocation(self.name)
         blocks = self.policy.allocate(pod, container, hint)
         return self._record(blocks)

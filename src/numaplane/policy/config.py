@@ -116,10 +116,7 @@ def parse_config(doc: Any) -> NodeResourceConfig:
         doc = {}
     if not isinstance(doc, Mapping):
         raise PolicyConfigError("config must be a mapping (YAML/JSON object)")
-    known = {"apiVersion", "kind", "topologyManager", "cpuManager", "memoryManager", "devices", "metadata"}
-    for key in doc:
-        if key not in known:
-            problems.append(f"unknown top-level field {key!r}")
+    problems.extend(_unknown_fields(doc))
     if doc.get("apiVersion", API_VERSION) != API_VERSION:
         problems.append(f"apiVersion must be {API_VERSION!r}")
     if doc.get("kind", KIND) != KIND:
@@ -129,10 +126,12 @@ def parse_config(doc: Any) -> NodeResourceConfig:
     tm_policy = _choice(tm, "policy", TM_POLICIES, "none", "topologyManager", problems)
     tm_scope = _choice(tm, "scope", TM_SCOPES, "container", "topologyManager", problems)
     tm_options = _options(tm, "topologyManager", problems)
+    _check_topology_options(tm_options, problems)
 
     cpu = _section(doc, "cpuManager", problems)
     cpu_policy = _choice(cpu, "policy", CPU_POLICIES, "static", "cpuManager", problems)
     cpu_options = _options(cpu, "cpuManager", problems)
+    _check_cpu_options(cpu_options, problems)
     reserved_cpus: CPUSet | None = None
     raw_list = cpu.get("reservedCPUs")
     if raw_list is not None:
@@ -164,7 +163,9 @@ def parse_config(doc: Any) -> NodeResourceConfig:
     devices = _devices(doc.get("devices"), problems)
 
     if problems:
-        raise PolicyConfigError("invalid configuration: " + "; ".join(problems))
+        raise PolicyConfigError(
+            f"invalid configuration ({len(problems)} problem{'s' if len(problems) > 1 else ''}): " + "; ".join(problems)
+        )
     return NodeResourceConfig(
         topology_policy=tm_policy,
         topology_scope=tm_scope,
@@ -177,6 +178,59 @@ def parse_config(doc: Any) -> NodeResourceConfig:
         reserved_memory=reserved_memory,
         devices=devices,
     )
+
+
+def _unknown_fields(doc: Mapping[str, Any]) -> list[str]:
+    """``path: unknown field`` for every field the schema does not define (as ``kubectl --validate=strict``)."""
+    import jsonschema
+
+    out = []
+    for error in jsonschema.Draft202012Validator(CONFIG_SCHEMA).iter_errors(doc):
+        if error.validator != "additionalProperties" or not isinstance(error.instance, Mapping):
+            continue  # everything else is checked below, in our own words
+        allowed = error.schema.get("properties", {})
+        where = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in error.absolute_path).replace(".[", "[")
+        for key in error.instance:
+            if key not in allowed:
+                out.append(f"{where + '.' if where else ''}{key}: unknown field")
+    return sorted(out)
+
+
+def _check_cpu_options(options: Mapping[str, str], problems: list[str]) -> None:
+    from numaplane.policy.cpu import _FALSE, _FIELDS, _TRUE, StaticPolicyOptions
+
+    before = len(problems)
+    for name, value in sorted(options.items()):
+        if name not in _FIELDS:
+            problems.append(f"cpuManager.options.{name}: unknown option (known: {', '.join(sorted(_FIELDS))})")
+        elif value not in _TRUE and value not in _FALSE:
+            problems.append(f'cpuManager.options.{name}: {value!r} is not a boolean ("true" or "false")')
+    if len(problems) == before:
+        try:
+            StaticPolicyOptions.parse(options)
+        except PolicyConfigError as exc:
+            problems.append(f"cpuManager.options: {exc}")
+
+
+def _check_topology_options(options: Mapping[str, str], problems: list[str]) -> None:
+    from numaplane.policy.topology_manager import (
+        DEFAULT_MAX_ALLOWABLE_NUMA_NODES,
+        OPTION_MAX_ALLOWABLE,
+        OPTION_PREFER_CLOSEST,
+    )
+
+    for name, value in sorted(options.items()):
+        where = f"topologyManager.options.{name}"
+        if name == OPTION_PREFER_CLOSEST:
+            if value not in ("1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"):
+                problems.append(f'{where}: {value!r} is not a boolean ("true" or "false")')
+        elif name == OPTION_MAX_ALLOWABLE:
+            if not value.lstrip("+-").isdigit() or not value.isascii():
+                problems.append(f"{where}: {value!r} is not an integer")
+            elif int(value) < DEFAULT_MAX_ALLOWABLE_NUMA_NODES:
+                problems.append(f"{where}: must be at least {DEFAULT_MAX_ALLOWABLE_NUMA_NODES}, got {value}")
+        else:
+            problems.append(f"{where}: unknown option (known: {OPTION_MAX_ALLOWABLE}, {OPTION_PREFER_CLOSEST})")
 
 
 def _section(doc: Mapping[str, Any], key: str, problems: list[str]) -> Mapping[str, Any]:
@@ -318,6 +372,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
                     "type": "array",
                     "items": {
                         "type": "object",
+                        "additionalProperties": False,
                         "required": ["numaNode", "limits"],
                         "properties": {
                             "numaNode": {"type": "integer", "minimum": 0},
@@ -333,6 +388,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
                 "type": "array",
                 "items": {
                     "type": "object",
+                    "additionalProperties": False,
                     "required": ["id"],
                     "properties": {
                         "id": {"type": "string"},

@@ -5,12 +5,19 @@ inventory); :func:`instantiate` makes a fresh :class:`SimNode` from it for every
 all schedulers start from identical clusters.
 
 Built-in topologies are JSON files shipped in ``numaplane/sim/data/topologies`` (derived from 25 real
-machines' sysfs snapshots by numaplane's own discovery; ``scripts/gen_sim_topologies.py``).
+machines' sysfs snapshots by numaplane's own discovery; ``scripts/gen_sim_topologies.py``). A built-in
+name means one machine in every command (``simulate``, ``admit``): :func:`load_topology` returns the
+machine *as modelled*, i.e. with the two additions below.
 
 Modelling choices (documented because they shape results):
 
-* hugepages: ``hugepages_1g_per_numa`` pages of 1 GiB are added on every NUMA node with memory (the
-  snapshots' pools are mostly empty; a production node would pre-allocate them at boot);
+* memory: four snapshots carry no memory data (``amd-epyc7451-2s8n-96t``, ``amd-ryzen5-1600-1s1n-12t``,
+  ``intel-xeon-x7550-4s-64t-3nodes``, ``riscv-sophgo-sg2042-1s4n-64c``); their NUMA nodes with CPUs
+  get :data:`ASSUMED_MEMORY_PER_CPU` (4 GiB) per CPU, a common server ratio, instead of 0 bytes
+  (:func:`assumed_memory` names them);
+* hugepages: ``hugepages_1g_per_numa`` pages of 1 GiB are added on every NUMA node with memory
+  (:data:`BUILTIN_HUGEPAGES_1G` = 8 for built-in machines; ``simulate --hugepages-1g`` overrides the
+  count; the snapshots' pools are mostly empty; a production node would pre-allocate them at boot);
 * devices: every NUMA-affine network PCI function of the real machine becomes one
   ``example.com/nic`` device on its NUMA node (an SR-IOV-like inventory);
 * node allocatable (what the default scheduler sees) = capacity − reserved CPUs − reserved memory −
@@ -47,6 +54,8 @@ __all__ = [
 
 NIC_RESOURCE = "example.com/nic"
 MAX_PODS = 110
+ASSUMED_MEMORY_PER_CPU = 4 << 30
+BUILTIN_HUGEPAGES_1G = 8
 
 # (built-in topology, node count): 36 multi-NUMA servers, 3,328 CPUs in all
 DEFAULT_CLUSTER: tuple[tuple[str, int], ...] = (
@@ -67,15 +76,38 @@ def builtin_topologies() -> tuple[str, ...]:
 
 
 @cache
-def _load_builtin(name: str) -> Topology:
+def _raw_builtin(name: str) -> Topology:
     path = resources.files("numaplane.sim") / "data" / "topologies" / f"{name}.json"
     return Topology.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
-def load_topology(spec: str) -> Topology:
-    """A built-in name, a topology JSON/YAML file, or a sysfs folder / ``.tar.gz`` snapshot."""
+def assumed_memory(name: str) -> bool:
+    """Whether the built-in machine ``name`` had no memory data, so its memory is assumed (module docstring)."""
+    return all(n.memory_total_bytes == 0 for n in _raw_builtin(name).numa_nodes)
+
+
+@cache
+def _load_builtin(name: str, hugepages_1g_per_numa: int) -> Topology:
+    """The built-in machine as modelled: assumed memory where the snapshot has none, 1 GiB hugepages."""
+    topology = _raw_builtin(name)
+    if assumed_memory(name):
+        nodes = tuple(
+            replace(
+                n,
+                memory_total_bytes=n.cpus.size() * ASSUMED_MEMORY_PER_CPU,
+                memory_free_bytes=n.cpus.size() * ASSUMED_MEMORY_PER_CPU,
+            )
+            for n in topology.numa_nodes
+        )
+        topology = replace(topology, numa_nodes=nodes)
+    return with_hugepages(topology, hugepages_1g_per_numa)
+
+
+def load_topology(spec: str, *, hugepages_1g_per_numa: int = BUILTIN_HUGEPAGES_1G) -> Topology:
+    """A built-in name (the machine as modelled, see the module docstring; ``hugepages_1g_per_numa``
+    sets its 1 GiB pools), a topology JSON/YAML file, or a sysfs folder / ``.tar.gz`` snapshot (as read)."""
     if spec in builtin_topologies():
-        return _load_builtin(spec)
+        return _load_builtin(spec, hugepages_1g_per_numa)
     path = Path(spec)
     if not path.exists():
         raise ClusterSpecError(
@@ -231,7 +263,12 @@ def build_templates(
     for topo_spec, count in spec:
         if count < 1:
             raise ClusterSpecError(f"topology {topo_spec!r}: node count must be at least 1, got {count}")
-        topology = with_hugepages(topology_loader(topo_spec), hugepages_1g_per_numa)
+        loaded = (
+            load_topology(topo_spec, hugepages_1g_per_numa=hugepages_1g_per_numa)
+            if topology_loader is load_topology
+            else topology_loader(topo_spec)
+        )
+        topology = with_hugepages(loaded, hugepages_1g_per_numa)
         config = node_config(
             topology,
             policy=policy,

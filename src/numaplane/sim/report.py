@@ -18,7 +18,23 @@ from rich.table import Table
 
 from numaplane.sim.engine import RunResult
 
-__all__ = ["render_table", "summary_document", "write_report"]
+__all__ = ["legend", "render_table", "summary_document", "verdict", "write_report"]
+
+BASELINE = "default"
+
+#: column -> what it counts, in plain words (printed under the table)
+COLUMNS: dict[str, str] = {
+    "placed": "pods a node admitted, of all pods in the workload",
+    "rejected at node": "bindings the node refused at admission (the kubelet's error, e.g. TopologyAffinityError: "
+    "the node could not put the pod's CPUs and memory on one NUMA zone); the pod is deleted and recreated",
+    "failed": "pods lost for good: rejected again after 3 recreations",
+    "pending": "pods still waiting for a node at the end: a NUMA-aware scheduler holds a pod that fits no zone "
+    "instead of sending it to a node that would reject it",
+    "NUMA-aligned": "share of exclusive-CPU pods whose resources sit on one NUMA node",
+    "CPU util": "share of the cluster's CPUs requested by running pods, averaged over the run",
+    "fragmentation": "share of free exclusive CPUs stranded in NUMA zones too small for a typical Guaranteed pod",
+    "attempts": "scheduling cycles run (the scheduler's work, retries included)",
+}
 
 
 def _pct(x: float) -> str:
@@ -26,50 +42,122 @@ def _pct(x: float) -> str:
 
 
 def summary_document(results: Sequence[RunResult], meta: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON form of a simulation: inputs (``meta``) and one entry per scheduler."""
+    """The JSON form of a simulation: inputs (``meta``), the verdict and one entry per scheduler."""
     return {
         "apiVersion": "numaplane.io/v1",
         "kind": "SimulationReport",
         "inputs": dict(meta),
+        "verdict": verdict(results),
         "schedulers": [r.to_dict() for r in results],
     }
 
 
+def _reasons(r: RunResult) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(r.rejections.items(), key=lambda kv: -kv[1]))
+
+
+def verdict(results: Sequence[RunResult]) -> str:
+    """What the comparison shows, in one plain-words paragraph (the first thing a user reads)."""
+    if not results:
+        return "No scheduler ran."
+    pods = results[0].pods
+    base = next((r for r in results if r.scheduler == BASELINE), None)
+    others = [r for r in results if r is not base] or list(results)
+    best = min(others, key=lambda r: (r.rejected + r.failed, r.failed, r.pending, -r.placed))
+    if all(r.rejected == 0 for r in results):
+        placed = sorted({r.placed for r in results})
+        spread = f"{placed[0]}" if len(placed) == 1 else f"{placed[0]}–{placed[-1]}"
+        return (
+            f"No pod was rejected at a node under any scheduler, and {spread} of {pods} pods were placed: on this "
+            "cluster and workload NUMA-aware scheduling makes no difference to admission. Try a tighter cluster "
+            "(fewer --nodes), more pods, or a workload of large Guaranteed pods."
+        )
+    parts = []
+    if base is not None and base.rejected:
+        parts.append(
+            f"The default scheduler (blind to NUMA zones) sent pods to nodes that could not align them: the nodes "
+            f"rejected {base.rejected} bindings ({_reasons(base)}) and {base.failed} of {pods} pods were lost for "
+            f"good after 3 recreations."
+        )
+    elif base is not None:
+        parts.append(f"The default scheduler had no pod rejected at a node ({base.placed} of {pods} placed).")
+    if best is base:  # only the default scheduler ran: nothing to compare it with
+        parts.append("Add a NUMA-aware scheduler (--schedulers default,numa:LeastAllocated:overreserve) to compare.")
+        return " ".join(parts)
+    clean = [r.scheduler for r in others if r.rejected == 0]
+    if best.rejected == 0:
+        parts.append(
+            f"{best.scheduler} placed {best.placed} of {pods} with no rejection at all"
+            + (f", as did {len(clean) - 1} other NUMA-aware scheduler(s)." if len(clean) > 1 else ".")
+        )
+    else:
+        parts.append(
+            f"The best NUMA-aware scheduler, {best.scheduler}, still had {best.rejected} rejections "
+            f"({_reasons(best)}) and {best.failed} pods lost: its view of the nodes (NRT refresh period) is stale."
+        )
+    if base is not None:
+        diff = best.placed - base.placed
+        if abs(diff) * 100 <= pods:
+            parts.append(
+                f"Placed counts are within 1% ({best.placed} vs {base.placed}): the gain is pods that start where "
+                f"they can be aligned instead of failing at a node, not density; pods that fit no NUMA zone yet "
+                f"wait pending ({best.pending}, vs {base.pending} with default)."
+            )
+        else:
+            parts.append(
+                f"{best.scheduler} placed {abs(diff)} {'more' if diff > 0 else 'fewer'} pods than default "
+                f"({best.placed} vs {base.placed}); {best.pending} wait pending (vs {base.pending} with default)."
+            )
+    return " ".join(parts)
+
+
+def _constant(values: Sequence[str]) -> bool:
+    return len(set(values)) <= 1
+
+
+def legend(results: Sequence[RunResult], shown: Sequence[str], dropped: Mapping[str, str]) -> list[str]:
+    """One line per shown column, then one per dropped column saying why it is not shown."""
+    lines = [f"{name}: {COLUMNS[name]}" for name in shown if name in COLUMNS]
+    lines += [f"not shown: {name} is {value} for every scheduler" for name, value in dropped.items()]
+    return lines
+
+
 def render_table(results: Sequence[RunResult], console: Console, title: str = "numaplane simulation") -> None:
-    """Print the comparison table (one row per scheduler)."""
+    """Print the verdict, the comparison table (one row per scheduler, columns that differ) and a legend."""
+    from rich.markup import escape
+    from rich.padding import Padding
+
+    console.print(Padding(f"[bold]Verdict.[/] {escape(verdict(results))}", (0, 0, 1, 0)))
+    best_rejected = min((r.rejected for r in results), default=0)
+    cells: dict[str, list[str]] = {
+        "placed": [f"{r.placed}/{r.pods}" for r in results],
+        "rejected at node": [
+            (f"[green]{r.rejected}[/]" if r.rejected == best_rejected else f"[red]{r.rejected}[/]")
+            + (f" ({escape(_reasons(r))})" if r.rejections else "")
+            for r in results
+        ],
+        "failed": [str(r.failed) for r in results],
+        "pending": [str(r.pending) for r in results],
+        "NUMA-aligned": [_pct(r.aligned_share) for r in results],
+        "CPU util": [_pct(r.cpu_utilisation) for r in results],
+        "fragmentation": [_pct(r.fragmentation) for r in results],
+        "attempts": [str(r.attempts) for r in results],
+    }
+    dropped = {
+        name: values[0]
+        for name, values in cells.items()
+        if name in ("NUMA-aligned", "failed") and len(results) > 1 and _constant(values)
+    }
     table = Table(title=title, title_justify="left", header_style="bold")
     table.add_column("scheduler", no_wrap=True)
-    table.add_column("placed", justify="right")
-    table.add_column("rejected at node", justify="right")
-    table.add_column("by reason")
-    table.add_column("failed", justify="right")
-    table.add_column("pending", justify="right")
-    table.add_column("NUMA-aligned", justify="right")
-    table.add_column("CPU util", justify="right")
-    table.add_column("fragmentation", justify="right")
-    table.add_column("attempts", justify="right")
-    best_rejected = min((r.rejected for r in results), default=0)
-    short = {
-        "TopologyAffinityError": "TopologyAffinity",
-        "UnexpectedAdmissionError": "Unexpected",
-        "SMTAlignmentError": "SMTAlignment",
-    }
-    for r in results:
-        reasons = ", ".join(f"{short.get(k, k)} {v}" for k, v in sorted(r.rejections.items())) or "-"
-        rejected = f"[green]{r.rejected}[/]" if r.rejected == best_rejected else f"[red]{r.rejected}[/]"
-        table.add_row(
-            r.scheduler,
-            f"{r.placed}/{r.pods}",
-            rejected,
-            reasons,
-            str(r.failed),
-            str(r.pending),
-            _pct(r.aligned_share),
-            _pct(r.cpu_utilisation),
-            _pct(r.fragmentation),
-            str(r.attempts),
-        )
+    shown = [name for name in cells if name not in dropped]
+    for name in shown:
+        table.add_column(name, justify="left" if name == "rejected at node" else "right")
+    for i, r in enumerate(results):
+        table.add_row(escape(r.scheduler), *(cells[name][i] for name in shown))
     console.print(table)
+    for line in legend(results, shown, dropped):
+        console.print(f"[dim]{escape(line)}[/]")
 
 
 def _plots(results: Sequence[RunResult], out: Path) -> list[tuple[str, str]]:
@@ -186,8 +274,7 @@ def write_report(results: Sequence[RunResult], meta: Mapping[str, Any], out: Pat
     plots = _plots(results, out)
     rows = []
     for r in results:
-        d = r.to_dict()
-        reasons = ", ".join(f"{html.escape(k)} {v}" for k, v in d["rejections_by_reason"].items()) or "–"
+        reasons = ", ".join(f"{html.escape(k)} {v}" for k, v in sorted(r.rejections.items())) or "–"
         rows.append(
             "<tr>"
             f"<td>{html.escape(r.scheduler)}</td><td>{r.placed}/{r.pods}</td><td>{r.rejected}</td><td>{reasons}</td>"
@@ -213,6 +300,7 @@ figcaption {{ color: #555; font-size: 0.9rem; }}
 .note {{ color: #555; font-size: 0.9rem; max-width: 60rem; }}
 </style></head><body>
 <h1>numaplane simulation report</h1>
+<p><strong>Verdict.</strong> {html.escape(verdict(results))}</p>
 <p class="note">Every scheduler ran the same workload on identical fresh clusters. "Rejected at node" counts
 admissions refused by the node's resource manager (kubelet-exact CPU, memory, device and topology managers),
 e.g. <code>TopologyAffinityError</code>; a rejected pod is recreated by its controller up to the configured

@@ -20,9 +20,10 @@ Trace format (YAML or JSON)::
                 requests: {cpu: "4", memory: 8Gi}
                 limits: {cpu: "4", memory: 8Gi}
 
-An invalid entry raises :class:`WorkloadError` naming the file, the entry and the field.
-Times are seconds (floats). Requests are *not* defaulted from limits, as in the API server's
-stored objects: write both for Guaranteed pods (the generator does).
+An invalid entry raises :class:`WorkloadError` naming the file, the entry and the field; an unknown
+field is an error too (as ``kubectl --validate=strict``: a misspelt ``durration`` must not run pods
+forever). Times are seconds (floats). Each pod is defaulted and checked as the API server would
+(:func:`~numaplane.resources.pod.pod_from_manifest`): a request missing for a resource is its limit.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from numaplane.resources.errors import PodSpecError
-from numaplane.resources.pod import Pod, parse_pod
+from numaplane.resources.pod import Pod, parse_pod, pod_from_manifest
 from numaplane.sim.errors import WorkloadError
 
 __all__ = ["PodArrival", "WorkloadMix", "generate_workload", "parse_workload"]
@@ -54,6 +55,9 @@ def parse_workload(doc: Any, source: str = "<workload>") -> list[PodArrival]:
     """Validate and expand a workload document into arrivals sorted by time (stable)."""
     if not isinstance(doc, Mapping):
         raise WorkloadError(source, None, "", "a workload must be a mapping with a 'pods' list")
+    for key in doc:
+        if key not in _DOCUMENT_FIELDS:
+            raise WorkloadError(source, None, str(key), f"unknown field (known: {', '.join(_DOCUMENT_FIELDS)})")
     if doc.get("kind", "Workload") != "Workload":
         raise WorkloadError(source, None, "kind", f"expected 'Workload', got {doc.get('kind')!r}")
     entries = doc.get("pods")
@@ -64,6 +68,10 @@ def parse_workload(doc: Any, source: str = "<workload>") -> list[PodArrival]:
         arrivals.extend(_expand_entry(entry, i, source))
     arrivals.sort(key=lambda a: a.arrival_s)
     return arrivals
+
+
+_DOCUMENT_FIELDS = ("apiVersion", "kind", "metadata", "pods")
+_ENTRY_FIELDS = ("name", "count", "arrival", "interval", "duration", "namespace", "labels", "annotations", "spec")
 
 
 def _number(entry: Mapping[str, Any], key: str, source: str, i: int, default: float | None) -> float | None:
@@ -78,6 +86,9 @@ def _number(entry: Mapping[str, Any], key: str, source: str, i: int, default: fl
 def _expand_entry(entry: Any, i: int, source: str) -> list[PodArrival]:
     if not isinstance(entry, Mapping):
         raise WorkloadError(source, i, "", "an entry must be a mapping")
+    for key in entry:
+        if key not in _ENTRY_FIELDS:
+            raise WorkloadError(source, i, str(key), f"unknown field (known: {', '.join(_ENTRY_FIELDS)})")
     name = entry.get("name")
     if not isinstance(name, str) or not name:
         raise WorkloadError(source, i, "name", "missing or not a string")
@@ -109,7 +120,7 @@ def _expand_entry(entry: Any, i: int, source: str) -> list[PodArrival]:
             "spec": spec,
         }
         try:
-            pod = parse_pod(doc)
+            pod = pod_from_manifest(doc)
         except PodSpecError as exc:
             raise WorkloadError(source, i, exc.path, exc.reason) from exc
         out.append(PodArrival(arrival + k * interval, duration, pod, name))
