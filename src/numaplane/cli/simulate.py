@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 import yaml
+from click.core import ParameterSource
 
 from numaplane.cli._output import console, emit_document
 from numaplane.placement.sampling import num_feasible_nodes_to_find
@@ -26,6 +27,15 @@ from numaplane.sim.report import render_table, summary_document, write_report
 from numaplane.sim.workload import PodArrival, WorkloadMix, generate_workload, parse_workload
 
 POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+
+
+def _from_options(f: Any) -> Any:
+    """The ``--from`` what-if options (numaplane.cli.simulate_from)."""
+    from numaplane.cli.simulate_from import FROM_OPTIONS
+
+    for option in reversed(FROM_OPTIONS):
+        f = option(f)
+    return f
 
 
 def _load_workload(path: str) -> list[PodArrival]:
@@ -99,6 +109,7 @@ def _load_workload(path: str) -> list[PodArrival]:
 @click.option("--report", "report_dir", type=click.Path(file_okay=False), help="Write an HTML report with plots here.")
 @click.option("--list-topologies", is_flag=True, help="List the built-in topologies and exit.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@_from_options
 def command(**opts: Any) -> None:
     """Simulate a cluster: the same workload under several schedulers, compared.
 
@@ -113,7 +124,14 @@ def command(**opts: Any) -> None:
       numaplane simulate --nodes 100 --pods 5000 --report out/
       numaplane simulate --topology intel-xeon-4s4n-144t=10 --workload examples/workloads/db.yaml
       numaplane simulate --schedulers default,numa:LeastNUMANodes:overreserve -o json
+      numaplane simulate --from cluster.yaml --set-policy single-numa-node@pool=numa
     """
+    if opts["from_snapshot"]:
+        from numaplane.cli.simulate_from import run_from
+
+        ctx = click.get_current_context()
+        run_from(opts, schedulers_given=ctx.get_parameter_source("schedulers") is not ParameterSource.DEFAULT)
+        return
     if opts["list_topologies"]:
         for name in builtin_topologies():
             click.echo(name)
