@@ -89,8 +89,9 @@ def _pod_doc(name: str, rng: random.Random, node: str = "") -> dict[str, Any]:
 
 
 def generate_cluster(nodes: int, pods_per_node: int, *, seed: int = 1, fill: float = 1.0) -> Iterator[GeneratedNode]:
-    """``nodes`` nodes, each offered ``pods_per_node`` pods; a pod its node refuses is not bound
-    (so the NRT equals what the bound pods hold). ``fill`` < 1 offers fewer pods to some nodes."""
+    """``nodes`` nodes with ``pods_per_node`` bound pods each (half as many on a ``1 - fill`` share of
+    them). Pods are drawn at random and offered to the node's manager; one it refuses is not bound
+    (so the NRT equals what the bound pods hold) and the next is drawn, at most ``4 * pods_per_node``."""
     rng = random.Random(seed)
     machines = _machines()
     for i in range(nodes):
@@ -115,8 +116,10 @@ def generate_cluster(nodes: int, pods_per_node: int, *, seed: int = 1, fill: flo
             "status": {"capacity": capacity, "allocatable": allocatable},
         }
         out = GeneratedNode(node_doc)
-        offered = pods_per_node if rng.random() < fill else pods_per_node // 2
-        for k in range(offered):
+        wanted = pods_per_node if rng.random() < fill else pods_per_node // 2
+        for k in range(4 * wanted):
+            if len(out.pods) == wanted:
+                break
             doc = _pod_doc(f"{name}-p{k:03d}", rng, name)
             pod = parse_pod({**doc, "metadata": {**doc["metadata"], "uid": f"{name}/{k}"}})
             if manager.admit(pod).admitted:
