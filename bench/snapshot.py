@@ -31,14 +31,21 @@ from numaplane.nrt.crd import crd_manifest
 from numaplane.testing.clustergen import generate_cluster, pending_pods
 from numaplane.testing.fakeapi import FakeApiServer
 
-# runs the CLI and prints its own peak RSS (KiB on Linux) as the last stderr line
+# runs the CLI and prints its own peak RSS (KiB) as the last stderr line. VmHWM, not getrusage's
+# ru_maxrss: Linux carries the forking parent's (this process's, holding the whole fake cluster)
+# high-water mark across exec into ru_maxrss.
 _RUN = (
-    "import resource, sys\n"
+    "import sys\n"
     "from numaplane.cli import main\n"
+    "def hwm():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            return int(line.split()[1])\n"
+    "    return 0\n"
     "try:\n"
     "    main()\n"
     "finally:\n"
-    "    print('peak_rss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    "    print('peak_rss_kib', hwm(), file=sys.stderr)\n"
 )
 
 
