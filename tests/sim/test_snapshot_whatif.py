@@ -4,7 +4,10 @@ values."""
 
 from __future__ import annotations
 
+import asyncio
 import io
+import sys
+from asyncio.subprocess import PIPE
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,8 @@ from numaplane.sim.whatif_report import whatif_document
 from numaplane.testing.clustergen import generate_cluster, pending_pods
 from numaplane.testing.fakeapi import FakeApiServer
 from numaplane.topology.model import synthetic
+
+CLI = (sys.executable, "-c", "from numaplane.cli import main; main()")
 
 
 async def _fill(store: InMemoryKube, nodes: int, pods: int, pending: int) -> int:
@@ -264,3 +269,41 @@ def test_node_model_from_nrt_without_memory_rows_uses_no_memory_policy() -> None
     assert config.reserved_cpus is not None and config.reserved_cpus.format() == "0,4"
     assert model.topology.numa_by_id[1].distances == {0: 20, 1: 10}
     assert check_model(model) == []
+
+
+async def test_in_memory_store_streams_the_same_capture() -> None:
+    store = InMemoryKube()
+    bound = await _fill(store, 3, 5, 2)
+    out = io.StringIO()
+    summary = await capture(store, SnapshotWriter(out, {}), page_size=2)
+    assert (summary["boundPods"], summary["pendingPods"], summary["nodes"]) == (bound, 2, 3)
+
+
+async def test_snapshot_and_simulate_from_commands(fake_apiserver: FakeApiServer, tmp_path: Path) -> None:
+    await _fill(fake_apiserver.store, 3, 6, 2)
+    path = tmp_path / "cluster.yaml"
+    snap = await asyncio.create_subprocess_exec(
+        *CLI, "snapshot", "--server", fake_apiserver.url, "-o", str(path), "--page-size", "4", stderr=PIPE
+    )
+    _, err = await snap.communicate()
+    assert snap.returncode == 0, err.decode()
+    assert "3 nodes, 3 NRTs" in err.decode()
+    sim = await asyncio.create_subprocess_exec(
+        *CLI,
+        "simulate",
+        "--from",
+        str(path),
+        "--set-policy",
+        "single-numa-node",
+        "-o",
+        "table",
+        stdout=PIPE,
+        stderr=PIPE,
+    )
+    out, err = await sim.communicate()
+    assert sim.returncode == 0, err.decode()
+    text = out.decode()
+    assert "matches the NRT objects" in text and "Per-zone headroom" in text and "What changes" in text
+    bad = await asyncio.create_subprocess_exec(*CLI, "simulate", "--from", str(tmp_path / "none.yaml"), stderr=PIPE)
+    _, err = await bad.communicate()
+    assert bad.returncode == 1 and "cannot read" in err.decode()

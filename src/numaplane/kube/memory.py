@@ -555,6 +555,31 @@ class InMemoryKube:
     ) -> ObjectList:
         return self._list(res, namespace, label_selector, field_selector)
 
+    async def iter_list(
+        self,
+        res: Resource,
+        *,
+        page_size: int = 500,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[JsonObj]:
+        """:meth:`list` streamed page by page (:meth:`list_page`), like ``LightkubePort.iter_list``."""
+        token: str | None = None
+        while True:
+            page, token = self.list_page(
+                res,
+                limit=page_size,
+                continue_token=token,
+                namespace=namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+            )
+            for item in page.items:
+                yield item
+            if token is None:
+                return
+
     async def watch(
         self,
         res: Resource,
