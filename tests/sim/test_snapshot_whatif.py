@@ -307,3 +307,12 @@ async def test_snapshot_and_simulate_from_commands(fake_apiserver: FakeApiServer
     bad = await asyncio.create_subprocess_exec(*CLI, "simulate", "--from", str(tmp_path / "none.yaml"), stderr=PIPE)
     _, err = await bad.communicate()
     assert bad.returncode == 1 and "cannot read" in err.decode()
+
+
+def test_an_unusable_nrt_is_noted_and_the_node_modelled_from_capacity() -> None:
+    node = {"name": "odd", "capacity": {"cpu": "8", "memory": "16Gi"}, "allocatable": {"cpu": "8"}}
+    nrt = {"name": "odd", "zones": [{"name": "socket-0", "type": "Socket", "resources": []}]}
+    cluster = load_cluster(Snapshot(nodes=[node], nrts=[nrt]))
+    (model,) = cluster.nodes
+    assert model.source == "capacity" and model.topology.num_cpus == 8
+    assert "NRT not usable" in cluster.model_notes["odd"][0]

@@ -18,7 +18,8 @@ Machine model from the node's NRT (:func:`machine_from_nrt`):
 * the CPU policy is ``static`` unless the NRT states ``cpuManagerPolicy: none``; the topology
   manager policy and scope are the NRT's (``none`` / ``container`` when absent).
 
-A node without an NRT is modelled from its Node capacity as one NUMA zone with the ``none``
+A node without an NRT, or whose NRT the model cannot use (no ``node-<id>`` zone, inconsistent
+rows: said in ``notes``), is modelled from its Node capacity as one NUMA zone with the ``none``
 topology policy (``source == "capacity"``). :func:`check_model` compares the empty model's zones with
 the NRT's allocatable and says where they differ.
 
@@ -41,7 +42,6 @@ from numaplane.policy.manager import ResourceManager
 from numaplane.resources.errors import QuantityError
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity, parse_quantity
-from numaplane.sim.errors import SnapshotFormatError
 from numaplane.sim.snapshot import policy_from_attributes
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import CPUInfo, HugePages, NUMANode, Topology
@@ -64,6 +64,7 @@ class NodeModel:
     labels: Mapping[str, str]
     nrt: NodeResourceTopology | None
     source: str  # "nrt" | "capacity"
+    notes: tuple[str, ...] = ()
 
     def config(self, overrides: Mapping[str, Any] | None = None) -> NodeResourceConfig:
         """The node's config, with ``overrides`` (a partial config document) merged section by section."""
@@ -219,7 +220,7 @@ def _capacity_model(node: Mapping[str, Any]) -> tuple[Topology, dict[str, Any]]:
     return topology, doc
 
 
-def model_node(node: Mapping[str, Any], nrt_doc: Mapping[str, Any] | None, source: str = "<snapshot>") -> NodeModel:
+def model_node(node: Mapping[str, Any], nrt_doc: Mapping[str, Any] | None) -> NodeModel:
     """The model of one reduced snapshot node (and its reduced NRT, if any)."""
     name = str(node.get("name", ""))
     labels = {str(k): str(v) for k, v in (node.get("labels") or {}).items()}
@@ -235,7 +236,10 @@ def model_node(node: Mapping[str, Any], nrt_doc: Mapping[str, Any] | None, sourc
         doc["memoryManager"]["reservedMemory"] = _reserved_memory(topology, doc, wanted)
         parse_config(doc)
     except (NRTFormatError, PolicyConfigError, QuantityError, ValueError) as exc:
-        raise SnapshotFormatError(source, f"nodeResourceTopologies[{name}]", str(exc)) from exc
+        # an NRT the model cannot use (foreign zone layout, inconsistent rows): say so, keep the node
+        topology, doc = _capacity_model(node)
+        note = f"NRT not usable ({exc}); modelled from the Node's capacity"
+        return NodeModel(name, topology, doc, allocatable, labels, None, "capacity", (note,))
     return NodeModel(name, topology, doc, allocatable, labels, nrt, "nrt")
 
 

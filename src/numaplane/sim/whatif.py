@@ -70,7 +70,7 @@ def load_cluster(snapshot: Snapshot) -> ClusterModel:
     """Node models and pods of ``snapshot`` (see the module docstring)."""
     source = snapshot.source or "<snapshot>"
     nrts = {str(n.get("name")): n for n in snapshot.nrts}
-    nodes = [model_node(n, nrts.get(str(n.get("name"))), source) for n in snapshot.nodes]
+    nodes = [model_node(n, nrts.get(str(n.get("name")))) for n in snapshot.nodes]
     names = {n.name for n in nodes}
     bound: dict[str, list[Pod]] = {n.name: [] for n in nodes}
     pending: list[Pod] = []
@@ -84,7 +84,7 @@ def load_cluster(snapshot: Snapshot) -> ClusterModel:
         else:
             unknown.append(pod)
     bound = {name: creation_order(pods) for name, pods in bound.items()}
-    notes = {n.name: found for n in nodes if (found := check_model(n))}
+    notes = {n.name: [*n.notes, *check_model(n)] for n in nodes if n.notes or check_model(n)}
     return ClusterModel(nodes, bound, creation_order(pending), unknown, notes)
 
 
