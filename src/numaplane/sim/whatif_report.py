@@ -115,6 +115,12 @@ def render_whatif(doc: dict[str, Any], out: Console, *, limit: int = 20) -> None
     )
     for item in base["notReadmitted"][:limit]:
         out.print(f"  not re-admitted: {item['pod']} on {item['node']}: {item['reason']}")
+    for node, lines in list(base["nrtMismatches"].items())[:limit]:
+        out.print(f"  {node}: " + "; ".join(lines[:3]) + (" ..." if len(lines) > 3 else ""))
+    for node, lines in list(base["modelNotes"].items())[:limit]:
+        out.print(f"  model of {node}: " + "; ".join(lines[:3]))
+    if snap["podsOnUnknownNodes"]:
+        out.print(f"  {len(snap['podsOnUnknownNodes'])} pods are bound to nodes the snapshot lacks (not simulated)")
     headroom = Table(title="Per-zone headroom (sum over NUMA zones)")
     headroom.add_column("resource")
     headroom.add_column("before", justify="right")
