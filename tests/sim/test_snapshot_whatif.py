@@ -316,3 +316,15 @@ def test_an_unusable_nrt_is_noted_and_the_node_modelled_from_capacity() -> None:
     (model,) = cluster.nodes
     assert model.source == "capacity" and model.topology.num_cpus == 8
     assert "NRT not usable" in cluster.model_notes["odd"][0]
+
+
+def test_nfd_multithreading_label_pairs_cpus_into_cores() -> None:
+    topology = synthetic(sockets=2, cores_per_numa=4, threads_per_core=2)
+    manager = ResourceManager(topology, parse_config({"cpuManager": {"policy": "static", "reservedCPUCount": 2}}))
+    nrt = reduce_nrt(node_nrt(manager, "smt").to_dict())
+    labels = {"feature.node.kubernetes.io/cpu-hardware_multithreading": "true"}
+    model = model_node({"name": "smt", "labels": labels, "allocatable": {"cpu": "14"}}, nrt)
+    assert (model.topology.num_cpus, model.topology.threads_per_core) == (16, 2)
+    assert check_model(model) == []
+    plain = model_node({"name": "smt", "allocatable": {"cpu": "14"}}, nrt)
+    assert plain.topology.threads_per_core == 1
