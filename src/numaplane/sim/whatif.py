@@ -215,13 +215,13 @@ def run_whatif(
     arrivals = [PodArrival(0.0, None, pod.with_changes(phase=""), "pending") for pod in cluster.pending]
     arrivals += list(scenario.workload)
     pending_uids = {p.uid: p for p in cluster.pending}
+    was_refused = {key for o in before.values() for key, _ in o.refused}
     outcomes = []
     for spec in scenario.schedulers or (SchedulerSpec("default"),):
         report = None if progress is None else (lambda f, name=spec.name: progress(name, f))
         with _cyclic_gc_paused():
             run = _SeededRun(spec, cluster, scenario, arrivals, config, report)
             result = run.run()
-        was_refused = {key for o in before.values() for key, _ in o.refused}
         now_failing = [
             {"pod": key, "node": node, "reason": reason}
             for node, refused in run.refused.items()
