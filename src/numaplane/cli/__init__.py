@@ -26,6 +26,11 @@ from numaplane import __version__
 # command name -> (module, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "simulate": ("numaplane.cli.simulate", "command", "Simulate a whole cluster and compare schedulers."),
+    "snapshot": (
+        "numaplane.cli.snapshot",
+        "command",
+        "Capture a cluster (read-only) for simulate --from.",
+    ),
     "topology": (
         "numaplane.cli.topology",
         "command",

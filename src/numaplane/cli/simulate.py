@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 import yaml
+from click.core import ParameterSource
 
 from numaplane.cli._output import InputError, console, emit_document, format_bytes
 from numaplane.placement.sampling import num_feasible_nodes_to_find
@@ -32,6 +33,15 @@ POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 DEFAULT_NODES = sum(count for _, count in DEFAULT_CLUSTER)
 DEFAULT_PODS = 1000
 DEFAULT_ARRIVAL_RATE = 3.0
+
+
+def _from_options(f: Any) -> Any:
+    """The ``--from`` what-if options (numaplane.cli.simulate_from)."""
+    from numaplane.cli.simulate_from import FROM_OPTIONS
+
+    for option in reversed(FROM_OPTIONS):
+        f = option(f)
+    return f
 
 
 def _load_workload(path: str) -> list[PodArrival]:
@@ -117,6 +127,7 @@ def _load_workload(path: str) -> list[PodArrival]:
     help="List the built-in machines (CPUs, NUMA nodes, memory) and exit; honours -o.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@_from_options
 def command(**opts: Any) -> None:
     """Simulate a cluster: the same workload under several schedulers, compared.
 
@@ -134,7 +145,14 @@ def command(**opts: Any) -> None:
       numaplane simulate --topology intel-xeon-4s4n-144t=10 --workload examples/workloads/telco-mix.yaml
       numaplane simulate --schedulers default,numa:LeastNUMANodes:overreserve -o json
       numaplane simulate --list-topologies -o json
+      numaplane simulate --from cluster.yaml --set-policy single-numa-node@pool=numa
     """
+    if opts["from_snapshot"]:
+        from numaplane.cli.simulate_from import run_from
+
+        ctx = click.get_current_context()
+        run_from(opts, schedulers_given=ctx.get_parameter_source("schedulers") is not ParameterSource.DEFAULT)
+        return
     if opts["list_topologies"]:
         _list_topologies(opts["output"])
         return

@@ -299,6 +299,54 @@ class LightkubePort:
             item.setdefault("kind", res.kind)
         return ObjectList(items, version)
 
+    async def iter_list(
+        self,
+        res: Resource,
+        *,
+        page_size: int = 500,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[JsonObj]:
+        """The objects ``list`` returns, streamed page by page (``limit`` / ``continue``).
+
+        At most one page of ``page_size`` objects is held at a time, so a 100,000-pod listing runs
+        in bounded memory. The pages are consistent (one ``resourceVersion``) as the API server
+        guarantees for continued lists; an expired continue token raises
+        :class:`~numaplane.kube.errors.Gone`.
+        """
+        if page_size < 1:
+            raise ValueError(f"page_size must be positive, got {page_size}")
+        cls, _ = _lightkube_classes(res)
+        generic = self._generic()
+        with _translate():
+            request = generic.prepare_request(
+                "list",
+                res=cls,
+                namespace=self._collection_namespace(res, namespace),
+                params={
+                    "labelSelector": label_selector or None,
+                    "fieldSelector": field_selector or None,
+                    "limit": page_size,
+                },
+            )
+            chunks = generic.list_chunks(request)
+        try:
+            while True:
+                with _translate():
+                    try:
+                        _, chunk = await chunks.__anext__()
+                    except StopAsyncIteration:
+                        return
+                for item in chunk:
+                    obj = _plain(item)
+                    obj.setdefault("apiVersion", res.api_version)
+                    obj.setdefault("kind", res.kind)
+                    yield obj
+        finally:
+            with contextlib.suppress(Exception):
+                await chunks.aclose()
+
     async def watch(
         self,
         res: Resource,

@@ -25,13 +25,18 @@ project's fake API server (``numaplane.testing.fakeapi``), so both fakes share o
   bookmarks are sent by :meth:`send_bookmarks` (and every ``bookmark_interval_seconds`` if set).
 
 Not modelled: namespace deletion cascading to its contents, garbage collection by owner
-references, admission, validation of built-in kinds against their schemas, pagination (``limit`` / ``continue``), list at
-an older ``resourceVersion``, strategic merge patch (callers of the fake server get merge semantics).
+references, admission, validation of built-in kinds against their schemas, list at an older ``resourceVersion`` (a continued list,
+:meth:`InMemoryKube.list_page`, resumes after the last key it returned, in the *current* state:
+objects created behind that key during the listing are not returned, as they would not be by a
+real server's consistent snapshot, but objects changed ahead of it are seen in their new state), strategic merge patch (callers of the fake server get merge semantics).
 """
 
 from __future__ import annotations
 
+import base64
+import bisect
 import itertools
+import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -113,6 +118,7 @@ class InMemoryKube:
         self.strict_resources = strict_resources
         self._rv = 0
         self._objects: dict[_StoreKey, dict[_ObjKey, JsonObj]] = {}
+        self._sorted_keys: dict[_StoreKey, list[_ObjKey]] = {}  # per bucket, dropped when keys change
         self._hub = WatchHub(history_limit, bookmark_interval_seconds)
         self._uids = itertools.count(1)
         self._names = itertools.count(1)
@@ -198,7 +204,10 @@ class InMemoryKube:
         bucket = self._bucket(res)
         if kind is EventType.DELETED:
             bucket.pop(key, None)
+            self._sorted_keys.pop((res.group, res.plural), None)
         else:
+            if key not in bucket:
+                self._sorted_keys.pop((res.group, res.plural), None)
             bucket[key] = new
         self._hub.publish(Change(self._rv, kind, (res.group, res.plural), old, new))
         if res.group == CRD.group and res.plural == CRD.plural:
@@ -509,6 +518,46 @@ class InMemoryKube:
                 items.append(present(res, obj))
         return ObjectList(items, str(self._rv))
 
+    def list_page(
+        self,
+        res: Resource,
+        *,
+        limit: int,
+        continue_token: str | None = None,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[ObjectList, str | None]:
+        """One page of ``list``: at most ``limit`` objects after ``continue_token``, and the token of
+        the next page (``None`` after the last). Tokens are opaque; a malformed one is ``Invalid``."""
+        if namespace is not None and not res.namespaced:
+            raise ValueError(f"{res.kind} is cluster-scoped; no namespace expected, got {namespace!r}")
+        if limit < 1:
+            raise Invalid(f"limit must be positive, got {limit}")
+        self._check_served(res)
+        labels = LabelSelector.parse(label_selector)
+        fields = FieldSelector.parse(field_selector)
+        after = _decode_continue(continue_token) if continue_token else None
+        store_key = (res.group, res.plural)
+        keys = self._sorted_keys.get(store_key)
+        if keys is None:
+            keys = self._sorted_keys[store_key] = sorted(self._bucket(res))
+        bucket = self._bucket(res)
+        start = bisect.bisect_right(keys, after) if after is not None else 0
+        items: list[JsonObj] = []
+        last: _ObjKey | None = None
+        for key in itertools.islice(keys, start, None):
+            if namespace is not None and key[0] != namespace:
+                continue
+            obj = bucket.get(key)
+            if obj is None or not (labels.matches(obj) and fields.matches(obj)):
+                continue
+            if len(items) == limit:
+                return ObjectList(items, str(self._rv)), _encode_continue(last)
+            items.append(present(res, obj))
+            last = key
+        return ObjectList(items, str(self._rv)), None
+
     def _subscribe(
         self,
         res: Resource,
@@ -549,6 +598,31 @@ class InMemoryKube:
         field_selector: str | None = None,
     ) -> ObjectList:
         return self._list(res, namespace, label_selector, field_selector)
+
+    async def iter_list(
+        self,
+        res: Resource,
+        *,
+        page_size: int = 500,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[JsonObj]:
+        """:meth:`list` streamed page by page (:meth:`list_page`), like ``LightkubePort.iter_list``."""
+        token: str | None = None
+        while True:
+            page, token = self.list_page(
+                res,
+                limit=page_size,
+                continue_token=token,
+                namespace=namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+            )
+            for item in page.items:
+                yield item
+            if token is None:
+                return
 
     async def watch(
         self,
@@ -693,3 +767,15 @@ class InMemoryKube:
             f"{plural}.{group}" if group else plural: [clone(o) for _, o in sorted(bucket.items())]
             for (group, plural), bucket in sorted(self._objects.items())
         }
+
+
+def _encode_continue(key: _ObjKey | None) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(key or ("", ""))).encode()).decode()
+
+
+def _decode_continue(token: str) -> _ObjKey:
+    try:
+        ns, name = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return (str(ns), str(name))
+    except (ValueError, TypeError) as exc:
+        raise Invalid(f"malformed continue token {token!r}") from exc

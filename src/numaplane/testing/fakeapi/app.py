@@ -13,7 +13,10 @@ Served (enough for lightkube and kubectl-like clients):
 
 Failures answer with a ``Status`` object and the matching HTTP code; a watch that cannot start (410
 for an expired version) answers 200 with a single ``ERROR`` event, as kube-apiserver does.
-Not served: ``deletecollection``, ``dryRun`` (400), pagination (``limit`` is ignored), OpenAPI
+* ``limit`` / ``continue`` on list (pagination; see :meth:`InMemoryKube.list_page` for how a
+  continued list sees concurrent changes).
+
+Not served: ``deletecollection``, ``dryRun`` (400), OpenAPI
 documents, authentication (every request is allowed), protobuf and table output.
 """
 
@@ -256,17 +259,36 @@ def build_app(server: FakeApiServer) -> web.Application:
         query = request.query
         manager = query.get("fieldManager") or None
         if verb == "list":
-            listing = await store.list(
-                res,
-                namespace=ns,
-                label_selector=query.get("labelSelector"),
-                field_selector=query.get("fieldSelector"),
-            )
+            list_meta: dict[str, Any] = {}
+            limit = query.get("limit")
+            if limit:
+                try:
+                    page_size = int(limit)
+                except ValueError as exc:
+                    raise Invalid(f"limit must be an integer, got {limit!r}") from exc
+                listing, token = store.list_page(
+                    res,
+                    limit=page_size,
+                    continue_token=query.get("continue") or None,
+                    namespace=ns,
+                    label_selector=query.get("labelSelector"),
+                    field_selector=query.get("fieldSelector"),
+                )
+                if token is not None:
+                    list_meta["continue"] = token
+            else:
+                listing = await store.list(
+                    res,
+                    namespace=ns,
+                    label_selector=query.get("labelSelector"),
+                    field_selector=query.get("fieldSelector"),
+                )
+            list_meta["resourceVersion"] = listing.resource_version
             return _json(
                 {
                     "kind": f"{res.kind}List",
                     "apiVersion": res.api_version,
-                    "metadata": {"resourceVersion": listing.resource_version},
+                    "metadata": list_meta,
                     "items": listing.items,
                 }
             )

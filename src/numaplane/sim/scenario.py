@@ -1,0 +1,135 @@
+"""What-if scenarios for ``numaplane simulate --from SNAPSHOT``: what changes, given as a file or flags.
+
+Scenario file (YAML or JSON; every key optional)::
+
+    apiVersion: numaplane.io/v1
+    kind: WhatIfScenario
+    policies:                        # applied in order; a later change wins on the same field
+      - nodeSelector: "pool=numa"    # Kubernetes label selector syntax; omitted or "" = every node
+        config:                      # a partial NodeResourceConfig document, merged section by section
+          topologyManager: {policy: single-numa-node, scope: pod}
+          cpuManager: {options: {full-pcpus-only: "true"}}
+    workload:                        # added pods: a Workload document (README, "Workload traces")
+      pods:
+        - {name: db, count: 20, spec: {containers: [...]}}
+    schedulers: [default, "numa:LeastAllocated:overreserve"]
+
+Flags give the same: ``--set-policy POLICY[/SCOPE][@SELECTOR]`` (a topology manager change),
+``--add-workload FILE``, ``--schedulers``. Flags add to the file's content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from numaplane.kube.selectors import LabelSelector, SelectorError
+from numaplane.sim.engine import SchedulerSpec
+from numaplane.sim.errors import ScenarioError, WorkloadError
+from numaplane.sim.workload import PodArrival, parse_workload
+
+__all__ = ["KIND", "PolicyChange", "Scenario", "parse_policy_flag", "parse_scenario"]
+
+KIND = "WhatIfScenario"
+TM_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+
+
+@dataclass(frozen=True)
+class PolicyChange:
+    """``config`` (a partial NodeResourceConfig document) for the nodes ``selector`` matches."""
+
+    selector: str
+    config: Mapping[str, Any] = field(hash=False)
+    _parsed: LabelSelector = field(default_factory=LabelSelector, compare=False, repr=False)
+
+    @staticmethod
+    def make(selector: str, config: Mapping[str, Any], where: str) -> PolicyChange:
+        try:
+            parsed = LabelSelector.parse(selector or None)
+        except SelectorError as exc:
+            raise ScenarioError(where, f"invalid node selector {selector!r}: {exc}") from exc
+        return PolicyChange(selector, config, parsed)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return self._parsed.matches({"metadata": {"labels": labels}})
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Policy changes, added pods and the schedulers to compare (none given: the default scheduler)."""
+
+    policies: tuple[PolicyChange, ...] = ()
+    workload: tuple[PodArrival, ...] = ()
+    schedulers: tuple[SchedulerSpec, ...] = ()
+
+    def overrides(self, labels: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+        """The merged config overrides of a node with ``labels``."""
+        out: dict[str, dict[str, Any]] = {}
+        for change in self.policies:
+            if change.matches(labels):
+                for section, value in change.config.items():
+                    out.setdefault(section, {}).update(value)
+        return out
+
+    def combined(self, other: Scenario) -> Scenario:
+        return Scenario(
+            self.policies + other.policies, self.workload + other.workload, self.schedulers + other.schedulers
+        )
+
+
+def parse_policy_flag(text: str) -> PolicyChange:
+    """``POLICY[/SCOPE][@SELECTOR]``, e.g. ``single-numa-node``, ``restricted/pod@pool=numa``."""
+    where = f"--set-policy {text!r}"
+    head, _, selector = text.partition("@")
+    policy, _, scope = head.partition("/")
+    if policy not in TM_POLICIES:
+        raise ScenarioError(where, f"unknown topology manager policy {policy!r} ({', '.join(TM_POLICIES)})")
+    tm: dict[str, str] = {"policy": policy}
+    if scope:
+        if scope not in ("container", "pod"):
+            raise ScenarioError(where, f"unknown scope {scope!r} (container, pod)")
+        tm["scope"] = scope
+    return PolicyChange.make(selector, {"topologyManager": tm}, where)
+
+
+def parse_schedulers(names: Sequence[str], where: str) -> tuple[SchedulerSpec, ...]:
+    out = []
+    for name in names:
+        try:
+            out.append(SchedulerSpec.parse(str(name).strip()))
+        except ValueError as exc:
+            raise ScenarioError(where, str(exc)) from exc
+    return tuple(out)
+
+
+def parse_scenario(doc: Any, source: str) -> Scenario:
+    """Validate a scenario document (see the module docstring)."""
+    if doc is None:
+        return Scenario()
+    if not isinstance(doc, Mapping):
+        raise ScenarioError(source, "a scenario is a mapping (policies, workload, schedulers)")
+    if doc.get("kind", KIND) != KIND:
+        raise ScenarioError(f"{source}: kind", f"expected {KIND!r}, got {doc.get('kind')!r}")
+    unknown = set(doc) - {"apiVersion", "kind", "policies", "workload", "schedulers"}
+    if unknown:
+        raise ScenarioError(source, f"unknown keys {sorted(unknown)}")
+    policies = []
+    for i, item in enumerate(doc.get("policies") or ()):
+        where = f"{source}: policies[{i}]"
+        if not isinstance(item, Mapping) or not isinstance(item.get("config"), Mapping):
+            raise ScenarioError(where, "expected {nodeSelector?, config: {...}}")
+        config = item["config"]
+        if not all(isinstance(v, Mapping) for v in config.values()):
+            raise ScenarioError(f"{where}.config", "every section must be a mapping")
+        policies.append(PolicyChange.make(str(item.get("nodeSelector") or ""), dict(config), where))
+    workload: list[PodArrival] = []
+    if doc.get("workload") is not None:
+        try:
+            workload = parse_workload(doc["workload"], f"{source}: workload")
+        except WorkloadError as exc:
+            raise ScenarioError(f"{source}: workload", exc.reason if exc.entry is None else str(exc)) from exc
+    names = doc.get("schedulers") or []
+    if not isinstance(names, list):
+        raise ScenarioError(f"{source}: schedulers", "expected a list of scheduler names")
+    return Scenario(tuple(policies), tuple(workload), parse_schedulers(names, f"{source}: schedulers"))

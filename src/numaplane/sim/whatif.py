@@ -1,0 +1,248 @@
+"""What-if on a captured cluster: rebuild it from a snapshot, replay a scenario, say what changes.
+
+Steps (:func:`run_whatif`):
+
+1. :func:`load_cluster` — every snapshot node becomes a :class:`~numaplane.sim.rebuild.NodeModel`;
+   bound pods are grouped by node in creation order; pods bound to a node the snapshot lacks are
+   reported (``unknown_node``), never dropped silently.
+2. *Baseline* — each node's manager with the captured policy re-admits its pods in creation order.
+   Pods it cannot re-admit are reported with the reason; the per-zone available resources are the
+   "before" headroom, compared zone by zone with the captured NRTs (``baseline_matches_nrt``).
+3. Per scheduler of the scenario (the default scheduler when none is given): fresh managers with the
+   scenario's policy changes re-admit the same pods in the same order (pods admitted in the
+   baseline but refused now are *pods that would now fail at the node*), then the discrete-event
+   engine (:mod:`numaplane.sim.engine`, the same scheduling and admission code as ``simulate``)
+   schedules the snapshot's pending pods (arriving at 0 s) and the scenario's added workload;
+   placements of pending pods are reported with their node, and per-zone headroom "after".
+
+Node allocatable for NodeResourcesFit is the captured Node's ``status.allocatable``; node
+selectors, affinity and taints are kept in the snapshot but not evaluated by the engine (it
+models resource fit only).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from numaplane.nrt.from_manager import node_nrt
+from numaplane.placement.fit import FitArrays
+from numaplane.placement.node import node_info
+from numaplane.policy.errors import PolicyConfigError
+from numaplane.policy.manager import ResourceManager
+from numaplane.resources.errors import PodSpecError
+from numaplane.resources.pod import Pod, parse_pod
+from numaplane.sim.cluster import NodeTemplate
+from numaplane.sim.engine import RunResult, SchedulerSpec, SimConfig, _cyclic_gc_paused, _Run
+from numaplane.sim.errors import ScenarioError, SnapshotFormatError
+from numaplane.sim.rebuild import NodeModel, check_model, creation_order, model_node, zone_available
+from numaplane.sim.scenario import Scenario
+from numaplane.sim.snapshot import Snapshot
+from numaplane.sim.workload import PodArrival
+
+__all__ = ["ClusterModel", "NodeOutcome", "WhatIfResult", "load_cluster", "run_whatif"]
+
+Zones = dict[str, dict[str, int]]
+_RECREATED = re.compile(r"-r[0-9]+\Z")
+
+
+@dataclass
+class ClusterModel:
+    """A snapshot rebuilt: node models, bound pods per node (creation order), pending pods."""
+
+    nodes: list[NodeModel]
+    bound: dict[str, list[Pod]]
+    pending: list[Pod]
+    unknown_node: list[Pod]
+    model_notes: dict[str, list[str]]
+
+
+def _pod(doc: Mapping[str, Any], i: int, source: str) -> Pod:
+    try:
+        return parse_pod(doc)
+    except PodSpecError as exc:
+        raise SnapshotFormatError(source, f"pods[{i}].{exc.path}", exc.reason) from exc
+
+
+def load_cluster(snapshot: Snapshot) -> ClusterModel:
+    """Node models and pods of ``snapshot`` (see the module docstring)."""
+    source = snapshot.source or "<snapshot>"
+    nrts = {str(n.get("name")): n for n in snapshot.nrts}
+    nodes = [model_node(n, nrts.get(str(n.get("name")))) for n in snapshot.nodes]
+    names = {n.name for n in nodes}
+    bound: dict[str, list[Pod]] = {n.name: [] for n in nodes}
+    pending: list[Pod] = []
+    unknown: list[Pod] = []
+    for i, doc in enumerate(snapshot.pods):
+        pod = _pod(doc, i, source)
+        if not pod.node_name:
+            pending.append(pod)
+        elif pod.node_name in names:
+            bound[pod.node_name].append(pod)
+        else:
+            unknown.append(pod)
+    bound = {name: creation_order(pods) for name, pods in bound.items()}
+    notes = {n.name: [*n.notes, *check_model(n)] for n in nodes if n.notes or check_model(n)}
+    return ClusterModel(nodes, bound, creation_order(pending), unknown, notes)
+
+
+@dataclass
+class NodeOutcome:
+    """One node after re-admission: what it refused (``(pod key, reason)``) and its zones' headroom."""
+
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    zones: Zones = field(default_factory=dict)
+
+
+def _readmit(manager: ResourceManager, pods: Sequence[Pod]) -> list[tuple[str, str]]:
+    refused = []
+    for pod in pods:
+        admission = manager.admit(pod)
+        if not admission.admitted:
+            refused.append((pod.key, admission.reason or "UnexpectedAdmissionError"))
+    return refused
+
+
+def _config(model: NodeModel, scenario: Scenario) -> Any:
+    try:
+        return model.config(scenario.overrides(model.labels))
+    except PolicyConfigError as exc:
+        raise ScenarioError(f"policy change on node {model.name}", str(exc)) from exc
+
+
+class _SeededRun(_Run):
+    """The engine's run over nodes that already hold the snapshot's pods (admitted at construction)."""
+
+    def __init__(
+        self,
+        spec: SchedulerSpec,
+        cluster: ClusterModel,
+        scenario: Scenario,
+        arrivals: Sequence[PodArrival],
+        config: SimConfig,
+        progress: Callable[[float], None] | None,
+    ) -> None:
+        templates = [NodeTemplate(m.name, m.topology, _config(m, scenario)) for m in cluster.nodes]
+        super().__init__(spec, templates, arrivals, config, progress)
+        for node, model in zip(self.nodes, cluster.nodes, strict=True):
+            node.allocatable = dict(model.allocatable)
+            node.node_doc = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": model.name, "labels": dict(model.labels)},
+                "status": {k: {r: str(q) for r, q in model.allocatable.items()} for k in ("capacity", "allocatable")},
+            }
+        self.fit = FitArrays([n.name for n in self.nodes], [n.allocatable for n in self.nodes])
+        self.node_infos = {n.name: node_info(n.node_doc) for n in self.nodes}
+        if self.pipeline is not None:
+            for node in self.nodes:
+                self.pipeline.update_node(node.name, None, self.node_infos[node.name])
+        self.refused: dict[str, list[tuple[str, str]]] = {}
+        for row, node in enumerate(self.nodes):
+            pods = cluster.bound.get(node.name, [])
+            self.refused[node.name] = _readmit(node.manager, pods)
+            for pod in pods:
+                if pod.uid in node.manager.pods:
+                    node.bound[pod.uid] = pod
+                    self.fit.add_vector(row, self.fit.vector_of(pod))
+
+
+@dataclass
+class SchedulerOutcome:
+    """One scheduler's run over the scenario."""
+
+    scheduler: str
+    result: RunResult
+    now_failing: list[dict[str, str]]
+    pending_placed: list[dict[str, str]]
+    pending_still: list[str]
+    workload: dict[str, int]
+    zones: dict[str, Zones]
+
+
+@dataclass
+class WhatIfResult:
+    """Baseline and per-scheduler outcomes (see :func:`run_whatif`)."""
+
+    cluster: ClusterModel
+    baseline: dict[str, NodeOutcome]
+    nrt_mismatches: dict[str, list[str]]
+    outcomes: list[SchedulerOutcome]
+
+
+def _zone_diff(model: NodeModel, zones: Zones) -> list[str]:
+    if model.nrt is None:
+        return []
+    want = zone_available(model.nrt)
+    return [
+        f"{zone} {res}: simulated {zones.get(zone, {}).get(res)} vs NRT {amount}"
+        for zone, rows in sorted(want.items())
+        for res, amount in sorted(rows.items())
+        if zones.get(zone, {}).get(res) != amount
+    ]
+
+
+def baseline(cluster: ClusterModel) -> tuple[dict[str, NodeOutcome], dict[str, list[str]]]:
+    """Every node with its captured policy re-admitting its pods; mismatches with the captured NRTs."""
+    out: dict[str, NodeOutcome] = {}
+    mismatches: dict[str, list[str]] = {}
+    for model in cluster.nodes:
+        manager = ResourceManager(model.topology, model.config())
+        refused = _readmit(manager, cluster.bound.get(model.name, []))
+        zones = zone_available(node_nrt(manager, model.name)) if model.nrt is not None else {}
+        out[model.name] = NodeOutcome(refused, zones)
+        diff = _zone_diff(model, zones)
+        if diff:
+            mismatches[model.name] = diff
+    return out, mismatches
+
+
+def _base_uid(uid: str) -> str:
+    return _RECREATED.sub("", uid)
+
+
+def run_whatif(
+    cluster: ClusterModel,
+    scenario: Scenario,
+    config: SimConfig | None = None,
+    progress: Callable[[str, float], None] | None = None,
+) -> WhatIfResult:
+    """Baseline, then each scheduler of ``scenario`` over the changed cluster (module docstring)."""
+    config = config or SimConfig(samples=4, sample_zones=False, percentage_of_nodes_to_score=100)
+    before, mismatches = baseline(cluster)
+    arrivals = [PodArrival(0.0, None, pod.with_changes(phase=""), "pending") for pod in cluster.pending]
+    arrivals += list(scenario.workload)
+    pending_uids = {p.uid: p for p in cluster.pending}
+    was_refused = {key for o in before.values() for key, _ in o.refused}
+    outcomes = []
+    for spec in scenario.schedulers or (SchedulerSpec("default"),):
+        report = None if progress is None else (lambda f, name=spec.name: progress(name, f))
+        with _cyclic_gc_paused():
+            run = _SeededRun(spec, cluster, scenario, arrivals, config, report)
+            result = run.run()
+        now_failing = [
+            {"pod": key, "node": node, "reason": reason}
+            for node, refused in run.refused.items()
+            for key, reason in refused
+            if key not in was_refused
+        ]
+        placed: dict[str, str] = {}
+        for uid, node, admitted, _ in result.admissions:
+            if admitted:
+                placed[_base_uid(uid)] = node
+        pending_placed = [{"pod": pod.key, "node": placed[uid]} for uid, pod in pending_uids.items() if uid in placed]
+        still = [pod.key for uid, pod in pending_uids.items() if uid not in placed]
+        workload_uids = {a.pod.uid for a in scenario.workload}
+        workload = {
+            "pods": len(workload_uids),
+            "placed": sum(1 for u in workload_uids if u in placed),
+        }
+        zones = {
+            node.name: zone_available(node_nrt(node.manager, node.name))
+            for node, model in zip(run.nodes, cluster.nodes, strict=True)
+            if model.nrt is not None
+        }
+        outcomes.append(SchedulerOutcome(spec.name, result, now_failing, pending_placed, still, workload, zones))
+    return WhatIfResult(cluster, before, mismatches, outcomes)
