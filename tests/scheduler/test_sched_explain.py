@@ -179,3 +179,12 @@ def test_cli_refuses_a_pod_with_a_negative_limit(tmp_path: Path) -> None:
     result = CliRunner().invoke(command, ["--pod", str(pod), "--nrt", str(nrts)])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "invalid pod at spec.initContainers[0].resources.limits.cpu: quantity '-2'" in result.output
+
+
+def test_a_node_without_per_zone_memory_is_explained() -> None:
+    """Memory manager None: zones carry no memory rows, and every Guaranteed pod asking memory is refused."""
+    no_memory = nrt_doc("no-memory", [zone_doc(0, {"cpu": (8, 8)}), zone_doc(1, {"cpu": (8, 8)})])
+    report = explain_pod(parse_pod(pod_doc("db", 2)), [("file", no_memory)])
+    (node,) = report.nodes
+    assert not node.fits and node.resource == "memory"
+    assert any("memory manager policy is None" in note and "Static" in note for note in node.notes)

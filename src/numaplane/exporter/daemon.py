@@ -104,6 +104,7 @@ class Exporter:
         self.initial_sync_seconds = initial_sync_seconds
         self.status = ExporterStatus()
         self.last_result: ScanResult | None = None
+        self._memory_reported: bool | None = None
         self.gate = EventGate(options.max_events_per_second, options.event_burst)
         self.gate.on_post = self._count_event
         self._log = structlog.get_logger("numaplane.exporter").bind(node=options.node_name)
@@ -242,6 +243,7 @@ class Exporter:
         self.status.podresources_fetched = True
         self.last_result = result
         self.metrics.zones.nrt = result.nrt
+        self._report_zone_memory(result)
         if self.publisher is None:
             self._succeeded()
             return None
@@ -392,6 +394,24 @@ class Exporter:
             await self.wait()
         finally:
             await self.close()
+
+    def _report_zone_memory(self, result: ScanResult) -> None:
+        """Say it (metric, and a warning on each change) when no zone carries memory: NUMA-aware
+        schedulers then refuse every Guaranteed pod that requests memory on this node."""
+        reported = any(r.name == "memory" for z in result.nrt.zones for r in z.resources)
+        if reported == self._memory_reported:
+            return
+        self._memory_reported = reported
+        self.metrics.zone_memory_reported.set(1 if reported else 0)
+        if not reported:
+            self._log.warning(
+                "zones_without_memory",
+                memory_manager_policy=result.settings.memory_manager_policy,
+                consequence="NUMA-aware scheduling refuses every Guaranteed pod that requests memory on this node",
+                fix="set the memory manager policy to Static (kubelet memoryManagerPolicy, or the agent's memoryManager.policy)",
+            )
+        else:
+            self._log.info("zones_with_memory")
 
     async def oneshot(self) -> ScanResult:
         """One scan with fresh slow inputs, nothing published; raises the scan's :class:`ExporterError`."""

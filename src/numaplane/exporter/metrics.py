@@ -105,6 +105,12 @@ class ExporterMetrics:
             f"{PREFIX}_last_write_timestamp_seconds", "Unix time of the last successful write.", registry=r
         )
         self.ready = Gauge(f"{PREFIX}_ready", "1 when the exporter is ready (see /readyz).", registry=r)
+        self.zone_memory_reported = Gauge(
+            f"{PREFIX}_zone_memory_reported",
+            "1 when the published zones carry memory rows; 0 when none does (memory manager policy None:"
+            " NUMA-aware schedulers refuse every Guaranteed pod requesting memory on the node).",
+            registry=r,
+        )
         self.info = Gauge(
             f"{PREFIX}_info",
             "Static facts about this exporter (value always 1).",

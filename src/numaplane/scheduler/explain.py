@@ -154,6 +154,20 @@ def _shortfall(s: Any) -> dict[str, Any]:
     }
 
 
+def _unreported(resource: str, topology: NodeTopology) -> bool:
+    """Memory or hugepages the pod asks for that no zone of the node reports at all."""
+    return (resource == "memory" or resource.startswith("hugepages-")) and resource not in topology.resource_names
+
+
+def unreported_resource_note(resource: str) -> str:
+    """What to tell a user whose pod is refused because the node's zones carry no ``resource`` row."""
+    return (
+        f"no NUMA zone of this node reports {resource}: its memory manager policy is None (the kubelet's "
+        "memoryManagerPolicy, or the numaplane agent's memoryManager.policy), so NUMA-aware scheduling refuses "
+        f"every Guaranteed pod that requests {resource} here; set the policy to Static to publish per-zone memory"
+    )
+
+
 def _explain_node(
     pod: Pod,
     name: str,
@@ -195,6 +209,8 @@ def _explain_node(
             source=source,
         )
     assert isinstance(verdict, Reject)
+    if topology is not None and verdict.resource is not None and _unreported(verdict.resource, topology):
+        notes.append(unreported_resource_note(verdict.resource))
     return NodeExplanation(
         name,
         False,
