@@ -1,0 +1,274 @@
+"""``numaplane agent`` enforcing through NRI on a real kubelet v1.36.2 (issue 12, 2f second half).
+
+E2E-node compatibility: one pod sequence (Guaranteed with one CPU, Burstable, BestEffort, the
+Guaranteed pod deleted, another Guaranteed pod) runs twice on the same real node:
+
+1. the kubelet's own managers: static CPU manager (CPU 0 reserved), Static memory manager,
+   single-numa-node topology policy — the kubelet writes the cpusets;
+2. the kubelet's managers off (``cpuManagerPolicy: none``, memory ``None``, topology ``none``) and
+   ``numaplane agent`` deployed as the operator deploys it: the args, ServiceAccount, RBAC and policy
+   ConfigMap that ``numaplane render --from`` prints for an agent-mode node group with the same policy
+   (``--watch-pods`` with the agent's ServiceAccount token, never admin) — the agent writes them.
+
+After every step each running container's ``cpuset.cpus`` (read from its cgroup on the host) must equal
+what the kubelet's static policy chose at that step. The Guaranteed pods carry a memory request, so the
+second run also proves issue 12 defect 2 fixed: with the Static memory policy and ``--watch-pods`` the
+agent used to refuse every Guaranteed pod (the kubelet posts a ``ContainerCreating`` status without
+``allocatedResources``, and the memory policy read its requests from there).
+
+The agent's command-line defects of issue 12 (defect 6) are checked on the same node's NRI socket:
+a busy metrics/health port is a one-line error with exit status 1, ``--pod-name`` without
+``--watch-pods`` a usage error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from node_helpers import CLI, REPO, numaplane, render, wait_http_ready
+
+from numaplane.grpcapi.podresources.client import PodResourcesClient
+from numaplane.nrt.podresources import PodResources
+from numaplane.testing.containerd import ContainerdInstance
+from numaplane.testing.kubecluster import ControlPlane, free_port
+from numaplane.testing.kubelet import KubeletPolicy, RealKubelet
+
+pytestmark = pytest.mark.timeout(420)
+
+KUBELET_STATIC = KubeletPolicy(
+    cpu_manager_policy="static",
+    reserved_system_cpus="0",
+    memory_manager_policy="Static",
+    topology_manager_policy="single-numa-node",
+)
+KUBELET_OFF = KubeletPolicy(cpu_manager_policy="none", memory_manager_policy="None", topology_manager_policy="none")
+
+#: The same policy as KUBELET_STATIC, as a NodeResourcePolicy for an agent-mode node group.
+CUSTOM_RESOURCES = """
+apiVersion: numaplane.io/v1
+kind: NUMAResourcesOperator
+metadata: {name: numaresourcesoperator}
+spec:
+  nodeGroups:
+  - name: realnode
+    nodeSelector: {matchLabels: {numaplane.io/node-group: realnode}}
+    enforcement: agent
+---
+apiVersion: numaplane.io/v1
+kind: NodeResourcePolicy
+metadata: {name: realnode}
+spec:
+  nodeGroup: realnode
+  config:
+    topologyManager: {policy: single-numa-node}
+    cpuManager: {policy: static, reservedCPUs: "0"}
+    memoryManager:
+      policy: Static
+      reservedMemory: [{numaNode: 0, limits: {memory: 100Mi}}]
+"""
+
+Step = tuple[str, str, dict[str, Any]]
+#: (action, pod, pod_manifest kwargs) and, after it, the cpuset of every running pod under the
+#: kubelet's static policy (2 CPUs, CPU 0 reserved: CPU 1 is the only exclusive one; the shared pool
+#: is every CPU not held exclusively, reserved CPU included). The node's allocatable CPU is 1 (the
+#: reserved CPU is subtracted), all of it taken by a Guaranteed pod: the Burstable pod asks for memory only.
+SEQUENCE: list[tuple[Step, dict[str, str]]] = [
+    (("create", "seq-g1", {"cpu": "1", "memory": "64Mi"}), {"seq-g1": "1"}),
+    (("create", "seq-bu", {"memory": "32Mi", "limits": False}), {"seq-g1": "1", "seq-bu": "0"}),
+    (("create", "seq-be", {}), {"seq-g1": "1", "seq-bu": "0", "seq-be": "0"}),
+    (("delete", "seq-g1", {}), {"seq-bu": "0-1", "seq-be": "0-1"}),
+    (("create", "seq-g2", {"cpu": "1", "memory": "64Mi"}), {"seq-g2": "1", "seq-bu": "0", "seq-be": "0"}),
+]
+
+
+def observe(kubelet: RealKubelet, names: list[str]) -> dict[str, str]:
+    out = {}
+    for name in names:
+        pod = kubelet.get_pod(name)
+        out[name] = kubelet.container_cpuset(pod)
+    return out
+
+
+def run_sequence(kubelet: RealKubelet, expected: list[dict[str, str]], what: str) -> list[dict[str, str]]:
+    """Run :data:`SEQUENCE`; after each step wait (deadline) until the cpusets are ``expected[i]``."""
+    seen: list[dict[str, str]] = []
+    for index, ((action, name, kwargs), _) in enumerate(SEQUENCE):
+        if action == "create":
+            kubelet.create_pod(kubelet.pod_manifest(name, **kwargs))
+            kubelet.wait_pod_running(name)
+        else:
+            kubelet.control_plane.request("DELETE", f"/api/v1/namespaces/default/pods/{name}")
+            kubelet.control_plane.wait_for(
+                f"pod {name} gone",
+                lambda n=name: (
+                    not [
+                        p
+                        for p in kubelet.control_plane.request("GET", "/api/v1/namespaces/default/pods")["items"]
+                        if p["metadata"]["name"] == n
+                    ]
+                ),
+                timeout=60,
+            )
+        want = expected[index]
+        last: dict[str, str] = {}
+
+        def settled(want: dict[str, str] = want) -> bool:
+            nonlocal last
+            last = observe(kubelet, sorted(want))
+            return last == want
+
+        try:
+            kubelet.control_plane.wait_for(f"{what}: cpusets after {action} {name}", settled, timeout=30)
+        except TimeoutError:
+            raise AssertionError(f"{what}, step {index} ({action} {name}): cpusets {last}, expected {want}") from None
+        seen.append(last)
+    return seen
+
+
+def deploy_agent_rbac(cp: ControlPlane, docs: list[dict[str, Any]]) -> None:
+    """Namespace, ServiceAccounts and RBAC exactly as rendered (workloads are run by the test itself)."""
+    kinds = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    wanted = sorted((d for d in docs if d["kind"] in kinds), key=lambda d: kinds.index(d["kind"]))
+    got = cp.kubectl(
+        "apply", "--server-side", "--field-manager=numaplane-test", "-f", "-", stdin=yaml.safe_dump_all(wanted)
+    )
+    assert got.returncode == 0, got.stderr
+
+
+def agent_command(
+    docs: list[dict[str, Any]], kubelet: RealKubelet, folder: Path, kubeconfig: Path, port: int
+) -> list[str]:
+    """The rendered agent DaemonSet's args with the node's paths in place of the pod's mounts."""
+    [daemonset] = [d for d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"].startswith("numaplane-agent")]
+    [container] = daemonset["spec"]["template"]["spec"]["containers"]
+    [configmap] = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("numaplane-policy")]
+    (folder / "config.yaml").write_text(configmap["data"]["config.yaml"])
+    replace = {
+        "--node-name": kubelet.node_name,
+        "--config": str(folder / "config.yaml"),
+        "--nri-socket": kubelet.containerd.nri_socket,
+        "--state-dir": str(folder / "state"),
+        "--podresources-socket": str(folder / "podres.sock"),
+        "--plugin-dir": str(folder / "plugins"),
+        "--notify-file": str(folder / "notify"),
+        "--sysfs-root": "/",
+        "--metrics-address": f"127.0.0.1:{port}",
+        "--health-address": f"127.0.0.1:{port}",
+    }
+    args = []
+    for arg in container["args"]:
+        flag, sep, _ = arg.partition("=")
+        args.append(f"{flag}={replace[flag]}" if sep and flag in replace else arg)
+    assert "--watch-pods" in args
+    assert all(f"{flag}=" in " ".join(args) for flag in replace), args
+    return [*args, f"--kubeconfig={kubeconfig}", "--log-format=console"]
+
+
+def podresources(socket_path: Path) -> tuple[PodResources, ...]:
+    async def go() -> tuple[PodResources, ...]:
+        async with PodResourcesClient(str(socket_path), timeout_seconds=5) as client:
+            return await client.list()
+
+    return asyncio.run(go())
+
+
+def test_agent_cpusets_equal_the_kubelet_static_policy(
+    control_plane: ControlPlane, real_kubelet: RealKubelet, short_tmp: Path
+) -> None:
+    began = time.monotonic()
+    kubelet = real_kubelet
+    expected = [want for _, want in SEQUENCE]
+
+    # 1. the kubelet decides
+    kubelet.delete_pods()
+    if kubelet.policy != KUBELET_STATIC:
+        kubelet.restart(KUBELET_STATIC)
+    by_kubelet = run_sequence(kubelet, expected, "kubelet static policy")
+    state = kubelet.cpu_manager_state()
+    g2_uid = kubelet.get_pod("seq-g2")["metadata"]["uid"]
+    assert state["entries"] == {g2_uid: {"main": "1"}}, state
+    assert state["defaultCpuSet"] == "0"
+    kubelet.delete_pods()
+    first = time.monotonic() - began
+
+    # 2. the kubelet's managers off, numaplane agent as the operator deploys it
+    ready_off = kubelet.restart(KUBELET_OFF)
+    docs = _render_custom_resources(short_tmp)
+    deploy_agent_rbac(control_plane, docs)
+    namespace = next(d["metadata"]["name"] for d in docs if d["kind"] == "Namespace")
+    kubeconfig = control_plane.service_account_kubeconfig(namespace, "numaplane-agent")
+    port = free_port()
+    log = short_tmp / "agent.log"
+    with numaplane(agent_command(docs, kubelet, short_tmp, kubeconfig, port), log) as agent:
+        wait_http_ready(agent, port, log)
+        try:
+            by_agent = run_sequence(kubelet, by_kubelet, "numaplane agent")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nagent log:\n{log.read_text(errors='replace')[-5000:]}") from None
+        # the agent's PodResources: seq-g2 holds CPU 1 and a memory block on NUMA node 0 (defect 2)
+        listed = {p.name: p for p in podresources(short_tmp / "podres.sock")}
+        [main] = listed["seq-g2"].containers
+        assert main.cpu_ids == (1,)
+        assert [(b.memory_type, b.size_bytes, b.numa_nodes) for b in main.memory] == [("memory", 64 << 20, (0,))]
+        kubelet.delete_pods()
+    assert by_agent == by_kubelet
+    # the kubelet with its managers off wrote no CPU assignment of its own
+    assert kubelet.cpu_manager_state()["policyName"] == "none"
+    print(
+        f"\ntest duration {time.monotonic() - began:.1f} s (kubelet run {first:.1f} s); "
+        f"kubelet Ready after restarts {kubelet.ready_history} (managers off: {ready_off:.1f} s); "
+        f"cpusets per step {by_kubelet}"
+    )
+
+
+def _render_custom_resources(folder: Path) -> list[dict[str, Any]]:
+    path = folder / "custom-resources.yaml"
+    path.write_text(CUSTOM_RESOURCES)
+    return render("--from", str(path))
+
+
+# ---- issue 12 defect 6: the agent's command line ----------------------------------------------------
+
+
+def _agent(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "agent", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False
+    )
+
+
+def test_agent_port_in_use_is_one_line_and_exit_1(kubelet_containerd: ContainerdInstance, short_tmp: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        got = _agent(
+            [
+                f"--nri-socket={kubelet_containerd.nri_socket}",
+                f"--state-dir={short_tmp / 'state'}",
+                f"--podresources-socket={short_tmp / 'podres.sock'}",
+                "--sysfs-root=/",
+                "--node-name=busy-port",
+                f"--metrics-address=127.0.0.1:{port}",
+                f"--health-address=127.0.0.1:{free_port()}",
+                "--log-level=error",
+            ]
+        )
+    assert got.returncode == 1, (got.returncode, got.stderr)
+    assert "Traceback" not in got.stderr
+    [line] = got.stderr.strip().splitlines()
+    assert line.startswith(f"Error: cannot listen on 127.0.0.1:{port}: "), line
+    assert "in use" in line
+
+
+def test_agent_pod_name_without_watch_pods_is_refused(kubelet_containerd: ContainerdInstance, short_tmp: Path) -> None:
+    got = _agent([f"--nri-socket={kubelet_containerd.nri_socket}", "--pod-name=agent-x", "--pod-namespace=ns"])
+    assert got.returncode == 2, (got.returncode, got.stderr)
+    assert "--pod-name and --pod-namespace need --watch-pods" in got.stderr
+    assert "Traceback" not in got.stderr
