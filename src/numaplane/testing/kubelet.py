@@ -21,7 +21,10 @@ What :func:`run_kubelet` does (``shared/k8s/README.md``, "kubelet as a real node
    ``memory_manager_state`` deleted (the kubelet refuses a state file of another policy), started again.
 6. At the end: every pod bound to the node deleted, the kubelet stopped, the sandboxes it left removed
    through CRI, the processes in its cgroups killed, mounts under its root dir unmounted, its cgroups,
-   root dir, pod logs and ``/var/log/containers`` links removed, its Node deleted.
+   root dir, pod logs and ``/var/log/containers`` links removed, its Node deleted, and the device
+   manager's socket (``/var/lib/kubelet/device-plugins/kubelet.sock``: a fixed path, whatever the root
+   dir) with the folders the kubelet made for it. Two kubelets on one machine would share that socket;
+   run one at a time.
 
 :func:`make_kubelet_fixture` builds a session-scoped pytest fixture that skips LOUDLY with the reason
 where the machine cannot run it (or fails, if ``NUMAPLANE_REQUIRE_KUBELET=1``).
@@ -71,6 +74,8 @@ __all__ = [
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTAINER_LOGS = Path("/var/log/containers")
+#: The device manager's socket folder is fixed (``pluginapi.DevicePluginPath``), whatever ``--root-dir``.
+DEVICE_PLUGINS = Path("/var/lib/kubelet/device-plugins")
 POD_LOGS = Path("/var/log/pods")
 #: Kernel tunables the kubelet sets at start (``setupKernelTunables``), restored afterwards.
 KERNEL_TUNABLES = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops")
@@ -190,6 +195,8 @@ class RealKubelet:
     _ports: tuple[int, int] = field(default_factory=lambda: (free_port(), free_port()), repr=False)
     #: uids of the pods made through :meth:`create_pod` (their log folders are removed at the end)
     pod_uids: set[str] = field(default_factory=set, repr=False)
+    #: fixed host paths the kubelet creates, with whether each existed before the first start
+    _created_before: dict[Path, bool] = field(default_factory=dict, repr=False)
 
     # ---- paths ----
 
@@ -287,6 +294,8 @@ class RealKubelet:
         self.pod_logs.mkdir(parents=True, exist_ok=True)
         self.config_file.write_text(yaml.safe_dump(self.kubelet_config(), sort_keys=True))
         self._tunables = self._tunables or _read_tunables()
+        for path in (DEVICE_PLUGINS.parent, DEVICE_PLUGINS, DEVICE_PLUGINS / "kubelet.sock"):
+            self._created_before.setdefault(path, path.exists())
         self._starts += 1
         command = [
             str(self.control_plane.assets / "kubelet"),
@@ -350,7 +359,14 @@ class RealKubelet:
         self.podresources_socket.unlink(missing_ok=True)  # the next start's readiness waits for a new one
 
     def restart(self, policy: KubeletPolicy | None = None) -> float:
-        """Stop, forget the managers' checkpoints (another policy may follow), start; seconds to Ready."""
+        """Delete the node's pods, stop, forget the managers' checkpoints, start; seconds to Ready.
+
+        The pods go first: a kubelet started with another CPU or memory policy would otherwise adopt
+        containers pinned under the old one, and its checkpoints must go (it refuses a state file
+        written by another policy).
+        """
+        if self.process is not None:
+            self.delete_pods()
         self.stop()
         if policy is not None:
             self.policy = policy
@@ -439,17 +455,18 @@ class RealKubelet:
             f"pod {namespace}/{name} status", lambda: check(self.get_pod(name, namespace)), timeout=timeout
         )
 
-    def delete_pods(self, namespace: str = "default", timeout: float = 60) -> None:
-        """Delete every pod bound to this node in ``namespace``; return once the kubelet removed them."""
-        selector = f"spec.nodeName={self.node_name}"
-        path = f"/api/v1/namespaces/{namespace}/pods"
-        listed = self.control_plane.request("GET", f"{path}?fieldSelector={selector}")
-        for pod in listed.get("items", []):
-            with contextlib.suppress(ApiStatus):
-                self.control_plane.request("DELETE", f"{path}/{pod['metadata']['name']}")
+    def delete_pods(self, namespace: str | None = None, timeout: float = 60) -> None:
+        """Delete every pod bound to this node (in ``namespace``, default all); return once the kubelet
+        has removed them (containers stopped, pods gone from the API)."""
+        selector = f"fieldSelector=spec.nodeName={self.node_name}"
+        listing = f"/api/v1/namespaces/{namespace}/pods?{selector}" if namespace else f"/api/v1/pods?{selector}"
+        for pod in self.control_plane.request("GET", listing).get("items", []):
+            meta = pod["metadata"]
+            with contextlib.suppress(ApiStatus):  # already gone
+                self.control_plane.request("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
         self.control_plane.wait_for(
-            f"pods of {self.node_name} in {namespace} gone",
-            lambda: not self.control_plane.request("GET", f"{path}?fieldSelector={selector}").get("items"),
+            f"pods of {self.node_name} gone",
+            lambda: not self.control_plane.request("GET", listing).get("items"),
             timeout=timeout,
         )
 
@@ -483,6 +500,18 @@ def _remove_container_log_links(pod_logs: Path, pod_uids: set[str]) -> None:
                 link.unlink()
 
 
+def _remove_created(existed: Mapping[Path, bool]) -> None:
+    """Remove the fixed host paths the kubelet created (deepest first); leave what existed before."""
+    for path in sorted(existed, key=lambda p: len(p.parts), reverse=True):
+        if existed[path]:
+            continue
+        with contextlib.suppress(OSError):
+            if path.is_socket():
+                path.unlink()
+            elif path.is_dir():
+                path.rmdir()  # only if empty
+
+
 def _write_cni_conf(containerd: ContainerdInstance) -> None:
     conf_dir = containerd.workdir / "cni" / "conf"
     conf_dir.mkdir(parents=True, exist_ok=True)
@@ -495,21 +524,7 @@ def _teardown(kubelet: RealKubelet) -> None:
     cp = kubelet.control_plane
     if kubelet.process is not None:
         with contextlib.suppress(Exception):
-            listed = cp.request("GET", f"/api/v1/pods?fieldSelector=spec.nodeName={kubelet.node_name}")
-            for pod in listed.get("items", []):
-                meta = pod["metadata"]
-                with contextlib.suppress(ApiStatus):
-                    cp.request("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
-            with contextlib.suppress(TimeoutError):
-                cp.wait_for(
-                    "pods gone",
-                    lambda: (
-                        not cp.request("GET", f"/api/v1/pods?fieldSelector=spec.nodeName={kubelet.node_name}").get(
-                            "items"
-                        )
-                    ),
-                    timeout=30,
-                )
+            kubelet.delete_pods(timeout=30)
     kubelet.stop()
     with contextlib.suppress(Exception):
         cp.request("DELETE", f"/api/v1/nodes/{kubelet.node_name}")
@@ -521,6 +536,7 @@ def _teardown(kubelet: RealKubelet) -> None:
             with contextlib.suppress(CRIError):
                 cri.remove_pod_sandbox(pod_id)
     _restore_tunables(kubelet._tunables)
+    _remove_created(kubelet._created_before)
     _kill_cgroup_members(kubelet.cgroup_root)
     time.sleep(0.1)
     _unmount_under(kubelet.workdir)
