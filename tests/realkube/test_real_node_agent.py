@@ -11,7 +11,9 @@ Guaranteed pod deleted, another Guaranteed pod) runs twice on the same real node
    (``--watch-pods`` with the agent's ServiceAccount token, never admin) — the agent writes them.
 
 After every step each running container's ``cpuset.cpus`` (read from its cgroup on the host) must equal
-what the kubelet's static policy chose at that step. The Guaranteed pods carry a memory request, so the
+what the kubelet's static policy chose at that step. Then the agent-mode group's exporter (rendered
+args, its own ServiceAccount) publishes the agent's allocations from the agent's PodResources socket,
+and a deletion reaches the NRT through the agent's notify file, long before the 60 s period. The Guaranteed pods carry a memory request, so the
 second run also proves issue 12 defect 2 fixed: with the Static memory policy and ``--watch-pods`` the
 agent used to refuse every Guaranteed pod (the kubelet posts a ``ContainerCreating`` status without
 ``allocatedResources``, and the memory policy read its requests from there).
@@ -32,9 +34,10 @@ from typing import Any
 
 import pytest
 import yaml
-from node_helpers import CLI, REPO, numaplane, render, wait_http_ready
+from node_helpers import CLI, REPO, ensure_nrt_crd, get_nrt, numaplane, render, wait_http_ready
 
 from numaplane.grpcapi.podresources.client import PodResourcesClient
+from numaplane.nrt.fingerprint import ANNOTATION, compute_fingerprint
 from numaplane.nrt.podresources import PodResources
 from numaplane.testing.containerd import ContainerdInstance
 from numaplane.testing.kubecluster import ControlPlane, free_port
@@ -60,6 +63,8 @@ spec:
   - name: realnode
     nodeSelector: {matchLabels: {numaplane.io/node-group: realnode}}
     enforcement: agent
+    # events: the agent touches the notify file, the exporter republishes at once (60 s is a fallback)
+    config: {infoRefreshMode: PeriodicAndEvents, infoRefreshPeriod: 60s}
 ---
 apiVersion: numaplane.io/v1
 kind: NodeResourcePolicy
@@ -142,32 +147,64 @@ def deploy_agent_rbac(cp: ControlPlane, docs: list[dict[str, Any]]) -> None:
     assert got.returncode == 0, got.stderr
 
 
-def agent_command(
-    docs: list[dict[str, Any]], kubelet: RealKubelet, folder: Path, kubeconfig: Path, port: int
-) -> list[str]:
-    """The rendered agent DaemonSet's args with the node's paths in place of the pod's mounts."""
-    [daemonset] = [d for d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"].startswith("numaplane-agent")]
+def rendered_command(docs: list[dict[str, Any]], component: str, replace: dict[str, str]) -> list[str]:
+    """The args of the rendered ``numaplane-<component>`` DaemonSet, with ``replace[flag]`` as the value
+    of each ``flag`` (the node's paths in place of the pod's mounts); every such flag must be there."""
+    [daemonset] = [
+        d for d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"].startswith(f"numaplane-{component}")
+    ]
     [container] = daemonset["spec"]["template"]["spec"]["containers"]
-    [configmap] = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("numaplane-policy")]
-    (folder / "config.yaml").write_text(configmap["data"]["config.yaml"])
-    replace = {
-        "--node-name": kubelet.node_name,
-        "--config": str(folder / "config.yaml"),
-        "--nri-socket": kubelet.containerd.nri_socket,
-        "--state-dir": str(folder / "state"),
-        "--podresources-socket": str(folder / "podres.sock"),
-        "--plugin-dir": str(folder / "plugins"),
-        "--notify-file": str(folder / "notify"),
-        "--sysfs-root": "/",
-        "--metrics-address": f"127.0.0.1:{port}",
-        "--health-address": f"127.0.0.1:{port}",
-    }
     args = []
     for arg in container["args"]:
         flag, sep, _ = arg.partition("=")
         args.append(f"{flag}={replace[flag]}" if sep and flag in replace else arg)
+    missing = [flag for flag in replace if not any(a.startswith(flag + "=") for a in args)]
+    assert not missing, (component, missing, args)
+    return args
+
+
+def agent_command(
+    docs: list[dict[str, Any]], kubelet: RealKubelet, folder: Path, kubeconfig: Path, port: int
+) -> list[str]:
+    """The rendered agent DaemonSet's command line on this node (policy: the rendered ConfigMap's)."""
+    [configmap] = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("numaplane-policy")]
+    (folder / "config.yaml").write_text(configmap["data"]["config.yaml"])
+    args = rendered_command(
+        docs,
+        "agent",
+        {
+            "--node-name": kubelet.node_name,
+            "--config": str(folder / "config.yaml"),
+            "--nri-socket": kubelet.containerd.nri_socket,
+            "--state-dir": str(folder / "state"),
+            "--podresources-socket": str(folder / "podres.sock"),
+            "--plugin-dir": str(folder / "plugins"),
+            "--notify-file": str(folder / "notify"),
+            "--sysfs-root": "/",
+            "--metrics-address": f"127.0.0.1:{port}",
+            "--health-address": f"127.0.0.1:{port}",
+        },
+    )
     assert "--watch-pods" in args
-    assert all(f"{flag}=" in " ".join(args) for flag in replace), args
+    return [*args, f"--kubeconfig={kubeconfig}", "--log-format=console"]
+
+
+def exporter_command(
+    docs: list[dict[str, Any]], kubelet: RealKubelet, folder: Path, kubeconfig: Path, port: int
+) -> list[str]:
+    """The rendered exporter DaemonSet of the agent-mode group: it reads the agent's PodResources."""
+    args = rendered_command(
+        docs,
+        "exporter",
+        {
+            "--node-name": kubelet.node_name,
+            "--sysfs-root": "/",
+            "--podresources-socket": f"unix://{folder / 'podres.sock'}",
+            "--notify-file": str(folder / "notify"),
+            "--metrics-address": f"127.0.0.1:{port}",
+            "--health-address": f"127.0.0.1:{port}",
+        },
+    )
     return [*args, f"--kubeconfig={kubeconfig}", "--log-format=console"]
 
 
@@ -217,6 +254,7 @@ def test_agent_cpusets_equal_the_kubelet_static_policy(
         [main] = listed["seq-g2"].containers
         assert main.cpu_ids == (1,)
         assert [(b.memory_type, b.size_bytes, b.numa_nodes) for b in main.memory] == [("memory", 64 << 20, (0,))]
+        exporter_seconds = check_exporter_on_the_agent(control_plane, kubelet, docs, namespace, short_tmp)
         kubelet.delete_pods()
     assert by_agent == by_kubelet
     # the kubelet with its managers off wrote no CPU assignment of its own
@@ -224,8 +262,62 @@ def test_agent_cpusets_equal_the_kubelet_static_policy(
     print(
         f"\ntest duration {time.monotonic() - began:.1f} s (kubelet run {first:.1f} s); "
         f"kubelet Ready after restarts {kubelet.ready_history} (managers off: {ready_off:.1f} s); "
-        f"cpusets per step {by_kubelet}"
+        f"cpusets per step {by_kubelet}; exporter republished after an event in {exporter_seconds:.1f} s"
     )
+
+
+def check_exporter_on_the_agent(
+    cp: ControlPlane, kubelet: RealKubelet, docs: list[dict[str, Any]], namespace: str, folder: Path
+) -> float:
+    """The agent-mode group's exporter, under its own ServiceAccount, publishes the agent's allocations
+    (seq-g2 holds CPU 1, 64Mi on node 0); deleting seq-g2 reaches the NRT through the agent's notify
+    file well before the 60 s period. Returns the seconds from the deletion to the new NRT."""
+    ensure_nrt_crd(cp)
+    kubeconfig = cp.service_account_kubeconfig(namespace, "numaplane-exporter")
+    port = free_port()
+    log = folder / "exporter.log"
+    g2 = compute_fingerprint([("default", "seq-g2")])
+
+    def zone_cpu(nrt: dict[str, Any] | None) -> tuple[int, int, int] | None:
+        for zone in (nrt or {}).get("zones", []):
+            for row in zone.get("resources", []):
+                if zone["name"] == "node-0" and row["name"] == "cpu":
+                    return int(row["capacity"]), int(row["allocatable"]), int(row["available"])
+        return None
+
+    def memory_taken(nrt: dict[str, Any]) -> int:
+        for zone in nrt.get("zones", []):
+            for row in zone.get("resources", []):
+                if zone["name"] == "node-0" and row["name"] == "memory":
+                    return int(row["allocatable"]) - int(row["available"])
+        raise AssertionError(f"no memory row in {nrt}")
+
+    def fingerprint(nrt: dict[str, Any] | None) -> str | None:
+        return (nrt or {}).get("metadata", {}).get("annotations", {}).get(ANNOTATION)
+
+    with numaplane(exporter_command(docs, kubelet, folder, kubeconfig, port), log) as exporter:
+        wait_http_ready(exporter, port, log)
+        try:
+            nrt = cp.wait_for(
+                "NRT of the agent's allocations",
+                lambda: (
+                    (n := get_nrt(cp, kubelet.node_name)) and zone_cpu(n) == (2, 1, 0) and fingerprint(n) == g2 and n
+                ),
+                timeout=60,
+            )
+            assert memory_taken(nrt) == 64 << 20
+            cp.request("DELETE", "/api/v1/namespaces/default/pods/seq-g2")
+            deleted = time.monotonic()
+            cp.wait_for(
+                "NRT after seq-g2 went",
+                lambda: (n := get_nrt(cp, kubelet.node_name)) and zone_cpu(n) == (2, 1, 1) and fingerprint(n) != g2,
+                timeout=30,
+            )
+            return time.monotonic() - deleted
+        except (TimeoutError, AssertionError) as exc:
+            raise AssertionError(
+                f"{exc}\nNRT: {get_nrt(cp, kubelet.node_name)}\nexporter log:\n{log.read_text(errors='replace')[-4000:]}"
+            ) from None
 
 
 def _render_custom_resources(folder: Path) -> list[dict[str, Any]]:
