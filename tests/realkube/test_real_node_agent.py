@@ -90,7 +90,16 @@ SEQUENCE: list[tuple[Step, dict[str, str]]] = [
     (("create", "seq-be", {}), {"seq-g1": "1", "seq-bu": "0", "seq-be": "0"}),
     (("delete", "seq-g1", {}), {"seq-bu": "0-1", "seq-be": "0-1"}),
     (("create", "seq-g2", {"cpu": "1", "memory": "64Mi"}), {"seq-g2": "1", "seq-bu": "0", "seq-be": "0"}),
+    (("delete", "seq-g2", {}), {"seq-bu": "0-1", "seq-be": "0-1"}),
+    # the init container holds CPU 1 while it runs; the app container reuses it (kubelet: reusable CPUs)
+    (
+        ("create", "seq-init", {"cpu": "1", "memory": "64Mi", "init_container": True}),
+        {"seq-init": "1", "seq-bu": "0", "seq-be": "0"},
+    ),
 ]
+
+#: the Guaranteed pod running at the end of the sequence
+LAST = "seq-init"
 
 
 def observe(kubelet: RealKubelet, names: list[str]) -> dict[str, str]:
@@ -229,8 +238,9 @@ def test_agent_cpusets_equal_the_kubelet_static_policy(
         kubelet.restart(KUBELET_STATIC)
     by_kubelet = run_sequence(kubelet, expected, "kubelet static policy")
     state = kubelet.cpu_manager_state()
-    g2_uid = kubelet.get_pod("seq-g2")["metadata"]["uid"]
-    assert state["entries"] == {g2_uid: {"main": "1"}}, state
+    last_uid = kubelet.get_pod(LAST)["metadata"]["uid"]
+    assert list(state["entries"]) == [last_uid], state
+    assert state["entries"][last_uid]["main"] == "1", state
     assert state["defaultCpuSet"] == "0"
     kubelet.delete_pods()
     first = time.monotonic() - began
@@ -249,9 +259,9 @@ def test_agent_cpusets_equal_the_kubelet_static_policy(
             by_agent = run_sequence(kubelet, by_kubelet, "numaplane agent")
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nagent log:\n{log.read_text(errors='replace')[-5000:]}") from None
-        # the agent's PodResources: seq-g2 holds CPU 1 and a memory block on NUMA node 0 (defect 2)
+        # the agent's PodResources: the last pod holds CPU 1 and a memory block on NUMA node 0 (defect 2)
         listed = {p.name: p for p in podresources(short_tmp / "podres.sock")}
-        [main] = listed["seq-g2"].containers
+        [main] = [c for c in listed[LAST].containers if c.name == "main"]
         assert main.cpu_ids == (1,)
         assert [(b.memory_type, b.size_bytes, b.numa_nodes) for b in main.memory] == [("memory", 64 << 20, (0,))]
         exporter_seconds = check_exporter_on_the_agent(control_plane, kubelet, docs, namespace, short_tmp)
@@ -270,13 +280,13 @@ def check_exporter_on_the_agent(
     cp: ControlPlane, kubelet: RealKubelet, docs: list[dict[str, Any]], namespace: str, folder: Path
 ) -> float:
     """The agent-mode group's exporter, under its own ServiceAccount, publishes the agent's allocations
-    (seq-g2 holds CPU 1, 64Mi on node 0); deleting seq-g2 reaches the NRT through the agent's notify
+    (the last pod holds CPU 1, 64Mi on node 0); deleting it reaches the NRT through the agent's notify
     file well before the 60 s period. Returns the seconds from the deletion to the new NRT."""
     ensure_nrt_crd(cp)
     kubeconfig = cp.service_account_kubeconfig(namespace, "numaplane-exporter")
     port = free_port()
     log = folder / "exporter.log"
-    g2 = compute_fingerprint([("default", "seq-g2")])
+    last = compute_fingerprint([("default", LAST)])
 
     def zone_cpu(nrt: dict[str, Any] | None) -> tuple[int, int, int] | None:
         for zone in (nrt or {}).get("zones", []):
@@ -301,16 +311,16 @@ def check_exporter_on_the_agent(
             nrt = cp.wait_for(
                 "NRT of the agent's allocations",
                 lambda: (
-                    (n := get_nrt(cp, kubelet.node_name)) and zone_cpu(n) == (2, 1, 0) and fingerprint(n) == g2 and n
+                    (n := get_nrt(cp, kubelet.node_name)) and zone_cpu(n) == (2, 1, 0) and fingerprint(n) == last and n
                 ),
                 timeout=60,
             )
             assert memory_taken(nrt) == 64 << 20
-            cp.request("DELETE", "/api/v1/namespaces/default/pods/seq-g2")
+            cp.request("DELETE", f"/api/v1/namespaces/default/pods/{LAST}")
             deleted = time.monotonic()
             cp.wait_for(
-                "NRT after seq-g2 went",
-                lambda: (n := get_nrt(cp, kubelet.node_name)) and zone_cpu(n) == (2, 1, 1) and fingerprint(n) != g2,
+                f"NRT after {LAST} went",
+                lambda: (n := get_nrt(cp, kubelet.node_name)) and zone_cpu(n) == (2, 1, 1) and fingerprint(n) != last,
                 timeout=30,
             )
             return time.monotonic() - deleted

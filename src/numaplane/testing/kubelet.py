@@ -384,10 +384,12 @@ class RealKubelet:
         memory: str | None = None,
         limits: bool = True,
         namespace: str = "default",
+        init_container: bool = False,
     ) -> dict[str, Any]:
         """A tiny busybox pod bound to this node (``hostNetwork``, no token, never pulled).
 
         ``cpu``/``memory`` set requests (and equal limits with ``limits``: Guaranteed); none: BestEffort.
+        ``init_container``: an init container ``init`` with the same resources runs (and exits) first.
         """
         resources: dict[str, Any] = {}
         requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
@@ -417,6 +419,21 @@ class RealKubelet:
                         "resources": resources,
                     }
                 ],
+                **(
+                    {
+                        "initContainers": [
+                            {
+                                "name": "init",
+                                "image": BUSYBOX_IMAGE,
+                                "imagePullPolicy": "Never",
+                                "command": ["true"],
+                                "resources": resources,
+                            }
+                        ]
+                    }
+                    if init_container
+                    else {}
+                ),
             },
         }
 
