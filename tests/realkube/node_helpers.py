@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +66,14 @@ def http_get(port: int, path: str) -> tuple[int, str]:
 
 
 @contextlib.contextmanager
-def numaplane(args: Sequence[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``numaplane <args>`` in the background (output to ``log``); stop it afterwards."""
+def numaplane(
+    args: Sequence[str], log: Path, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``numaplane <args>`` in the background (output to ``log``, ``env`` added); stop it afterwards."""
     with open(log, "wb") as out:
-        process = subprocess.Popen([*CLI, *args], stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+        process = subprocess.Popen(
+            [*CLI, *args], stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, **(env or {})}
+        )
     try:
         yield process
     finally:

@@ -1,22 +1,26 @@
 """``numaplane agent`` enforcing through NRI on a real kubelet v1.36.2 (issue 12, 2f second half).
 
 E2E-node compatibility: one pod sequence (Guaranteed with one CPU, Burstable, BestEffort, the
-Guaranteed pod deleted, another Guaranteed pod) runs twice on the same real node:
+Guaranteed pod deleted, another one, deleted too, a Guaranteed pod with an init container) runs twice
+on the same real node:
 
 1. the kubelet's own managers: static CPU manager (CPU 0 reserved), Static memory manager,
    single-numa-node topology policy — the kubelet writes the cpusets;
 2. the kubelet's managers off (``cpuManagerPolicy: none``, memory ``None``, topology ``none``) and
    ``numaplane agent`` deployed as the operator deploys it: the args, ServiceAccount, RBAC and policy
    ConfigMap that ``numaplane render --from`` prints for an agent-mode node group with the same policy
-   (``--watch-pods`` with the agent's ServiceAccount token, never admin) — the agent writes them.
+   (``--watch-pods`` with the agent's ServiceAccount token, never admin; ``POD_NAME``/``POD_NAMESPACE``
+   of a stand-in pod for the DaemonSet's, on which it reports the policy revision) — the agent writes them.
 
 After every step each running container's ``cpuset.cpus`` (read from its cgroup on the host) must equal
 what the kubelet's static policy chose at that step. Then the agent-mode group's exporter (rendered
 args, its own ServiceAccount) publishes the agent's allocations from the agent's PodResources socket,
-and a deletion reaches the NRT through the agent's notify file, long before the 60 s period. The Guaranteed pods carry a memory request, so the
-second run also proves issue 12 defect 2 fixed: with the Static memory policy and ``--watch-pods`` the
-agent used to refuse every Guaranteed pod (the kubelet posts a ``ContainerCreating`` status without
-``allocatedResources``, and the memory policy read its requests from there).
+and a deletion reaches the NRT through the agent's notify file, long before the 60 s period.
+
+The Guaranteed pods carry a memory request, so the second run also proves issue 12 defect 2 fixed: with
+the Static memory policy and ``--watch-pods`` the agent used to refuse every Guaranteed pod (the kubelet
+posts a ``ContainerCreating`` status without ``allocatedResources``, and the memory policy read its
+requests from there).
 
 The agent's command-line defects of issue 12 (defect 6) are checked on the same node's NRI socket:
 a busy metrics/health port is a one-line error with exit status 1, ``--pod-name`` without
@@ -253,8 +257,15 @@ def test_agent_cpusets_equal_the_kubelet_static_policy(
     kubeconfig = control_plane.service_account_kubeconfig(namespace, "numaplane-agent")
     port = free_port()
     log = short_tmp / "agent.log"
-    with numaplane(agent_command(docs, kubelet, short_tmp, kubeconfig, port), log) as agent:
+    # the DaemonSet's pod runs before the agent in it connects to NRI (the agent adopts it at Synchronize);
+    # the agent reports the policy revision on it (POD_NAME/POD_NAMESPACE from the downward API)
+    agent_pod = "numaplane-agent-realnode-x1"
+    kubelet.create_pod(kubelet.pod_manifest(agent_pod, namespace=namespace))
+    kubelet.wait_pod_running(agent_pod, namespace)
+    env = {"POD_NAME": agent_pod, "POD_NAMESPACE": namespace}
+    with numaplane(agent_command(docs, kubelet, short_tmp, kubeconfig, port), log, env) as agent:
         wait_http_ready(agent, port, log)
+        check_policy_reported(kubelet, docs, agent_pod, namespace, log)
         try:
             by_agent = run_sequence(kubelet, by_kubelet, "numaplane agent")
         except AssertionError as exc:
@@ -274,6 +285,33 @@ def test_agent_cpusets_equal_the_kubelet_static_policy(
         f"kubelet Ready after restarts {kubelet.ready_history} (managers off: {ready_off:.1f} s); "
         f"cpusets per step {by_kubelet}; exporter republished after an event in {exporter_seconds:.1f} s"
     )
+
+
+def check_policy_reported(
+    kubelet: RealKubelet, docs: list[dict[str, Any]], pod: str, namespace: str, log: Path
+) -> None:
+    """The agent (its ServiceAccount's RBAC) writes ``numaplane.io/PolicyApplied`` on its pod, with the
+    rendered policy's revision, next to the kubelet's own conditions."""
+    [configmap] = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("numaplane-policy")]
+    revision = configmap["metadata"]["annotations"]["numaplane.io/policy-revision"]
+
+    def reported(doc: dict[str, Any]) -> dict[str, Any] | None:
+        for condition in doc.get("status", {}).get("conditions", []):
+            if condition["type"] == "numaplane.io/PolicyApplied":
+                return dict(condition)
+        return None
+
+    try:
+        condition = kubelet.wait_pod_status(pod, reported, namespace=namespace, timeout=30)
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}\nagent log:\n{log.read_text(errors='replace')[-4000:]}") from None
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "True",
+        "Applied",
+        f"revision {revision}",
+    )
+    kinds = {c["type"] for c in kubelet.get_pod(pod, namespace)["status"]["conditions"]}
+    assert {"Ready", "ContainersReady", "PodScheduled"} <= kinds, kinds
 
 
 def check_exporter_on_the_agent(
