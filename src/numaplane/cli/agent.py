@@ -89,7 +89,10 @@ __all__ = ["command"]
 def command(ctx: click.Context, /, **kw: Any) -> None:
     """Run the node agent: decide every container's CPUs and memory nodes and apply them through NRI.
 
-    The kubelet's CPU manager must be `none`: the agent is the only writer of cpusets. It keeps its
+    The kubelet's CPU manager must be `none`: the agent is the only writer of cpusets. The kubelet must
+    still reserve the CPUs the policy reserves (reservedSystemCPUs, or systemReserved/kubeReserved cpu),
+    so that node allocatable CPU leaves them out; with --watch-pods the agent warns at start if it does
+    not (pods it cannot pin would be admitted and loop in CreateContainerError). It keeps its
     state in --state-dir (atomic, checksummed; a bad file is moved aside and the state rebuilt from
     the runtime), serves the kubelet PodResources API on --podresources-socket for exporters, accepts
     out-of-process plugins in --plugin-dir, reloads --config when it changes, and touches --notify-file
