@@ -30,9 +30,12 @@ a busy metrics/health port is a one-line error with exit status 1, ``--pod-name`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +58,11 @@ KUBELET_STATIC = KubeletPolicy(
     memory_manager_policy="Static",
     topology_manager_policy="single-numa-node",
 )
-KUBELET_OFF = KubeletPolicy(cpu_manager_policy="none", memory_manager_policy="None", topology_manager_policy="none")
+#: The managers off. The kubelet still reserves CPU 0 (reservedSystemCPUs), as the agent's policy does:
+#: node allocatable CPU is then 1, as under the static policy (see test_agent_warns_...).
+KUBELET_OFF = KubeletPolicy(
+    cpu_manager_policy="none", reserved_system_cpus="0", memory_manager_policy="None", topology_manager_policy="none"
+)
 
 #: The same policy as KUBELET_STATIC, as a NodeResourcePolicy for an agent-mode node group.
 CUSTOM_RESOURCES = """
@@ -100,17 +107,31 @@ SEQUENCE: list[tuple[Step, dict[str, str]]] = [
         ("create", "seq-init", {"cpu": "1", "memory": "64Mi", "init_container": True}),
         {"seq-init": "1", "seq-bu": "0", "seq-be": "0"},
     ),
+    # no exclusive CPU left: refused at the kubelet's admission, before any container exists — by its
+    # topology manager (which admits before the resource fit check does); see AGENT_REFUSAL
+    (
+        ("refused", "seq-over", {"cpu": "1", "memory": "64Mi"}),
+        {"seq-over": "refused: TopologyAffinityError", "seq-init": "1", "seq-bu": "0", "seq-be": "0"},
+    ),
 ]
+#: The one difference the architecture imposes: the agent acts at CreateContainer, never at the
+#: kubelet's admission, so with the kubelet's managers off the same pod is refused up front by the
+#: kubelet's resource fit check (allocatable CPU excludes the reserved CPU, see KUBELET_OFF) instead.
+AGENT_REFUSAL = {"refused: TopologyAffinityError": "refused: OutOfcpu"}
 
 #: the Guaranteed pod running at the end of the sequence
 LAST = "seq-init"
 
 
 def observe(kubelet: RealKubelet, names: list[str]) -> dict[str, str]:
+    """Each pod's ``main`` cpuset, or ``refused: <reason>`` for a pod the kubelet failed."""
     out = {}
     for name in names:
         pod = kubelet.get_pod(name)
-        out[name] = kubelet.container_cpuset(pod)
+        if pod["status"].get("phase") == "Failed":
+            out[name] = f"refused: {pod['status'].get('reason')}"
+        else:
+            out[name] = kubelet.container_cpuset(pod)
     return out
 
 
@@ -121,6 +142,9 @@ def run_sequence(kubelet: RealKubelet, expected: list[dict[str, str]], what: str
         if action == "create":
             kubelet.create_pod(kubelet.pod_manifest(name, **kwargs))
             kubelet.wait_pod_running(name)
+        elif action == "refused":
+            kubelet.create_pod(kubelet.pod_manifest(name, **kwargs))
+            kubelet.wait_pod_status(name, lambda pod: pod["status"].get("phase") == "Failed")
         else:
             kubelet.control_plane.request("DELETE", f"/api/v1/namespaces/default/pods/{name}")
             kubelet.control_plane.wait_for(
@@ -148,6 +172,10 @@ def run_sequence(kubelet: RealKubelet, expected: list[dict[str, str]], what: str
             raise AssertionError(f"{what}, step {index} ({action} {name}): cpusets {last}, expected {want}") from None
         seen.append(last)
     return seen
+
+
+def as_the_agent_refuses(steps: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [{name: AGENT_REFUSAL.get(value, value) for name, value in step.items()} for step in steps]
 
 
 def deploy_agent_rbac(cp: ControlPlane, docs: list[dict[str, Any]]) -> None:
@@ -251,33 +279,21 @@ def test_agent_cpusets_equal_the_kubelet_static_policy(
 
     # 2. the kubelet's managers off, numaplane agent as the operator deploys it
     ready_off = kubelet.restart(KUBELET_OFF)
-    docs = _render_custom_resources(short_tmp)
-    deploy_agent_rbac(control_plane, docs)
-    namespace = next(d["metadata"]["name"] for d in docs if d["kind"] == "Namespace")
-    kubeconfig = control_plane.service_account_kubeconfig(namespace, "numaplane-agent")
-    port = free_port()
-    log = short_tmp / "agent.log"
-    # the DaemonSet's pod runs before the agent in it connects to NRI (the agent adopts it at Synchronize);
-    # the agent reports the policy revision on it (POD_NAME/POD_NAMESPACE from the downward API)
-    agent_pod = "numaplane-agent-realnode-x1"
-    kubelet.create_pod(kubelet.pod_manifest(agent_pod, namespace=namespace))
-    kubelet.wait_pod_running(agent_pod, namespace)
-    env = {"POD_NAME": agent_pod, "POD_NAMESPACE": namespace}
-    with numaplane(agent_command(docs, kubelet, short_tmp, kubeconfig, port), log, env) as agent:
-        wait_http_ready(agent, port, log)
-        check_policy_reported(kubelet, docs, agent_pod, namespace, log)
+    with deployed_agent(control_plane, kubelet, short_tmp, report_on="numaplane-agent-realnode-x1") as agent:
+        check_policy_reported(kubelet, agent)
         try:
-            by_agent = run_sequence(kubelet, by_kubelet, "numaplane agent")
+            by_agent = run_sequence(kubelet, as_the_agent_refuses(by_kubelet), "numaplane agent")
         except AssertionError as exc:
-            raise AssertionError(f"{exc}\nagent log:\n{log.read_text(errors='replace')[-5000:]}") from None
+            raise AssertionError(f"{exc}\nagent log:\n{agent.log_tail()}") from None
+        assert "node allocatable cpu" not in agent.log.read_text()  # the kubelet reserves CPU 0 too
         # the agent's PodResources: the last pod holds CPU 1 and a memory block on NUMA node 0 (defect 2)
         listed = {p.name: p for p in podresources(short_tmp / "podres.sock")}
         [main] = [c for c in listed[LAST].containers if c.name == "main"]
         assert main.cpu_ids == (1,)
         assert [(b.memory_type, b.size_bytes, b.numa_nodes) for b in main.memory] == [("memory", 64 << 20, (0,))]
-        exporter_seconds = check_exporter_on_the_agent(control_plane, kubelet, docs, namespace, short_tmp)
+        exporter_seconds = check_exporter_on_the_agent(control_plane, kubelet, agent.docs, agent.namespace, short_tmp)
         kubelet.delete_pods()
-    assert by_agent == by_kubelet
+    assert by_agent == as_the_agent_refuses(by_kubelet)
     # the kubelet with its managers off wrote no CPU assignment of its own
     assert kubelet.cpu_manager_state()["policyName"] == "none"
     print(
@@ -287,11 +303,48 @@ def test_agent_cpusets_equal_the_kubelet_static_policy(
     )
 
 
-def check_policy_reported(
-    kubelet: RealKubelet, docs: list[dict[str, Any]], pod: str, namespace: str, log: Path
-) -> None:
+@dataclass
+class DeployedAgent:
+    process: subprocess.Popen[bytes]
+    log: Path
+    docs: list[dict[str, Any]]
+    namespace: str
+    pod: str | None
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-5000:]
+
+
+@contextlib.contextmanager
+def deployed_agent(
+    cp: ControlPlane, kubelet: RealKubelet, folder: Path, *, report_on: str | None = None
+) -> Iterator[DeployedAgent]:
+    """``numaplane agent`` as :data:`CUSTOM_RESOURCES` render it, ready (NRI synchronized).
+
+    ``report_on``: a stand-in for the DaemonSet's pod, created first (the agent adopts its container at
+    Synchronize, as a real agent pod's), named to the agent by ``POD_NAME``/``POD_NAMESPACE``.
+    """
+    docs = _render_custom_resources(folder)
+    deploy_agent_rbac(cp, docs)
+    namespace = next(d["metadata"]["name"] for d in docs if d["kind"] == "Namespace")
+    kubeconfig = cp.service_account_kubeconfig(namespace, "numaplane-agent")
+    env = {}
+    if report_on:
+        kubelet.create_pod(kubelet.pod_manifest(report_on, namespace=namespace))
+        kubelet.wait_pod_running(report_on, namespace)
+        env = {"POD_NAME": report_on, "POD_NAMESPACE": namespace}
+    port = free_port()
+    log = folder / "agent.log"
+    with numaplane(agent_command(docs, kubelet, folder, kubeconfig, port), log, env) as process:
+        wait_http_ready(process, port, log)
+        yield DeployedAgent(process, log, docs, namespace, report_on)
+
+
+def check_policy_reported(kubelet: RealKubelet, agent: DeployedAgent) -> None:
     """The agent (its ServiceAccount's RBAC) writes ``numaplane.io/PolicyApplied`` on its pod, with the
     rendered policy's revision, next to the kubelet's own conditions."""
+    assert agent.pod is not None
+    docs, pod, namespace, log = agent.docs, agent.pod, agent.namespace, agent.log
     [configmap] = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("numaplane-policy")]
     revision = configmap["metadata"]["annotations"]["numaplane.io/policy-revision"]
 
@@ -366,6 +419,43 @@ def check_exporter_on_the_agent(
             raise AssertionError(
                 f"{exc}\nNRT: {get_nrt(cp, kubelet.node_name)}\nexporter log:\n{log.read_text(errors='replace')[-4000:]}"
             ) from None
+
+
+def test_agent_warns_when_the_kubelet_does_not_reserve_its_cpus(
+    control_plane: ControlPlane, real_kubelet: RealKubelet, short_tmp: Path
+) -> None:
+    """Found on the real node: with the kubelet's managers off and *no* kubelet CPU reservation, node
+    allocatable CPU is 2, so the kubelet admits a second Guaranteed 1-CPU pod that the agent (CPU 0
+    reserved) cannot pin — it loops in CreateContainerError instead of being refused (OutOfcpu) as
+    under the kubelet's static policy. The agent now says so at start."""
+    began = time.monotonic()
+    kubelet = real_kubelet
+    kubelet.restart(KubeletPolicy(cpu_manager_policy="none", reserved_system_cpus="", memory_manager_policy="None"))
+    node = control_plane.request("GET", f"/api/v1/nodes/{kubelet.node_name}")
+    assert node["status"]["allocatable"]["cpu"] == "2"
+    with deployed_agent(control_plane, kubelet, short_tmp) as agent:
+        warning = control_plane.wait_for(
+            "the agent's allocatable warning",
+            lambda: [line for line in agent.log.read_text().splitlines() if "node allocatable cpu is 2000m" in line],
+            timeout=20,
+        )
+        assert "warning" in warning[0] and "reservedSystemCPUs" in warning[0]
+        # what the warning is about
+        kubelet.create_pod(kubelet.pod_manifest("over-a", cpu="1", memory="64Mi"))
+        assert kubelet.container_cpuset(kubelet.wait_pod_running("over-a")) == "1"
+        kubelet.create_pod(kubelet.pod_manifest("over-b", cpu="1", memory="64Mi"))
+
+        def stuck(pod: dict[str, Any]) -> str | None:
+            for cs in pod["status"].get("containerStatuses") or []:
+                waiting = cs.get("state", {}).get("waiting", {})
+                if waiting.get("reason") == "CreateContainerError":
+                    return str(waiting.get("message"))
+            return None
+
+        message = kubelet.wait_pod_status("over-b", stuck, timeout=30)
+        assert "TopologyAffinityError" in message
+        kubelet.delete_pods()
+    print(f"\ntest duration {time.monotonic() - began:.1f} s")
 
 
 def _render_custom_resources(folder: Path) -> list[dict[str, Any]]:

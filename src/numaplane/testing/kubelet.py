@@ -120,10 +120,11 @@ class KubeletPolicy:
             # Shared-pool changes reach running containers within a second or two.
             "cpuManagerReconcilePeriod": "1s",
         }
-        if self.cpu_manager_policy == "static":
+        if self.reserved_system_cpus:
+            # also with the CPU manager off: node allocatable CPU leaves the reserved CPUs out
             doc["reservedSystemCPUs"] = self.reserved_system_cpus
-            if self.cpu_manager_policy_options:
-                doc["cpuManagerPolicyOptions"] = dict(self.cpu_manager_policy_options)
+        if self.cpu_manager_policy == "static" and self.cpu_manager_policy_options:
+            doc["cpuManagerPolicyOptions"] = dict(self.cpu_manager_policy_options)
         if self.memory_manager_policy == "Static":
             doc["reservedMemory"] = [
                 {"numaNode": node, "limits": {"memory": amount}}
