@@ -183,7 +183,13 @@ def deploy_agent_rbac(cp: ControlPlane, docs: list[dict[str, Any]]) -> None:
     kinds = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
     wanted = sorted((d for d in docs if d["kind"] in kinds), key=lambda d: kinds.index(d["kind"]))
     got = cp.kubectl(
-        "apply", "--server-side", "--field-manager=numaplane-test", "-f", "-", stdin=yaml.safe_dump_all(wanted)
+        "apply",
+        "--server-side",
+        "--force-conflicts",  # cluster-scoped RBAC of the same names is applied by other tests of the session
+        "--field-manager=numaplane-test",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump_all(wanted),
     )
     assert got.returncode == 0, got.stderr
 
