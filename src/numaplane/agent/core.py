@@ -727,7 +727,7 @@ class AgentCore:
         (shared-pool containers with no CPU ids, as the kubelet lists them); exclusive CPUs, pinned
         memory and devices come from the manager.
         """
-        allocatable, listed = allocation_state(self.manager).to_podresources()
+        allocatable, listed = allocation_state(self.manager, vendor_devices=True).to_podresources()
         by_container = {(p.namespace, p.name, c.name): c for p in listed for c in p.containers}
         pods: dict[tuple[str, str], list[ContainerResources]] = {}
         for r in self.records.values():
