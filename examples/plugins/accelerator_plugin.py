@@ -164,6 +164,11 @@ class AcceleratorPlugin:
         self.held = {(str(h["pod"]), str(h["container"])): tuple(h["ids"]) for h in held}
 
 
+def plugin_factory(topology: Topology, config: Any) -> AcceleratorPlugin:
+    """The in-process form, for ``numaplane simulate --plugin examples/plugins/accelerator_plugin.py``."""
+    return AcceleratorPlugin(topology, {})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
     parser.add_argument("--plugin-dir", type=Path, help="the agent's plugin directory (register there)")
