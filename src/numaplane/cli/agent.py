@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 __all__ = ["command"]
 
+DEFAULT_KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
+
 
 @click.command(name="agent")
 @click.option("--nri-socket", default="/var/run/nri/nri.sock", show_default=True, help="The runtime's NRI socket.")
@@ -84,6 +86,19 @@ __all__ = ["command"]
 @click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
+@click.option(
+    "--kubelet-config",
+    default=DEFAULT_KUBELET_CONFIG,
+    show_default=True,
+    help="The kubelet's KubeletConfiguration file, or an http(s) /configz URL (e.g. through kubectl proxy): "
+    "the agent refuses to enforce while the kubelet's static CPU or Memory Manager is on. '' skips the check.",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Only print what the kubelet runs and whether the agent may take over; exit 0 if it may, 1 if "
+    "not, 2 if the kubelet configuration cannot be read.",
+)
 def command(**kw: Any) -> None:
     """Run the node agent: decide every container's CPUs and memory nodes and apply them through NRI.
 
@@ -100,12 +115,61 @@ def command(**kw: Any) -> None:
     from numaplane.agent.errors import AgentConfigError
     from numaplane.observability.logs import configure_logging
 
+    if kw["check"]:
+        _check_only(str(kw["kubelet_config"]))
+        return
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))
+    _take_over_or_refuse(str(kw["kubelet_config"]))
     options = _options(kw)
     try:
         asyncio.run(_run(options, kw))
     except AgentConfigError as error:
         raise click.ClickException(str(error)) from error
+
+
+def _check_only(where: str) -> None:
+    """``--check``: print the take-over verdict as JSON; the exit code says it (see the option)."""
+    import json
+
+    from numaplane.agent.errors import AgentConfigError
+    from numaplane.agent.takeover import check_source
+
+    if not where:
+        raise click.ClickException("--check needs --kubelet-config")
+    try:
+        verdict = check_source(where)
+    except AgentConfigError as error:
+        click.echo(json.dumps({"source": where, "mayTakeOver": None, "error": str(error)}, indent=2))
+        raise SystemExit(2) from None
+    click.echo(json.dumps(verdict.to_dict(), indent=2))
+    raise SystemExit(0 if verdict.may_take_over else 1)
+
+
+def _take_over_or_refuse(where: str) -> None:
+    """Before enforcing: refuse (exit 1 with the reasons, logged as ``takeover_refused``) while the
+    kubelet's static managers are on; a missing default file only warns (not every node has one)."""
+    import structlog
+
+    from numaplane.agent.errors import AgentConfigError
+    from numaplane.agent.takeover import check_source
+
+    log = structlog.get_logger("numaplane.agent")
+    if not where:
+        log.warning("takeover_unchecked", reason="--kubelet-config ''")
+        return
+    if where == DEFAULT_KUBELET_CONFIG and not Path(where).exists():
+        log.warning("takeover_unchecked", reason=f"{where} not found; pass --kubelet-config")
+        return
+    try:
+        verdict = check_source(where)
+    except AgentConfigError as error:
+        raise click.ClickException(f"cannot verify the take-over: {error}") from error
+    for warning in verdict.warnings:
+        log.warning("takeover_warning", message=warning)
+    if not verdict.may_take_over:
+        log.error("takeover_refused", **verdict.to_dict())
+        raise click.ClickException(verdict.message())
+    log.info("takeover", **verdict.to_dict())
 
 
 def _options(kw: dict[str, Any]) -> AgentOptions:
