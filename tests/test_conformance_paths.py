@@ -29,8 +29,19 @@ def test_every_oracle_file_is_present(shared_dir: Path) -> None:
         assert f"{kind}-oracle.jsonl" in names
 
 
-@pytest.mark.parametrize("name", ["nrt-filter", "nrt-score", "nrt-zones", "nrt-filter-oracle", "nrt-score-oracle"])
-def test_nrt_cases_pass_through_both_paths(shared_dir: Path, name: str) -> None:
+@pytest.mark.parametrize(
+    "name",
+    [
+        "nrt-filter",
+        "nrt-score",
+        "nrt-zones",
+        "nrt-filter-oracle",
+        "nrt-score-oracle",
+        "cpu-static",
+        "cpu-static-oracle",
+    ],
+)
+def test_cases_pass_through_both_paths(shared_dir: Path, name: str) -> None:
     folder = shared_dir / "conformance"
     report = run_files([folder / f"{name}.jsonl"], [folder], paths_to_run=("reference", "production"))
     by_path = {r.path for r in report.results}

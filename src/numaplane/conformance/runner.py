@@ -4,8 +4,9 @@ Reading files happens here (this is a component). Every kind module has ``run`` 
 path: the plain per-node / per-call functions of the pure core. Kinds whose decision is also taken
 by different production code have ``run_production`` too — the *production* path: the vectorised
 scheduler pipeline behind :class:`~numaplane.scheduler.core.SchedulerCore` (nrt-filter, nrt-score)
-and the exporter's :class:`~numaplane.exporter.scan.Scanner` (nrt-zones). Both must pass; a
-production result is tallied under ``"<kind> (production)"``.
+the exporter's :class:`~numaplane.exporter.scan.Scanner` (nrt-zones) and the resource manager's
+built-in CPU plugin (cpu-static). Both must pass; a production result is tallied under
+``"<kind> (production)"``; a production runner returns ``None`` for a case its path does not apply to.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from numaplane.conformance.outcome import CaseContext, Outcome
 
-KindRunner = Callable[[dict[str, Any], CaseContext], Outcome]
+KindRunner = Callable[[dict[str, Any], CaseContext], Outcome | None]  # None: the path does not apply
 PATHS = ("reference", "production")
 
 
@@ -122,17 +123,20 @@ def run_files(
                 continue
             for which in wanted:
                 runner = kind_runner(kind, which) if kind else None
+                outcome: Outcome | None
                 if runner is None:
                     if which != "reference" and kind and kind_runner(kind) is not None:
                         continue  # no separate production code for this kind
                     outcome = Outcome.fail("a runner for this kind", f"unknown kind {kind!r}", "kind")
                 else:
                     outcome = _run_one(runner, case, ctx)
+                    if outcome is None:
+                        continue  # this path does not apply to this case (the kind module says why)
                 report.results.append(CaseResult(case_id, kind, outcome, str(path), str(case.get("note", "")), which))
     return report
 
 
-def _run_one(runner: KindRunner, case: dict[str, Any], ctx: CaseContext) -> Outcome:
+def _run_one(runner: KindRunner, case: dict[str, Any], ctx: CaseContext) -> Outcome | None:
     try:
         return runner(case, ctx)
     except Exception as exc:  # a crash is a failure of that case, not of the run
