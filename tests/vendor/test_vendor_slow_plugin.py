@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from accelerator_plugin import NAME, RESOURCE
-from conftest import start_accelerator_plugin
+from vendor_helpers import start_accelerator_plugin
 
 from numaplane.grpcapi.pluginapi.adapter import GrpcResourcePlugin
 from numaplane.policy.config import parse_config
