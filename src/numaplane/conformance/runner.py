@@ -5,7 +5,8 @@ path: the plain per-node / per-call functions of the pure core. Kinds whose deci
 by different production code have ``run_production`` too — the *production* path: the vectorised
 scheduler pipeline behind :class:`~numaplane.scheduler.core.SchedulerCore` (nrt-filter, nrt-score)
 the exporter's :class:`~numaplane.exporter.scan.Scanner` (nrt-zones) and the resource manager's
-built-in CPU plugin (cpu-static). Both must pass; a production result is tallied under
+built-in CPU and memory plugins as the agent's admission builds and calls them (cpu-static,
+memory-static). Both must pass; a production result is tallied under
 ``"<kind> (production)"``; a production runner returns ``None`` for a case its path does not apply to.
 """
 
