@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -11,8 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from numaplane.agent.takeover import check, check_source
+from numaplane.agent.takeover import CONDITION_TYPE, check, check_source
 from numaplane.cli import main
+from numaplane.kube.resources import POD
+from numaplane.testing.fakeapi import FakeApiServer
 
 STATIC = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncpuManagerPolicy: static\n"
 NONE = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ntopologyManagerPolicy: best-effort\n"
@@ -77,3 +80,31 @@ def test_agent_refuses_to_start_while_the_kubelet_pins(tmp_path: Path) -> None:
     args = ["agent", "--kubelet-config", str(static), "--state-dir", str(tmp_path / "s"), "--log-format", "console"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1 and "refusing to enforce" in result.output and "cpuManagerPolicy" in result.output
+
+
+async def test_refusal_is_a_condition_on_the_agent_pod(tmp_path: Path, fake_apiserver: FakeApiServer) -> None:
+    kube = fake_apiserver.port_client()
+    try:
+        await kube.create(
+            POD,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "agent-x1", "namespace": "default"},
+                "spec": {"containers": [{"name": "agent", "image": "numaplane"}]},
+            },
+        )
+        static = tmp_path / "static.yaml"
+        static.write_text(STATIC)
+        args = [
+            *("agent", "--kubelet-config", str(static), "--state-dir", str(tmp_path / "s"), "--watch-pods"),
+            *("--api-server", fake_apiserver.url, "--pod-name", "agent-x1", "--pod-namespace", "default"),
+        ]
+        result = await asyncio.to_thread(CliRunner().invoke, main, args)
+        assert result.exit_code == 1, result.output
+        pod = await kube.get(POD, "agent-x1", namespace="default")
+        (condition,) = [c for c in pod["status"]["conditions"] if c["type"] == CONDITION_TYPE]
+        assert condition["status"] == "False" and condition["reason"] == "KubeletStaticPolicy"
+        assert "cpuManagerPolicy" in condition["message"]
+    finally:
+        await kube.close()

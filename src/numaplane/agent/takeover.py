@@ -10,6 +10,11 @@ file, or the live ``/configz`` answer (``{"kubeletconfig": {...}}``, same field 
 * ``topologyManagerPolicy`` other than ``none`` with both managers off only aligns devices from
   device plugins: allowed, with a warning (numaplane's own topology manager decides for its plugins).
 
+The verdict is also a condition on the agent's own pod (:func:`report_condition`, type
+:data:`CONDITION_TYPE`: ``True``/``TakenOver`` or ``False``/``KubeletStaticPolicy`` with the reasons),
+written when the agent has API access (``--watch-pods``), so ``kubectl describe pod`` shows why an
+agent refused.
+
 Absent fields take the kubelet's defaults (``none`` / ``None`` / ``none``). :func:`check` gathers the
 verdict; :func:`read_kubelet_config` reads a file or a ``/configz`` URL (blocking: used once at
 start-up and by ``numaplane agent --check``). Running pods are not touched by the switch: when the
@@ -22,13 +27,19 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
 from numaplane.agent.errors import AgentConfigError
+from numaplane.kube.clock import format_time
+from numaplane.kube.errors import Conflict
+from numaplane.kube.port import KubePort
+from numaplane.kube.resources import POD
 
-__all__ = ["TakeoverCheck", "check", "check_source", "read_kubelet_config"]
+__all__ = ["CONDITION_TYPE", "TakeoverCheck", "check", "check_source", "read_kubelet_config", "report_condition"]
+
+CONDITION_TYPE: Final = "numaplane.io/TakeOver"
 
 
 @dataclass(frozen=True)
@@ -120,3 +131,35 @@ def check_source(where: str) -> TakeoverCheck:
     """:func:`check` of what :func:`read_kubelet_config` reads from ``where``."""
     doc, source = read_kubelet_config(where)
     return check(doc, source)
+
+
+def _condition(verdict: TakeoverCheck, previous: Mapping[str, Any] | None, now: str) -> dict[str, Any]:
+    status = "True" if verdict.may_take_over else "False"
+    since = now
+    if previous is not None and previous.get("status") == status:
+        since = str(previous.get("lastTransitionTime") or now)
+    return {
+        "type": CONDITION_TYPE,
+        "status": status,
+        "reason": "TakenOver" if verdict.may_take_over else "KubeletStaticPolicy",
+        "message": verdict.message()[:32768],
+        "lastTransitionTime": since,
+    }
+
+
+async def report_condition(kube: KubePort, namespace: str, pod_name: str, verdict: TakeoverCheck, now: Any) -> None:
+    """Write the verdict as :data:`CONDITION_TYPE` on pod ``namespace/pod_name`` (re-read on conflicts).
+    ``now`` is a ``datetime``. Raises the port's errors (the caller logs them: best effort)."""
+    for _ in range(5):
+        pod = await kube.get(POD, pod_name, namespace=namespace)
+        status = dict(pod.get("status") or {})
+        conditions = [dict(c) for c in status.get("conditions") or []]
+        previous = next((c for c in conditions if c.get("type") == CONDITION_TYPE), None)
+        wanted = _condition(verdict, previous, format_time(now))
+        status["conditions"] = [c for c in conditions if c.get("type") != CONDITION_TYPE] + [wanted]
+        try:
+            await kube.update_status(POD, {**pod, "status": status})
+        except Conflict:
+            continue
+        return
+    raise Conflict(f"pod {namespace}/{pod_name}: status kept changing")

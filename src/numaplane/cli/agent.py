@@ -119,7 +119,7 @@ def command(**kw: Any) -> None:
         _check_only(str(kw["kubelet_config"]))
         return
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))
-    _take_over_or_refuse(str(kw["kubelet_config"]))
+    _take_over_or_refuse(str(kw["kubelet_config"]), kw)
     options = _options(kw)
     try:
         asyncio.run(_run(options, kw))
@@ -145,9 +145,10 @@ def _check_only(where: str) -> None:
     raise SystemExit(0 if verdict.may_take_over else 1)
 
 
-def _take_over_or_refuse(where: str) -> None:
-    """Before enforcing: refuse (exit 1 with the reasons, logged as ``takeover_refused``) while the
-    kubelet's static managers are on; a missing default file only warns (not every node has one)."""
+def _take_over_or_refuse(where: str, kw: dict[str, Any]) -> None:
+    """Before enforcing: refuse (exit 1 with the reasons, logged as ``takeover_refused``, and with
+    --watch-pods written as a condition on the agent's pod) while the kubelet's static managers are
+    on; a missing default file only warns (not every node has one)."""
     import structlog
 
     from numaplane.agent.errors import AgentConfigError
@@ -168,8 +169,47 @@ def _take_over_or_refuse(where: str) -> None:
         log.warning("takeover_warning", message=warning)
     if not verdict.may_take_over:
         log.error("takeover_refused", **verdict.to_dict())
+        if kw.get("watch_pods") and kw.get("pod_name") and kw.get("pod_namespace"):
+            asyncio.run(_report_refusal(kw, verdict))
         raise click.ClickException(verdict.message())
     log.info("takeover", **verdict.to_dict())
+
+
+async def _report_refusal(kw: dict[str, Any], verdict: Any) -> None:
+    """Best effort: the refusal as a condition on the agent's own pod (logged when it cannot be written)."""
+    from datetime import UTC, datetime
+
+    import structlog
+
+    from numaplane.agent.takeover import report_condition
+    from numaplane.kube.errors import KubeError
+
+    try:
+        kube = _kube(kw)
+    except click.ClickException as error:
+        structlog.get_logger("numaplane.agent").warning("takeover_condition_not_written", error=error.message)
+        return
+    try:
+        await report_condition(kube, str(kw["pod_namespace"]), str(kw["pod_name"]), verdict, datetime.now(UTC))
+    except KubeError as error:
+        structlog.get_logger("numaplane.agent").warning("takeover_condition_not_written", error=str(error))
+    finally:
+        await kube.close()
+
+
+def _kube(kw: dict[str, Any]) -> Any:
+    """The Kubernetes API port for --watch-pods (click error when there is none)."""
+    from numaplane.kube.client import LightkubePort
+    from numaplane.kube.errors import KubeError
+
+    try:
+        if kw["api_server"]:
+            return LightkubePort.from_server(str(kw["api_server"]))
+        if kw["kubeconfig"] or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return LightkubePort.from_kubeconfig(kw["kubeconfig"])
+        return LightkubePort.in_cluster()
+    except KubeError as error:
+        raise click.ClickException(f"no Kubernetes API for --watch-pods: {error}") from error
 
 
 def _options(kw: dict[str, Any]) -> AgentOptions:
@@ -201,20 +241,7 @@ def _options(kw: dict[str, Any]) -> AgentOptions:
 async def _run(options: Any, kw: dict[str, Any]) -> None:
     from numaplane.agent.daemon import Agent
 
-    kube = None
-    if kw["watch_pods"]:
-        from numaplane.kube.client import LightkubePort
-        from numaplane.kube.errors import KubeError
-
-        try:
-            if kw["api_server"]:
-                kube = LightkubePort.from_server(str(kw["api_server"]))
-            elif kw["kubeconfig"] or not os.environ.get("KUBERNETES_SERVICE_HOST"):
-                kube = LightkubePort.from_kubeconfig(kw["kubeconfig"])
-            else:
-                kube = LightkubePort.in_cluster()
-        except KubeError as error:
-            raise click.ClickException(f"no Kubernetes API for --watch-pods: {error}") from error
+    kube = _kube(kw) if kw["watch_pods"] else None
     agent = Agent(options, kube=kube)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
