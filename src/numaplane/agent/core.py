@@ -107,6 +107,7 @@ class CreateDecision:
     mems: CPUSet | None
     exclusive: bool
     updates: tuple[CpusetUpdate, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # from the plugins' allocations (``extra["env"]``), sorted
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,6 +368,22 @@ class AgentCore:
                     return CPUSet(numa) if numa else None
         return None
 
+    def _env(self, record: ContainerRecord) -> tuple[tuple[str, str], ...]:
+        """Environment the plugins asked for this container (``PluginAllocation.extra["env"]``): a
+        vendor plugin's allocation is enforced through the same NRI adjustment as the cpuset. The
+        manager knows the container under its own key, or under its pod's uid when admitted whole."""
+        admissions = self.manager.admissions
+        admission = admissions.get(record.key) if record.key in admissions else admissions.get(record.pod_uid)
+        env: dict[str, str] = {}
+        if admission is not None:
+            for c in admission.containers:
+                if c.name == record.name:
+                    for alloc in c.allocations:
+                        wanted = alloc.extra.get("env")
+                        if isinstance(wanted, dict):
+                            env.update({str(k): str(v) for k, v in wanted.items()})
+        return tuple(sorted(env.items()))
+
     def _register(self, record: ContainerRecord) -> None:
         self.records[record.container_id] = record
         self._by_key[record.key] = record.container_id
@@ -377,7 +394,7 @@ class AgentCore:
         known = self.records.get(container.id)
         if known is not None:  # the same request again (e.g. answered after a reconnect)
             cpus, mems = self.desired(known)
-            return CreateDecision(cpus, mems, known.exclusive is not None)
+            return CreateDecision(cpus, mems, known.exclusive is not None, env=self._env(known))
         entry = self._entry(sandbox) or self._admit_pod(sandbox, container.name)
         if entry is not None:
             record = self._bind(entry, sandbox, container)
@@ -393,7 +410,8 @@ class AgentCore:
         record.applied = cpuset_text(cpus)
         record.adjusted = True
         updates = self._pool_updates(exclude=record.container_id)
-        return CreateDecision(cpus, mems, record.exclusive is not None, tuple(updates))
+        env = self._env(record)
+        return CreateDecision(cpus, mems, record.exclusive is not None, tuple(updates), env)
 
     def run_pod(self, sandbox: api_pb2.PodSandbox) -> PodStarted:
         """RUN_POD_SANDBOX: admit the pod as a whole now if the Pod is known (a rejection is not an
@@ -727,7 +745,7 @@ class AgentCore:
         (shared-pool containers with no CPU ids, as the kubelet lists them); exclusive CPUs, pinned
         memory and devices come from the manager.
         """
-        allocatable, listed = allocation_state(self.manager).to_podresources()
+        allocatable, listed = allocation_state(self.manager, vendor_devices=True).to_podresources()
         by_container = {(p.namespace, p.name, c.name): c for p in listed for c in p.containers}
         pods: dict[tuple[str, str], list[ContainerResources]] = {}
         for r in self.records.values():

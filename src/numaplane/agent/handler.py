@@ -354,6 +354,8 @@ class AgentHandler(BaseHandler):
             raise StatusError(StatusCode.FAILED_PRECONDITION, str(exc)) from None
         response = api_pb2.CreateContainerResponse()
         response.adjust.linux.resources.cpu.CopyFrom(_cpu(decision.cpus, decision.mems))
+        for key, value in decision.env:
+            response.adjust.env.add(key=key, value=value)
         self._updates(decision.updates, response.update, "create")
         self._deferred("create")
         self.metrics.admissions.labels(result="admitted", reason="").inc()

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 __all__ = ["command"]
 
+DEFAULT_KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
+
 
 @click.command(name="agent")
 @click.option("--nri-socket", default="/var/run/nri/nri.sock", show_default=True, help="The runtime's NRI socket.")
@@ -85,6 +87,19 @@ __all__ = ["command"]
 @click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
+@click.option(
+    "--kubelet-config",
+    default=DEFAULT_KUBELET_CONFIG,
+    show_default=True,
+    help="The kubelet's KubeletConfiguration file, or an http(s) /configz URL (e.g. through kubectl proxy): "
+    "the agent refuses to enforce while the kubelet's static CPU or Memory Manager is on. '' skips the check.",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Only print what the kubelet runs and whether the agent may take over; exit 0 if it may, 1 if "
+    "not, 2 if the kubelet configuration cannot be read.",
+)
 @click.pass_context
 def command(ctx: click.Context, /, **kw: Any) -> None:
     """Run the node agent: decide every container's CPUs and memory nodes and apply them through NRI.
@@ -107,6 +122,9 @@ def command(ctx: click.Context, /, **kw: Any) -> None:
     from numaplane.observability.http import parse_address
     from numaplane.observability.logs import configure_logging
 
+    if kw["check"]:
+        _check_only(str(kw["kubelet_config"]))
+        return
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))
     for flag in ("metrics_address", "health_address"):
         if kw[flag]:
@@ -130,6 +148,7 @@ def command(ctx: click.Context, /, **kw: Any) -> None:
             "POD_NAME/POD_NAMESPACE are set but --watch-pods is off: the policy revision is not reported on the"
             " agent's pod"
         )
+    _take_over_or_refuse(str(kw["kubelet_config"]), kw)
     options = _options(kw)
     try:
         asyncio.run(_run(options, kw))
@@ -138,6 +157,91 @@ def command(ctx: click.Context, /, **kw: Any) -> None:
     except ObservabilityError as error:
         # e.g. the metrics or health port is taken: one line, exit 1, no traceback
         raise click.ClickException(str(error)) from error
+
+
+def _check_only(where: str) -> None:
+    """``--check``: print the take-over verdict as JSON; the exit code says it (see the option)."""
+    import json
+
+    from numaplane.agent.errors import AgentConfigError
+    from numaplane.agent.takeover import check_source
+
+    if not where:
+        raise click.ClickException("--check needs --kubelet-config")
+    try:
+        verdict = check_source(where)
+    except AgentConfigError as error:
+        click.echo(json.dumps({"source": where, "mayTakeOver": None, "error": str(error)}, indent=2))
+        raise SystemExit(2) from None
+    click.echo(json.dumps(verdict.to_dict(), indent=2))
+    raise SystemExit(0 if verdict.may_take_over else 1)
+
+
+def _take_over_or_refuse(where: str, kw: dict[str, Any]) -> None:
+    """Before enforcing: refuse (exit 1 with the reasons, logged as ``takeover_refused``, and with
+    --watch-pods written as a condition on the agent's pod) while the kubelet's static managers are
+    on; a missing default file only warns (not every node has one)."""
+    import structlog
+
+    from numaplane.agent.errors import AgentConfigError
+    from numaplane.agent.takeover import check_source
+
+    log = structlog.get_logger("numaplane.agent")
+    if not where:
+        log.warning("takeover_unchecked", reason="--kubelet-config ''")
+        return
+    if where == DEFAULT_KUBELET_CONFIG and not Path(where).exists():
+        log.warning("takeover_unchecked", reason=f"{where} not found; pass --kubelet-config")
+        return
+    try:
+        verdict = check_source(where)
+    except AgentConfigError as error:
+        raise click.ClickException(f"cannot verify the take-over: {error}") from error
+    for warning in verdict.warnings:
+        log.warning("takeover_warning", message=warning)
+    if not verdict.may_take_over:
+        log.error("takeover_refused", **verdict.to_dict())
+        if kw.get("watch_pods") and kw.get("pod_name") and kw.get("pod_namespace"):
+            asyncio.run(_report_refusal(kw, verdict))
+        raise click.ClickException(verdict.message())
+    log.info("takeover", **verdict.to_dict())
+
+
+async def _report_refusal(kw: dict[str, Any], verdict: Any) -> None:
+    """Best effort: the refusal as a condition on the agent's own pod (logged when it cannot be written)."""
+    from datetime import UTC, datetime
+
+    import structlog
+
+    from numaplane.agent.takeover import report_condition
+    from numaplane.kube.errors import KubeError
+
+    try:
+        kube = _kube(kw)
+    except click.ClickException as error:
+        structlog.get_logger("numaplane.agent").warning("takeover_condition_not_written", error=error.message)
+        return
+    try:
+        await report_condition(kube, str(kw["pod_namespace"]), str(kw["pod_name"]), verdict, datetime.now(UTC))
+    except KubeError as error:
+        structlog.get_logger("numaplane.agent").warning("takeover_condition_not_written", error=str(error))
+    finally:
+        await kube.close()
+
+
+def _kube(kw: dict[str, Any]) -> Any:
+    """The Kubernetes API port for --watch-pods (click error when there is none)."""
+    from numaplane.kube.client import LightkubePort
+    from numaplane.kube.errors import KubeError
+
+    try:
+        if kw["api_server"]:
+            return LightkubePort.from_server(str(kw["api_server"]))
+        if kw["kubeconfig"] or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return LightkubePort.from_kubeconfig(kw["kubeconfig"])
+        return LightkubePort.in_cluster()
+    except KubeError as error:
+        raise click.ClickException(f"no Kubernetes API for --watch-pods: {error}") from error
 
 
 def _options(kw: dict[str, Any]) -> AgentOptions:
@@ -169,20 +273,7 @@ def _options(kw: dict[str, Any]) -> AgentOptions:
 async def _run(options: Any, kw: dict[str, Any]) -> None:
     from numaplane.agent.daemon import Agent
 
-    kube = None
-    if kw["watch_pods"]:
-        from numaplane.kube.client import LightkubePort
-        from numaplane.kube.errors import KubeError
-
-        try:
-            if kw["api_server"]:
-                kube = LightkubePort.from_server(str(kw["api_server"]))
-            elif kw["kubeconfig"] or not os.environ.get("KUBERNETES_SERVICE_HOST"):
-                kube = LightkubePort.from_kubeconfig(kw["kubeconfig"])
-            else:
-                kube = LightkubePort.in_cluster()
-        except KubeError as error:
-            raise click.ClickException(f"no Kubernetes API for --watch-pods: {error}") from error
+    kube = _kube(kw) if kw["watch_pods"] else None
     agent = Agent(options, kube=kube)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -41,8 +41,22 @@ def _expand(paths: tuple[str, ...]) -> list[Path]:
 @click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @click.option("--kind", "kinds", multiple=True, help="Only run cases of this kind (repeatable).")
 @click.option("--id", "ids", multiple=True, help="Only run the case with this id (repeatable).")
+@click.option(
+    "--path",
+    "which",
+    type=click.Choice(["both", "reference", "production"]),
+    default="both",
+    show_default=True,
+    help="reference: the per-node core functions; production: the scheduler pipeline and the exporter's "
+    "scanner, for the kinds that have separate production code (tallied as '<kind> (production)').",
+)
 def command(
-    files: tuple[str, ...], set_dirs: tuple[str, ...], output: str, kinds: tuple[str, ...], ids: tuple[str, ...]
+    files: tuple[str, ...],
+    set_dirs: tuple[str, ...],
+    output: str,
+    kinds: tuple[str, ...],
+    ids: tuple[str, ...],
+    which: str,
 ) -> None:
     """Run conformance cases (JSON lines, format of shared/conformance/SCHEMA.md).
 
@@ -58,8 +72,11 @@ def command(
         raise click.BadParameter(
             f"unknown kind(s) {', '.join(unknown)}; known: {', '.join(known_kinds())}", param_hint="--kind"
         )
+    run_paths = ("reference", "production") if which == "both" else (which,)
     try:
-        report = run_files(paths, [Path(d) for d in set_dirs], kinds=set(kinds) or None, ids=set(ids) or None)
+        report = run_files(
+            paths, [Path(d) for d in set_dirs], kinds=set(kinds) or None, ids=set(ids) or None, paths_to_run=run_paths
+        )
     except CaseFileError as exc:
         raise InputError(str(exc)) from exc
     if not report.results and (kinds or ids):
@@ -77,7 +94,7 @@ def _print_table(report: Report) -> None:
     for r in report.results:
         if r.outcome.passed:
             continue
-        out.rule(f"[bold red]FAIL[/] {escape(r.id)}  ({escape(r.kind)})")
+        out.rule(f"[bold red]FAIL[/] {escape(r.id)}  ({escape(r.label)})")
         if r.note:
             out.print(f"[dim]{escape(r.note)}[/]")
         out.print(f"[bold]where:[/]    {escape(str(r.outcome.where))}")

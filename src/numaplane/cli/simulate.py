@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 import yaml
@@ -15,6 +17,7 @@ from numaplane.cli._output import InputError, console, emit_document, format_byt
 from numaplane.placement.sampling import num_feasible_nodes_to_find
 from numaplane.sim.cluster import (
     DEFAULT_CLUSTER,
+    PluginFactory,
     assumed_memory,
     build_templates,
     builtin_topologies,
@@ -126,6 +129,15 @@ def _load_workload(path: str) -> list[PodArrival]:
     is_flag=True,
     help="List the built-in machines (CPUs, NUMA nodes, memory) and exit; honours -o.",
 )
+@click.option(
+    "--plugin",
+    "plugins",
+    multiple=True,
+    metavar="FILE.py[:FACTORY]",
+    help="A vendor resource plugin on every node: FACTORY(topology, config) in FILE.py (default name "
+    "plugin_factory) returns a ResourcePlugin; its resources join the generated workload (repeatable). "
+    "E.g. examples/plugins/accelerator_plugin.py",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @_from_options
 def command(**opts: Any) -> None:
@@ -217,10 +229,16 @@ def _run(opts: dict[str, Any]) -> None:
         hugepages_1g_per_numa=opts["hugepages_1g"],
         reserved_cpus=opts["reserved_cpus"],
     )
+    factories = tuple(_load_plugin(spec) for spec in opts.get("plugins") or ())
+    vendor: set[str] = set()
+    if factories:
+        templates = [replace(t, plugins=factories) for t in templates]
+        for make in factories:
+            vendor |= set(make(templates[0].topology, templates[0].config).resources)
     if opts["workload"]:
         arrivals = _load_workload(opts["workload"])
     else:
-        devices = tuple(sorted({r for t in templates for r, devs in t.config.devices.items() if devs}))
+        devices = tuple(sorted({r for t in templates for r, devs in t.config.devices.items() if devs} | vendor))
         scale = len(templates) / DEFAULT_NODES
         opts["pods"] = opts["pods"] or max(1, round(DEFAULT_PODS * scale))
         opts["arrival_rate"] = opts["arrival_rate"] or round(DEFAULT_ARRIVAL_RATE * scale, 3)
@@ -268,6 +286,26 @@ def _run(opts: dict[str, Any]) -> None:
     if interrupted:
         console(stderr=True).print(f"interrupted: {meta['interrupted']}; the table shows those that did")
         raise SystemExit(130)
+
+
+def _load_plugin(spec: str) -> PluginFactory:
+    """``FILE.py[:FACTORY]`` → the factory (a ClickException naming the problem otherwise)."""
+    path_text, _, name = spec.partition(":")
+    path = Path(path_text)
+    if not path.is_file():
+        raise click.ClickException(f"--plugin {spec}: {path} is not a file")
+    module_spec = importlib.util.spec_from_file_location(f"numaplane_sim_plugin_{path.stem}", path)
+    if module_spec is None or module_spec.loader is None:
+        raise click.ClickException(f"--plugin {spec}: cannot load {path}")
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:  # a plugin file's own error, reported with its name
+        raise click.ClickException(f"--plugin {spec}: {path} failed to load: {exc}") from exc
+    factory = getattr(module, name or "plugin_factory", None)
+    if not callable(factory):
+        raise click.ClickException(f"--plugin {spec}: {path} has no callable {name or 'plugin_factory'}")
+    return cast(PluginFactory, factory)
 
 
 def _searched(percentage: int, nodes: int) -> str:

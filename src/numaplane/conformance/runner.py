@@ -1,6 +1,13 @@
 """Load case files, run each case through its kind module, and tally results.
 
-Reading files happens here (this is a component); the kind modules call the pure core only.
+Reading files happens here (this is a component). Every kind module has ``run`` — the *reference*
+path: the plain per-node / per-call functions of the pure core. Kinds whose decision is also taken
+by different production code have ``run_production`` too — the *production* path: the vectorised
+scheduler pipeline behind :class:`~numaplane.scheduler.core.SchedulerCore` (nrt-filter, nrt-score)
+the exporter's :class:`~numaplane.exporter.scan.Scanner` (nrt-zones) and the resource manager's
+built-in CPU and memory plugins as the agent's admission builds and calls them (cpu-static,
+memory-static). Both must pass; a production result is tallied under
+``"<kind> (production)"``; a production runner returns ``None`` for a case its path does not apply to.
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ from typing import Any
 from numaplane.conformance.errors import CaseFileError
 from numaplane.conformance.outcome import CaseContext, Outcome
 
-KindRunner = Callable[[dict[str, Any], CaseContext], Outcome]
+KindRunner = Callable[[dict[str, Any], CaseContext], Outcome | None]  # None: the path does not apply
+PATHS = ("reference", "production")
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,12 @@ class CaseResult:
     outcome: Outcome
     file: str
     note: str = ""
+    path: str = "reference"
+
+    @property
+    def label(self) -> str:
+        """The kind, marked with the path when it is not the reference one."""
+        return self.kind if self.path == "reference" else f"{self.kind} ({self.path})"
 
 
 @dataclass
@@ -45,7 +59,7 @@ class Report:
     def by_kind(self) -> dict[str, dict[str, int]]:
         tally: dict[str, dict[str, int]] = {}
         for r in self.results:
-            t = tally.setdefault(r.kind, {"passed": 0, "failed": 0})
+            t = tally.setdefault(r.label, {"passed": 0, "failed": 0})
             t["passed" if r.outcome.passed else "failed"] += 1
         return dict(sorted(tally.items()))
 
@@ -57,20 +71,27 @@ class Report:
             "failed": self.failed,
             "byKind": self.by_kind(),
             "failures": [
-                {"id": r.id, "expected": r.outcome.expected, "got": r.outcome.got, "where": r.outcome.where}
+                {
+                    "id": r.id,
+                    "path": r.path,
+                    "expected": r.outcome.expected,
+                    "got": r.outcome.got,
+                    "where": r.outcome.where,
+                }
                 for r in self.results
                 if not r.outcome.passed
             ],
         }
 
 
-def kind_runner(kind: str) -> KindRunner | None:
-    """The ``run`` function of the kind's module, or ``None`` when the kind is unknown."""
+def kind_runner(kind: str, path: str = "reference") -> KindRunner | None:
+    """The kind module's runner for ``path`` (``run`` / ``run_production``); ``None`` when the kind is
+    unknown or has no separate production path."""
     module_name = f"numaplane.conformance.kinds.{kind.replace('-', '_')}"
     if importlib.util.find_spec(module_name) is None:
         return None
     module = importlib.import_module(module_name)
-    run: KindRunner = module.run
+    run: KindRunner | None = getattr(module, "run" if path == "reference" else "run_production", None)
     return run
 
 
@@ -106,11 +127,14 @@ def run_files(
     *,
     kinds: set[str] | None = None,
     ids: set[str] | None = None,
+    paths_to_run: Iterable[str] = ("reference",),
 ) -> Report:
-    """Run every case of every file (optionally only some kinds or ids).
+    """Run every case of every file (optionally only some kinds or ids) through each of ``paths_to_run``
+    (``reference``, ``production``: module docstring).
 
-    Unknown kinds and crashing cases count as failures.
+    Unknown kinds and crashing cases count as failures; a kind without a production path is run once.
     """
+    wanted = [p for p in PATHS if p in set(paths_to_run)]
     report = Report()
     extra = list(set_dirs)
     for path in paths:
@@ -120,17 +144,23 @@ def run_files(
             kind = str(case.get("kind", ""))
             if (kinds is not None and kind not in kinds) or (ids is not None and case_id not in ids):
                 continue
-            runner = kind_runner(kind) if kind else None
-            if runner is None:
-                outcome = Outcome.fail("a runner for this kind", f"unknown kind {kind!r}", "kind")
-            else:
-                try:
-                    outcome = runner(case, ctx)
-                except Exception as exc:  # a crash is a failure of that case, not of the run
-                    outcome = Outcome.fail(
-                        case.get("expect"), f"exception: {exc!r}\n{traceback.format_exc(limit=6)}", "run"
-                    )
-            report.results.append(
-                CaseResult(id=case_id, kind=kind, outcome=outcome, file=str(path), note=str(case.get("note", "")))
-            )
+            for which in wanted:
+                runner = kind_runner(kind, which) if kind else None
+                outcome: Outcome | None
+                if runner is None:
+                    if which != "reference" and kind and kind_runner(kind) is not None:
+                        continue  # no separate production code for this kind
+                    outcome = Outcome.fail("a runner for this kind", f"unknown kind {kind!r}", "kind")
+                else:
+                    outcome = _run_one(runner, case, ctx)
+                    if outcome is None:
+                        continue  # this path does not apply to this case (the kind module says why)
+                report.results.append(CaseResult(case_id, kind, outcome, str(path), str(case.get("note", "")), which))
     return report
+
+
+def _run_one(runner: KindRunner, case: dict[str, Any], ctx: CaseContext) -> Outcome | None:
+    try:
+        return runner(case, ctx)
+    except Exception as exc:  # a crash is a failure of that case, not of the run
+        return Outcome.fail(case.get("expect"), f"exception: {exc!r}\n{traceback.format_exc(limit=6)}", "run")

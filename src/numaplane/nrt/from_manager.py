@@ -8,12 +8,20 @@ what the scheduler reads is exactly what the node manager holds.
 
 Allocatable memory is reported per NUMA node only when the static memory policy runs (the kubelet's
 ``GetAllocatableResources`` lists memory only then), matching the upstream exporter's semantics.
+
+Vendor plugins (every plugin besides the built-in cpu, memory and devices ones, in process or out of
+process) are seen through the plugin protocol alone: their ``allocatable()`` / ``available()``
+per-NUMA amounts become rows of the NRT zones (:func:`vendor_amounts`), and their ``allocations()``
+the containers' devices in the PodResources ``List`` answer (``allocation_state(...,
+vendor_devices=True)``, with the allocation's NUMA affinity as topology). ``GetAllocatableResources``
+lists device *ids*, which the protocol does not give for free devices, so vendor devices are not in it.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import lru_cache
 
 from numaplane.nrt.fingerprint import METHOD_ALL, _sign_sorted, compute_fingerprint, pod_hash
@@ -22,14 +30,67 @@ from numaplane.nrt.podresources import ContainerMemory
 from numaplane.nrt.state import ContainerAllocation, DeviceAssignment, MemoryBlock, NodeAllocationState
 from numaplane.nrt.zones import MachineView, ZoneConfig, charge_spanning, make_nrt, zones_from_state
 from numaplane.policy.manager import ResourceManager
+from numaplane.policy.plugin import ResourcePlugin
 from numaplane.resources.pod import Pod
 from numaplane.topology.cpuset import CPUSet
 
-__all__ = ["NRTPublisher", "allocation_state", "node_nrt"]
+__all__ = ["NRTPublisher", "allocation_state", "node_nrt", "vendor_amounts", "vendor_plugins"]
 
 
-def allocation_state(manager: ResourceManager) -> NodeAllocationState:
-    """The manager's exclusive allocations as an abstract node allocation state."""
+def vendor_plugins(manager: ResourceManager) -> list[ResourcePlugin]:
+    """The manager's plugins other than its built-in cpu, memory and devices plugins."""
+    builtin = {id(manager.cpu), id(manager.memory), id(manager.devices)}
+    return [p for p in manager.plugins if id(p) not in builtin]
+
+
+def vendor_amounts(manager: ResourceManager) -> dict[int, dict[str, tuple[int, int]]]:
+    """Per NUMA node: resource → ``(allocatable, available)`` from the vendor plugins' protocol answers
+    (``available`` clamped to ``0 .. allocatable``; resources the plugin does not declare are ignored)."""
+    out: dict[int, dict[str, tuple[int, int]]] = {}
+    for plugin in vendor_plugins(manager):
+        declared = plugin.resources
+        free = plugin.available()
+        for numa, amounts in plugin.allocatable().items():
+            for resource, amount in amounts.items():
+                if resource in declared:
+                    left = free.get(numa, {}).get(resource, 0)
+                    out.setdefault(numa, {})[resource] = (amount, min(max(left, 0), amount))
+    return out
+
+
+def _with_vendor_rows(zones: Sequence[Zone], rows: Mapping[int, Mapping[str, tuple[int, int]]]) -> list[Zone]:
+    """``zones`` with the vendor rows of their NUMA node added (a row replaces one of the same name)."""
+    if not rows:
+        return list(zones)
+    out = []
+    for zone in zones:
+        extra = rows.get(zone.numa_id) if zone.numa_id is not None else None
+        if not extra:
+            out.append(zone)
+            continue
+        kept = [r for r in zone.resources if r.name not in extra]
+        added = [_row(name, alloc, alloc, free) for name, (alloc, free) in extra.items()]
+        out.append(replace(zone, resources=tuple(sorted([*kept, *added], key=lambda r: r.name))))
+    return out
+
+
+def _vendor_devices(manager: ResourceManager) -> dict[tuple[str, str], list[DeviceAssignment]]:
+    """Per (pod uid, container): the vendor plugins' devices (``allocations()``), one per id."""
+    out: dict[tuple[str, str], list[DeviceAssignment]] = {}
+    for plugin in vendor_plugins(manager):
+        for key, alloc in plugin.allocations().items():
+            numa = tuple(alloc.numa.ids()) if alloc.numa is not None else ()
+            for resource, ids in sorted(alloc.devices.items()):
+                out.setdefault(key, []).extend(DeviceAssignment(resource, (i,), numa) for i in ids)
+    return out
+
+
+def allocation_state(manager: ResourceManager, *, vendor_devices: bool = False) -> NodeAllocationState:
+    """The manager's exclusive allocations as an abstract node allocation state.
+
+    ``vendor_devices`` adds the vendor plugins' devices to the containers (the PodResources ``List``
+    view); the zone computation leaves them out, it takes vendor amounts from :func:`vendor_amounts`."""
+    vendor = _vendor_devices(manager) if vendor_devices else {}
     cpu = manager.cpu
     allocatable_cpus = cpu.policy.allocatable if cpu.policy is not None else manager.topology.all_cpus
     memory: list[MemoryBlock] = []
@@ -58,6 +119,7 @@ def allocation_state(manager: ResourceManager) -> NodeAllocationState:
                 for i in ids:
                     d = by_id.get(i)
                     devs.append(DeviceAssignment(resource, (i,), tuple(d.numa or ()) if d else ()))
+            devs.extend(vendor.get((uid, c.name), ()))
             if cpus is None and not blocks and not devs:
                 continue
             containers.append(
@@ -92,7 +154,9 @@ def node_nrt(
     node runs outside the manager's view), with method ``all``.
     """
     view = machine if machine is not None else MachineView.from_topology(manager.topology)
-    zones = zones_from_state(node_name, view, allocation_state(manager), config)
+    zones = _with_vendor_rows(
+        zones_from_state(node_name, view, allocation_state(manager), config), vendor_amounts(manager)
+    )
     pods = [(p.namespace, p.name) for p in manager.pods.values()] + list(extra_pods)
     return make_nrt(
         node_name,
@@ -206,6 +270,8 @@ class NRTPublisher:
                     self._zones.clear()
                 self._zones[key] = zone
             zones.append(zone)
+        if vendor_plugins(manager):
+            zones = _with_vendor_rows(zones, vendor_amounts(manager))
         return make_nrt(
             self.node_name,
             zones,

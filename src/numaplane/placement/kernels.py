@@ -118,25 +118,26 @@ def _min_non_zero(cl: ClusterArrays, zone: F64, sel: Rows) -> I64:
 
 
 def unit_score(
-    cl: ClusterArrays, values: list[tuple[str, int]], strategy: ScoringStrategy, sel: Rows | None = None
+    cl: ClusterArrays, values: list[tuple[str, int, int]], strategy: ScoringStrategy, sel: Rows | None = None
 ) -> I64:
-    """Node score per row of ``sel`` for one request list of ``(resource, Value())`` pairs in name order.
+    """Node score per row of ``sel`` for one request list of ``(resource, Value(), thousandths)`` in name
+    order.
 
     Per resource with ``req >= 1`` (``y = 100 * req / avail``): LeastAllocated scores
-    ``100 - min(ceil(y), 100)`` (a zone with 0 or too little available gives ``y >= 100``: 0), summed as
-    ``100 * W - sum(w * min(ceil(y), 100))``; MostAllocated scores ``floor(y)`` when ``y <= 100`` else 0,
-    with 0 available mapped to an infinite divisor (``y = 0``). ``req == 0`` scores 100 where anything
-    is available (Least) and 0 (Most)."""
+    ``100 - min(ceil(y), 100)``, summed as ``100 * W - sum(w * min(ceil(y), 100))``; MostAllocated
+    scores ``floor(y)``. Both score 0 where the exact request exceeds the exact available (thousandths,
+    upstream ``Cmp``: 300m does not fit 200m although both values are 1) or nothing is available.
+    ``req == 0`` scores 100 where anything is available (Least) and 0 (Most)."""
     sel, n = count_of(cl, sel)
     if strategy.type == "BalancedAllocation":
-        return _min_non_zero(cl, _balanced(cl, values, sel, n), sel)
+        return _min_non_zero(cl, _balanced(cl, [(name, req) for name, req, _ in values], sel, n), sel)
     most = strategy.type == "MostAllocated"
     shape = (cl.slots, n)
     acc: F64 | None = None
     y = np.empty(shape)
     weights = 0
     base = 0.0  # constant part of the accumulated sum (resources scored the same on every zone)
-    for name, req in values:
+    for name, req, milli in values:
         w = strategy.weight(name)
         weights += w
         c = cl.columns.get(name)
@@ -151,15 +152,16 @@ def unit_score(
             continue
         numerator = req * float(MAX_SCORE)
         # branch-free clamps: masked copies mispredict on mixed masks and cost several times more
+        fits = cl.avail_m[c][:, sel] >= milli  # exact; implies y <= 100
         if most:
             np.divide(numerator, cl.avail_finf[c][:, sel], out=y)
-            fits = y <= MAX_SCORE
             np.floor(y, out=y)
             y *= fits
         else:
             np.divide(numerator, cl.avail_fs[c][:, sel], out=y)
             np.ceil(y, out=y)
             np.minimum(y, float(MAX_SCORE), out=y)
+            np.maximum(y, ~fits * float(MAX_SCORE), out=y)
         if w != 1:
             y *= w
         if acc is None:

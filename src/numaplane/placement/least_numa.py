@@ -4,8 +4,10 @@ Rules (scheduler-nrt.md B.5), for Guaranteed pods (others score 100 before reach
 
 * Minimal zone set for a request list: for k = 1 .. number of usable zones, look at every
   k-combination of zone *list positions* in lexicographic order. A combination is valid only if every
-  zone in it lists every requested resource with a non-zero quantity; it fits if, for each non-zero
-  request, the combined ``available`` passes the filter's suitability rule. The optimal average distance
+  zone in it lists every requested resource name — zero-quantity requests included (upstream
+  ``isValidCombineResources`` walks every request key, so a ``example.com/nic: 0`` request that no zone
+  lists means no combination, and the node scores 0); it fits if, for each non-zero request, the
+  combined ``available`` passes the filter's suitability rule. The optimal average distance
   for k is the minimum over *all* k-combinations (fitting or not). The first fitting combination with
   that optimal distance wins (``optimal=True``); otherwise the fitting one with the smallest distance
   (first on ties, ``optimal=False``). The first k with any fit ends the search.
@@ -64,12 +66,15 @@ def numa_nodes_required(
 ) -> tuple[tuple[int, ...], bool] | None:
     """``(zone positions, optimal)`` of the minimal fitting zone set, or ``None`` (module docstring)."""
     wanted = [(name, qty) for name, qty in requests.items() if not qty.is_zero()]
+    names = list(requests)
     for k in range(1, len(zones) + 1):
         combos = list(combinations(range(len(zones)), k))
         distances = [_distance_sum(zones, costs, combo) for combo in combos]
         best = min(distances)
         fallback: tuple[tuple[int, ...], int] | None = None
         for combo, distance in zip(combos, distances, strict=True):
+            if not all(name in zones[i].available for i in combo for name in names):
+                continue
             if not _fits(zones, combo, wanted, guaranteed):
                 continue
             if distance == best:

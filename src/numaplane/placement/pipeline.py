@@ -20,7 +20,6 @@ per-node functions instead; results are identical either way. Pure: no I/O, no c
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -317,7 +316,12 @@ class Pipeline:
         return total
 
     def _unit_score(self, requests: Mapping[str, Quantity], sel: Rows) -> I64:
-        values = [(name, math.ceil(requests[name].amount)) for name in sorted(requests)]
+        values = []
+        for name in sorted(requests):
+            quantity = requests[name]
+            milli = _milli(quantity)
+            assert milli is not None  # pods with such requests take the per-node path (_exotic)
+            values.append((name, quantity.value(), milli))
         return unit_score(self.cluster, values, self.strategy, sel)
 
 

@@ -4,8 +4,8 @@ For each set size k the k-combinations of zone *slots* are enumerated once, in l
 0/1 membership matrix ``(combos, slots)``. Restricted to combinations whose slots all exist on a node
 (largest slot < the node's zone count) that is exactly the node's own lexicographic order, so "first
 fitting combination" means the same thing. Per node and combination, integer matrix products give how
-many slots list each requested resource (valid iff all k do), the summed ``available`` (fits iff >= the
-request) and the distance sum (from the node's cost matrix; cached per row until the row changes).
+many slots list each requested resource (valid iff all k do — zero-quantity requests included, as
+upstream's ``isValidCombineResources``), the summed ``available`` (fits iff >= the non-zero request) and the distance sum (from the node's cost matrix; cached per row until the row changes).
 Nodes are resolved at the smallest k with a fit; the score is ``100 - k * step`` plus ``step // 2``
 when the chosen combination has the optimal distance for k. Container scope charges each container
 to its chosen zones in NUMA id order, as much as possible from each, before the next container.
@@ -17,7 +17,7 @@ the scalar code beyond that).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import combinations
@@ -92,7 +92,9 @@ def _cols(arr: npt.NDArray[_T], rows: I64, n: int) -> npt.NDArray[_T]:
     return arr[:, :n] if len(rows) == n else arr[:, rows]
 
 
-def _singletons(cl: ClusterArrays, rows: I64, reqs: list[tuple[int, int]], work: Mapping[int, I64]) -> tuple[B, B, I64]:
+def _singletons(
+    cl: ClusterArrays, rows: I64, reqs: list[tuple[int, int]], listed: list[int], work: Mapping[int, I64]
+) -> tuple[B, B, I64]:
     """k = 1 in slot-major form: ``(has fit, optimal, chosen slot)`` per row.
 
     A singleton's distance is the zone's cost to itself, so the optimum is the smallest self-cost
@@ -104,6 +106,8 @@ def _singletons(cl: ClusterArrays, rows: I64, reqs: list[tuple[int, int]], work:
     for c, q in reqs:
         fits &= _cols(cl.listed[c], rows, n)
         fits &= _cols(work[c] if c in work else cl.avail_m[c], rows, n) >= q
+    for c in listed:
+        fits &= _cols(cl.listed[c], rows, n)
     has_fit = np.logical_or.reduce(fits, axis=0)
     self_cost = _cols(cl.self_cost, rows, n)
     best = np.where(valid, self_cost, _BIG).min(axis=0)
@@ -115,9 +119,15 @@ def _singletons(cl: ClusterArrays, rows: I64, reqs: list[tuple[int, int]], work:
 
 
 def _search(
-    cl: ClusterArrays, dist: Distances, rows: I64, reqs: list[tuple[int | None, int]], work: Mapping[int, I64]
+    cl: ClusterArrays,
+    dist: Distances,
+    rows: I64,
+    reqs: list[tuple[int | None, int]],
+    work: Mapping[int, I64],
+    zero: Sequence[int | None] = (),
 ) -> _Search:
-    """Minimal fitting zone set for ``reqs`` ((column, thousandths), non-zero) on each of ``rows``.
+    """Minimal fitting zone set for ``reqs`` ((column, thousandths), non-zero) on each of ``rows``; the
+    columns ``zero`` (zero-quantity requests) must only be listed by every zone of the set.
 
     ``work`` holds full-size working copies of ``avail_m`` columns (container-scope accounting)."""
     m = len(rows)
@@ -126,14 +136,15 @@ def _search(
     optimal = np.zeros(m, bool)
     chosen = np.zeros((m, cl.slots), np.int64)
     nz = cl.nzones[rows]
-    if any(c is None for c, _ in reqs):
+    if any(c is None for c, _ in reqs) or any(c is None for c in zero):
         return _Search(found_k, optimal, chosen, np.full(m, -1))  # a requested resource no zone lists
     known = [(c, q) for c, q in reqs if c is not None]
+    must_list = [c for c in zero if c is not None]
     # A row whose zones together cannot hold a request never fits: settle those before searching.
     possible = np.ones(m, bool)
     for c, q in known:
         possible &= _cols(work[c] if c in work else cl.avail_m[c], rows, n).sum(axis=0) >= q
-    has_fit, has_opt, pick = _singletons(cl, rows, known, work)
+    has_fit, has_opt, pick = _singletons(cl, rows, known, must_list, work)
     found_k[has_fit] = 1
     optimal[has_fit] = has_opt[has_fit]
     chosen[np.flatnonzero(has_fit), pick[has_fit]] = 1
@@ -151,6 +162,8 @@ def _search(
             listed = cl.listed[c][:, sub].T.astype(np.int64) @ member.T
             total = (work[c] if c in work else cl.avail_m[c])[:, sub].T @ member.T
             fits &= (listed == k) & (total >= q)
+        for c in must_list:
+            fits &= (cl.listed[c][:, sub].T.astype(np.int64) @ member.T) == k
         fit_k = fits.any(axis=1)
         if not fit_k.any():
             continue
@@ -181,6 +194,11 @@ def _nonzero(cl: ClusterArrays, requests: Mapping[str, Quantity]) -> list[tuple[
     return out
 
 
+def _zero(cl: ClusterArrays, requests: Mapping[str, Quantity]) -> list[int | None]:
+    """Columns of the zero-quantity requests (they must be listed, nothing more)."""
+    return [cl.columns.get(name) for name, q in requests.items() if q.amount == 0]
+
+
 def _listed_anywhere(cl: ClusterArrays, rows: I64, requests: Mapping[str, Quantity]) -> B:
     out = np.zeros(len(rows), bool)
     for name in requests:
@@ -195,7 +213,7 @@ def _pod_scope(cl: ClusterArrays, dist: Distances, rows: I64, pod: Pod) -> I64:
     numa = _listed_anywhere(cl, rows, reqs)
     out = np.full(len(rows), MAX_SCORE, np.int64)
     idx = np.flatnonzero(numa)
-    found = _search(cl, dist, rows[idx], _nonzero(cl, reqs), {})
+    found = _search(cl, dist, rows[idx], _nonzero(cl, reqs), {}, _zero(cl, reqs))
     scored = _normalize(cl, rows[idx], found.k, found.optimal)
     out[idx] = np.where(found.k > 0, scored, 0)
     return out
@@ -214,7 +232,7 @@ def _container_scope(cl: ClusterArrays, dist: Distances, rows: I64, pod: Pod) ->
             continue
         sub = rows[idx]
         reqs = _nonzero(cl, container.requests)
-        found = _search(cl, dist, sub, reqs, work)
+        found = _search(cl, dist, sub, reqs, work, _zero(cl, container.requests))
         failed[idx[found.k == 0]] = True
         ok = found.k > 0
         largest[idx] = np.where(ok, np.maximum(largest[idx], found.k), largest[idx])

@@ -13,7 +13,10 @@ part, in name order, with its configured weight when that is >= 1, else 1:
 
 * MostAllocated: ``req * 100 // avail`` (0 when ``avail`` is 0/missing or ``req > avail``);
 * LeastAllocated: ``(avail - req) * 100 // avail`` (same 0 cases);
-  zone score = ``sum(score_r * w_r) // sum(w_r)``;
+  zone score = ``sum(score_r * w_r) // sum(w_r)``. The two 0 cases compare the *exact* quantities
+  (upstream ``CmpInt64(0)`` and ``Cmp``), the formula uses the rounded-up values: a 300m request does
+  not fit 200m available (0) although both values are 1. This matters on nodes where the pod fits no
+  zone, which the extender's prioritize verb and ``explain`` are asked about too;
 * BalancedAllocation (weights ignored): fractions ``req / avail`` as floats (1 when ``avail`` is 0 or
   missing); any fraction > 1 → 0; else ``int((1 - sample variance) * 100)`` (variance divides by n-1).
 
@@ -110,19 +113,21 @@ def _value(q: Quantity | None) -> int:
 
 
 def zone_score(
-    kind: StrategyType, requests: Sequence[tuple[str, int]], zone: NUMAZone, strategy: ScoringStrategy
+    kind: StrategyType, requests: Sequence[tuple[str, Quantity]], zone: NUMAZone, strategy: ScoringStrategy
 ) -> int:
-    """Most/LeastAllocated score of one zone for integer ``(resource, requested value)`` pairs."""
+    """Most/LeastAllocated score of one zone for ``(resource, requested quantity)`` pairs."""
     total = 0
     weights = 0
-    for name, req in requests:
-        avail = _value(zone.available.get(name))
-        if avail == 0 or req > avail:
+    for name, quantity in requests:
+        available = zone.available.get(name)
+        if available is None or available.is_zero() or quantity.amount > available.amount:
             part = 0
-        elif kind == "MostAllocated":
-            part = req * MAX_SCORE // avail
         else:
-            part = (avail - req) * MAX_SCORE // avail
+            req, avail = quantity.value(), available.value()
+            if kind == "MostAllocated":
+                part = req * MAX_SCORE // avail
+            else:
+                part = (avail - req) * MAX_SCORE // avail
         w = strategy.weight(name)
         total += part * w
         weights += w
@@ -169,15 +174,12 @@ def node_score_from_zones(scores: Sequence[int]) -> int:
     return min(non_zero) if non_zero else 0
 
 
-def _request_values(requests: Mapping[str, Quantity]) -> list[tuple[str, int]]:
-    return [(name, _value(requests[name])) for name in sorted(requests)]
-
-
 def _unit_score(requests: Mapping[str, Quantity], topology: NodeTopology, strategy: ScoringStrategy) -> int:
-    values = _request_values(requests)
     if strategy.type == "BalancedAllocation":
+        values = [(name, _value(requests[name])) for name in sorted(requests)]
         return node_score_from_zones([balanced_allocation(values, z) for z in topology.zones])
-    return node_score_from_zones([zone_score(strategy.type, values, z, strategy) for z in topology.zones])
+    exact = [(name, requests[name]) for name in sorted(requests)]
+    return node_score_from_zones([zone_score(strategy.type, exact, z, strategy) for z in topology.zones])
 
 
 def score(

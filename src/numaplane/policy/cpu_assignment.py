@@ -18,6 +18,9 @@ Invariants and conventions (kubelet-managers.md A.3–A.6):
   averages, which agree on every symmetric machine);
 * with a CPU group size above 1 the distributed algorithm counts remainder capacity in whole groups and
   so never loops forever (DESIGN fix (b), upstream PR 140730); any other dead end falls back to packed.
+* the distributed algorithm keeps its best NUMA combination and remainder subset the way Go does, as
+  slices that later combinations overwrite (:mod:`numaplane.policy.cpu_combinations`): what is allocated
+  is what the kubelet allocates, not the combination whose balance won.
 
 The per-topology :class:`TopologyIndex` (masks and membership lists) is built once per ``Topology``
 object and cached; all hot loops work on ints.
@@ -29,8 +32,8 @@ import math
 import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import combinations
 
+from numaplane.policy.cpu_combinations import AliasedSlice, iterate_combinations
 from numaplane.policy.errors import UnexpectedAdmissionError
 from numaplane.topology.model import Topology
 
@@ -366,18 +369,22 @@ def balance(values: list[int]) -> float:
 
 def _best_remainder(
     after: dict[int, int], candidates: list[int], remainder: int, group: int
-) -> tuple[float, tuple[int, ...]]:
-    """Best subset of ``candidates`` to take ``remainder`` CPUs from, ``group`` at a time (lowest balance)."""
+) -> tuple[float, AliasedSlice | None]:
+    """Best subset of ``candidates`` to take ``remainder`` CPUs from, ``group`` at a time (lowest balance).
+
+    The subset is returned as the kubelet keeps it: an aliased slice (see :mod:`.cpu_combinations`).
+    """
     best: float = math.inf
-    best_subset: tuple[int, ...] = ()
+    best_subset: AliasedSlice | None = None
     for size in range(len(candidates), 0, -1):
-        for subset in combinations(candidates, size):
-            if sum(after[n] // group for n in subset) * group < remainder:
+        for subset in iterate_combinations(candidates, size):
+            members = subset.values()
+            if sum(after[n] // group for n in members) * group < remainder:
                 continue  # fix (b): capacity in whole groups, so the hand-out below always ends
             local = dict(after)
             left = remainder
             while left > 0:
-                for n in subset:
+                for n in members:
                     if left == 0:
                         break
                     if local[n] >= group:
@@ -410,11 +417,12 @@ def take_distributed(idx: TopologyIndex, available: int, count: int, group: int 
     lowest, highest = (needed - 1) // per_numa + 1, min(needed, len(numas))
     for k in range(lowest, highest + 1):
         best: float = math.inf
-        best_combo: tuple[int, ...] = ()
-        best_rest: tuple[int, ...] = ()
-        for combo in combinations(numas, k):
+        best_combo: AliasedSlice | None = None
+        best_rest: AliasedSlice | None = None
+        for aliased in iterate_combinations(numas, k):
             if best == 0:
                 break
+            combo = aliased.values()
             if sum(free_of[n] for n in combo) < count or sum(free_of[n] // group for n in combo) * group < count:
                 continue
             share = (count // k // group) * group
@@ -424,15 +432,18 @@ def take_distributed(idx: TopologyIndex, available: int, count: int, group: int 
             for n in combo:
                 after[n] -= share
             remainder = count - share * k
-            rest: tuple[int, ...] = ()
+            rest: AliasedSlice | None = None
             if remainder == 0:
                 local = balance(list(after.values()))
             else:
                 local, rest = _best_remainder(after, [n for n in combo if after[n] >= group], remainder, group)
             if local < best:
-                best, best_combo, best_rest = local, combo, rest
-        if best_combo:
-            return _allocate_distribution(acc, available, count, group, best_combo, best_rest)
+                best, best_combo, best_rest = local, aliased, rest
+        if best_combo is not None:
+            # Read the kept slices only now, as the kubelet does: later combinations that shared their
+            # backing arrays have overwritten them (cpu_combinations explains the aliasing).
+            rest_now = best_rest.values() if best_rest is not None else ()
+            return _allocate_distribution(acc, available, count, group, best_combo.values(), rest_now)
     return take_packed(idx, available, count, spread=spread)
 
 

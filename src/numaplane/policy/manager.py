@@ -106,21 +106,38 @@ class Admission:
 
 @dataclass
 class _Recorder:
-    """Adapts a plugin to the topology manager's provider protocol and records what it allocates."""
+    """Adapts a plugin to the topology manager's provider protocol and records what it allocates.
+
+    A *scoped* (vendor) plugin is only asked about containers that request one of its resources —
+    as the kubelet's Device Manager only acts on containers requesting devices: for the others it
+    has no preference and allocates nothing, without being called. So a slow or hung vendor plugin
+    (out of process, behind a deadline) only delays the pods that need it."""
 
     plugin: ResourcePlugin
+    scoped: bool = False
     given: dict[str, PluginAllocation] = field(default_factory=dict)
 
     def hints(self, pod: Pod, container: Container) -> Any:
+        if self.scoped and not wants(self.plugin, container):
+            return None
         return self.plugin.hints(pod, container)
 
     def pod_hints(self, pod: Pod) -> Any:
+        if self.scoped and not any(wants(self.plugin, c) for c in pod.all_containers()):
+            return None
         return self.plugin.pod_hints(pod)
 
     def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> object:
+        if self.scoped and not wants(self.plugin, container):
+            return PluginAllocation(self.plugin.name)
         result = self.plugin.allocate(pod, container, hint)
         self.given[container.name] = result
         return result
+
+
+def wants(plugin: ResourcePlugin, container: Container) -> bool:
+    """Whether ``container`` requests (or limits) one of ``plugin``'s resources."""
+    return any(r in container.requests or r in container.limits for r in plugin.resources)
 
 
 class ResourceManager:
@@ -161,6 +178,9 @@ class ResourceManager:
         assert isinstance(plugin, DevicesPlugin)
         return plugin
 
+    def _is_builtin(self, plugin: ResourcePlugin) -> bool:
+        return self._builtin.get(plugin.name) is plugin
+
     def add_plugin(self, plugin: ResourcePlugin) -> None:
         if any(p.name == plugin.name for p in self.plugins):
             raise PolicyConfigError(f"a plugin named {plugin.name!r} is already registered")
@@ -197,7 +217,7 @@ class ResourceManager:
             tm = self._manager_for(policy, scope)
         except PolicyConfigError as exc:
             return Admission(pod.uid, False, reason="InvalidPreference", message=str(exc))
-        recorders = [_Recorder(p) for p in self.plugins]
+        recorders = [_Recorder(p, not self._is_builtin(p)) for p in self.plugins]
         result = tm.admit(pod, recorders)
         if not result.admitted:
             self._release(pod, tm)
@@ -218,7 +238,8 @@ class ResourceManager:
     def _release(self, pod: Pod, tm: TopologyManager | None = None) -> None:
         for container in reversed(pod.all_containers()):
             for plugin in reversed(self.plugins):
-                plugin.release(pod.uid, container.name)
+                if self._is_builtin(plugin) or wants(plugin, container):
+                    plugin.release(pod.uid, container.name)
         for manager in self._managers.values() if tm is None else (tm,):
             manager.remove_pod(pod.uid)
 
@@ -237,8 +258,11 @@ class ResourceManager:
         The pod stays admitted; its admission record no longer lists the container, so views built
         from it (NRT accounting, snapshots) match what the plugins still hold.
         """
+        pod = self.pods.get(pod_uid)
+        container = next((c for c in pod.all_containers() if c.name == container_name), None) if pod else None
         for plugin in reversed(self.plugins):
-            plugin.release(pod_uid, container_name)
+            if self._is_builtin(plugin) or container is None or wants(plugin, container):
+                plugin.release(pod_uid, container_name)
         for manager in self._managers.values():
             manager.remove_container(pod_uid, container_name)
         admission = self.admissions.get(pod_uid)

@@ -20,6 +20,11 @@ Contract:
   ``reconfigure(config)`` is only called when every plugin reported no problem, and must leave
   existing allocations untouched.
 
+Scope: the built-in plugins see every container; a vendor plugin is only asked (hints, allocate,
+release) about containers that request or limit one of its ``resources``, as the kubelet's Device
+Manager only acts on containers requesting devices. So a slow or hung out-of-process plugin, whose
+calls the gRPC adapter bounds with a deadline, delays only the pods that need it.
+
 Built-in plugins implement this in process (``policy/builtin.py``); an out-of-process vendor plugin
 is reached through the same protocol by a gRPC adapter (``grpcapi``), so the manager cannot tell them
 apart.

@@ -215,7 +215,8 @@ def _explain_node(
         name,
         False,
         True,
-        None,
+        # upstream's Score on a node the pod fits no zone of (kube-scheduler never asks, we answer)
+        score(pod, topology, None, strategy),
         reason=verdict.reason,
         code=verdict.code,
         unit=verdict.unit,

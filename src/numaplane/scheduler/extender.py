@@ -20,7 +20,8 @@ Semantics:
   answers with ``Error`` set (the scheduling attempt is retried) rather than letting every node pass.
   Note: kube-scheduler's own preemption does not consult us (no ``preemptVerb``), so it may evict pods
   that free the wrong zone; FailedNodes only means "eviction could help".
-* **prioritize** — our 0..100 NUMA score scaled to 0..10 (nearest, halves up); nodes we reject score 0.
+* **prioritize** — our 0..100 NUMA score scaled to 0..10 (nearest, halves up); a node we reject gets
+  the score upstream's Score computes for it (kube-scheduler only asks about nodes that passed).
 * **bind** — the pod (from our informer, or read from the API when unknown or recreated) is reserved in
   the cache, the ``pods/binding`` subresource is created through the kube port, then PostBind (or
   Unreserve when the API refuses, whose message goes back in ``Error``). The reservation precedes the
@@ -151,7 +152,14 @@ class Extender:
         self._adopt_request_nodes(args)
         names = args.names
         ev = self.core.evaluate(args.pod, names, mark=False)
-        scores = [(name, ev.scores.get(name, 0)) for name in names]
+        known = self.core.nodes
+        scores = [
+            (
+                name,
+                ev.scores[name] if name in ev.scores else self.core.numa_score(args.pod, name) if name in known else 0,
+            )
+            for name in names
+        ]
         log.debug("prioritize", pod=args.pod.key, scores=dict(scores))
         return priority_list(scores)
 

@@ -27,7 +27,7 @@ Modelling choices (documented because they shape results):
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cache
@@ -37,6 +37,7 @@ from typing import Any
 
 from numaplane.policy.config import DeviceSpec, NodeResourceConfig, parse_config
 from numaplane.policy.manager import ResourceManager
+from numaplane.policy.plugin import ResourcePlugin
 from numaplane.resources.quantity import Quantity
 from numaplane.sim.errors import ClusterSpecError
 from numaplane.topology.errors import TopologyFormatError
@@ -187,13 +188,18 @@ def node_config(
     )
 
 
+PluginFactory = Callable[[Topology, NodeResourceConfig], ResourcePlugin]
+
+
 @dataclass(frozen=True)
 class NodeTemplate:
-    """What a simulated node is. ``config`` is the node's resource-manager configuration."""
+    """What a simulated node is. ``config`` is the node's resource-manager configuration; ``plugins``
+    build the node's vendor plugins (``simulate --plugin``), one instance per node."""
 
     name: str
     topology: Topology
     config: NodeResourceConfig
+    plugins: tuple[PluginFactory, ...] = ()
 
 
 @dataclass
@@ -229,12 +235,24 @@ def allocatable_of(topology: Topology, manager: ResourceManager) -> dict[str, Qu
     for resource, devices in manager.config.devices.items():
         if devices:
             out[resource] = Quantity.from_int(len(devices))
+    builtin = {id(manager.cpu), id(manager.memory), id(manager.devices)}
+    for plugin in manager.plugins:
+        if id(plugin) in builtin:
+            continue
+        totals: dict[str, int] = {}
+        for amounts in plugin.allocatable().values():
+            for resource, amount in amounts.items():
+                if resource in plugin.resources:
+                    totals[resource] = totals.get(resource, 0) + amount
+        for resource, total in totals.items():
+            out[resource] = Quantity.from_int(total)  # the vendor's device plugin advertises them
     return out
 
 
 def instantiate(template: NodeTemplate) -> SimNode:
     """A fresh node (empty manager) from its template."""
-    manager = ResourceManager(template.topology, template.config)
+    plugins = [make(template.topology, template.config) for make in template.plugins]
+    manager = ResourceManager(template.topology, template.config, extra_plugins=plugins)
     allocatable = allocatable_of(template.topology, manager)
     doc = {
         "apiVersion": "v1",

@@ -1,13 +1,22 @@
-"""Conformance kind ``cpu-static`` (SCHEMA.md §4.2): static policy construction, Start, Allocate, RemoveContainer."""
+"""Conformance kind ``cpu-static`` (SCHEMA.md §4.2): static policy construction, Start, Allocate, RemoveContainer.
+
+:func:`run_production` replays the ops through the resource manager's built-in CPU plugin — what the
+agent's admission calls (allocate with the merged hint, release on removal) — built from a
+``NodeResourceConfig`` document (``cpuManager``: static, the reservation, the options), with the
+case's state installed. It applies to every case the configuration can express: cases expecting a
+construction error (worded by the kubelet, not by the config validator) are not run there.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from numaplane.conformance.outcome import CaseContext, Outcome
+from numaplane.policy.builtin import CPUPlugin
+from numaplane.policy.config import parse_config
 from numaplane.policy.cpu import ReservedCPUs, StaticPolicy
 from numaplane.policy.cpu_state import CPUState
-from numaplane.policy.errors import AdmissionError, PolicyError
+from numaplane.policy.errors import AdmissionError, PolicyConfigError, PolicyError
 from numaplane.policy.hints import TopologyHint
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.topology.cpuset import CPUSet
@@ -46,7 +55,54 @@ def run(case: dict[str, Any], ctx: CaseContext) -> Outcome:
     return Outcome.ok()
 
 
-def _run_op(policy: StaticPolicy, state: CPUState, pods: dict[str, Pod], op: dict[str, Any], where: str) -> Outcome:
+class _ThroughPlugin:
+    """The policy calls of :func:`_run_op`, answered through the CPU plugin (its state is ``state``)."""
+
+    def __init__(self, plugin: CPUPlugin, policy: StaticPolicy) -> None:
+        self.plugin = plugin
+        self.policy = policy
+
+    def start(self, state: CPUState) -> None:
+        self.policy.start(state)
+
+    def allocate(self, state: CPUState, pod: Pod, container: str, hint: TopologyHint) -> CPUSet | None:
+        (ctr,) = [c for c in pod.all_containers() if c.name == container]
+        return self.plugin.allocate(pod, ctr, hint).cpus
+
+    def remove_container(self, state: CPUState, pod_uid: str, container: str) -> None:
+        self.plugin.release(pod_uid, container)
+
+    def pod_guaranteed_cpus(self, pod: Pod) -> int:
+        return self.policy.pod_guaranteed_cpus(pod)
+
+
+def run_production(case: dict[str, Any], ctx: CaseContext) -> Outcome | None:
+    if "expect_new" in case:
+        return None
+    reserved = case.get("reserved") or {}
+    cpu: dict[str, Any] = {"policy": "static", "reservedCPUCount": int(reserved.get("count", 0))}
+    if "cpus" in reserved:
+        cpu["reservedCPUs"] = str(reserved["cpus"])
+    if case.get("options"):
+        cpu["options"] = dict(case["options"])
+    try:
+        plugin = CPUPlugin(ctx.topology(str(case["topology"])), parse_config({"cpuManager": cpu}))
+    except (PolicyConfigError, PolicyError):
+        return None  # not expressible as a node configuration
+    assert plugin.policy is not None
+    plugin.state = _state(case.get("state") or {})
+    through = _ThroughPlugin(plugin, plugin.policy)
+    pods = {uid: parse_pod(doc) for uid, doc in (case.get("pods") or {}).items()}
+    for i, op in enumerate(case.get("ops") or []):
+        outcome = _run_op(through, plugin.state, pods, op, f"ops[{i}]")
+        if not outcome.passed:
+            return outcome
+    return Outcome.ok()
+
+
+def _run_op(
+    policy: StaticPolicy | _ThroughPlugin, state: CPUState, pods: dict[str, Pod], op: dict[str, Any], where: str
+) -> Outcome:
     kind = op["op"]
     expect = op.get("expect") or {}
     if kind == "start":
@@ -78,7 +134,9 @@ def _run_op(policy: StaticPolicy, state: CPUState, pods: dict[str, Pod], op: dic
     return outcome
 
 
-def _allocate(policy: StaticPolicy, state: CPUState, pod: Pod, op: dict[str, Any], where: str) -> Outcome:
+def _allocate(
+    policy: StaticPolicy | _ThroughPlugin, state: CPUState, pod: Pod, op: dict[str, Any], where: str
+) -> Outcome:
     expect = op.get("expect") or {}
     container = str(op["container"])
     before = state.get(pod.uid, container)

@@ -1,5 +1,12 @@
 """Kind ``memory-static``: the static Memory Manager policy (construction, Start, Allocate,
-RemoveContainer, hints, pod requests), one policy and state per case, ``ops`` in order."""
+RemoveContainer, hints, pod requests), one policy and state per case, ``ops`` in order.
+
+:func:`run_production` builds the resource manager's built-in memory plugin instead — from a machine
+(``Topology``: the case's NUMA memory and hugepages) and a ``NodeResourceConfig`` (``memoryManager``:
+Static, ``reservedMemory``) as the agent does — installs the case's state, and answers hints,
+allocate and remove through the plugin. Cases expecting a construction error, or without machine
+information, are not run there (the configuration cannot express them).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +14,15 @@ from collections import Counter
 from typing import Any
 
 from numaplane.conformance.outcome import CaseContext, Outcome
+from numaplane.policy.builtin import MemoryPlugin
+from numaplane.policy.config import parse_config
 from numaplane.policy.errors import PolicyConfigError, PolicyError
 from numaplane.policy.hints import TopologyHint
 from numaplane.policy.memory import MemoryPolicy
 from numaplane.policy.memory_state import MemoryState, machine_memory_from_dict
-from numaplane.resources.pod import Pod, parse_pod
+from numaplane.resources.pod import Container, Pod, parse_pod
+from numaplane.topology.cpuset import CPUSet
+from numaplane.topology.model import CPUInfo, HugePages, NUMANode, Topology
 
 
 def _norm_state(doc: dict[str, Any]) -> tuple[Any, Any]:
@@ -35,7 +46,71 @@ def _tables(doc: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     return {r: tuple(t[k] for k in keys) for r, t in (doc or {}).items()}
 
 
-def _run_op(policy: MemoryPolicy, pods: dict[str, Pod], op: dict[str, Any]) -> tuple[Any, Any]:
+class _ThroughPlugin:
+    """The policy calls of :func:`_run_op`, hints / allocate / remove answered by the memory plugin."""
+
+    def __init__(self, plugin: MemoryPlugin, policy: MemoryPolicy) -> None:
+        self.plugin = plugin
+        self.policy = policy
+        self.state = policy.state
+
+    def start(self) -> None:
+        self.policy.start()
+
+    def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> None:
+        self.plugin.allocate(pod, container, hint)
+
+    def remove(self, pod_uid: str, container: str) -> None:
+        self.plugin.release(pod_uid, container)
+
+    def hints(self, pod: Pod, container: Container) -> Any:
+        return self.plugin.hints(pod, container)
+
+    def pod_requests(self, pod: Pod) -> Any:
+        return self.policy.pod_requests(pod)
+
+
+def _machine_topology(doc: dict[str, Any]) -> Topology:
+    """A machine with the case's NUMA memory and hugepages (one CPU per node: the memory plugin reads
+    only the memory side)."""
+    nodes = []
+    cpus = []
+    for i, n in enumerate(doc.get("numa_nodes") or ()):
+        pages = tuple(HugePages(int(h["page_size_kib"]) * 1024, int(h["num_pages"])) for h in n.get("hugepages") or ())
+        nodes.append(NUMANode(int(n["id"]), CPUSet([i]), int(n["memory"]), hugepages=pages))
+        cpus.append(CPUInfo(cpu=i, core=i, socket=0, numa=int(n["id"]), uncore=0))
+    return Topology(cpus=tuple(cpus), numa_nodes=tuple(nodes), name="memory-static case")
+
+
+def run_production(case: dict[str, Any], ctx: CaseContext) -> Outcome | None:
+    expect_new = case.get("expect_new")
+    if (expect_new is not None and expect_new != {"ok": True}) or not case.get("machine"):
+        return None
+    reserved = [
+        {"numaNode": int(n), "limits": {str(r): int(v) for r, v in limits.items()}}
+        for n, limits in sorted(case["reserved"].items(), key=lambda kv: int(kv[0]))
+    ]
+    try:
+        config = parse_config({"memoryManager": {"policy": "Static", "reservedMemory": reserved}})
+        plugin = MemoryPlugin(_machine_topology(case["machine"]), config)
+    except (PolicyConfigError, PolicyError):
+        return None  # not expressible as a node configuration
+    assert plugin.policy is not None
+    plugin.policy.state = MemoryState.from_dict(case["state"])
+    through = _ThroughPlugin(plugin, plugin.policy)
+    pods = {uid: parse_pod(doc) for uid, doc in (case.get("pods") or {}).items()}
+    for i, op in enumerate(case.get("ops") or []):
+        got, expected = _run_op(through, pods, op)
+        if expected is not None and got != expected:
+            return Outcome.fail(expected, got, f"ops[{i}].expect")
+        if "expect_state" in op:
+            got_state, want_state = _norm_state(plugin.policy.state.to_dict()), _norm_state(op["expect_state"])
+            if got_state != want_state:
+                return Outcome.fail(op["expect_state"], plugin.policy.state.to_dict(), f"ops[{i}].expect_state")
+    return Outcome.ok()
+
+
+def _run_op(policy: MemoryPolicy | _ThroughPlugin, pods: dict[str, Pod], op: dict[str, Any]) -> tuple[Any, Any]:
     """Return ``(got, expected)`` for the op's ``expect``."""
     kind, expect = op["op"], op.get("expect")
     if kind == "start":

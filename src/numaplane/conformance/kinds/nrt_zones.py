@@ -1,7 +1,7 @@
 """Conformance kind ``nrt-zones`` (SCHEMA.md §4.8): the exporter's per-NUMA-zone resources.
 
 Zones and resources are compared as sets keyed by name, quantities by value; zone attributes are not
-part of the expectation.
+part of the expectation. :func:`run_production` runs one exporter scan over the case's responses.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from numaplane.conformance.outcome import CaseContext, Outcome
+from numaplane.conformance.production import scan_zones
 from numaplane.nrt.zones import zones_from_dicts
 from numaplane.resources.quantity import parse_quantity
 
@@ -31,7 +32,15 @@ def run(case: dict[str, Any], ctx: CaseContext) -> Outcome:
     zones = zones_from_dicts(
         str(case["node_name"]), case["machine"], case["allocatable"], case["list"], case.get("config")
     )
-    got = [z.to_dict() for z in zones]
+    return _compare(case, [z.to_dict() for z in zones])
+
+
+def run_production(case: dict[str, Any], ctx: CaseContext) -> Outcome:
+    zones = scan_zones(str(case["node_name"]), case["machine"], case["allocatable"], case["list"], case.get("config"))
+    return _compare(case, [z.to_dict() for z in zones])
+
+
+def _compare(case: dict[str, Any], got: list[dict[str, Any]]) -> Outcome:
     expected = case["expect"]["zones"]
     if _normal(got) == _normal(expected):
         return Outcome.ok()

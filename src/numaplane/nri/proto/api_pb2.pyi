@@ -858,24 +858,52 @@ class ContainerAdjustment(_message.Message):
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
     ANNOTATIONS_FIELD_NUMBER: _builtins.int
+    ENV_FIELD_NUMBER: _builtins.int
     LINUX_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def annotations(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def env(self) -> _containers.RepeatedCompositeFieldContainer[Global___KeyValue]: ...
     @_builtins.property
     def linux(self) -> Global___LinuxContainerAdjustment: ...
     def __init__(
         self,
         *,
         annotations: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        env: _abc.Iterable[Global___KeyValue] | None = ...,
         linux: Global___LinuxContainerAdjustment | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["linux", b"linux"]
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "linux", b"linux"]
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "env", b"env", "linux", b"linux"]
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ContainerAdjustment: _TypeAlias = ContainerAdjustment
+
+@_typing.final
+class KeyValue(_message.Message):
+    """An environment variable (NRI KeyValue)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    value: _builtins.str
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        value: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KeyValue: _TypeAlias = KeyValue
 
 @_typing.final
 class LinuxContainerAdjustment(_message.Message):
