@@ -390,10 +390,18 @@ class ControlPlane:
 
     @contextlib.contextmanager
     def scheduler(
-        self, profiles: list[dict[str, Any]] | None = None, extenders: list[dict[str, Any]] | None = None
+        self,
+        profiles: list[dict[str, Any]] | None = None,
+        extenders: list[dict[str, Any]] | None = None,
+        *,
+        kubeconfig_file: Path | None = None,
     ) -> Iterator[subprocess.Popen[bytes]]:
-        """Run kube-scheduler with a ``KubeSchedulerConfiguration`` (its ``extenders`` and ``profiles``)."""
-        kubeconfig_file = self.workdir / "kube-scheduler.kubeconfig"
+        """Run kube-scheduler with a ``KubeSchedulerConfiguration`` (its ``extenders`` and ``profiles``).
+
+        ``kubeconfig_file`` (e.g. :meth:`service_account_kubeconfig`) runs it with that identity's RBAC
+        instead of ``system:kube-scheduler``'s.
+        """
+        kubeconfig_file = kubeconfig_file or self.workdir / "kube-scheduler.kubeconfig"
         config: dict[str, Any] = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
