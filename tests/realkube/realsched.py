@@ -152,11 +152,19 @@ class Cluster:
     namespace: str
     nodes: list[str]
 
-    def add_node(self, name: str, zones: list[dict[str, Any]], *, cpu: str = "8", memory: str = "16Gi") -> str:
+    def add_node(
+        self,
+        name: str,
+        zones: list[dict[str, Any]],
+        *,
+        cpu: str = "8",
+        memory: str = "16Gi",
+        attributes: dict[str, str] | None = None,
+    ) -> str:
         node = f"{self.tag}-{name}"
         self.cp.register_node(node, {"cpu": cpu, "memory": memory, "pods": "110"}, labels={TEST_LABEL: self.tag})
         self.nodes.append(node)
-        put_nrt(self.cp, node, zones)
+        put_nrt(self.cp, node, zones, attributes)
         return node
 
     def pod(self, name: str, cpu: int, *, scheduler: str, memory: str = "1Gi") -> dict[str, Any]:
@@ -179,6 +187,27 @@ class Cluster:
             },
         }
         return self.cp.request("POST", f"/api/v1/namespaces/{self.namespace}/pods", doc)
+
+    def running_pod(self, name: str, node: str, cpu: str, *, scheduler: str) -> dict[str, Any]:
+        """A pod already on ``node`` and ``Running`` (as a kubelet would report it), e.g. a DaemonSet's."""
+        res = {"cpu": cpu, "memory": "256Mi"}
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {
+                "schedulerName": scheduler,
+                "nodeName": node,
+                "containers": [{"name": "main", "image": "pause", "resources": {"requests": res, "limits": res}}],
+            },
+        }
+        self.cp.request("POST", f"/api/v1/namespaces/{self.namespace}/pods", doc)
+        return self.cp.request(
+            "PATCH",
+            f"/api/v1/namespaces/{self.namespace}/pods/{name}/status",
+            {"status": {"phase": "Running"}},
+            content_type="application/merge-patch+json",
+        )
 
     def get_pod(self, name: str) -> dict[str, Any]:
         return self.cp.request("GET", f"/api/v1/namespaces/{self.namespace}/pods/{name}")
@@ -339,3 +368,16 @@ __all__ = [
     "scoped_cluster",
     "zone",
 ]
+
+
+def metric(port: int, name: str, **labels: str) -> float:
+    """The value of one sample of a numaplane process's ``/metrics`` (0 when absent)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        if all(f'{k}="{v}"' in head for k, v in labels.items()):
+            return float(value)
+    return 0.0
