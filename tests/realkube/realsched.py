@@ -209,6 +209,15 @@ class Cluster:
             content_type="application/merge-patch+json",
         )
 
+    def taint(self, node: str, key: str = "node-role.kubernetes.io/control-plane") -> None:
+        """Give ``node`` a NoSchedule taint our pods do not tolerate (like a control-plane node)."""
+        self.cp.request(
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            {"spec": {"taints": [{"key": key, "effect": "NoSchedule"}]}},
+            content_type="application/merge-patch+json",
+        )
+
     def get_pod(self, name: str) -> dict[str, Any]:
         return self.cp.request("GET", f"/api/v1/namespaces/{self.namespace}/pods/{name}")
 
@@ -280,6 +289,11 @@ class NumaplaneProcess:
         self.log_file = log_file
         self._log = open(log_file, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen([*CLI, *args], stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO)
+
+    def denials(self) -> list[str]:
+        """Log lines reporting an RBAC denial (HTTP 403) — none is expected under the rendered RBAC."""
+        text = self.log_file.read_text(errors="replace")
+        return [line for line in text.splitlines() if " 403 " in line or "forbidden" in line.lower()]
 
     def log(self, lines: int = 60) -> str:
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])

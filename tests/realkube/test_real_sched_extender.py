@@ -66,6 +66,7 @@ def test_extender_places_on_the_fitting_node_and_explains_the_refusal(
         assert "2 cannot align container" in event["message"], event["message"]
         assert not cluster.node_of("nowhere")
         assert not scheduler_log_forbidden(control_plane), scheduler_log_forbidden(control_plane)[:5]
+        assert not extender.denials(), extender.denials()[:5]
 
 
 @pytest.mark.parametrize("ignorable", [True, False])

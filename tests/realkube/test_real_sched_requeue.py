@@ -66,8 +66,12 @@ def test_extender_refused_pod_is_retried_within_seconds_of_the_nrt_freeing_room(
             [zone("node-0", 1, 7), zone("node-1", 1, 8)],
             attributes={ATTRIBUTE: compute_fingerprint([(ns, "daemon"), (ns, "big")]), ATTRIBUTE_METHOD: "all"},
         )
+        # A tainted node with room (a control plane, say): TaintToleration rejects the pod there, so
+        # kube-scheduler's own plugins are among its rejectors too, as in most real clusters.
+        cluster.taint(cluster.add_node("tainted", [zone("node-0", 4, 8), zone("node-1", 4, 8)]))
         cluster.pod("waits", 3, scheduler=PROFILE)
-        cluster.wait_event("waits", "FailedScheduling", "cannot align container")
+        event = cluster.wait_event("waits", "FailedScheduling", "cannot align container")
+        assert "untolerated taint" in event["message"], event["message"]
         # kube-scheduler retries once on its own (its PodScheduled condition update is an event for
         # the pod); after the second refusal the pod sits in the unschedulable pool.
         refusals = lambda: metric(port, FILTERS, verb="filter", code="200")  # noqa: E731
@@ -94,3 +98,4 @@ def test_extender_refused_pod_is_retried_within_seconds_of_the_nrt_freeing_room(
             if c["type"] == "numaplane.io/NUMAResourcesAvailable"
         )
         assert condition["status"] == "True" and node in condition["message"], condition
+        assert not extender.denials(), extender.denials()[:5]

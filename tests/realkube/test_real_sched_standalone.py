@@ -72,5 +72,6 @@ def test_standalone_binds_emits_events_and_over_reserves_through_watches(
         )
         assert cluster.wait_bound("second", extra=scheduler.log()) == node
         requeue_seconds = time.monotonic() - published
+        assert not scheduler.denials(), scheduler.denials()[:5]
         print(f"\nstandalone: placed {requeue_seconds:.1f} s after the NRT update")
         assert requeue_seconds < 15
