@@ -42,11 +42,21 @@ def test_standalone_binds_emits_events_and_over_reserves_through_watches(
         "scheduler", "run", "--kubeconfig", str(kubeconfig), f"--scheduler-name={SCHEDULER}",
         "--cache=overreserve", "--resync-period=1s", f"--health-address=127.0.0.1:{health}",
         "--metrics-address=", "--log-format=console",
+        # as rendered: Lease election in the install namespace, on the Lease its Role names
+        "--leader-elect", f"--leader-election-namespace={NAMESPACE}", "--leader-election-lease=numaplane-scheduler",
     ]  # fmt: skip
     with (
         scoped_cluster(control_plane) as cluster,
         numaplane(args, tmp_path / "scheduler.log", health) as scheduler,
     ):
+        lease = control_plane.wait_for(
+            "the scheduler's Lease held",
+            lambda: control_plane.request(
+                "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/numaplane-scheduler"
+            )["spec"].get("holderIdentity"),
+            timeout=30,
+        )
+        assert lease
         node = cluster.add_node("n", [zone("node-0", 4, 8), zone("node-1", 0, 8)])
         cluster.pod("first", 3, scheduler=SCHEDULER)
         assert cluster.wait_bound("first", extra=scheduler.log()) == node
