@@ -4,6 +4,8 @@ The real kube-scheduler's reaction is measured in ``tests/realkube/test_real_sch
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from sched_helpers import GI, node_doc, nrt_doc, pod_doc, zone_doc
@@ -30,7 +32,7 @@ async def _setup(scheduler: str = "numa") -> tuple[InMemoryKube, SchedulerCore, 
     core.nrt_upserted(nrt_doc("n1", _zones(1, 1)))
     pod = await store.create(POD, pod_doc("waits", 3, scheduler=scheduler))
     core.pod_upserted(None, pod)
-    return store, core, RequeueSignal(core, store, debounce_seconds=0, min_interval_seconds=0), pod
+    return store, core, RequeueSignal(core, store, debounce_seconds=0), pod
 
 
 def _condition(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -50,6 +52,26 @@ async def test_refused_pod_is_signalled_once_an_nrt_change_makes_it_fit() -> Non
     assert condition is not None and condition["status"] == "True" and "n1" in condition["message"]
     assert not signal.waiting  # a later refusal registers it again
     assert await signal.check() == 0
+    signal.refused(pod)
+    assert await signal.check({"elsewhere"}) == 0  # only the changed nodes are evaluated
+    assert await signal.check({"n1"}) == 1
+
+
+async def test_changes_wake_the_loop_which_checks_only_the_changed_nodes() -> None:
+    store, core, signal, doc = await _setup()
+    signal.refused(parse_pod(doc))
+    task = asyncio.get_running_loop().create_task(signal.run())
+    try:
+        freed = nrt_doc("n1", _zones(4, 1))
+        core.nrt_upserted(freed)
+        signal.object_changed(freed)
+        deadline = time.monotonic() + 5
+        while signal.signalled == 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert signal.signalled == 1
+        assert _condition(await store.get(POD, "waits", namespace="default")) is not None
+    finally:
+        task.cancel()
 
 
 async def test_pods_of_other_schedulers_bound_or_gone_are_not_signalled() -> None:

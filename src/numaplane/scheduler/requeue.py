@@ -16,12 +16,12 @@ so one write to the pod moves it to the backoff or active queue — whatever oth
 What :class:`RequeueSignal` does: the extender's filter reports each pod of our profiles it refused on
 every node (:meth:`RequeueSignal.refused`). After a change that can free room — an NRT added or
 updated, a Node added or updated, an over-reserve resync flush — it evaluates each waiting pod with
-the same core (kube-scheduler's basic predicates, then the NUMA filter); for a pod that now fits some
-node it applies (server-side apply on ``pods/status``, field manager ``numaplane-scheduler``) the pod
+the same core (kube-scheduler's basic predicates, then the NUMA filter) on the nodes that changed;
+for a pod that now fits one of them it applies (server-side apply on ``pods/status``, field manager ``numaplane-scheduler``) the pod
 condition ``numaplane.io/NUMAResourcesAvailable=True`` naming that node, and forgets the pod (a later
 refusal registers it again). ``pods/status`` patch is already in kube-scheduler's RBAC, which the
-extender shares. Checks are coalesced (``debounce_seconds``) and each pod is signalled at most once per
-``min_interval_seconds``.
+extender shares. Changes are coalesced (``debounce_seconds``); a check costs one basic filter and one
+NUMA evaluation per waiting pod, restricted to the changed nodes, and yields between pods.
 
 The resulting delay from the NRT update to the retry: the over-reserve resync tick (at most a quarter
 of the resync period, and no more than 1 s, when the change needs a flush), ``debounce_seconds``, one
@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +46,7 @@ from numaplane.kube.port import KubePort, PatchType
 from numaplane.kube.resources import POD
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.core import SchedulerCore
-from numaplane.scheduler.core_records import TERMINAL_PHASES
+from numaplane.scheduler.core_records import TERMINAL_PHASES, object_name
 
 __all__ = ["CONDITION_TYPE", "FIELD_MANAGER", "RequeueSignal"]
 
@@ -59,7 +61,6 @@ REASON = "NUMAResourcesFreed"
 class _Waiting:
     uid: str
     refused_at: float
-    signalled_at: float | None = None
 
 
 def _timestamp(seconds: float) -> str:
@@ -77,18 +78,17 @@ class RequeueSignal:
         *,
         clock: Clock | None = None,
         debounce_seconds: float = 0.1,
-        min_interval_seconds: float = 1.0,
         max_waiting: int = 10_000,
     ) -> None:
         self.core = core
         self.kube = kube
         self.clock: Clock = clock or SystemClock()
         self.debounce_seconds = debounce_seconds
-        self.min_interval_seconds = min_interval_seconds
         self.max_waiting = max_waiting
         self.waiting: dict[str, _Waiting] = {}
         self.signalled = 0
         self._wake = asyncio.Event()
+        self._dirty: set[str] = set()
 
     # --- input -------------------------------------------------------------------------------------
 
@@ -103,41 +103,49 @@ class RequeueSignal:
             self.waiting.pop(next(iter(self.waiting)))
         self.waiting[pod.key] = _Waiting(pod.uid, self.clock.monotonic())
 
-    def changed(self, *_: Any) -> None:
-        """Something that can free room changed (usable as an informer handler or flush callback)."""
+    def changed(self, nodes: Iterable[str]) -> None:
+        """The cached view of ``nodes`` may have more room now (a flush, an NRT or a Node change)."""
         if self.waiting:
+            self._dirty.update(nodes)
             self._wake.set()
+
+    def object_changed(self, *objs: Mapping[str, Any]) -> None:
+        """Informer handler (``on_add(obj)`` / ``on_update(old, new)``) for Nodes and NRTs."""
+        name = object_name(objs[-1]) if objs else ""
+        if name:
+            self.changed((name,))
 
     # --- work --------------------------------------------------------------------------------------
 
-    def fitting(self) -> list[tuple[Pod, str]]:
-        """The waiting pods that now fit a node, with the best such node; forgets pods that are gone,
-        bound or terminal. Pure: no API call."""
-        out: list[tuple[Pod, str]] = []
-        for key, entry in list(self.waiting.items()):
-            pod = self.core.pods.get(key)
-            if pod is None or pod.uid != entry.uid or pod.node_name or pod.phase in TERMINAL_PHASES:
-                del self.waiting[key]
-                continue
-            now = self.clock.monotonic()
-            if entry.signalled_at is not None and now - entry.signalled_at < self.min_interval_seconds:
-                continue
-            candidates = self.core.basic_filter(pod).passed
-            if not candidates:
-                continue
-            ev = self.core.evaluate(pod, candidates, mark=False)
-            if ev.scores:
-                best = max(sorted(ev.scores), key=lambda n: ev.scores[n])
-                out.append((pod, best))
-        return out
+    def fits(self, key: str, nodes: AbstractSet[str] | None = None) -> tuple[Pod, str] | None:
+        """Waiting pod ``key`` and the best node of ``nodes`` (default: all) it fits now, if any;
+        forgets the pod when it is gone, bound or terminal. Pure: no API call."""
+        entry = self.waiting.get(key)
+        if entry is None:
+            return None
+        pod = self.core.pods.get(key)
+        if pod is None or pod.uid != entry.uid or pod.node_name or pod.phase in TERMINAL_PHASES:
+            del self.waiting[key]
+            return None
+        candidates = [n for n in self.core.basic_filter(pod).passed if nodes is None or n in nodes]
+        if not candidates:
+            return None
+        ev = self.core.evaluate(pod, candidates, mark=False)
+        if not ev.scores:
+            return None
+        return pod, max(sorted(ev.scores), key=lambda n: ev.scores[n])
 
-    async def check(self) -> int:
-        """Signal every waiting pod that fits now; returns how many were signalled."""
+    async def check(self, nodes: AbstractSet[str] | None = None) -> int:
+        """Signal every waiting pod that fits one of ``nodes`` (default: any node) now; returns how
+        many were signalled. Yields to the event loop between pods (the extender keeps answering)."""
         count = 0
-        for pod, node in self.fitting():
-            entry = self.waiting.pop(pod.key, None)
-            if entry is not None:
-                entry.signalled_at = self.clock.monotonic()
+        for key in list(self.waiting):
+            found = self.fits(key, nodes)
+            await asyncio.sleep(0)
+            if found is None:
+                continue
+            pod, node = found
+            self.waiting.pop(key, None)
             if await self._signal(pod, node):
                 count += 1
         self.signalled += count
@@ -193,8 +201,9 @@ class RequeueSignal:
             await self._wake.wait()
             await self.clock.sleep(self.debounce_seconds)
             self._wake.clear()
+            nodes, self._dirty = self._dirty, set()
             try:
-                await self.check()
+                await self.check(nodes)
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -204,12 +204,12 @@ class ExtenderService(_Process):
         self.extender = Extender(
             self.core, kube, self.metrics, ready=lambda: self.ready, on_refused=self.requeue.refused
         )
-        changed = self.requeue.changed
+        changed = self.requeue.object_changed
         for informer in (self.informers.nrts, self.informers.nodes):
             informer.add_handler(EventHandlers(on_add=changed, on_update=changed))
 
     def _on_flush(self, nodes: tuple[str, ...]) -> None:
-        self.requeue.changed()
+        self.requeue.changed(nodes)
 
     async def start(self) -> None:
         """Start informers, the resync loop and the HTTP server; returns once listening."""
