@@ -8,6 +8,7 @@ events carrying the extender's reasons; with the extender down, ``ignorable`` de
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,27 @@ def test_extender_down_behaves_as_configured(
             event = cluster.wait_event("p", "FailedScheduling", "connection refused")
             assert "filter" in event["message"], event["message"]
             assert not cluster.node_of("p")
+
+
+def test_extender_score_decides_between_nodes_kube_scheduler_finds_equal(
+    control_plane: ControlPlane, extender_install: tuple[list[dict[str, object]], Path], tmp_path: Path
+) -> None:
+    docs, kubeconfig = extender_install
+    port = free_port()
+    config = kube_scheduler_config(docs, port)  # type: ignore[arg-type]
+    with (
+        scoped_cluster(control_plane) as cluster,
+        numaplane(extender_args(kubeconfig, port, PROFILE), tmp_path / "extender.log", port) as extender,
+        control_plane.scheduler(config["profiles"], config["extenders"], kubeconfig_file=kubeconfig),
+    ):
+        # Identical Nodes for kube-scheduler; both fit the pod on one zone, but "roomier" has bigger
+        # zones (LeastAllocated NUMA score): only the extender's prioritize answer tells them apart.
+        tighter = cluster.add_node("tighter", [zone("node-0", 4, 8), zone("node-1", 4, 8)], cpu="16")
+        big = {"allocatable_cpu": 8}
+        roomier = cluster.add_node("roomier", [zone("node-0", 8, 8, **big), zone("node-1", 8, 8, **big)], cpu="16")
+        cluster.pod("scored", 2, scheduler=PROFILE)
+        assert cluster.wait_bound("scored", extra=extender.log()) == roomier
+        # not a coin toss between tied nodes: the extender scored them apart
+        lines = [line for line in extender.log(400).splitlines() if "prioritize" in line and "scored" in line]
+        scores = ast.literal_eval(lines[-1].split("scores=", 1)[1]) if lines else {}
+        assert scores and scores[roomier] > scores[tighter], lines
