@@ -40,7 +40,9 @@ def render(*args: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(out) if d]
 
 
-def rendered_scheduler(cp: ControlPlane, tmp: Path, *, mode: str, scheduler_name: str) -> list[dict[str, Any]]:
+def rendered_scheduler(
+    cp: ControlPlane, tmp: Path, *, mode: str, scheduler_name: str, replicas: int = 1
+) -> list[dict[str, Any]]:
     """``numaplane render --from`` a NUMAResourcesScheduler of ``mode``: every object it prints."""
     cr = tmp / f"nrs-{mode}.yaml"
     cr.write_text(
@@ -49,7 +51,12 @@ def rendered_scheduler(cp: ControlPlane, tmp: Path, *, mode: str, scheduler_name
                 "apiVersion": "numaplane.io/v1",
                 "kind": "NUMAResourcesScheduler",
                 "metadata": {"name": "numaresourcesscheduler"},
-                "spec": {"schedulerName": scheduler_name, "mode": mode, "cacheResyncPeriod": "2s"},
+                "spec": {
+                    "schedulerName": scheduler_name,
+                    "mode": mode,
+                    "cacheResyncPeriod": "2s",
+                    "replicas": replicas,  # > 1: Lease election rendered
+                },
             }
         )
     )

@@ -38,7 +38,7 @@ PROFILE = "numa-extender"
 def extender_install(control_plane: ControlPlane, tmp_path: Path) -> tuple[list[dict[str, object]], Path]:
     """The NRT CRD and the rendered extender-mode RBAC; the ServiceAccount's kubeconfig."""
     install_nrt_crd(control_plane)
-    docs = rendered_scheduler(control_plane, tmp_path, mode="extender", scheduler_name=PROFILE)
+    docs = rendered_scheduler(control_plane, tmp_path, mode="extender", scheduler_name=PROFILE, replicas=2)
     apply_rbac(control_plane, docs)
     return docs, control_plane.service_account_kubeconfig(NAMESPACE, SA_NAME)
 
@@ -52,8 +52,26 @@ def test_extender_places_on_the_fitting_node_and_explains_the_refusal(
     with (
         scoped_cluster(control_plane) as cluster,
         numaplane(extender_args(kubeconfig, port, PROFILE), tmp_path / "extender.log", port) as extender,
-        control_plane.scheduler(config["profiles"], config["extenders"], kubeconfig_file=kubeconfig),
+        control_plane.scheduler(
+            config["profiles"],
+            config["extenders"],
+            kubeconfig_file=kubeconfig,
+            leader_election=config["leaderElection"],  # as rendered for 2 replicas: the Lease its Role names
+        ),
     ):
+        lease = config["leaderElection"]
+        try:
+            holder = control_plane.wait_for(
+                "kube-scheduler holds the rendered Lease",
+                lambda: control_plane.request(
+                    "GET",
+                    f"/apis/coordination.k8s.io/v1/namespaces/{lease['resourceNamespace']}/leases/{lease['resourceName']}",
+                )["spec"].get("holderIdentity"),
+                timeout=40,
+            )
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}\n{control_plane.log_tail('kube-scheduler', 40)}") from None
+        assert holder
         # Both nodes have 8 CPUs for kube-scheduler; only "roomy" has 3 free on one NUMA zone.
         cluster.add_node("split", [zone("node-0", 2, 6), zone("node-1", 2, 6)])
         roomy = cluster.add_node("roomy", [zone("node-0", 3, 6), zone("node-1", 0, 6)])
