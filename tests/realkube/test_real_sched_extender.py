@@ -43,12 +43,17 @@ def extender_install(control_plane: ControlPlane, tmp_path: Path) -> tuple[list[
     return docs, control_plane.service_account_kubeconfig(NAMESPACE, SA_NAME)
 
 
+@pytest.mark.parametrize("node_cache_capable", [True, False], ids=["node-names", "node-objects"])
 def test_extender_places_on_the_fitting_node_and_explains_the_refusal(
-    control_plane: ControlPlane, extender_install: tuple[list[dict[str, object]], Path], tmp_path: Path
+    control_plane: ControlPlane,
+    extender_install: tuple[list[dict[str, object]], Path],
+    tmp_path: Path,
+    node_cache_capable: bool,
 ) -> None:
     docs, kubeconfig = extender_install
     port = free_port()
-    config = kube_scheduler_config(docs, port)  # type: ignore[arg-type]
+    # rendered: nodeCacheCapable true (names only); false sends kube-scheduler's Node objects
+    config = kube_scheduler_config(docs, port, nodeCacheCapable=node_cache_capable)  # type: ignore[arg-type]
     with (
         scoped_cluster(control_plane) as cluster,
         numaplane(extender_args(kubeconfig, port, PROFILE), tmp_path / "extender.log", port) as extender,
