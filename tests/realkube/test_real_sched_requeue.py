@@ -99,3 +99,4 @@ def test_extender_refused_pod_is_retried_within_seconds_of_the_nrt_freeing_room(
         )
         assert condition["status"] == "True" and node in condition["message"], condition
         assert not extender.denials(), extender.denials()[:5]
+        assert metric(port, "numaplane_scheduler_requeue_signals_total", result="success") >= 1

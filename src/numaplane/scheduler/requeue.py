@@ -47,6 +47,7 @@ from numaplane.kube.resources import POD
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.core import SchedulerCore
 from numaplane.scheduler.core_records import TERMINAL_PHASES, object_name
+from numaplane.scheduler.metrics import SchedulerMetrics
 
 __all__ = ["CONDITION_TYPE", "FIELD_MANAGER", "RequeueSignal"]
 
@@ -77,12 +78,14 @@ class RequeueSignal:
         kube: KubePort,
         *,
         clock: Clock | None = None,
+        metrics: SchedulerMetrics | None = None,
         debounce_seconds: float = 0.1,
         max_waiting: int = 10_000,
     ) -> None:
         self.core = core
         self.kube = kube
         self.clock: Clock = clock or SystemClock()
+        self.metrics = metrics
         self.debounce_seconds = debounce_seconds
         self.max_waiting = max_waiting
         self.waiting: dict[str, _Waiting] = {}
@@ -188,12 +191,19 @@ class RequeueSignal:
                 force=True,
             )
         except NotFound:
+            self._count("gone")
             return False
         except KubeError as exc:
+            self._count("error")
             log.warning("requeue signal failed", pod=pod.key, node=node, error=str(exc))
             return False
+        self._count("success")
         log.info("requeue signalled", pod=pod.key, podUID=pod.uid, node=node)
         return True
+
+    def _count(self, result: str) -> None:
+        if self.metrics is not None:
+            self.metrics.requeue_signals.labels(result=result).inc()
 
     async def run(self) -> None:
         """Check after every change (coalesced) until cancelled."""

@@ -200,7 +200,7 @@ class ExtenderService(_Process):
         self.prefix = prefix
         self.metrics_address = metrics_address
         self.health_address = health_address
-        self.requeue = RequeueSignal(self.core, kube, clock=self.clock)
+        self.requeue = RequeueSignal(self.core, kube, clock=self.clock, metrics=self.metrics)
         self.extender = Extender(
             self.core, kube, self.metrics, ready=lambda: self.ready, on_refused=self.requeue.refused
         )
