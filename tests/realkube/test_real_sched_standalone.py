@@ -66,6 +66,20 @@ def test_standalone_binds_emits_events_and_over_reserves_through_watches(
         event = cluster.wait_event("second", "FailedScheduling", "cannot align container")
         assert event["source"].get("component") == SCHEDULER or event.get("reportingComponent") == SCHEDULER, event
         assert not cluster.node_of("second")
+        # as kube-scheduler does: PodScheduled=False/Unschedulable with the same message (autoscalers read it)
+        condition = control_plane.wait_for(
+            "PodScheduled=False on second",
+            lambda: next(
+                (
+                    c
+                    for c in cluster.get_pod("second")["status"].get("conditions") or []
+                    if c["type"] == "PodScheduled" and c["status"] == "False"
+                ),
+                None,
+            ),
+            timeout=20,
+        )
+        assert condition["reason"] == "Unschedulable" and "cannot align container" in condition["message"]
         # The kubelet runs "first"; the exporter republishes: node-0 accounts for it, node-1 freed.
         control_plane.request(
             "PATCH",
@@ -83,5 +97,7 @@ def test_standalone_binds_emits_events_and_over_reserves_through_watches(
         assert cluster.wait_bound("second", extra=scheduler.log()) == node
         requeue_seconds = time.monotonic() - published
         assert not scheduler.denials(), scheduler.denials()[:5]
+        conditions = {c["type"]: c["status"] for c in cluster.get_pod("second")["status"]["conditions"]}
+        assert conditions["PodScheduled"] == "True", conditions  # set by the API server's binding
         print(f"\nstandalone: placed {requeue_seconds:.1f} s after the NRT update")
         assert requeue_seconds < 15

@@ -11,7 +11,9 @@ One scheduling cycle per pod, one pod at a time (like kube-scheduler's schedulin
 3. the NUMA filter and score on the nodes that passed (:meth:`SchedulerCore.evaluate`);
 4. no node left → ``FailedScheduling`` Warning Event with kube-scheduler's aggregated message
    (:func:`fit_error_message`: ``0/5 nodes are available: 2 Insufficient cpu, 3 cannot align
-   container.``) and the pod waits in the unschedulable queue;
+   container.``), the pod condition ``PodScheduled=False`` reason ``Unschedulable`` with that message
+   (written when it changes; cluster-autoscaler and ``kubectl describe`` read it), and the pod waits
+   in the unschedulable queue;
 5. otherwise the node with the highest ``numa_score_weight * NUMA score + fit_score_weight *
    LeastAllocated fit score`` wins (ties: lowest node name, so runs are reproducible), the pod is
    *assumed* there (cache Reserve + usage) and its binding runs in the background (at most
@@ -37,7 +39,8 @@ from numaplane.kube.clock import Clock, SystemClock
 from numaplane.kube.errors import Conflict, KubeError, NotFound, QueueShutDown
 from numaplane.kube.events import make_event
 from numaplane.kube.informer import EventHandlers
-from numaplane.kube.port import JsonObj, KubePort
+from numaplane.kube.port import JsonObj, KubePort, PatchType
+from numaplane.kube.resources import POD
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.core import SchedulerCore
@@ -49,6 +52,9 @@ from numaplane.scheduler.queue import SchedulingQueue
 __all__ = ["Decision", "StandaloneScheduler", "fit_error_message"]
 
 log = structlog.get_logger("numaplane.scheduler")
+
+#: Field manager of the scheduler's writes to ``pods/status``.
+FIELD_MANAGER = "numaplane-scheduler"
 
 
 def fit_error_message(total_nodes: int, reasons: Mapping[str, list[str]]) -> str:
@@ -290,6 +296,55 @@ class StandaloneScheduler:
         self.metrics.attempt_seconds.labels(result="unschedulable").observe(time.perf_counter() - started)
         log.info("unschedulable", reasons=decision.reasons, message=message, backoff_seconds=delay)
         self._post_event(pod, "FailedScheduling", message, "Warning")
+        self._mark_unschedulable(pod, message)
+
+    def _mark_unschedulable(self, pod: Pod, message: str) -> None:
+        """Set ``PodScheduled=False`` (reason ``Unschedulable``) as kube-scheduler does — what
+        ``kubectl describe`` and cluster-autoscaler read — unless the pod already says exactly that."""
+        conditions = (pod.raw.get("status") or {}).get("conditions") or []
+        current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        if current is not None and (current.get("status"), current.get("reason"), current.get("message")) == (
+            "False",
+            "Unschedulable",
+            message,
+        ):
+            return
+        now = self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        transition = current.get("lastTransitionTime") if current and current.get("status") == "False" else None
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": message,
+                        "lastTransitionTime": transition or now,
+                    }
+                ]
+            },
+        }
+
+        async def patch() -> None:
+            try:
+                await self.kube.patch_status(
+                    POD,
+                    pod.name,
+                    body,
+                    namespace=pod.namespace,
+                    patch_type=PatchType.APPLY,
+                    field_manager=FIELD_MANAGER,
+                    force=True,
+                )
+            except KubeError as exc:
+                log.info("PodScheduled condition not recorded", pod=pod.key, error=str(exc))
+
+        task = asyncio.get_running_loop().create_task(patch())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _bind(self, pod: Pod, node: str, started: float) -> None:
         key = pod.key
