@@ -16,6 +16,7 @@ from realsched import (
     apply_rbac,
     free_port,
     install_nrt_crd,
+    metric,
     numaplane,
     put_nrt,
     rendered_scheduler,
@@ -101,3 +102,37 @@ def test_standalone_binds_emits_events_and_over_reserves_through_watches(
         assert conditions["PodScheduled"] == "True", conditions  # set by the API server's binding
         print(f"\nstandalone: placed {requeue_seconds:.1f} s after the NRT update")
         assert requeue_seconds < 15
+
+
+def test_standalone_aggregates_repeated_failed_scheduling_events(control_plane: ControlPlane, tmp_path: Path) -> None:
+    """A pod stuck while other nodes' NRTs keep changing is retried each time (after backoff), but
+    its identical FailedScheduling events are one Event object, as kube-scheduler's are."""
+    install_nrt_crd(control_plane)
+    apply_rbac(control_plane, rendered_scheduler(control_plane, tmp_path, mode="standalone", scheduler_name=SCHEDULER))
+    kubeconfig = control_plane.service_account_kubeconfig(NAMESPACE, SA_NAME)
+    health, metrics = free_port(), free_port()
+    args = [
+        "scheduler", "run", "--kubeconfig", str(kubeconfig), f"--scheduler-name={SCHEDULER}",
+        f"--health-address=127.0.0.1:{health}", f"--metrics-address=127.0.0.1:{metrics}", "--log-format=console",
+    ]  # fmt: skip
+    with (
+        scoped_cluster(control_plane) as cluster,
+        numaplane(args, tmp_path / "scheduler.log", health) as scheduler,
+    ):
+        cluster.add_node("full", [zone("node-0", 1, 8), zone("node-1", 1, 8)])
+        busy = cluster.add_node("busy", [zone("node-0", 1, 8), zone("node-1", 1, 8)])
+        cluster.pod("stuck", 3, scheduler=SCHEDULER)
+        cluster.wait_event("stuck", "FailedScheduling", "cannot align container")
+        attempts = lambda: metric(  # noqa: E731
+            metrics, "numaplane_scheduler_scheduling_attempt_duration_seconds_count", result="unschedulable"
+        )
+        deadline = time.monotonic() + 40
+        free = 1
+        while attempts() < 4 and time.monotonic() < deadline:  # an exporter publishing, the pod retried
+            free = 2 if free == 1 else 1
+            put_nrt(control_plane, busy, [zone("node-0", free, 8), zone("node-1", 1, 8)])
+            time.sleep(0.5)  # the pace of NRT updates, not a synchronisation
+        assert attempts() >= 4, scheduler.log()
+        failed = [e for e in cluster.events("stuck") if e.get("reason") == "FailedScheduling"]
+        print(f"\n{attempts():.0f} attempts, {len(failed)} FailedScheduling Event object(s)")
+        assert len(failed) == 1, [(e["metadata"]["name"], e.get("count")) for e in failed]
