@@ -117,6 +117,13 @@ async def test_stream_of_guaranteed_pods_with_fresh_nrts(api: FakeApiServer) -> 
         assert last["message"] == "0/4 nodes are available: 1 Insufficient cpu, 3 cannot align container."
         assert last["type"] == "Warning"
         assert last["involvedObject"]["kind"] == "Pod"
+        status = (await api.store.get(POD, pending[0], namespace="default"))["status"]
+        condition = next(c for c in status["conditions"] if c["type"] == "PodScheduled")
+        assert (condition["status"], condition["reason"], condition["message"]) == (
+            "False",
+            "Unschedulable",
+            last["message"],
+        )
         scheduled = await events_for(api.store, next(iter(placed)), "Scheduled")
         assert scheduled and scheduled[0]["message"].startswith("Successfully assigned default/")
         await eventually(lambda: _binds(service, 6))  # the API may show a binding before its caller resumes

@@ -129,6 +129,9 @@ KUBE_SCHEDULER_CLUSTER_RULES: tuple[Rule, ...] = (
     Rule.of(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
     Rule.of(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]),
     Rule.of([NRT_GROUP], ["noderesourcetopologies"], READ),
+    # kube-scheduler v1.36 starts these informers even with the DynamicResources plugin disabled, and
+    # schedules nothing until they have synced (found on a real v1.36.2 control plane).
+    Rule.of(["resource.k8s.io"], ["deviceclasses", "resourceclaims", "resourceslices"], READ),
     *_EVENTS,
 )
 

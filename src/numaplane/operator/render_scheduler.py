@@ -60,7 +60,8 @@ def kube_scheduler_configuration(nrs: NUMAResourcesScheduler, settings: Settings
     """The ``kubescheduler.config.k8s.io/v1`` config: one profile, our extender, Lease election.
 
     Dynamic resource allocation is disabled in the profile: NUMA alignment of DRA devices is not
-    modelled by the NRT API, and it keeps the scheduler's RBAC free of ``resource.k8s.io``.
+    modelled by the NRT API. kube-scheduler v1.36 still watches DeviceClasses, ResourceClaims and
+    ResourceSlices (and schedules nothing until those informers sync), so its RBAC reads them.
     """
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",

@@ -20,6 +20,8 @@ Semantics:
   answers with ``Error`` set (the scheduling attempt is retried) rather than letting every node pass.
   Note: kube-scheduler's own preemption does not consult us (no ``preemptVerb``), so it may evict pods
   that free the wrong zone; FailedNodes only means "eviction could help".
+  A pod refused on every node is reported to ``on_refused`` (:class:`~numaplane.scheduler.requeue.RequeueSignal`:
+  kube-scheduler is asked to retry it once an NRT change makes it fit).
 * **prioritize** — our 0..100 NUMA score scaled to 0..10 (nearest, halves up); a node we reject gets
   the score upstream's Score computes for it (kube-scheduler only asks about nodes that passed).
 * **bind** — the pod (from our informer, or read from the API when unknown or recreated) is reserved in
@@ -95,12 +97,19 @@ class Extender:
     """
 
     def __init__(
-        self, core: SchedulerCore, kube: KubePort, metrics: SchedulerMetrics, *, ready: Callable[[], bool]
+        self,
+        core: SchedulerCore,
+        kube: KubePort,
+        metrics: SchedulerMetrics,
+        *,
+        ready: Callable[[], bool],
+        on_refused: Callable[[Pod], None] | None = None,
     ) -> None:
         self.core = core
         self.kube = kube
         self.metrics = metrics
         self.ready = ready
+        self.on_refused = on_refused
 
     # --- verbs -------------------------------------------------------------------------------------
 
@@ -135,6 +144,8 @@ class Extender:
         for name in ev.unknown:
             unresolvable[name] = "node not found"
         result = filter_result(args, [n for n in names if n in passing], failed, unresolvable)
+        if not passing and names and self.on_refused is not None:
+            self.on_refused(pod)
         log.debug(
             "filter",
             pod=pod.key,

@@ -11,7 +11,10 @@ One scheduling cycle per pod, one pod at a time (like kube-scheduler's schedulin
 3. the NUMA filter and score on the nodes that passed (:meth:`SchedulerCore.evaluate`);
 4. no node left → ``FailedScheduling`` Warning Event with kube-scheduler's aggregated message
    (:func:`fit_error_message`: ``0/5 nodes are available: 2 Insufficient cpu, 3 cannot align
-   container.``) and the pod waits in the unschedulable queue;
+   container.``), the pod condition ``PodScheduled=False`` reason ``Unschedulable`` with that message
+   (written when it changes; cluster-autoscaler and ``kubectl describe`` read it), and the pod waits
+   in the unschedulable queue. An identical FailedScheduling of the same pod is aggregated into the
+   previous Event object (``count``, ``lastTimestamp``; written at most every 30 s), not a new one;
 5. otherwise the node with the highest ``numa_score_weight * NUMA score + fit_score_weight *
    LeastAllocated fit score`` wins (ties: lowest node name, so runs are reproducible), the pod is
    *assumed* there (cache Reserve + usage) and its binding runs in the background (at most
@@ -28,16 +31,18 @@ import contextlib
 import functools
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import structlog
 
-from numaplane.kube.clock import Clock, SystemClock
+from numaplane.kube.clock import Clock, SystemClock, format_time
 from numaplane.kube.errors import Conflict, KubeError, NotFound, QueueShutDown
 from numaplane.kube.events import make_event
 from numaplane.kube.informer import EventHandlers
-from numaplane.kube.port import JsonObj, KubePort
+from numaplane.kube.port import JsonObj, KubePort, PatchType
+from numaplane.kube.resources import EVENT, POD
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.core import SchedulerCore
@@ -49,6 +54,25 @@ from numaplane.scheduler.queue import SchedulingQueue
 __all__ = ["Decision", "StandaloneScheduler", "fit_error_message"]
 
 log = structlog.get_logger("numaplane.scheduler")
+
+#: Field manager of the scheduler's writes to ``pods/status``.
+FIELD_MANAGER = "numaplane-scheduler"
+#: A repeated identical FailedScheduling event of a pod updates its Event object at most this often.
+EVENT_REPEAT_WRITE_SECONDS = 30.0
+#: Pods whose last FailedScheduling event is remembered (oldest forgotten first).
+MAX_TRACKED_EVENTS = 50_000
+
+
+@dataclass
+class _LastEvent:
+    """The last FailedScheduling Event object posted for a pod, for aggregation."""
+
+    uid: str
+    message: str
+    name: str
+    namespace: str
+    count: int
+    written_at: float
 
 
 def fit_error_message(total_nodes: int, reasons: Mapping[str, list[str]]) -> str:
@@ -157,6 +181,7 @@ class StandaloneScheduler:
         self.metrics.watch_queues({q: functools.partial(self._queue_size, q) for q in self.queue.sizes()})
         self._bind_slots = asyncio.Semaphore(cfg.bind_concurrency)
         self._background: set[asyncio.Task[None]] = set()
+        self._last_events: dict[str, _LastEvent] = {}
         informers.pods.add_handler(
             EventHandlers(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
         )
@@ -196,6 +221,7 @@ class StandaloneScheduler:
 
     def _pod_deleted(self, obj: JsonObj) -> None:
         self.queue.forget(pod_key(obj))
+        self._last_events.pop(pod_key(obj), None)
         if (obj.get("spec") or {}).get("nodeName"):
             self.cluster_changed("pod deleted")
 
@@ -290,6 +316,55 @@ class StandaloneScheduler:
         self.metrics.attempt_seconds.labels(result="unschedulable").observe(time.perf_counter() - started)
         log.info("unschedulable", reasons=decision.reasons, message=message, backoff_seconds=delay)
         self._post_event(pod, "FailedScheduling", message, "Warning")
+        self._mark_unschedulable(pod, message)
+
+    def _mark_unschedulable(self, pod: Pod, message: str) -> None:
+        """Set ``PodScheduled=False`` (reason ``Unschedulable``) as kube-scheduler does — what
+        ``kubectl describe`` and cluster-autoscaler read — unless the pod already says exactly that."""
+        conditions = (pod.raw.get("status") or {}).get("conditions") or []
+        current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        if current is not None and (current.get("status"), current.get("reason"), current.get("message")) == (
+            "False",
+            "Unschedulable",
+            message,
+        ):
+            return
+        now = self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+        transition = current.get("lastTransitionTime") if current and current.get("status") == "False" else None
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": message,
+                        "lastTransitionTime": transition or now,
+                    }
+                ]
+            },
+        }
+
+        async def patch() -> None:
+            try:
+                await self.kube.patch_status(
+                    POD,
+                    pod.name,
+                    body,
+                    namespace=pod.namespace,
+                    patch_type=PatchType.APPLY,
+                    field_manager=FIELD_MANAGER,
+                    force=True,
+                )
+            except KubeError as exc:
+                log.info("PodScheduled condition not recorded", pod=pod.key, error=str(exc))
+
+        task = asyncio.get_running_loop().create_task(patch())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _bind(self, pod: Pod, node: str, started: float) -> None:
         key = pod.key
@@ -319,7 +394,43 @@ class StandaloneScheduler:
         log.info("bound", pod=key, podUID=pod.uid, node=node, flow="bind")
         self._post_event(pod, "Scheduled", f"Successfully assigned {key} to {node}", "Normal")
 
+    def _repeat(self, pod: Pod, reason: str, message: str) -> bool:
+        """Whether this event repeats the pod's last one; then it is aggregated into that Event object
+        (``count``, ``lastTimestamp``), written at most every :data:`EVENT_REPEAT_WRITE_SECONDS`."""
+        last = self._last_events.get(pod.key)
+        if reason != "FailedScheduling" or last is None or (last.uid, last.message) != (pod.uid, message):
+            return False
+        last.count += 1
+        now = self.clock.monotonic()
+        if now - last.written_at < EVENT_REPEAT_WRITE_SECONDS:
+            return True
+        last.written_at = now
+        patch = {"count": last.count, "lastTimestamp": format_time(self.clock.now())}
+
+        async def update() -> None:
+            try:
+                await self.kube.patch(EVENT, last.name, patch, namespace=last.namespace)
+            except NotFound:  # expired (the API server's event TTL): the next repeat creates a new one
+                self._last_events.pop(pod.key, None)
+            except KubeError as exc:
+                log.info("event not updated", reason=reason, pod=pod.key, error=str(exc))
+
+        self._spawn_background(update())
+        return True
+
+    def _spawn_background(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     def _post_event(self, pod: Pod, reason: str, message: str, kind: Literal["Normal", "Warning"]) -> None:
+        if self._repeat(pod, reason, message):
+            return
+        if reason == "FailedScheduling":
+            if len(self._last_events) >= MAX_TRACKED_EVENTS:
+                self._last_events.pop(next(iter(self._last_events)))
+        else:
+            self._last_events.pop(pod.key, None)
         involved = {"apiVersion": "v1", "kind": "Pod", "metadata": dict(pod.raw.get("metadata") or {})}
         event = make_event(
             involved,
@@ -331,6 +442,11 @@ class StandaloneScheduler:
             action="Scheduling" if reason == "FailedScheduling" else "Binding",
         )
         self.metrics.events.labels(reason=reason).inc()
+        if reason == "FailedScheduling":
+            meta = event["metadata"]
+            self._last_events[pod.key] = _LastEvent(
+                pod.uid, message, meta["name"], meta["namespace"], 1, self.clock.monotonic()
+            )
 
         async def post() -> None:
             try:

@@ -62,6 +62,12 @@ class SchedulerMetrics:
             buckets=BUCKETS_SECONDS,
             registry=r,
         )
+        self.requeue_signals = Counter(
+            f"{PREFIX}_requeue_signals",
+            "Refused pods the extender asked kube-scheduler to retry because a node freed room, by result.",
+            ["result"],
+            registry=r,
+        )
         self.resyncs = Counter(f"{PREFIX}_cache_resyncs", "Cache resyncs that flushed at least one node.", registry=r)
         self.flushed = Counter(f"{PREFIX}_cache_flushed_nodes", "Nodes flushed by cache resyncs.", registry=r)
         self.events = Counter(f"{PREFIX}_events", "Kubernetes Events posted, by reason.", ["reason"], registry=r)

@@ -1,7 +1,9 @@
 """Process wiring of the two scheduler modes: informers, cache resync, HTTP endpoints, leader election.
 
 * :class:`ExtenderService` — ``numaplane scheduler extender``: informers → core, the over-reserve
-  resync loop, and an HTTP server on ``address`` serving the extender verbs under ``prefix``, plus
+  resync loop, the :class:`~numaplane.scheduler.requeue.RequeueSignal` (NRT, Node and flush changes
+  → pods the extender refused that now fit get a condition, which makes kube-scheduler retry them),
+  and an HTTP server on ``address`` serving the extender verbs under ``prefix``, plus
   ``/metrics`` and ``/healthz``/``/readyz`` there too unless they get addresses of their own.
 * :class:`SchedulerService` — ``numaplane scheduler run``: informers → core, the resync loop, the
   :class:`~numaplane.scheduler.loop.StandaloneScheduler` (only while leading when a
@@ -31,6 +33,7 @@ from typing import Any
 import structlog
 
 from numaplane.kube.clock import Clock, SystemClock
+from numaplane.kube.informer import EventHandlers
 from numaplane.kube.leader import LeaderElectionConfig, LeaderElector
 from numaplane.kube.port import KubePort
 from numaplane.observability.http import ProbeServer
@@ -40,6 +43,7 @@ from numaplane.scheduler.extender import Extender
 from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.loop import StandaloneScheduler
 from numaplane.scheduler.metrics import SchedulerMetrics
+from numaplane.scheduler.requeue import RequeueSignal
 
 __all__ = [
     "EXIT_LEADERSHIP_LOST",
@@ -196,11 +200,21 @@ class ExtenderService(_Process):
         self.prefix = prefix
         self.metrics_address = metrics_address
         self.health_address = health_address
-        self.extender = Extender(self.core, kube, self.metrics, ready=lambda: self.ready)
+        self.requeue = RequeueSignal(self.core, kube, clock=self.clock, metrics=self.metrics)
+        self.extender = Extender(
+            self.core, kube, self.metrics, ready=lambda: self.ready, on_refused=self.requeue.refused
+        )
+        changed = self.requeue.object_changed
+        for informer in (self.informers.nrts, self.informers.nodes):
+            informer.add_handler(EventHandlers(on_add=changed, on_update=changed))
+
+    def _on_flush(self, nodes: tuple[str, ...]) -> None:
+        self.requeue.changed(nodes)
 
     async def start(self) -> None:
         """Start informers, the resync loop and the HTTP server; returns once listening."""
         self._start_common()
+        self._spawn(self.requeue.run(), "requeue")
         self.http.add_routes("extender", self.extender.add_routes(self.prefix))
         await self.http.start(
             self.metrics_address or self.address, self.health_address or self.address, extender=self.address

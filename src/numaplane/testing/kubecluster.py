@@ -437,15 +437,25 @@ class ControlPlane:
 
     @contextlib.contextmanager
     def scheduler(
-        self, profiles: list[dict[str, Any]] | None = None, extenders: list[dict[str, Any]] | None = None
+        self,
+        profiles: list[dict[str, Any]] | None = None,
+        extenders: list[dict[str, Any]] | None = None,
+        *,
+        kubeconfig_file: Path | None = None,
+        leader_election: Mapping[str, Any] | None = None,
     ) -> Iterator[subprocess.Popen[bytes]]:
-        """Run kube-scheduler with a ``KubeSchedulerConfiguration`` (its ``extenders`` and ``profiles``)."""
-        kubeconfig_file = self.workdir / "kube-scheduler.kubeconfig"
+        """Run kube-scheduler with a ``KubeSchedulerConfiguration`` (its ``extenders`` and ``profiles``).
+
+        ``kubeconfig_file`` (e.g. :meth:`service_account_kubeconfig`) runs it with that identity's RBAC
+        instead of ``system:kube-scheduler``'s; ``leader_election`` replaces the default
+        ``{leaderElect: false}``.
+        """
+        kubeconfig_file = kubeconfig_file or self.workdir / "kube-scheduler.kubeconfig"
         config: dict[str, Any] = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
             "clientConnection": {"kubeconfig": str(kubeconfig_file), "qps": 200, "burst": 400},
-            "leaderElection": {"leaderElect": False},
+            "leaderElection": dict(leader_election) if leader_election else {"leaderElect": False},
         }
         if profiles:
             config["profiles"] = profiles
