@@ -47,10 +47,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from numaplane.testing.cri import CRI_PROTO_PATH, CRIClient, CRIError, load_cri_module
 from numaplane.testing.debian import DebianUnavailable, cache_base, debian_arch, fetch_debs, run_tool
+from numaplane.testing.processes import terminate_process
+from numaplane.testing.unavailable import component_unavailable
 
 __all__ = [
     "BUSYBOX_IMAGE",
@@ -554,17 +556,6 @@ def _clean_run_containerd(run_before: set[str] | None, folder: Path = RUN_CONTAI
             folder.rmdir()
 
 
-def terminate_process(process: subprocess.Popen[bytes], grace_seconds: float = 10.0) -> None:
-    """SIGTERM ``process`` if it still runs, SIGKILL it after ``grace_seconds``; return once it is gone."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(grace_seconds)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-
 def _teardown(instance: ContainerdInstance, run_before: set[str] | None) -> None:
     with contextlib.suppress(Exception), instance.cri() as cri:
         cri.timeout_seconds = 15
@@ -600,12 +591,8 @@ def make_containerd_fixture(name: str = "containerd") -> Any:
 
     @pytest.fixture(scope="session", name=name)
     def containerd_fixture() -> Iterator[ContainerdInstance]:
-        def unavailable(reason: str) -> None:
-            message = f"REAL CONTAINERD TESTS NOT RUN — this machine cannot run containerd: {reason}"
-            print(f"\n{'!' * 100}\n{message}\n{'!' * 100}", file=sys.stderr)
-            if os.environ.get("NUMAPLANE_REQUIRE_CONTAINERD") == "1":
-                pytest.fail(message)
-            pytest.skip(message)
+        def unavailable(reason: str) -> NoReturn:
+            component_unavailable("containerd", reason, "NUMAPLANE_REQUIRE_CONTAINERD")
 
         reason = containerd_unavailable_reason()
         if reason:

@@ -40,12 +40,14 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
 from numaplane.testing.debian import DebianUnavailable, cache_base, fetch_debs
 from numaplane.testing.kubecerts import ClusterPKI, make_pki
+from numaplane.testing.processes import terminate_process
+from numaplane.testing.unavailable import component_unavailable
 
 __all__ = [
     "K8S_BINARIES",
@@ -394,7 +396,7 @@ class ControlPlane:
     def stop(self, component: str) -> None:
         process = self.processes.pop(component, None)
         if process is not None:
-            _terminate(process)
+            terminate_process(process)
 
     def wait_ready(self, timeout: float = 60) -> None:
         """Until ``/readyz`` answers ``ok`` (raises :class:`KubeUnavailable` with the log otherwise)."""
@@ -471,16 +473,6 @@ class ControlPlane:
             yield process
         finally:
             self.stop("kube-scheduler")
-
-
-def _terminate(process: subprocess.Popen[bytes], grace_seconds: float = 10.0) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(grace_seconds)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
 
 
 def control_plane_unavailable_reason() -> str | None:
@@ -603,7 +595,7 @@ def run_control_plane(
         for component in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
             plane.stop(component)
         for process in list(plane.processes.values()):
-            _terminate(process)
+            terminate_process(process)
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -616,12 +608,8 @@ def make_control_plane_fixture(name: str = "control_plane") -> Any:
 
     @pytest.fixture(scope="session", name=name)
     def control_plane_fixture() -> Iterator[ControlPlane]:
-        def unavailable(reason: str) -> None:
-            message = f"REAL CONTROL-PLANE TESTS NOT RUN — this machine cannot run kube-apiserver: {reason}"
-            print(f"\n{'!' * 100}\n{message}\n{'!' * 100}", file=sys.stderr)
-            if os.environ.get("NUMAPLANE_REQUIRE_KUBE") == "1":
-                pytest.fail(message)
-            pytest.skip(message)
+        def unavailable(reason: str) -> NoReturn:
+            component_unavailable("the control plane", reason, "NUMAPLANE_REQUIRE_KUBE")
 
         reason = control_plane_unavailable_reason()
         if reason:

@@ -46,7 +46,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -61,6 +61,7 @@ from numaplane.testing.containerd import (
 )
 from numaplane.testing.cri import CRIError
 from numaplane.testing.kubecluster import ApiStatus, ControlPlane, free_port, kubeconfig
+from numaplane.testing.unavailable import component_unavailable
 
 __all__ = [
     "KubeletPolicy",
@@ -628,12 +629,8 @@ def make_kubelet_fixture(
 
     @pytest.fixture(scope="session", name=name)
     def kubelet_fixture(request: pytest.FixtureRequest) -> Iterator[RealKubelet]:
-        def unavailable(reason: str) -> None:
-            message = f"REAL KUBELET TESTS NOT RUN — this machine cannot run a kubelet: {reason}"
-            print(f"\n{'!' * 100}\n{message}\n{'!' * 100}", file=sys.stderr)
-            if os.environ.get("NUMAPLANE_REQUIRE_KUBELET") == "1":
-                pytest.fail(message)
-            pytest.skip(message)
+        def unavailable(reason: str) -> NoReturn:
+            component_unavailable("a kubelet", reason, "NUMAPLANE_REQUIRE_KUBELET")
 
         reason = kubelet_unavailable_reason()
         if reason:
