@@ -80,6 +80,14 @@ EVENTS = event_mask(
 Sender = Callable[[list[api_pb2.ContainerUpdate]], Awaitable[list[api_pb2.ContainerUpdate]]]
 
 
+def _event_name(kind: int) -> str:
+    """The NRI event's name, or ``EVENT_<n>`` for a number this protocol version does not define."""
+    try:
+        return api_pb2.Event.Name(kind)  # type: ignore[arg-type]
+    except ValueError:
+        return f"EVENT_{kind}"
+
+
 def _cpu(cpus: CPUSet, mems: CPUSet | None) -> api_pb2.LinuxCPU:
     if mems is None:
         return api_pb2.LinuxCPU(cpus=cpuset_text(cpus))
@@ -436,4 +444,9 @@ class AgentHandler(BaseHandler):
             if record is not None and not record.adjusted:
                 log.info("re-pinning a container the agent did not pin at creation", container=cid[:12])
                 self.sender.submit([cid], "repin")
-        self._observe(api_pb2.Event.Name(kind), started, "ok")
+        else:
+            # an event this agent does not know (a newer runtime's): nothing to do, and the runtime
+            # expects an empty answer for every StateChange, never an error
+            self._observe(_event_name(kind), started, "ignored")
+            return
+        self._observe(_event_name(kind), started, "ok")

@@ -1,0 +1,88 @@
+"""Hostile input to the agent: one bad pod affects only that pod (issue 15, items 5 and 12)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from agent_helpers import container, guaranteed, sandbox
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from numaplane.agent.containers import EXTRA_RESOURCES_ANNOTATION_PREFIX, derive
+from numaplane.agent.core import AgentCore
+from numaplane.agent.errors import AdmissionRejected
+from numaplane.nri.proto import api_pb2
+from numaplane.policy.manager import ResourceManager
+from numaplane.topology.model import synthetic
+
+TOPOLOGY = synthetic(sockets=2, cores_per_numa=4, threads_per_core=2)
+CONFIG = {"topologyManager": {"policy": "single-numa-node"}, "cpuManager": {"reservedCPUs": "0"}}
+
+HOSTILE_ANNOTATIONS = [
+    '{"example.com/gpu": [1, 2]}',  # a list as a quantity
+    "[1, 2, 3]",  # a list
+    '{"example.com/gpu": ' + "9" * 4400 + "}",  # a 4,400-digit number
+    '{"example.com/gpu": "' + "9" * 4400 + '"}',  # a 4,400-digit quantity text
+    "[" * 50_000 + "]" * 50_000,  # deeply nested
+    '{"a": ' * 500 + "1" + "}" * 500,  # nested below the recursion limit, above ours
+    '{"example.com/gpu": 1e400}',
+    '{"example.com/gpu": null}',
+    '{"example.com/gpu": {"x": 1}}',
+]
+
+
+@pytest.mark.parametrize("raw", HOSTILE_ANNOTATIONS, ids=range(len(HOSTILE_ANNOTATIONS)))
+def test_a_hostile_resources_annotation_is_a_typed_rejection(raw: str) -> None:
+    pod = sandbox("bad", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
+    with pytest.raises(AdmissionRejected) as info:
+        derive(pod, guaranteed(pod))
+    assert info.value.reason == "InvalidContainer"
+    assert len(str(info.value)) < 1000
+
+
+@pytest.mark.parametrize("raw", HOSTILE_ANNOTATIONS, ids=range(len(HOSTILE_ANNOTATIONS)))
+def test_synchronize_goes_on_with_one_hostile_pod(raw: str) -> None:
+    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    bad = sandbox("bad", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
+    good = sandbox("good")
+    running = [
+        guaranteed(bad, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
+        guaranteed(good, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
+    ]
+    result = core.synchronize([bad, good], running)
+    assert [f[0] for f in result.failed] == ["ctr-bad-main"]
+    assert core.records["ctr-good-main"].exclusive is not None
+    assert core.check() == []
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        st.text(max_size=200),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+            lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+            max_leaves=20,
+        ).map(lambda v: __import__("json").dumps(v)),
+    )
+)
+def test_fuzz_resources_annotation_only_rejects_with_admission_rejected(raw: str) -> None:
+    pod = sandbox("f", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
+    try:
+        derive(pod, container(pod, cpu_milli=500))
+    except AdmissionRejected as exc:
+        assert exc.reason == "InvalidContainer"
+
+
+def test_state_change_with_an_unknown_event_is_answered_and_ignored() -> None:
+    from numaplane.agent.handler import AgentHandler, CoreRunner
+
+    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    handler = AgentHandler(CoreRunner(core))
+
+    async def main() -> None:
+        await handler.state_change(api_pb2.StateChangeEvent(event=api_pb2.Event.ValueType(99)))
+
+    asyncio.run(main())
+    assert handler.metrics.nri_requests.labels(method="EVENT_99", result="ignored")._value.get() == 1
