@@ -36,8 +36,10 @@ MAX_EXTENDER_DECODED_BYTES: Final = 48 * 1024 * 1024
 #: Most nodes one filter/prioritize request may name (kube-scheduler's own cap is 5,000 scored nodes
 #: in practice; clusters are limited to 5,000 nodes by the Kubernetes scalability envelope).
 MAX_EXTENDER_NODES: Final = 15_000
-#: Most filter results remembered for binding (pod UID -> nodes that passed), oldest dropped first.
+#: Most filter results remembered for binding (pod -> nodes that passed), oldest dropped first ...
 MAX_REMEMBERED_FILTERS: Final = 10_000
+#: ... and most node names they hold together.
+MAX_REMEMBERED_FILTER_NODES: Final = 1_000_000
 
 # --- CPU sets, topology ------------------------------------------------------------------------------
 #: Longest cpuset text (``0-8191`` style lists; a full list of 8,192 single CPUs is ~40 KiB).
