@@ -50,10 +50,10 @@ MAX_CPU_ID: Final = 65_535
 MAX_NUMA_ID: Final = 1023
 
 # --- sysfs snapshot archives -------------------------------------------------------------------------
-#: Most members of a snapshot archive.
-MAX_SNAPSHOT_MEMBERS: Final = 200_000
+#: Most members of a snapshot archive (the largest real one, 2 sockets x 112 threads with PCI, has 8,669).
+MAX_SNAPSHOT_MEMBERS: Final = 50_000
 #: Most bytes extracted from a snapshot archive (files' sizes summed).
-MAX_SNAPSHOT_BYTES: Final = 256 * 1024 * 1024
+MAX_SNAPSHOT_BYTES: Final = 64 * 1024 * 1024
 
 # --- simulator workloads -----------------------------------------------------------------------------
 #: Most pods one workload entry's ``count`` may ask for, and the whole workload together.
