@@ -4,6 +4,7 @@ failure is a :class:`SysfsError`."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import tarfile
 from pathlib import Path
@@ -119,9 +120,7 @@ def test_fuzz_archives_only_raise_sysfs_error_and_stay_inside(
     archive = base / "f.tar.gz"
     archive.write_bytes(data)
     out = base / "in" / "out"
-    try:
+    with contextlib.suppress(SysfsError):
         unpack_snapshot(archive, out)
-    except SysfsError:
-        pass
     outside = [p for p in base.rglob("*") if not (p == out or out in p.parents or p.name in ("f.tar.gz", "in"))]
     assert outside == []
