@@ -335,3 +335,52 @@ async def test_tls_with_client_certificate_verification(
             assert (await response.json())["NodeNames"] == ["rig-node"]
     finally:
         await service.close()
+
+
+# --- item 6: an unparseable NRT update never leaves the old one in force -------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad_zone",
+    [
+        {"cpu": ("9" * 4400, "9" * 4400), "memory": ("8Gi", "8Gi")},  # a 4,400-digit quantity
+        {"cpu": ([1], [1]), "memory": ("8Gi", "8Gi")},  # a list as a quantity
+    ],
+)
+def test_an_unparseable_nrt_update_makes_the_node_fail_with_a_reason(bad_zone: dict[str, Any]) -> None:
+    from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
+
+    from numaplane.resources.pod import parse_pod
+    from numaplane.scheduler.core import SchedulerCore
+
+    core = SchedulerCore(SchedulerConfig(cache_mode="passthrough"))
+    core.node_upserted(node_doc("n", 8))
+    core.nrt_upserted(nrt_doc("n", [zone_doc(0, {"cpu": (4, 4), "memory": ("8Gi", "8Gi")})]))
+    pod = parse_pod(pod_doc("p", 2))
+    assert "n" in core.evaluate(pod, ["n"]).scores
+    bad = nrt_doc("n", [zone_doc(0, bad_zone)])
+    if isinstance(bad_zone["cpu"][0], list):
+        for r in bad["zones"][0]["resources"]:
+            if r["name"] == "cpu":
+                r["capacity"] = r["allocatable"] = r["available"] = [1]
+    core.nrt_upserted(bad)
+    ev = core.evaluate(pod, ["n"])
+    assert "n" not in ev.scores and "n" in ev.failed
+    reason = ev.reason("n")
+    assert reason and len(reason) < 500
+
+
+def test_a_zone_named_with_5000_digits_replaces_the_old_nrt() -> None:
+    from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
+
+    from numaplane.resources.pod import parse_pod
+    from numaplane.scheduler.core import SchedulerCore
+
+    core = SchedulerCore(SchedulerConfig(cache_mode="passthrough"))
+    core.node_upserted(node_doc("n", 8))
+    core.nrt_upserted(nrt_doc("n", [zone_doc(0, {"cpu": (4, 4), "memory": ("8Gi", "8Gi")})]))
+    pod = parse_pod(pod_doc("p", 2))
+    assert "n" in core.evaluate(pod, ["n"]).scores
+    core.nrt_upserted(nrt_doc("n", [zone_doc("node-" + "9" * 5000, {"cpu": (4, 0), "memory": ("8Gi", "8Gi")})]))
+    ev = core.evaluate(pod, ["n"])
+    assert "n" not in ev.scores  # no usable NUMA zone left: the old zone 0 is not in force
