@@ -40,6 +40,7 @@ from typing import Any
 
 import structlog
 
+from numaplane import boundedjson
 from numaplane.agent.background import BackgroundLoop
 from numaplane.agent.errors import CheckpointCorrupted, CheckpointError, CheckpointForeign
 from numaplane.topology.model import Topology
@@ -102,8 +103,8 @@ def encode(data: Mapping[str, Any], identity: CheckpointIdentity) -> bytes:
 def decode(raw: bytes, identity: CheckpointIdentity) -> dict[str, Any]:
     """The ``data`` of a checkpoint file; raises :class:`CheckpointCorrupted` / :class:`CheckpointForeign`."""
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        doc = boundedjson.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:  # boundedjson.JSONInputError is a ValueError
         raise CheckpointCorrupted(f"not a JSON document ({len(raw)} bytes): {exc}") from None
     if not isinstance(doc, dict):
         raise CheckpointCorrupted("not a JSON object")
@@ -157,7 +158,10 @@ class CheckpointStore:
         folder = self.path.parent
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".{self.path.name}.tmp-{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # left by an earlier failed write of this process
+        # O_EXCL|O_NOFOLLOW: never write through a planted symlink or into someone else's file
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             view = memoryview(payload)
             while view:

@@ -698,6 +698,7 @@ class AgentCore:
         """Restore a :meth:`snapshot`; raise :class:`CheckpointCorrupted` if it is inconsistent."""
         try:
             manager_doc = doc["manager"]
+            _validate_manager_doc(manager_doc, {n.id for n in self.manager.topology.numa_nodes})
             records = [ContainerRecord.from_dict(r) for r in doc.get("containers", [])]
             self.manager.restore(manager_doc)
             entries = [PodEntry.from_dict(e, self.manager.pods) for e in doc.get("pods", [])]
@@ -713,6 +714,13 @@ class AgentCore:
         problems = self.check()
         if len(self.pods) != len(entries):
             problems.append("a pod is admitted as a whole twice")
+        if not problems:
+            # what the agent will do with this state at once must work: List, and the next checkpoint
+            try:
+                self.pod_resources()
+                _canonical_check(self.snapshot())
+            except Exception as exc:
+                problems.append(f"the restored state cannot be served: {type(exc).__name__}: {exc}")
         if problems:
             raise CheckpointCorrupted("inconsistent agent state: " + "; ".join(problems[:5]))
         self.generation += 1
@@ -742,3 +750,45 @@ class AgentCore:
                 by_container.get((ns, name, c)) or ContainerResources(c) for c in entry.listed
             )
         return allocatable, tuple(PodResources(name, ns, tuple(cs)) for (ns, name), cs in pods.items())
+
+
+_NUMA_KEYS = frozenset({"numa", "numaAffinity", "cells", "numaNode", "numaNodes"})
+
+
+def _validate_manager_doc(doc: Any, numa_ids: set[int]) -> None:
+    """Check a manager snapshot's shape and every NUMA id in it against this machine, before restoring
+    (an id such as 2**32 would make bitmask arithmetic slow and large); raises ``ValueError``."""
+    if not isinstance(doc, Mapping):
+        raise ValueError("manager is not an object")
+    for key in ("plugins", "pods", "admissions"):
+        if not isinstance(doc.get(key) or {}, Mapping):
+            raise ValueError(f"manager.{key} is not an object")
+    pods = doc.get("pods") or {}
+    for uid, adm in (doc.get("admissions") or {}).items():
+        pod = adm.get("pod", uid) if isinstance(adm, Mapping) else uid
+        if uid not in pods or pod not in pods:
+            raise ValueError(f"admission {uid!r} has no pod")
+    stack: list[Any] = [doc]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            for key, child in value.items():
+                if key in _NUMA_KEYS:
+                    ids = child if isinstance(child, list) else [child]
+                    for i in ids:
+                        if not isinstance(i, int) or isinstance(i, bool) or i not in numa_ids:
+                            raise ValueError(f"{key}: NUMA id {str(i)[:24]!r} is not one of this machine's")
+                elif key == "machineState" and isinstance(child, Mapping):
+                    for k in child:
+                        if not (isinstance(k, str) and k.isdigit() and len(k) < 8 and int(k) in numa_ids):
+                            raise ValueError(f"machineState: NUMA id {str(k)[:24]!r} is not one of this machine's")
+                stack.append(child)
+        elif isinstance(value, list):
+            stack.extend(value)
+
+
+def _canonical_check(doc: Any) -> None:
+    """The checkpoint writer's encoding of ``doc`` works (sorted keys: every key a string)."""
+    import json
+
+    json.dumps(doc, sort_keys=True, separators=(",", ":"))

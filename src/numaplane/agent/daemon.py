@@ -166,6 +166,9 @@ class Agent:
             self.metrics.checkpoint_load.labels(result="missing").inc()
         return data
 
+    def _task_crashed(self, task: str) -> None:
+        self.metrics.background_crashes.labels(task=task).inc()
+
     def _bad_checkpoint(self, store: CheckpointStore, exc: CheckpointError) -> None:
         self.quarantined = store.quarantine(exc)
         self.checkpoint_status = exc.kind
@@ -250,6 +253,7 @@ class Agent:
         nri = self.nri
         self.metrics.nri_connected.set_function(lambda: 1.0 if nri.registered else 0.0)
         self._set_gauges()
+        self.writer.on_crash = self.sender.on_crash = self._task_crashed
         self.writer.start()
         self.sender.start()
         if data is None or self.checkpoint_status != "restored":
@@ -278,10 +282,12 @@ class Agent:
             )
             if config_error:
                 self.watcher.last_error = config_error
+            self.watcher.on_crash = self._task_crashed
             self.watcher.start()
         if self.pods is not None:
             self.pods.start()
         if self.reporter is not None:
+            self.reporter.on_crash = self._task_crashed
             self.reporter.start()
         if self.pods is not None:
             try:
