@@ -56,5 +56,6 @@ MAX_SNAPSHOT_MEMBERS: Final = 50_000
 MAX_SNAPSHOT_BYTES: Final = 64 * 1024 * 1024
 
 # --- simulator workloads -----------------------------------------------------------------------------
-#: Most pods one workload entry's ``count`` may ask for, and the whole workload together.
-MAX_WORKLOAD_PODS: Final = 1_000_000
+#: Most pods one workload entry's ``count`` may ask for, and the whole workload together (a pod costs
+#: a few KiB in the simulator: 100,000 pods are a few hundred MiB).
+MAX_WORKLOAD_PODS: Final = 100_000

@@ -50,6 +50,10 @@ def read_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], str]:
         doc = yaml.safe_load(raw.decode("utf-8")) if raw.strip() else {}
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise AgentConfigError(f"config file {path} is not valid YAML/JSON: {exc}") from None
+    except RecursionError:
+        raise AgentConfigError(f"config file {path} nests too deeply") from None
+    except ValueError as exc:  # e.g. an integer over 4,300 digits (PyYAML converts with int())
+        raise AgentConfigError(f"config file {path} holds an unusable value: {str(exc)[:200]}") from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
