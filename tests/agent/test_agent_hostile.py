@@ -86,3 +86,40 @@ def test_state_change_with_an_unknown_event_is_answered_and_ignored() -> None:
 
     asyncio.run(main())
     assert handler.metrics.nri_requests.labels(method="EVENT_99", result="ignored")._value.get() == 1
+
+
+# --- item 17: a Guaranteed container created while the agent was down is retried ----------------------
+
+
+def test_a_container_synchronize_could_not_admit_is_pinned_once_cpus_free_up() -> None:
+    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    pods = [sandbox(f"g{i}") for i in range(8)]
+    running = [guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
+    result = core.synchronize(pods, running)
+    assert len(result.failed) == 1
+    waiting = result.failed[0][0]
+    assert set(core.waiting) == {waiting} and core.records[waiting].exclusive is None
+    # another pod goes: its CPUs are free, the waiting container is admitted and pinned at once
+    gone = next(p for p in pods if f"ctr-{p.name}-main" != waiting)
+    updates = core.remove_pod(gone.id, gone.uid)
+    pinned = {u.container_id: u.cpus for u in updates}
+    assert core.records[waiting].exclusive is not None
+    assert pinned[waiting] == core.records[waiting].exclusive
+    assert core.waiting == {} and core.check() == []
+
+
+def test_a_restart_retries_containers_left_unpinned() -> None:
+    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    pods = [sandbox(f"g{i}") for i in range(8)]
+    running = [guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
+    waiting = core.synchronize(pods, running).failed[0][0]
+    snapshot = core.snapshot()
+    # while the agent is down, another pod goes; the restarted agent restores its checkpoint
+    restarted = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    restarted.restore(snapshot)
+    gone = next(p for p in pods if f"ctr-{p.name}-main" != waiting)
+    still = [p for p in pods if p is not gone]
+    result = restarted.synchronize(still, [c for c in running if c.pod_sandbox_id != gone.id])
+    assert result.failed == ()
+    assert restarted.records[waiting].exclusive is not None
+    assert restarted.check() == []

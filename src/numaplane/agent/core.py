@@ -47,6 +47,13 @@ Decisions:
   (admission as at creation, whole pods included; a container that cannot be admitted keeps running
   in the shared pool and is reported), release finished init containers removed meanwhile, and
   return an update for every live container whose cpuset differs from the desired one.
+
+The restart window: while no plugin is connected the runtime creates containers without NRI
+adjustments (unpinned, on every CPU); Synchronize adopts them when the agent is back. A Guaranteed
+container that then cannot be admitted (its CPUs were taken meanwhile) runs in the shared pool and
+waits in :attr:`AgentCore.waiting` (metric ``numaplane_agent_unpinned_containers``): every release
+(:meth:`stop`, :meth:`remove_container`, :meth:`remove_pod`) retries the waiting containers and pins
+those that fit, and the next Synchronize (after a restart too) tries again.
 """
 
 from __future__ import annotations
@@ -156,6 +163,11 @@ class ContainerRecord:
     def key(self) -> str:
         return f"{self.pod_uid}/{self.name}"
 
+    @property
+    def unadmitted(self) -> bool:
+        """A running container Synchronize could not admit (a placeholder in the shared pool)."""
+        return bool(self.error) and not self.error.startswith("Released:") and not self.managed
+
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "id": self.container_id,
@@ -213,6 +225,8 @@ class AgentCore:
         self.pool_update_deferred = False
         self.generation = 0  # bumped on every state change (the checkpoint writer follows it)
         self.saved_plugin_states: dict[str, Any] = {}  # states of plugins not registered yet
+        # running containers Synchronize could not admit for lack of resources, retried on releases
+        self.waiting: dict[str, tuple[api_pb2.PodSandbox, api_pb2.Container]] = {}
 
     # -- views ----------------------------------------------------------------------------------------
     @property
@@ -457,7 +471,8 @@ class AgentCore:
         if record is None:
             return []
         self._release(record)
-        return self._pool_updates()
+        self.waiting.pop(container_id, None)
+        return self._with_retries(self._pool_updates())
 
     def remove_container(
         self, container_id: str, pod_uid: str = "", name: str = "", sandbox_id: str = ""
@@ -478,7 +493,7 @@ class AgentCore:
             and f"{pod_uid}/{name}" not in self._by_key
         ):
             self._release_init(entry, name)
-        return self._pool_updates()
+        return self._with_retries(self._pool_updates())
 
     def remove_pod(self, sandbox_id: str, pod_uid: str = "") -> list[CpusetUpdate]:
         """StopPodSandbox / RemovePodSandbox: release every container of the sandbox and its pod entry.
@@ -493,7 +508,40 @@ class AgentCore:
             self._release_entry(entry)
         for record in [r for r in self.records.values() if mine(r.sandbox_id, r.pod_uid)]:
             self._release(record)
-        return self._pool_updates()
+        return self._with_retries(self._pool_updates())
+
+    def _with_retries(self, updates: list[CpusetUpdate]) -> list[CpusetUpdate]:
+        """``updates`` plus those of waiting containers admitted now that resources were released."""
+        if not self.waiting:
+            return updates
+        retried = self.retry_waiting()
+        if not retried:
+            return updates
+        merged = {u.container_id: u for u in [*updates, *retried, *self._pool_updates()]}
+        return list(merged.values())
+
+    def retry_waiting(self) -> list[CpusetUpdate]:
+        """Admit the running containers Synchronize could not admit (resources were short), where they
+        fit now; the updates pin them. The others keep waiting in the shared pool."""
+        updates: list[CpusetUpdate] = []
+        for cid, (sandbox, c) in list(self.waiting.items()):
+            placeholder = self.records.get(cid)
+            if placeholder is None or not placeholder.unadmitted:
+                del self.waiting[cid]
+                continue
+            del self.records[cid]
+            try:
+                self._adopt(sandbox, c, {cid: c})
+            except AdmissionRejected:
+                self.records[cid] = placeholder
+                continue
+            del self.waiting[cid]
+            record = self.records[cid]
+            cpus, mems = self.desired(record)
+            record.applied = cpuset_text(cpus)
+            updates.append(CpusetUpdate(cid, cpus, mems))
+            self.generation += 1
+        return updates
 
     # -- shared pool ----------------------------------------------------------------------------------
     def _pool_updates(self, exclude: str = "") -> list[CpusetUpdate]:
@@ -556,17 +604,21 @@ class AgentCore:
             self._release_entry(entry)  # the pod went while the agent was away
         adopted: list[str] = []
         failed: list[tuple[str, str, str]] = []
-        unknown = [c for c in live.values() if c.id not in self.records]
+        unknown = [c for c in live.values() if c.id not in self.records or self.records[c.id].unadmitted]
         unknown.sort(
             key=lambda c: (sandboxes[c.pod_sandbox_id].uid if c.pod_sandbox_id in sandboxes else "", c.name, c.id)
         )
+        self.waiting = {}
         for c in unknown:
             sandbox = sandboxes.get(c.pod_sandbox_id) or api_pb2.PodSandbox(id=c.pod_sandbox_id)
+            self.records.pop(c.id, None)  # a placeholder of an earlier failed adoption: try again
             try:
                 self._adopt(sandbox, c, live)
             except AdmissionRejected as exc:
                 failed.append((c.id, exc.reason, exc.message))
                 self._unadmitted(sandboxes, c, exc.reason, exc.message)
+                if exc.reason not in _FINAL_REJECTIONS:
+                    self.waiting[c.id] = (sandbox, c)  # retried whenever resources are released
             adopted.append(c.id)
         # finished init containers removed while the agent was away: release them now
         present: dict[str, set[str]] = {}
@@ -615,6 +667,9 @@ class AgentCore:
         entry = self._entry(sandbox) or self._admit_pod(sandbox, c.name)
         key = f"{entry.uid if entry is not None else sandbox.uid or sandbox.id}/{c.name}"
         holder = self._by_key.get(key)
+        if holder == c.id:  # its own placeholder (restored from a checkpoint)
+            del self._by_key[key]
+            holder = None
         if holder is not None and holder in live:
             raise AdmissionRejected("DuplicateContainer", f"container {holder[:12]} already runs as {key}")
         if entry is not None:
@@ -751,6 +806,9 @@ class AgentCore:
             )
         return allocatable, tuple(PodResources(name, ns, tuple(cs)) for (ns, name), cs in pods.items())
 
+
+#: Rejections that retrying cannot cure (the others, such as a lack of CPUs, may pass later).
+_FINAL_REJECTIONS = frozenset({"InvalidContainer", "DuplicateContainer", "InvalidPreference"})
 
 _NUMA_KEYS = frozenset({"numa", "numaAffinity", "cells", "numaNode", "numaNodes"})
 

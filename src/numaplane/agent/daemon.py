@@ -345,6 +345,7 @@ class Agent:
         self.metrics.containers.labels(kind="shared").set(shared)
         self.metrics.exclusive_cpus.set(core.exclusive_cpus().size())
         self.metrics.shared_pool_cpus.set(core.shared_pool.size())
+        self.metrics.unpinned.set(len(core.waiting))
 
     def _report(self, applied: bool, why: str = "") -> None:
         if self.reporter is not None:

@@ -314,7 +314,7 @@ class AgentHandler(BaseHandler):
         result = await self.runner.call(lambda: self.core.synchronize(pods, containers))
         for cid, reason, message in result.failed:
             log.warning(
-                "running container could not be admitted; it stays in the shared pool",
+                "running container could not be admitted; it waits in the shared pool until resources free up",
                 container=cid[:12],
                 reason=reason,
                 message=message,
