@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from agent_helpers import container, guaranteed, sandbox
@@ -123,3 +124,40 @@ def test_a_restart_retries_containers_left_unpinned() -> None:
     assert result.failed == ()
     assert restarted.records[waiting].exclusive is not None
     assert restarted.check() == []
+
+
+# --- item 18: ready only once the runtime confirmed the cpusets Synchronize decided ---------------------
+
+
+@pytest.mark.parametrize("runtime_fails", [False, True])
+async def test_ready_only_after_the_runtime_confirmed_the_sync_cpusets(short_tmp: Any, runtime_fails: bool) -> None:
+    from test_agent_nri import options, running_agent
+
+    from numaplane.nri.fake_runtime import FakeRuntime
+
+    shared = sandbox("shared", qos="BestEffort")
+    pinned = sandbox("pinned")
+    running = [
+        # created while the agent was down: the shared one sits on CPU 1, the Guaranteed one everywhere
+        container(shared, cpus="1", state=api_pb2.CONTAINER_RUNNING),
+        guaranteed(pinned, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
+    ]
+    rt = FakeRuntime(pods=[shared, pinned], containers=running, failed_updates=runtime_fails)
+    await rt.listen(str(short_tmp / "nri.sock"))
+    try:
+        async with running_agent(options(short_tmp)) as agent:
+            session = await rt.wait_session(1)
+            await asyncio.wait_for(session.synchronized.wait(), 5)
+            assert session.sync_response is not None and len(session.sync_response.update) == 2
+            if runtime_fails:
+                await asyncio.sleep(1.0)
+                ok, details = agent.readiness()
+                assert not ok and details["cpusetsConfirmed"] is False
+                return
+            await agent.wait_ready(5)
+            confirmed = {u.container_id: u.linux.resources.cpu.cpus for r in session.updates for u in r.update}
+            answered = {u.container_id: u.linux.resources.cpu.cpus for u in session.sync_response.update}
+            assert confirmed == answered  # the same cpusets, re-sent and confirmed after the answer
+            assert agent.readiness()[1]["cpusetsConfirmed"] is True
+    finally:
+        await rt.close()

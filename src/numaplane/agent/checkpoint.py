@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import time
@@ -56,6 +57,7 @@ __all__ = [
     "topology_digest",
 ]
 
+_WRITES = itertools.count()
 FORMAT = "numaplane.io/agent-checkpoint"
 VERSION = 1
 _HEADER_FIELDS = ("format", "version", "node", "topology", "data")
@@ -157,10 +159,9 @@ class CheckpointStore:
     def write_bytes(self, payload: bytes) -> None:
         folder = self.path.parent
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{self.path.name}.tmp-{os.getpid()}"
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)  # left by an earlier failed write of this process
-        # O_EXCL|O_NOFOLLOW: never write through a planted symlink or into someone else's file
+        # a fresh name per write (a write cancelled by shutdown may still run in its thread), created
+        # with O_EXCL|O_NOFOLLOW: never written through a planted symlink or into an existing file
+        tmp = folder / f".{self.path.name}.tmp-{os.getpid()}-{next(_WRITES)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             view = memoryview(payload)
@@ -168,8 +169,12 @@ class CheckpointStore:
                 written = os.write(fd, view)
                 view = view[written:]
             os.fsync(fd)
-        finally:
+        except BaseException:
             os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        os.close(fd)
         os.replace(tmp, self.path)
         dir_fd = os.open(folder, os.O_RDONLY)
         try:

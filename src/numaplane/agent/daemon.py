@@ -375,9 +375,11 @@ class Agent:
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         registered = self.nri is not None and self.nri.registered
         synchronized = self.handler is not None and self.handler.synchronized.is_set()
+        verified = self.handler is not None and self.handler.verified.is_set()
         details: dict[str, Any] = {
             "nriRegistered": registered,
             "synchronized": synchronized,
+            "cpusetsConfirmed": verified,
             "checkpoint": self.checkpoint_status,
         }
         if self.watcher is not None and self.watcher.last_error:
@@ -387,7 +389,7 @@ class Agent:
                 name: ("available" if p.reachable else f"isolated: {p.last_error}")
                 for name, p in self.registry.plugins.items()
             }
-        return registered and synchronized, details
+        return registered and synchronized and verified, details
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def wait_ready(self, timeout_seconds: float = 10.0) -> None:
