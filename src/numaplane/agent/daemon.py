@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ from numaplane.agent.plugins import PluginRegistry
 from numaplane.agent.podresources import AgentPodResources
 from numaplane.agent.pods import PodSource
 from numaplane.agent.policyreport import PolicyReporter
+from numaplane.documents import load_json
 from numaplane.grpcapi.podresources.server import PodResourcesServer
 from numaplane.kube.port import KubePort
 from numaplane.nri.plugin import NRIPlugin
@@ -100,7 +100,7 @@ def load_topology(options: AgentOptions) -> Topology:
     """From ``topology_file`` (numaplane topology JSON), else discovered from sysfs."""
     if options.topology_file is not None:
         try:
-            return Topology.from_dict(json.loads(options.topology_file.read_text(encoding="utf-8")))
+            return Topology.from_dict(load_json(options.topology_file.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise AgentConfigError(f"cannot read topology file {options.topology_file}: {exc}") from None
     from numaplane.topology.sysfs import discover

@@ -10,6 +10,7 @@ import yaml
 from rich.table import Table
 
 from numaplane.cli._output import console, emit_document
+from numaplane.documents import load_yaml_all
 from numaplane.policy.config import CONFIG_SCHEMA
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager
@@ -21,7 +22,7 @@ from numaplane.sim.errors import ClusterSpecError
 
 def _read_yaml_documents(path: str) -> list[Any]:
     try:
-        return [d for d in yaml.safe_load_all(Path(path).read_text(encoding="utf-8")) if d is not None]
+        return load_yaml_all(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise click.ClickException(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:

@@ -100,6 +100,7 @@ def _common(func: F) -> F:
 def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConfig:
     import yaml
 
+    from numaplane.documents import load_yaml
     from numaplane.placement.errors import PlacementConfigError
     from numaplane.placement.score import ScoringStrategy
     from numaplane.scheduler.config import SchedulerConfig, config_from_document, parse_duration
@@ -110,7 +111,7 @@ def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConf
         path: Path | None = kw["config_file"]
         if path is not None:
             try:
-                doc = yaml.safe_load(path.read_text())
+                doc = load_yaml(path.read_text())
             except (OSError, yaml.YAMLError) as exc:
                 raise SchedulerConfigError(f"cannot read {path}: {exc}") from exc
             config = config_from_document(doc, config)

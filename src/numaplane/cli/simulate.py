@@ -11,6 +11,7 @@ import click
 import yaml
 
 from numaplane.cli._output import console, emit_document
+from numaplane.documents import load_yaml
 from numaplane.placement.sampling import num_feasible_nodes_to_find
 from numaplane.sim.cluster import (
     DEFAULT_CLUSTER,
@@ -34,7 +35,7 @@ def _load_workload(path: str) -> list[PodArrival]:
     except OSError as exc:
         raise WorkloadError(path, None, "", f"cannot read: {exc.strerror or exc}") from exc
     try:
-        doc = yaml.safe_load(text)
+        doc = load_yaml(text)
     except yaml.YAMLError as exc:
         raise WorkloadError(path, None, "", f"not valid YAML/JSON: {exc}") from exc
     return parse_workload(doc, path)
