@@ -69,14 +69,17 @@ async def test_the_podresources_socket_has_its_mode_from_the_start(
         os.umask(old)
 
 
-def test_the_checkpoint_temp_file_is_never_written_through_a_symlink(tmp_path: Path) -> None:
+def test_the_checkpoint_temp_file_is_never_written_through_a_symlink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import itertools
+
     from numaplane.agent import checkpoint
 
+    monkeypatch.setattr(checkpoint, "_WRITES", itertools.count())  # the names the next writes will use
     store = checkpoint.CheckpointStore(tmp_path / "agent_state.json", checkpoint.CheckpointIdentity("n", "t"))
     victim = tmp_path / "victim"
     victim.write_text("keep")
-    upcoming = next(iter([0]))  # the writes counter is private: plant a link at every plausible name
-    del upcoming
     for i in range(64):
         (tmp_path / f".agent_state.json.tmp-{os.getpid()}-{i}").symlink_to(victim)
     with pytest.raises(FileExistsError):
