@@ -32,7 +32,7 @@ def _policy(quantity: Any) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("quantity", ["9" * 4400, "9" * 65, [1], {"a": 1}, "1e999999", "9" * 30])
+@pytest.mark.parametrize("quantity", ["9" * 4400, "9" * 65, [1], {"a": 1}, "1e999999"])
 def test_a_hostile_quantity_is_a_spec_error(quantity: Any) -> None:
     started = time.perf_counter()
     with pytest.raises(SpecError) as info:

@@ -99,8 +99,9 @@ def parse_quantity(text: object) -> Quantity:
     """Parse a quantity string (ints are accepted as plain numbers); raise :class:`QuantityError`.
 
     Bounded as the API server bounds quantities (:mod:`numaplane.limits`): at most
-    ``MAX_QUANTITY_CHARS`` characters, an exponent of at most ``MAX_QUANTITY_EXPONENT`` and a magnitude
-    within int64. Any other value (a list, ``None``, a bool) is a :class:`QuantityError` too.
+    ``MAX_QUANTITY_CHARS`` characters and an exponent of at most ``MAX_QUANTITY_EXPONENT`` (else a
+    :class:`QuantityError`), and the magnitude capped to int64 (2^63-1) as upstream caps it. Any other
+    value (a list, ``None``, a bool) is a :class:`QuantityError` too.
     """
     if isinstance(text, bool):
         raise QuantityError(text, "a boolean is not a quantity")
@@ -127,8 +128,12 @@ def _short(value: object) -> object:
 
 
 def _checked(text: object, quantity: Quantity) -> Quantity:
-    if abs(quantity.amount) > MAX_QUANTITY_VALUE:
-        raise QuantityError(_short(text) if not isinstance(text, int) else "<integer>", "out of the int64 range")
+    """``quantity`` capped to the int64 range, as the API server caps it ("no quantity may represent a
+    number greater than 2^63-1 in magnitude ... larger numbers will be capped")."""
+    if quantity.amount > MAX_QUANTITY_VALUE:
+        return Quantity(Fraction(MAX_QUANTITY_VALUE), quantity.binary)
+    if quantity.amount < -MAX_QUANTITY_VALUE:
+        return Quantity(Fraction(-MAX_QUANTITY_VALUE), quantity.binary)
     return quantity
 
 
