@@ -189,6 +189,13 @@ async def test_bind_creates_binding_and_cache_learns_synchronously(server: FakeA
         assert status == 200 and set(body) == {"Error"} and "UID" in body["Error"]
         assert not (await server.store.get(POD, "gu-ncc-true", namespace=NAMESPACE_NAME))["spec"].get("nodeName")
 
+        # bind only follows this extender's own filter (issue 15, item 1)
+        status, body = await post(port, "bind", {**captured, "PodUID": uids["gu-ncc-true"]})
+        assert status == 200 and "did not pass this extender's filter" in body["Error"]
+        status, body = await post(
+            port, "filter", load_capture(shared_dir, "nodecachecapable-true.filter.guaranteed.json")
+        )
+        assert body["NodeNames"] == ["rig-node"]
         status, body = await post(port, "bind", {**captured, "PodUID": uids["gu-ncc-true"]})
         assert (status, body) == (200, {"Error": ""})
         pod = await server.store.get(POD, "gu-ncc-true", namespace=NAMESPACE_NAME)
@@ -203,10 +210,10 @@ async def test_bind_creates_binding_and_cache_learns_synchronously(server: FakeA
             "rig-node": "cannot align container",
         }
 
-        # binding an already bound pod: the API's conflict comes back in Error ...
+        # binding an already bound pod again: refused (its filter result was used up) ...
         for node in ("numaplane-fake-node", "rig-node"):
             status, body = await post(port, "bind", {**captured, "PodUID": uids["gu-ncc-true"], "Node": node})
-            assert status == 200 and "already" in body["Error"]
+            assert status == 200 and "did not pass" in body["Error"]
         # ... and the first binding's reservation stays
         status, body = await post(
             port, "filter", load_capture(shared_dir, "nodecachecapable-true.filter.guaranteed.json")
@@ -214,8 +221,9 @@ async def test_bind_creates_binding_and_cache_learns_synchronously(server: FakeA
         assert body["NodeNames"] == [] and "rig-node" in body["FailedNodes"]
         metrics = (await get(port, "/metrics"))[1]
         assert 'numaplane_scheduler_binds_total{result="success"} 1.0' in metrics
-        assert 'numaplane_scheduler_binds_total{result="error"} 3.0' in metrics
-        assert 'numaplane_scheduler_extender_requests_total{code="200",verb="bind"} 4.0' in metrics
+        assert 'numaplane_scheduler_binds_total{result="error"} 1.0' in metrics
+        assert 'numaplane_scheduler_binds_total{result="refused"} 3.0' in metrics
+        assert 'numaplane_scheduler_extender_requests_total{code="200",verb="bind"} 5.0' in metrics
     finally:
         await service.close()
 
@@ -282,10 +290,21 @@ async def test_not_ready_until_the_nrt_crd_exists(server: FakeApiServer, shared_
         assert (await get(port, "/readyz"))[0] == 200
         status, body = await post(port, "filter", request)
         assert body["Error"] == ""
+        # the request's Node objects are not nodes the informer knows: never adopted (issue 15, item 3)
+        assert body["Nodes"]["items"] == []
+        assert set(body["FailedAndUnresolvableNodes"].values()) == {"node not found"}
+        for node in request["Nodes"]["items"]:
+            await store.create(NODE, node)
+        await eventually(lambda: _has_nodes(service, 2))
+        status, body = await post(port, "filter", request)
         # no NRT for either node: both pass unchecked (partial coverage, as upstream)
         assert [n["metadata"]["name"] for n in body["Nodes"]["items"]] == ["numaplane-fake-node", "rig-node"]
     finally:
         await service.close()
+
+
+async def _has_nodes(service: ExtenderService, count: int) -> bool:
+    return len(service.core.nodes) >= count
 
 
 async def _informer_tried(service: ExtenderService) -> bool:

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import ClassVar
+
+import structlog
+
+log = structlog.get_logger("numaplane.agent")
 
 __all__ = ["BackgroundLoop", "cancel_and_wait"]
 
@@ -29,13 +34,34 @@ class BackgroundLoop:
     task_name: ClassVar[str]
     _task: asyncio.Task[None] | None = None
 
+    #: Called with the task name whenever :meth:`_run` dies of an exception (metrics); the loop is then
+    #: restarted after :attr:`restart_seconds` (doubling up to a minute while it keeps dying).
+    on_crash: Callable[[str], None] | None = None
+    restart_seconds: float = 0.5
+    crashes: int = 0
+
     def start(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=self.task_name)
+            self._task = asyncio.get_running_loop().create_task(self._supervise(), name=self.task_name)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
         await cancel_and_wait(task)
+
+    async def _supervise(self) -> None:
+        """Run :meth:`_run`; a crash is logged, counted and followed by a restart (never silent)."""
+        delay = self.restart_seconds
+        while True:
+            try:
+                await self._run()
+                return
+            except Exception:
+                self.crashes += 1
+                log.exception("background task died; restarting it", task=self.task_name, crashes=self.crashes)
+                if self.on_crash is not None:
+                    self.on_crash(self.task_name)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 60.0)
 
     async def _run(self) -> None:
         raise NotImplementedError

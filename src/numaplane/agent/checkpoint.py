@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import time
@@ -40,6 +41,7 @@ from typing import Any
 
 import structlog
 
+from numaplane import boundedjson
 from numaplane.agent.background import BackgroundLoop
 from numaplane.agent.errors import CheckpointCorrupted, CheckpointError, CheckpointForeign
 from numaplane.topology.model import Topology
@@ -55,6 +57,7 @@ __all__ = [
     "topology_digest",
 ]
 
+_WRITES = itertools.count()
 FORMAT = "numaplane.io/agent-checkpoint"
 VERSION = 1
 _HEADER_FIELDS = ("format", "version", "node", "topology", "data")
@@ -102,8 +105,8 @@ def encode(data: Mapping[str, Any], identity: CheckpointIdentity) -> bytes:
 def decode(raw: bytes, identity: CheckpointIdentity) -> dict[str, Any]:
     """The ``data`` of a checkpoint file; raises :class:`CheckpointCorrupted` / :class:`CheckpointForeign`."""
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        doc = boundedjson.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:  # boundedjson.JSONInputError is a ValueError
         raise CheckpointCorrupted(f"not a JSON document ({len(raw)} bytes): {exc}") from None
     if not isinstance(doc, dict):
         raise CheckpointCorrupted("not a JSON object")
@@ -156,16 +159,22 @@ class CheckpointStore:
     def write_bytes(self, payload: bytes) -> None:
         folder = self.path.parent
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{self.path.name}.tmp-{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # a fresh name per write (a write cancelled by shutdown may still run in its thread), created
+        # with O_EXCL|O_NOFOLLOW: never written through a planted symlink or into an existing file
+        tmp = folder / f".{self.path.name}.tmp-{os.getpid()}-{next(_WRITES)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             view = memoryview(payload)
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
             os.fsync(fd)
-        finally:
+        except BaseException:
             os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        os.close(fd)
         os.replace(tmp, self.path)
         dir_fd = os.open(folder, os.O_RDONLY)
         try:

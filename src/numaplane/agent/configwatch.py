@@ -29,6 +29,7 @@ import yaml
 from numaplane.agent.background import BackgroundLoop
 from numaplane.agent.errors import AgentConfigError
 from numaplane.agent.metrics import AgentMetrics
+from numaplane.documents import load_yaml
 from numaplane.policy.errors import PolicyConfigError
 
 __all__ = ["ConfigWatcher", "read_config"]
@@ -47,9 +48,13 @@ def read_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], str]:
         raise AgentConfigError(f"cannot read config file {path}: {exc}") from None
     digest = hashlib.sha256(raw).hexdigest()
     try:
-        doc = yaml.safe_load(raw.decode("utf-8")) if raw.strip() else {}
+        doc = load_yaml(raw.decode("utf-8")) if raw.strip() else {}
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise AgentConfigError(f"config file {path} is not valid YAML/JSON: {exc}") from None
+    except RecursionError:
+        raise AgentConfigError(f"config file {path} nests too deeply") from None
+    except ValueError as exc:  # e.g. an integer over 4,300 digits (PyYAML converts with int())
+        raise AgentConfigError(f"config file {path} holds an unusable value: {str(exc)[:200]}") from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):

@@ -54,14 +54,15 @@ Pure: no I/O; inputs are NRI protobuf messages (plain data) or pure values.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import Any
 
+from numaplane import boundedjson
 from numaplane.agent.errors import AdmissionRejected
+from numaplane.limits import MAX_ANNOTATION_BYTES
 from numaplane.nri.proto import api_pb2
 from numaplane.policy.preferences import PREFIX as PREFERENCE_PREFIX
 from numaplane.resources.errors import PodSpecError, QuantityError
@@ -204,17 +205,19 @@ def _extra_resources(annotations: Mapping[str, str], container: str) -> dict[str
         return {}
     where = f"annotation {EXTRA_RESOURCES_ANNOTATION_PREFIX}{container}"
     try:
-        doc = json.loads(raw)
-    except ValueError as exc:
-        raise AdmissionRejected("InvalidContainer", f"{where} is not JSON: {exc}") from None
+        doc = boundedjson.loads(raw, max_bytes=MAX_ANNOTATION_BYTES)
+    except boundedjson.JSONInputError as exc:
+        raise AdmissionRejected("InvalidContainer", f"{where}: {exc}") from None
     if not isinstance(doc, Mapping):
         raise AdmissionRejected("InvalidContainer", f"{where} must be a JSON object of resource quantities")
     out: dict[str, str] = {}
     for name, value in doc.items():
-        if name in ("cpu", "memory") or str(name).startswith("hugepages-"):
+        if not isinstance(name, str) or not name or len(name) > 253:
+            raise AdmissionRejected("InvalidContainer", f"{where}: resource names must be 1-253 characters")
+        if name in ("cpu", "memory") or name.startswith("hugepages-"):
             raise AdmissionRejected("InvalidContainer", f"{where}: {name} comes from the runtime, not the annotation")
         try:
-            out[str(name)] = str(parse_quantity(value))
+            out[name] = str(parse_quantity(value))
         except QuantityError as exc:
             raise AdmissionRejected("InvalidContainer", f"{where}.{name}: {exc}") from None
     return out

@@ -47,6 +47,13 @@ Decisions:
   (admission as at creation, whole pods included; a container that cannot be admitted keeps running
   in the shared pool and is reported), release finished init containers removed meanwhile, and
   return an update for every live container whose cpuset differs from the desired one.
+
+The restart window: while no plugin is connected the runtime creates containers without NRI
+adjustments (unpinned, on every CPU); Synchronize adopts them when the agent is back. A Guaranteed
+container that then cannot be admitted (its CPUs were taken meanwhile) runs in the shared pool and
+waits in :attr:`AgentCore.waiting` (metric ``numaplane_agent_unpinned_containers``): every release
+(:meth:`stop`, :meth:`remove_container`, :meth:`remove_pod`) retries the waiting containers and pins
+those that fit, and the next Synchronize (after a restart too) tries again.
 """
 
 from __future__ import annotations
@@ -157,6 +164,11 @@ class ContainerRecord:
     def key(self) -> str:
         return f"{self.pod_uid}/{self.name}"
 
+    @property
+    def unadmitted(self) -> bool:
+        """A running container Synchronize could not admit (a placeholder in the shared pool)."""
+        return bool(self.error) and not self.error.startswith("Released:") and not self.managed
+
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "id": self.container_id,
@@ -214,6 +226,8 @@ class AgentCore:
         self.pool_update_deferred = False
         self.generation = 0  # bumped on every state change (the checkpoint writer follows it)
         self.saved_plugin_states: dict[str, Any] = {}  # states of plugins not registered yet
+        # running containers Synchronize could not admit for lack of resources, retried on releases
+        self.waiting: dict[str, tuple[api_pb2.PodSandbox, api_pb2.Container]] = {}
 
     # -- views ----------------------------------------------------------------------------------------
     @property
@@ -475,7 +489,8 @@ class AgentCore:
         if record is None:
             return []
         self._release(record)
-        return self._pool_updates()
+        self.waiting.pop(container_id, None)
+        return self._with_retries(self._pool_updates())
 
     def remove_container(
         self, container_id: str, pod_uid: str = "", name: str = "", sandbox_id: str = ""
@@ -496,7 +511,7 @@ class AgentCore:
             and f"{pod_uid}/{name}" not in self._by_key
         ):
             self._release_init(entry, name)
-        return self._pool_updates()
+        return self._with_retries(self._pool_updates())
 
     def remove_pod(self, sandbox_id: str, pod_uid: str = "") -> list[CpusetUpdate]:
         """StopPodSandbox / RemovePodSandbox: release every container of the sandbox and its pod entry.
@@ -511,7 +526,40 @@ class AgentCore:
             self._release_entry(entry)
         for record in [r for r in self.records.values() if mine(r.sandbox_id, r.pod_uid)]:
             self._release(record)
-        return self._pool_updates()
+        return self._with_retries(self._pool_updates())
+
+    def _with_retries(self, updates: list[CpusetUpdate]) -> list[CpusetUpdate]:
+        """``updates`` plus those of waiting containers admitted now that resources were released."""
+        if not self.waiting:
+            return updates
+        retried = self.retry_waiting()
+        if not retried:
+            return updates
+        merged = {u.container_id: u for u in [*updates, *retried, *self._pool_updates()]}
+        return list(merged.values())
+
+    def retry_waiting(self) -> list[CpusetUpdate]:
+        """Admit the running containers Synchronize could not admit (resources were short), where they
+        fit now; the updates pin them. The others keep waiting in the shared pool."""
+        updates: list[CpusetUpdate] = []
+        for cid, (sandbox, c) in list(self.waiting.items()):
+            placeholder = self.records.get(cid)
+            if placeholder is None or not placeholder.unadmitted:
+                del self.waiting[cid]
+                continue
+            del self.records[cid]
+            try:
+                self._adopt(sandbox, c, {cid: c})
+            except AdmissionRejected:
+                self.records[cid] = placeholder
+                continue
+            del self.waiting[cid]
+            record = self.records[cid]
+            cpus, mems = self.desired(record)
+            record.applied = cpuset_text(cpus)
+            updates.append(CpusetUpdate(cid, cpus, mems))
+            self.generation += 1
+        return updates
 
     # -- shared pool ----------------------------------------------------------------------------------
     def _pool_updates(self, exclude: str = "") -> list[CpusetUpdate]:
@@ -574,17 +622,21 @@ class AgentCore:
             self._release_entry(entry)  # the pod went while the agent was away
         adopted: list[str] = []
         failed: list[tuple[str, str, str]] = []
-        unknown = [c for c in live.values() if c.id not in self.records]
+        unknown = [c for c in live.values() if c.id not in self.records or self.records[c.id].unadmitted]
         unknown.sort(
             key=lambda c: (sandboxes[c.pod_sandbox_id].uid if c.pod_sandbox_id in sandboxes else "", c.name, c.id)
         )
+        self.waiting = {}
         for c in unknown:
             sandbox = sandboxes.get(c.pod_sandbox_id) or api_pb2.PodSandbox(id=c.pod_sandbox_id)
+            self.records.pop(c.id, None)  # a placeholder of an earlier failed adoption: try again
             try:
                 self._adopt(sandbox, c, live)
             except AdmissionRejected as exc:
                 failed.append((c.id, exc.reason, exc.message))
                 self._unadmitted(sandboxes, c, exc.reason, exc.message)
+                if exc.reason not in _FINAL_REJECTIONS:
+                    self.waiting[c.id] = (sandbox, c)  # retried whenever resources are released
             adopted.append(c.id)
         # finished init containers removed while the agent was away: release them now
         present: dict[str, set[str]] = {}
@@ -633,6 +685,9 @@ class AgentCore:
         entry = self._entry(sandbox) or self._admit_pod(sandbox, c.name)
         key = f"{entry.uid if entry is not None else sandbox.uid or sandbox.id}/{c.name}"
         holder = self._by_key.get(key)
+        if holder == c.id:  # its own placeholder (restored from a checkpoint)
+            del self._by_key[key]
+            holder = None
         if holder is not None and holder in live:
             raise AdmissionRejected("DuplicateContainer", f"container {holder[:12]} already runs as {key}")
         if entry is not None:
@@ -716,6 +771,7 @@ class AgentCore:
         """Restore a :meth:`snapshot`; raise :class:`CheckpointCorrupted` if it is inconsistent."""
         try:
             manager_doc = doc["manager"]
+            _validate_manager_doc(manager_doc, {n.id for n in self.manager.topology.numa_nodes})
             records = [ContainerRecord.from_dict(r) for r in doc.get("containers", [])]
             self.manager.restore(manager_doc)
             entries = [PodEntry.from_dict(e, self.manager.pods) for e in doc.get("pods", [])]
@@ -731,6 +787,13 @@ class AgentCore:
         problems = self.check()
         if len(self.pods) != len(entries):
             problems.append("a pod is admitted as a whole twice")
+        if not problems:
+            # what the agent will do with this state at once must work: List, and the next checkpoint
+            try:
+                self.pod_resources()
+                _canonical_check(self.snapshot())
+            except Exception as exc:
+                problems.append(f"the restored state cannot be served: {type(exc).__name__}: {exc}")
         if problems:
             raise CheckpointCorrupted("inconsistent agent state: " + "; ".join(problems[:5]))
         self.generation += 1
@@ -760,3 +823,48 @@ class AgentCore:
                 by_container.get((ns, name, c)) or ContainerResources(c) for c in entry.listed
             )
         return allocatable, tuple(PodResources(name, ns, tuple(cs)) for (ns, name), cs in pods.items())
+
+
+#: Rejections that retrying cannot cure (the others, such as a lack of CPUs, may pass later).
+_FINAL_REJECTIONS = frozenset({"InvalidContainer", "DuplicateContainer", "InvalidPreference"})
+
+_NUMA_KEYS = frozenset({"numa", "numaAffinity", "cells", "numaNode", "numaNodes"})
+
+
+def _validate_manager_doc(doc: Any, numa_ids: set[int]) -> None:
+    """Check a manager snapshot's shape and every NUMA id in it against this machine, before restoring
+    (an id such as 2**32 would make bitmask arithmetic slow and large); raises ``ValueError``."""
+    if not isinstance(doc, Mapping):
+        raise ValueError("manager is not an object")
+    for key in ("plugins", "pods", "admissions"):
+        if not isinstance(doc.get(key) or {}, Mapping):
+            raise ValueError(f"manager.{key} is not an object")
+    pods = doc.get("pods") or {}
+    for uid, adm in (doc.get("admissions") or {}).items():
+        pod = adm.get("pod", uid) if isinstance(adm, Mapping) else uid
+        if uid not in pods or pod not in pods:
+            raise ValueError(f"admission {uid!r} has no pod")
+    stack: list[Any] = [doc]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            for key, child in value.items():
+                if key in _NUMA_KEYS:
+                    ids = child if isinstance(child, list) else [child]
+                    for i in ids:
+                        if not isinstance(i, int) or isinstance(i, bool) or i not in numa_ids:
+                            raise ValueError(f"{key}: NUMA id {str(i)[:24]!r} is not one of this machine's")
+                elif key == "machineState" and isinstance(child, Mapping):
+                    for k in child:
+                        if not (isinstance(k, str) and k.isdigit() and len(k) < 8 and int(k) in numa_ids):
+                            raise ValueError(f"machineState: NUMA id {str(k)[:24]!r} is not one of this machine's")
+                stack.append(child)
+        elif isinstance(value, list):
+            stack.extend(value)
+
+
+def _canonical_check(doc: Any) -> None:
+    """The checkpoint writer's encoding of ``doc`` works (sorted keys: every key a string)."""
+    import json
+
+    json.dumps(doc, sort_keys=True, separators=(",", ":"))

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from numaplane.agent.plugins import PluginRegistry
 from numaplane.agent.podresources import AgentPodResources
 from numaplane.agent.pods import PodSource
 from numaplane.agent.policyreport import PolicyReporter
+from numaplane.documents import load_json
 from numaplane.grpcapi.podresources.server import PodResourcesServer
 from numaplane.kube.errors import KubeError
 from numaplane.kube.port import KubePort
@@ -105,7 +105,7 @@ def load_topology(options: AgentOptions) -> Topology:
     """From ``topology_file`` (numaplane topology JSON), else discovered from sysfs."""
     if options.topology_file is not None:
         try:
-            return Topology.from_dict(json.loads(options.topology_file.read_text(encoding="utf-8")))
+            return Topology.from_dict(load_json(options.topology_file.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise AgentConfigError(f"cannot read topology file {options.topology_file}: {exc}") from None
     from numaplane.topology.sysfs import discover
@@ -170,6 +170,9 @@ class Agent:
             self.checkpoint_status = "missing"
             self.metrics.checkpoint_load.labels(result="missing").inc()
         return data
+
+    def _task_crashed(self, task: str) -> None:
+        self.metrics.background_crashes.labels(task=task).inc()
 
     def _bad_checkpoint(self, store: CheckpointStore, exc: CheckpointError) -> None:
         self.quarantined = store.quarantine(exc)
@@ -255,6 +258,7 @@ class Agent:
         nri = self.nri
         self.metrics.nri_connected.set_function(lambda: 1.0 if nri.registered else 0.0)
         self._set_gauges()
+        self.writer.on_crash = self.sender.on_crash = self._task_crashed
         self.writer.start()
         self.sender.start()
         if data is None or self.checkpoint_status != "restored":
@@ -283,10 +287,12 @@ class Agent:
             )
             if config_error:
                 self.watcher.last_error = config_error
+            self.watcher.on_crash = self._task_crashed
             self.watcher.start()
         if self.pods is not None:
             self.pods.start()
         if self.reporter is not None:
+            self.reporter.on_crash = self._task_crashed
             self.reporter.start()
         if self.pods is not None:
             try:
@@ -357,6 +363,7 @@ class Agent:
         self.metrics.containers.labels(kind="shared").set(shared)
         self.metrics.exclusive_cpus.set(core.exclusive_cpus().size())
         self.metrics.shared_pool_cpus.set(core.shared_pool.size())
+        self.metrics.unpinned.set(len(core.waiting))
 
     def _report(self, applied: bool, why: str = "") -> None:
         if self.reporter is not None:
@@ -386,9 +393,11 @@ class Agent:
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         registered = self.nri is not None and self.nri.registered
         synchronized = self.handler is not None and self.handler.synchronized.is_set()
+        verified = self.handler is not None and self.handler.verified.is_set()
         details: dict[str, Any] = {
             "nriRegistered": registered,
             "synchronized": synchronized,
+            "cpusetsConfirmed": verified,
             "checkpoint": self.checkpoint_status,
         }
         if self.watcher is not None and self.watcher.last_error:
@@ -398,7 +407,7 @@ class Agent:
                 name: ("available" if p.reachable else f"isolated: {p.last_error}")
                 for name, p in self.registry.plugins.items()
             }
-        return registered and synchronized, details
+        return registered and synchronized and verified, details
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def wait_ready(self, timeout_seconds: float = 10.0) -> None:

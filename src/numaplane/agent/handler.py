@@ -80,6 +80,14 @@ EVENTS = event_mask(
 Sender = Callable[[list[api_pb2.ContainerUpdate]], Awaitable[list[api_pb2.ContainerUpdate]]]
 
 
+def _event_name(kind: int) -> str:
+    """The NRI event's name, or ``EVENT_<n>`` for a number this protocol version does not define."""
+    try:
+        return api_pb2.Event.Name(kind)  # type: ignore[arg-type]
+    except ValueError:
+        return f"EVENT_{kind}"
+
+
 def _cpu(cpus: CPUSet, mems: CPUSet | None) -> api_pb2.LinuxCPU:
     if mems is None:
         return api_pb2.LinuxCPU(cpus=cpuset_text(cpus))
@@ -152,6 +160,7 @@ class UpdateSender(BackgroundLoop):
         self.chunk = chunk
         self.sender: Sender | None = None
         self.sent = 0
+        self.problems = 0  # updates the runtime refused or that could not be sent
         self._pending: dict[str, str] = {}  # container id → path label
         self._shared = ""  # path label when every stale shared container must be sent
         self._wake = asyncio.Event()
@@ -202,7 +211,10 @@ class UpdateSender(BackgroundLoop):
         if not batch:
             return
         updates = await self.runner.call(lambda: self._desired(list(batch)))
-        if not updates or self.sender is None:
+        if not updates:
+            return
+        if self.sender is None:
+            self._count(batch, "unsent", len(updates))
             return
         try:
             failed = await self.sender([to_pb_update(u) for u in updates])
@@ -229,6 +241,8 @@ class UpdateSender(BackgroundLoop):
             self.submit(again)
 
     def _count(self, batch: dict[str, str], result: str, n: int) -> None:
+        if result != "ok":
+            self.problems += n
         if self.metrics is not None and n:
             path = next(iter(batch.values()))
             self.metrics.container_updates.labels(path=path, result=result).inc(n)
@@ -255,6 +269,9 @@ class AgentHandler(BaseHandler):
         self.sender = sender or UpdateSender(runner, self.metrics)
         self.on_change = on_change or (lambda: None)
         self.synchronized = asyncio.Event()
+        # set once the runtime confirmed the cpusets Synchronize decided (see _verify)
+        self.verified = asyncio.Event()
+        self._verify_task: asyncio.Task[None] | None = None
         self.synchronizations = 0
         self._partial: tuple[list[api_pb2.PodSandbox], list[api_pb2.Container]] = ([], [])
         self.configurations = 0
@@ -303,10 +320,11 @@ class AgentHandler(BaseHandler):
             pods = self._partial[0] + pods
             containers = self._partial[1] + containers
             self._partial = ([], [])
+        self.verified.clear()
         result = await self.runner.call(lambda: self.core.synchronize(pods, containers))
         for cid, reason, message in result.failed:
             log.warning(
-                "running container could not be admitted; it stays in the shared pool",
+                "running container could not be admitted; it waits in the shared pool until resources free up",
                 container=cid[:12],
                 reason=reason,
                 message=message,
@@ -320,6 +338,11 @@ class AgentHandler(BaseHandler):
         response = api_pb2.SynchronizeResponse(update=[to_pb_update(u) for u in result.updates])
         self.synchronizations += 1
         self.synchronized.set()
+        if self._verify_task is not None:
+            self._verify_task.cancel()
+        self._verify_task = asyncio.get_running_loop().create_task(
+            self._verify([u.container_id for u in result.updates]), name="nri-sync-verify"
+        )
         self.on_change()
         elapsed = time.perf_counter() - started
         self.metrics.sync_duration.set(elapsed)
@@ -335,6 +358,32 @@ class AgentHandler(BaseHandler):
             seconds=round(elapsed, 4),
         )
         return response
+
+    async def _verify(self, container_ids: list[str], attempts: int = 5) -> None:
+        """After Synchronize: send the containers whose cpuset it changed once more, as an
+        UpdateContainers call the runtime answers only after applying them to the cgroups, and set
+        :attr:`verified` when none failed. The Synchronize answer's updates may race a container's
+        start (or, after a restart, a creation without adjustments), so readiness waits for this."""
+        if not container_ids:
+            self.verified.set()
+            return
+        await asyncio.sleep(0)  # after the Synchronize answer went out
+        for attempt in range(attempts):
+            before = self.sender.problems
+            self.sender.submit(container_ids, "verify")
+            try:
+                await self.sender.wait_idle(10.0)
+            except TimeoutError:
+                continue
+            if self.sender.problems == before:
+                self.verified.set()
+                log.info("container cpusets confirmed by the runtime after Synchronize", containers=len(container_ids))
+                return
+            await asyncio.sleep(0.2 * (attempt + 1))
+        log.error(
+            "the runtime did not confirm the cpusets decided at Synchronize; staying unready",
+            containers=len(container_ids),
+        )
 
     async def create_container(self, request: api_pb2.CreateContainerRequest) -> api_pb2.CreateContainerResponse:
         started = time.perf_counter()
@@ -438,4 +487,9 @@ class AgentHandler(BaseHandler):
             if record is not None and not record.adjusted:
                 log.info("re-pinning a container the agent did not pin at creation", container=cid[:12])
                 self.sender.submit([cid], "repin")
-        self._observe(api_pb2.Event.Name(kind), started, "ok")
+        else:
+            # an event this agent does not know (a newer runtime's): nothing to do, and the runtime
+            # expects an empty answer for every StateChange, never an error
+            self._observe(_event_name(kind), started, "ignored")
+            return
+        self._observe(_event_name(kind), started, "ok")

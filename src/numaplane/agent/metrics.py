@@ -42,6 +42,17 @@ class AgentMetrics:
             ["result", "reason"],
             registry=r,
         )
+        self.unpinned = Gauge(
+            "numaplane_agent_unpinned_containers",
+            "Running containers Synchronize could not admit (they wait in the shared pool for resources).",
+            registry=r,
+        )
+        self.background_crashes = Counter(
+            "numaplane_agent_background_task_crashes",
+            "Background tasks (checkpoint writer, update sender, config watcher, reporter) that died and were restarted.",
+            ["task"],
+            registry=r,
+        )
         self.adoptions = Counter(
             "numaplane_agent_adoptions",
             "Running containers found by Synchronize that the agent did not know, by result.",

@@ -47,6 +47,7 @@ from numaplane.grpcapi.pluginapi.errors import PluginCallFailed
 from numaplane.grpcapi.pluginapi.server import REGISTRY_SOCKET
 from numaplane.grpcapi.pluginapi.v1 import api_pb2 as pb
 from numaplane.grpcapi.pluginapi.v1 import api_pb2_grpc as pb_grpc
+from numaplane.grpcapi.sockets import socket_umask
 from numaplane.policy.errors import PolicyConfigError
 
 __all__ = ["PluginRegistry", "RegistrationError", "peer_credentials"]
@@ -156,7 +157,8 @@ class PluginRegistry:
             path.unlink()
         server = grpc.aio.server()
         pb_grpc.add_RegistrationServicer_to_server(_Registration(self), server)
-        server.add_insecure_port(socket_target(str(path.absolute())))
+        with socket_umask(0o660):
+            server.add_insecure_port(socket_target(str(path.absolute())))
         await server.start()
         self._server = server
         os.chmod(path, 0o660)

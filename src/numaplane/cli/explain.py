@@ -20,6 +20,7 @@ import click
 import yaml
 
 from numaplane.cli._output import OUTPUT_CHOICES, InputError, console, emit_document
+from numaplane.documents import load_yaml, load_yaml_all
 
 _SUFFIXES = (".yaml", ".yml", ".json")
 _STRATEGIES = ("MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNUMANodes")
@@ -32,7 +33,7 @@ def _documents(path: Path, kind: str) -> tuple[list[tuple[str, Any]], list[tuple
     problems: list[tuple[str, str]] = []
     for file in files:
         try:
-            loaded = [d for d in yaml.safe_load_all(file.read_text()) if d is not None]
+            loaded = load_yaml_all(file.read_text())
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             problems.append((str(file), f"unreadable: {str(exc).splitlines()[0]}"))
             continue
@@ -52,7 +53,7 @@ def _load_pod(path: Path) -> Any:
     from numaplane.resources.pod import pod_from_manifest
 
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = load_yaml(path.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise InputError(f"--pod {path}: unreadable: {str(exc).splitlines()[0]}") from exc
     if doc is None:

@@ -4,7 +4,7 @@ Both subcommands read the same settings: ``--config FILE`` (YAML/JSON, the plugi
 KubeSchedulerConfiguration; see :mod:`numaplane.scheduler.config`), then flags override single values.
 Every option can also be set through an environment variable ``NUMAPLANE_SCHEDULER_<RUN|EXTENDER>_<NAME>``
 where NAME is the option's parameter name in upper case (e.g. ``NUMAPLANE_SCHEDULER_RUN_CACHE_MODE=passthrough``,
-``NUMAPLANE_SCHEDULER_EXTENDER_ADDRESS=:8888``). Logs are JSON lines on stderr. A configuration error is a
+``NUMAPLANE_SCHEDULER_EXTENDER_ADDRESS=127.0.0.1:8888``). Logs are JSON lines on stderr. A configuration error is a
 usage error (exit 2); losing the leader lease exits with 1, as kube-scheduler does.
 """
 
@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
+    import ssl
+
     from numaplane.kube.port import KubePort
     from numaplane.scheduler.config import SchedulerConfig
 
@@ -98,6 +100,7 @@ def _common(func: F) -> F:
 def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConfig:
     import yaml
 
+    from numaplane.documents import load_yaml
     from numaplane.placement.errors import PlacementConfigError
     from numaplane.placement.score import ScoringStrategy
     from numaplane.scheduler.config import SchedulerConfig, config_from_document, parse_duration
@@ -108,7 +111,7 @@ def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConf
         path: Path | None = kw["config_file"]
         if path is not None:
             try:
-                doc = yaml.safe_load(path.read_text())
+                doc = load_yaml(path.read_text())
             except (OSError, yaml.YAMLError) as exc:
                 raise SchedulerConfigError(f"cannot read {path}: {exc}") from exc
             config = config_from_document(doc, config)
@@ -158,6 +161,23 @@ def _check_addresses(*addresses: str | None) -> None:
                 raise click.UsageError(str(exc)) from exc
 
 
+def _tls(kw: dict[str, Any]) -> ssl.SSLContext | None:
+    from numaplane.observability.errors import TLSConfigError
+    from numaplane.observability.tls import server_context
+
+    cert, key, ca = kw["tls_cert_file"], kw["tls_private_key_file"], kw["client_ca_file"]
+    if not cert and not key:
+        if ca:
+            raise click.UsageError("--client-ca-file needs --tls-cert-file and --tls-private-key-file")
+        return None
+    if not cert or not key:
+        raise click.UsageError("--tls-cert-file and --tls-private-key-file go together")
+    try:
+        return server_context(str(cert), str(key), str(ca) if ca else None)
+    except TLSConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
 def _kube(kw: dict[str, Any]) -> KubePort:
     from numaplane.kube.client import LightkubePort
     from numaplane.kube.errors import KubeError
@@ -197,9 +217,20 @@ def group() -> None:
     "--address",
     "--listen",
     "address",
-    default=":8888",
+    default="127.0.0.1:8888",
     show_default=True,
-    help="HOST:PORT for the extender verbs (and /metrics, /healthz, /readyz unless given their own).",
+    help="HOST:PORT for the extender verbs (and /metrics, /healthz, /readyz unless given their own). "
+    "Listening beyond localhost (e.g. :8888) exposes bind: serve TLS with --client-ca-file then.",
+)
+@click.option(
+    "--tls-cert-file", type=click.Path(dir_okay=False), default=None, help="Serve HTTPS with this PEM certificate."
+)
+@click.option("--tls-private-key-file", type=click.Path(dir_okay=False), default=None, help="Its PEM private key.")
+@click.option(
+    "--client-ca-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Require client certificates signed by this PEM CA (kube-scheduler's extender tlsConfig certFile/keyFile).",
 )
 @click.option("--metrics-address", default=None, help="HOST:PORT for /metrics (default: on --address).")
 @click.option("--health-address", default=None, help="HOST:PORT for /healthz, /readyz (default: on --address).")
@@ -215,6 +246,7 @@ def extender(**kw: Any) -> None:
 
     config = _config(kw, DEFAULT_EXTENDER_NAMES)
     _check_addresses(kw["address"], kw["metrics_address"], kw["health_address"])
+    tls = _tls(kw)
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))
     kube = _kube(kw)
     service = ExtenderService(
@@ -225,6 +257,7 @@ def extender(**kw: Any) -> None:
         metrics_address=kw["metrics_address"] or None,
         health_address=kw["health_address"] or None,
         freeze_gc=True,
+        tls=tls,
     )
     code = asyncio.run(_serve(service, kube))
     if code:

@@ -14,6 +14,7 @@ import yaml
 from click.core import ParameterSource
 
 from numaplane.cli._output import InputError, console, emit_document, format_bytes
+from numaplane.documents import load_yaml
 from numaplane.placement.sampling import num_feasible_nodes_to_find
 from numaplane.sim.cluster import (
     DEFAULT_CLUSTER,
@@ -53,7 +54,7 @@ def _load_workload(path: str) -> list[PodArrival]:
     except OSError as exc:
         raise WorkloadError(path, None, "", f"cannot read: {exc.strerror or exc}") from exc
     try:
-        doc = yaml.safe_load(text)
+        doc = load_yaml(text)
     except yaml.YAMLError as exc:
         raise WorkloadError(path, None, "", f"not valid YAML/JSON: {exc}") from exc
     return parse_workload(doc, path)

@@ -11,7 +11,6 @@ format when ``--output`` is not given). Every failure is a one-line error, never
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import tarfile
 import tempfile
@@ -23,6 +22,7 @@ import yaml
 from rich.console import Console
 
 from numaplane.cli._output import InputError
+from numaplane.documents import DocumentError, load_json, load_yaml
 from numaplane.topology.errors import TopologyError
 from numaplane.topology.model import Topology
 from numaplane.topology.render import FORMATS, OutputFormat, render, table_renderables
@@ -151,8 +151,8 @@ def _read_document(path: Path) -> Any:
     if path.suffix.lower() in (".yaml", ".yml"):
         return _yaml(path, text)
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        return load_json(text)
+    except DocumentError as exc:
         if path.suffix.lower() == ".json":
             raise InputError(f"{path}: invalid JSON: {exc}") from None
         return _yaml(path, text)
@@ -160,6 +160,6 @@ def _read_document(path: Path) -> Any:
 
 def _yaml(path: Path, text: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: neither JSON nor valid YAML: {' '.join(str(exc).split())}") from None

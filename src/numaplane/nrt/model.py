@@ -67,6 +67,7 @@ ZONE_TYPE_NODE = "Node"
 
 # Go strconv.Atoi syntax (optional sign, decimal digits), as upstream numanode.NameToID uses it.
 _NUMA_NAME = re.compile(r"node-([+-]?[0-9]+)\Z")
+_MAX_ID_DIGITS = 18
 
 QuantityText = str | int
 
@@ -269,7 +270,7 @@ def parse_lenient(doc: Any) -> tuple[NodeResourceTopology, tuple[NRTFormatError,
 def zone_numa_id(name: str) -> int | None:
     """``node-<n>`` → ``n`` (``n`` ≥ 0, Go ``Atoi`` syntax as upstream ``NameToID``); anything else → None."""
     match = _NUMA_NAME.match(name)
-    if match is None:
+    if match is None or len(match[1].lstrip("+-")) > _MAX_ID_DIGITS:  # beyond int64: Atoi fails too
         return None
     value = int(match[1])
     return value if value >= 0 else None

@@ -5,8 +5,9 @@ Exception tree::
     ObservabilityError          (base)
     ├── AddressError            also a ValueError: not ``HOST:PORT`` (or ``:PORT``, ``[v6]:PORT``),
     │                           or the port is outside 0-65535
-    └── ListenError             also an OSError: an address cannot be bound (busy, forbidden,
-                                unknown host); nothing the server opened stays listening
+    ├── ListenError             also an OSError: an address cannot be bound (busy, forbidden,
+    │                           unknown host); nothing the server opened stays listening
+    └── TLSConfigError          also a ValueError: a certificate, key or CA file cannot be used
 
 Components map these to their own configuration errors at their edge (the exporter to
 ``ExporterConfigError``, the scheduler's command line to a usage error).
@@ -14,7 +15,7 @@ Components map these to their own configuration errors at their edge (the export
 
 from __future__ import annotations
 
-__all__ = ["AddressError", "ListenError", "ObservabilityError"]
+__all__ = ["AddressError", "ListenError", "ObservabilityError", "TLSConfigError"]
 
 
 class ObservabilityError(Exception):
@@ -27,3 +28,7 @@ class AddressError(ObservabilityError, ValueError):
 
 class ListenError(ObservabilityError, OSError):
     """An address could not be bound."""
+
+
+class TLSConfigError(ObservabilityError, ValueError):
+    """A TLS certificate, key or CA file cannot be loaded."""

@@ -23,6 +23,7 @@ listed under ``failing``. A check that raises counts as failing (its error is re
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -119,10 +120,17 @@ class ProbeServer:
         return self._answer(self.readiness())
 
     async def start(
-        self, metrics_address: str | None = None, health_address: str | None = None, **groups: str | None
+        self,
+        metrics_address: str | None = None,
+        health_address: str | None = None,
+        *,
+        tls: Mapping[str, ssl.SSLContext] | None = None,
+        **groups: str | None,
     ) -> None:
         """Listen: ``metrics`` on ``metrics_address``, ``health`` on ``health_address``, each route group
-        of :meth:`add_routes` on ``groups[name]``. ``None`` or ``""`` leaves a group out.
+        of :meth:`add_routes` on ``groups[name]``. ``None`` or ``""`` leaves a group out. ``tls`` maps a
+        group name to the TLS context its address is served with (every group sharing that address
+        is then served over TLS too).
 
         Every address is parsed before anything listens (:class:`AddressError`); an address that cannot
         be bound is a :class:`ListenError`, after which nothing stays listening.
@@ -137,10 +145,11 @@ class ProbeServer:
         parsed = {address: parse_address(address) for address in by_address}
         for address, names in by_address.items():
             host, port = parsed[address]
+            context = next((tls[name] for name in names if tls and name in tls), None)
             runner = web.AppRunner(self._application(names), access_log=None, shutdown_timeout=0.5)
             await runner.setup()
             try:
-                await web.TCPSite(runner, host, port).start()
+                await web.TCPSite(runner, host, port, ssl_context=context).start()
             except OSError as error:
                 await runner.cleanup()
                 await self.stop()

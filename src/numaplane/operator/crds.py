@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from numaplane.limits import MAX_CPUSET_CHARS, MAX_QUANTITY_CHARS
+from numaplane.nrt.crd import QUANTITY_PATTERN
 from numaplane.operator.api import numaresources as nro
 from numaplane.operator.api import policy as nrp
 from numaplane.operator.api import scheduler as nrs
@@ -424,7 +426,24 @@ def policy_config_schema() -> Schema:
         reserved = cpu["properties"].get("reservedCPUs")
         if reserved is not None:
             reserved["pattern"] = r"^\s*$|^\s*[0-9]+(-[0-9]+)?(\s*,\s*[0-9]+(-[0-9]+)?)*\s*$"
+            reserved["maxLength"] = MAX_CPUSET_CHARS
+    _bound_quantities(schema)
     return schema
+
+
+def _bound_quantities(node: Any) -> None:
+    """Every quantity (int-or-string) of ``node``: the Kubernetes quantity pattern and the length bound
+    of :mod:`numaplane.limits`, so the API server refuses a 4,400-digit quantity before the operator
+    sees it."""
+    if isinstance(node, dict):
+        if node.get("x-kubernetes-int-or-string"):
+            node.setdefault("pattern", QUANTITY_PATTERN)
+            node.setdefault("maxLength", MAX_QUANTITY_CHARS)
+        for child in node.values():
+            _bound_quantities(child)
+    elif isinstance(node, list):
+        for child in node:
+            _bound_quantities(child)
 
 
 def node_resource_policy_crd() -> dict[str, Any]:

@@ -142,7 +142,7 @@ class NodeTopology:
 def _atoi(text: str) -> int | None:
     """Go ``strconv.Atoi`` syntax: optional sign then ASCII decimal digits."""
     body = text[1:] if text[:1] in ("+", "-") else text
-    if not body or not body.isascii() or not body.isdigit():
+    if not body or not body.isascii() or not body.isdigit() or len(body) > 18:  # Atoi: int64 only
         return None
     return int(text)
 

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from numaplane.limits import MAX_CPU_ID
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.resources.errors import QuantityError
 from numaplane.resources.quantity import parse_quantity
@@ -147,6 +148,8 @@ def parse_config(doc: Any) -> NodeResourceConfig:
     if raw_count is not None:
         if isinstance(raw_count, bool) or not isinstance(raw_count, int) or raw_count < 0:
             problems.append("cpuManager.reservedCPUCount must be a non-negative integer")
+        elif raw_count > MAX_CPU_ID + 1:
+            problems.append(f"cpuManager.reservedCPUCount must be at most {MAX_CPU_ID + 1}")
         else:
             reserved_count = raw_count
     if reserved_cpus is not None and reserved_count is not None and reserved_cpus.size() != reserved_count:
@@ -265,9 +268,13 @@ def _options(section: Mapping[str, Any], where: str, problems: list[str]) -> dic
         if isinstance(value, bool):
             value = "true" if value else "false"
         elif isinstance(value, int):
-            value = str(value)
+            # beyond 64 bits an option is out of range anyway (and huge ints cannot become text)
+            value = str(value) if value.bit_length() <= 64 else "9" * 20
         if not isinstance(name, str) or not isinstance(value, str):
-            problems.append(f"{where}.options.{name}: values must be strings")
+            problems.append(f"{where}.options.{str(name)[:64]}: values must be strings")
+            continue
+        if len(name) > 253 or len(value) > 256:
+            problems.append(f"{where}.options.{name[:64]}: option names and values are at most 253/256 characters")
             continue
         out[name] = value
     return out

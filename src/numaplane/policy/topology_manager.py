@@ -114,7 +114,7 @@ def _go_atoi(name: str, text: str) -> int:
     digits = text[1:] if text[:1] in "+-" else text
     if not digits or not digits.isascii() or not digits.isdigit():
         reason = "invalid syntax"
-    elif abs(int(text)) > _GO_INT_MAX + (1 if text.startswith("-") else 0):
+    elif len(digits.lstrip("0")) > 19 or abs(int(text)) > _GO_INT_MAX + (1 if text.startswith("-") else 0):
         reason = "value out of range"
     else:
         return int(text)

@@ -285,6 +285,14 @@ def _str_map(doc: Any, path: str) -> dict[str, str]:
     return dict(doc)
 
 
+def _opt_str(value: Any, path: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise PodSpecError(path, "not a string")
+    return value
+
+
 def parse_pod(doc: Any) -> Pod:
     """Parse core/v1 Pod JSON. ``metadata.uid`` defaults to ``namespace/name`` when absent."""
     if not isinstance(doc, Mapping):
@@ -325,9 +333,9 @@ def parse_pod(doc: Any) -> Pod:
         pod_requests_spec=pod_reqs,
         pod_limits_spec=pod_lims,
         status_qos_class=qos if isinstance(qos, str) else None,
-        node_name=str(spec.get("nodeName") or ""),
-        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-        phase=str(status.get("phase") or ""),
+        node_name=_opt_str(spec.get("nodeName"), "spec.nodeName") or "",
+        scheduler_name=_opt_str(spec.get("schedulerName"), "spec.schedulerName") or "default-scheduler",
+        phase=_opt_str(status.get("phase"), "status.phase") or "",
         raw=doc,
     )
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
+from numaplane.limits import MAX_QUANTITY_CHARS, MAX_QUANTITY_EXPONENT, MAX_QUANTITY_VALUE
 from numaplane.resources.errors import QuantityError
 
 __all__ = ["ZERO", "Quantity", "format_quantity", "parse_quantity"]
@@ -27,8 +28,6 @@ _SYNTAX = re.compile(
     r"(?P<sign>[+-]?)(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?\Z"
 )
-# Guard against absurd exponents ("1e999999999") that would make exact arithmetic explode.
-_MAX_EXPONENT = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,19 +95,50 @@ def _from_int(value: int, binary: bool) -> Quantity:
     return Quantity(Fraction(value), binary)
 
 
-@lru_cache(maxsize=8192)
-def parse_quantity(text: str | int | float) -> Quantity:
-    """Parse a quantity string (ints are accepted as plain numbers); raise :class:`QuantityError`."""
+def parse_quantity(text: object) -> Quantity:
+    """Parse a quantity string (ints are accepted as plain numbers); raise :class:`QuantityError`.
+
+    Bounded as the API server bounds quantities (:mod:`numaplane.limits`): at most
+    ``MAX_QUANTITY_CHARS`` characters and an exponent of at most ``MAX_QUANTITY_EXPONENT`` (else a
+    :class:`QuantityError`), and the magnitude capped to int64 (2^63-1) as upstream caps it. Any other
+    value (a list, ``None``, a bool) is a :class:`QuantityError` too.
+    """
     if isinstance(text, bool):
         raise QuantityError(text, "a boolean is not a quantity")
     if isinstance(text, int):
-        return Quantity(Fraction(text))
+        return _checked(text, Quantity(Fraction(text)))
     if isinstance(text, float):
         if not math.isfinite(text):
             raise QuantityError(text, "not a finite number")
-        return Quantity(Fraction(str(text)))
+        return _checked(text, Quantity(Fraction(str(text))))
     if not isinstance(text, str):
-        raise QuantityError(text, f"expected a string, got {type(text).__name__}")
+        raise QuantityError(_short(text), f"expected a string, got {type(text).__name__}")
+    if len(text) > MAX_QUANTITY_CHARS:
+        raise QuantityError(_short(text), f"longer than {MAX_QUANTITY_CHARS} characters")
+    return _parse_text(text)
+
+
+def _short(value: object) -> object:
+    """``value`` for an error message: long texts are cut (a message must stay small)."""
+    if isinstance(value, str) and len(value) > MAX_QUANTITY_CHARS:
+        return value[:MAX_QUANTITY_CHARS] + "..."
+    if not isinstance(value, (str, int, float)):
+        return type(value).__name__
+    return value
+
+
+def _checked(text: object, quantity: Quantity) -> Quantity:
+    """``quantity`` capped to the int64 range, as the API server caps it ("no quantity may represent a
+    number greater than 2^63-1 in magnitude ... larger numbers will be capped")."""
+    if quantity.amount > MAX_QUANTITY_VALUE:
+        return Quantity(Fraction(MAX_QUANTITY_VALUE), quantity.binary)
+    if quantity.amount < -MAX_QUANTITY_VALUE:
+        return Quantity(Fraction(-MAX_QUANTITY_VALUE), quantity.binary)
+    return quantity
+
+
+@lru_cache(maxsize=8192)
+def _parse_text(text: str) -> Quantity:
     if text == "":
         raise QuantityError(text, "empty string")
     match = _SYNTAX.match(text)
@@ -121,14 +151,14 @@ def parse_quantity(text: str | int | float) -> Quantity:
         number = -number
     suffix = match["suffix"] or ""
     if suffix in _BINARY:
-        return Quantity(number * _BINARY[suffix], binary=True)
+        return _checked(text, Quantity(number * _BINARY[suffix], binary=True))
     if suffix in _DECIMAL_EXP:
         exponent = _DECIMAL_EXP[suffix]
     else:
         exponent = int(suffix[1:])
-        if abs(exponent) > _MAX_EXPONENT:
+        if abs(exponent) > MAX_QUANTITY_EXPONENT:
             raise QuantityError(text, f"exponent {exponent} out of range")
-    return Quantity(number * Fraction(10) ** exponent)
+    return _checked(text, Quantity(number * Fraction(10) ** exponent))
 
 
 def format_quantity(amount: Fraction | int, *, binary: bool = False) -> str:

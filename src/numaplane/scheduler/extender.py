@@ -8,9 +8,9 @@ shapes in :mod:`numaplane.scheduler.wire`. A body that cannot be used gets HTTP 
 Semantics:
 
 * **filter** — the NUMA filter of the pod on every node of the request, from the core's cache.
-  With ``nodeCacheCapable: true`` the request names nodes and the Node objects come from our informer
-  (a name we do not know fails with ``node not found``); with ``false`` the request's Node objects are
-  used (one whose ``resourceVersion`` differs from ours replaces ours until the informer catches up).
+  Node objects always come from our informer, with either ``nodeCacheCapable`` setting: a request
+  body never adds or changes a node (a name we do not know fails with ``node not found``), so made-up
+  nodes cost nothing and never pass. The nodes that pass are remembered per pod for bind.
   Each rejected node goes to ``FailedNodes`` when preemption could help — the pod would fit the node's
   zones if every zone's ``available`` were back at its ``allocatable`` — and to
   ``FailedAndUnresolvableNodes`` otherwise (the request exceeds what any zone can ever hold, the data is
@@ -24,19 +24,27 @@ Semantics:
   kube-scheduler is asked to retry it once an NRT change makes it fit).
 * **prioritize** — our 0..100 NUMA score scaled to 0..10 (nearest, halves up); a node we reject gets
   the score upstream's Score computes for it (kube-scheduler only asks about nodes that passed).
-* **bind** — the pod (from our informer, or read from the API when unknown or recreated) is reserved in
+* **bind** — only a pod of one of our scheduler names, only to a node that exists and passed this
+  extender's last filter for the pod (anything else is refused in ``Error``: the caller may be anyone
+  who can reach the port — serve TLS with client-certificate verification, see ``enableHTTPS`` /
+  ``tlsConfig``). The pod (from our informer, or read from the API when unknown or recreated) is reserved in
   the cache, the ``pods/binding`` subresource is created through the kube port, then PostBind (or
   Unreserve when the API refuses, whose message goes back in ``Error``). The reservation precedes the
   API call, so a filter request for the next pod arriving while the binding is in flight already sees
   it: this is how the over-reserve cache learns placements synchronously. Configure ``bindVerb``.
 
 Run one replica: each replica has its own cache, and kube-scheduler calls one URL.
+
+Bodies are bounded (:mod:`numaplane.limits`): at most ``MAX_EXTENDER_BODY_BYTES`` on the wire and
+``MAX_EXTENDER_DECODED_BYTES`` once decompressed, read in chunks and refused (HTTP 413) as soon as a limit
+is passed; at most ``MAX_EXTENDER_NODES`` nodes per request.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -45,6 +53,12 @@ from aiohttp import web
 from numaplane.kube.errors import KubeError, NotFound
 from numaplane.kube.port import KubePort
 from numaplane.kube.resources import POD
+from numaplane.limits import (
+    MAX_EXTENDER_BODY_BYTES,
+    MAX_EXTENDER_DECODED_BYTES,
+    MAX_REMEMBERED_FILTER_NODES,
+    MAX_REMEMBERED_FILTERS,
+)
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.core import SchedulerCore
@@ -79,9 +93,22 @@ def normalize_prefix(prefix: str) -> str:
     return prefix
 
 
-def _rv(doc: Mapping[str, Any]) -> str:
-    meta = doc.get("metadata")
-    return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
+class BodyTooLarge(ExtenderRequestError):
+    """A request body over its limit (HTTP 413)."""
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The (decompressed) body, refused as soon as it passes a limit (module docstring)."""
+    if request.content_length is not None and request.content_length > MAX_EXTENDER_BODY_BYTES:
+        raise BodyTooLarge(f"request body larger than {MAX_EXTENDER_BODY_BYTES} bytes")
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.content.iter_chunked(256 * 1024):
+        total += len(chunk)
+        if total > MAX_EXTENDER_DECODED_BYTES:
+            raise BodyTooLarge(f"request body larger than {MAX_EXTENDER_DECODED_BYTES} bytes once decoded")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _json_response(doc: Any, status: int = 200) -> web.Response:
@@ -110,21 +137,28 @@ class Extender:
         self.metrics = metrics
         self.ready = ready
         self.on_refused = on_refused
+        # pod key -> nodes that passed its last filter (bounded: entries and names, oldest dropped)
+        self._passed: OrderedDict[str, frozenset[str]] = OrderedDict()
+        self._passed_names = 0
 
     # --- verbs -------------------------------------------------------------------------------------
 
-    def _adopt_request_nodes(self, args: ExtenderArgs) -> None:
-        for node in args.nodes or ():
-            name = str(node["metadata"]["name"])
-            record = self.core.nodes.get(name)
-            if record is None or _rv(record.doc) != _rv(node):
-                self.core.node_upserted(node)
+    def _remember(self, key: str, passing: frozenset[str]) -> None:
+        old = self._passed.pop(key, None)
+        if old is not None:
+            self._passed_names -= len(old)
+        self._passed[key] = passing
+        self._passed_names += len(passing)
+        while self._passed and (
+            len(self._passed) > MAX_REMEMBERED_FILTERS or self._passed_names > MAX_REMEMBERED_FILTER_NODES
+        ):
+            _key, dropped = self._passed.popitem(last=False)
+            self._passed_names -= len(dropped)
 
     def filter(self, args: ExtenderArgs) -> dict[str, Any]:
         """The ``ExtenderFilterResult`` for ``args`` (module docstring)."""
         if not self.ready():
             return filter_result(args, [], {}, {}, NOT_READY)
-        self._adopt_request_nodes(args)
         pod = args.pod
         names = args.names
         ev = self.core.evaluate(pod, names, preemption=True)
@@ -143,7 +177,9 @@ class Extender:
                 unresolvable[name] = reason
         for name in ev.unknown:
             unresolvable[name] = "node not found"
-        result = filter_result(args, [n for n in names if n in passing], failed, unresolvable)
+        passed = [n for n in names if n in passing]
+        self._remember(pod.key, frozenset(passed))
+        result = filter_result(args, passed, failed, unresolvable)
         if not passing and names and self.on_refused is not None:
             self.on_refused(pod)
         log.debug(
@@ -160,7 +196,6 @@ class Extender:
         """The ``HostPriorityList`` for ``args``; ``None`` when not ready (the handler answers 503)."""
         if not self.ready():
             return None
-        self._adopt_request_nodes(args)
         names = args.names
         ev = self.core.evaluate(args.pod, names, mark=False)
         known = self.core.nodes
@@ -181,7 +216,7 @@ class Extender:
         doc = await self.kube.get(POD, args.pod_name, namespace=args.pod_namespace)
         try:
             return parse_pod(doc)
-        except (ResourceError, AttributeError, TypeError, ValueError) as exc:
+        except ResourceError as exc:
             raise ExtenderRequestError(f"pod {args.key} cannot be read: {exc}") from None
 
     async def bind(self, args: BindingArgs) -> dict[str, Any]:
@@ -197,6 +232,11 @@ class Extender:
         if args.pod_uid and pod.uid != args.pod_uid:
             self.metrics.binds.labels(result="error").inc()
             return bind_result(f"pod {args.key} has UID {pod.uid}, not {args.pod_uid}")
+        refusal = self._refusal(pod, args.node)
+        if refusal:
+            self.metrics.binds.labels(result="refused").inc()
+            log.warning("bind refused", pod=args.key, podUID=args.pod_uid, node=args.node, reason=refusal)
+            return bind_result(refusal)
         assumed = self.core.assume(pod, args.node)
         try:
             await self.kube.bind(args.pod_name, args.node, namespace=args.pod_namespace, pod_uid=args.pod_uid or None)
@@ -207,9 +247,22 @@ class Extender:
             log.warning("bind failed", pod=args.key, podUID=args.pod_uid, node=args.node, error=str(exc))
             return bind_result(str(exc))
         self.core.bound(pod, args.node)
+        passed = self._passed.pop(pod.key, None)
+        if passed is not None:
+            self._passed_names -= len(passed)
         self.metrics.binds.labels(result="success").inc()
         log.info("bound", pod=args.key, podUID=pod.uid, node=args.node, flow="bind")
         return bind_result()
+
+    def _refusal(self, pod: Pod, node: str) -> str:
+        """Why binding ``pod`` to ``node`` is not ours to do ("" when it is)."""
+        if not self.core.is_ours(pod):
+            return f"pod {pod.key} has schedulerName {pod.scheduler_name!r}, not one this extender serves"
+        if node not in self.core.nodes:
+            return f"node {node!r} not found"
+        if node not in self._passed.get(pod.key, frozenset()):
+            return f"node {node!r} did not pass this extender's filter for pod {pod.key}"
+        return ""
 
     # --- HTTP --------------------------------------------------------------------------------------
 
@@ -230,11 +283,11 @@ class Extender:
         async def handle(request: web.Request) -> web.Response:
             started = time.perf_counter()
             try:
-                doc = decode_body(await request.read())
+                doc = decode_body(await read_body(request))
                 response = await handler(doc)
             except ExtenderRequestError as exc:
                 log.warning("bad extender request", verb=verb, reason=exc.reason)
-                response = _json_response({"Error": exc.reason}, 400)
+                response = _json_response({"Error": exc.reason}, 413 if isinstance(exc, BodyTooLarge) else 400)
             except Exception as exc:
                 log.exception("extender request failed", verb=verb)
                 response = _json_response({"Error": f"internal error: {type(exc).__name__}: {exc}"}, 500)

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import gc
 import socket
+import ssl
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -36,6 +37,7 @@ from numaplane.kube.clock import Clock, SystemClock
 from numaplane.kube.informer import EventHandlers
 from numaplane.kube.leader import LeaderElectionConfig, LeaderElector
 from numaplane.kube.port import KubePort
+from numaplane.limits import MAX_EXTENDER_BODY_BYTES
 from numaplane.observability.http import ProbeServer
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.core import SchedulerCore
@@ -56,8 +58,8 @@ __all__ = [
 
 log = structlog.get_logger("numaplane.scheduler")
 
-#: Largest request body the extender accepts (a filter request with 5,000 full Node objects is ~35 MB).
-MAX_BODY_BYTES = 256 * 1024 * 1024
+#: Largest request body the extender accepts (:mod:`numaplane.limits`).
+MAX_BODY_BYTES = MAX_EXTENDER_BODY_BYTES
 
 EXIT_OK = 0
 EXIT_LEADERSHIP_LOST = 1
@@ -187,15 +189,17 @@ class ExtenderService(_Process):
         kube: KubePort,
         config: SchedulerConfig,
         *,
-        address: str = ":8888",
+        address: str = "127.0.0.1:8888",
         prefix: str = "",
         metrics_address: str | None = None,
         health_address: str | None = None,
         clock: Clock | None = None,
         metrics: SchedulerMetrics | None = None,
         freeze_gc: bool = False,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(kube, config, clock=clock, metrics=metrics, freeze_gc=freeze_gc)
+        self.tls = tls
         self.address = address
         self.prefix = prefix
         self.metrics_address = metrics_address
@@ -217,7 +221,10 @@ class ExtenderService(_Process):
         self._spawn(self.requeue.run(), "requeue")
         self.http.add_routes("extender", self.extender.add_routes(self.prefix))
         await self.http.start(
-            self.metrics_address or self.address, self.health_address or self.address, extender=self.address
+            self.metrics_address or self.address,
+            self.health_address or self.address,
+            tls={"extender": self.tls} if self.tls is not None else None,
+            extender=self.address,
         )
         log.info("extender listening", port=self.ports.get("extender"), prefix=self.prefix, **self.config.describe())
 

@@ -20,11 +20,15 @@ reason for the HTTP 400 answer. Pure: no I/O.
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
+from numaplane.boundedjson import JSONInputError, check_depth
+from numaplane.limits import MAX_EXTENDER_DECODED_BYTES, MAX_EXTENDER_NODES, MAX_JSON_DEPTH
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.errors import ExtenderRequestError
@@ -44,34 +48,83 @@ __all__ = [
     "scale_score",
 ]
 
-# msgspec (a lightkube dependency) decodes 2x and encodes ~10x faster than the json module; the
-# Nodes form of a request carries every Node object, so this matters for large clusters.
-try:
-    from msgspec import json as _msgspec_json
-except ImportError:  # pragma: no cover - msgspec comes with lightkube
-    _msgspec_json = None  # type: ignore[assignment]
+# msgspec decodes 2x and encodes ~10x faster than the json module. Bodies are decoded lazily: the top
+# level into msgspec.Raw slices of the body, the Pod in full, and each Node object only as far as its
+# name (the objects are echoed back untouched as the same slices). A body thus costs about its own size
+# in memory, not ~30 times that as a tree of Python objects (issue 15, item 2).
+_RAW_OBJECT = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+_ANY = msgspec.json.Decoder()
+_ENCODER = msgspec.json.Encoder()
 
 MAX_EXTENDER_PRIORITY = 10
 MAX_NODE_SCORE = 100
+# Kubernetes object names: DNS subdomains (RFC 1123), at most 253 characters.
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 
 
-def decode_body(body: bytes) -> Any:
-    """The JSON document of a request body (UTF-8)."""
-    if not body.strip():
+class _Meta(msgspec.Struct):
+    name: str = ""
+
+
+class _NodeHead(msgspec.Struct):
+    metadata: _Meta | None = None
+
+
+_NODE_HEAD = msgspec.json.Decoder(_NodeHead)
+
+
+def decode_body(body: bytes) -> dict[str, Any]:
+    """The top-level object of a request body; values stay undecoded (``msgspec.Raw``) until used."""
+    if len(body) > MAX_EXTENDER_DECODED_BYTES:
+        raise ExtenderRequestError(f"request body larger than {MAX_EXTENDER_DECODED_BYTES} bytes")
+    stripped = body.lstrip()
+    if not stripped:
         raise ExtenderRequestError("empty request body")
+    if not stripped.startswith(b"{"):
+        if _is_json(body):
+            raise ExtenderRequestError("the request body must be a JSON object")
+        raise ExtenderRequestError("request body is not JSON")
     try:
-        if _msgspec_json is not None:
-            return _msgspec_json.decode(body)
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:  # msgspec.DecodeError is a ValueError
-        raise ExtenderRequestError(f"request body is not JSON: {exc}") from None
+        return _RAW_OBJECT.decode(body)
+    except RecursionError:
+        raise ExtenderRequestError(f"request body nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise ExtenderRequestError(f"request body is not JSON: {_short(str(exc))}") from None
+
+
+def _is_json(body: bytes) -> bool:
+    try:
+        _RAW_LIST.decode(body) if body.lstrip().startswith(b"[") else _ANY.decode(body)
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError, ValueError):
+        return False
+    return True
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _value(value: Any, what: str) -> Any:
+    """``value`` decoded in full if it is still raw; nesting bounded (:data:`MAX_JSON_DEPTH`)."""
+    if not isinstance(value, msgspec.Raw):
+        return value
+    try:
+        doc = _ANY.decode(value)
+    except RecursionError:
+        raise ExtenderRequestError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except (msgspec.DecodeError, UnicodeDecodeError, ValueError) as exc:
+        raise ExtenderRequestError(f"{what} is not JSON: {_short(str(exc))}") from None
+    try:
+        check_depth(doc)
+    except JSONInputError:
+        raise ExtenderRequestError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels") from None
+    return doc
 
 
 def encode(doc: Any) -> bytes:
-    """Compact UTF-8 JSON of a reply document."""
-    if _msgspec_json is not None:
-        return _msgspec_json.encode(doc)
-    return json.dumps(doc, separators=(",", ":")).encode()
+    """Compact UTF-8 JSON of a reply document (``msgspec.Raw`` values are written as they are)."""
+    return _ENCODER.encode(doc)
 
 
 def field_value(doc: Mapping[str, Any], name: str) -> Any:
@@ -87,71 +140,115 @@ def field_value(doc: Mapping[str, Any], name: str) -> Any:
 
 @dataclass(frozen=True)
 class ExtenderArgs:
-    """A parsed ``ExtenderArgs``. ``nodes`` holds the Node objects (``Nodes`` given), ``node_names`` the
-    names (``NodeNames`` given); at least one is set. ``node_list`` keeps the NodeList's other keys."""
+    """A parsed ``ExtenderArgs``. ``nodes`` holds the Node objects (``Nodes`` given; dicts, or
+    ``msgspec.Raw`` slices of the request body handed back untouched) and ``item_names`` their names,
+    ``node_names`` the names (``NodeNames`` given); at least one is set. ``node_list`` keeps the
+    NodeList's other keys."""
 
     pod: Pod
-    nodes: tuple[Mapping[str, Any], ...] | None = None
+    nodes: tuple[Any, ...] | None = None
     node_names: tuple[str, ...] | None = None
     node_list: Mapping[str, Any] = field(default_factory=dict)
+    item_names: tuple[str, ...] = ()
 
     @property
     def names(self) -> list[str]:
         """Candidate node names, in request order (``NodeNames`` first when both forms are given)."""
         if self.node_names is not None:
             return list(self.node_names)
-        return [_node_name(n) for n in self.nodes or ()]
+        return list(self.item_names)
 
     @property
-    def node_objects(self) -> dict[str, Mapping[str, Any]]:
+    def node_objects(self) -> dict[str, Any]:
         """Node objects of the request by name (empty with ``NodeNames`` only)."""
-        return {_node_name(n): n for n in self.nodes or ()}
+        return dict(zip(self.item_names, self.nodes or (), strict=False))
 
 
-def _node_name(node: Mapping[str, Any]) -> str:
+def _node_name(node: Any) -> str:
+    if isinstance(node, msgspec.Raw):
+        try:
+            head = _NODE_HEAD.decode(node)
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+            return ""
+        return head.metadata.name if head.metadata is not None else ""
+    if not isinstance(node, Mapping):
+        return ""
     meta = node.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
     return name if isinstance(name, str) else ""
 
 
+def _node_list(nodes_doc: Any) -> dict[str, Any]:
+    if isinstance(nodes_doc, msgspec.Raw):
+        try:
+            return _RAW_OBJECT.decode(nodes_doc)
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+            raise ExtenderRequestError("Nodes must be a NodeList object") from None
+    if not isinstance(nodes_doc, Mapping):
+        raise ExtenderRequestError("Nodes must be a NodeList object")
+    return dict(nodes_doc)
+
+
+def _items(items: Any) -> list[Any]:
+    if isinstance(items, msgspec.Raw):
+        try:
+            return _RAW_LIST.decode(items)
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+            raise ExtenderRequestError("Nodes.items must be a list") from None
+    if not isinstance(items, list):
+        raise ExtenderRequestError("Nodes.items must be a list")
+    return items
+
+
 def parse_extender_args(doc: Any) -> ExtenderArgs:
-    """Parse a filter / prioritize request document."""
+    """Parse a filter / prioritize request document (values plain or ``msgspec.Raw``)."""
     if not isinstance(doc, Mapping):
         raise ExtenderRequestError("ExtenderArgs must be a JSON object")
-    pod_doc = field_value(doc, "Pod")
+    pod_doc = _value(field_value(doc, "Pod"), "Pod")
     if not isinstance(pod_doc, Mapping):
         raise ExtenderRequestError("Pod is missing or not an object")
     try:
         pod = parse_pod(pod_doc)
-    except (ResourceError, AttributeError, TypeError, ValueError) as exc:
-        raise ExtenderRequestError(f"Pod: {exc}") from None
+    except ResourceError as exc:
+        raise ExtenderRequestError(f"Pod: {_short(str(exc))}") from None
     if not pod.name:
         raise ExtenderRequestError("Pod: metadata.name is missing")
-    nodes_doc = field_value(doc, "Nodes")
-    names_doc = field_value(doc, "NodeNames")
-    nodes: tuple[Mapping[str, Any], ...] | None = None
+    nodes_doc = _value_or_none(field_value(doc, "Nodes"))
+    names_doc = _value(_value_or_none(field_value(doc, "NodeNames")), "NodeNames")
+    nodes: tuple[Any, ...] | None = None
+    item_names: tuple[str, ...] = ()
     node_list: dict[str, Any] = {}
     if nodes_doc is not None:
-        if not isinstance(nodes_doc, Mapping):
-            raise ExtenderRequestError("Nodes must be a NodeList object")
-        items = field_value(nodes_doc, "items")
-        if items is None:
-            items = []
-        if not isinstance(items, list):
-            raise ExtenderRequestError("Nodes.items must be a list")
+        node_list = _node_list(nodes_doc)
+        items_doc = _value_or_none(field_value(node_list, "items"))
+        items = [] if items_doc is None else _items(items_doc)
+        if len(items) > MAX_EXTENDER_NODES:
+            raise ExtenderRequestError(f"more than {MAX_EXTENDER_NODES} nodes")
+        found: list[str] = []
         for i, item in enumerate(items):
-            if not isinstance(item, Mapping) or not _node_name(item):
+            name = _node_name(item)
+            if not name:
                 raise ExtenderRequestError(f"Nodes.items[{i}] is not a Node object with metadata.name")
-        nodes = tuple(items)
-        node_list = {k: v for k, v in nodes_doc.items() if not (isinstance(k, str) and k.lower() == "items")}
+            found.append(name)
+        nodes, item_names = tuple(items), tuple(found)
+        node_list = {k: v for k, v in node_list.items() if not (isinstance(k, str) and k.lower() == "items")}
     names: tuple[str, ...] | None = None
     if names_doc is not None:
         if not isinstance(names_doc, list) or not all(isinstance(n, str) and n for n in names_doc):
             raise ExtenderRequestError("NodeNames must be a list of non-empty strings")
+        if len(names_doc) > MAX_EXTENDER_NODES:
+            raise ExtenderRequestError(f"more than {MAX_EXTENDER_NODES} nodes")
         names = tuple(names_doc)
     if nodes is None and names is None:
         raise ExtenderRequestError("neither Nodes nor NodeNames is given")
-    return ExtenderArgs(pod, nodes, names, node_list)
+    return ExtenderArgs(pod, nodes, names, node_list, item_names)
+
+
+def _value_or_none(value: Any) -> Any:
+    """``None`` for an absent value or a JSON ``null`` (raw or decoded)."""
+    if isinstance(value, msgspec.Raw) and bytes(value).strip() == b"null":
+        return None
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +272,7 @@ def parse_binding_args(doc: Any) -> BindingArgs:
         raise ExtenderRequestError("ExtenderBindingArgs must be a JSON object")
     values: dict[str, str] = {}
     for name in ("PodName", "PodNamespace", "PodUID", "Node"):
-        value = field_value(doc, name)
+        value = _value(_value_or_none(field_value(doc, name)), name)
         if value is None:
             value = ""
         if not isinstance(value, str):
@@ -185,6 +282,11 @@ def parse_binding_args(doc: Any) -> BindingArgs:
         raise ExtenderRequestError("PodName is missing")
     if not values["Node"]:
         raise ExtenderRequestError("Node is missing")
+    for name in ("PodName", "PodNamespace", "Node"):
+        if values[name] and not _NAME.match(values[name]):
+            raise ExtenderRequestError(f"{name} {_short(values[name], 64)!r} is not a Kubernetes object name")
+    if len(values["PodUID"]) > 128 or not values["PodUID"].isprintable():
+        raise ExtenderRequestError("PodUID is not a UID")
     return BindingArgs(values["PodName"], values["PodNamespace"] or "default", values["PodUID"], values["Node"])
 
 

@@ -35,6 +35,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from numaplane.documents import load_yaml
 from numaplane.policy.config import DeviceSpec, NodeResourceConfig, parse_config
 from numaplane.policy.manager import ResourceManager
 from numaplane.policy.plugin import ResourcePlugin
@@ -129,7 +130,7 @@ def load_topology(spec: str, *, hugepages_1g_per_numa: int = BUILTIN_HUGEPAGES_1
     try:
         import yaml
 
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = load_yaml(path.read_text(encoding="utf-8"))
         topo = Topology.from_dict(doc)
     except (OSError, TopologyFormatError, yaml.YAMLError) as exc:
         raise ClusterSpecError(f"topology file {spec}: {exc}") from exc

@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from numaplane.limits import MAX_WORKLOAD_PODS
 from numaplane.resources.errors import PodSpecError
 from numaplane.resources.pod import Pod, parse_pod, pod_from_manifest
 from numaplane.sim.errors import WorkloadError
@@ -66,6 +67,8 @@ def parse_workload(doc: Any, source: str = "<workload>") -> list[PodArrival]:
     arrivals: list[PodArrival] = []
     for i, entry in enumerate(entries):
         arrivals.extend(_expand_entry(entry, i, source))
+        if len(arrivals) > MAX_WORKLOAD_PODS:
+            raise WorkloadError(source, i, "count", f"the workload asks for more than {MAX_WORKLOAD_PODS} pods")
     arrivals.sort(key=lambda a: a.arrival_s)
     return arrivals
 
@@ -74,12 +77,20 @@ _DOCUMENT_FIELDS = ("apiVersion", "kind", "metadata", "pods")
 _ENTRY_FIELDS = ("name", "count", "arrival", "interval", "duration", "namespace", "labels", "annotations", "spec")
 
 
+def _show(value: Any) -> str:
+    """A short repr for an error message (huge integers cannot even be converted to text)."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "..."
+
+
 def _number(entry: Mapping[str, Any], key: str, source: str, i: int, default: float | None) -> float | None:
     value = entry.get(key, default)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise WorkloadError(source, i, key, f"expected a non-negative number of seconds, got {value!r}")
+        raise WorkloadError(source, i, key, f"expected a non-negative number of seconds, got {_show(value)}")
     return float(value)
 
 
@@ -94,7 +105,9 @@ def _expand_entry(entry: Any, i: int, source: str) -> list[PodArrival]:
         raise WorkloadError(source, i, "name", "missing or not a string")
     count = entry.get("count", 1)
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise WorkloadError(source, i, "count", f"expected a positive integer, got {count!r}")
+        raise WorkloadError(source, i, "count", f"expected a positive integer, got {_show(count)}")
+    if count > MAX_WORKLOAD_PODS:
+        raise WorkloadError(source, i, "count", f"at most {MAX_WORKLOAD_PODS} pods, got {_show(count)}")
     arrival = _number(entry, "arrival", source, i, 0.0) or 0.0
     interval = _number(entry, "interval", source, i, 0.0) or 0.0
     duration = _number(entry, "duration", source, i, None)

@@ -18,13 +18,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
+from numaplane.limits import MAX_CPU_ID as _LIMIT_CPU_ID
+from numaplane.limits import MAX_CPUSET_CHARS
 from numaplane.topology.errors import CPUSetParseError
 
 __all__ = ["CPUSet"]
 
 _DIGITS = re.compile(r"[0-9]+\Z")
-# Upper bound on a CPU id: keeps a hostile "0-99999999999" from allocating a gigantic int.
-MAX_CPU_ID = 1 << 20
+# Upper bound on a CPU id: keeps a hostile "0-99999999999" from allocating a gigantic int (and every
+# set operation on a parsed set cheap). Linux's NR_CPUS is at most 8192 on every architecture.
+MAX_CPU_ID = _LIMIT_CPU_ID
 
 
 class CPUSet:
@@ -67,8 +70,12 @@ class CPUSet:
     @classmethod
     def parse(cls, text: str) -> CPUSet:
         """Parse the kubelet / Linux list syntax; raise :class:`CPUSetParseError` on bad input."""
+        if not isinstance(text, str):
+            raise CPUSetParseError(type(text).__name__, "expected a string")
         if text == "":
             return EMPTY
+        if len(text) > MAX_CPUSET_CHARS:
+            raise CPUSetParseError(text, f"longer than {MAX_CPUSET_CHARS} characters")
         mask = 0
         for element in text.split(","):
             bounds = element.split("-", 1)

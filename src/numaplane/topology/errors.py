@@ -19,7 +19,8 @@ class CPUSetParseError(TopologyError, ValueError):
     """A cpuset string is not in the kubelet / Linux list syntax."""
 
     def __init__(self, text: str, reason: str) -> None:
-        super().__init__(f"invalid cpuset {text!r}: {reason}")
+        shown = text if len(text) <= 80 else f"{text[:80]}... ({len(text)} characters)"
+        super().__init__(f"invalid cpuset {shown!r}: {reason}")
         self.text = text
         self.reason = reason
 

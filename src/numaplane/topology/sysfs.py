@@ -40,13 +40,17 @@ Sources and rules (fallbacks are warned about, malformed content raises :class:`
 
 from __future__ import annotations
 
+import lzma
 import os
+import posixpath
 import re
 import tarfile
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from numaplane.limits import MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_MEMBERS
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import SysfsError
 from numaplane.topology.model import CPUInfo, NUMANode, PCIDevice, Topology
@@ -157,23 +161,27 @@ def find_sysfs_root(folder: str | Path) -> Path:
 def unpack_snapshot(archive: str | Path, dest: str | Path) -> Path:
     """Unpack a snapshot archive (``.tar``, ``.tar.gz``, …) into ``dest``; return its sysfs root.
 
-    Only regular files, directories and symlinks are extracted; absolute names, ``..`` components,
-    writing through an extracted symlink and symlinks resolving outside ``dest`` are refused (the
-    guarantees of tarfile's ``data`` filter, at a third of its cost on these link-heavy trees).
-    File modes lose group/other write and set-id bits. Errors are :class:`SysfsError`.
+    Untrusted archives are safe to unpack (even as root): every member first passes the standard
+    library's ``data`` extraction filter (no absolute names, no ``..``, nothing resolving outside
+    ``dest`` on disk, no device or set-id files, no ownership taken from the archive), then ours:
+    names are normalised (``./a//b`` is ``a/b``) before any check, only regular files, directories
+    and symlinks are extracted (no hard links), a name may appear once (a symlink cannot be re-pointed
+    after its check), no member goes through an extracted symlink, and a symlink's target must stay
+    inside ``dest`` both lexically and resolved. At most ``MAX_SNAPSHOT_MEMBERS`` members and
+    ``MAX_SNAPSHOT_BYTES`` of file data (:mod:`numaplane.limits`). Errors are :class:`SysfsError`.
     """
     target = Path(dest)
     target.mkdir(parents=True, exist_ok=True)
     check = _SafeMembers(target)
     try:
         with tarfile.open(archive) as tar:
-            if hasattr(tarfile, "data_filter"):
-                tar.extractall(target, filter=check)
-            else:  # pragma: no cover - Python < 3.11.4 has no extraction filters
-                tar.extractall(target, members=[check(m, str(target)) for m in tar])
-    except (tarfile.TarError, OSError) as exc:
+            tar.extractall(target, members=check.bounded(tar), filter=check)
+    except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, RecursionError) as exc:
         raise SysfsError(str(archive), f"cannot unpack snapshot: {exc}") from None
     return find_sysfs_root(target)
+
+
+_MAX_NAME_CHARS = 1024  # sysfs paths are < 200 characters; far below PATH_MAX (realpath's blind spot)
 
 
 class _SafeMembers:
@@ -182,32 +190,63 @@ class _SafeMembers:
     def __init__(self, dest: Path) -> None:
         self.root = os.path.realpath(dest)
         self.links: set[str] = set()
-        # extracted files belong to whoever unpacks them (tarfile would chown to the archive's ids as root)
-        self.owner: dict[str, Any] = {"uid": os.getuid(), "gid": os.getgid(), "uname": "", "gname": ""}
+        self.seen: set[str] = set()
 
-    def __call__(self, member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
-        name = member.name.rstrip("/")
+    def bounded(self, tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+        """The members, read one at a time, refusing the archive past the count and size limits."""
+        count = size = 0
+        while (member := tar.next()) is not None:
+            count += 1
+            size += max(member.size, 0)
+            if count > MAX_SNAPSHOT_MEMBERS:
+                raise tarfile.TarError(f"more than {MAX_SNAPSHOT_MEMBERS} members")
+            if size > MAX_SNAPSHOT_BYTES:
+                raise tarfile.TarError(f"more than {MAX_SNAPSHOT_BYTES} bytes of files")
+            yield member
+
+    def __call__(self, member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+        raw = member.name
+        if len(raw) > _MAX_NAME_CHARS or "\0" in raw:
+            raise tarfile.TarError(f"{raw[:80]}...: name too long")
+        if raw.startswith("/") or ".." in raw.split("/"):
+            raise tarfile.TarError(f"{raw}: path leaves the destination")
+        name = posixpath.normpath(raw)
+        if name == ".":
+            return None  # the archive's own top folder entry
         parts = name.split("/")
-        if name.startswith("/") or ".." in parts or not name:
-            raise tarfile.TarError(f"{member.name}: path leaves the destination")
+        if ".." in parts:
+            raise tarfile.TarError(f"{raw}: path leaves the destination")
+        if name in self.seen:
+            raise tarfile.TarError(f"{raw}: appears twice in the archive")
+        self.seen.add(name)
         if any("/".join(parts[:i]) in self.links for i in range(1, len(parts))):
-            raise tarfile.TarError(f"{member.name}: path goes through a symlink")
+            raise tarfile.TarError(f"{raw}: path goes through a symlink")
+        if not (member.isfile() or member.isdir() or member.issym()):
+            raise tarfile.TarError(f"{raw}: not a regular file, directory or symlink")
+        on_disk = os.path.join(self.root, *parts)
+        parent = os.path.dirname(on_disk)
+        if os.path.lexists(parent) and not os.path.isdir(parent):
+            raise tarfile.TarError(f"{raw}: its parent is not a directory")
+        if not member.isdir() and os.path.lexists(on_disk):
+            # tarfile would replace it, and fall back to copying the link's target when a symlink
+            # cannot be made (recursively, for a link to its own folder)
+            raise tarfile.TarError(f"{raw}: already exists")
+        filtered = tarfile.data_filter(member.replace(name=name, deep=False), dest)
+        if filtered is None:  # pragma: no cover - data_filter refuses by raising
+            return None
         if member.issym():
-            if member.linkname.startswith("/"):
-                raise tarfile.TarError(f"{member.name}: absolute link target {member.linkname}")
-            resolved = os.path.realpath(os.path.join(self.root, *parts[:-1], member.linkname))
+            link = member.linkname
+            lexical = posixpath.normpath(posixpath.join(posixpath.dirname(name), link))
+            if link.startswith("/") or lexical == ".." or lexical.startswith("../"):
+                raise tarfile.TarError(f"{raw}: link target {link} leaves the destination")
+            resolved = os.path.realpath(os.path.join(self.root, *parts[:-1], link))
             if os.path.commonpath([resolved, self.root]) != self.root:
-                raise tarfile.TarError(f"{member.name}: link target {member.linkname} leaves the destination")
+                raise tarfile.TarError(f"{raw}: link target {link} leaves the destination")
             self.links.add(name)
-            return member.replace(**self.owner, deep=False)
+            return filtered
         if member.isdir():
-            return member.replace(mode=(member.mode | 0o700) & 0o755, **self.owner, deep=False)
-        if not member.isfile():
-            raise tarfile.TarError(f"{member.name}: not a regular file, directory or symlink")
-        mode = (member.mode | 0o600) & 0o755
-        if not mode & 0o100:
-            mode &= ~0o111
-        return member.replace(mode=mode, **self.owner, deep=False)
+            return filtered.replace(mode=((filtered.mode or 0o755) | 0o700) & 0o755, deep=False)
+        return filtered
 
 
 # -- CPUs -----------------------------------------------------------------------------------------

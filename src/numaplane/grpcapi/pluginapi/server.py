@@ -53,6 +53,7 @@ from numaplane.grpcapi.pluginapi.convert import (
 from numaplane.grpcapi.pluginapi.errors import RegistrationRefused
 from numaplane.grpcapi.pluginapi.v1 import api_pb2 as pb
 from numaplane.grpcapi.pluginapi.v1 import api_pb2_grpc as pb_grpc
+from numaplane.grpcapi.sockets import socket_umask
 from numaplane.policy.config import parse_config
 from numaplane.policy.errors import AdmissionError, PolicyError
 from numaplane.policy.plugin import ResourcePlugin
@@ -265,7 +266,8 @@ class PluginServer:
             self.socket_path.unlink()
         server = grpc.server(ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="numaplane-plugin"))
         pb_grpc.add_ResourcePluginServicer_to_server(_Servicer(self), server)
-        server.add_insecure_port(socket_target(str(self.socket_path.absolute())))
+        with socket_umask(0o660):
+            server.add_insecure_port(socket_target(str(self.socket_path.absolute())))
         server.start()
         self._server = server
 

@@ -26,6 +26,7 @@ from numaplane.grpcapi.errors import ServeError
 from numaplane.grpcapi.podresources.convert import allocatable_to_pb, list_to_pb, pod_to_pb
 from numaplane.grpcapi.podresources.v1 import api_pb2 as pb
 from numaplane.grpcapi.podresources.v1 import api_pb2_grpc as pb_grpc
+from numaplane.grpcapi.sockets import socket_umask
 from numaplane.nrt.podresources import AllocatableResources, PodResources
 from numaplane.nrt.state import NodeAllocationState
 
@@ -138,7 +139,8 @@ class PodResourcesServer:
         server = grpc.aio.server()
         pb_grpc.add_PodResourcesListerServicer_to_server(_Servicer(self._provider), server)
         try:
-            server.add_insecure_port(self.target)
+            with socket_umask(self.socket_mode):
+                server.add_insecure_port(self.target)
         except RuntimeError as error:
             raise ServeError(f"cannot bind {self.path}: {error}") from error
         await server.start()
