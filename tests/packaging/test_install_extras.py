@@ -40,7 +40,8 @@ def test_test_extra_covers_every_test_time_import() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = _requirement_names(project["dependencies"] + project["optional-dependencies"]["test"])
     files = list((ROOT / "tests").rglob("*.py")) + list((ROOT / "src/numaplane/testing").rglob("*.py"))
-    local = {p.stem for p in (ROOT / "tests").rglob("*.py")} | {"numaplane", "tests"}
+    # the repository's own modules: test helpers, and the examples the tests put on sys.path
+    local = {p.stem for folder in ("tests", "examples") for p in (ROOT / folder).rglob("*.py")} | {"numaplane", "tests"}
     modules = (_imported_top_modules(files) | RUN_AS_MODULE) - set(sys.stdlib_module_names) - local
     dists = packages_distributions()
     missing = sorted(m for m in modules if not {_norm(d) for d in dists.get(m, [m])} & declared)

@@ -209,7 +209,7 @@ def test_node_events_do_not_reconcile_the_whole_stack(control_plane: ControlPlan
     before = installed.metric("numaplane_operator_reconcile_total", 'controller="operator"')
     # what kubelets do all day: heartbeats in the Node status (the DaemonSet controller ignores them,
     # so nothing else the operator watches changes)
-    for round_ in range(3):
+    for round_ in range(5):
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + round_))
         for name in GROUPS:
             ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": now}
@@ -219,8 +219,11 @@ def test_node_events_do_not_reconcile_the_whole_stack(control_plane: ControlPlan
                 {"status": {"conditions": [ready]}},
                 content_type="application/strategic-merge-patch+json",
             )
+        time.sleep(0.2)
     time.sleep(2)  # an event-driven reconcile would have run by now
-    assert installed.metric("numaplane_operator_reconcile_total", 'controller="operator"') == before
+    # 20 Node events: before the fix each one queued a full reconcile (~30 GETs); one reconcile is
+    # tolerated for a late DaemonSet status update of the first test's pods
+    assert installed.metric("numaplane_operator_reconcile_total", 'controller="operator"') <= before + 1
 
 
 def _quiet(operator: OperatorProcess) -> bool:
