@@ -100,7 +100,7 @@ def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConf
 
     from numaplane.placement.errors import PlacementConfigError
     from numaplane.placement.score import ScoringStrategy
-    from numaplane.scheduler.config import SchedulerConfig, config_from_document, parse_duration
+    from numaplane.scheduler.config import SchedulerConfig, config_from_document, parse_period
     from numaplane.scheduler.errors import SchedulerConfigError
 
     try:
@@ -126,7 +126,7 @@ def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConf
         cache_mode = kw["cache_mode"]
         period: float | None = None
         if kw["resync_period"] is not None:
-            period = parse_duration(str(kw["resync_period"]))
+            period = parse_period(str(kw["resync_period"]))
             if period <= 0:
                 period = None
                 cache_mode = cache_mode or "passthrough"
