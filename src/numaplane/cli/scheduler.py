@@ -96,8 +96,7 @@ def _common(func: F) -> F:
 
 
 def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConfig:
-    import yaml
-
+    from numaplane.documents import DocumentError, read_document
     from numaplane.placement.errors import PlacementConfigError
     from numaplane.placement.score import ScoringStrategy
     from numaplane.scheduler.config import SchedulerConfig, config_from_document, parse_period
@@ -108,9 +107,9 @@ def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConf
         path: Path | None = kw["config_file"]
         if path is not None:
             try:
-                doc = yaml.safe_load(path.read_text())
-            except (OSError, yaml.YAMLError) as exc:
-                raise SchedulerConfigError(f"cannot read {path}: {exc}") from exc
+                doc = read_document(path)
+            except DocumentError as exc:
+                raise SchedulerConfigError(f"cannot read {exc}") from exc
             config = config_from_document(doc, config)
         strategy = config.strategy
         if kw["scoring_strategy"] or kw["resource_weight"]:
