@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 from rich.markup import escape
 from rich.table import Table
 
 from numaplane.cli._output import InputError, console, emit_document, format_bytes
-from numaplane.documents import load_yaml_all
+from numaplane.documents import DocumentError, read_documents
 from numaplane.policy.config import CONFIG_SCHEMA
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager
@@ -24,11 +22,9 @@ from numaplane.sim.errors import ClusterSpecError
 def _read_yaml_documents(path: str) -> list[Any]:
     """The non-empty documents of a YAML/JSON file; an empty file is an error, never silently nothing."""
     try:
-        docs = [d for d in load_yaml_all(Path(path).read_text(encoding="utf-8")) if d is not None]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML/JSON: {' '.join(str(exc).split())}") from exc
+        docs = read_documents(path)
+    except DocumentError as exc:
+        raise InputError(str(exc)) from exc
     if not docs:
         raise InputError(f"{path}: empty: no YAML/JSON document in it")
     return docs

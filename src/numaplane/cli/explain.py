@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from numaplane.cli._output import OUTPUT_CHOICES, InputError, console, emit_document
-from numaplane.documents import load_yaml, load_yaml_all
+from numaplane.documents import DocumentError, read_document, read_documents
 
 _SUFFIXES = (".yaml", ".yml", ".json")
 _STRATEGIES = ("MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNUMANodes")
@@ -33,9 +32,9 @@ def _documents(path: Path, kind: str) -> tuple[list[tuple[str, Any]], list[tuple
     problems: list[tuple[str, str]] = []
     for file in files:
         try:
-            loaded = load_yaml_all(file.read_text())
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            problems.append((str(file), f"unreadable: {str(exc).splitlines()[0]}"))
+            loaded = read_documents(file)
+        except DocumentError as exc:
+            problems.append((str(file), f"unreadable: {exc.reason}"))
             continue
         for index, doc in enumerate(loaded):
             source = str(file) if len(loaded) == 1 else f"{file}#{index}"
@@ -53,9 +52,9 @@ def _load_pod(path: Path) -> Any:
     from numaplane.resources.pod import pod_from_manifest
 
     try:
-        doc = load_yaml(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InputError(f"--pod {path}: unreadable: {str(exc).splitlines()[0]}") from exc
+        doc = read_document(path)
+    except DocumentError as exc:
+        raise InputError(f"--pod {path}: unreadable: {exc.reason}") from exc
     if doc is None:
         raise InputError(f"--pod {path}: empty: no YAML/JSON document in it")
     if not isinstance(doc, dict):

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
+from numaplane.documents import DocumentError, parse_documents
 from numaplane.operator.errors import SpecError
 from numaplane.operator.layout import deploy_files
 from numaplane.operator.render import Inputs, parse_resources, render_install, render_stack, sort_objects, to_yaml
@@ -18,14 +18,13 @@ from numaplane.operator.render_common import DEFAULT_IMAGE, DEFAULT_NAMESPACE, S
 def _load(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     for path in paths:
+        # An unreadable file stays an unexpected error (a traceback under --debug); bad content is a usage error.
         text = sys.stdin.read() if str(path) == "-" else path.read_text()
         try:
-            loaded = list(yaml.safe_load_all(text))
-        except yaml.YAMLError as exc:
-            raise click.BadParameter(f"{path}: not YAML: {exc}", param_hint="--from") from exc
+            loaded = parse_documents(text, path)
+        except DocumentError as exc:
+            raise click.BadParameter(str(exc), param_hint="--from") from exc
         for doc in loaded:
-            if doc is None:
-                continue
             if not isinstance(doc, dict):
                 raise click.BadParameter(f"{path}: every document must be a mapping", param_hint="--from")
             docs.append(doc)

@@ -98,12 +98,10 @@ def _common(func: F) -> F:
 
 
 def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConfig:
-    import yaml
-
-    from numaplane.documents import load_yaml
+    from numaplane.documents import DocumentError, read_document
     from numaplane.placement.errors import PlacementConfigError
     from numaplane.placement.score import ScoringStrategy
-    from numaplane.scheduler.config import SchedulerConfig, config_from_document, parse_duration
+    from numaplane.scheduler.config import SchedulerConfig, config_from_document, parse_period
     from numaplane.scheduler.errors import SchedulerConfigError
 
     try:
@@ -111,9 +109,9 @@ def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConf
         path: Path | None = kw["config_file"]
         if path is not None:
             try:
-                doc = load_yaml(path.read_text())
-            except (OSError, yaml.YAMLError) as exc:
-                raise SchedulerConfigError(f"cannot read {path}: {exc}") from exc
+                doc = read_document(path)
+            except DocumentError as exc:
+                raise SchedulerConfigError(f"cannot read {exc}") from exc
             config = config_from_document(doc, config)
         strategy = config.strategy
         if kw["scoring_strategy"] or kw["resource_weight"]:
@@ -129,7 +127,7 @@ def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConf
         cache_mode = kw["cache_mode"]
         period: float | None = None
         if kw["resync_period"] is not None:
-            period = parse_duration(str(kw["resync_period"]))
+            period = parse_period(str(kw["resync_period"]))
             if period <= 0:
                 period = None
                 cache_mode = cache_mode or "passthrough"

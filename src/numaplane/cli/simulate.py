@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import click
-import yaml
 from click.core import ParameterSource
 
 from numaplane.cli._output import InputError, console, emit_document, format_bytes
-from numaplane.documents import load_yaml
+from numaplane.documents import DocumentError, read_document
 from numaplane.placement.sampling import num_feasible_nodes_to_find
 from numaplane.sim.cluster import (
     DEFAULT_CLUSTER,
@@ -50,13 +49,9 @@ def _from_options(f: Any) -> Any:
 
 def _load_workload(path: str) -> list[PodArrival]:
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WorkloadError(path, None, "", f"cannot read: {exc.strerror or exc}") from exc
-    try:
-        doc = load_yaml(text)
-    except yaml.YAMLError as exc:
-        raise WorkloadError(path, None, "", f"not valid YAML/JSON: {exc}") from exc
+        doc = read_document(path)
+    except DocumentError as exc:
+        raise WorkloadError(path, None, "", exc.reason) from exc
     return parse_workload(doc, path)
 
 

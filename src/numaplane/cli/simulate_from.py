@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from numaplane.cli._output import console, emit_document
+from numaplane.documents import DocumentError, read_document
 from numaplane.sim.engine import SchedulerSpec
 from numaplane.sim.errors import ScenarioError, SimulationError
 from numaplane.sim.scenario import Scenario, parse_policy_flag, parse_scenario, parse_schedulers
@@ -54,11 +53,10 @@ FROM_OPTIONS = (
 
 def _read_yaml(path: str, what: str) -> Any:
     try:
-        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ScenarioError(path, f"cannot read {what}: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ScenarioError(path, f"not valid YAML/JSON: {exc}") from exc
+        return read_document(path)
+    except DocumentError as exc:
+        reason = exc.reason.replace("cannot read:", f"cannot read {what}:", 1)
+        raise ScenarioError(path, reason) from exc
 
 
 def _scenario(opts: dict[str, Any], schedulers_given: bool) -> Scenario:

@@ -10,23 +10,19 @@ format when ``--output`` is not given). Every failure is a one-line error, never
 
 from __future__ import annotations
 
-import dataclasses
 import sys
-import tarfile
-import tempfile
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import click
-import yaml
 from rich.console import Console
 
 from numaplane.cli._output import InputError
-from numaplane.documents import DocumentError, load_json, load_yaml
 from numaplane.topology.errors import TopologyError
+from numaplane.topology.load import load_sysfs, load_topology_file
 from numaplane.topology.model import Topology
 from numaplane.topology.render import FORMATS, OutputFormat, render, table_renderables
-from numaplane.topology.sysfs import discover, find_sysfs_root, unpack_snapshot
+from numaplane.topology.sysfs import discover
 
 SUFFIX_FORMATS: dict[str, OutputFormat] = {
     ".json": "json",
@@ -108,58 +104,13 @@ def _format(output: str | None, out_file: Path | None) -> OutputFormat:
 def _load(sysfs: Path | None, from_file: Path | None) -> Topology:
     try:
         if from_file is not None:
-            return Topology.from_dict(_read_document(from_file))
+            return load_topology_file(from_file)
         if sysfs is None:
             if not sys.platform.startswith("linux"):
                 raise click.ClickException("reading this machine needs Linux sysfs; use --sysfs or --from")
             return discover("/")
-        if sysfs.is_file():
-            if not tarfile.is_tarfile(sysfs):
-                raise InputError(f"{sysfs}: not a folder or a tar archive")
-            with tempfile.TemporaryDirectory(prefix="numaplane-sysfs-") as tmp:
-                root = unpack_snapshot(sysfs, tmp)
-                topology = discover(root)
-            return _renamed(topology, _stem(sysfs) if root == Path(tmp) else topology.name, sysfs)
-        return discover(find_sysfs_root(sysfs))
+        return load_sysfs(sysfs)
     except TopologyError as exc:
         raise InputError(str(exc)) from None
-    except (EOFError, tarfile.TarError) as exc:  # a truncated or corrupt archive
-        raise InputError(f"{sysfs}: broken archive: {exc or 'truncated'}") from None
     except OSError as exc:
         raise InputError(f"{exc.filename or sysfs or from_file}: {exc.strerror or exc}") from None
-
-
-def _renamed(topology: Topology, name: str, archive: Path) -> Topology:
-    """The topology with the archive (not the temporary folder) as its source."""
-    return dataclasses.replace(topology, name=name, source=f"sysfs:{archive}")
-
-
-def _stem(archive: Path) -> str:
-    """``machine`` for ``machine.tar.gz`` (and the other tar suffixes)."""
-    name = archive.name
-    for suffix in (".tar.gz", ".tar.xz", ".tar.bz2", ".tgz", ".tar"):
-        if name.endswith(suffix):
-            return name.removesuffix(suffix)
-    return archive.stem
-
-
-def _read_document(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
-    if path.suffix.lower() in (".yaml", ".yml"):
-        return _yaml(path, text)
-    try:
-        return load_json(text)
-    except DocumentError as exc:
-        if path.suffix.lower() == ".json":
-            raise InputError(f"{path}: invalid JSON: {exc}") from None
-        return _yaml(path, text)
-
-
-def _yaml(path: Path, text: str) -> Any:
-    try:
-        return load_yaml(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: neither JSON nor valid YAML: {' '.join(str(exc).split())}") from None

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from numaplane.topology.load import load_topology_file
 from numaplane.topology.model import Topology
 
 
@@ -56,5 +56,4 @@ class CaseContext:
 
 @cache
 def _load_topology(path: str) -> Topology:
-    with open(path, encoding="utf-8") as fh:
-        return Topology.from_dict(json.load(fh))
+    return load_topology_file(path)

@@ -23,8 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
+from numaplane.documents import DocumentError, parse_document
 from numaplane.exporter.errors import KubeletConfigError
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import CPUSetParseError
@@ -102,9 +101,9 @@ def _string(doc: Mapping[str, Any], key: str, default: str, where: str) -> str:
 def parse_kubelet_config(text: str, where: str = "kubelet config") -> KubeletSettings:
     """Parse a ``KubeletConfiguration`` document; ``where`` names the source in error messages."""
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise KubeletConfigError(f"{where}: not valid YAML: {error}") from error
+        doc = parse_document(text, where)
+    except DocumentError as error:
+        raise KubeletConfigError(str(error)) from error
     if doc is None:
         doc = {}
     if not isinstance(doc, Mapping):

@@ -54,6 +54,7 @@ __all__ = [
     "parse_method",
     "pod_hash",
     "select_pods",
+    "sign_sorted",
     "verify_fingerprint",
 ]
 
@@ -80,10 +81,10 @@ def pod_hash(namespace: str, name: str) -> int:
 
 def _sign_hashes(hashes: list[int]) -> str:
     hashes.sort()
-    return _sign_sorted(hashes)
+    return sign_sorted(hashes)
 
 
-def _sign_sorted(hashes: list[int]) -> str:
+def sign_sorted(hashes: list[int]) -> str:
     """The signature of already sorted pod hashes."""
     blob = struct.pack(f"<{len(hashes)}Q", *hashes)
     return PREFIX + VERSION + xxhash.xxh64_hexdigest(blob, 0)

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from numaplane.nrt.fingerprint import METHOD_ALL, _sign_sorted, compute_fingerprint, pod_hash
+from numaplane.nrt.fingerprint import METHOD_ALL, compute_fingerprint, pod_hash, sign_sorted
 from numaplane.nrt.model import ZONE_TYPE_NODE, CostInfo, NodeResourceTopology, ResourceInfo, Zone
 from numaplane.nrt.podresources import ContainerMemory
 from numaplane.nrt.state import ContainerAllocation, DeviceAssignment, MemoryBlock, NodeAllocationState
@@ -296,7 +296,7 @@ class NRTPublisher:
                 value = _pod_hash(pod.namespace, pod.name)
                 known[uid] = (pod, value)
                 insort(hashes, value)
-        return _sign_sorted(hashes)
+        return sign_sorted(hashes)
 
 
 _ZONE_MEMO = 4096  # zones remembered per publisher

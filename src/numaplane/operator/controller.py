@@ -40,7 +40,7 @@ from numaplane.nrt.crd import crd_manifest as nrt_crd_manifest
 from numaplane.operator.api import numaresources as nro_api
 from numaplane.operator.api import policy as nrp_api
 from numaplane.operator.api import scheduler as nrs_api
-from numaplane.operator.api.meta import GROUP, VERSION, ObjectMeta, format_duration
+from numaplane.operator.api.meta import GROUP, VERSION, ObjectMeta
 from numaplane.operator.api.numaresources import Enforcement, NUMAResourcesOperator
 from numaplane.operator.api.policy import NodeResourcePolicy
 from numaplane.operator.api.scheduler import NUMAResourcesScheduler
@@ -51,6 +51,7 @@ from numaplane.operator.render_common import LABEL_COMPONENT, LABEL_NODE_GROUP, 
 from numaplane.operator.render_nodes import agent_name, assign_policies, exporter_name, policy_configmap_name
 from numaplane.operator.render_scheduler import NAME as SCHEDULER_DEPLOYMENT
 from numaplane.operator.status import NodePolicyState, State, conditions, policy_nodes, same_status
+from numaplane.resources.duration import format_duration
 
 __all__ = ["NODE_RESOURCE_POLICY", "NUMA_RESOURCES_OPERATOR", "NUMA_RESOURCES_SCHEDULER", "Operator"]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from numaplane.operator.api.meta import LogLevel, format_duration
+from numaplane.operator.api.meta import LogLevel
 from numaplane.operator.api.scheduler import KIND as NRS_KIND
 from numaplane.operator.api.scheduler import NUMAResourcesScheduler, SchedulerMode
 from numaplane.operator.rbac import SCHEDULER_LEASE, binding, role, scheduler_cluster_rules, scheduler_namespace_rules
@@ -44,6 +44,7 @@ from numaplane.operator.render_common import (
     restricted_security_context,
     service_account,
 )
+from numaplane.resources.duration import format_duration
 
 __all__ = ["kube_scheduler_configuration", "render_scheduler_objects"]
 

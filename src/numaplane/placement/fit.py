@@ -37,14 +37,14 @@ import numpy as np
 import numpy.typing as npt
 
 from numaplane.placement.fit_quantity import (
-    _DEFAULTS,
-    _MEMO_LIMIT,
-    _REFRESH_SHARE,
+    DEFAULTS,
     I64,
-    _exact_part,
-    _Inexact,
-    _Parts,
-    _Request,
+    MEMO_LIMIT,
+    REFRESH_SHARE,
+    Inexact,
+    Parts,
+    Request,
+    exact_part,
 )
 from numaplane.placement.fit_store import FitStore
 from numaplane.resources.pod import Pod
@@ -58,11 +58,11 @@ class FitArrays(FitStore):
 
     # --- requests ---------------------------------------------------------------------------------
 
-    def _request(self, pod: Pod) -> _Request:
+    def _request(self, pod: Pod) -> Request:
         last = self._last
         if last is not None and last.pod is pod and last.columns == len(self.columns):
             return last
-        req = self._last = _Request(pod, self.columns)
+        req = self._last = Request(pod, self.columns)
         return req
 
     def vector_of(self, pod: Pod) -> I64:
@@ -92,7 +92,7 @@ class FitArrays(FitStore):
                 out[row - lo] = self._fits_exactly(req, row, inexact)
         return out
 
-    def _fits_exactly(self, req: _Request, row: int, inexact: _Inexact) -> bool:
+    def _fits_exactly(self, req: Request, row: int, inexact: Inexact) -> bool:
         if int(self.count[row]) >= int(self.max_pods[row]):
             return False
         zero = Fraction(0)
@@ -109,14 +109,14 @@ class FitArrays(FitStore):
         with such requests) make a score exceed 100, without limit; :meth:`scores` clips each resource's
         part at ``2**62 - 1`` then."""
         req = self._request(pod)
-        if any(req.exact.get(name, _DEFAULTS[name]) < 0 for name in ("cpu", "memory")):
+        if any(req.exact.get(name, DEFAULTS[name]) < 0 for name in ("cpu", "memory")):
             return False
         return all(inexact.used.get(name, 0) >= 0 for inexact in self._inexact.values() for name in ("cpu", "memory"))
 
     def scores(self, pod: Pod, rows: npt.NDArray[np.intp] | None = None) -> I64:
         """LeastAllocated over cpu and memory with the scheduler's non-zero defaults (0–100 unless
         :meth:`scores_bounded` says otherwise); for the nodes ``rows`` only (in that order) when given."""
-        if rows is not None and len(rows) * _REFRESH_SHARE > len(self.names):
+        if rows is not None and len(rows) * REFRESH_SHARE > len(self.names):
             return self.scores(pod)[rows]  # many nodes: the memoised parts are cheaper than a gather
         req = self._request(pod)
         total = np.zeros(len(self.names) if rows is None else len(rows), dtype=np.int64)
@@ -127,13 +127,13 @@ class FitArrays(FitStore):
             if fast:
                 total += self._part(col, milli) if rows is None else self._compute(col, milli, rows)
             else:
-                total += self._exact_parts(col, req.exact.get(name, _DEFAULTS[name]), rows)
+                total += self._exact_parts(col, req.exact.get(name, DEFAULTS[name]), rows)
         total //= 2
         if self._inexact:
             self._score_inexact(req, total, rows)
         return total
 
-    def _score_inexact(self, req: _Request, total: I64, rows: npt.NDArray[np.intp] | None) -> None:
+    def _score_inexact(self, req: Request, total: I64, rows: npt.NDArray[np.intp] | None) -> None:
         """Overwrite the scores of inexact rows with the predicates' formula."""
         if rows is None:
             where: Iterable[tuple[int, int]] = ((row, row) for row in self._inexact)
@@ -146,7 +146,7 @@ class FitArrays(FitStore):
             for name in ("cpu", "memory"):
                 cap = inexact.alloc.get(name)
                 if cap is not None:
-                    score += _exact_part(cap, inexact.used.get(name, zero), req.exact.get(name, _DEFAULTS[name]))
+                    score += exact_part(cap, inexact.used.get(name, zero), req.exact.get(name, DEFAULTS[name]))
             total[i] = score // 2
 
     def _exact_parts(self, col: int, req: Fraction, rows: npt.NDArray[np.intp] | None) -> I64:
@@ -157,19 +157,19 @@ class FitArrays(FitStore):
         out = np.zeros(len(cap), dtype=np.int64)
         for i, (c, u) in enumerate(zip(cap.tolist(), used.tolist(), strict=True)):
             if c > 0:
-                out[i] = _exact_part(Fraction(c, 1000), Fraction(u, 1000), req)
+                out[i] = exact_part(Fraction(c, 1000), Fraction(u, 1000), req)
         return out
 
     def _part(self, col: int, req: int) -> I64:
         """One resource's LeastAllocated part for every node (memoised while nodes are unchanged)."""
         memo = self._memo.get((col, req))
         if memo is None:
-            if len(self._memo) >= _MEMO_LIMIT * 2:
+            if len(self._memo) >= MEMO_LIMIT * 2:
                 self._memo.clear()
-            memo = self._memo[(col, req)] = _Parts(self._compute(col, req, slice(None)), self.stamp.copy())
+            memo = self._memo[(col, req)] = Parts(self._compute(col, req, slice(None)), self.stamp.copy())
             return memo.parts
         stale = np.flatnonzero(memo.stamps != self.stamp)
-        if len(stale) * _REFRESH_SHARE > len(self.names):
+        if len(stale) * REFRESH_SHARE > len(self.names):
             memo.parts = self._compute(col, req, slice(None))
             memo.stamps = self.stamp.copy()
         elif len(stale):

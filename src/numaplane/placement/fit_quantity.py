@@ -1,14 +1,14 @@
 """Quantities and requests as :mod:`numaplane.placement.fit` compares them: thousandths, exactness
 bounds and the exact (Fraction) formulas for what the int64 arrays cannot hold.
 
-* the bounds of an *exact* row (``_SAFE``) and the clipping of requests and approximate entries;
-* :func:`_milli` (rounded-up thousandths, like ``MilliValue``) and :func:`_exact_part`, one resource's
+* the bounds of an *exact* row (``SAFE``) and the clipping of requests and approximate entries;
+* :func:`milli_of` (rounded-up thousandths, like ``MilliValue``) and :func:`exact_part`, one resource's
   LeastAllocated part by exact arithmetic;
-* :class:`_Request`, a pod's effective requests prepared for the arrays (non-zero exact amounts, column
-  checks in rounded-up thousandths, the score path per resource); :class:`_Inexact`, the exact amounts
-  of a row that is not exact; :class:`_Parts`, memoised score parts.
+* :class:`Request`, a pod's effective requests prepared for the arrays (non-zero exact amounts, column
+  checks in rounded-up thousandths, the score path per resource); :class:`Inexact`, the exact amounts
+  of a row that is not exact; :class:`Parts`, memoised score parts.
 
-Private to the ``fit`` modules (:mod:`~numaplane.placement.fit_store`, :mod:`~numaplane.placement.fit`).
+Shared by the ``fit`` modules (:mod:`~numaplane.placement.fit_store`, :mod:`~numaplane.placement.fit`); not used elsewhere.
 """
 
 from __future__ import annotations
@@ -26,19 +26,19 @@ I64 = npt.NDArray[np.int64]
 
 _DEFAULT_CPU_MILLI = 100
 _DEFAULT_MEMORY_MILLI = 200 * 1024 * 1024 * 1000
-_DEFAULTS = {"cpu": Fraction(_DEFAULT_CPU_MILLI, 1000), "memory": Fraction(_DEFAULT_MEMORY_MILLI, 1000)}
-# Exact rows hold |alloc| < _SAFE and 0 <= used < _SAFE thousandths: free stays within ±2**57, a
+DEFAULTS = {"cpu": Fraction(_DEFAULT_CPU_MILLI, 1000), "memory": Fraction(_DEFAULT_MEMORY_MILLI, 1000)}
+# Exact rows hold |alloc| < SAFE and 0 <= used < SAFE thousandths: free stays within ±2**57, a
 # score's used + request below 2**57 and (alloc - requested) * 100 of a fitting node below 2**63.
-_SAFE = 1 << 56
+SAFE = 1 << 56
 _CLIP = 1 << 62  # requests compared with exact rows are clipped to ±_CLIP: the verdicts are unchanged
-_APPROX = 1 << 60  # the array entries of inexact rows are clipped to ±_APPROX (their difference fits int64)
+APPROX = 1 << 60  # the array entries of inexact rows are clipped to ±APPROX (their difference fits int64)
 _NO_LIMIT = 1 << 62  # max_pods of a node without a pods allocatable
 _PART_CLIP = (1 << 62) - 1  # score parts above 100 (negative requests only) are clipped here: sums fit int64
-_MEMO_LIMIT = 64  # memoised score parts per resource
-_REFRESH_SHARE = 4  # a memo with more than 1/_REFRESH_SHARE of its rows stale is recomputed whole
+MEMO_LIMIT = 64  # memoised score parts per resource
+REFRESH_SHARE = 4  # a memo with more than 1/REFRESH_SHARE of its rows stale is recomputed whole
 
 
-def _milli(amount: Fraction) -> int:
+def milli_of(amount: Fraction) -> int:
     return -((-amount.numerator * 1000) // amount.denominator)  # ceil, like MilliValue
 
 
@@ -47,16 +47,16 @@ def _whole_milli(amount: Fraction) -> bool:
     return 1000 % amount.denominator == 0
 
 
-def _clip(value: int, bound: int) -> int:
+def clip(value: int, bound: int) -> int:
     return -bound if value < -bound else bound if value > bound else value
 
 
-def _max_pods(allocatable: Mapping[str, Quantity]) -> int:
+def max_pods_of(allocatable: Mapping[str, Quantity]) -> int:
     pods = allocatable.get("pods")
-    return _NO_LIMIT if pods is None else _clip(pods.value(), _NO_LIMIT)
+    return _NO_LIMIT if pods is None else clip(pods.value(), _NO_LIMIT)
 
 
-def _exact_part(cap: Fraction, used: Fraction, req: Fraction) -> int:
+def exact_part(cap: Fraction, used: Fraction, req: Fraction) -> int:
     """One resource's LeastAllocated part, as :func:`~numaplane.placement.predicates.default_score`
     (never negative), clipped to ``_PART_CLIP``."""
     if cap <= 0:
@@ -67,7 +67,7 @@ def _exact_part(cap: Fraction, used: Fraction, req: Fraction) -> int:
     return min(int((cap - requested) * 100 / cap), _PART_CLIP)
 
 
-class _Parts:
+class Parts:
     """One resource's LeastAllocated part of every node for one request, valid at ``stamps``."""
 
     __slots__ = ("parts", "stamps")
@@ -77,7 +77,7 @@ class _Parts:
         self.stamps = stamps
 
 
-class _Inexact:
+class Inexact:
     """The exact allocatable and used amounts (in units, not thousandths) of a row that is not exact."""
 
     __slots__ = ("alloc", "used")
@@ -87,7 +87,7 @@ class _Inexact:
         self.used = used
 
 
-class _Request:
+class Request:
     """A pod's effective requests as the arrays compare them (built for :attr:`FitArrays.columns` of a
     given size: a new column can make an unknown resource known)."""
 
@@ -109,9 +109,9 @@ class _Request:
             if not amount:
                 continue
             self.exact[r] = amount
-            milli = _milli(amount)
+            milli = milli_of(amount)
             if r in self.score:
-                self.score[r] = (milli, True) if _whole_milli(amount) and 0 <= milli < _SAFE else (0, False)
+                self.score[r] = (milli, True) if _whole_milli(amount) and 0 <= milli < SAFE else (0, False)
             col = columns.get(r)
             if col is None:
                 self.impossible = self.impossible or amount > 0

@@ -36,15 +36,15 @@ from fractions import Fraction
 import numpy as np
 
 from numaplane.placement.fit_quantity import (
-    _APPROX,
-    _SAFE,
+    APPROX,
     I64,
-    _clip,
-    _Inexact,
-    _max_pods,
-    _milli,
-    _Parts,
-    _Request,
+    SAFE,
+    Inexact,
+    Parts,
+    Request,
+    clip,
+    max_pods_of,
+    milli_of,
 )
 from numaplane.resources.quantity import Quantity
 
@@ -76,14 +76,14 @@ class FitStore:
         self._stamp_buf = np.zeros(n, dtype=np.int64)
         self._bind_views()
         self._vacant: list[int] = []  # heap of vacant rows
-        self._inexact: dict[int, _Inexact] = {}
+        self._inexact: dict[int, Inexact] = {}
         self._stamps = 0
-        self._memo: dict[tuple[int, int], _Parts] = {}
-        self._last: _Request | None = None
+        self._memo: dict[tuple[int, int], Parts] = {}
+        self._last: Request | None = None
         self._cpu = columns.get("cpu")
         self._mem = columns.get("memory")
         for row, alloc in enumerate(allocatable):
-            self.max_pods[row] = _max_pods(alloc)
+            self.max_pods[row] = max_pods_of(alloc)
             exact = {r: q.amount for r, q in alloc.items()}
             if all(self._alloc_ok(v) for v in exact.values()):
                 for r, amount in exact.items():
@@ -134,12 +134,12 @@ class FitStore:
     @staticmethod
     def _alloc_ok(amount: Fraction) -> bool:
         """Whether an allocatable amount can be held exactly in an exact row."""
-        return 1000 % amount.denominator == 0 and -_SAFE < amount.numerator * 1000 // amount.denominator < _SAFE
+        return 1000 % amount.denominator == 0 and -SAFE < amount.numerator * 1000 // amount.denominator < SAFE
 
     @staticmethod
     def _used_ok(amount: Fraction) -> bool:
         """Whether a used amount can be held exactly in an exact row."""
-        return 1000 % amount.denominator == 0 and 0 <= amount.numerator * 1000 // amount.denominator < _SAFE
+        return 1000 % amount.denominator == 0 and 0 <= amount.numerator * 1000 // amount.denominator < SAFE
 
     def _exact_values(self, row: int) -> tuple[dict[str, Fraction], dict[str, Fraction]]:
         """The row's exact allocatable and used amounts (entries at 0 may be left out)."""
@@ -161,16 +161,16 @@ class FitStore:
         a = [0] * len(self.columns)
         u = [0] * len(self.columns)
         for r, v in alloc.items():
-            a[self.columns[r]] = _clip(_milli(v), _APPROX)
+            a[self.columns[r]] = clip(milli_of(v), APPROX)
         for r, v in used.items():
-            u[self.columns[r]] = _clip(_milli(v), _APPROX)
+            u[self.columns[r]] = clip(milli_of(v), APPROX)
         self.alloc[:, row] = a
         self.used[:, row] = u
         self.free[:, row] = self.alloc[:, row] - self.used[:, row]
         if exact:
             self._inexact.pop(row, None)
         else:
-            self._inexact[row] = _Inexact(dict(alloc), dict(used))
+            self._inexact[row] = Inexact(dict(alloc), dict(used))
         self._touch(row)
 
     def _touch(self, row: int) -> None:
@@ -202,7 +202,7 @@ class FitStore:
             self.count[row] = 0
         else:
             used = self._exact_values(row)[1]
-        self.max_pods[row] = _max_pods(allocatable)
+        self.max_pods[row] = max_pods_of(allocatable)
         self._write(row, {r: q.amount for r, q in allocatable.items()}, used)
         return row
 
@@ -251,7 +251,7 @@ class FitStore:
             if col is None:
                 known = False
                 continue
-            vec[col] = _milli(q.amount)
+            vec[col] = milli_of(q.amount)
         return vec, known
 
     def add(self, row: int, requests: Mapping[str, Quantity], sign: int = 1) -> None:
@@ -274,7 +274,7 @@ class FitStore:
         if row not in self._inexact:
             old = self.used[:, row].tolist()
             new = [u + sign * v for u, v in zip(old, vec.tolist(), strict=True)]
-            if not new or (min(new) >= 0 and max(new) < _SAFE):
+            if not new or (min(new) >= 0 and max(new) < SAFE):
                 self.used[:, row] = new
                 self.free[:, row] = self.alloc[:, row] - self.used[:, row]
                 self._stamps += 1

@@ -200,13 +200,13 @@ def _unknown_fields(doc: Mapping[str, Any]) -> list[str]:
 
 
 def _check_cpu_options(options: Mapping[str, str], problems: list[str]) -> None:
-    from numaplane.policy.cpu import _FALSE, _FIELDS, _TRUE, StaticPolicyOptions
+    from numaplane.policy.cpu import GO_FALSE, GO_TRUE, OPTION_FIELDS, StaticPolicyOptions
 
     before = len(problems)
     for name, value in sorted(options.items()):
-        if name not in _FIELDS:
-            problems.append(f"cpuManager.options.{name}: unknown option (known: {', '.join(sorted(_FIELDS))})")
-        elif value not in _TRUE and value not in _FALSE:
+        if name not in OPTION_FIELDS:
+            problems.append(f"cpuManager.options.{name}: unknown option (known: {', '.join(sorted(OPTION_FIELDS))})")
+        elif value not in GO_TRUE and value not in GO_FALSE:
             problems.append(f'cpuManager.options.{name}: {value!r} is not a boolean ("true" or "false")')
     if len(problems) == before:
         try:

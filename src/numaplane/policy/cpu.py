@@ -36,7 +36,7 @@ from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import CPUSetParseError
 from numaplane.topology.model import Topology
 
-__all__ = ["ReservedCPUs", "StaticPolicy", "StaticPolicyOptions"]
+__all__ = ["GO_FALSE", "GO_TRUE", "OPTION_FIELDS", "ReservedCPUs", "StaticPolicy", "StaticPolicyOptions"]
 
 Hints = dict[str, list[TopologyHint]]
 _EMPTY = CPUSet.from_mask(0)
@@ -53,7 +53,8 @@ PREFER_ALIGN_BY_UNCORE = "prefer-align-cpus-by-uncorecache"
 _ALPHA = frozenset({ALIGN_BY_SOCKET, DISTRIBUTE_ACROSS_CORES})
 _BETA = frozenset({DISTRIBUTE_ACROSS_NUMA, STRICT_CPU_RESERVATION, PREFER_ALIGN_BY_UNCORE})
 _STABLE = frozenset({FULL_PCPUS_ONLY})
-_FIELDS = {
+# Kubelet option name → StaticPolicyOptions field (also the known names policy/config.py checks).
+OPTION_FIELDS = {
     FULL_PCPUS_ONLY: "full_pcpus_only",
     DISTRIBUTE_ACROSS_NUMA: "distribute_cpus_across_numa",
     ALIGN_BY_SOCKET: "align_by_socket",
@@ -68,8 +69,9 @@ _INCOMPATIBLE = (
     (PREFER_ALIGN_BY_UNCORE, DISTRIBUTE_ACROSS_CORES),
     (PREFER_ALIGN_BY_UNCORE, DISTRIBUTE_ACROSS_NUMA),
 )
-_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+# Option values as Go strconv.ParseBool reads them (policy/config.py validates with the same sets).
+GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
 
 def _go_quote(text: str) -> str:
@@ -98,7 +100,7 @@ class StaticPolicyOptions:
         values: dict[str, bool] = {}
         for name in sorted(options):
             raw = options[name]
-            if name not in _FIELDS:
+            if name not in OPTION_FIELDS:
                 raise PolicyConfigError(f"unknown CPU Manager Policy option: {_go_quote(name)}")
             if name in _ALPHA and not alpha_enabled:
                 raise PolicyConfigError(
@@ -109,14 +111,14 @@ class StaticPolicyOptions:
                     f"CPU Manager Policy Beta-level Options not enabled, but option {_go_quote(name)} provided"
                 )
             text = ("true" if raw else "false") if isinstance(raw, bool) else str(raw)
-            if text not in _TRUE and text not in _FALSE:
+            if text not in GO_TRUE and text not in GO_FALSE:
                 raise PolicyConfigError(
                     f"bad value for option {_go_quote(name)}: strconv.ParseBool: parsing {_go_quote(text)}: invalid syntax"
                 )
-            values[_FIELDS[name]] = text in _TRUE
+            values[OPTION_FIELDS[name]] = text in GO_TRUE
         opts = StaticPolicyOptions(**values)
         for a, b in _INCOMPATIBLE:
-            if getattr(opts, _FIELDS[a]) and getattr(opts, _FIELDS[b]):
+            if getattr(opts, OPTION_FIELDS[a]) and getattr(opts, OPTION_FIELDS[b]):
                 raise PolicyConfigError(f"static policy options {a} and {b} can not be used at the same time")
         return opts
 
@@ -138,7 +140,7 @@ class StaticPolicyOptions:
 
     def to_dict(self) -> dict[str, str]:
         """The enabled options by kubelet name (``{"full-pcpus-only": "true"}``)."""
-        names = {field: name for name, field in _FIELDS.items()}
+        names = {field: name for name, field in OPTION_FIELDS.items()}
         return {names[f.name]: "true" for f in fields(self) if getattr(self, f.name)}
 
 

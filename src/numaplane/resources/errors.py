@@ -4,6 +4,7 @@ Exception tree::
 
     ResourceError                 (base)
     ├── QuantityError             malformed Kubernetes quantity string (also a ValueError)
+    ├── DurationError             malformed Go duration string (also a ValueError)
     └── PodSpecError              malformed Pod JSON; ``path`` locates the field (also a ValueError)
 """
 
@@ -19,6 +20,15 @@ class QuantityError(ResourceError, ValueError):
 
     def __init__(self, text: object, reason: str) -> None:
         super().__init__(f"invalid quantity {text!r}: {reason}")
+        self.text = text
+        self.reason = reason
+
+
+class DurationError(ResourceError, ValueError):
+    """A duration string does not follow Go's ``time.ParseDuration`` syntax (or is out of its range)."""
+
+    def __init__(self, text: object, reason: str) -> None:
+        super().__init__(f"{text!r} is not a duration such as 10s, 1m30s or 250ms ({reason})")
         self.text = text
         self.reason = reason
 

@@ -48,6 +48,8 @@ from numaplane.placement.overreserve import (
     ResyncScope,
 )
 from numaplane.placement.score import ScoringStrategy
+from numaplane.resources.duration import parse_duration
+from numaplane.resources.errors import DurationError
 from numaplane.scheduler.errors import SchedulerConfigError
 
 __all__ = [
@@ -59,7 +61,7 @@ __all__ = [
     "SchedulerConfig",
     "config_from_document",
     "parse_cache_mode",
-    "parse_duration",
+    "parse_period",
 ]
 
 CacheMode = Literal["passthrough", "overreserve", "discard-reserved"]
@@ -289,31 +291,20 @@ def config_from_document(doc: Any, base: SchedulerConfig | None = None) -> Sched
     return config.with_overrides(**values)
 
 
-_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(h|ms|m|s|us|µs|ns)")
+_PLAIN_SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")
 
 
-def parse_duration(text: str) -> float:
-    """Seconds from a Go duration (``5s``, ``1m30s``, ``250ms``, ``0s``) or a plain number of seconds."""
+def parse_period(text: str) -> float:
+    """Seconds from a Go duration (``5s``, ``1m30s``, ``250ms``, ``0``; :mod:`numaplane.resources.duration`)
+    or, as the ``--resync-period`` flag has always accepted, a plain non-negative number of seconds (``5``, ``0.5``).
+    """
     body = text.strip()
+    if _PLAIN_SECONDS.fullmatch(body):
+        return float(body)
     try:
-        value = float(body)
-    except ValueError:
-        pass
-    else:
-        if value < 0:
-            raise SchedulerConfigError(f"duration {text!r} is negative")
-        return value
-    pos = 0
-    total = 0.0
-    for match in _DURATION_PART.finditer(body):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        pos = match.end()
-    if not body or pos != len(body):
-        raise SchedulerConfigError(f"duration {text!r} is not like 5s, 1m30s or 250ms")
-    return total
+        return parse_duration(body, non_negative=True)
+    except DurationError as exc:
+        raise SchedulerConfigError(f"period {exc}") from exc
 
 
 def parse_cache_mode(text: str) -> CacheMode:

@@ -64,7 +64,7 @@ from numaplane.placement.predicates import BasicNode, has_node_constraints, is_r
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core_records import TERMINAL_PHASES, NodeRecord, _Layout, object_name, pod_key
+from numaplane.scheduler.core_records import TERMINAL_PHASES, NodeRecord, NodesLayout, object_name, pod_key
 from numaplane.scheduler.core_verdicts import NodeVerdicts, NumaEvaluation
 from numaplane.scheduler.usage import NodeUsage
 
@@ -105,7 +105,7 @@ class SchedulerCore(NodeVerdicts):
         self.pods: dict[str, Pod] = {}
         self.usage = NodeUsage()
         self.fit = FitArrays([], [])
-        self._layout: _Layout | None = None
+        self._layout: NodesLayout | None = None
         self._numa_nodes: dict[str, NumaNode] = {}
         self._reserved: set[str] = set()
         self._names = frozenset(config.scheduler_names)
@@ -346,10 +346,10 @@ class SchedulerCore(NodeVerdicts):
             self.fit.set_usage(name, usage.used(name), usage.count(name))
         return self.fit
 
-    def _nodes_layout(self) -> _Layout:
+    def _nodes_layout(self) -> NodesLayout:
         layout = self._layout
         if layout is None:
-            layout = self._layout = _Layout(self.nodes, self.fit)
+            layout = self._layout = NodesLayout(self.nodes, self.fit)
         return layout
 
     def basic_filter(self, pod: Pod) -> BasicVerdicts:

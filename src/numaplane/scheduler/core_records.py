@@ -3,7 +3,7 @@
 * :func:`object_name` / :func:`pod_key` — the names the informer objects are stored under;
 * :class:`NodeRecord` — a Node as the informer last showed it, parsed for the NUMA filter and for the
   basic predicates;
-* :class:`_Layout` — the nodes in name order with their fit-array rows, for the basic filter over
+* :class:`NodesLayout` — the nodes in name order with their fit-array rows, for the basic filter over
   every node at once.
 
 No I/O.
@@ -22,7 +22,7 @@ from numaplane.placement.fit import FitArrays
 from numaplane.placement.node import NodeInfo as NumaNode
 from numaplane.placement.predicates import BasicNode, is_restricted
 
-__all__ = ["TERMINAL_PHASES", "NodeRecord", "object_name", "pod_key"]
+__all__ = ["TERMINAL_PHASES", "NodeRecord", "NodesLayout", "object_name", "pod_key"]
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -55,7 +55,7 @@ class NodeRecord:
     problem: str | None = None
 
 
-class _Layout:
+class NodesLayout:
     """The nodes in name order with their fit-array rows (-1: no usable Node object) and whether the
     node-level predicates can reject an unconstrained pod there (:func:`is_restricted`). Valid until a
     node is added, deleted, becomes (un)usable or (un)restricted."""

@@ -30,18 +30,16 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from functools import cache
+from functools import cache, partial
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
-from numaplane.documents import load_yaml
 from numaplane.policy.config import DeviceSpec, NodeResourceConfig, parse_config
 from numaplane.policy.manager import ResourceManager
 from numaplane.policy.plugin import ResourcePlugin
 from numaplane.resources.quantity import Quantity
 from numaplane.sim.errors import ClusterSpecError
-from numaplane.topology.errors import TopologyFormatError
+from numaplane.topology.errors import TopologyError
 from numaplane.topology.model import HugePages, NUMANode, Topology
 
 __all__ = [
@@ -108,33 +106,13 @@ def _load_builtin(name: str, hugepages_1g_per_numa: int) -> Topology:
 def load_topology(spec: str, *, hugepages_1g_per_numa: int = BUILTIN_HUGEPAGES_1G) -> Topology:
     """A built-in name (the machine as modelled, see the module docstring; ``hugepages_1g_per_numa``
     sets its 1 GiB pools), a topology JSON/YAML file, or a sysfs folder / ``.tar.gz`` snapshot (as read)."""
-    if spec in builtin_topologies():
-        return _load_builtin(spec, hugepages_1g_per_numa)
-    path = Path(spec)
-    if not path.exists():
-        raise ClusterSpecError(
-            f"topology {spec!r}: not a built-in name ({', '.join(builtin_topologies())}) and no such file"
-        )
-    if path.is_dir() or path.name.endswith((".tar.gz", ".tgz")):
-        from numaplane.topology import sysfs  # adapter; imported only for this input kind
+    from numaplane.topology import load  # adapter (reads files); imported only when a spec is loaded
 
-        try:
-            if path.is_dir():
-                return sysfs.discover(sysfs.find_sysfs_root(path))
-            import tempfile
-
-            with tempfile.TemporaryDirectory() as tmp:
-                return sysfs.discover(sysfs.unpack_snapshot(path, tmp))
-        except Exception as exc:  # discovery errors are typed; anything else is reported the same way
-            raise ClusterSpecError(f"topology {spec!r}: {exc}") from exc
+    builtins = {name: partial(_load_builtin, name, hugepages_1g_per_numa) for name in builtin_topologies()}
     try:
-        import yaml
-
-        doc = load_yaml(path.read_text(encoding="utf-8"))
-        topo = Topology.from_dict(doc)
-    except (OSError, TopologyFormatError, yaml.YAMLError) as exc:
-        raise ClusterSpecError(f"topology file {spec}: {exc}") from exc
-    return topo if topo.name else replace(topo, name=path.stem)
+        return load.load_topology(spec, builtins=builtins)
+    except TopologyError as exc:
+        raise ClusterSpecError(f"topology {exc}") from exc
 
 
 def with_hugepages(topology: Topology, pages_1g: int) -> Topology:

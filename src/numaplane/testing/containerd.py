@@ -62,12 +62,15 @@ __all__ = [
     "ContainerdUnavailable",
     "build_busybox_image",
     "cache_root",
+    "cgroup_dirs",
     "containerd_unavailable_reason",
     "cpuset_of_container",
     "fetch_packages",
+    "kill_cgroup_members",
     "make_containerd_fixture",
     "run_containerd",
     "terminate_process",
+    "unmount_under",
 ]
 
 BUSYBOX_IMAGE = "localhost/numaplane/busybox:test"
@@ -417,7 +420,7 @@ def _pids_naming(text: str) -> list[int]:
     return pids
 
 
-def _cgroup_dirs(cgroup_root: str) -> list[Path]:
+def cgroup_dirs(cgroup_root: str) -> list[Path]:
     """Every existing folder of ``cgroup_root`` in every mounted hierarchy, deepest first."""
     rel = cgroup_root.strip("/")
     dirs: list[Path] = []
@@ -431,15 +434,15 @@ def _cgroup_dirs(cgroup_root: str) -> list[Path]:
     return sorted(set(dirs), key=lambda p: len(p.parts), reverse=True)
 
 
-def _kill_cgroup_members(cgroup_root: str) -> None:
-    for d in _cgroup_dirs(cgroup_root):
+def kill_cgroup_members(cgroup_root: str) -> None:
+    for d in cgroup_dirs(cgroup_root):
         with contextlib.suppress(OSError):
             for line in (d / "cgroup.procs").read_text().split():
                 with contextlib.suppress(ProcessLookupError, ValueError):
                     os.kill(int(line), signal.SIGKILL)
 
 
-def _unmount_under(path: Path) -> None:
+def unmount_under(path: Path) -> None:
     prefix = str(path.resolve())
     mounts = []
     with contextlib.suppress(OSError):
@@ -569,10 +572,10 @@ def _teardown(instance: ContainerdInstance, run_before: set[str] | None) -> None
     for pid in _pids_naming(str(instance.workdir)):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    _kill_cgroup_members(instance.cgroup_root)
+    kill_cgroup_members(instance.cgroup_root)
     time.sleep(0.1)
-    _unmount_under(instance.workdir)
-    for d in _cgroup_dirs(instance.cgroup_root):
+    unmount_under(instance.workdir)
+    for d in cgroup_dirs(instance.cgroup_root):
         with contextlib.suppress(OSError):
             d.rmdir()
     _clean_run_containerd(run_before)

@@ -53,11 +53,11 @@ import yaml
 from numaplane.testing.containerd import (
     BUSYBOX_IMAGE,
     ContainerdInstance,
-    _cgroup_dirs,
-    _kill_cgroup_members,
-    _unmount_under,
+    cgroup_dirs,
     containerd_unavailable_reason,
+    kill_cgroup_members,
     terminate_process,
+    unmount_under,
 )
 from numaplane.testing.cri import CRIError
 from numaplane.testing.kubecluster import ApiStatus, ControlPlane, free_port, kubeconfig
@@ -556,10 +556,10 @@ def _teardown(kubelet: RealKubelet) -> None:
                 cri.remove_pod_sandbox(pod_id)
     _restore_tunables(kubelet._tunables)
     _remove_created(kubelet._created_before)
-    _kill_cgroup_members(kubelet.cgroup_root)
+    kill_cgroup_members(kubelet.cgroup_root)
     time.sleep(0.1)
-    _unmount_under(kubelet.workdir)
-    for d in _cgroup_dirs(kubelet.cgroup_root):
+    unmount_under(kubelet.workdir)
+    for d in cgroup_dirs(kubelet.cgroup_root):
         with contextlib.suppress(OSError):
             d.rmdir()
     _remove_container_log_links(kubelet.pod_logs, kubelet.pod_uids)

@@ -5,10 +5,13 @@ Exception tree::
     TopologyError                    (base of everything raised here)
     ├── CPUSetParseError             malformed cpuset string (also a ValueError)
     ├── TopologyFormatError          malformed topology JSON document (also a ValueError)
-    └── SysfsError                   sysfs tree unreadable or malformed (names the file)
+    ├── SysfsError                   sysfs tree unreadable or malformed (names the file)
+    └── TopologyLoadError            a named topology input cannot be loaded (names the file; also a ValueError)
 """
 
 from __future__ import annotations
+
+import os
 
 
 class TopologyError(Exception):
@@ -40,4 +43,13 @@ class SysfsError(TopologyError):
     def __init__(self, file: str, reason: str) -> None:
         super().__init__(f"{file}: {reason}")
         self.file = file
+        self.reason = reason
+
+
+class TopologyLoadError(TopologyError, ValueError):
+    """A topology input (name, document, sysfs folder, archive) cannot be loaded; ``path`` names it."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        super().__init__(f"{os.fspath(path)}: {reason}")
+        self.path = os.fspath(path)
         self.reason = reason

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from numaplane.operator.errors import SpecError
+from numaplane.resources.duration import parse_duration
 
 __all__ = [
     "API_VERSION",
@@ -25,8 +26,6 @@ __all__ = [
     "ObjectRef",
     "Problems",
     "Toleration",
-    "format_duration",
-    "parse_duration",
     "valid_label_key",
     "valid_label_value",
 ]
@@ -37,42 +36,15 @@ GROUP = "numaplane.io"
 VERSION = "v1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
-#: Go duration syntax as Kubernetes APIs accept it (``10s``, ``1m30s``, ``250ms``, ``0``).
+#: The CRD schema's pattern for durations: the unsigned subset of Go's syntax that
+#: :mod:`numaplane.resources.duration` parses (``10s``, ``1m30s``, ``250ms``, ``0``).
 DURATION_PATTERN = r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$"
-_DURATION_RE = re.compile(DURATION_PATTERN)
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 #: DNS-1123 label (names of node groups, which end up inside object names).
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def parse_duration(text: str) -> float:
-    """A Go duration string in seconds (``"1m30s"`` → 90.0). Raises ``ValueError`` when malformed."""
-    if not isinstance(text, str) or not _DURATION_RE.match(text):
-        raise ValueError(f"{text!r} is not a duration such as 10s, 1m30s or 250ms")
-    if text == "0":
-        return 0.0
-    return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
-
-
-def format_duration(seconds: float) -> str:
-    """Canonical Go-style form of a non-negative duration: ``90.0`` → ``"1m30s"``, ``0.25`` → ``"250ms"``."""
-    if seconds < 0:
-        raise ValueError("durations are non-negative")
-    if seconds == 0:
-        return "0s"
-    millis = round(seconds * 1000)
-    if millis % 1000:
-        return f"{millis}ms"
-    whole = millis // 1000
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    out = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + (f"{secs}s" if secs else "")
-    return out
 
 
 def valid_label_key(key: str) -> bool:
@@ -179,7 +151,7 @@ class Problems:
         if value is None:
             return default
         try:
-            return parse_duration(value)
+            return parse_duration(value, non_negative=True)
         except ValueError as exc:
             self.add(f"{path}.{key}", str(exc))
             return default

@@ -27,11 +27,11 @@ from numaplane.operator.api.meta import (
     ObjectMeta,
     Problems,
     Toleration,
-    format_duration,
     valid_dns_label,
 )
 from numaplane.operator.api.selector import NodeSelector
 from numaplane.operator.errors import SpecError
+from numaplane.resources.duration import format_duration
 
 __all__ = [
     "KIND",

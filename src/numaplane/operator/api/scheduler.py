@@ -24,10 +24,10 @@ from numaplane.operator.api.meta import (
     LogLevel,
     ObjectMeta,
     Problems,
-    format_duration,
     valid_dns_label,
 )
 from numaplane.operator.errors import SpecError
+from numaplane.resources.duration import format_duration
 
 __all__ = [
     "DEFAULT_KUBE_SCHEDULER_IMAGE",
