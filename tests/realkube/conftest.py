@@ -20,8 +20,11 @@ from numaplane.testing.kubelet import KubeletPolicy, make_kubelet_fixture
 kubelet_containerd = make_containerd_fixture("kubelet_containerd")
 #: a real kubelet v1.36.2 registered to ``control_plane``: the static CPU manager (CPU 0 reserved), the
 #: Static memory manager and the single-numa-node topology policy — a NUMA-aware node as users run it.
-#: Tests that need other policies restart it (``RealKubelet.restart``).
+#: Tests that need other policies restart it (``RealKubelet.restart``). One per test module: a running
+#: kubelet heart-beats its Node, and kube-scheduler retries unschedulable pods on every Node event, which
+#: would hide (or fake) the retries other modules measure.
 real_kubelet = make_kubelet_fixture(
+    scope="module",
     containerd="kubelet_containerd",
     policy=KubeletPolicy(
         cpu_manager_policy="static",

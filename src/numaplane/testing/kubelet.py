@@ -46,7 +46,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import yaml
 
@@ -618,16 +618,18 @@ def make_kubelet_fixture(
     control_plane: str = "control_plane",
     containerd: str = "containerd",
     policy: KubeletPolicy | None = None,
+    scope: Literal["session", "package", "module", "class", "function"] = "session",
 ) -> Any:
-    """A session-scoped pytest fixture yielding a :class:`RealKubelet` started with ``policy`` (default:
-    :class:`KubeletPolicy`, the static CPU manager with CPU 0 reserved).
+    """A pytest fixture (``scope``: session by default) yielding a :class:`RealKubelet` started with
+    ``policy`` (default: :class:`KubeletPolicy`, the static CPU manager with CPU 0 reserved). Its Node is
+    deleted when the fixture ends.
 
     It uses the fixtures named ``control_plane`` and ``containerd``. Skips loudly where the machine
     cannot run it; with ``NUMAPLANE_REQUIRE_KUBELET=1`` it fails instead.
     """
     import pytest
 
-    @pytest.fixture(scope="session", name=name)
+    @pytest.fixture(scope=scope, name=name)
     def kubelet_fixture(request: pytest.FixtureRequest) -> Iterator[RealKubelet]:
         def unavailable(reason: str) -> NoReturn:
             component_unavailable("a kubelet", reason, "NUMAPLANE_REQUIRE_KUBELET")
