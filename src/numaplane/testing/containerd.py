@@ -336,6 +336,16 @@ class ContainerdInstance:
         except OSError:
             return ""
 
+    def remove_all_pods(self) -> None:
+        """Stop and remove every pod sandbox through CRI (best effort: clean-up never raises)."""
+        with contextlib.suppress(Exception), self.cri() as cri:
+            cri.timeout_seconds = 15
+            for pod_id in cri.list_pod_sandboxes():
+                with contextlib.suppress(CRIError):
+                    cri.stop_pod_sandbox(pod_id)
+                with contextlib.suppress(CRIError):
+                    cri.remove_pod_sandbox(pod_id)
+
     def new_pod(self, name: str, **kw: Any) -> tuple[Any, str]:
         """A pod sandbox config (host network, cgroup under ``cgroup_root``) and its cgroup parent."""
         uid = uuid.uuid4().hex
@@ -560,13 +570,7 @@ def _clean_run_containerd(run_before: set[str] | None, folder: Path = RUN_CONTAI
 
 
 def _teardown(instance: ContainerdInstance, run_before: set[str] | None) -> None:
-    with contextlib.suppress(Exception), instance.cri() as cri:
-        cri.timeout_seconds = 15
-        for pod_id in cri.list_pod_sandboxes():
-            with contextlib.suppress(CRIError):
-                cri.stop_pod_sandbox(pod_id)
-            with contextlib.suppress(CRIError):
-                cri.remove_pod_sandbox(pod_id)
+    instance.remove_all_pods()
     terminate_process(instance.process)
     # Shims outlive containerd: they name our socket path on their command line.
     for pid in _pids_naming(str(instance.workdir)):

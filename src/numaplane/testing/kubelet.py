@@ -59,7 +59,6 @@ from numaplane.testing.containerd import (
     terminate_process,
     unmount_under,
 )
-from numaplane.testing.cri import CRIError
 from numaplane.testing.kubecluster import ApiStatus, ControlPlane, free_port, kubeconfig
 from numaplane.testing.unavailable import component_unavailable
 
@@ -547,13 +546,7 @@ def _teardown(kubelet: RealKubelet) -> None:
     kubelet.stop()
     with contextlib.suppress(Exception):
         cp.request("DELETE", f"/api/v1/nodes/{kubelet.node_name}")
-    with contextlib.suppress(Exception), kubelet.containerd.cri() as cri:
-        cri.timeout_seconds = 15
-        for pod_id in cri.list_pod_sandboxes():
-            with contextlib.suppress(CRIError):
-                cri.stop_pod_sandbox(pod_id)
-            with contextlib.suppress(CRIError):
-                cri.remove_pod_sandbox(pod_id)
+    kubelet.containerd.remove_all_pods()
     _restore_tunables(kubelet._tunables)
     _remove_created(kubelet._created_before)
     kill_cgroup_members(kubelet.cgroup_root)
