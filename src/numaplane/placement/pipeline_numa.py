@@ -74,6 +74,20 @@ class Distances:
     half: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     stamps_step: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
 
+    scoped: tuple[int, int, I64, I64] | None = None  # (cluster, flags_version, pod-scope rows, container-scope rows)
+
+    def scoped_rows(self, cl: ClusterArrays) -> tuple[I64, I64]:
+        """Rows ``0..n-1`` that LeastNUMANodes scores (a readable, regular NRT), split by scope: they
+        depend on the rows' flags only, so they are kept until ``cl.flags_version`` changes."""
+        known = self.scoped
+        if known is not None and known[0] == id(cl) and known[1] == cl.flags_version:
+            return known[2], known[3]
+        n = cl.n
+        rows = np.flatnonzero(cl.present[:n] & cl.has_nrt[:n] & ~cl.problem[:n] & ~cl.irregular[:n])
+        pod_scope = cl.scope_pod[rows]
+        self.scoped = (id(cl), cl.flags_version, rows[pod_scope], rows[~pod_scope])
+        return self.scoped[2], self.scoped[3]
+
     def steps(self, cl: ClusterArrays) -> tuple[I64, I64]:
         """``(step, step // 2)`` per row (``capacity`` long; rows ``0..n-1`` are current)."""
         if len(self.step) != cl.capacity:
@@ -206,15 +220,15 @@ def _search(
 
     ``work`` holds full-size working copies of ``avail_m`` columns (container-scope accounting)."""
     m = len(rows)
-    found_k = np.zeros(m, np.int64)
-    optimal = np.zeros(m, bool)
     none = np.zeros(0, np.int64)
     if any(c is None for c, _ in reqs):  # a requested resource no zone lists
-        return _Search(found_k, optimal, np.full(m, -1), none, np.zeros((0, cl.slots), np.int64))
+        return _Search(
+            np.zeros(m, np.int64), np.zeros(m, bool), np.full(m, -1), none, np.zeros((0, cl.slots), np.int64)
+        )
     known = [(c, q) for c, q in reqs if c is not None]
     has_fit, has_opt, single = _singletons(cl, dist, rows, known, work, pick)
-    found_k[has_fit] = 1
-    optimal[has_fit] = has_opt[has_fit]
+    found_k = has_fit.astype(np.int64)  # k = 1 where a single zone fits
+    optimal = has_opt.copy()  # an optimal fitting slot is a fitting slot
     todo = np.flatnonzero(~has_fit)
     multi: list[I64] = []
     members: list[I64] = []
@@ -276,7 +290,12 @@ def _normalize(cl: ClusterArrays, dist: Distances, rows: I64, k: I64, optimal: B
 def _nonzero(cl: ClusterArrays, requests: Mapping[str, Quantity]) -> list[tuple[int | None, int]]:
     out: list[tuple[int | None, int]] = []
     for name, q in requests.items():
-        milli = q.amount * 1000
+        amount = q.amount
+        if amount.denominator == 1:  # an integer: no Fraction arithmetic (same value)
+            if amount.numerator != 0:
+                out.append((cl.columns.get(name), amount.numerator * 1000))
+            continue
+        milli = amount * 1000
         if milli != 0:
             out.append((cl.columns.get(name), int(milli)))
     return out
@@ -284,10 +303,11 @@ def _nonzero(cl: ClusterArrays, requests: Mapping[str, Quantity]) -> list[tuple[
 
 def _listed_anywhere(cl: ClusterArrays, rows: I64, requests: Mapping[str, Quantity]) -> B:
     out = np.zeros(len(rows), bool)
+    every = len(rows) == cl.n  # ascending distinct rows: every row, a view does
     for name in requests:
         c = cl.columns.get(name)
         if c is not None:
-            out |= cl.listed_any[c][rows]
+            out |= cl.listed_any[c][: cl.n] if every else cl.listed_any[c][rows]
     return out
 
 
@@ -373,16 +393,20 @@ def least_numa_scores(cl: ClusterArrays, pod: Pod, dist: Distances, sel: I64 | N
         return out
     if sel is None:
         out = np.zeros(n, np.int64)
-        rows = np.flatnonzero(cl.present[:n] & cl.has_nrt[:n] & ~cl.problem[:n] & ~cl.irregular[:n])
-        at = rows
+        pod_at, ctr_at = dist.scoped_rows(cl)
+        pod_rows, ctr_rows = pod_at, ctr_at
     else:
         out = np.zeros(len(sel), np.int64)
         at = np.flatnonzero(cl.present[sel] & cl.has_nrt[sel] & ~cl.problem[sel] & ~cl.irregular[sel])
         rows = sel[at]
-    pod_scope = cl.scope_pod[rows]
-    pod_rows, ctr_rows = rows[pod_scope], rows[~pod_scope]
+        pod_scope = cl.scope_pod[rows]
+        pod_at, ctr_at = at[pod_scope], at[~pod_scope]
+        pod_rows, ctr_rows = rows[pod_scope], rows[~pod_scope]
     if len(pod_rows):
-        out[at[pod_scope]] = _pod_scope(cl, dist, pod_rows, pod)
+        out[pod_at] = _pod_scope(cl, dist, pod_rows, pod)
     if len(ctr_rows):
-        out[at[~pod_scope]] = _container_scope(cl, dist, ctr_rows, pod)
+        if len(ctr_rows) == n:
+            out = _container_scope(cl, dist, ctr_rows, pod)
+        else:
+            out[ctr_at] = _container_scope(cl, dist, ctr_rows, pod)
     return out
