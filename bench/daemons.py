@@ -4,7 +4,7 @@ Each daemon runs for real, as ``numaplane <command>`` in a child process, agains
 API server (:class:`numaplane.testing.fakeapi.FakeApiServer`, in this process):
 
 * ``operator``  — idle only (no custom resources);
-* ``extender``  — idle (empty cluster); loaded: 5,000 Nodes with their NRTs (8 zones) in its informers
+* ``extender``  — idle (empty cluster); loaded: 5,000 Nodes with their NRTs (4 zones) in its informers
   and cache, then filter + prioritize cycles for a Guaranteed pod over every node's name;
 * ``scheduler`` — standalone (``scheduler run``): idle (empty cluster); loaded: the same 5,000 Nodes and
   NRTs, then 1,000 pending pods that it schedules and binds;
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -122,7 +123,8 @@ class Daemon:
             try:
                 await asyncio.wait_for(self.proc.wait(), 10)
             except TimeoutError:
-                self.proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.kill()
                 await self.proc.wait()
         lines = [line for line in self.log.read_text(errors="replace").splitlines() if line.startswith("imported")]
         return lines[-1].split(" ", 1)[1] if lines and " " in lines[-1] else ""
@@ -176,7 +178,7 @@ def nrt_doc(i: int) -> dict[str, Any]:
             "hugepages-1Gi": (8 * GI, 8 * GI),
             "vendor.com/nic": (2, 1 + (i + z) % 2),
         }
-        for z in range(8)
+        for z in range(4)
     ]
     return nrt_document(f"worker-{i:05d}", zones, costs=True)
 
