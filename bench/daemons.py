@@ -15,10 +15,11 @@ API server (:class:`numaplane.testing.fakeapi.FakeApiServer`, in this process):
   after registration and Synchronize, loaded after 200 CreateContainer calls (a third Guaranteed).
 
 Prints ``metric: value unit`` lines: ``<daemon>_idle_rss`` and ``<daemon>_loaded_rss`` (VmRSS after
-the load was handled), ``<daemon>_peak_rss`` (VmHWM) and the heavy libraries each daemon imported
-(``<daemon>_imports_numpy`` ...: 1 or 0, read from ``/proc``-free ``sys.modules`` at the end through
-a small hook). Targets (issue "Performance"): <= 80 MB idle each, <= 150 MB for the scheduler holding
-5,000 nodes' NRTs.
+the load was handled), ``<daemon>_idle_peak_rss`` / ``<daemon>_loaded_peak_rss`` (VmHWM), all in MB
+(10**6 bytes), and whether the idle daemon had imported numpy, matplotlib or rich
+(``<daemon>_imports_numpy`` ...: 1 or 0; the child reports its ``sys.modules`` on SIGUSR1, then exits).
+Targets (issue "Performance"): <= 80 MB idle each, <= 150 MB for the scheduler holding 5,000 nodes'
+NRTs.
 
 Usage: ``python bench/daemons.py [--quick] [--only NAME ...]`` (``--quick``: 500 nodes, 100 pods).
 """
