@@ -96,11 +96,9 @@ def charge(
     if mask is None or not charged:
         return  # unconstrained rows: every requested resource is unlisted, nothing to take
     sel, _ = count_of(cl, sel)
-    first = mask.copy()
-    seen = mask[0].copy()
-    for slot in range(1, cl.slots):
-        first[slot] &= ~seen
-        seen |= mask[slot]
+    first = mask.copy()  # the first feasible slot of each row: feasible, and no feasible slot before it
+    if cl.slots > 1:
+        first[1:] &= ~np.logical_or.accumulate(mask[:-1], axis=0)
     for c, q in charged:
         arr = work.get(c)
         if arr is None:
@@ -179,10 +177,19 @@ def unit_score(
     return _min_non_zero(cl, zone, sel)
 
 
+def _divide(values: F64, count: int) -> None:
+    """``values /= count`` in place; by a power of two as a multiplication by its inverse, which gives
+    the same value (both round the same exact quotient) without the slow division."""
+    if count & (count - 1) == 0:
+        values *= 1.0 / count
+    else:
+        values /= count
+
+
 def _balanced(cl: ClusterArrays, values: list[tuple[str, int]], sel: Rows, n: int) -> F64:
     """Zone scores, with the scalar code's float operations in its order. Where the scalar code adds to
     0.0 first, the first term is taken as is (``0.0 + x == x`` for every x that is not -0.0, and a
-    -0.0 only ever enters a square); a division by ``count - 1 == 1`` is left out (exact)."""
+    -0.0 only ever enters a square); a division by ``count - 1 == 1`` is left out and one by a power of two is a multiplication (both exact)."""
     shape = (cl.slots, n)
     if not values:
         return np.zeros(shape)
@@ -205,7 +212,7 @@ def _balanced(cl: ClusterArrays, values: list[tuple[str, int]], sel: Rows, n: in
     mean = fractions[0] + fractions[1]
     for f in fractions[2:]:
         mean += f
-    mean /= count
+    _divide(mean, count)
     d = np.subtract(fractions[0], mean)
     squares = d * d
     comp = d
@@ -216,7 +223,7 @@ def _balanced(cl: ClusterArrays, values: list[tuple[str, int]], sel: Rows, n: in
         d *= d
         squares += d
     comp *= comp
-    comp /= count
+    _divide(comp, count)
     variance = np.subtract(squares, comp, out=squares)
     if count != 2:
         variance /= count - 1
