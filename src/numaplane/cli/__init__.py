@@ -23,6 +23,29 @@ import yaml
 
 from numaplane import __version__
 
+
+def _structlog_without_rich() -> None:
+    """Import structlog without letting it import rich.
+
+    structlog imports rich, when it is installed, only to offer rich tracebacks to its console
+    renderer; our renderers never use them (``observability.logs`` formats exceptions as plain text
+    first). rich is ~70 modules and ~3 MB in every daemon, so structlog is imported here with rich
+    hidden (it then takes its plain-traceback path), and rich stays importable for the commands that
+    draw with it (``simulate``, ``topology``)."""
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # "not installed" for this import only
+    try:
+        import structlog.dev
+        import structlog.tracebacks  # noqa: F401
+    except ImportError:  # pragma: no cover - structlog is a dependency
+        pass
+    finally:
+        del sys.modules["rich"]
+
+
+_structlog_without_rich()
+
 # command name -> (module, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "simulate": ("numaplane.cli.simulate", "command", "Simulate a whole cluster and compare schedulers."),

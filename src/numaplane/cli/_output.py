@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
-from rich.console import Console
+
+if TYPE_CHECKING:  # rich loads only for the commands that draw (the daemons never do)
+    from rich.console import Console
 
 OUTPUT_CHOICES = ("table", "json", "yaml")
 
@@ -21,6 +23,8 @@ class InputError(click.ClickException):
 
 def console(stderr: bool = False) -> Console:
     """A rich console honouring NO_COLOR; wide enough for tables when output is not a terminal."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else 160
     return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)

@@ -96,11 +96,9 @@ def charge(
     if mask is None or not charged:
         return  # unconstrained rows: every requested resource is unlisted, nothing to take
     sel, _ = count_of(cl, sel)
-    first = mask.copy()
-    seen = mask[0].copy()
-    for slot in range(1, cl.slots):
-        first[slot] &= ~seen
-        seen |= mask[slot]
+    first = mask.copy()  # the first feasible slot of each row: feasible, and no feasible slot before it
+    if cl.slots > 1:
+        first[1:] &= ~np.logical_or.accumulate(mask[:-1], axis=0)
     for c, q in charged:
         arr = work.get(c)
         if arr is None:
@@ -181,35 +179,58 @@ def unit_score(
     return _min_non_zero(cl, zone, sel)
 
 
+def _divide(values: F64, count: int) -> None:
+    """``values /= count`` in place; by a power of two as a multiplication by its inverse, which gives
+    the same value (both round the same exact quotient) without the slow division."""
+    if count & (count - 1) == 0:
+        values *= 1.0 / count
+    else:
+        values /= count
+
+
 def _balanced(cl: ClusterArrays, values: list[tuple[str, int]], sel: Rows, n: int) -> F64:
+    """Zone scores, with the scalar code's float operations in its order. Where the scalar code adds to
+    0.0 first, the first term is taken as is (``0.0 + x == x`` for every x that is not -0.0, and a
+    -0.0 only ever enters a square); a division by ``count - 1 == 1`` is left out and one by a power of two is a multiplication (both exact)."""
     shape = (cl.slots, n)
     if not values:
         return np.zeros(shape)
-    over = np.zeros(shape, bool)
     fractions: list[F64] = []
     for name, req in values:
         c = cl.columns.get(name)
         if c is None:
             f = np.ones(shape)
         else:  # req / inf = 0 where nothing is available, plus 1.0 there: the fraction is 1
-            f = float(req) / cl.avail_finf[c][:, sel]
+            f = np.divide(float(req), cl.avail_finf[c][:, sel])
             f += cl.avail_zero[c][:, sel]
-        over |= f > 1
         fractions.append(f)
     count = len(fractions)
+    highest = fractions[0] if count == 1 else np.maximum(fractions[0], fractions[1])
+    for f in fractions[2:]:
+        np.maximum(highest, f, out=highest)
+    over = highest > 1  # some fraction above 1: the zone scores 0
     if count == 1:
         return np.where(over, 0.0, float(MAX_SCORE))
-    mean = np.zeros(shape)
-    for f in fractions:
+    mean = fractions[0] + fractions[1]
+    for f in fractions[2:]:
         mean += f
-    mean /= count
-    squares = np.zeros(shape)
-    comp = np.zeros(shape)
-    for f in fractions:
-        d = f - mean
-        squares += d * d
+    _divide(mean, count)
+    d = np.subtract(fractions[0], mean)
+    squares = d * d
+    comp = d
+    d = np.empty(shape)
+    for f in fractions[1:]:
+        np.subtract(f, mean, out=d)
         comp += d
-    variance = (squares - comp * comp / count) / (count - 1)
-    score = (1 - variance) * MAX_SCORE
-    score *= ~over
-    return np.trunc(score, out=score)
+        d *= d
+        squares += d
+    comp *= comp
+    _divide(comp, count)
+    variance = np.subtract(squares, comp, out=squares)
+    if count != 2:
+        variance /= count - 1
+    score = np.subtract(1, variance, out=variance)
+    score *= MAX_SCORE
+    score *= ~over  # a masked copy mispredicts on mixed masks
+    out: F64 = np.trunc(score, out=score)
+    return out

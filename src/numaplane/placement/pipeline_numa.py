@@ -3,9 +3,13 @@
 For each set size k the k-combinations of zone *slots* are enumerated once, in lexicographic order, as a
 0/1 membership matrix ``(combos, slots)``. Restricted to combinations whose slots all exist on a node
 (largest slot < the node's zone count) that is exactly the node's own lexicographic order, so "first
-fitting combination" means the same thing. Per node and combination, integer matrix products give how
-many slots list each requested resource (valid iff all k do — zero-quantity requests included, as
-upstream's ``isValidCombineResources``), the summed ``available`` (fits iff >= the non-zero request) and the distance sum (from the node's cost matrix; cached per row until the row changes).
+fitting combination" means the same thing. Per node and combination, gathers over the combination's
+slots give whether every slot lists each requested resource (valid iff all k do — zero-quantity
+requests included, as upstream's ``isValidCombineResources``), the summed ``available`` (fits iff >= the
+non-zero request) and the distance sum (from the node's cost matrix; cached per row until the row changes).
+k = 1, which settles most nodes, is done slot-major with one comparison per resource (unlisted cells
+hold ``INT64_MIN``) and per-row caches of the distance-optimal slots and of the score step; the chosen
+zones are only worked out when a later container is charged to them.
 Nodes are resolved at the smallest k with a fit; the score is ``100 - k * step`` plus ``step // 2``
 when the chosen combination has the optimal distance for k. Container scope charges each container
 to its chosen zones in NUMA id order, as much as possible from each, before the next container.
@@ -49,6 +53,12 @@ def _combos(slots: int, k: int) -> tuple[I64, I64]:
     return member, np.array([c[-1] for c in combos], np.int64)
 
 
+@cache
+def _combo_slots(slots: int, k: int) -> I64:
+    """``(k, combos)``: the slots of each k-combination (lexicographic order), one row per position."""
+    return np.array(list(combinations(range(slots), k)), np.int64).reshape(-1, k).T.copy()
+
+
 @dataclass
 class Distances:
     """Distance sums per (row, k-combination), recomputed only for rows whose stamp changed."""
@@ -56,6 +66,59 @@ class Distances:
     slots: int = 0
     tables: dict[int, I64] = field(default_factory=dict)
     stamps: dict[int, I64] = field(default_factory=dict)
+    # per row: which slots are distance-optimal singletons (a real zone whose self-cost is the row's
+    # smallest), ``(slots, capacity)``, with the row stamps it was computed for
+    optimal1: B = field(default_factory=lambda: np.zeros((0, 0), bool))
+    stamps1: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    # per row: the score step ``100 // maxNUMANodes`` and its half, with the row stamps they are for
+    step: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    half: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    stamps_step: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    scoped: tuple[int, int, I64, I64] | None = None  # (cluster, flags_version, pod-scope rows, container-scope rows)
+
+    def scoped_rows(self, cl: ClusterArrays) -> tuple[I64, I64]:
+        """Rows ``0..n-1`` that LeastNUMANodes scores (a readable, regular NRT), split by scope: they
+        depend on the rows' flags only, so they are kept until ``cl.flags_version`` changes."""
+        known = self.scoped
+        if known is not None and known[0] == id(cl) and known[1] == cl.flags_version:
+            return known[2], known[3]
+        n = cl.n
+        rows = np.flatnonzero(cl.present[:n] & cl.has_nrt[:n] & ~cl.problem[:n] & ~cl.irregular[:n])
+        pod_scope = cl.scope_pod[rows]
+        self.scoped = (id(cl), cl.flags_version, rows[pod_scope], rows[~pod_scope])
+        return self.scoped[2], self.scoped[3]
+
+    def steps(self, cl: ClusterArrays) -> tuple[I64, I64]:
+        """``(step, step // 2)`` per row (``capacity`` long; rows ``0..n-1`` are current)."""
+        if len(self.step) != cl.capacity:
+            self.step = np.zeros(cl.capacity, np.int64)
+            self.half = np.zeros(cl.capacity, np.int64)
+            self.stamps_step = np.full(cl.capacity, -1, np.int64)
+        n = cl.n
+        stale = np.flatnonzero(self.stamps_step[:n] != cl.stamp[:n])
+        if len(stale):
+            step = MAX_SCORE // cl.max_numa[stale]
+            self.step[stale] = step
+            self.half[stale] = step // 2
+            self.stamps_step[stale] = cl.stamp[stale]
+        return self.step, self.half
+
+    def optimal_singletons(self, cl: ClusterArrays) -> B:
+        """``(slots, capacity)``: slot s of row r is a real zone whose self-cost is the smallest of the row's
+        real zones (rows ``0..n-1`` are current)."""
+        if self.optimal1.shape != (cl.slots, cl.capacity):
+            self.optimal1 = np.zeros((cl.slots, cl.capacity), bool)
+            self.stamps1 = np.full(cl.capacity, -1, np.int64)
+        n = cl.n
+        stale = np.flatnonzero(self.stamps1[:n] != cl.stamp[:n])
+        if len(stale):
+            valid = cl.pad[:, stale] == 0
+            self_cost = cl.self_cost[:, stale]
+            best = np.where(valid, self_cost, _BIG).min(axis=0)
+            self.optimal1[:, stale] = valid & (self_cost == best)
+            self.stamps1[stale] = cl.stamp[stale]
+        return self.optimal1
 
     def get(self, cl: ClusterArrays, k: int, rows: I64) -> I64:
         if self.slots != cl.slots:
@@ -78,13 +141,15 @@ class Distances:
 
 @dataclass
 class _Search:
-    """Per-row outcome of one minimal-set search: size k (0 = none), optimal flag, chosen membership,
-    and the chosen slot when k = 1 (-1 otherwise)."""
+    """Per-row outcome of one minimal-set search: size k (0 = none), optimal flag, the chosen slot when
+    k = 1 (-1 otherwise), and the chosen membership of the rows at positions ``multi`` (k >= 2).
+    ``slot`` and ``member`` are only filled when the search was asked for the picks."""
 
     k: I64
     optimal: B
-    member: I64
     slot: I64
+    multi: I64
+    member: I64
 
 
 def _cols(arr: npt.NDArray[_T], rows: I64, n: int) -> npt.NDArray[_T]:
@@ -92,30 +157,64 @@ def _cols(arr: npt.NDArray[_T], rows: I64, n: int) -> npt.NDArray[_T]:
     return arr[:, :n] if len(rows) == n else arr[:, rows]
 
 
+_LOWEST_BIT = np.array([(b & -b).bit_length() - 1 for b in range(1 << 8)], np.int64)  # -1 for 0
+_BIT = (1 << np.arange(8, dtype=np.uint8)).astype(np.uint8)
+
+
+def _first_true(mask: B) -> I64:
+    """Index of the first True along axis 0 of ``(slots, rows)``, -1 where none (``argmax`` along the
+    strided axis is a per-row loop in numpy; eight slots at a time packed into a byte are not)."""
+    out = np.full(mask.shape[1], -1, np.int64)
+    for base in range(((mask.shape[0] + 7) // 8 - 1) * 8, -1, -8):
+        part = mask[base : base + 8]
+        bits = np.bitwise_or.reduce(part * _BIT[: len(part), None], axis=0)
+        low = _LOWEST_BIT[bits]
+        np.copyto(out, low + base, where=low >= 0)
+    return out
+
+
 def _singletons(
-    cl: ClusterArrays, rows: I64, reqs: list[tuple[int, int]], listed: list[int], work: Mapping[int, I64]
-) -> tuple[B, B, I64]:
-    """k = 1 in slot-major form: ``(has fit, optimal, chosen slot)`` per row.
+    cl: ClusterArrays,
+    dist: Distances,
+    rows: I64,
+    reqs: list[tuple[int, int]],
+    listed: list[int],
+    work: Mapping[int, I64],
+    pick: bool,
+) -> tuple[B, B, I64 | None]:
+    """k = 1 in slot-major form: ``(has fit, optimal, chosen slot or None unless pick)`` per row.
 
     A singleton's distance is the zone's cost to itself, so the optimum is the smallest self-cost
     among the row's zones; the pick is the first optimal fitting slot, else the first fitting slot
     with the smallest self-cost."""
     n = cl.n
-    valid = _cols(cl.pad, rows, n) == 0
-    fits = valid.copy()
+    fits: B | None = None
     for c, q in reqs:
-        fits &= _cols(cl.listed[c], rows, n)
-        fits &= _cols(work[c] if c in work else cl.avail_m[c], rows, n) >= q
-    for c in listed:
-        fits &= _cols(cl.listed[c], rows, n)
+        if c in work or q <= 0:
+            ge = _cols(work[c] if c in work else cl.avail_m[c], rows, n) >= q
+            ge &= _cols(cl.listed[c], rows, n)
+        else:  # INT64_MIN where unlisted (padding slots included): one comparison
+            ge = _cols(cl.avail_min[c], rows, n) >= q
+        if fits is None:
+            fits = ge
+        else:
+            fits &= ge
+    for c in listed:  # zero-quantity requests: the zone must list them, nothing more
+        ge = _cols(cl.listed[c], rows, n)
+        fits = ge if fits is None else fits & ge
+    if fits is None:
+        fits = _cols(cl.pad, rows, n) == 0
     has_fit = np.logical_or.reduce(fits, axis=0)
-    self_cost = _cols(cl.self_cost, rows, n)
-    best = np.where(valid, self_cost, _BIG).min(axis=0)
-    opt = fits & (self_cost == best)
+    opt = fits & _cols(dist.optimal_singletons(cl), rows, n)
     has_opt = np.logical_or.reduce(opt, axis=0)
-    fallback = np.where(fits, self_cost, _BIG).argmin(axis=0)
-    pick = np.where(has_opt, opt.argmax(axis=0), fallback)
-    return has_fit, has_opt, pick
+    if not pick:
+        return has_fit, has_opt, None
+    chosen = _first_true(opt)
+    other = np.flatnonzero(has_fit & ~has_opt)
+    if len(other):
+        sub = rows[other]
+        chosen[other] = np.where(fits[:, other], cl.self_cost[:, sub], _BIG).argmin(axis=0)
+    return has_fit, has_opt, chosen
 
 
 def _search(
@@ -125,45 +224,54 @@ def _search(
     reqs: list[tuple[int | None, int]],
     work: Mapping[int, I64],
     zero: Sequence[int | None] = (),
+    pick: bool = False,
 ) -> _Search:
     """Minimal fitting zone set for ``reqs`` ((column, thousandths), non-zero) on each of ``rows``; the
-    columns ``zero`` (zero-quantity requests) must only be listed by every zone of the set.
+    columns ``zero`` (zero-quantity requests) must only be listed by every zone of the set; the chosen
+    zones too when ``pick``.
 
     ``work`` holds full-size working copies of ``avail_m`` columns (container-scope accounting)."""
     m = len(rows)
-    n = cl.n
-    found_k = np.zeros(m, np.int64)
-    optimal = np.zeros(m, bool)
-    chosen = np.zeros((m, cl.slots), np.int64)
-    nz = cl.nzones[rows]
-    if any(c is None for c, _ in reqs) or any(c is None for c in zero):
-        return _Search(found_k, optimal, chosen, np.full(m, -1))  # a requested resource no zone lists
+    none = np.zeros(0, np.int64)
+    if any(c is None for c, _ in reqs) or any(c is None for c in zero):  # a requested resource no zone lists
+        return _Search(
+            np.zeros(m, np.int64), np.zeros(m, bool), np.full(m, -1), none, np.zeros((0, cl.slots), np.int64)
+        )
     known = [(c, q) for c, q in reqs if c is not None]
     must_list = [c for c in zero if c is not None]
-    # A row whose zones together cannot hold a request never fits: settle those before searching.
-    possible = np.ones(m, bool)
-    for c, q in known:
-        possible &= _cols(work[c] if c in work else cl.avail_m[c], rows, n).sum(axis=0) >= q
-    has_fit, has_opt, pick = _singletons(cl, rows, known, must_list, work)
-    found_k[has_fit] = 1
-    optimal[has_fit] = has_opt[has_fit]
-    chosen[np.flatnonzero(has_fit), pick[has_fit]] = 1
-    single = np.where(has_fit, pick, -1)
-    todo = np.flatnonzero(possible & ~has_fit)
+    has_fit, has_opt, single = _singletons(cl, dist, rows, known, must_list, work, pick)
+    found_k = has_fit.astype(np.int64)  # k = 1 where a single zone fits
+    optimal = has_opt.copy()  # an optimal fitting slot is a fitting slot
+    todo = np.flatnonzero(~has_fit)
+    multi: list[I64] = []
+    members: list[I64] = []
+    if len(todo):
+        nz = cl.nzones[rows[todo]]
+        todo = todo[nz >= 2]
+    if len(todo):
+        # A row whose zones together cannot hold a request never fits: settle those before searching.
+        possible = np.ones(len(todo), bool)
+        sub = rows[todo]
+        for c, q in known:
+            possible &= (work[c] if c in work else cl.avail_m[c])[:, sub].sum(axis=0) >= q
+        todo = todo[possible]
+    nz = cl.nzones[rows[todo]]
     for k in range(2, cl.slots + 1):
-        todo = todo[nz[todo] >= k]
+        keep = nz >= k
+        todo, nz = todo[keep], nz[keep]
         if not len(todo):
             break
         sub = rows[todo]
         member, largest = _combos(cl.slots, k)
-        valid = largest[None, :] < nz[todo][:, None]
+        valid = largest[None, :] < nz[:, None]
         fits = valid.copy()
+        at = _combo_slots(cl.slots, k)  # (k, combos): the slots of each combination
         for c, q in known:
-            listed = cl.listed[c][:, sub].T.astype(np.int64) @ member.T
-            total = (work[c] if c in work else cl.avail_m[c])[:, sub].T @ member.T
-            fits &= (listed == k) & (total >= q)
+            listed = cl.listed[c][:, sub][at].all(axis=0).T
+            total = (work[c] if c in work else cl.avail_m[c])[:, sub][at].sum(axis=0).T
+            fits &= listed & (total >= q)
         for c in must_list:
-            fits &= (cl.listed[c][:, sub].T.astype(np.int64) @ member.T) == k
+            fits &= cl.listed[c][:, sub][at].all(axis=0).T
         fit_k = fits.any(axis=1)
         if not fit_k.any():
             continue
@@ -171,24 +279,38 @@ def _search(
         best = np.where(valid, distance, _BIG).min(axis=1)
         opt = fits & (distance == best[:, None])
         opt_k = opt.any(axis=1)
-        pick_k = np.where(opt_k, opt.argmax(axis=1), np.where(fits, distance, _BIG).argmin(axis=1))
         hit = todo[fit_k]
         found_k[hit] = k
         optimal[hit] = opt_k[fit_k]
-        chosen[hit] = member[pick_k[fit_k]]
-        todo = todo[~fit_k]
-    return _Search(found_k, optimal, chosen, single)
+        if pick:
+            pick_k = np.where(opt_k, opt.argmax(axis=1), np.where(fits, distance, _BIG).argmin(axis=1))
+            multi.append(hit)
+            members.append(member[pick_k[fit_k]])
+        todo, nz = todo[~fit_k], nz[~fit_k]
+    slot = np.full(m, -1) if single is None else single
+    if not multi:
+        return _Search(found_k, optimal, slot, none, np.zeros((0, cl.slots), np.int64))
+    return _Search(found_k, optimal, slot, np.concatenate(multi), np.concatenate(members))
 
 
-def _normalize(cl: ClusterArrays, rows: I64, k: I64, optimal: B) -> I64:
-    step = MAX_SCORE // cl.max_numa[rows]
-    return MAX_SCORE - k * step + np.where(optimal, step // 2, 0)
+def _normalize(cl: ClusterArrays, dist: Distances, rows: I64, k: I64, optimal: B) -> I64:
+    step, half = dist.steps(cl)
+    if len(rows) == cl.n:
+        step, half = step[: cl.n], half[: cl.n]
+    else:
+        step, half = step[rows], half[rows]
+    return MAX_SCORE - k * step + half * optimal
 
 
 def _nonzero(cl: ClusterArrays, requests: Mapping[str, Quantity]) -> list[tuple[int | None, int]]:
     out: list[tuple[int | None, int]] = []
     for name, q in requests.items():
-        milli = q.amount * 1000
+        amount = q.amount
+        if amount.denominator == 1:  # an integer: no Fraction arithmetic (same value)
+            if amount.numerator != 0:
+                out.append((cl.columns.get(name), amount.numerator * 1000))
+            continue
+        milli = amount * 1000
         if milli != 0:
             out.append((cl.columns.get(name), int(milli)))
     return out
@@ -201,10 +323,11 @@ def _zero(cl: ClusterArrays, requests: Mapping[str, Quantity]) -> list[int | Non
 
 def _listed_anywhere(cl: ClusterArrays, rows: I64, requests: Mapping[str, Quantity]) -> B:
     out = np.zeros(len(rows), bool)
+    every = len(rows) == cl.n  # ascending distinct rows: every row, a view does
     for name in requests:
         c = cl.columns.get(name)
         if c is not None:
-            out |= cl.listed_any[c][rows]
+            out |= cl.listed_any[c][: cl.n] if every else cl.listed_any[c][rows]
     return out
 
 
@@ -214,7 +337,7 @@ def _pod_scope(cl: ClusterArrays, dist: Distances, rows: I64, pod: Pod) -> I64:
     out = np.full(len(rows), MAX_SCORE, np.int64)
     idx = np.flatnonzero(numa)
     found = _search(cl, dist, rows[idx], _nonzero(cl, reqs), {}, _zero(cl, reqs))
-    scored = _normalize(cl, rows[idx], found.k, found.optimal)
+    scored = _normalize(cl, dist, rows[idx], found.k, found.optimal)
     out[idx] = np.where(found.k > 0, scored, 0)
     return out
 
@@ -227,33 +350,37 @@ def _container_scope(cl: ClusterArrays, dist: Distances, rows: I64, pod: Pod) ->
     work: dict[int, I64] = {}
     containers = pod.all_containers()
     for i, container in enumerate(containers):
-        idx = np.flatnonzero(_listed_anywhere(cl, rows, container.requests) & ~failed)
+        todo = _listed_anywhere(cl, rows, container.requests) & ~failed
+        idx = np.flatnonzero(todo)
         if not len(idx):
             continue
-        sub = rows[idx]
+        at: I64 | slice = slice(None) if len(idx) == m else idx  # every row: views, not gathers
+        sub = rows[at]
         reqs = _nonzero(cl, container.requests)
-        found = _search(cl, dist, sub, reqs, work, _zero(cl, container.requests))
-        failed[idx[found.k == 0]] = True
+        charge = i < len(containers) - 1  # the last container's accounting does not matter
+        found = _search(cl, dist, sub, reqs, work, _zero(cl, container.requests), pick=charge)
         ok = found.k > 0
-        largest[idx] = np.where(ok, np.maximum(largest[idx], found.k), largest[idx])
-        all_optimal[idx] &= np.where(ok, found.optimal, True)
-        if i < len(containers) - 1:  # the last container's accounting does not matter
-            _take(cl, work, sub[ok], found.member[ok], found.slot[ok], reqs)
-    score = _normalize(cl, rows, largest, all_optimal)
+        failed[at] |= ~ok
+        np.maximum(largest[at], found.k, out=found.k)  # k is 0 where nothing fitted
+        largest[at] = found.k
+        all_optimal[at] &= found.optimal | ~ok
+        if charge:
+            _take(cl, work, sub, found, reqs)
+    score = _normalize(cl, dist, rows, largest, all_optimal)
     return np.where(failed, 0, np.where(largest == 0, MAX_SCORE, score))
 
 
 def _take(
-    cl: ClusterArrays, work: dict[int, I64], rows: I64, member: I64, slot: I64, reqs: list[tuple[int | None, int]]
+    cl: ClusterArrays, work: dict[int, I64], rows: I64, found: _Search, reqs: list[tuple[int | None, int]]
 ) -> None:
-    """Take each request from the chosen slots in NUMA id order (slot order on regular rows), as much as
-    possible from each. A single chosen zone fitted the request, so it simply gives all of it."""
-    if not len(rows):
+    """Take each request from the chosen slots (``found``, on ``rows``) in NUMA id order (slot order on
+    regular rows), as much as possible from each. A single chosen zone fitted the request, so it simply
+    gives all of it."""
+    single = np.flatnonzero(found.slot >= 0)
+    rows1, slot1 = rows[single], found.slot[single]
+    rows, member = rows[found.multi], found.member
+    if not len(rows1) and not len(rows):
         return
-    single = slot >= 0
-    rows1, slot1 = rows[single], slot[single]
-    multi = ~single
-    rows, member = rows[multi], member[multi]
     for c, q in reqs:
         if c is None:
             continue
@@ -263,13 +390,16 @@ def _take(
         arr[slot1, rows1] -= q
         if not len(rows):
             continue
-        left = np.full(len(rows), q, np.int64)
-        for zone in range(cl.slots):
-            here = (member[:, zone] > 0) & cl.listed[c][zone, rows] & (left > 0)
-            avail = arr[zone, rows]
-            take = np.where(here, np.maximum(np.minimum(avail, left), 0), 0)
-            arr[zone, rows] = avail - take
-            left -= take
+        # Zone by zone in slot order, take min(max(avail, 0), left) from each chosen zone listing the
+        # resource: what is left before a zone is max(q - (what the zones before it could give), 0).
+        avail = arr[:, rows]
+        give = np.maximum(avail, 0)
+        give *= member.T > 0
+        give &= -cl.listed[c][:, rows].astype(np.int64)  # 0 where unlisted, unchanged where listed
+        before = np.cumsum(give, axis=0)
+        before -= give
+        left = np.maximum(q - before, 0)
+        arr[:, rows] = avail - np.minimum(give, left)
 
 
 def least_numa_scores(cl: ClusterArrays, pod: Pod, dist: Distances, sel: I64 | None = None) -> I64:
@@ -283,16 +413,20 @@ def least_numa_scores(cl: ClusterArrays, pod: Pod, dist: Distances, sel: I64 | N
         return out
     if sel is None:
         out = np.zeros(n, np.int64)
-        rows = np.flatnonzero(cl.present[:n] & cl.has_nrt[:n] & ~cl.problem[:n] & ~cl.irregular[:n])
-        at = rows
+        pod_at, ctr_at = dist.scoped_rows(cl)
+        pod_rows, ctr_rows = pod_at, ctr_at
     else:
         out = np.zeros(len(sel), np.int64)
         at = np.flatnonzero(cl.present[sel] & cl.has_nrt[sel] & ~cl.problem[sel] & ~cl.irregular[sel])
         rows = sel[at]
-    pod_scope = cl.scope_pod[rows]
-    pod_rows, ctr_rows = rows[pod_scope], rows[~pod_scope]
+        pod_scope = cl.scope_pod[rows]
+        pod_at, ctr_at = at[pod_scope], at[~pod_scope]
+        pod_rows, ctr_rows = rows[pod_scope], rows[~pod_scope]
     if len(pod_rows):
-        out[at[pod_scope]] = _pod_scope(cl, dist, pod_rows, pod)
+        out[pod_at] = _pod_scope(cl, dist, pod_rows, pod)
     if len(ctr_rows):
-        out[at[~pod_scope]] = _container_scope(cl, dist, ctr_rows, pod)
+        if len(ctr_rows) == n:
+            out = _container_scope(cl, dist, ctr_rows, pod)
+        else:
+            out[ctr_at] = _container_scope(cl, dist, ctr_rows, pod)
     return out
