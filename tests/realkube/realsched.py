@@ -278,6 +278,11 @@ def scoped_cluster(cp: ControlPlane) -> Iterator[Cluster]:
     tag = "t" + uuid.uuid4().hex[:6]
     namespace = f"sched-{tag}"
     cp.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    # pods are refused until the controller-manager has made the namespace's default ServiceAccount
+    cp.wait_for(
+        f"ServiceAccount {namespace}/default",
+        lambda: cp.request("GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default"),
+    )
     cluster = Cluster(cp, tag, namespace, [])
     try:
         yield cluster
