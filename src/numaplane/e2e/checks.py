@@ -10,6 +10,7 @@ API server's node proxy). What each check asserts:
 ``operator``      the operator Deployment is available and the ``NUMAResourcesOperator`` reports
                   ``Available`` (else its ``Degraded`` / ``Progressing`` message)
 ``daemonsets``    every node group's exporter (and agent, in agent mode) DaemonSet has all pods ready
+                  (a group that selects no node is a warning: label its nodes)
 ``nrt/<node>``    per selected node: an NRT exists, is owned by this Node (not a deleted one of the
                   same name), its ``Node`` zones' CPU capacity adds up to the Node's capacity and
                   their allocatable CPUs fit in the Node's allocatable, the topology-manager attributes
@@ -267,6 +268,7 @@ def check_daemon_sets(view: ClusterView) -> list[CheckResult]:
     if view.nro_model is None:
         return [_timed("daemonsets", started, Status.SKIP, "no NUMAResourcesOperator to read node groups from")]
     problems: list[str] = []
+    notes: list[str] = []
     seen = 0
     for group in view.groups():
         names = [exporter_name(group.name)]
@@ -282,11 +284,13 @@ def check_daemon_sets(view: ClusterView) -> list[CheckResult]:
             desired = int(status.get("desiredNumberScheduled") or 0)
             ready = int(status.get("numberReady") or 0)
             if desired == 0:
-                problems.append(f"DaemonSet {name} selects no node: label nodes for group {group.name!r}")
+                notes.append(f"DaemonSet {name} selects no node: label nodes for group {group.name!r}")
             elif ready < desired:
                 problems.append(f"DaemonSet {name}: {ready} of {desired} pods ready")
     if problems:
-        return [_timed("daemonsets", started, Status.FAIL, problems[0], *problems[1:])]
+        return [_timed("daemonsets", started, Status.FAIL, problems[0], *problems[1:], *notes)]
+    if notes:
+        return [_timed("daemonsets", started, Status.WARN, notes[0], *notes[1:])]
     return [_timed("daemonsets", started, Status.PASS, f"{seen} DaemonSets, every pod ready")]
 
 
