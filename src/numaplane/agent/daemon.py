@@ -16,6 +16,8 @@ from flags and runs it. Start-up sequence (:meth:`Agent.start`):
    :mod:`numaplane.agent.policyreport`);
 5. with the Pod informer, its first list (waited for at most ``pod_sync_timeout_seconds``, before the
    probes serve and the runtime is dialled), so that the first Synchronize knows the running pods;
+   then a warning if the Node's allocatable CPU includes CPUs the policy reserves (the kubelet must
+   reserve them too, or pods the agent cannot pin are admitted: :mod:`numaplane.agent.nodecheck`);
 6. the NRI plugin connects (and reconnects with backoff forever): Configure → Synchronize, after which
    ``/readyz`` turns ready.
 
@@ -41,13 +43,16 @@ from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import AgentConfigError, CheckpointError
 from numaplane.agent.handler import AgentHandler, CoreRunner, UpdateSender
 from numaplane.agent.metrics import AgentMetrics
+from numaplane.agent.nodecheck import allocatable_cpu_problem
 from numaplane.agent.notify import ChangeNotifier
 from numaplane.agent.plugins import PluginRegistry
 from numaplane.agent.podresources import AgentPodResources
 from numaplane.agent.pods import PodSource
 from numaplane.agent.policyreport import PolicyReporter
 from numaplane.grpcapi.podresources.server import PodResourcesServer
+from numaplane.kube.errors import KubeError
 from numaplane.kube.port import KubePort
+from numaplane.kube.resources import NODE
 from numaplane.nri.plugin import NRIPlugin
 from numaplane.observability.http import ProbeServer
 from numaplane.policy.config import NodeResourceConfig, parse_config
@@ -292,6 +297,7 @@ class Agent:
                     "the node's pods are not listed yet; pods unknown at Synchronize are adopted one container at a time",
                     waited_seconds=opts.pod_sync_timeout_seconds,
                 )
+            await self._check_node_allocatable()
         if opts.metrics_address or opts.health_address:
             self.probes = ProbeServer(self.metrics.registry, liveness=self.liveness, readiness=self.readiness)
             await self.probes.start(opts.metrics_address, opts.health_address)
@@ -304,6 +310,18 @@ class Agent:
             numa_nodes=topology.num_numa_nodes,
             checkpoint=self.checkpoint_status,
         )
+
+    async def _check_node_allocatable(self) -> None:
+        """Warn once at start if the Node's allocatable CPU includes CPUs the policy reserves."""
+        assert self.kube is not None and self.core is not None
+        try:
+            node = await self.kube.get(NODE, self.options.node_name)
+        except KubeError as exc:
+            log.info("cannot read this node's allocatable CPU", error=str(exc))
+            return
+        problem = allocatable_cpu_problem(node, self.core.manager.config.effective_reserved_count)
+        if problem:
+            log.warning(problem, node=self.options.node_name)
 
     # -- state changes --------------------------------------------------------------------------------
     async def _snapshot(self) -> tuple[int, dict[str, Any]]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+import structlog
 
 if TYPE_CHECKING:
     from numaplane.agent.daemon import AgentOptions
@@ -84,10 +85,14 @@ __all__ = ["command"]
 @click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
-def command(**kw: Any) -> None:
+@click.pass_context
+def command(ctx: click.Context, /, **kw: Any) -> None:
     """Run the node agent: decide every container's CPUs and memory nodes and apply them through NRI.
 
-    The kubelet's CPU manager must be `none`: the agent is the only writer of cpusets. It keeps its
+    The kubelet's CPU manager must be `none`: the agent is the only writer of cpusets. The kubelet must
+    still reserve the CPUs the policy reserves (reservedSystemCPUs, or systemReserved/kubeReserved cpu),
+    so that node allocatable CPU leaves them out; with --watch-pods the agent warns at start if it does
+    not (pods it cannot pin would be admitted and loop in CreateContainerError). It keeps its
     state in --state-dir (atomic, checksummed; a bad file is moved aside and the state rebuilt from
     the runtime), serves the kubelet PodResources API on --podresources-socket for exporters, accepts
     out-of-process plugins in --plugin-dir, reloads --config when it changes, and touches --notify-file
@@ -98,13 +103,40 @@ def command(**kw: Any) -> None:
     Example: numaplane agent --nri-socket /var/run/nri/nri.sock --config /etc/numaplane/node.yaml
     """
     from numaplane.agent.errors import AgentConfigError
+    from numaplane.observability.errors import AddressError, ObservabilityError
+    from numaplane.observability.http import parse_address
     from numaplane.observability.logs import configure_logging
 
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))
+    for flag in ("metrics_address", "health_address"):
+        if kw[flag]:
+            try:
+                parse_address(str(kw[flag]))
+            except AddressError as error:
+                raise click.BadParameter(str(error), param_hint="--" + flag.replace("_", "-")) from error
+    if not kw["watch_pods"] and (kw["pod_name"] or kw["pod_namespace"]):
+        # Only --watch-pods gives the agent the API access that reporting on its own pod needs.
+        given = [
+            f"--{name.replace('_', '-')}"
+            for name in ("pod_name", "pod_namespace")
+            if kw[name] and ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+        ]
+        if given:
+            raise click.UsageError(
+                f"{' and '.join(given)} need --watch-pods (the policy revision is reported on the agent's pod"
+                " through the API, which only --watch-pods opens)"
+            )
+        structlog.get_logger("numaplane.agent").warning(
+            "POD_NAME/POD_NAMESPACE are set but --watch-pods is off: the policy revision is not reported on the"
+            " agent's pod"
+        )
     options = _options(kw)
     try:
         asyncio.run(_run(options, kw))
     except AgentConfigError as error:
+        raise click.ClickException(str(error)) from error
+    except ObservabilityError as error:
+        # e.g. the metrics or health port is taken: one line, exit 1, no traceback
         raise click.ClickException(str(error)) from error
 
 

@@ -39,7 +39,7 @@ from numaplane.policy.memory_state import (
     violates_groups,
 )
 from numaplane.policy.topology_manager import PlainAllocationError
-from numaplane.resources.pod import Container, Pod, parse_resource_list
+from numaplane.resources.pod import Container, Pod
 from numaplane.resources.quantity import Quantity, format_quantity
 from numaplane.topology.model import Topology
 
@@ -110,7 +110,7 @@ class MemoryPolicy:
 
     # -- requests -----------------------------------------------------------------------------------
     def container_requests(self, pod: Pod, container: Container) -> Requests:
-        """Requested bytes of ``memory`` and ``hugepages-*`` (admitted values from the pod status, if any)."""
+        """Requested bytes of ``memory`` and ``hugepages-*`` (the spec's requests, as kubelet v1.36)."""
         resources = _allocated_resources(pod, container)
         out: Requests = {}
         for name in sorted(resources, key=lambda n: (n != "memory", n)):
@@ -442,16 +442,15 @@ def _is_managed(pod: Pod) -> bool:
 
 
 def _allocated_resources(pod: Pod, container: Container) -> Mapping[str, Quantity]:
-    """``status.containerStatuses[].allocatedResources`` when the container has a status (in-place
-    resize), also init statuses for sidecars; otherwise the spec requests."""
-    status = pod.raw.get("status") if isinstance(pod.raw, Mapping) else None
-    if isinstance(status, Mapping):
-        statuses = list(status.get("containerStatuses") or [])
-        if container.sidecar:
-            statuses += list(status.get("initContainerStatuses") or [])
-        for cs in statuses:
-            if isinstance(cs, Mapping) and cs.get("name") == container.name:
-                return parse_resource_list(cs.get("allocatedResources"), "status.allocatedResources")
+    """The container's spec requests, as kubelet v1.36 reads them (``getRequestedResources``).
+
+    The kubelet's allocation manager writes the admitted (allocated) resources into the pod spec it
+    hands to the managers, so the memory manager reads ``container.Resources.Requests`` only. The pod
+    status is never consulted: at container creation the kubelet has already posted a
+    ``ContainerCreating`` status *without* ``allocatedResources``, and reading that empty map refused
+    every Guaranteed pod (issue 12, defect 2).
+    """
+    del pod
     return container.requests
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,22 +114,30 @@ def test_requests_must_be_whole_bytes() -> None:
     assert policy.hints(odd, odd.containers[0]) is None
 
 
-def test_admitted_resources_from_pod_status_win_over_the_spec() -> None:
+@pytest.mark.parametrize(
+    "status",
+    [
+        # what the kubelet posts at sandbox start, before the container exists (issue 12, defect 2)
+        {"containerStatuses": [{"name": "c", "state": {"waiting": {"reason": "ContainerCreating"}}}]},
+        # a status with allocatedResources: kubelet v1.36 still reads the spec (its allocation manager
+        # writes the admitted values there)
+        {"containerStatuses": [{"name": "c", "allocatedResources": {"cpu": "1", "memory": "1Gi"}}]},
+    ],
+)
+def test_requests_come_from_the_spec_as_in_kubelet_v1_36(status: dict[str, Any]) -> None:
     policy = MemoryPolicy([NUMAMemory(0, 4 * GI)], {0: {"memory": GI}})
+    policy.start()
+    res = {"cpu": "1", "memory": "2Gi"}
     doc = {
         "metadata": {"name": "p", "uid": "p"},
-        "spec": {
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
-                }
-            ]
-        },
-        "status": {"containerStatuses": [{"name": "c", "allocatedResources": {"cpu": "1", "memory": "1Gi"}}]},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": res, "limits": res}}]},
+        "status": status,
     }
     pod = parse_pod(doc)
-    assert policy.container_requests(pod, pod.containers[0]) == {"memory": GI}
+    assert policy.container_requests(pod, pod.containers[0]) == {"memory": 2 * GI}
+    hints = policy.hints(pod, pod.containers[0])
+    assert hints is not None and hints["memory"]
+    assert policy.allocate(pod, pod.containers[0], TopologyHint(None, False))
 
 
 def test_pod_level_resources_are_skipped() -> None:
