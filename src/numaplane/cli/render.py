@@ -43,6 +43,18 @@ def _load(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
 @click.option("--image", default=DEFAULT_IMAGE, show_default=True, help="The numaplane image every component runs.")
 @click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True, help="Install namespace.")
 @click.option(
+    "--kubelet-podresources-dir",
+    default="/var/lib/kubelet/pod-resources",
+    show_default=True,
+    help="The kubelet's PodResources folder on the nodes (for a kubelet with another --root-dir).",
+)
+@click.option(
+    "--kubelet-config-file",
+    default="/var/lib/kubelet/config.yaml",
+    show_default=True,
+    help="The kubelet's configuration file on the nodes.",
+)
+@click.option(
     "--install/--no-install",
     default=None,
     help="Include the operator install (CRDs, operator RBAC and Deployment). Default: only without --from.",
@@ -53,7 +65,13 @@ def _load(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
     help="Write the default install as a kustomize tree (deploy/ layout) instead of printing.",
 )
 def command(
-    sources: tuple[Path, ...], image: str, namespace: str, install: bool | None, output_dir: Path | None
+    sources: tuple[Path, ...],
+    image: str,
+    namespace: str,
+    kubelet_podresources_dir: str,
+    kubelet_config_file: str,
+    install: bool | None,
+    output_dir: Path | None,
 ) -> None:
     """Render every manifest (CRDs, RBAC, workloads) as multi-document YAML.
 
@@ -66,7 +84,12 @@ def command(
       numaplane render --from deploy/samples/numaresourcesoperator.yaml
       numaplane render --output-dir deploy/
     """
-    settings = Settings(namespace=namespace, image=image)
+    settings = Settings(
+        namespace=namespace,
+        image=image,
+        kubelet_podresources_dir=kubelet_podresources_dir,
+        kubelet_config_file=kubelet_config_file,
+    )
     if output_dir is not None:
         if sources:
             raise click.UsageError("--output-dir writes the default install; it takes no --from")
