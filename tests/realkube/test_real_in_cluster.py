@@ -1,0 +1,435 @@
+"""numaplane in cluster: the image built here, the rendered install applied, the stack running as pods on the real node.
+
+The image is built by :mod:`numaplane.testing.image` (Debian bookworm's Python + the hashed lock + the
+wheel; cached by content) and imported into the kubelet's private containerd. The install is exactly
+``numaplane render --image <it> --kubelet-podresources-dir/--kubelet-config-file <the fixture
+kubelet's>`` applied with kubectl; then a ``NUMAResourcesOperator`` (one kubelet-mode group selecting
+the real node) and a standalone ``NUMAResourcesScheduler``. The operator runs as a pod, under its
+ServiceAccount's in-cluster credentials, and creates the exporter DaemonSet and the scheduler
+Deployment, which run as pods too.
+
+Pod network (what a CNI gives a real cluster): the fixture's containerd only has a loopback CNI
+config, for host-network test pods. This module adds Debian's ``containernetworking-plugins`` bridge
+(a private bridge ``npbr0``, ``10.244.77.0/24``) and makes the ``kubernetes`` Service address
+``10.0.0.1:443`` answer on the host (the address on that bridge, a TCP relay to the API server's
+loopback port: what kube-proxy would do). All of it is removed at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from numaplane import __version__
+from numaplane.testing.containerd import PAUSE_IMAGE
+from numaplane.testing.debian import DebianUnavailable, cache_base, fetch_debs
+from numaplane.testing.image import BuiltImage, ImageBuildError, build_image, unavailable_reason
+from numaplane.testing.kubecluster import SERVICE_CIDR, ApiStatus, ControlPlane
+from numaplane.testing.kubelet import KubeletPolicy, RealKubelet
+
+pytestmark = pytest.mark.timeout(900)
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = (sys.executable, "-c", "import sys; from numaplane.cli import main; sys.exit(main())")
+NS = "numaplane-incluster"
+GROUP = "incluster"
+BRIDGE = "npbr0"
+POD_SUBNET = "10.244.77.0/24"
+POD_GATEWAY = "10.244.77.1"
+SERVICE_IP = SERVICE_CIDR.rsplit(".", 1)[0] + ".1"  # the ``kubernetes`` Service's ClusterIP
+NRO = "/apis/numaplane.io/v1/numaresourcesoperators/numaresourcesoperator"
+NRS = "/apis/numaplane.io/v1/numaresourcesschedulers/numaresourcesscheduler"
+POLICY = KubeletPolicy(
+    cpu_manager_policy="static",
+    reserved_system_cpus="0",
+    memory_manager_policy="Static",
+    topology_manager_policy="single-numa-node",
+)
+
+
+def _loud_skip(what: str, reason: str) -> None:
+    message = f"IN-CLUSTER TEST NOT RUN — {what}: {reason}"
+    print(f"\n{'!' * 100}\n{message}\n{'!' * 100}", file=sys.stderr)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def numaplane_image() -> BuiltImage:
+    reason = unavailable_reason()
+    if reason:
+        _loud_skip("cannot build the image", reason)
+    try:
+        built = build_image()
+    except ImageBuildError as exc:
+        _loud_skip("image build failed", str(exc))
+    print(
+        f"\nimage {built.name} {built.manifest_digest[:19]}: {built.compressed_bytes / 1e6:.1f} MB compressed,"
+        f" {built.layer_bytes / 1e6:.1f} MB unpacked; "
+        + ("from the cache" if built.cached else f"built in {built.build_seconds:.0f} s")
+    )
+    return built
+
+
+class Relay(threading.Thread):
+    """TCP relay ``listen`` → ``target`` (kube-proxy's part for one Service address)."""
+
+    def __init__(self, listen: tuple[str, int], target: tuple[str, int]) -> None:
+        super().__init__(daemon=True)
+        self.target = target
+        self.server = socket.create_server(listen, reuse_port=False)
+        self.server.settimeout(0.5)
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                client, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(self.target, timeout=10)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+
+        def pump(src: socket.socket, dst: socket.socket) -> None:
+            with contextlib.suppress(OSError):
+                while data := src.recv(65536):
+                    dst.sendall(data)
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+
+        other = threading.Thread(target=pump, args=(upstream, client), daemon=True)
+        other.start()
+        pump(client, upstream)
+        other.join(600)
+        client.close()
+        upstream.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.server.close()
+
+
+def _ip(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def pod_network(control_plane: ControlPlane, real_kubelet: RealKubelet) -> Iterator[None]:
+    if shutil.which("ip") is None:
+        _loud_skip("no pod network", "the ip command is missing")
+    if SERVICE_IP in _ip("-o", "addr").stdout:
+        _loud_skip("no pod network", f"{SERVICE_IP} is already an address of this machine")
+    try:
+        unpacked = fetch_debs(cache_base() / "cni", [("containernetworking-plugins", "bookworm")])
+    except DebianUnavailable as exc:
+        _loud_skip("no CNI plugins", str(exc))
+    cni = real_kubelet.containerd.workdir / "cni"
+    (cni / "bin").mkdir(parents=True, exist_ok=True)
+    for plugin in ("bridge", "host-local", "loopback"):
+        shutil.copy2(unpacked / "containernetworking-plugins" / "usr/lib/cni" / plugin, cni / "bin" / plugin)
+    conflist = cni / "conf" / "05-numaplane-bridge.conflist"
+    made = _ip("link", "add", BRIDGE, "type", "bridge")
+    if made.returncode != 0:
+        _loud_skip("no pod network", f"ip link add {BRIDGE} type bridge: {made.stderr.strip()}")
+    relay: Relay | None = None
+    try:
+        for args in (
+            ("addr", "add", f"{POD_GATEWAY}/24", "dev", BRIDGE),
+            ("addr", "add", f"{SERVICE_IP}/32", "dev", BRIDGE),
+            ("link", "set", BRIDGE, "up"),
+        ):
+            got = _ip(*args)
+            assert got.returncode == 0, (args, got.stderr)
+        port = int(control_plane.url.rsplit(":", 1)[1])
+        relay = Relay((SERVICE_IP, 443), ("127.0.0.1", port))
+        relay.start()
+        conflist.write_text(
+            json.dumps(
+                {
+                    "cniVersion": "1.0.0",
+                    "name": "numaplane-bridge",
+                    "plugins": [
+                        {
+                            "type": "bridge",
+                            "bridge": BRIDGE,
+                            "isGateway": True,
+                            "ipMasq": False,
+                            "ipam": {
+                                "type": "host-local",
+                                "ranges": [[{"subnet": POD_SUBNET, "gateway": POD_GATEWAY}]],
+                                "routes": [{"dst": "0.0.0.0/0"}],
+                                "dataDir": str(cni / "ipam"),
+                            },
+                        }
+                    ],
+                }
+            )
+        )
+        time.sleep(2)  # containerd reloads its CNI configuration on a change of the folder
+        yield
+    finally:
+        conflist.unlink(missing_ok=True)
+        if relay is not None:
+            relay.stop()
+        _ip("link", "del", BRIDGE)
+        shutil.rmtree(cni / "ipam", ignore_errors=True)
+
+
+def _render(*args: str) -> list[dict[str, Any]]:
+    out = subprocess.run([*CLI, "render", *args], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def _apply(cp: ControlPlane, docs: list[dict[str, Any]]) -> None:
+    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    rest = [d for d in docs if d["kind"] != "CustomResourceDefinition"]
+    for part in (crds, rest):
+        if part:
+            got = cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=yaml.safe_dump_all(part))
+            assert got.returncode == 0, got.stderr
+        for crd in crds if part is crds else []:
+            cp.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+
+
+def _condition(obj: dict[str, Any], kind: str) -> str | None:
+    return next((c["status"] for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), None)
+
+
+def _pods(cp: ControlPlane) -> list[dict[str, Any]]:
+    return cp.request("GET", f"/api/v1/namespaces/{NS}/pods")["items"]
+
+
+def _describe(cp: ControlPlane) -> str:
+    lines = []
+    for pod in _pods(cp):
+        status = pod.get("status") or {}
+        states = [json.dumps(c.get("state")) for c in status.get("containerStatuses") or []]
+        lines.append(f"{pod['metadata']['name']}: {status.get('phase')} {' '.join(states)[:400]}")
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def stack(
+    control_plane: ControlPlane, real_kubelet: RealKubelet, numaplane_image: BuiltImage, pod_network: None
+) -> Iterator[dict[str, float]]:
+    cp, kubelet = control_plane, real_kubelet
+    if kubelet.policy != POLICY:
+        kubelet.delete_pods()
+        kubelet.restart(POLICY)
+    imported = kubelet.containerd.ctr("images", "import", str(numaplane_image.path), timeout=300)
+    assert imported.returncode == 0, imported.stderr
+    node = kubelet.node_name
+    # the fixture runs no node-lifecycle controller: lift the not-ready taint of the (Ready) node as it would
+    cp.request(
+        "PATCH", f"/api/v1/nodes/{node}", {"spec": {"taints": None}}, content_type="application/merge-patch+json"
+    )
+    figures: dict[str, float] = {}
+    try:
+        started = time.monotonic()
+        _apply(
+            cp,
+            _render(
+                "--namespace",
+                NS,
+                "--image",
+                numaplane_image.name,
+                "--kubelet-podresources-dir",
+                str(kubelet.podresources_socket.parent),
+                "--kubelet-config-file",
+                str(kubelet.config_file),
+            ),
+        )
+        got = cp.kubectl("label", "node", node, f"numaplane.io/node-group={GROUP}", "--overwrite")
+        assert got.returncode == 0, got.stderr
+        _apply(
+            cp,
+            [
+                {
+                    "apiVersion": "numaplane.io/v1",
+                    "kind": "NUMAResourcesOperator",
+                    "metadata": {"name": "numaresourcesoperator"},
+                    "spec": {
+                        "nodeGroups": [
+                            {
+                                "name": GROUP,
+                                "nodeSelector": {"matchLabels": {"numaplane.io/node-group": GROUP}},
+                                "enforcement": "kubelet",
+                                "config": {"infoRefreshMode": "Periodic", "infoRefreshPeriod": "2s"},
+                            }
+                        ]
+                    },
+                },
+                {
+                    "apiVersion": "numaplane.io/v1",
+                    "kind": "NUMAResourcesScheduler",
+                    "metadata": {"name": "numaresourcesscheduler"},
+                    "spec": {"schedulerName": "numaplane-scheduler", "mode": "standalone"},
+                },
+            ],
+        )
+        with cp.scheduler():  # the cluster's default scheduler places the operands themselves
+
+            def ready() -> bool:
+                nro, nrs = cp.request("GET", NRO), cp.request("GET", NRS)
+                return _condition(nro, "Available") == "True" and _condition(nrs, "Available") == "True"
+
+            try:
+                cp.wait_for("the whole stack Available", ready, timeout=240, interval=1)
+            except TimeoutError as exc:
+                pytest.fail(f"{exc}\npods:\n{_describe(cp)}\nkubelet:\n{kubelet.log_tail(20)}")
+            figures["apply_to_ready_seconds"] = time.monotonic() - started
+            print(
+                f"\nkubectl apply → stack Ready (operator, exporter, scheduler as pods): {figures['apply_to_ready_seconds']:.1f} s"
+            )
+            print(_describe(cp))
+            yield figures
+    finally:
+        for path in (NRO, NRS):
+            with contextlib.suppress(ApiStatus):
+                cp.request("DELETE", path)
+        with contextlib.suppress(ApiStatus):
+            cp.request("DELETE", f"/api/v1/namespaces/{NS}")
+        cp.kubectl("label", "node", node, "numaplane.io/node-group-")
+        with contextlib.suppress(ApiStatus):
+            cp.request("DELETE", f"/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies/{node}")
+        kubelet.delete_pods()
+
+
+def test_the_stack_runs_in_cluster_from_the_image(
+    control_plane: ControlPlane, real_kubelet: RealKubelet, stack: dict[str, float]
+) -> None:
+    cp = control_plane
+    pods = {p["metadata"]["labels"].get("app.kubernetes.io/component"): p for p in _pods(cp)}
+    assert {"operator", "exporter", "scheduler"} <= set(pods), _describe(cp)
+    for component in ("operator", "exporter", "scheduler"):
+        pod = pods[component]
+        assert pod["spec"]["nodeName"] == real_kubelet.node_name
+        assert _condition(pod, "Ready") == "True", (component, _describe(cp))
+        assert pod["status"]["containerStatuses"][0]["imageID"], component
+    # the operator is in cluster: its pod has no kubeconfig, only its ServiceAccount
+    assert pods["operator"]["spec"]["serviceAccountName"] == "numaplane-operator"
+    nrt = cp.wait_for(
+        "the NRT the in-cluster exporter publishes",
+        lambda: cp.request(
+            "GET", f"/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies/{real_kubelet.node_name}"
+        ),
+        timeout=60,
+    )
+    assert nrt["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "numaplane-exporter"
+
+
+def test_numaplane_e2e_passes_on_the_in_cluster_stack(control_plane: ControlPlane, stack: dict[str, float]) -> None:
+    started = time.monotonic()
+    got = subprocess.run(
+        [*CLI, "e2e", "--kubeconfig", str(control_plane.admin_kubeconfig), "-n", NS, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    seconds = time.monotonic() - started
+    print(f"\nnumaplane e2e against the in-cluster stack: {seconds:.1f} s\n{got.stdout[-3000:]}")
+    assert got.returncode == 0, got.stdout + got.stderr
+    results = {r["name"]: r for r in json.loads(got.stdout)["results"]}
+    assert {"crds", "operator", "daemonsets", "scheduler"} <= set(results)
+    for name, result in results.items():
+        # this VM's sysfs gives NUMA node 0 less memory than /proc/meminfo (and so the Node): a warning
+        memory_note = name.startswith("nrt/") and "memory" in result["message"]
+        assert result["status"] == "pass" or (result["status"] == "warn" and memory_note), result
+
+
+def test_the_image_reports_the_package_version(
+    control_plane: ControlPlane, real_kubelet: RealKubelet, stack: dict[str, float], numaplane_image: BuiltImage
+) -> None:
+    name = "version"
+    real_kubelet.create_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {
+                "nodeName": real_kubelet.node_name,
+                "restartPolicy": "Never",
+                "containers": [{"name": "numaplane", "image": numaplane_image.name, "args": ["--version"]}],
+            },
+        }
+    )
+
+    def finished() -> dict[str, Any] | None:
+        pod = real_kubelet.get_pod(name, NS)
+        return pod if pod["status"].get("phase") in ("Succeeded", "Failed") else None
+
+    pod = control_plane.wait_for("the --version pod", finished, timeout=60)
+    assert pod["status"]["phase"] == "Succeeded", pod["status"]
+    logs = list(real_kubelet.pod_logs.glob(f"{NS}_{name}_*/numaplane/0.log"))
+    assert logs, list(real_kubelet.pod_logs.iterdir())
+    assert logs[0].read_text().rstrip().endswith(f"numaplane, version {__version__}")
+    # non-root by default (the image's config), as the Deployment's restricted context requires
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+
+
+def test_a_guaranteed_canary_lands_aligned_with_exclusive_cpus(
+    control_plane: ControlPlane, real_kubelet: RealKubelet, stack: dict[str, float]
+) -> None:
+    cp = control_plane
+    node = cp.request("GET", f"/api/v1/nodes/{real_kubelet.node_name}")
+    allocatable_m = int(
+        float(node["status"]["allocatable"]["cpu"].rstrip("m"))
+        * (1 if node["status"]["allocatable"]["cpu"].endswith("m") else 1000)
+    )
+    requested_m = 0
+    for pod in cp.request("GET", f"/api/v1/pods?fieldSelector=spec.nodeName={real_kubelet.node_name}")["items"]:
+        if pod["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        for container in pod["spec"]["containers"]:
+            cpu = str(((container.get("resources") or {}).get("requests") or {}).get("cpu", "0"))
+            requested_m += int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
+    if allocatable_m - requested_m < 1000:
+        _loud_skip(
+            "no room for a 1-CPU Guaranteed canary",
+            f"node allocatable cpu {allocatable_m}m (this machine's CPUs minus the kubelet's reserved CPU),"
+            f" the running operands request {requested_m}m",
+        )
+    got = subprocess.run(
+        [
+            *CLI,
+            "e2e",
+            "--kubeconfig",
+            str(cp.admin_kubeconfig),
+            "-n",
+            NS,
+            "--serial",
+            "--canary-cpus",
+            "1",
+            "--canary-image",
+            PAUSE_IMAGE,
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    print(got.stdout[-3000:])
+    assert got.returncode == 0, got.stdout + got.stderr
