@@ -38,6 +38,7 @@ from numaplane.testing.debian import DebianUnavailable, cache_base, fetch_debs
 from numaplane.testing.image import BuiltImage, ImageBuildError, build_image, unavailable_reason
 from numaplane.testing.kubecluster import SERVICE_CIDR, ApiStatus, ControlPlane
 from numaplane.testing.kubelet import KubeletPolicy, RealKubelet
+from numaplane.topology.cpuset import CPUSet
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -386,6 +387,30 @@ def test_the_image_reports_the_package_version(
     assert logs[0].read_text().rstrip().endswith(f"numaplane, version {__version__}")
     # non-root by default (the image's config), as the Deployment's restricted context requires
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+
+
+def test_the_in_cluster_numaplane_scheduler_places_a_guaranteed_pod(
+    control_plane: ControlPlane, real_kubelet: RealKubelet, stack: dict[str, float]
+) -> None:
+    """A Guaranteed pod for ``numaplane-scheduler`` (only the in-cluster scheduler pod serves that name)."""
+    kubelet = real_kubelet
+    manifest = kubelet.pod_manifest("placed", cpu="200m", memory="32Mi", namespace=NS)
+    manifest["spec"].pop("nodeName", None)
+    manifest["spec"]["schedulerName"] = "numaplane-scheduler"
+    manifest["spec"]["nodeSelector"] = {"kubernetes.io/hostname": kubelet.node_name}
+    kubelet.create_pod(manifest)
+    started = time.monotonic()
+    pod = kubelet.wait_pod_running("placed", NS, timeout=90)
+    print(f"\nplaced by numaplane-scheduler and running in {time.monotonic() - started:.1f} s")
+    assert pod["spec"]["nodeName"] == kubelet.node_name
+    assert pod["status"]["qosClass"] == "Guaranteed"
+    # a fractional CPU is never exclusive: the kubelet's static policy runs it on the shared pool
+    online = set(CPUSet.parse(Path("/sys/devices/system/cpu/online").read_text().strip()))
+    exclusive: set[int] = set()
+    for containers in kubelet.cpu_manager_state().get("entries", {}).values():
+        for cpus in containers.values():
+            exclusive |= set(CPUSet.parse(cpus))
+    assert set(CPUSet.parse(kubelet.container_cpuset(pod))) == online - exclusive
 
 
 def test_a_guaranteed_canary_lands_aligned_with_exclusive_cpus(
