@@ -300,6 +300,44 @@ def test_e2e_passes_on_a_healthy_stack(control_plane: ControlPlane, stack: dict[
     assert table.rstrip().splitlines()[-1].startswith("PASSED")
 
 
+def test_serial_checks_fail_clearly_and_clean_up(control_plane: ControlPlane, stack: dict[str, Exporter]) -> None:
+    """Without a kubelet nothing can run: every disruptive step must fail with its reason, and leave nothing."""
+    cp = control_plane
+    policy_before = cp.request("GET", NRP)["spec"]
+    rc, out, err, seconds = _e2e(cp, "--serial", "--timeout", "4", "-o", "json")
+    print(f"numaplane e2e --serial (failing) ran in {seconds:.1f} s")
+    assert rc == 1, out + err
+    results = _results(out)
+    canary = results["canary/e2e-k1"]
+    assert canary["status"] == "fail" and "canary Running: not within 4 s" in canary["message"]
+    assert "Pending" in canary["message"]
+    assert results["agent-restart/e2e-a1"]["status"] == "fail"
+    assert "new agent pod Ready" in results["agent-restart/e2e-a1"]["message"]
+    assert results["policy-change/e2e-agent"]["status"] == "fail"
+    assert json.loads(out)["cleanupProblems"] == []
+    # the policy is restored and the run's namespace is gone
+    assert cp.request("GET", NRP)["spec"] == policy_before
+    namespaces = cp.request("GET", "/api/v1/namespaces")["items"]
+    left = [
+        n["metadata"]["name"]
+        for n in namespaces
+        if (n["metadata"].get("labels") or {}).get("numaplane.io/e2e") == "run"
+    ]  # deleted already, or being deleted
+    assert all(cp.request("GET", f"/api/v1/namespaces/{n}")["metadata"].get("deletionTimestamp") for n in left), left
+
+    # play the kubelet for the agent pod its DaemonSet made anew, so the stack is healthy again
+    def healthy() -> bool:
+        for pod in _pods(cp):
+            name = pod["metadata"]["name"]
+            if pod["metadata"].get("deletionTimestamp"):  # the kubelet would confirm the deletion
+                cp.request("DELETE", f"/api/v1/namespaces/{NS}/pods/{name}", {"gracePeriodSeconds": 0})
+            elif pod["spec"].get("nodeName") and pod["status"].get("phase") != "Running":
+                cp.mark_pod_running(NS, name)
+        return _e2e(cp)[0] == 0
+
+    cp.wait_for("the stack healthy again", healthy, timeout=60, interval=1)
+
+
 def test_a_stopped_exporter_fails_its_node(control_plane: ControlPlane, stack: dict[str, Exporter]) -> None:
     cp = control_plane
     exporter = stack["e2e-k1"]
