@@ -8,6 +8,13 @@ the real node) and a standalone ``NUMAResourcesScheduler``. The operator runs as
 ServiceAccount's in-cluster credentials, and creates the exporter DaemonSet and the scheduler
 Deployment, which run as pods too.
 
+The kubelet runs its static CPU and memory managers with ``systemReserved`` CPU (see
+:class:`SystemReservedPolicy`), so that a 2-CPU machine has room for the operands and a 1-CPU
+Guaranteed canary: ``numaplane e2e --serial`` must pass its canary check, and a canary created by
+hand must get an exclusive CPU in its cgroup, its memory on the same NUMA node, and the NRT the
+in-cluster exporter publishes must show that CPU taken from that zone. (This machine has one NUMA
+node, so "aligned" is never in doubt here; the multi-zone logic is covered by the fixture-stack tests.)
+
 Pod network (what a CNI gives a real cluster): the fixture's containerd only has a loopback CNI
 config, for host-network test pods. This module adds Debian's ``containernetworking-plugins`` bridge
 (a private bridge ``npbr0``, ``10.244.77.0/24``) and makes the ``kubernetes`` Service address
@@ -26,6 +33,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +45,7 @@ from numaplane.testing.containerd import PAUSE_IMAGE
 from numaplane.testing.debian import DebianUnavailable, cache_base, fetch_debs
 from numaplane.testing.image import BuiltImage, ImageBuildError, build_image, unavailable_reason
 from numaplane.testing.kubecluster import SERVICE_CIDR, ApiStatus, ControlPlane
-from numaplane.testing.kubelet import KubeletPolicy, RealKubelet
+from numaplane.testing.kubelet import CGROUP_ROOT, KubeletPolicy, RealKubelet
 from numaplane.topology.cpuset import CPUSet
 
 pytestmark = pytest.mark.timeout(900)
@@ -52,9 +60,29 @@ POD_GATEWAY = "10.244.77.1"
 SERVICE_IP = SERVICE_CIDR.rsplit(".", 1)[0] + ".1"  # the ``kubernetes`` Service's ClusterIP
 NRO = "/apis/numaplane.io/v1/numaresourcesoperators/numaresourcesoperator"
 NRS = "/apis/numaplane.io/v1/numaresourcesschedulers/numaresourcesscheduler"
-POLICY = KubeletPolicy(
+
+
+@dataclass(frozen=True)
+class SystemReservedPolicy(KubeletPolicy):
+    """The kubelet's static policies with ``systemReserved`` CPU instead of ``reservedSystemCPUs``.
+
+    The static CPU manager still keeps a whole CPU (the reservation rounded up) out of its exclusive
+    pool, but node allocatable loses only ``system_reserved_cpu``: on a 2-CPU machine that leaves
+    room for the operands (a few hundred millicores) *and* a 1-CPU Guaranteed canary.
+    """
+
+    system_reserved_cpu: str = "100m"
+
+    def config(self) -> dict[str, Any]:
+        doc = super().config()
+        doc.pop("reservedSystemCPUs", None)
+        doc["systemReserved"] = {"cpu": self.system_reserved_cpu}
+        return doc
+
+
+POLICY = SystemReservedPolicy(
     cpu_manager_policy="static",
-    reserved_system_cpus="0",
+    reserved_system_cpus="",
     memory_manager_policy="Static",
     topology_manager_policy="single-numa-node",
 )
@@ -435,6 +463,17 @@ def test_a_guaranteed_canary_lands_aligned_with_exclusive_cpus(
             f"node allocatable cpu {allocatable_m}m (this machine's CPUs minus the kubelet's reserved CPU),"
             f" the running operands request {requested_m}m",
         )
+    nrt_path = f"/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies/{real_kubelet.node_name}"
+
+    def available() -> dict[str, str]:
+        return {
+            z["name"]: next(r["available"] for r in z["resources"] if r["name"] == "cpu")
+            for z in cp.request("GET", nrt_path)["zones"]
+            if z.get("type") == "Node"
+        }
+
+    baseline = available()
+    started = time.monotonic()
     got = subprocess.run(
         [
             *CLI,
@@ -456,5 +495,35 @@ def test_a_guaranteed_canary_lands_aligned_with_exclusive_cpus(
         timeout=300,
         check=False,
     )
-    print(got.stdout[-3000:])
-    assert got.returncode == 0, got.stdout + got.stderr
+    print(f"\nnumaplane e2e --serial in cluster: {time.monotonic() - started:.1f} s\n{got.stdout[-2500:]}")
+    results = {r["name"]: r for r in json.loads(got.stdout)["results"]}
+    canary = results[f"canary/{real_kubelet.node_name}"]
+    assert canary["status"] == "pass", canary
+    assert json.loads(got.stdout)["cleanupProblems"] == []
+
+    # and by hand, to look into its cgroup: the numaplane scheduler places it, the kubelet pins it
+    before = cp.wait_for(
+        "the e2e canary's CPU back in the NRT", lambda: available() == baseline and baseline, timeout=60
+    )
+    manifest = real_kubelet.pod_manifest("canary", cpu="1", memory="64Mi", namespace=NS)
+    manifest["spec"].pop("nodeName", None)
+    manifest["spec"]["schedulerName"] = "numaplane-scheduler"
+    real_kubelet.create_pod(manifest)
+    pod = real_kubelet.wait_pod_running("canary", NS, timeout=90)
+    state = real_kubelet.cpu_manager_state()
+    exclusive = state["entries"][pod["metadata"]["uid"]]["main"]
+    assert real_kubelet.container_cpuset(pod) == exclusive  # its own CPU, in its cgroup
+    mems = (
+        next(
+            (CGROUP_ROOT / "cpuset" / real_kubelet.cgroup_root.strip("/")).rglob(
+                f"{pod['status']['containerStatuses'][0]['containerID'].split('://')[1]}/cpuset.mems"
+            )
+        )
+        .read_text()
+        .strip()
+    )
+    zone = f"node-{mems}"
+    assert zone in before  # one NUMA node: memory and CPU from the same zone
+    after = cp.wait_for("the NRT showing the canary's CPU", lambda: (a := available()) != before and a, timeout=60)
+    assert {z: int(before[z]) - int(after[z]) for z in before if before[z] != after[z]} == {zone: 1}
+    print(f"canary: exclusive CPU {exclusive}, memory node {mems}, NRT {before} → {after}")
