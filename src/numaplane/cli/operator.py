@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from numaplane.cli._nodepaths import node_path_options, with_node_paths
 from numaplane.observability.errors import ObservabilityError
 from numaplane.observability.logs import LOG_FORMATS, LOG_LEVELS
 
@@ -23,7 +24,7 @@ async def _serve(
     leader_elect: bool,
     metrics_address: str,
     health_address: str,
-    kubelet_paths: dict[str, str],
+    paths: dict[str, str],
 ) -> None:
     from numaplane.kube.client import LightkubePort
     from numaplane.kube.errors import KubeError
@@ -46,12 +47,7 @@ async def _serve(
             f"cannot reach the API server through {where}: {' '.join(str(exc).split())}"
             + ("" if server or kubeconfig else "; outside a cluster give --kubeconfig PATH or --api-server URL")
         ) from exc
-    settings = Settings(
-        namespace=namespace,
-        image=image,
-        kubelet_podresources_dir=kubelet_paths["kubelet_podresources_dir"],
-        kubelet_config_file=kubelet_paths["kubelet_config_file"],
-    )
+    settings = with_node_paths(Settings(namespace=namespace, image=image), paths)
     operator = Operator(kube, settings)
     state = {"dead": False, "leading": not leader_elect}
 
@@ -112,18 +108,7 @@ async def _serve(
     help="API server URL without credentials (tests, kubectl proxy).",
 )
 @click.option("--server", "server", default=None, hidden=True)  # the older name, kept working
-@click.option(
-    "--kubelet-podresources-dir",
-    default="/var/lib/kubelet/pod-resources",
-    show_default=True,
-    help="The kubelet's PodResources folder on the nodes (kubelet-mode exporters mount it).",
-)
-@click.option(
-    "--kubelet-config-file",
-    default="/var/lib/kubelet/config.yaml",
-    show_default=True,
-    help="The kubelet's configuration file on the nodes (kubelet-mode exporters read its policies).",
-)
+@node_path_options
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
 @click.option("--metrics-address", default=":8080", show_default=True)
 @click.option("--health-address", default=":8081", show_default=True)
@@ -134,13 +119,12 @@ def command(
     image: str,
     kubeconfig: str | None,
     server: str | None,
-    kubelet_podresources_dir: str,
-    kubelet_config_file: str,
     leader_elect: bool,
     metrics_address: str,
     health_address: str,
     log_format: str,
     log_level: str,
+    **paths: str,
 ) -> None:
     """Run the NUMAResourcesOperator, NUMAResourcesScheduler and NodeResourcePolicy controllers.
 
@@ -155,10 +139,4 @@ def command(
     from numaplane.observability.logs import configure_logging
 
     configure_logging(log_format, log_level)
-    kubelet_paths = {
-        "kubelet_podresources_dir": kubelet_podresources_dir,
-        "kubelet_config_file": kubelet_config_file,
-    }
-    asyncio.run(
-        _serve(kubeconfig, server, namespace, image, leader_elect, metrics_address, health_address, kubelet_paths)
-    )
+    asyncio.run(_serve(kubeconfig, server, namespace, image, leader_elect, metrics_address, health_address, paths))

@@ -9,6 +9,7 @@ from typing import Any
 import click
 import yaml
 
+from numaplane.cli._nodepaths import node_path_options, with_node_paths
 from numaplane.operator.errors import SpecError
 from numaplane.operator.layout import deploy_files
 from numaplane.operator.render import Inputs, parse_resources, render_install, render_stack, sort_objects, to_yaml
@@ -42,18 +43,7 @@ def _load(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
 )
 @click.option("--image", default=DEFAULT_IMAGE, show_default=True, help="The numaplane image every component runs.")
 @click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True, help="Install namespace.")
-@click.option(
-    "--kubelet-podresources-dir",
-    default="/var/lib/kubelet/pod-resources",
-    show_default=True,
-    help="The kubelet's PodResources folder on the nodes (for a kubelet with another --root-dir).",
-)
-@click.option(
-    "--kubelet-config-file",
-    default="/var/lib/kubelet/config.yaml",
-    show_default=True,
-    help="The kubelet's configuration file on the nodes.",
-)
+@node_path_options
 @click.option(
     "--install/--no-install",
     default=None,
@@ -68,10 +58,9 @@ def command(
     sources: tuple[Path, ...],
     image: str,
     namespace: str,
-    kubelet_podresources_dir: str,
-    kubelet_config_file: str,
     install: bool | None,
     output_dir: Path | None,
+    **paths: str,
 ) -> None:
     """Render every manifest (CRDs, RBAC, workloads) as multi-document YAML.
 
@@ -84,12 +73,7 @@ def command(
       numaplane render --from deploy/samples/numaresourcesoperator.yaml
       numaplane render --output-dir deploy/
     """
-    settings = Settings(
-        namespace=namespace,
-        image=image,
-        kubelet_podresources_dir=kubelet_podresources_dir,
-        kubelet_config_file=kubelet_config_file,
-    )
+    settings = with_node_paths(Settings(namespace=namespace, image=image), paths)
     if output_dir is not None:
         if sources:
             raise click.UsageError("--output-dir writes the default install; it takes no --from")

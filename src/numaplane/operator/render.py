@@ -45,6 +45,7 @@ from numaplane.operator.render_common import (
     meta,
     metrics_service,
     network_policy,
+    node_path_args,
     probe,
     resources,
     restricted_security_context,
@@ -133,17 +134,6 @@ def render_stack(inputs: Inputs, settings: Settings) -> list[dict[str, Any]]:
     return sort_objects(out)
 
 
-def kubelet_path_args(settings: Settings) -> list[str]:
-    """The operator's ``--kubelet-*`` flags for paths that differ from the kubelet's defaults."""
-    default = Settings()
-    args = []
-    if settings.kubelet_podresources_dir != default.kubelet_podresources_dir:
-        args.append(f"--kubelet-podresources-dir={settings.kubelet_podresources_dir}")
-    if settings.kubelet_config_file != default.kubelet_config_file:
-        args.append(f"--kubelet-config-file={settings.kubelet_config_file}")
-    return args
-
-
 def operator_deployment(settings: Settings) -> dict[str, Any]:
     labels = component_labels(OPERATOR, instance=OPERATOR_NAME)
     container = {
@@ -154,7 +144,7 @@ def operator_deployment(settings: Settings) -> dict[str, Any]:
             "operator",
             "--namespace=$(POD_NAMESPACE)",
             f"--image={settings.image}",
-            *kubelet_path_args(settings),
+            *node_path_args(settings),
             "--leader-elect",
             f"--metrics-address=:{METRICS_PORT}",
             f"--health-address=:{HEALTH_PORT}",
