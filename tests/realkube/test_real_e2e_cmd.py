@@ -257,8 +257,9 @@ def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
             with contextlib.suppress(ApiStatus):
                 cp.request("DELETE", f"/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies/{name}")
             cp.delete_node(name)
-        with contextlib.suppress(ApiStatus):
-            cp.request("DELETE", f"/api/v1/namespaces/{NS}")
+        # the rest of the install too (ClusterRoles are cluster-wide; other modules apply their own), not the CRDs
+        rest = [d for d in _render("--namespace", NS, "--image", IMAGE) if d["kind"] != "CustomResourceDefinition"]
+        cp.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=yaml.safe_dump_all(rest))
 
 
 def _e2e(cp: ControlPlane, *args: str) -> tuple[int, str, str, float]:

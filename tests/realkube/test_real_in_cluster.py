@@ -30,6 +30,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -80,6 +81,13 @@ class SystemReservedPolicy(KubeletPolicy):
         return doc
 
 
+#: agent mode: the kubelet's managers off, its reservation still keeping CPU for the system
+AGENT_POLICY = SystemReservedPolicy(
+    cpu_manager_policy="none",
+    reserved_system_cpus="",
+    memory_manager_policy="None",
+    topology_manager_policy="none",
+)
 POLICY = SystemReservedPolicy(
     cpu_manager_policy="static",
     reserved_system_cpus="",
@@ -268,6 +276,7 @@ def stack(
     imported = kubelet.containerd.ctr("images", "import", str(numaplane_image.path), timeout=300)
     assert imported.returncode == 0, imported.stderr
     node = kubelet.node_name
+    agent_dirs = Path(tempfile.mkdtemp(prefix="npa-", dir="/tmp"))  # short: sockets live below it
     # the fixture runs no node-lifecycle controller: lift the not-ready taint of the (Ready) node as it would
     cp.request(
         "PATCH", f"/api/v1/nodes/{node}", {"spec": {"taints": None}}, content_type="application/merge-patch+json"
@@ -286,6 +295,12 @@ def stack(
                 str(kubelet.podresources_socket.parent),
                 "--kubelet-config-file",
                 str(kubelet.config_file),
+                "--nri-socket-dir",
+                str(Path(kubelet.containerd.nri_socket).parent),
+                "--agent-state-dir",
+                str(agent_dirs / "state"),
+                "--agent-run-dir",
+                str(agent_dirs / "run"),
             ),
         )
         got = cp.kubectl("label", "node", node, f"numaplane.io/node-group={GROUP}", "--overwrite")
@@ -336,12 +351,17 @@ def stack(
         for path in (NRO, NRS):
             with contextlib.suppress(ApiStatus):
                 cp.request("DELETE", path)
-        with contextlib.suppress(ApiStatus):
-            cp.request("DELETE", f"/api/v1/namespaces/{NS}")
+        for name in (GROUP,):
+            with contextlib.suppress(ApiStatus):
+                cp.request("DELETE", f"/apis/numaplane.io/v1/noderesourcepolicies/{name}")
+        # the install (cluster-scoped RBAC included: other modules apply their own), not the CRDs
+        rest = [d for d in _render("--namespace", NS) if d["kind"] != "CustomResourceDefinition"]
+        cp.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=yaml.safe_dump_all(rest))
         cp.kubectl("label", "node", node, "numaplane.io/node-group-")
         with contextlib.suppress(ApiStatus):
             cp.request("DELETE", f"/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies/{node}")
         kubelet.delete_pods()
+        shutil.rmtree(agent_dirs, ignore_errors=True)
 
 
 def test_the_stack_runs_in_cluster_from_the_image(
@@ -527,3 +547,79 @@ def test_a_guaranteed_canary_lands_aligned_with_exclusive_cpus(
     after = cp.wait_for("the NRT showing the canary's CPU", lambda: (a := available()) != before and a, timeout=60)
     assert {z: int(before[z]) - int(after[z]) for z in before if before[z] != after[z]} == {zone: 1}
     print(f"canary: exclusive CPU {exclusive}, memory node {mems}, NRT {before} → {after}")
+
+
+def test_switching_the_group_to_agent_mode_runs_the_agent_in_cluster(
+    control_plane: ControlPlane, real_kubelet: RealKubelet, stack: dict[str, float]
+) -> None:
+    """The node goes to agent mode as docs/install.md says (kubelet managers off), the group follows."""
+    cp, kubelet = control_plane, real_kubelet
+    node = kubelet.node_name
+    started = time.monotonic()
+    # drain: cordon, take the node out of its group (its DaemonSet pods go), then the kubelet's restart
+    # deletes what is left on it and brings it back with its managers off
+    node_patch: dict[str, Any] = {
+        "spec": {"unschedulable": True},
+        "metadata": {"labels": {"numaplane.io/node-group": None}},
+    }
+    cp.request("PATCH", f"/api/v1/nodes/{node}", node_patch, content_type="application/merge-patch+json")
+    kubelet.restart(AGENT_POLICY)
+    node_patch = {
+        "spec": {"unschedulable": None, "taints": None},
+        "metadata": {"labels": {"numaplane.io/node-group": GROUP}},
+    }
+    cp.request("PATCH", f"/api/v1/nodes/{node}", node_patch, content_type="application/merge-patch+json")
+    _apply(
+        cp,
+        [
+            {
+                "apiVersion": "numaplane.io/v1",
+                "kind": "NodeResourcePolicy",
+                "metadata": {"name": GROUP},
+                "spec": {
+                    "nodeGroup": GROUP,
+                    "config": {
+                        "topologyManager": {"policy": "single-numa-node"},
+                        "cpuManager": {"policy": "static", "reservedCPUs": "0"},
+                    },
+                },
+            }
+        ],
+    )
+    nro = cp.request("GET", NRO)
+    nro["spec"]["nodeGroups"][0]["enforcement"] = "agent"
+    cp.request("PUT", NRO, nro)
+
+    def agent_ready() -> bool:
+        pods = [p for p in _pods(cp) if p["metadata"]["labels"].get("app.kubernetes.io/component") == "agent"]
+        ready = bool(pods) and all(_condition(p, "Ready") == "True" for p in pods)
+        return ready and _condition(cp.request("GET", NRO), "Available") == "True"
+
+    try:
+        cp.wait_for("the agent Ready and the stack Available", agent_ready, timeout=240, interval=1)
+    except TimeoutError as exc:
+        pytest.fail(f"{exc}\npods:\n{_describe(cp)}\nkubelet:\n{kubelet.log_tail(10)}")
+    print(f"\nkubelet restarted in agent mode → agent Ready in cluster: {time.monotonic() - started:.1f} s")
+    got = subprocess.run(
+        [*CLI, "e2e", "--kubeconfig", str(cp.admin_kubeconfig), "-n", NS, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    print(got.stdout[-2500:])
+    results = {r["name"]: r for r in json.loads(got.stdout)["results"]}
+    assert got.returncode == 0, results
+    agent = results[f"agent/{node}"]
+    assert agent["status"] in ("pass", "warn"), agent
+    assert "agent ready" in agent["message"]
+
+    # a Guaranteed pod: placed by the in-cluster scheduler, pinned by the in-cluster agent through NRI
+    manifest = kubelet.pod_manifest("agent-canary", cpu="1", memory="64Mi", namespace=NS)
+    manifest["spec"].pop("nodeName", None)
+    manifest["spec"]["schedulerName"] = "numaplane-scheduler"
+    kubelet.create_pod(manifest)
+    pod = kubelet.wait_pod_running("agent-canary", NS, timeout=90)
+    pinned = set(CPUSet.parse(kubelet.container_cpuset(pod)))
+    assert len(pinned) == 1 and 0 not in pinned, pinned  # one exclusive CPU; CPU 0 is the agent's reserved one
+    assert kubelet.cpu_manager_state().get("policyName") == "none"  # and not the kubelet's doing
