@@ -581,6 +581,10 @@ def test_switching_the_group_to_agent_mode_runs_the_agent_in_cluster(
                     "config": {
                         "topologyManager": {"policy": "single-numa-node"},
                         "cpuManager": {"policy": "static", "reservedCPUs": "0"},
+                        "memoryManager": {
+                            "policy": "Static",
+                            "reservedMemory": [{"numaNode": 0, "limits": {"memory": "100Mi"}}],
+                        },
                     },
                 },
             }
@@ -591,12 +595,13 @@ def test_switching_the_group_to_agent_mode_runs_the_agent_in_cluster(
     cp.request("PUT", NRO, nro)
 
     def agent_ready() -> bool:
-        pods = [p for p in _pods(cp) if p["metadata"]["labels"].get("app.kubernetes.io/component") == "agent"]
-        ready = bool(pods) and all(_condition(p, "Ready") == "True" for p in pods)
+        pods = [p for p in _pods(cp) if p["status"].get("phase") != "Succeeded"]
+        agents = [p for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/component") == "agent"]
+        ready = bool(agents) and all(_condition(p, "Ready") == "True" for p in pods)  # the whole stack
         return ready and _condition(cp.request("GET", NRO), "Available") == "True"
 
     try:
-        cp.wait_for("the agent Ready and the stack Available", agent_ready, timeout=240, interval=1)
+        cp.wait_for("the agent and every other operand Ready", agent_ready, timeout=240, interval=1)
     except TimeoutError as exc:
         pytest.fail(f"{exc}\npods:\n{_describe(cp)}\nkubelet:\n{kubelet.log_tail(10)}")
     print(f"\nkubelet restarted in agent mode → agent Ready in cluster: {time.monotonic() - started:.1f} s")
@@ -614,12 +619,30 @@ def test_switching_the_group_to_agent_mode_runs_the_agent_in_cluster(
     assert agent["status"] in ("pass", "warn"), agent
     assert "agent ready" in agent["message"]
 
-    # a Guaranteed pod: placed by the in-cluster scheduler, pinned by the in-cluster agent through NRI
+
+def test_in_agent_mode_a_guaranteed_pod_is_pinned_by_the_in_cluster_agent(
+    control_plane: ControlPlane, real_kubelet: RealKubelet, stack: dict[str, float]
+) -> None:
+    """Placed by the in-cluster scheduler, pinned by the in-cluster agent through NRI."""
+    cp, kubelet = control_plane, real_kubelet
+    if kubelet.policy != AGENT_POLICY:
+        pytest.skip("runs after test_switching_the_group_to_agent_mode_runs_the_agent_in_cluster")
     manifest = kubelet.pod_manifest("agent-canary", cpu="1", memory="64Mi", namespace=NS)
     manifest["spec"].pop("nodeName", None)
     manifest["spec"]["schedulerName"] = "numaplane-scheduler"
     kubelet.create_pod(manifest)
-    pod = kubelet.wait_pod_running("agent-canary", NS, timeout=90)
+    try:
+        pod = kubelet.wait_pod_running("agent-canary", NS, timeout=90)
+    except TimeoutError as exc:
+        events = cp.request("GET", f"/api/v1/namespaces/{NS}/events")["items"]
+        said = [f"{e.get('reason')}: {e.get('message')}" for e in events if "agent-canary" in json.dumps(e)]
+        agent_pod = next(
+            p for p in _pods(cp) if p["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "agent"
+        )
+        logs = list(kubelet.pod_logs.glob(f"{NS}_{agent_pod['metadata']['name']}_*/agent/0.log"))
+        tail = logs[0].read_text(errors="replace")[-3000:] if logs else "(no agent log)"
+        status = json.dumps(kubelet.get_pod("agent-canary", NS)["status"])[:1500]
+        pytest.fail(f"{exc}\nstatus: {status}\nevents: {said}\nagent log:\n{tail}")
     pinned = set(CPUSet.parse(kubelet.container_cpuset(pod)))
     assert len(pinned) == 1 and 0 not in pinned, pinned  # one exclusive CPU; CPU 0 is the agent's reserved one
     assert kubelet.cpu_manager_state().get("policyName") == "none"  # and not the kubelet's doing
