@@ -60,6 +60,8 @@ def fixture_cluster(control_plane: ControlPlane) -> dict[str, Any]:
         cp.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     except ApiStatus as exc:
         assert exc.code == 409, exc
+    # pods are refused until the controller-manager made the namespace's default ServiceAccount
+    cp.wait_for("ServiceAccount default", lambda: cp.request("GET", f"/api/v1/namespaces/{NS}/serviceaccounts/default"))
     bound: dict[str, list[str]] = {}
     nrts: dict[str, Any] = {}
     for gen in generate_cluster(NODES, 14, seed=19):

@@ -71,6 +71,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "agent": ("numaplane.cli.agent", "command", "Run the node agent (NRI plugin + resource manager)."),
     "operator": ("numaplane.cli.operator", "command", "Run the operator's controllers."),
     "render": ("numaplane.cli.render", "command", "Render every deployment manifest as YAML."),
+    "e2e": ("numaplane.cli.e2e", "command", "Validate an installed numaplane stack on a cluster."),
 }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from numaplane.cli._nodepaths import node_path_options, with_node_paths
 from numaplane.observability.errors import ObservabilityError
 from numaplane.observability.logs import LOG_FORMATS, LOG_LEVELS
 
@@ -23,6 +24,7 @@ async def _serve(
     leader_elect: bool,
     metrics_address: str,
     health_address: str,
+    paths: dict[str, str],
 ) -> None:
     from numaplane.kube.client import LightkubePort
     from numaplane.kube.errors import KubeError
@@ -45,7 +47,8 @@ async def _serve(
             f"cannot reach the API server through {where}: {' '.join(str(exc).split())}"
             + ("" if server or kubeconfig else "; outside a cluster give --kubeconfig PATH or --api-server URL")
         ) from exc
-    operator = Operator(kube, Settings(namespace=namespace, image=image))
+    settings = with_node_paths(Settings(namespace=namespace, image=image), paths)
+    operator = Operator(kube, settings)
     state = {"dead": False, "leading": not leader_elect}
 
     def healthy() -> tuple[bool, dict[str, Any]]:
@@ -105,6 +108,7 @@ async def _serve(
     help="API server URL without credentials (tests, kubectl proxy).",
 )
 @click.option("--server", "server", default=None, hidden=True)  # the older name, kept working
+@node_path_options
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
 @click.option("--metrics-address", default=":8080", show_default=True)
 @click.option("--health-address", default=":8081", show_default=True)
@@ -120,6 +124,7 @@ def command(
     health_address: str,
     log_format: str,
     log_level: str,
+    **paths: str,
 ) -> None:
     """Run the NUMAResourcesOperator, NUMAResourcesScheduler and NodeResourcePolicy controllers.
 
@@ -134,4 +139,4 @@ def command(
     from numaplane.observability.logs import configure_logging
 
     configure_logging(log_format, log_level)
-    asyncio.run(_serve(kubeconfig, server, namespace, image, leader_elect, metrics_address, health_address))
+    asyncio.run(_serve(kubeconfig, server, namespace, image, leader_elect, metrics_address, health_address, paths))

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from numaplane.cli._nodepaths import node_path_options, with_node_paths
 from numaplane.documents import DocumentError, parse_documents
 from numaplane.operator.errors import SpecError
 from numaplane.operator.layout import deploy_files
@@ -41,6 +42,7 @@ def _load(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
 )
 @click.option("--image", default=DEFAULT_IMAGE, show_default=True, help="The numaplane image every component runs.")
 @click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True, help="Install namespace.")
+@node_path_options
 @click.option(
     "--install/--no-install",
     default=None,
@@ -52,7 +54,12 @@ def _load(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
     help="Write the default install as a kustomize tree (deploy/ layout) instead of printing.",
 )
 def command(
-    sources: tuple[Path, ...], image: str, namespace: str, install: bool | None, output_dir: Path | None
+    sources: tuple[Path, ...],
+    image: str,
+    namespace: str,
+    install: bool | None,
+    output_dir: Path | None,
+    **paths: str,
 ) -> None:
     """Render every manifest (CRDs, RBAC, workloads) as multi-document YAML.
 
@@ -65,7 +72,7 @@ def command(
       numaplane render --from deploy/samples/numaresourcesoperator.yaml
       numaplane render --output-dir deploy/
     """
-    settings = Settings(namespace=namespace, image=image)
+    settings = with_node_paths(Settings(namespace=namespace, image=image), paths)
     if output_dir is not None:
         if sources:
             raise click.UsageError("--output-dir writes the default install; it takes no --from")

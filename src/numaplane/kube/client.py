@@ -538,6 +538,19 @@ class LightkubePort:
         with _translate():
             await self._lk.create(binding, pod_name, namespace=ns)
 
+    async def get_path(self, path: str, *, timeout_seconds: float = 10.0) -> bytes:
+        """The raw body of ``GET path`` (an API path such as a node's or pod's ``proxy`` subresource).
+
+        For reads the typed methods cannot express (``/api/v1/nodes/<n>/proxy/configz``); errors are
+        mapped as for every other call (a non-2xx answer raises the matching :class:`ApiError`).
+        """
+        http: Any = self._generic()._client
+        with _translate():
+            response = await http.get(path, timeout=timeout_seconds)
+            response.raise_for_status()
+            body: bytes = response.content
+            return body
+
     async def create_event(self, event: Mapping[str, Any]) -> JsonObj:
         return await self.create(EVENT, event)
 

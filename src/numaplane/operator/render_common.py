@@ -71,6 +71,34 @@ class Settings:
     api_server_ports: tuple[int, ...] = (443, 6443)
 
 
+#: Host paths on the nodes that differ between distributions: (Settings field, operator/render flag, help).
+NODE_PATH_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    (
+        "kubelet_podresources_dir",
+        "--kubelet-podresources-dir",
+        "The kubelet's PodResources folder (kubelet-mode exporters mount it).",
+    ),
+    (
+        "kubelet_config_file",
+        "--kubelet-config-file",
+        "The kubelet's configuration file (kubelet-mode exporters read its policies).",
+    ),
+    ("nri_socket_dir", "--nri-socket-dir", "The folder of the runtime's NRI socket nri.sock (agents mount it)."),
+    ("state_dir", "--agent-state-dir", "The agents' checkpoint folder (kept across agent restarts)."),
+    ("run_dir", "--agent-run-dir", "The folder of the agent's notify file, shared with the exporter."),
+)
+
+
+def node_path_args(settings: Settings) -> list[str]:
+    """``--flag=value`` for every node path of ``settings`` that is not the default (the operator's args)."""
+    default = Settings()
+    return [
+        f"{flag}={getattr(settings, name)}"
+        for name, flag, _ in NODE_PATH_OPTIONS
+        if getattr(settings, name) != getattr(default, name)
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class Owner:
     """The custom resource that owns rendered objects (``uid`` empty: no ownerReference, e.g. GitOps)."""

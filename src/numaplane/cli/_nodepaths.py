@@ -1,0 +1,27 @@
+"""The node host-path options shared by ``numaplane operator`` and ``numaplane render``."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import click
+
+from numaplane.operator.render_common import NODE_PATH_OPTIONS, Settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def node_path_options(func: F) -> F:
+    """Add one option per :data:`NODE_PATH_OPTIONS` entry (default: the usual path)."""
+    default = Settings()
+    for name, flag, help_text in reversed(NODE_PATH_OPTIONS):
+        func = click.option(flag, name, default=getattr(default, name), show_default=True, help=help_text)(func)
+    return func
+
+
+def with_node_paths(settings: Settings, options: Mapping[str, Any]) -> Settings:
+    """``settings`` with the node paths of a command's keyword arguments."""
+    paths: dict[str, Any] = {name: str(options[name]) for name, _, _ in NODE_PATH_OPTIONS}
+    return dataclasses.replace(settings, **paths)

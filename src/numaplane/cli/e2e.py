@@ -1,0 +1,114 @@
+"""``numaplane e2e``: validate an installed numaplane stack on any cluster (see numaplane.e2e)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from numaplane.e2e.errors import SetupError
+from numaplane.e2e.report import Report, to_json, to_junit, to_table
+from numaplane.e2e.runner import RunOptions, run_suite
+from numaplane.e2e.serial import SerialOptions
+from numaplane.kube.client import LightkubePort
+from numaplane.kube.errors import KubeError
+
+
+@click.command(name="e2e")
+@click.option(
+    "--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig (default: $KUBECONFIG or ~/.kube/config)."
+)
+@click.option("--context", help="Kubeconfig context (default: the current one).")
+@click.option("--server", metavar="URL", help="An API server URL without credentials (kubectl proxy).")
+@click.option("--namespace", "-n", default="numaplane-system", show_default=True, help="Where numaplane is installed.")
+@click.option(
+    "--node-selector",
+    "-l",
+    metavar="SELECTOR",
+    help="Label selector of the nodes to check (default: every node a node group selects).",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Choice(["table", "json", "junit"]),
+    default="table",
+    show_default=True,
+    help="Report format on stdout.",
+)
+@click.option("--junit-file", type=click.Path(dir_okay=False), help="Also write JUnit XML to this file.")
+@click.option("--serial", is_flag=True, help="Also run the disruptive checks (canary pods, policy change, restart).")
+@click.option(
+    "--canary-image",
+    default="registry.k8s.io/pause:3.10",
+    show_default=True,
+    help="Image of the --serial canary pods (any image whose entrypoint keeps running).",
+)
+@click.option("--canary-cpus", type=click.IntRange(min=1), default=2, show_default=True, help="Canary CPUs.")
+@click.option(
+    "--timeout",
+    "timeout_seconds",
+    type=click.FloatRange(min=1),
+    default=120,
+    show_default=True,
+    help="Seconds each --serial step may take.",
+)
+def command(**opts: Any) -> None:
+    """Check that the numaplane stack on a cluster works; exit 1 when a check fails.
+
+    Read-only by default (GET and LIST only): the CRDs are installed and served, the operator and its
+    custom resources are Available, every node group's DaemonSets are ready, every selected node has
+    a NodeResourceTopology consistent with its Node (CPU capacity, attributes) whose exporter is
+    ready, the NUMA-aware scheduler is ready, and in agent mode the agent is ready, has applied its
+    policy and the kubelet's CPU and memory managers are off.
+
+    --serial adds disruptive checks on one node per node group, in a namespace of their own that is
+    deleted afterwards: a Guaranteed canary pod must land NUMA-aligned, and in agent mode the agent
+    is restarted (nothing may be lost) and the policy is changed live and restored.
+
+    \b
+    Examples:
+      numaplane e2e
+      numaplane e2e --kubeconfig ~/.kube/prod -o junit > e2e.xml
+      numaplane e2e --serial --canary-image registry.example.com/pause:3.10
+    """
+    if opts["server"]:
+        port = LightkubePort.from_server(opts["server"])
+        cluster = opts["server"]
+    else:
+        try:
+            port = LightkubePort.from_kubeconfig(opts["kubeconfig"], context=opts["context"])
+        except KubeError as exc:
+            raise click.ClickException(str(exc)) from exc
+        cluster = f"kubeconfig {opts['kubeconfig'] or '(default)'}, context {opts['context'] or '(current)'}"
+    run = RunOptions(
+        namespace=opts["namespace"],
+        node_selector=opts["node_selector"],
+        serial=opts["serial"],
+        serial_options=SerialOptions(
+            canary_image=opts["canary_image"], canary_cpus=opts["canary_cpus"], timeout_seconds=opts["timeout_seconds"]
+        ),
+        cluster=cluster,
+    )
+    try:
+        report = asyncio.run(_run(port, run))
+    except SetupError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if opts["junit_file"]:
+        try:
+            Path(opts["junit_file"]).write_text(to_junit(report))
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {opts['junit_file']}: {exc.strerror or exc}") from exc
+    render = {"table": to_table, "json": to_json, "junit": to_junit}[opts["output"]]
+    sys.stdout.write(render(report))
+    if report.failed:
+        sys.exit(1)
+
+
+async def _run(port: LightkubePort, opts: RunOptions) -> Report:
+    try:
+        return await run_suite(port, opts)
+    finally:
+        await port.close()
