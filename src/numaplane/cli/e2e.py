@@ -9,12 +9,12 @@ from typing import Any
 
 import click
 
+from numaplane.cli._connect import connect
 from numaplane.e2e.errors import SetupError
 from numaplane.e2e.report import Report, to_json, to_junit, to_table
 from numaplane.e2e.runner import RunOptions, run_suite
 from numaplane.e2e.serial import SerialOptions
 from numaplane.kube.client import LightkubePort
-from numaplane.kube.errors import KubeError
 
 
 @click.command(name="e2e")
@@ -74,15 +74,7 @@ def command(**opts: Any) -> None:
       numaplane e2e --kubeconfig ~/.kube/prod -o junit > e2e.xml
       numaplane e2e --serial --canary-image registry.example.com/pause:3.10
     """
-    if opts["server"]:
-        port = LightkubePort.from_server(opts["server"])
-        cluster = opts["server"]
-    else:
-        try:
-            port = LightkubePort.from_kubeconfig(opts["kubeconfig"], context=opts["context"])
-        except KubeError as exc:
-            raise click.ClickException(str(exc)) from exc
-        cluster = f"kubeconfig {opts['kubeconfig'] or '(default)'}, context {opts['context'] or '(current)'}"
+    port, cluster = connect(opts["server"], opts["kubeconfig"], opts["context"])
     run = RunOptions(
         namespace=opts["namespace"],
         node_selector=opts["node_selector"],

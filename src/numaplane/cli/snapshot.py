@@ -14,6 +14,7 @@ from typing import Any, TextIO
 import click
 
 from numaplane import __version__
+from numaplane.cli._connect import connect
 from numaplane.cli._output import console
 from numaplane.kube.client import LightkubePort
 from numaplane.kube.errors import KubeError
@@ -52,15 +53,7 @@ def command(**opts: Any) -> None:
       numaplane snapshot --kubeconfig ~/.kube/prod --context east -o east.yaml
       numaplane simulate --from cluster.yaml --set-policy single-numa-node
     """
-    if opts["server"]:
-        port = LightkubePort.from_server(opts["server"])
-        source = opts["server"]
-    else:
-        try:
-            port = LightkubePort.from_kubeconfig(opts["kubeconfig"], context=opts["context"])
-        except KubeError as exc:
-            raise click.ClickException(str(exc)) from exc
-        source = f"kubeconfig {opts['kubeconfig'] or '(default)'}, context {opts['context'] or '(current)'}"
+    port, source = connect(opts["server"], opts["kubeconfig"], opts["context"])
     meta = {
         "capturedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "source": source,
