@@ -38,11 +38,12 @@ from typing import Any, Literal
 import structlog
 
 from numaplane.kube.clock import Clock, SystemClock, format_time
+from numaplane.kube.conditions import apply_pod_condition
 from numaplane.kube.errors import Conflict, KubeError, NotFound, QueueShutDown
 from numaplane.kube.events import make_event
 from numaplane.kube.informer import EventHandlers
-from numaplane.kube.port import JsonObj, KubePort, PatchType
-from numaplane.kube.resources import EVENT, POD
+from numaplane.kube.port import JsonObj, KubePort
+from numaplane.kube.resources import EVENT
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.core import SchedulerCore
@@ -331,33 +332,23 @@ class StandaloneScheduler:
             return
         now = self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
         transition = current.get("lastTransitionTime") if current and current.get("status") == "False" else None
-        body = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
-            "status": {
-                "conditions": [
-                    {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": "Unschedulable",
-                        "message": message,
-                        "lastTransitionTime": transition or now,
-                    }
-                ]
-            },
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": transition or now,
         }
 
         async def patch() -> None:
             try:
-                await self.kube.patch_status(
-                    POD,
-                    pod.name,
-                    body,
+                await apply_pod_condition(
+                    self.kube,
+                    name=pod.name,
                     namespace=pod.namespace,
-                    patch_type=PatchType.APPLY,
+                    uid=pod.uid,
+                    condition=condition,
                     field_manager=FIELD_MANAGER,
-                    force=True,
                 )
             except KubeError as exc:
                 log.info("PodScheduled condition not recorded", pod=pod.key, error=str(exc))

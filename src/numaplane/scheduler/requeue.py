@@ -41,9 +41,9 @@ from typing import Any
 import structlog
 
 from numaplane.kube.clock import Clock, SystemClock
+from numaplane.kube.conditions import apply_pod_condition
 from numaplane.kube.errors import KubeError, NotFound
-from numaplane.kube.port import KubePort, PatchType
-from numaplane.kube.resources import POD
+from numaplane.kube.port import KubePort
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.core import SchedulerCore
 from numaplane.scheduler.core_records import TERMINAL_PHASES, object_name
@@ -174,21 +174,14 @@ class RequeueSignal:
             "lastProbeTime": _timestamp(now),
             "lastTransitionTime": transition,
         }
-        body = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
-            "status": {"conditions": [condition]},
-        }
         try:
-            await self.kube.patch_status(
-                POD,
-                pod.name,
-                body,
+            await apply_pod_condition(
+                self.kube,
+                name=pod.name,
                 namespace=pod.namespace,
-                patch_type=PatchType.APPLY,
+                uid=pod.uid,
+                condition=condition,
                 field_manager=FIELD_MANAGER,
-                force=True,
             )
         except NotFound:
             self._count("gone")
