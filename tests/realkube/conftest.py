@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from numaplane.testing.containerd import make_containerd_fixture
-from numaplane.testing.kubelet import KubeletPolicy, make_kubelet_fixture
+from numaplane.testing.kubelet import STATIC_MANAGERS, make_kubelet_fixture
 
 #: the containerd the real kubelet drives (CRI) and ``numaplane agent`` plugs into (NRI)
 kubelet_containerd = make_containerd_fixture("kubelet_containerd")
@@ -26,12 +26,7 @@ kubelet_containerd = make_containerd_fixture("kubelet_containerd")
 real_kubelet = make_kubelet_fixture(
     scope="module",
     containerd="kubelet_containerd",
-    policy=KubeletPolicy(
-        cpu_manager_policy="static",
-        reserved_system_cpus="0",
-        memory_manager_policy="Static",
-        topology_manager_policy="single-numa-node",
-    ),
+    policy=STATIC_MANAGERS,
 )
 
 

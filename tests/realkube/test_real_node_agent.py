@@ -48,21 +48,11 @@ from numaplane.nrt.fingerprint import ANNOTATION, compute_fingerprint
 from numaplane.nrt.podresources import PodResources
 from numaplane.testing.containerd import ContainerdInstance
 from numaplane.testing.kubecluster import ControlPlane, free_port
+from numaplane.testing.kubelet import MANAGERS_OFF as KUBELET_OFF
+from numaplane.testing.kubelet import STATIC_MANAGERS as KUBELET_STATIC
 from numaplane.testing.kubelet import KubeletPolicy, RealKubelet
 
 pytestmark = pytest.mark.timeout(420)
-
-KUBELET_STATIC = KubeletPolicy(
-    cpu_manager_policy="static",
-    reserved_system_cpus="0",
-    memory_manager_policy="Static",
-    topology_manager_policy="single-numa-node",
-)
-#: The managers off. The kubelet still reserves CPU 0 (reservedSystemCPUs), as the agent's policy does:
-#: node allocatable CPU is then 1, as under the static policy (see test_agent_warns_...).
-KUBELET_OFF = KubeletPolicy(
-    cpu_manager_policy="none", reserved_system_cpus="0", memory_manager_policy="None", topology_manager_policy="none"
-)
 
 #: The same policy as KUBELET_STATIC, as a NodeResourcePolicy for an agent-mode node group.
 CUSTOM_RESOURCES = """

@@ -63,6 +63,8 @@ from numaplane.testing.kubecluster import ApiStatus, ControlPlane, free_port, ku
 from numaplane.testing.unavailable import component_unavailable
 
 __all__ = [
+    "MANAGERS_OFF",
+    "STATIC_MANAGERS",
     "KubeletPolicy",
     "KubeletStartError",
     "KubeletUnavailable",
@@ -131,6 +133,22 @@ class KubeletPolicy:
                 for node, amount in sorted(self.reserved_memory.items())
             ]
         return doc
+
+
+#: The kubelet's own NUMA-aware managers, as users run them: the static CPU manager (CPU 0 reserved), the
+#: Static memory manager and the single-numa-node topology policy.
+STATIC_MANAGERS = KubeletPolicy(
+    cpu_manager_policy="static",
+    reserved_system_cpus="0",
+    memory_manager_policy="Static",
+    topology_manager_policy="single-numa-node",
+)
+#: The managers off, for ``numaplane agent`` to enforce the same policy. The kubelet still reserves CPU 0
+#: (reservedSystemCPUs), as the agent's policy does, so node allocatable CPU is the same as under
+#: :data:`STATIC_MANAGERS`.
+MANAGERS_OFF = KubeletPolicy(
+    cpu_manager_policy="none", reserved_system_cpus="0", memory_manager_policy="None", topology_manager_policy="none"
+)
 
 
 def kubelet_unavailable_reason() -> str | None:
