@@ -1,0 +1,109 @@
+"""``bench/real_node.py`` keeps working: its measurements, and a short run on the real kubelet.
+
+* The probes (:mod:`numaplane.testing.nodeprobes`): nearest-rank percentiles, ``/proc`` parsing, and
+  the CPU sampler on real processes — one that burns CPU and exits inside the block still counts.
+* The bench's configurations on the module's real kubelet, 2 pods each: ``a`` (the kubelet's managers)
+  and ``b`` (the managers off, ``numaplane agent``) measure a latency per pod and the CPU of every
+  process group, and give every container the same cpuset; ``c`` (the CPU policy out of process) is
+  refused by the agent today, with its reason on one line — when the agent accepts it, this test must
+  expect figures instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from numaplane.testing.kubelet import RealKubelet
+from numaplane.testing.nodeprobes import ProcSampler, machine_ticks, parse_proc_stat, percentile
+from numaplane.topology.cpuset import CPUSet
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "real_node.py"
+BURN = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass\n"
+
+
+def load_bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("real_node_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---- the probes ---------------------------------------------------------------------------------
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(100, 0, -1)]  # 1..100, unsorted
+    assert (percentile(values, 50), percentile(values, 99), percentile(values, 100)) == (50.0, 99.0, 100.0)
+    assert percentile([7.0], 99) == 7.0
+    assert percentile([1.0, 2.0, 3.0], 50) == 2.0
+    assert math.isnan(percentile([], 50))
+
+
+def test_proc_stat_line_with_a_hostile_name() -> None:
+    # pid (comm) state ppid ... utime=14 stime=15 cutime=16 cstime=17 ... starttime=22
+    fields = ["S", "41", *["0"] * 9, "300", "20", "5", "1", *["0"] * 4, "123456", "0"]
+    line = "4242 (a) b (c)) " + " ".join(fields)
+    assert parse_proc_stat(line) == (41, 123456, 326)
+
+
+def test_machine_ticks_leave_idle_and_iowait_out() -> None:
+    stat = "cpu  100 5 50 1000 20 3 2 0 7 0\ncpu0 50 2 25 500 10 1 1 0 0 0\n"
+    assert machine_ticks(stat) == (160, 1180)
+    busy, total = machine_ticks()
+    assert 0 <= busy <= total
+
+
+def test_sampler_counts_a_process_that_exits_during_the_block() -> None:
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.3)  # its start-up CPU is spent before the block: not counted
+        with ProcSampler({"burner": [], "idle": [idle.pid]}, interval=0.05) as sampler:
+            burner = subprocess.Popen([sys.executable, "-c", BURN.format(seconds=0.4)])
+            sampler.groups["burner"] = (burner.pid,)
+            burner.wait(30)
+        consumed = sampler.consumed_ms()
+    finally:
+        idle.kill()
+        idle.wait()
+    # the last sample is at most one interval before the exit
+    assert consumed["burner"] >= 250, consumed
+    assert consumed["idle"] <= 50, consumed
+    assert consumed["total"] == pytest.approx(consumed["burner"] + consumed["idle"])
+
+
+# ---- the bench on the real kubelet ------------------------------------------------------------------
+
+
+def test_bench_configurations_on_the_real_kubelet(real_kubelet: RealKubelet, short_tmp: Path) -> None:
+    began = time.monotonic()
+    bench = load_bench()
+    kubelet = real_kubelet
+    kubelet.delete_pods()
+    a = bench.run_config(kubelet, "a", 2, short_tmp)
+    b = bench.run_config(kubelet, "b", 2, short_tmp)
+    for result in (a, b):
+        assert len(result.latencies_ms) == 2 and all(0 < ms < 120_000 for ms in result.latencies_ms), result
+        assert result.cpu_ms["kubelet"] > 0 and result.cpu_ms["containerd"] > 0, result
+        # every pod got an exclusive CPU: never the reserved CPU 0
+        assert all(CPUSet.parse(cpus).size() == 1 and 0 not in CPUSet.parse(cpus) for cpus in result.cpusets), result
+    assert b.cpu_ms["agent"] > 0 and "agent" not in a.cpu_ms
+    assert bench.mismatches(a, b) == []
+    assert a.cpusets == b.cpusets
+    rows = {metric: unit for metric, _, unit in b.metrics()}
+    assert rows["b_latency_p99"] == "ms" and rows["b_cpu_total"] == "ms" and rows["b_wall"] == "s"
+    # the agent keeps 'cpu' for its built-in plugin (agent/plugins.py): the out-of-process policy is refused
+    with pytest.raises(bench.ConfigUnavailable) as refused:
+        bench.run_config(kubelet, "c", 2, short_tmp)
+    assert "ALREADY_EXISTS" in str(refused.value) and "\n" not in str(refused.value)
+    assert not kubelet.control_plane.request("GET", "/api/v1/namespaces/default/pods")["items"]
+    print(f"\n{bench.table([a, b])}\ntest duration {time.monotonic() - began:.1f} s")
