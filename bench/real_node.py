@@ -20,10 +20,15 @@ Configurations:
 * ``b`` — the kubelet's managers off (CPU 0 still reserved, so allocatable CPU is the same) and
   ``numaplane agent`` (a real process) enforcing the same policy through NRI, built-in plugins;
 * ``c`` — the same with the CPU policy out of process: ``examples/plugins/cpu_static_plugin.py``
-  serving over gRPC in the agent's plugin directory, registered with the agent.
+  serving over gRPC in the agent's plugin directory, registered with the agent. Today the agent
+  refuses it (its built-in CPU plugin always manages ``cpu``): ``c`` is then reported unavailable.
 
-Every container's effective cpuset (its cgroup's ``cpuset.cpus``) under ``a`` is compared with the one
-under ``b`` (and ``c``), pod by pod; mismatches are printed.
+The agent runs as the operator would start it where it matters here (``--watch-pods``, the
+``--kubelet-config`` take-over check, default log level) but as the cluster admin: the rendered
+ServiceAccount and RBAC are what ``tests/realkube/test_real_node_agent.py`` checks, not a cost.
+
+Every container's cpuset (its cgroup's ``cpuset.cpus`` and ``cpuset.mems``) under ``a`` is compared
+with the one under ``b`` (and ``c``), pod by pod; mismatches are printed.
 
 Pod size and waves: the kubelet sees this machine as it is (it cannot be given a fake sysfs). The static
 policy needs at least one reserved CPU, so a node of ``C`` online CPUs has ``C - 1`` exclusive CPUs:
@@ -103,7 +108,8 @@ class ConfigUnavailable(Exception):
 
 @dataclass
 class ConfigResult:
-    """One configuration's figures. ``latencies_ms`` and ``cpusets`` are in pod order."""
+    """One configuration's figures. ``latencies_ms`` and ``cpusets`` are in pod order; a cpuset is
+    ``cpus=<cpuset.cpus> mems=<cpuset.mems>`` of the pod's container."""
 
     name: str
     latencies_ms: list[float] = field(default_factory=list)
@@ -163,7 +169,8 @@ def run_pods(kubelet: RealKubelet, config: str, pods: int, groups: dict[str, lis
             for name in batch:
                 running_at, pod = watch.wait_running(name, timeout=120)
                 result.latencies_ms.append((running_at - posted[name]) * 1000)
-                result.cpusets.append(kubelet.container_cpuset(pod))
+                cpus, mems = kubelet.container_cpuset(pod), kubelet.container_cpuset(pod, knob="mems")
+                result.cpusets.append(f"cpus={cpus} mems={mems}")
             for name in batch:
                 cp.request("DELETE", f"/api/v1/namespaces/default/pods/{name}")
             for name in batch:

@@ -95,7 +95,9 @@ def test_bench_configurations_on_the_real_kubelet(real_kubelet: RealKubelet, sho
         assert len(result.latencies_ms) == 2 and all(0 < ms < 120_000 for ms in result.latencies_ms), result
         assert result.cpu_ms["kubelet"] > 0 and result.cpu_ms["containerd"] > 0, result
         # every pod got an exclusive CPU: never the reserved CPU 0
-        assert all(CPUSet.parse(cpus).size() == 1 and 0 not in CPUSet.parse(cpus) for cpus in result.cpusets), result
+        for cpuset in result.cpusets:
+            cpus, mems = (CPUSet.parse(part.split("=")[1]) for part in cpuset.split())
+            assert cpus.size() == 1 and 0 not in cpus and mems.size() == 1, result
     assert b.cpu_ms["agent"] > 0 and "agent" not in a.cpu_ms
     assert bench.mismatches(a, b) == []
     assert a.cpusets == b.cpusets

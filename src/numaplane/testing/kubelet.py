@@ -506,14 +506,17 @@ class RealKubelet:
             timeout=timeout,
         )
 
-    def container_cpuset(self, pod: Mapping[str, Any], container: str = "main") -> str:
-        """``cpuset.cpus`` of the container's cgroup (the host's view of what it may run on)."""
+    def container_cpuset(
+        self, pod: Mapping[str, Any], container: str = "main", knob: Literal["cpus", "mems"] = "cpus"
+    ) -> str:
+        """``cpuset.cpus`` (``knob="mems"``: ``cpuset.mems``) of the container's cgroup (the host's view of
+        what it may run on; on cgroup v2 the ``.effective`` file)."""
         for cs in pod.get("status", {}).get("containerStatuses", []):
             if cs.get("name") == container and cs.get("containerID"):
                 cid = str(cs["containerID"]).split("://", 1)[1]
-                found = list((CGROUP_ROOT / "cpuset" / self.cgroup_root.strip("/")).rglob(f"{cid}/cpuset.cpus"))
+                found = list((CGROUP_ROOT / "cpuset" / self.cgroup_root.strip("/")).rglob(f"{cid}/cpuset.{knob}"))
                 if not found:
-                    found = list((CGROUP_ROOT / self.cgroup_root.strip("/")).rglob(f"*{cid}*/cpuset.cpus.effective"))
+                    found = list((CGROUP_ROOT / self.cgroup_root.strip("/")).rglob(f"*{cid}*/cpuset.{knob}.effective"))
                 if found:
                     return found[0].read_text().strip()
                 raise AssertionError(f"no cgroup for container {cid} under {self.cgroup_root}")
