@@ -10,6 +10,9 @@ v1.36.2 on it. Then, for each configuration, creates ``--pods`` Guaranteed pods 
   the reaped children's cutime+cstime) from ``/proc`` of the kubelet, of containerd with its shims, and
   of the agent with its plugin process, consumed from the first POST until the last pod is gone —
   sampled every 0.2 s so that processes which exit (shims) still count up to their last sample;
+* ``<c>_idle_cpu_<group>`` (ms/s): the same groups' CPU rate over ``--idle-seconds`` (10) right before
+  the pods, all components ready and no pod made; ``<c>_cpu_per_pod_net`` (ms): the run's total above
+  that idle rate, per pod — the marginal cost of one pod's create, start and deletion;
 * ``<c>_wall`` (s), ``<c>_machine_cpu`` (ms) and ``<c>_machine_busy`` (% of all CPUs), from
   ``/proc/stat``: the whole machine's CPU during the run, other users (and this script) included.
 
@@ -38,7 +41,8 @@ machine), each wave deleted (and gone) before the next. A pod traps SIGTERM, so 
 A configuration that cannot run here is named with the reason on one line; the script then exits 1
 (after the figures of the others). A machine that cannot run the components at all: one line, exit 2.
 
-Usage: ``python bench/real_node.py [--quick] [--pods N] [--configs a,b,c]`` (default 100 pods; quick 20).
+Usage: ``python bench/real_node.py [--quick] [--pods N] [--configs a,b,c] [--idle-seconds S]``
+(default 100 pods; quick 20).
 """
 
 from __future__ import annotations
@@ -46,7 +50,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -118,6 +121,15 @@ class ConfigResult:
     wall_seconds: float = 0.0
     machine_busy_percent: float = 0.0
     machine_cpu_ms: float = 0.0
+    #: CPU per group (and total) while no pod was made, ms per second of wall time
+    idle_ms_per_s: dict[str, float] = field(default_factory=dict)
+
+    def per_pod_net_ms(self) -> float:
+        """CPU per pod above the idle rate: (total - idle total rate x wall) / pods, ms."""
+        if not self.latencies_ms:
+            return math.nan
+        idle = self.idle_ms_per_s.get("total", 0.0) * self.wall_seconds
+        return (self.cpu_ms.get("total", 0.0) - idle) / len(self.latencies_ms)
 
     def metrics(self) -> list[tuple[str, float, str]]:
         """``(metric, value, unit)`` rows, as printed."""
@@ -126,20 +138,19 @@ class ConfigResult:
             (f"{self.name}_latency_p99", percentile(self.latencies_ms, 99), "ms"),
         ]
         rows += [(f"{self.name}_cpu_{group}", value, "ms") for group, value in self.cpu_ms.items()]
-        rows.append((f"{self.name}_wall", self.wall_seconds, "s"))
-        rows.append((f"{self.name}_machine_cpu", self.machine_cpu_ms, "ms"))
-        rows.append((f"{self.name}_machine_busy", self.machine_busy_percent, "%"))
-        return rows
+        rows += [(f"{self.name}_idle_cpu_{group}", value, "ms/s") for group, value in self.idle_ms_per_s.items()]
+        return [
+            *rows,
+            (f"{self.name}_cpu_per_pod_net", self.per_pod_net_ms(), "ms"),
+            (f"{self.name}_wall", self.wall_seconds, "s"),
+            (f"{self.name}_machine_cpu", self.machine_cpu_ms, "ms"),
+            (f"{self.name}_machine_busy", self.machine_busy_percent, "%"),
+        ]
 
 
 def node_cpus() -> CPUSet:
-    """The machine's online CPUs (what the kubelet's cAdvisor sees)."""
+    """The machine's online CPUs (what the kubelet's cAdvisor sees); pods of 1 CPU: ``size() - 1`` fit."""
     return CPUSet.parse(Path("/sys/devices/system/cpu/online").read_text().strip())
-
-
-def wave_size(cpus: CPUSet) -> int:
-    """Pods of 1 exclusive CPU that fit at once with CPU 0 reserved."""
-    return cpus.size() - 1
 
 
 def pod_manifest(kubelet: RealKubelet, name: str) -> dict[str, Any]:
@@ -148,16 +159,23 @@ def pod_manifest(kubelet: RealKubelet, name: str) -> dict[str, Any]:
     return manifest
 
 
-def run_pods(kubelet: RealKubelet, config: str, pods: int, groups: dict[str, list[int]]) -> ConfigResult:
-    """Create ``pods`` pods in waves (see the module docstring) and measure; every pod is gone at the end."""
+def run_pods(
+    kubelet: RealKubelet, config: str, pods: int, groups: dict[str, list[int]], idle_seconds: float
+) -> ConfigResult:
+    """Measure the groups idle for ``idle_seconds``, then create ``pods`` pods in waves (see the module
+    docstring) and measure; every pod is gone at the end."""
     result = ConfigResult(config)
-    wave = wave_size(node_cpus())
+    wave = node_cpus().size() - 1
     if wave < 1:
         raise ConfigUnavailable("the node has 1 CPU: nothing left for an exclusive CPU once CPU 0 is reserved")
     cp = kubelet.control_plane
     names = [f"bench-{config}-{i:03d}" for i in range(pods)]
     folder = str(kubelet.containerd.workdir)
-    with PodWatch(cp, "default", kubelet.node_name) as watch, ProcSampler(groups, containerd_folder=folder) as sampler:
+    with ProcSampler(groups, containerd_folder=folder) as idle:
+        time.sleep(idle_seconds)
+    result.idle_ms_per_s = {group: ms / idle_seconds for group, ms in idle.consumed_ms().items()}
+    sampler = ProcSampler(groups, containerd_folder=folder)
+    with PodWatch(cp, "default", kubelet.node_name) as watch, sampler:
         busy_before = machine_ticks()
         began = time.monotonic()
         for start in range(0, pods, wave):
@@ -177,7 +195,7 @@ def run_pods(kubelet: RealKubelet, config: str, pods: int, groups: dict[str, lis
                 watch.wait_deleted(name, timeout=120)
         result.wall_seconds = time.monotonic() - began
         busy_after = machine_ticks()
-        result.cpu_ms = sampler.consumed_ms()
+    result.cpu_ms = sampler.consumed_ms()
     busy, total = busy_after[0] - busy_before[0], busy_after[1] - busy_before[1]
     result.machine_busy_percent = 100.0 * busy / total if total else 0.0
     result.machine_cpu_ms = busy * 1000 / TICKS_PER_SECOND
@@ -281,17 +299,17 @@ def process_groups(kubelet: RealKubelet, agent: subprocess.Popen[bytes] | None, 
     return groups
 
 
-def run_config(kubelet: RealKubelet, config: str, pods: int, folder: Path) -> ConfigResult:
+def run_config(kubelet: RealKubelet, config: str, pods: int, folder: Path, idle_seconds: float = 10) -> ConfigResult:
     """Restart the kubelet for ``config``, start what it needs, run the pods."""
     kubelet.restart(STATIC_MANAGERS if config == "a" else MANAGERS_OFF)
     if config == "a":
-        return run_pods(kubelet, config, pods, process_groups(kubelet, None, None))
+        return run_pods(kubelet, config, pods, process_groups(kubelet, None, None), idle_seconds)
     work = Path(tempfile.mkdtemp(prefix=f"npb{config}-", dir=folder))
     with (
         running_agent(kubelet, work) as agent,
         cpu_plugin(work) if config == "c" else contextlib.nullcontext() as plugin,
     ):
-        return run_pods(kubelet, config, pods, process_groups(kubelet, agent, plugin))
+        return run_pods(kubelet, config, pods, process_groups(kubelet, agent, plugin), idle_seconds)
 
 
 def mismatches(reference: ConfigResult, other: ConfigResult) -> list[str]:
@@ -304,13 +322,17 @@ def mismatches(reference: ConfigResult, other: ConfigResult) -> list[str]:
 
 
 def table(results: list[ConfigResult]) -> str:
-    lines = [f"{'configuration':48} {'p50 ms':>8} {'p99 ms':>8} {'cpu total ms':>12} {'cpu/pod ms':>10} {'wall s':>7}"]
+    lines = [
+        f"{'configuration':48} {'p50 ms':>8} {'p99 ms':>8} {'cpu total ms':>12} {'cpu/pod ms':>10} "
+        f"{'net/pod ms':>10} {'idle ms/s':>9} {'wall s':>7}"
+    ]
     for r in results:
         total = r.cpu_ms.get("total", 0.0)
-        per_pod = total / len(r.latencies_ms) if r.latencies_ms else math.nan
+        per_pod = total / len(r.latencies_ms)
         lines.append(
             f"{r.name + ') ' + TITLES[r.name]:48} {percentile(r.latencies_ms, 50):8.0f} "
-            f"{percentile(r.latencies_ms, 99):8.0f} {total:12.0f} {per_pod:10.1f} {r.wall_seconds:7.1f}"
+            f"{percentile(r.latencies_ms, 99):8.0f} {total:12.0f} {per_pod:10.1f} {r.per_pod_net_ms():10.1f} "
+            f"{r.idle_ms_per_s.get('total', 0.0):9.1f} {r.wall_seconds:7.1f}"
         )
     return "\n".join(lines)
 
@@ -320,18 +342,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="20 pods")
     parser.add_argument("--pods", type=int, default=None, help="pods per configuration (default 100)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated, of a,b,c")
+    parser.add_argument("--idle-seconds", type=float, default=10, help="idle measurement before the pods")
     args = parser.parse_args(argv)
     pods = args.pods or (20 if args.quick else 100)
     configs = [c for c in args.configs.split(",") if c]
     if unknown := [c for c in configs if c not in CONFIGS]:
         parser.error(f"unknown configurations {unknown}")
-    reason = control_plane_unavailable_reason() or kubelet_unavailable_reason()
-    if reason:
+    if reason := control_plane_unavailable_reason() or kubelet_unavailable_reason():
         print(f"real_node: cannot run here: {reason}", file=sys.stderr)
         return 2
     cpus = node_cpus()
     print(
-        f"node: CPUs {cpus.format()}, CPU 0 reserved; pods of {POD_CPU} CPU + {POD_MEMORY}, waves of {wave_size(cpus)}"
+        f"node: CPUs {cpus.format()}, CPU 0 reserved; pods of {POD_CPU} CPU + {POD_MEMORY}, waves of {cpus.size() - 1}"
     )
     results: list[ConfigResult] = []
     failed: dict[str, str] = {}
@@ -344,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         ):
             for config in configs:
                 try:
-                    results.append(run_config(kubelet, config, pods, Path(tmp)))
+                    results.append(run_config(kubelet, config, pods, Path(tmp), args.idle_seconds))
                 except ConfigUnavailable as exc:
                     print(f"{config}_unavailable: {exc}", file=sys.stderr)
                     failed[config] = str(exc)
@@ -370,8 +392,7 @@ def report(results: list[ConfigResult], pods: int, failed: dict[str, str]) -> No
     print(table(results))
     for config, reason in failed.items():
         print(f"{config + ') ' + TITLES[config]:48} not run: {reason}")
-    if os.path.exists("/proc/loadavg"):
-        print(f"loadavg after the run: {Path('/proc/loadavg').read_text().strip()}")
+    print(f"loadavg after the run: {Path('/proc/loadavg').read_text().strip()}")
 
 
 if __name__ == "__main__":

@@ -89,8 +89,8 @@ def test_bench_configurations_on_the_real_kubelet(real_kubelet: RealKubelet, sho
     bench = load_bench()
     kubelet = real_kubelet
     kubelet.delete_pods()
-    a = bench.run_config(kubelet, "a", 2, short_tmp)
-    b = bench.run_config(kubelet, "b", 2, short_tmp)
+    a = bench.run_config(kubelet, "a", 2, short_tmp, idle_seconds=1)
+    b = bench.run_config(kubelet, "b", 2, short_tmp, idle_seconds=1)
     for result in (a, b):
         assert len(result.latencies_ms) == 2 and all(0 < ms < 120_000 for ms in result.latencies_ms), result
         assert result.cpu_ms["kubelet"] > 0 and result.cpu_ms["containerd"] > 0, result
@@ -99,13 +99,16 @@ def test_bench_configurations_on_the_real_kubelet(real_kubelet: RealKubelet, sho
             cpus, mems = (CPUSet.parse(part.split("=")[1]) for part in cpuset.split())
             assert cpus.size() == 1 and 0 not in cpus and mems.size() == 1, result
     assert b.cpu_ms["agent"] > 0 and "agent" not in a.cpu_ms
+    assert set(b.idle_ms_per_s) == {"kubelet", "containerd", "agent", "total"}
+    assert all(rate >= 0 for rate in b.idle_ms_per_s.values())
     assert bench.mismatches(a, b) == []
     assert a.cpusets == b.cpusets
     rows = {metric: unit for metric, _, unit in b.metrics()}
     assert rows["b_latency_p99"] == "ms" and rows["b_cpu_total"] == "ms" and rows["b_wall"] == "s"
+    assert rows["b_idle_cpu_agent"] == "ms/s" and rows["b_cpu_per_pod_net"] == "ms"
     # the agent keeps 'cpu' for its built-in plugin (agent/plugins.py): the out-of-process policy is refused
     with pytest.raises(bench.ConfigUnavailable) as refused:
-        bench.run_config(kubelet, "c", 2, short_tmp)
+        bench.run_config(kubelet, "c", 2, short_tmp, idle_seconds=0.1)
     assert "ALREADY_EXISTS" in str(refused.value) and "\n" not in str(refused.value)
     assert not kubelet.control_plane.request("GET", "/api/v1/namespaces/default/pods")["items"]
     print(f"\n{bench.table([a, b])}\ntest duration {time.monotonic() - began:.1f} s")
