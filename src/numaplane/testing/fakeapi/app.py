@@ -33,7 +33,7 @@ from aiohttp import web
 
 from numaplane.kube.errors import Invalid, KubeError, NotFound, from_status, status_reason, to_status
 from numaplane.kube.memory import InMemoryKube
-from numaplane.kube.port import PatchType
+from numaplane.kube.port import PatchType, Request, Verb
 from numaplane.kube.resources import POD, Resource
 from numaplane.kube.selectors import SelectorError
 
@@ -261,28 +261,20 @@ def build_app(server: FakeApiServer) -> web.Application:
         if verb == "list":
             list_meta: dict[str, Any] = {}
             limit = query.get("limit")
-            if limit:
-                try:
-                    page_size = int(limit)
-                except ValueError as exc:
-                    raise Invalid(f"limit must be an integer, got {limit!r}") from exc
-                listing, token = store.list_page(
-                    res,
-                    limit=page_size,
-                    continue_token=query.get("continue") or None,
-                    namespace=ns,
-                    label_selector=query.get("labelSelector"),
-                    field_selector=query.get("fieldSelector"),
-                )
-                if token is not None:
-                    list_meta["continue"] = token
-            else:
-                listing = await store.list(
-                    res,
-                    namespace=ns,
-                    label_selector=query.get("labelSelector"),
-                    field_selector=query.get("fieldSelector"),
-                )
+            try:
+                page_size = int(limit) if limit else None
+            except ValueError as exc:
+                raise Invalid(f"limit must be an integer, got {limit!r}") from exc
+            listing = store.list_page(
+                res,
+                limit=page_size,
+                continue_token=query.get("continue") or None,
+                namespace=ns,
+                label_selector=query.get("labelSelector"),
+                field_selector=query.get("fieldSelector"),
+            )
+            if listing.continue_token is not None:
+                list_meta["continue"] = listing.continue_token
             list_meta["resourceVersion"] = listing.resource_version
             return _json(
                 {
@@ -348,7 +340,7 @@ def build_app(server: FakeApiServer) -> web.Application:
                 )
             return _json(patched)
         if verb == "delete":
-            return _json(store._delete(res, name, ns))
+            return _json(await store.send(Request(Verb.DELETE, res, ns, name)))
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "PUT", "PATCH", "DELETE"])
 
     async def _watch(request: web.Request, store: InMemoryKube, target: _Target) -> web.StreamResponse:
