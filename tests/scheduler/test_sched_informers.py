@@ -1,0 +1,29 @@
+"""The scheduler's informers cache reduced objects: NRT stubs holding the parsed object, no managedFields."""
+
+from __future__ import annotations
+
+from sched_helpers import GI, nrt_doc, zone_doc
+
+from numaplane.kube.memory import InMemoryKube
+from numaplane.kube.resources import NODE_RESOURCE_TOPOLOGY
+from numaplane.nrt.model import NodeResourceTopology
+from numaplane.scheduler.informers import PARSED_NRT, nrt_stub, without_managed_fields
+
+
+async def test_an_nrt_is_cached_as_a_stub_holding_its_parsed_object() -> None:
+    store = InMemoryKube()
+    stored = await store.create(
+        NODE_RESOURCE_TOPOLOGY, nrt_doc("n1", [zone_doc(0, {"cpu": (8, 6), "memory": (GI, GI)})])
+    )
+    assert stored["metadata"]["managedFields"]
+    stub = nrt_stub(dict(stored, metadata=dict(stored["metadata"])))
+    meta = stored["metadata"]
+    assert stub["metadata"] == {"name": "n1", "resourceVersion": meta["resourceVersion"]}
+    expected = NodeResourceTopology.from_dict(without_managed_fields(dict(stored, metadata=dict(meta))))
+    assert stub[PARSED_NRT] == expected
+    assert set(stub) == {"apiVersion", "kind", "metadata", PARSED_NRT}
+
+
+def test_a_malformed_nrt_is_cached_whole_for_the_core_to_report() -> None:
+    doc = nrt_doc("n1", [{"name": "node-0", "type": "Node", "resources": [{"name": "cpu", "capacity": "x"}]}])
+    assert nrt_stub(doc) is doc
