@@ -90,6 +90,8 @@ EXPORTER_SA = "numaplane-exporter"
 AGENT_SA = "numaplane-agent"
 POLICY_MOUNT = "/etc/numaplane/policy"
 POLICY_KEY = "config.yaml"
+#: Where the exporter (kubelet mode) and the agent see the kubelet's configuration file (read-only hostPath).
+KUBELET_CONFIG_MOUNT = "/host-kubelet/config.yaml"
 #: The agent touches ``<run_dir>/notify`` after allocation changes; the exporter watches the same host file.
 NOTIFY_FILE = "notify"
 _EXPORTER_RUN_MOUNT = "/host-run-numaplane"
@@ -178,7 +180,7 @@ def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup, document: Mappin
     else:
         args += [
             "--podresources-socket=unix:///host-podresources/kubelet.sock",
-            "--kubelet-config=/host-kubelet/config.yaml",
+            f"--kubelet-config={KUBELET_CONFIG_MOUNT}",
         ]
     mode = cfg.info_refresh_mode
     if mode is InfoRefreshMode.PERIODIC_AND_EVENTS and cfg.info_refresh_period_seconds <= 0:
@@ -219,6 +221,7 @@ def agent_args(nro: NUMAResourcesOperator, settings: Settings) -> list[str]:
         f"--podresources-socket={settings.state_dir}/podresources/kubelet.sock",
         f"--plugin-dir={settings.state_dir}/plugins",
         f"--notify-file={settings.run_dir}/{NOTIFY_FILE}",
+        f"--kubelet-config={KUBELET_CONFIG_MOUNT}",
         "--watch-pods",
         "--sysfs-root=/host",
         *_common_args(nro),
@@ -293,7 +296,7 @@ def exporter_daemonset(
     else:
         mounts += [
             {"name": "kubelet-podresources", "mountPath": "/host-podresources"},
-            {"name": "kubelet-config", "mountPath": "/host-kubelet/config.yaml", "readOnly": True},
+            {"name": "kubelet-config", "mountPath": KUBELET_CONFIG_MOUNT, "readOnly": True},
         ]
         volumes += [
             host_path_volume("kubelet-podresources", settings.kubelet_podresources_dir, "Directory"),
@@ -328,6 +331,8 @@ def agent_daemonset(nro: NUMAResourcesOperator, group: NodeGroup, settings: Sett
         {"name": "state", "mountPath": settings.state_dir},
         {"name": "run-numaplane", "mountPath": settings.run_dir},
         {"name": "policy", "mountPath": POLICY_MOUNT, "readOnly": True},
+        # the take-over check reads the kubelet's configuration (refuses while its static managers are on)
+        {"name": "kubelet-config", "mountPath": KUBELET_CONFIG_MOUNT, "readOnly": True},
     ]
     volumes = [
         host_path_volume("host-sys", "/sys", "Directory"),
@@ -335,6 +340,7 @@ def agent_daemonset(nro: NUMAResourcesOperator, group: NodeGroup, settings: Sett
         host_path_volume("state", settings.state_dir, "DirectoryOrCreate"),
         host_path_volume("run-numaplane", settings.run_dir, "DirectoryOrCreate"),
         {"name": "policy", "configMap": {"name": policy_configmap_name(group.name)}},
+        host_path_volume("kubelet-config", settings.kubelet_config_file, "File"),
     ]
     container = {
         "name": AGENT,
