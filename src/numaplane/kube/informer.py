@@ -230,34 +230,39 @@ class Informer:
                 await task
 
     async def run(self) -> None:
-        """List, then watch forever (see the module docstring). Returns only by cancellation."""
-        resync: asyncio.Task[None] | None = None
-        if self.resync_period_seconds:
-            resync = asyncio.get_running_loop().create_task(self._resync_loop())
+        """List, then watch forever (see the module docstring). Returns only by cancellation.
+
+        With ``resync_period_seconds`` the resync loop runs beside it in a task group: cancelling
+        ``run`` cancels and awaits it too, so no task outlives the informer.
+        """
         self._failures = 0
-        try:
-            while True:
-                try:
-                    if self.resource_version is None:
-                        await self._list()
-                    if not await self._watch():
-                        # The stream ended at once without a single event: do not spin.
-                        await self.clock.sleep(self.backoff_initial_seconds)
-                except Gone as exc:
-                    log.info("informer %s: %s; relisting", self.name, exc)
-                    self.errors += 1
-                    self.last_error = exc
-                    self.resource_version = None
-                except KubeError as exc:
-                    self.errors += 1
-                    self.last_error = exc
-                    self._failures += 1
-                    delay = min(self.backoff_max_seconds, self.backoff_initial_seconds * 2 ** (self._failures - 1))
-                    log.warning("informer %s: %s; retrying in %.2f s", self.name, exc, delay)
-                    await self.clock.sleep(delay)
-        finally:
-            if resync is not None:
-                resync.cancel()
+        if not self.resync_period_seconds:
+            await self._list_and_watch()
+            return
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._resync_loop(), name=f"informer-{self.name}-resync")
+            await self._list_and_watch()
+
+    async def _list_and_watch(self) -> None:
+        while True:
+            try:
+                if self.resource_version is None:
+                    await self._list()
+                if not await self._watch():
+                    # The stream ended at once without a single event: do not spin.
+                    await self.clock.sleep(self.backoff_initial_seconds)
+            except Gone as exc:
+                log.info("informer %s: %s; relisting", self.name, exc)
+                self.errors += 1
+                self.last_error = exc
+                self.resource_version = None
+            except KubeError as exc:
+                self.errors += 1
+                self.last_error = exc
+                self._failures += 1
+                delay = min(self.backoff_max_seconds, self.backoff_initial_seconds * 2 ** (self._failures - 1))
+                log.warning("informer %s: %s; retrying in %.2f s", self.name, exc, delay)
+                await self.clock.sleep(delay)
 
     # ------------------------------------------------------------------ internals
 
