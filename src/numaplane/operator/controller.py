@@ -20,7 +20,6 @@ Rules:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -52,6 +51,7 @@ from numaplane.operator.render_nodes import agent_name, assign_policies, exporte
 from numaplane.operator.render_scheduler import NAME as SCHEDULER_DEPLOYMENT
 from numaplane.operator.status import NodePolicyState, State, conditions, policy_nodes, same_status
 from numaplane.resources.duration import format_duration
+from numaplane.supervisor import Supervisor
 
 __all__ = ["NODE_RESOURCE_POLICY", "NUMA_RESOURCES_OPERATOR", "NUMA_RESOURCES_SCHEDULER", "Operator"]
 
@@ -181,22 +181,19 @@ class Operator:
     # ------------------------------------------------------------------ running
 
     async def run(self) -> None:
-        """Start informers and workers; return only when cancelled (then stop everything)."""
-        for informer in self.informers:
-            informer.start()
-        self.queue.add(NRT_GC_KEY)  # nodes deleted while no operator ran
-        workers = [asyncio.get_running_loop().create_task(self._worker()) for _ in range(self.workers)]
-        try:
-            await asyncio.gather(*workers)
-        finally:
-            self.queue.shutdown()
-            for task in workers:
-                task.cancel()
+        """Run informers and workers under one :class:`~numaplane.supervisor.Supervisor`; return only
+        when cancelled (then every task is stopped and awaited). A task that fails stops the others
+        and raises :class:`~numaplane.supervisor.TaskFailed` (reconcile errors are retried, not fatal)."""
+        async with Supervisor("operator") as tasks:
             for informer in self.informers:
-                await informer.stop()
-            for task in workers:
-                with contextlib.suppress(asyncio.CancelledError, QueueShutDown):
-                    await task
+                tasks.spawn(informer.run(), f"informer-{informer.name}")
+            self.queue.add(NRT_GC_KEY)  # nodes deleted while no operator ran
+            for number in range(self.workers):
+                tasks.spawn(self._worker(), f"worker-{number}")
+            try:
+                await tasks.wait()
+            finally:
+                self.queue.shutdown()
 
     async def _worker(self) -> None:
         while True:
