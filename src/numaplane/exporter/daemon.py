@@ -19,7 +19,10 @@ Wiring (one node, one event loop)::
   metrics but writes nothing; without a port, terminal pods cannot be recognised and are counted.
 * Readiness (``/readyz``): the last scan read the PodResources API (RTE's ``PodresourcesFetched``)
   and the last publish succeeded or found the object current (``NodeTopologyUpdated``). Liveness
-  (``/healthz``): the refresh loop and every helper task are running.
+  (``/healthz``): the refresh loop and every helper task are running. The tasks (mirrors, timers,
+  notify watcher, refresh loop) are children of one :class:`~numaplane.supervisor.Supervisor`: one
+  that dies stops the daemon (``task_failed`` logged; :meth:`Exporter.run` raises
+  :class:`~numaplane.supervisor.TaskFailed`), and closing cancels and awaits every one.
 
 :meth:`Exporter.oneshot` runs one scan without any API server and returns what would be published.
 """
@@ -30,7 +33,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import structlog
@@ -44,6 +46,7 @@ from numaplane.exporter.options import ExporterOptions
 from numaplane.exporter.publisher import Outcome, Publisher
 from numaplane.exporter.scan import Scanner, ScanResult
 from numaplane.exporter.sources import MachineSource, PodResourcesSource, open_podresources
+from numaplane.exporter.status import ExporterStatus
 from numaplane.kube.errors import KubeError
 from numaplane.kube.port import EventType, JsonObj, KubePort
 from numaplane.kube.resources import NODE_RESOURCE_TOPOLOGY, POD
@@ -54,32 +57,6 @@ from numaplane.supervisor import Supervisor
 __all__ = ["TERMINAL_PHASES", "Exporter", "ExporterStatus"]
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
-
-
-@dataclass(slots=True)
-class ExporterStatus:
-    """What the probes report. Times are ``time.monotonic()`` seconds (``None``: never)."""
-
-    podresources_fetched: bool = False
-    topology_updated: bool = False
-    last_success_at: float | None = None
-    last_error: ExporterError | None = None
-    last_error_at: float | None = None
-    cycles: int = 0
-    outcomes: dict[str, int] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        now = time.monotonic()
-        return {
-            "podresources_fetched": self.podresources_fetched,
-            "topology_updated": self.topology_updated,
-            "seconds_since_success": None if self.last_success_at is None else round(now - self.last_success_at, 3),
-            "last_error": None
-            if self.last_error is None
-            else {"kind": self.last_error.kind, "message": self.last_error.message},
-            "cycles": self.cycles,
-            "outcomes": dict(self.outcomes),
-        }
 
 
 class Exporter:

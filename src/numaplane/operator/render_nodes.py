@@ -20,9 +20,11 @@ all|with-exclusive-resources``, ``--no-publish``, ``--exclude-pods <ns-glob>/<na
 pod template carries no hash of it, so a policy change never restarts agents), ``--nri-socket``,
 ``--state-dir``, ``--podresources-socket`` (served by the agent), ``--plugin-dir``,
 ``--notify-file`` (the exporter's notify file on the host, touched after every allocation change;
-always passed, so switching a group's refresh mode never restarts its agents), ``--watch-pods``
-(exact requests from the node's Pods; its RBAC allows only reading pods), ``--sysfs-root``, bind
-addresses, log level; ``POD_NAME`` and ``POD_NAMESPACE`` from the downward API, so that the agent
+always passed, so switching a group's refresh mode never restarts its agents), ``--kubelet-config``
+(the kubelet's configuration file, mounted read-only: the take-over check refuses to enforce while
+the kubelet's static managers are on), ``--watch-pods`` (exact requests from the node's Pods; its
+RBAC allows reading pods, writing its own pod's status and creating Events in its namespace),
+``--sysfs-root``, bind addresses, log level; ``POD_NAME`` and ``POD_NAMESPACE`` from the downward API, so that the agent
 reports the policy revision it applied or rejected as the condition
 :data:`numaplane.operator.status.POLICY_CONDITION` on its own pod (:mod:`numaplane.operator.status`
 reads it into the NodeResourcePolicy's per-node status).
@@ -40,7 +42,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -54,7 +55,8 @@ from numaplane.operator.api.numaresources import (
     NUMAResourcesOperator,
     PodsFingerprinting,
 )
-from numaplane.operator.api.policy import NodeResourcePolicy, default_config_document
+from numaplane.operator.api.policy import NodeResourcePolicy
+from numaplane.operator.assignment import assign_policies, policy_document
 from numaplane.operator.rbac import (
     AGENT_CLUSTER_RULES,
     AGENT_NAMESPACE_RULES,
@@ -82,7 +84,7 @@ from numaplane.operator.render_common import (
     service_account,
 )
 
-__all__ = ["DEFAULT_TOLERATIONS", "PolicyAssignment", "assign_policies", "render_node_objects"]
+__all__ = ["DEFAULT_TOLERATIONS", "render_node_objects"]
 
 EXPORTER = "exporter"
 AGENT = "agent"
@@ -116,50 +118,6 @@ def agent_name(group: str) -> str:
 
 def policy_configmap_name(group: str) -> str:
     return f"numaplane-policy-{group}"
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyAssignment:
-    """Which policy drives which agent group, and why the others drive none.
-
-    ``by_group`` maps an agent-mode group to its policy. ``rejected`` maps a policy name to
-    ``(reason, message)``: unknown group, group in kubelet mode, or another policy (older by
-    creation time, then name) already targets the group.
-    """
-
-    by_group: Mapping[str, NodeResourcePolicy]
-    rejected: Mapping[str, tuple[str, str]]
-
-
-def assign_policies(nro: NUMAResourcesOperator | None, policies: Sequence[NodeResourcePolicy]) -> PolicyAssignment:
-    by_group: dict[str, NodeResourcePolicy] = {}
-    rejected: dict[str, tuple[str, str]] = {}
-    ordered = sorted(policies, key=lambda p: (p.metadata.creation_timestamp, p.metadata.name))
-    for policy in ordered:
-        group = nro.group(policy.node_group) if nro is not None else None
-        if group is None:
-            rejected[policy.metadata.name] = (
-                "NodeGroupNotFound",
-                f"no node group {policy.node_group!r} in the NUMAResourcesOperator",
-            )
-        elif group.enforcement is not Enforcement.AGENT:
-            rejected[policy.metadata.name] = (
-                "NodeGroupNotInAgentMode",
-                f"node group {group.name!r} uses enforcement {group.enforcement.value!r}; set it to 'agent'",
-            )
-        elif group.name in by_group:
-            rejected[policy.metadata.name] = (
-                "ConflictingPolicy",
-                f"node group {group.name!r} is already driven by NodeResourcePolicy "
-                f"{by_group[group.name].metadata.name!r}",
-            )
-        else:
-            by_group[group.name] = policy
-    return PolicyAssignment(by_group, rejected)
-
-
-def policy_document(group: str, policy: NodeResourcePolicy | None) -> dict[str, Any]:
-    return policy.config_document() if policy is not None else default_config_document(group)
 
 
 def _topology_manager(document: Mapping[str, Any]) -> tuple[str, str]:

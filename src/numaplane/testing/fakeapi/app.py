@@ -9,15 +9,18 @@ Served (enough for lightkube and kubectl-like clients):
   ``allowWatchBookmarks``, ``timeoutSeconds``; newline-delimited JSON in a chunked response), create,
   replace, patch (merge; strategic merge treated as merge; JSON patch; apply with ``fieldManager`` and
   ``force``), delete, ``<plural>/<name>/status`` (get, put, patch) and ``pods/<name>/binding`` (post);
-* ``labelSelector`` / ``fieldSelector`` on list and watch.
-
-Failures answer with a ``Status`` object and the matching HTTP code; a watch that cannot start (410
-for an expired version) answers 200 with a single ``ERROR`` event, as kube-apiserver does.
+* ``labelSelector`` / ``fieldSelector`` on list and watch;
 * ``limit`` / ``continue`` on list (pagination; see :meth:`InMemoryKube.list_page` for how a
   continued list sees concurrent changes).
 
+Failures answer with a ``Status`` object and the matching HTTP code; a watch that cannot start (410
+for an expired version) answers 200 with a single ``ERROR`` event, as kube-apiserver does.
+
 Not served: ``deletecollection``, ``dryRun`` (400), OpenAPI
 documents, authentication (every request is allowed), protobuf and table output.
+
+Size: a little over 400 lines, kept in one module on purpose — it is one REST dispatch (path →
+resource → verb → store call → response), and splitting it would only scatter that table.
 """
 
 from __future__ import annotations
