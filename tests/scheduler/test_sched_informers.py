@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from sched_helpers import GI, nrt_doc, zone_doc
+from sched_helpers import GI, node_doc, nrt_doc, zone_doc
 
 from numaplane.kube.memory import InMemoryKube
-from numaplane.kube.resources import NODE_RESOURCE_TOPOLOGY
+from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY
 from numaplane.nrt.model import NodeResourceTopology
-from numaplane.scheduler.informers import PARSED_NRT, nrt_stub, without_managed_fields
+from numaplane.scheduler.informers import PARSED_NRT, node_view, nrt_stub, without_managed_fields
 
 
 async def test_an_nrt_is_cached_as_a_stub_holding_its_parsed_object() -> None:
@@ -27,3 +27,14 @@ async def test_an_nrt_is_cached_as_a_stub_holding_its_parsed_object() -> None:
 def test_a_malformed_nrt_is_cached_whole_for_the_core_to_report() -> None:
     doc = nrt_doc("n1", [{"name": "node-0", "type": "Node", "resources": [{"name": "cpu", "capacity": "x"}]}])
     assert nrt_stub(doc) is doc
+
+
+async def test_a_node_is_cached_without_images_and_managed_fields() -> None:
+    store = InMemoryKube()
+    doc = node_doc("n1")
+    doc["status"]["images"] = [{"names": ["registry.example/app:1"], "sizeBytes": 1}]
+    stored = await store.create(NODE, doc)
+    assert stored["status"]["images"] and stored["metadata"]["managedFields"]
+    view = node_view(stored)
+    assert "images" not in view["status"] and "managedFields" not in view["metadata"]
+    assert view["status"]["allocatable"] == doc["status"]["allocatable"]

@@ -8,7 +8,8 @@ pod detection. :attr:`ClusterInformers.synced` is true once all three have liste
 NodeResourceTopology CRD keeps the NRT informer retrying and the process not ready.
 
 Memory (5,000 nodes): every informer caches its objects without ``metadata.managedFields`` (nothing
-here reads them); the NRT informer caches only a stub (kind, name, ``resourceVersion``) holding the
+here reads them), Nodes also without ``status.images`` (the kubelet lists up to 50 images per node,
+often the largest part of a Node; no filter or score here reads them); the NRT informer caches only a stub (kind, name, ``resourceVersion``) holding the
 parsed :class:`~numaplane.nrt.model.NodeResourceTopology` under :data:`PARSED_NRT`, which goes to
 the core's NRT cache as is (its handlers read no other field). An NRT that does not parse is
 cached whole and reaches the core as before (which reports it malformed).
@@ -27,7 +28,7 @@ from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
 from numaplane.scheduler.core import SchedulerCore
 
-__all__ = ["PARSED_NRT", "ClusterInformers", "nrt_stub", "without_managed_fields"]
+__all__ = ["PARSED_NRT", "ClusterInformers", "node_view", "nrt_stub", "without_managed_fields"]
 
 #: The key of the parsed NodeResourceTopology in the NRT informer's stub objects.
 PARSED_NRT = "numaplane.parsedNRT"
@@ -39,6 +40,14 @@ def without_managed_fields(obj: JsonObj) -> JsonObj:
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
     return obj
+
+
+def node_view(obj: JsonObj) -> JsonObj:
+    """The Node informer's transform: without managed fields and ``status.images``."""
+    status = obj.get("status")
+    if isinstance(status, dict):
+        status.pop("images", None)
+    return without_managed_fields(obj)
 
 
 def nrt_stub(obj: JsonObj) -> JsonObj:
@@ -65,7 +74,7 @@ class ClusterInformers:
     ) -> None:
         common: dict[str, Any] = {"clock": clock, "backoff_max_seconds": backoff_max_seconds}
         self.core = core
-        self.nodes = Informer(kube, NODE, name="nodes", transform=without_managed_fields, **common)
+        self.nodes = Informer(kube, NODE, name="nodes", transform=node_view, **common)
         self.nrts = Informer(kube, NODE_RESOURCE_TOPOLOGY, name="noderesourcetopologies", transform=nrt_stub, **common)
         self.pods = Informer(kube, POD, name="pods", transform=without_managed_fields, **common)
         self.nodes.add_handler(
