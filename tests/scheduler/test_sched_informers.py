@@ -38,3 +38,14 @@ async def test_a_node_is_cached_without_images_and_managed_fields() -> None:
     view = node_view(stored)
     assert "images" not in view["status"] and "managedFields" not in view["metadata"]
     assert view["status"]["allocatable"] == doc["status"]["allocatable"]
+
+
+def test_equal_strings_of_two_nodes_become_one_object() -> None:
+    first, second = node_doc("n1"), node_doc("n2")
+    cpu = "".join(["25", "2"])  # built at run time: not a shared constant
+    first["status"]["allocatable"]["cpu"], second["status"]["allocatable"]["cpu"] = cpu, "".join(["2", "52"])
+    assert first["status"]["allocatable"]["cpu"] is not second["status"]["allocatable"]["cpu"]
+    node_view(first)
+    node_view(second)
+    assert first["status"]["allocatable"]["cpu"] is second["status"]["allocatable"]["cpu"]
+    assert first["status"]["allocatable"] == second["status"]["allocatable"]
