@@ -9,8 +9,9 @@ NodeResourceTopology CRD keeps the NRT informer retrying and the process not rea
 
 Memory (5,000 nodes): every informer caches its objects without ``metadata.managedFields`` (nothing
 here reads them), Nodes also without ``status.images`` (the kubelet lists up to 50 images per node,
-often the largest part of a Node; no filter or score here reads them); Node and NRT strings are
-interned (:func:`interned`: thousands of nodes repeat the same names and quantities); the NRT informer caches only a stub (kind, name, ``resourceVersion``) holding the
+often the largest part of a Node; no filter or score here reads them); the strings of Nodes, Pods
+and NRTs are interned (:func:`interned`: thousands of objects repeat the same names and
+quantities); the NRT informer caches only a stub (kind, name, ``resourceVersion``) holding the
 parsed :class:`~numaplane.nrt.model.NodeResourceTopology` under :data:`PARSED_NRT`, which goes to
 the core's NRT cache as is (its handlers read no other field). An NRT that does not parse is
 cached whole and reaches the core as before (which reports it malformed).
@@ -30,7 +31,15 @@ from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
 from numaplane.scheduler.core import SchedulerCore
 
-__all__ = ["PARSED_NRT", "ClusterInformers", "node_view", "nrt_stub", "without_managed_fields"]
+__all__ = [
+    "PARSED_NRT",
+    "ClusterInformers",
+    "interned",
+    "node_view",
+    "nrt_stub",
+    "pod_view",
+    "without_managed_fields",
+]
 
 #: The key of the parsed NodeResourceTopology in the NRT informer's stub objects.
 PARSED_NRT = "numaplane.parsedNRT"
@@ -68,6 +77,12 @@ def node_view(obj: JsonObj) -> JsonObj:
     return obj
 
 
+def pod_view(obj: JsonObj) -> JsonObj:
+    """The Pod informer's transform: without managed fields, strings interned."""
+    interned(without_managed_fields(obj))
+    return obj
+
+
 def nrt_stub(obj: JsonObj) -> JsonObj:
     """The NRT informer's transform: a stub with the parsed object, or ``obj`` itself when malformed."""
     interned(without_managed_fields(obj))
@@ -94,7 +109,7 @@ class ClusterInformers:
         self.core = core
         self.nodes = Informer(kube, NODE, name="nodes", transform=node_view, **common)
         self.nrts = Informer(kube, NODE_RESOURCE_TOPOLOGY, name="noderesourcetopologies", transform=nrt_stub, **common)
-        self.pods = Informer(kube, POD, name="pods", transform=without_managed_fields, **common)
+        self.pods = Informer(kube, POD, name="pods", transform=pod_view, **common)
         self.nodes.add_handler(
             EventHandlers(
                 on_add=core.node_upserted,
