@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from numaplane.agent.takeover import CONDITION_TYPE, check, check_source
 from numaplane.cli import main
-from numaplane.kube.resources import POD
+from numaplane.kube.resources import EVENT, POD
 from numaplane.testing.fakeapi import FakeApiServer
 
 STATIC = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncpuManagerPolicy: static\n"
@@ -82,7 +82,9 @@ def test_agent_refuses_to_start_while_the_kubelet_pins(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "refusing to enforce" in result.output and "cpuManagerPolicy" in result.output
 
 
-async def test_refusal_is_a_condition_on_the_agent_pod(tmp_path: Path, fake_apiserver: FakeApiServer) -> None:
+async def test_refusal_is_a_condition_and_an_event_on_the_agent_pod(
+    tmp_path: Path, fake_apiserver: FakeApiServer
+) -> None:
     kube = fake_apiserver.port_client()
     try:
         await kube.create(
@@ -106,5 +108,10 @@ async def test_refusal_is_a_condition_on_the_agent_pod(tmp_path: Path, fake_apis
         (condition,) = [c for c in pod["status"]["conditions"] if c["type"] == CONDITION_TYPE]
         assert condition["status"] == "False" and condition["reason"] == "KubeletStaticPolicy"
         assert "cpuManagerPolicy" in condition["message"]
+        (event,) = (await kube.list(EVENT, namespace="default")).items
+        assert event["type"] == "Warning" and event["reason"] == "KubeletStaticPolicy"
+        assert event["involvedObject"]["name"] == "agent-x1" and event["involvedObject"]["kind"] == "Pod"
+        assert event["involvedObject"]["uid"] == pod["metadata"]["uid"]
+        assert "cpuManagerPolicy" in event["message"]
     finally:
         await kube.close()

@@ -17,7 +17,6 @@ from numaplane.exporter.events import (
     EventGate,
     NotifyFileWatcher,
     Trigger,
-    cancel_and_wait,
     inotify_available,
     periodic,
 )
@@ -63,6 +62,11 @@ async def test_burst_allows_back_to_back_batches() -> None:
     assert time.monotonic() - started < 0.5
 
 
+async def stopped(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
 def test_batch_labels() -> None:
     timer = Batch(frozenset({Trigger.PERIODIC, Trigger.RETRY}), 0.0)
     assert timer.trigger is Trigger.RETRY and timer.update_kind == "periodic" and timer.refresh
@@ -74,7 +78,7 @@ async def test_periodic_posts() -> None:
     gate = EventGate()
     task = asyncio.create_task(periodic(gate, 0.02))
     batch = await asyncio.wait_for(gate.next(), 1.0)
-    await cancel_and_wait(task)
+    await stopped(task)
     assert batch.triggers == {Trigger.PERIODIC}
 
 
@@ -105,7 +109,7 @@ async def test_notify_file_touch_write_and_replace(tmp_path: Path, backend: Noti
         await asyncio.sleep(0.1)
         assert len(hits) == count
     finally:
-        await cancel_and_wait(task)
+        await stopped(task)
 
 
 def test_notify_path_must_be_a_regular_file(tmp_path: Path) -> None:
@@ -127,7 +131,7 @@ async def test_without_asyncinotify_auto_falls_back_to_polling(tmp_path: Path, m
         (tmp_path / "notify").write_text("x")
         await eventually(lambda: hits, 2.0)
     finally:
-        await cancel_and_wait(task)
+        await stopped(task)
     forced = NotifyFileWatcher(tmp_path / "notify", lambda: None, backend=NotifyBackend.INOTIFY)
     with pytest.raises(ExporterConfigError, match="inotify unavailable"):
         await forced.run()

@@ -169,3 +169,66 @@ async def test_label_selected_informer(harness: Harness, selector: str) -> None:
         await eventually(lambda: names(informer) == [])
     finally:
         await informer.stop()
+
+
+def reduce_pod(obj: JsonObj) -> JsonObj:
+    """A transform keeping what a consumer reads: the key, the version and the node."""
+    meta = obj["metadata"]
+    kept = {k: meta[k] for k in ("name", "namespace", "resourceVersion")}
+    return {"metadata": kept, "spec": {"nodeName": (obj.get("spec") or {}).get("nodeName")}}
+
+
+async def test_transform_is_what_the_cache_and_handlers_hold(harness: Harness) -> None:
+    kube = harness.kube
+    await kube.create(POD, pod("listed", node="n1"))
+    informer = Informer(kube, POD, transform=reduce_pod, indexers={"node": index_by_field("spec", "nodeName")})
+    held: list[JsonObj] = []
+    informer.add_handler(EventHandlers(on_add=held.append, on_update=lambda old, new: held.append(new)))
+    informer.start()
+    try:
+        await informer.wait_for_sync()
+        await kube.create(POD, pod("watched"))
+        await kube.bind("watched", "n2")
+        await eventually(lambda: informer.store.index_values("node") == ["n1", "n2"])
+        assert all(set(o) == {"metadata", "spec"} for o in [*informer.store.list_objects(), *held])
+        assert [o["metadata"]["name"] for o in held] == ["listed", "watched", "watched"]
+        # A relist diffs on resourceVersion, which the transform kept: unchanged objects fire nothing.
+        harness.store.compact()
+        harness.store.close_watches(Gone("too old resource version"))
+        await eventually(lambda: informer.lists == 2)
+        assert len(held) == 3
+    finally:
+        await informer.stop()
+
+
+async def test_a_failing_transform_caches_the_object_as_received(harness: Harness) -> None:
+    def broken(obj: JsonObj) -> JsonObj:
+        raise KeyError("bug")
+
+    await harness.kube.create(POD, pod("a"))
+    informer = Informer(harness.kube, POD, transform=broken)
+    informer.start()
+    try:
+        await informer.wait_for_sync()
+        cached = informer.store.get_by_name("a", "default")
+        assert cached is not None and cached["kind"] == "Pod"
+    finally:
+        await informer.stop()
+
+
+@pytest.mark.parametrize("page_size", [1, 3, None])
+async def test_paged_list_fills_the_cache_from_one_snapshot(harness: Harness, page_size: int | None) -> None:
+    for i in range(7):
+        await harness.kube.create(POD, pod(f"p{i}"))
+    version = harness.store.resource_version
+    informer = Informer(harness.kube, POD, page_size=page_size)
+    informer.start()
+    try:
+        await informer.wait_for_sync()
+        assert names(informer) == [f"p{i}" for i in range(7)]
+        assert informer.lists == 1
+        assert informer.resource_version == version
+        await harness.kube.create(POD, pod("later"))
+        await eventually(lambda: "later" in names(informer))
+    finally:
+        await informer.stop()

@@ -16,6 +16,7 @@ from numaplane.kube.leader import LeaderElectionConfig, LeaderElector
 from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.port import LEASE, JsonObj, KubePort
 from numaplane.kube.resources import Resource
+from numaplane.supervisor import TaskFailed
 from numaplane.testing.fakeapi import FakeApiServer
 
 
@@ -175,3 +176,20 @@ async def test_handover_through_the_fake_api_server(fake_apiserver: FakeApiServe
     await eventually(lambda: b.elector.is_leader)
     await b.cancel()
     assert await holder(fake_apiserver.store) == ""  # b released on cancel
+
+
+async def test_leading_work_that_fails_gives_up_the_lease() -> None:
+    clock = FakeClock()
+    kube = InMemoryKube(clock=clock)
+    stopped: list[str] = []
+
+    async def crash() -> None:
+        raise RuntimeError("scheduling loop bug")
+
+    elector = LeaderElector(
+        kube, config("a"), clock=clock, on_started_leading=crash, on_stopped_leading=lambda: stopped.append("a")
+    )
+    with pytest.raises(TaskFailed, match="'lead' failed: RuntimeError: scheduling loop bug"):
+        await asyncio.wait_for(elector.run(), 5)
+    assert stopped == ["a"] and not elector.is_leader
+    assert await holder(kube) == ""  # released: another candidate takes over at once

@@ -234,6 +234,10 @@ def check_agent(spec: Mapping[str, Any], container: Mapping[str, Any], ctx: clic
     host_path(spec, container, str(options.plugin_dir))
     assert host_path(spec, container, str(options.config_file)).startswith("configMap:numaplane-policy-")
     assert options.podresources_socket is not None and options.notify_file is not None
+    # the take-over check reads the kubelet's configuration from the host, read-only
+    assert host_path(spec, container, str(ctx.params["kubelet_config"])) == Settings().kubelet_config_file
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == ctx.params["kubelet_config"])
+    assert mount["readOnly"]
     return {
         "podresources": host_path(spec, container, socket_path(options.podresources_socket)),
         "notify": host_path(spec, container, str(options.notify_file)),

@@ -14,10 +14,10 @@ import yaml
 
 from numaplane.operator.api.numaresources import NUMAResourcesOperator
 from numaplane.operator.api.policy import NodeResourcePolicy
+from numaplane.operator.assignment import assign_policies
 from numaplane.operator.rbac import Rule
 from numaplane.operator.render import Inputs, parse_resources, render_install, render_stack, sample_resources
 from numaplane.operator.render_common import LABEL_MANAGED_BY, LABEL_OWNER, Settings
-from numaplane.operator.render_nodes import assign_policies
 from numaplane.operator.render_scheduler import kube_scheduler_configuration
 from numaplane.policy.config import parse_config
 

@@ -217,6 +217,7 @@ def agent_command(
             "--podresources-socket": str(folder / "podres.sock"),
             "--plugin-dir": str(folder / "plugins"),
             "--notify-file": str(folder / "notify"),
+            "--kubelet-config": str(kubelet.config_file),
             "--sysfs-root": "/",
             "--metrics-address": f"127.0.0.1:{port}",
             "--health-address": f"127.0.0.1:{port}",

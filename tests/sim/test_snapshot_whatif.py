@@ -55,9 +55,9 @@ async def test_iter_list_streams_pages_through_the_fake_api_server(fake_apiserve
     store = fake_apiserver.store
     for i in range(23):
         await store.create(POD, {"metadata": {"name": f"p{i:02d}"}, "spec": {"containers": [{"name": "c"}]}})
-    page, token = store.list_page(POD, limit=10)
+    page = store.list_page(POD, limit=10)
     assert [p["metadata"]["name"] for p in page.items] == [f"p{i:02d}" for i in range(10)]
-    assert token is not None
+    assert page.continue_token is not None
     port = fake_apiserver.port_client()
     try:
         names = [p["metadata"]["name"] async for p in port.iter_list(POD, page_size=4)]

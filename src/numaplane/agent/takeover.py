@@ -13,7 +13,9 @@ file, or the live ``/configz`` answer (``{"kubeletconfig": {...}}``, same field 
 The verdict is also a condition on the agent's own pod (:func:`report_condition`, type
 :data:`CONDITION_TYPE`: ``True``/``TakenOver`` or ``False``/``KubeletStaticPolicy`` with the reasons),
 written when the agent has API access (``--watch-pods``), so ``kubectl describe pod`` shows why an
-agent refused.
+agent refused; a refusal is also posted as a ``Warning`` Event on that pod (:func:`post_event`,
+reason ``KubeletStaticPolicy``), which ``kubectl get events`` lists for the namespace.
+:func:`report_verdict` does both.
 
 Absent fields take the kubelet's defaults (``none`` / ``None`` / ``none``). :func:`check` gathers the
 verdict; :func:`read_kubelet_config` reads a file or a ``/configz`` URL (blocking: used once at
@@ -33,11 +35,21 @@ import yaml
 
 from numaplane.agent.errors import AgentConfigError
 from numaplane.kube.clock import format_time
-from numaplane.kube.errors import Conflict
-from numaplane.kube.port import KubePort
+from numaplane.kube.errors import Conflict, KubeError
+from numaplane.kube.events import make_event
+from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import POD
 
-__all__ = ["CONDITION_TYPE", "TakeoverCheck", "check", "check_source", "read_kubelet_config", "report_condition"]
+__all__ = [
+    "CONDITION_TYPE",
+    "TakeoverCheck",
+    "check",
+    "check_source",
+    "post_event",
+    "read_kubelet_config",
+    "report_condition",
+    "report_verdict",
+]
 
 CONDITION_TYPE: Final = "numaplane.io/TakeOver"
 
@@ -141,15 +153,50 @@ def _condition(verdict: TakeoverCheck, previous: Mapping[str, Any] | None, now: 
     return {
         "type": CONDITION_TYPE,
         "status": status,
-        "reason": "TakenOver" if verdict.may_take_over else "KubeletStaticPolicy",
+        "reason": _reason(verdict),
         "message": verdict.message()[:32768],
         "lastTransitionTime": since,
     }
 
 
-async def report_condition(kube: KubePort, namespace: str, pod_name: str, verdict: TakeoverCheck, now: Any) -> None:
-    """Write the verdict as :data:`CONDITION_TYPE` on pod ``namespace/pod_name`` (re-read on conflicts).
-    ``now`` is a ``datetime``. Raises the port's errors (the caller logs them: best effort)."""
+def _reason(verdict: TakeoverCheck) -> str:
+    return "TakenOver" if verdict.may_take_over else "KubeletStaticPolicy"
+
+
+async def report_verdict(kube: KubePort, namespace: str, pod_name: str, verdict: TakeoverCheck, now: Any) -> None:
+    """The verdict as the pod's condition and as an Event on it; both are tried, the first error raised.
+    ``now`` is a ``datetime``; the caller logs the error (best effort)."""
+    errors: list[KubeError] = []
+    pod: JsonObj | None = None
+    try:
+        pod = await report_condition(kube, namespace, pod_name, verdict, now)
+    except KubeError as error:
+        errors.append(error)
+    try:
+        await post_event(kube, pod or {"metadata": {"name": pod_name, "namespace": namespace}}, verdict, now)
+    except KubeError as error:
+        errors.append(error)
+    if errors:
+        raise errors[0]
+
+
+async def post_event(kube: KubePort, pod: JsonObj, verdict: TakeoverCheck, now: Any) -> JsonObj:
+    """The verdict as an Event on the agent's pod ``pod`` (``Warning`` for a refusal); the created Event."""
+    involved = {"apiVersion": "v1", "kind": "Pod", "metadata": pod.get("metadata") or {}}
+    event = make_event(
+        involved,
+        reason=_reason(verdict),
+        message=verdict.message()[:1024],
+        now=now,
+        event_type="Normal" if verdict.may_take_over else "Warning",
+        component="numaplane-agent",
+    )
+    return await kube.create_event(event)
+
+
+async def report_condition(kube: KubePort, namespace: str, pod_name: str, verdict: TakeoverCheck, now: Any) -> JsonObj:
+    """Write the verdict as :data:`CONDITION_TYPE` on pod ``namespace/pod_name`` (re-read on conflicts);
+    the pod as written. ``now`` is a ``datetime``. Raises the port's errors (the caller logs them)."""
     for _ in range(5):
         pod = await kube.get(POD, pod_name, namespace=namespace)
         status = dict(pod.get("status") or {})
@@ -158,8 +205,7 @@ async def report_condition(kube: KubePort, namespace: str, pod_name: str, verdic
         wanted = _condition(verdict, previous, format_time(now))
         status["conditions"] = [c for c in conditions if c.get("type") != CONDITION_TYPE] + [wanted]
         try:
-            await kube.update_status(POD, {**pod, "status": status})
+            return await kube.update_status(POD, {**pod, "status": status})
         except Conflict:
             continue
-        return
     raise Conflict(f"pod {namespace}/{pod_name}: status kept changing")

@@ -208,12 +208,12 @@ def _take_over_or_refuse(where: str, kw: dict[str, Any]) -> None:
 
 
 async def _report_refusal(kw: dict[str, Any], verdict: Any) -> None:
-    """Best effort: the refusal as a condition on the agent's own pod (logged when it cannot be written)."""
+    """Best effort: the refusal as a condition and an Event on the agent's own pod (logged when not written)."""
     from datetime import UTC, datetime
 
     import structlog
 
-    from numaplane.agent.takeover import report_condition
+    from numaplane.agent.takeover import report_verdict
     from numaplane.kube.errors import KubeError
 
     try:
@@ -222,7 +222,7 @@ async def _report_refusal(kw: dict[str, Any], verdict: Any) -> None:
         structlog.get_logger("numaplane.agent").warning("takeover_condition_not_written", error=error.message)
         return
     try:
-        await report_condition(kube, str(kw["pod_namespace"]), str(kw["pod_name"]), verdict, datetime.now(UTC))
+        await report_verdict(kube, str(kw["pod_namespace"]), str(kw["pod_name"]), verdict, datetime.now(UTC))
     except KubeError as error:
         structlog.get_logger("numaplane.agent").warning("takeover_condition_not_written", error=str(error))
     finally:

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import socket
+from collections.abc import Coroutine
 from typing import Any
 
 import click
@@ -14,6 +15,7 @@ import click
 from numaplane.cli._nodepaths import node_path_options, with_node_paths
 from numaplane.observability.errors import ObservabilityError
 from numaplane.observability.logs import LOG_FORMATS, LOG_LEVELS
+from numaplane.supervisor import Supervisor, TaskFailed
 
 
 async def _serve(
@@ -64,34 +66,40 @@ async def _serve(
     except ObservabilityError as exc:
         await kube.close()
         raise click.UsageError(str(exc)) from exc
-    stop = asyncio.Event()
+    tasks = Supervisor("operator")
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, tasks.stop)
+    ended = {"work": False}
 
     async def lead() -> None:
         state["leading"] = True
         await operator.run()
 
+    async def until_done(work: Coroutine[Any, Any, None]) -> None:
+        await work  # returns when the lease is lost
+        ended["work"] = True
+        tasks.stop()
+
     try:
-        if leader_elect:
-            identity = os.environ.get("POD_NAME") or socket.gethostname()
-            elector = LeaderElector(
-                kube, LeaderElectionConfig(OPERATOR_LEASE, namespace, identity), on_started_leading=lead
-            )
-            work = asyncio.create_task(elector.run())
-        else:
-            work = asyncio.create_task(operator.run())
-        waiter = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait({work, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        if work in done:
+        async with tasks:
+            if leader_elect:
+                identity = os.environ.get("POD_NAME") or socket.gethostname()
+                elector = LeaderElector(
+                    kube, LeaderElectionConfig(OPERATOR_LEASE, namespace, identity), on_started_leading=lead
+                )
+                tasks.spawn(until_done(elector.run()), "leader-election")
+            else:
+                tasks.spawn(until_done(operator.run()), "controllers")
+            try:
+                await tasks.wait()
+            except TaskFailed as exc:
+                state["dead"] = True
+                raise click.ClickException(str(exc)) from exc
+        if ended["work"]:
             state["dead"] = True
-            work.result()
             raise click.ClickException("leadership lost; exiting so that a new leader takes over")
-        work.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await work
     finally:
         await probes.stop()
         await kube.close()

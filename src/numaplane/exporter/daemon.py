@@ -19,7 +19,10 @@ Wiring (one node, one event loop)::
   metrics but writes nothing; without a port, terminal pods cannot be recognised and are counted.
 * Readiness (``/readyz``): the last scan read the PodResources API (RTE's ``PodresourcesFetched``)
   and the last publish succeeded or found the object current (``NodeTopologyUpdated``). Liveness
-  (``/healthz``): the refresh loop and every helper task are running.
+  (``/healthz``): the refresh loop and every helper task are running. The tasks (mirrors, timers,
+  notify watcher, refresh loop) are children of one :class:`~numaplane.supervisor.Supervisor`: one
+  that dies stops the daemon (``task_failed`` logged; :meth:`Exporter.run` raises
+  :class:`~numaplane.supervisor.TaskFailed`), and closing cancels and awaits every one.
 
 :meth:`Exporter.oneshot` runs one scan without any API server and returns what would be published.
 """
@@ -30,13 +33,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import structlog
 
 from numaplane.exporter.errors import ExporterConfigError, ExporterError
-from numaplane.exporter.events import Batch, EventGate, NotifyFileWatcher, Trigger, cancel_and_wait, periodic
+from numaplane.exporter.events import Batch, EventGate, NotifyFileWatcher, Trigger, periodic
 from numaplane.exporter.kubelet import KubeletConfigSource
 from numaplane.exporter.metrics import ExporterMetrics
 from numaplane.exporter.mirror import Mirror
@@ -44,41 +46,17 @@ from numaplane.exporter.options import ExporterOptions
 from numaplane.exporter.publisher import Outcome, Publisher
 from numaplane.exporter.scan import Scanner, ScanResult
 from numaplane.exporter.sources import MachineSource, PodResourcesSource, open_podresources
+from numaplane.exporter.status import ExporterStatus
 from numaplane.kube.errors import KubeError
 from numaplane.kube.port import EventType, JsonObj, KubePort
 from numaplane.kube.resources import NODE_RESOURCE_TOPOLOGY, POD
 from numaplane.observability.errors import ObservabilityError
 from numaplane.observability.http import ProbeServer
+from numaplane.supervisor import Supervisor
 
 __all__ = ["TERMINAL_PHASES", "Exporter", "ExporterStatus"]
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
-
-
-@dataclass(slots=True)
-class ExporterStatus:
-    """What the probes report. Times are ``time.monotonic()`` seconds (``None``: never)."""
-
-    podresources_fetched: bool = False
-    topology_updated: bool = False
-    last_success_at: float | None = None
-    last_error: ExporterError | None = None
-    last_error_at: float | None = None
-    cycles: int = 0
-    outcomes: dict[str, int] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        now = time.monotonic()
-        return {
-            "podresources_fetched": self.podresources_fetched,
-            "topology_updated": self.topology_updated,
-            "seconds_since_success": None if self.last_success_at is None else round(now - self.last_success_at, 3),
-            "last_error": None
-            if self.last_error is None
-            else {"kind": self.last_error.kind, "message": self.last_error.message},
-            "cycles": self.cycles,
-            "outcomes": dict(self.outcomes),
-        }
 
 
 class Exporter:
@@ -153,7 +131,7 @@ class Exporter:
                 poll_seconds=options.notify_poll_seconds,
             )
         self.probes = ProbeServer(self.metrics.registry, liveness=self.liveness, readiness=self.readiness)
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._tasks = Supervisor("exporter")
         self._stop = asyncio.Event()
         self._retry_delay = options.retry_initial_seconds
         self._retry_handle: asyncio.TimerHandle | None = None
@@ -212,9 +190,9 @@ class Exporter:
     # ------------------------------------------------------------------ probes
 
     def liveness(self) -> tuple[bool, dict[str, Any]]:
-        dead = {name: _task_state(task) for name, task in self._tasks.items() if task.done()}
+        dead = self._tasks.dead()
         ok = self._started and not dead and not self._stop.is_set()
-        return ok, {"tasks": sorted(self._tasks), "dead": dead}
+        return ok, {"tasks": self._tasks.names(), "dead": dead}
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         ok = self.status.podresources_fetched and (self.publisher is None or self.status.topology_updated)
@@ -326,21 +304,20 @@ class Exporter:
             await self.probes.start(opts.metrics_address, opts.health_address)
         except ObservabilityError as error:
             raise ExporterConfigError(str(error)) from error
+        await self._tasks.start()
         if self.pod_mirror is not None:
-            self._tasks["pod-mirror"] = asyncio.create_task(self.pod_mirror.run(), name="exporter-pod-mirror")
+            self._tasks.spawn(self.pod_mirror.run(), "pod-mirror")
         if self.nrt_mirror is not None:
-            self._tasks["object-mirror"] = asyncio.create_task(self.nrt_mirror.run(), name="exporter-object-mirror")
+            self._tasks.spawn(self.nrt_mirror.run(), "object-mirror")
         if opts.refresh_mode.periodic:
-            self._tasks["periodic"] = asyncio.create_task(
-                periodic(self.gate, opts.period_seconds), name="exporter-periodic"
-            )
+            self._tasks.spawn(periodic(self.gate, opts.period_seconds), "periodic")
         if self.notify is not None:
-            self._tasks["notify"] = asyncio.create_task(self.notify.run(), name="exporter-notify")
+            self._tasks.spawn(self.notify.run(), "notify")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.notify.started.wait(), 5.0)
         self._started = True
         self.gate.post(Trigger.INITIAL)
-        self._tasks["loop"] = asyncio.create_task(self._loop(), name="exporter-loop")
+        self._tasks.spawn(self._loop(), "loop")
         self.metrics.info.labels(
             node=opts.node_name,
             refresh_mode=opts.refresh_mode.value,
@@ -361,20 +338,12 @@ class Exporter:
     def stop(self) -> None:
         """Ask :meth:`run` to return (safe to call from a signal handler on the loop)."""
         self._stop.set()
+        self._tasks.stop()
 
     async def wait(self) -> None:
-        """Until :meth:`stop`, or until the refresh loop dies (its exception is re-raised)."""
-        loop_task = self._tasks.get("loop")
-        stopper = asyncio.create_task(self._stop.wait())
-        waiting: set[asyncio.Task[Any]] = {stopper}
-        if loop_task is not None:
-            waiting.add(loop_task)
-        try:
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopper.cancel()
-        if loop_task is not None and loop_task.done() and not loop_task.cancelled():
-            loop_task.result()
+        """Until :meth:`stop`, or until a task dies: every task is then stopped and
+        :class:`~numaplane.supervisor.TaskFailed` raised (chained to the task's exception)."""
+        await self._tasks.wait()
 
     async def close(self) -> None:
         """Stop every task, the probe server and the PodResources client (the port is the caller's)."""
@@ -382,7 +351,7 @@ class Exporter:
         if self._retry_handle is not None:
             self._retry_handle.cancel()
             self._retry_handle = None
-        await cancel_and_wait(*self._tasks.values())
+        await self._tasks.close()
         await self.probes.stop()
         await self.podresources.close()
         self._log.info("exporter_stopped")
@@ -419,10 +388,3 @@ class Exporter:
             return await self.scanner.scan(refresh=True)
         finally:
             await self.podresources.close()
-
-
-def _task_state(task: asyncio.Task[None]) -> str:
-    if task.cancelled():
-        return "cancelled"
-    error = task.exception()
-    return f"{type(error).__name__}: {error}" if error is not None else "finished"

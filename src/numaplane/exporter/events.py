@@ -29,14 +29,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import structlog
 
 from numaplane.exporter.errors import ExporterConfigError
 from numaplane.exporter.options import NotifyBackend
 
-__all__ = ["Batch", "EventGate", "NotifyFileWatcher", "Trigger", "cancel_and_wait", "inotify_available", "periodic"]
+__all__ = ["Batch", "EventGate", "NotifyFileWatcher", "Trigger", "inotify_available", "periodic"]
 
 
 class Trigger(enum.StrEnum):
@@ -239,10 +238,3 @@ class NotifyFileWatcher:
             if now != last and now is not None:
                 self._on_event()
             last = now
-
-
-async def cancel_and_wait(*tasks: asyncio.Task[Any]) -> None:
-    """Cancel ``tasks`` and wait for them to finish (their errors are swallowed)."""
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)

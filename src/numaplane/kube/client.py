@@ -6,32 +6,33 @@ nothing but a :class:`~numaplane.kube.resources.Resource` descriptor. The classe
 descriptor and deliberately *not* registered in lightkube's global resource registry, which would
 clash with lightkube's typed core models.
 
-Where lightkube's public ``AsyncClient`` methods take what the port takes (get, create, replace,
+The port's typed verbs come from :class:`~numaplane.kube.port.KubePort`; this class answers its
+:class:`~numaplane.kube.port.Request` in :meth:`LightkubePort.send` and :meth:`LightkubePort.stream`.
+Where lightkube's public ``AsyncClient`` methods take what a request carries (get, create, replace,
 patch, delete, subresources) they are used directly. ``list`` and ``watch`` go one level down, to
-lightkube's ``GenericAsyncClient`` (``prepare_request`` / ``list`` / ``watch``), because the port
-passes selector strings through unchanged and asks for watch bookmarks (``allowWatchBookmarks``),
-which lightkube's high-level ``watch`` does not expose. That one private attribute access
+lightkube's ``GenericAsyncClient`` (``prepare_request`` / ``send`` / ``handle_response`` /
+``watch``), because the port passes selector strings and ``limit`` / ``continue`` through unchanged
+(one request, one page) and asks for watch bookmarks (``allowWatchBookmarks``), which lightkube's
+high-level ``watch`` does not expose. That one private attribute access
 (``AsyncClient._client``) is isolated in :meth:`LightkubePort._generic`.
 
 Errors: lightkube's ``ApiError`` (a ``Status`` from the server), httpx status errors and transport
-errors are translated to :mod:`numaplane.kube.errors` in :func:`_translate`; nothing else escapes.
+errors are translated to :mod:`numaplane.kube.errors` (:mod:`numaplane.kube.lightkube_errors`); nothing else escapes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 import httpx2
-import msgspec
-from lightkube import ApiError as LightkubeApiError
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.core import resource as lk_res
-from lightkube.core.exceptions import ConfigError, NotReadyError
+from lightkube.core.exceptions import ConfigError
 from lightkube.core.generic_client import ALL_NS
 from lightkube.generic_resource import (
     Generic,
@@ -44,17 +45,21 @@ from lightkube.generic_resource import (
 from lightkube.types import PatchType as LkPatchType
 from lightkube.types import on_error_raise
 
-from numaplane.kube.errors import KubeError, ServerError, Unavailable, from_status
+from numaplane.kube.errors import ServerError, Unavailable
+from numaplane.kube.lightkube_errors import translated
 from numaplane.kube.patch import clone
 from numaplane.kube.port import (
     EventType,
     JsonObj,
+    KubePort,
     ObjectList,
     PatchType,
+    Request,
+    Response,
+    Verb,
     WatchEvent,
-    resolve_namespace,
 )
-from numaplane.kube.resources import EVENT, POD, Resource
+from numaplane.kube.resources import Resource
 
 __all__ = ["LightkubePort", "server_config"]
 
@@ -109,47 +114,6 @@ def _plain(obj: Any) -> JsonObj:
     raise ServerError(f"unexpected response object {type(obj).__name__}")
 
 
-def _translate_exception(exc: BaseException) -> KubeError | None:
-    if isinstance(exc, KubeError):
-        return exc
-    if isinstance(exc, LightkubeApiError):
-        status = exc.status
-        code = getattr(status, "code", None)
-        if code is None and exc.response is not None:
-            code = exc.response.status_code
-        return from_status(
-            int(code or 500), str(getattr(status, "message", "") or ""), str(getattr(status, "reason", "") or "")
-        )
-    if isinstance(exc, httpx2.HTTPStatusError):
-        response = exc.response
-        message, reason = f"HTTP {response.status_code} {response.reason_phrase}", ""
-        with contextlib.suppress(Exception):  # the body may be unread (streams) or not a Status
-            status = response.json()
-            if isinstance(status, dict) and status.get("kind") == "Status":
-                message = str(status.get("message") or message)
-                reason = str(status.get("reason") or "")
-        return from_status(response.status_code, message, reason)
-    if isinstance(exc, httpx2.TransportError):
-        return Unavailable(f"API server unreachable: {type(exc).__name__}: {exc}")
-    if isinstance(exc, httpx2.HTTPError):
-        return Unavailable(f"HTTP error: {type(exc).__name__}: {exc}")
-    if isinstance(exc, msgspec.DecodeError):
-        return ServerError(f"undecodable response: {exc}")
-    return None
-
-
-@contextlib.contextmanager
-def _translate() -> Iterator[None]:
-    """Turn lightkube / httpx failures into numaplane errors."""
-    try:
-        yield
-    except (LightkubeApiError, httpx2.HTTPError, msgspec.DecodeError) as exc:
-        mapped = _translate_exception(exc)
-        if mapped is None:  # pragma: no cover - the except clause lists only mapped types
-            raise
-        raise mapped from exc
-
-
 def _with_type(res: Resource, obj: Mapping[str, Any]) -> JsonObj:
     body: JsonObj = clone(obj)
     body.setdefault("apiVersion", res.api_version)
@@ -175,7 +139,7 @@ def server_config(url: str, *, namespace: str | None = None) -> KubeConfig:
     )
 
 
-class LightkubePort:
+class LightkubePort(KubePort):
     """:class:`~numaplane.kube.port.KubePort` on a lightkube ``AsyncClient``.
 
     ``watch_timeout_seconds`` is sent as ``timeoutSeconds`` on watches (the server then ends the
@@ -253,135 +217,139 @@ class LightkubePort:
         """lightkube's ``GenericAsyncClient`` behind the public client (for list / watch with raw params)."""
         return self._lk._client
 
-    @staticmethod
-    def _collection_namespace(res: Resource, namespace: str | None) -> str | None:
-        if not res.namespaced:
-            if namespace is not None:
-                raise ValueError(f"{res.kind} is cluster-scoped; no namespace expected, got {namespace!r}")
-            return None
-        return ALL_NS if namespace is None else namespace
-
     # ------------------------------------------------------------------ the port
 
-    async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> JsonObj:
-        cls, _ = _lightkube_classes(res)
-        ns = resolve_namespace(res, namespace)
-        with _translate():
-            return _plain(await self._lk.get(cls, name, namespace=ns))
+    async def send(self, request: Request) -> Response:
+        res = request.resource
+        with translated():
+            if request.verb is Verb.LIST:
+                return await self._list(request)
+            if request.verb is Verb.GET:
+                return _plain(await self._lk.get(_lightkube_classes(res)[0], request.name, namespace=request.namespace))
+            if request.verb is Verb.CREATE:
+                return await self._create(request)
+            if request.verb is Verb.UPDATE:
+                return await self._replace(request)
+            if request.verb is Verb.PATCH:
+                return await self._patch(request)
+            if request.verb is Verb.DELETE:
+                cls = _lightkube_classes(res)[0]
+                if res.namespaced:
+                    await self._lk.delete(cls, request.name, namespace=request.namespace)
+                else:
+                    await self._lk.delete(cls, request.name)
+                return {}
+        raise ValueError(f"verb {request.verb} is not a unary request")
 
-    async def list(
-        self,
-        res: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> ObjectList:
-        cls, _ = _lightkube_classes(res)
+    async def _list(self, request: Request) -> ObjectList:
+        """One list request (one page when ``request.limit`` is set); lightkube does not follow ``continue``."""
+        res = request.resource
         generic = self._generic()
-        with _translate():
-            request = generic.prepare_request(
-                "list",
-                res=cls,
-                namespace=self._collection_namespace(res, namespace),
-                params={"labelSelector": label_selector or None, "fieldSelector": field_selector or None},
+        prepared = generic.prepare_request(
+            "list",
+            res=_lightkube_classes(res)[0],
+            namespace=ALL_NS if res.namespaced and request.namespace is None else request.namespace,
+            params={
+                "labelSelector": request.label_selector or None,
+                "fieldSelector": request.field_selector or None,
+                "limit": request.limit,
+                "continue": request.continue_token,
+            },
+        )
+        response = await generic.send(generic.build_adapter_request(prepared))
+        more, version, chunk = generic.handle_response("list", response, prepared)
+        items = []
+        for item in chunk:
+            obj = _plain(item)
+            obj.setdefault("apiVersion", res.api_version)
+            obj.setdefault("kind", res.kind)
+            items.append(obj)
+        token = str(prepared.params.get("continue") or "") if more else ""
+        return ObjectList(items, str(version or ""), token or None)
+
+    async def _create(self, request: Request) -> JsonObj:
+        res, ns = request.resource, request.namespace
+        if request.subresource == "binding":
+            binding_cls: Any = _PodBinding
+            await self._lk.create(binding_cls(clone(request.body)), request.name, namespace=ns)
+            return {}
+        cls = _lightkube_classes(res)[0]
+        body = _with_type(res, request.body)
+        if ns is not None:
+            body.setdefault("metadata", {})["namespace"] = ns
+        if res.namespaced:
+            created = await self._lk.create(cls(body), namespace=ns, field_manager=request.field_manager)
+        else:
+            created = await self._lk.create(cls(body), field_manager=request.field_manager)
+        return _plain(created)
+
+    async def _replace(self, request: Request) -> JsonObj:
+        res, ns = request.resource, request.namespace
+        main_cls, status_cls = _lightkube_classes(res)
+        body = _with_type(res, request.body)
+        if ns is not None:
+            body.setdefault("metadata", {})["namespace"] = ns
+        manager = request.field_manager
+        if request.subresource != "status":
+            return _plain(await self._lk.replace(main_cls(body), field_manager=manager))
+        if not request.name:
+            raise ValueError("update_status needs metadata.name")
+        if res.namespaced:
+            return _plain(await self._lk.replace(status_cls(body), request.name, namespace=ns, field_manager=manager))
+        return _plain(await self._lk.replace(status_cls(body), request.name, field_manager=manager))
+
+    async def _patch(self, request: Request) -> JsonObj:
+        res, patch = request.resource, request.body
+        main_cls, status_cls = _lightkube_classes(res)
+        body: Any
+        if request.patch_type is PatchType.APPLY:
+            if not request.field_manager:
+                raise ValueError("server-side apply needs a field_manager")
+            if not isinstance(patch, Mapping):
+                raise ValueError("an apply patch must be an object")
+            body = _with_type(res, patch)
+        elif isinstance(patch, Mapping):
+            body = clone(patch)
+        else:
+            body = [clone(op) for op in patch]
+        return _plain(
+            await self._lk.patch(
+                status_cls if request.subresource == "status" else main_cls,
+                request.name,
+                body,
+                namespace=request.namespace,
+                patch_type=_PATCH_TYPES[request.patch_type],
+                field_manager=request.field_manager,
+                force=request.force,
             )
-            items = []
-            listing = generic.list(request)
-            async for item in listing:
-                items.append(_plain(item))
-            try:
-                version = str(listing.resourceVersion)
-            except NotReadyError:  # the server sent no list version
-                version = ""
-        for item in items:
-            item.setdefault("apiVersion", res.api_version)
-            item.setdefault("kind", res.kind)
-        return ObjectList(items, version)
+        )
 
-    async def iter_list(
-        self,
-        res: Resource,
-        *,
-        page_size: int = 500,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> AsyncIterator[JsonObj]:
-        """The objects ``list`` returns, streamed page by page (``limit`` / ``continue``).
-
-        At most one page of ``page_size`` objects is held at a time, so a 100,000-pod listing runs
-        in bounded memory. The pages are consistent (one ``resourceVersion``) as the API server
-        guarantees for continued lists; an expired continue token raises
-        :class:`~numaplane.kube.errors.Gone`.
-        """
-        if page_size < 1:
-            raise ValueError(f"page_size must be positive, got {page_size}")
-        cls, _ = _lightkube_classes(res)
+    async def stream(self, request: Request) -> AsyncGenerator[WatchEvent, None]:
+        res = request.resource
         generic = self._generic()
-        with _translate():
-            request = generic.prepare_request(
+        with translated():
+            prepared = generic.prepare_request(
                 "list",
-                res=cls,
-                namespace=self._collection_namespace(res, namespace),
-                params={
-                    "labelSelector": label_selector or None,
-                    "fieldSelector": field_selector or None,
-                    "limit": page_size,
-                },
-            )
-            chunks = generic.list_chunks(request)
-        try:
-            while True:
-                with _translate():
-                    try:
-                        _, chunk = await chunks.__anext__()
-                    except StopAsyncIteration:
-                        return
-                for item in chunk:
-                    obj = _plain(item)
-                    obj.setdefault("apiVersion", res.api_version)
-                    obj.setdefault("kind", res.kind)
-                    yield obj
-        finally:
-            with contextlib.suppress(Exception):
-                await chunks.aclose()
-
-    async def watch(
-        self,
-        res: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        resource_version: str | None = None,
-        allow_bookmarks: bool = True,
-    ) -> AsyncIterator[WatchEvent]:
-        cls, _ = _lightkube_classes(res)
-        generic = self._generic()
-        with _translate():
-            request = generic.prepare_request(
-                "list",
-                res=cls,
-                namespace=self._collection_namespace(res, namespace),
+                res=_lightkube_classes(res)[0],
+                namespace=ALL_NS if res.namespaced and request.namespace is None else request.namespace,
                 watch=True,
                 params={
-                    "labelSelector": label_selector or None,
-                    "fieldSelector": field_selector or None,
-                    "resourceVersion": resource_version or None,
-                    "allowWatchBookmarks": "true" if allow_bookmarks else None,
+                    "labelSelector": request.label_selector or None,
+                    "fieldSelector": request.field_selector or None,
+                    "resourceVersion": request.resource_version or None,
+                    "allowWatchBookmarks": "true" if request.allow_bookmarks else None,
                     "timeoutSeconds": self.watch_timeout_seconds,
                 },
             )
-        stream = generic.watch(request, on_error=on_error_raise)
+        events = generic.watch(prepared, on_error=on_error_raise)
         try:
             while True:
                 try:
-                    with _translate():
+                    with translated():
                         if self.watch_inactivity_seconds is None:
-                            kind, obj = await stream.__anext__()
+                            kind, obj = await events.__anext__()
                         else:
-                            kind, obj = await asyncio.wait_for(stream.__anext__(), self.watch_inactivity_seconds)
+                            kind, obj = await asyncio.wait_for(events.__anext__(), self.watch_inactivity_seconds)
                 except StopAsyncIteration:
                     return
                 except TimeoutError as exc:
@@ -393,150 +361,7 @@ class LightkubePort:
                 yield WatchEvent(event_type, _plain(obj))
         finally:
             with contextlib.suppress(Exception):
-                await stream.aclose()
-
-    async def create(
-        self, res: Resource, obj: Mapping[str, Any], *, namespace: str | None = None, field_manager: str | None = None
-    ) -> JsonObj:
-        cls, _ = _lightkube_classes(res)
-        ns = resolve_namespace(res, namespace, obj)
-        body = _with_type(res, obj)
-        if ns is not None:
-            body.setdefault("metadata", {})["namespace"] = ns
-        with _translate():
-            if res.namespaced:
-                created = await self._lk.create(cls(body), namespace=ns, field_manager=field_manager)
-            else:
-                created = await self._lk.create(cls(body), field_manager=field_manager)
-        return _plain(created)
-
-    async def replace(self, res: Resource, obj: Mapping[str, Any], *, field_manager: str | None = None) -> JsonObj:
-        cls, _ = _lightkube_classes(res)
-        ns = resolve_namespace(res, None, obj)
-        body = _with_type(res, obj)
-        if ns is not None:
-            body.setdefault("metadata", {})["namespace"] = ns
-        with _translate():
-            return _plain(await self._lk.replace(cls(body), field_manager=field_manager))
-
-    async def _patch(
-        self,
-        cls: type[Any],
-        res: Resource,
-        name: str,
-        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
-        namespace: str | None,
-        patch_type: PatchType,
-        field_manager: str | None,
-        force: bool,
-    ) -> JsonObj:
-        ns = resolve_namespace(res, namespace)
-        body: Any
-        if patch_type is PatchType.APPLY:
-            if not field_manager:
-                raise ValueError("server-side apply needs a field_manager")
-            if not isinstance(patch, Mapping):
-                raise ValueError("an apply patch must be an object")
-            body = _with_type(res, patch)
-        elif isinstance(patch, Mapping):
-            body = clone(patch)
-        else:
-            body = [clone(op) for op in patch]
-        with _translate():
-            return _plain(
-                await self._lk.patch(
-                    cls,
-                    name,
-                    body,
-                    namespace=ns,
-                    patch_type=_PATCH_TYPES[patch_type],
-                    field_manager=field_manager,
-                    force=force,
-                )
-            )
-
-    async def patch(
-        self,
-        res: Resource,
-        name: str,
-        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
-        *,
-        namespace: str | None = None,
-        patch_type: PatchType = PatchType.MERGE,
-        field_manager: str | None = None,
-        force: bool = False,
-    ) -> JsonObj:
-        cls, _ = _lightkube_classes(res)
-        return await self._patch(cls, res, name, patch, namespace, patch_type, field_manager, force)
-
-    async def apply(self, res: Resource, obj: Mapping[str, Any], *, field_manager: str, force: bool = False) -> JsonObj:
-        name = (obj.get("metadata") or {}).get("name")
-        if not name:
-            raise ValueError("apply needs metadata.name")
-        ns = resolve_namespace(res, None, obj)
-        return await self.patch(
-            res, str(name), obj, namespace=ns, patch_type=PatchType.APPLY, field_manager=field_manager, force=force
-        )
-
-    async def delete(self, res: Resource, name: str, *, namespace: str | None = None) -> None:
-        cls, _ = _lightkube_classes(res)
-        ns = resolve_namespace(res, namespace)
-        with _translate():
-            if res.namespaced:
-                await self._lk.delete(cls, name, namespace=ns)
-            else:
-                await self._lk.delete(cls, name)
-
-    async def update_status(
-        self, res: Resource, obj: Mapping[str, Any], *, field_manager: str | None = None
-    ) -> JsonObj:
-        _, status_cls = _lightkube_classes(res)
-        ns = resolve_namespace(res, None, obj)
-        name = (obj.get("metadata") or {}).get("name")
-        if not name:
-            raise ValueError("update_status needs metadata.name")
-        body = _with_type(res, obj)
-        if ns is not None:
-            body.setdefault("metadata", {})["namespace"] = ns
-        with _translate():
-            if res.namespaced:
-                updated = await self._lk.replace(status_cls(body), str(name), namespace=ns, field_manager=field_manager)
-            else:
-                updated = await self._lk.replace(status_cls(body), str(name), field_manager=field_manager)
-        return _plain(updated)
-
-    async def patch_status(
-        self,
-        res: Resource,
-        name: str,
-        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
-        *,
-        namespace: str | None = None,
-        patch_type: PatchType = PatchType.MERGE,
-        field_manager: str | None = None,
-        force: bool = False,
-    ) -> JsonObj:
-        _, status_cls = _lightkube_classes(res)
-        return await self._patch(status_cls, res, name, patch, namespace, patch_type, field_manager, force)
-
-    async def bind(
-        self, pod_name: str, node_name: str, *, namespace: str | None = None, pod_uid: str | None = None
-    ) -> None:
-        ns = resolve_namespace(POD, namespace)
-        metadata: JsonObj = {"name": pod_name, "namespace": ns}
-        if pod_uid:
-            metadata["uid"] = pod_uid
-        binding_cls: Any = _PodBinding
-        binding = binding_cls(
-            {
-                "apiVersion": "v1",
-                "kind": "Binding",
-                "metadata": metadata,
-                "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
-            }
-        )
-        with _translate():
-            await self._lk.create(binding, pod_name, namespace=ns)
+                await events.aclose()
 
     async def get_path(self, path: str, *, timeout_seconds: float = 10.0) -> bytes:
         """The raw body of ``GET path`` (an API path such as a node's or pod's ``proxy`` subresource).
@@ -545,14 +370,11 @@ class LightkubePort:
         mapped as for every other call (a non-2xx answer raises the matching :class:`ApiError`).
         """
         http: Any = self._generic()._client
-        with _translate():
+        with translated():
             response = await http.get(path, timeout=timeout_seconds)
             response.raise_for_status()
             body: bytes = response.content
             return body
-
-    async def create_event(self, event: Mapping[str, Any]) -> JsonObj:
-        return await self.create(EVENT, event)
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -2,7 +2,8 @@
 
 The loop (client-go's reflector, simplified):
 
-1. **list** the resource (with the informer's namespace and selectors), replace the cache with the
+1. **list** the resource (with the informer's namespace and selectors; in pages of ``page_size``
+   objects, ``None``: one unpaged list, as client-go's pager does), replace the cache with the
    result (diffing against the old cache: adds, updates, deletes for objects that vanished), mark
    the informer synced, and remember the list's ``resourceVersion``;
 2. **watch** from that version with bookmarks; apply every event to the cache and handlers, and
@@ -16,6 +17,13 @@ The loop (client-go's reflector, simplified):
 The cache (:class:`Indexer`) is keyed ``<namespace>/<name>`` (``<name>`` for cluster-scoped
 objects) and can carry secondary indexes (``index name → function(obj) → values``), e.g. pods by
 ``spec.nodeName``. Cached objects are shared: treat them as read-only.
+
+A ``transform`` (client-go's ``SetTransform``) is applied to every listed or watched object before
+it is cached and handed to the handlers, so the cache holds only what its consumers read (e.g. a
+pod without ``managedFields``). It must keep ``metadata.name``, ``metadata.namespace`` and
+``metadata.resourceVersion`` (the cache key and the relist diff), and whatever the index functions
+read; it may return its argument changed in place (objects come fresh from the port). An exception
+in it is logged and the object is cached untransformed.
 
 Handlers are plain callables, called synchronously in event order (enqueue keys into a
 :class:`~numaplane.kube.workqueue.WorkQueue` there; do not block). An exception in a handler is
@@ -34,7 +42,7 @@ from typing import Any
 
 from numaplane.kube.clock import Clock, SystemClock
 from numaplane.kube.errors import Gone, KubeError
-from numaplane.kube.port import EventType, JsonObj, KubePort, WatchEvent, object_key
+from numaplane.kube.port import EventType, JsonObj, KubePort, ObjectList, Request, Verb, WatchEvent, object_key
 from numaplane.kube.resources import Resource
 
 __all__ = ["EventHandlers", "IndexFunc", "Indexer", "Informer", "index_by_field"]
@@ -164,8 +172,12 @@ class Informer:
         backoff_max_seconds: float = 30.0,
         resync_period_seconds: float | None = None,
         name: str | None = None,
+        transform: Callable[[JsonObj], JsonObj] | None = None,
+        page_size: int | None = 500,
     ) -> None:
         self.kube = kube
+        self.transform = transform
+        self.page_size = page_size
         self.res = res
         self.namespace = namespace
         self.label_selector = label_selector
@@ -218,47 +230,70 @@ class Informer:
                 await task
 
     async def run(self) -> None:
-        """List, then watch forever (see the module docstring). Returns only by cancellation."""
-        resync: asyncio.Task[None] | None = None
-        if self.resync_period_seconds:
-            resync = asyncio.get_running_loop().create_task(self._resync_loop())
+        """List, then watch forever (see the module docstring). Returns only by cancellation.
+
+        With ``resync_period_seconds`` the resync loop runs beside it in a task group: cancelling
+        ``run`` cancels and awaits it too, so no task outlives the informer.
+        """
         self._failures = 0
-        try:
-            while True:
-                try:
-                    if self.resource_version is None:
-                        await self._list()
-                    if not await self._watch():
-                        # The stream ended at once without a single event: do not spin.
-                        await self.clock.sleep(self.backoff_initial_seconds)
-                except Gone as exc:
-                    log.info("informer %s: %s; relisting", self.name, exc)
-                    self.errors += 1
-                    self.last_error = exc
-                    self.resource_version = None
-                except KubeError as exc:
-                    self.errors += 1
-                    self.last_error = exc
-                    self._failures += 1
-                    delay = min(self.backoff_max_seconds, self.backoff_initial_seconds * 2 ** (self._failures - 1))
-                    log.warning("informer %s: %s; retrying in %.2f s", self.name, exc, delay)
-                    await self.clock.sleep(delay)
-        finally:
-            if resync is not None:
-                resync.cancel()
+        if not self.resync_period_seconds:
+            await self._list_and_watch()
+            return
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._resync_loop(), name=f"informer-{self.name}-resync")
+            await self._list_and_watch()
+
+    async def _list_and_watch(self) -> None:
+        while True:
+            try:
+                if self.resource_version is None:
+                    await self._list()
+                if not await self._watch():
+                    # The stream ended at once without a single event: do not spin.
+                    await self.clock.sleep(self.backoff_initial_seconds)
+            except Gone as exc:
+                log.info("informer %s: %s; relisting", self.name, exc)
+                self.errors += 1
+                self.last_error = exc
+                self.resource_version = None
+            except KubeError as exc:
+                self.errors += 1
+                self.last_error = exc
+                self._failures += 1
+                delay = min(self.backoff_max_seconds, self.backoff_initial_seconds * 2 ** (self._failures - 1))
+                log.warning("informer %s: %s; retrying in %.2f s", self.name, exc, delay)
+                await self.clock.sleep(delay)
 
     # ------------------------------------------------------------------ internals
 
     async def _list(self) -> None:
-        listing = await self.kube.list(
-            self.res,
-            namespace=self.namespace,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
-        )
+        """List in pages of ``page_size`` (the pages of one consistent snapshot), transforming each
+        page as it arrives, so at most one page of raw objects is held; then replace the cache."""
+        items: list[JsonObj] = []
+        version: str | None = None
+        token: str | None = None
+        while True:
+            request = Request(
+                Verb.LIST,
+                self.res,
+                self.namespace,
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+                limit=self.page_size,
+                continue_token=token,
+            )
+            page = await self.kube.send(request)
+            if not isinstance(page, ObjectList):
+                raise TypeError("expected a list, got an object")
+            if version is None:
+                version = page.resource_version  # the snapshot's version: watch from here
+            items.extend(self._transformed(obj) for obj in page.items)
+            token = page.continue_token
+            if not token:
+                break
         self.lists += 1
-        self._replace(listing.items)
-        self.resource_version = listing.resource_version
+        self._replace(items)
+        self.resource_version = version
         self._synced.set()
 
     async def _watch(self) -> bool:
@@ -291,7 +326,7 @@ class Informer:
             if version:
                 self.resource_version = version
             return
-        obj = event.object
+        obj = self._transformed(event.object)
         if event.type is EventType.DELETED:
             self.store.remove(object_key(obj))
             self._dispatch_delete(obj)
@@ -318,6 +353,15 @@ class Informer:
             gone = self.store.remove(key)
             if gone is not None:
                 self._dispatch_delete(gone)
+
+    def _transformed(self, obj: JsonObj) -> JsonObj:
+        if self.transform is None:
+            return obj
+        try:
+            return self.transform(obj)
+        except Exception:
+            log.exception("informer %s: transform failed; caching the object as received", self.name)
+            return obj
 
     async def _resync_loop(self) -> None:
         assert self.resync_period_seconds

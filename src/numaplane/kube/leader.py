@@ -33,6 +33,7 @@ from numaplane.kube.clock import Clock, SystemClock, format_micro_time
 from numaplane.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import LEASE
+from numaplane.supervisor import Supervisor
 
 __all__ = ["LeaderElectionConfig", "LeaderElector"]
 
@@ -115,22 +116,25 @@ class LeaderElector:
     # ------------------------------------------------------------------ run
 
     async def run(self) -> None:
-        """Acquire, lead while renewals succeed, then return (leadership lost). Cancel to stop."""
-        leading_task: asyncio.Task[None] | None = None
+        """Acquire, lead while renewals succeed, then return (leadership lost). Cancel to stop.
+
+        While leading, ``on_started_leading`` and the renewals are the two children of a
+        :class:`~numaplane.supervisor.Supervisor`: losing the lease cancels (and awaits) the leading
+        work; leading work that fails stops the renewals, releases the lease and raises
+        :class:`~numaplane.supervisor.TaskFailed` (a leader whose work died must not keep the lease).
+        """
         try:
             await self._acquire()
             self._leading = True
             log.info("leader election %s: %s is leading", self.config.lease_name, self.config.identity)
-            if self.on_started_leading is not None:
-                leading_task = asyncio.get_running_loop().create_task(self._lead(self.on_started_leading))
-            await self._renew_until_lost()
+            async with Supervisor(f"leader-{self.config.lease_name}") as tasks:
+                if self.on_started_leading is not None:
+                    tasks.spawn(self._lead(self.on_started_leading), "lead")
+                tasks.spawn(self._renew_then_stop(tasks), "renew")
+                await tasks.wait()
             log.warning("leader election %s: %s lost the lease", self.config.lease_name, self.config.identity)
         finally:
             was_leading, self._leading = self._leading, False
-            if leading_task is not None:
-                leading_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await leading_task
             if was_leading:
                 if self.config.release_on_cancel:
                     with contextlib.suppress(Exception):
@@ -141,13 +145,13 @@ class LeaderElector:
                     except Exception:
                         log.exception("on_stopped_leading failed")
 
-    async def _lead(self, callback: Callable[[], Awaitable[None]]) -> None:
-        try:
-            await callback()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("on_started_leading failed")
+    @staticmethod
+    async def _lead(callback: Callable[[], Awaitable[None]]) -> None:
+        await callback()
+
+    async def _renew_then_stop(self, tasks: Supervisor) -> None:
+        await self._renew_until_lost()
+        tasks.stop()
 
     async def _acquire(self) -> None:
         while True:

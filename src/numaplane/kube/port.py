@@ -1,6 +1,10 @@
 """The Kubernetes port: the few API verbs numaplane's components use, on plain JSON-ready dicts.
 
-Components talk to Kubernetes only through :class:`KubePort`. Two implementations ship:
+Components talk to Kubernetes only through :class:`KubePort`. An implementation provides one narrow
+request method (:meth:`KubePort.send` for a :class:`Request` — verb, resource, namespace, name,
+subresource, body, query parameters — and :meth:`KubePort.stream` for a watch); the typed verbs
+(``get``, ``list``, ``patch``, ``bind``...) are written once, in :class:`KubePort`, on top of them.
+Two implementations ship:
 :class:`numaplane.kube.client.LightkubePort` (a real API server, via lightkube's ``AsyncClient``)
 and :class:`numaplane.kube.memory.InMemoryKube` (an in-process store with the API server's
 semantics). The contract tests in ``tests/kube`` run the same assertions against both, the first
@@ -28,10 +32,10 @@ Conventions shared by every implementation:
 
 from __future__ import annotations
 
-import enum
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+import abc
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from typing import Any
 
 from numaplane.kube.resources import (
     BUILTIN_RESOURCES,
@@ -55,6 +59,21 @@ from numaplane.kube.resources import (
     Resource,
     resources_from_crd,
 )
+from numaplane.kube.values import (
+    DEFAULT_NAMESPACE,
+    HTTP_METHODS,
+    EventType,
+    JsonObj,
+    ObjectList,
+    PatchType,
+    Request,
+    Response,
+    Verb,
+    WatchEvent,
+    object_key,
+    object_namespace,
+    resolve_namespace,
+)
 
 __all__ = [
     "BUILTIN_RESOURCES",
@@ -66,6 +85,7 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "DEPLOYMENT",
     "EVENT",
+    "HTTP_METHODS",
     "LEASE",
     "NAMESPACE",
     "NETWORK_POLICY",
@@ -81,7 +101,10 @@ __all__ = [
     "KubePort",
     "ObjectList",
     "PatchType",
+    "Request",
     "Resource",
+    "Response",
+    "Verb",
     "WatchEvent",
     "object_key",
     "object_namespace",
@@ -89,59 +112,49 @@ __all__ = [
     "resources_from_crd",
 ]
 
-#: A Kubernetes object (or patch) as a JSON-ready dict.
-JsonObj = dict[str, Any]
 
-DEFAULT_NAMESPACE = "default"
-
-
-class EventType(enum.StrEnum):
-    """Watch event types (``ERROR`` events are raised as exceptions instead)."""
-
-    ADDED = "ADDED"
-    MODIFIED = "MODIFIED"
-    DELETED = "DELETED"
-    BOOKMARK = "BOOKMARK"
+def _object(response: Response) -> JsonObj:
+    if isinstance(response, ObjectList):
+        raise TypeError("expected an object, got a list")
+    return response
 
 
-class PatchType(enum.StrEnum):
-    """Patch flavours; the values are the HTTP content types."""
-
-    MERGE = "application/merge-patch+json"
-    JSON = "application/json-patch+json"
-    APPLY = "application/apply-patch+yaml"
+def _name_of(obj: Mapping[str, Any]) -> str | None:
+    name = (obj.get("metadata") or {}).get("name")
+    return str(name) if name else None
 
 
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    """One watch event. For ``BOOKMARK`` the object carries only ``metadata.resourceVersion``."""
-
-    type: EventType
-    object: JsonObj
-
-    @property
-    def resource_version(self) -> str:
-        return str(self.object.get("metadata", {}).get("resourceVersion", ""))
+def _collection_namespace(res: Resource, namespace: str | None) -> str | None:
+    if namespace is not None and not res.namespaced:
+        raise ValueError(f"{res.kind} is cluster-scoped; no namespace expected, got {namespace!r}")
+    return namespace
 
 
-@dataclass(frozen=True, slots=True)
-class ObjectList:
-    """The result of ``list``: the matching objects and the collection's ``resourceVersion``.
+class KubePort(abc.ABC):
+    """The Kubernetes API as numaplane uses it. See the module docstring for shared conventions.
 
-    Watching from ``resource_version`` continues exactly after this snapshot.
+    An implementation provides three methods: :meth:`send` (one unary request), :meth:`stream`
+    (one watch request) and :meth:`close`. The typed verbs below are built on them once: they
+    resolve the namespace (raising ``ValueError`` on a programming error, before any I/O) and
+    shape the :class:`Request`; they hold no state.
     """
 
-    items: list[JsonObj] = field(default_factory=list)
-    resource_version: str = ""
+    @abc.abstractmethod
+    async def send(self, request: Request) -> Response:
+        """Perform one unary request (every verb but ``watch``); errors are :mod:`numaplane.kube.errors`."""
 
+    @abc.abstractmethod
+    def stream(self, request: Request) -> AsyncGenerator[WatchEvent, None]:
+        """The events of one ``watch`` request (see the module docstring for the stream's rules)."""
 
-@runtime_checkable
-class KubePort(Protocol):
-    """The Kubernetes API as numaplane uses it. See the module docstring for shared conventions."""
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release connections; the port is unusable afterwards."""
 
     async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> JsonObj:
         """The object ``name``; :class:`NotFound` if absent."""
-        ...
+        ns = resolve_namespace(res, namespace)
+        return _object(await self.send(Request(Verb.GET, res, ns, name)))
 
     async def list(
         self,
@@ -152,9 +165,58 @@ class KubePort(Protocol):
         field_selector: str | None = None,
     ) -> ObjectList:
         """Objects matching the selectors (Kubernetes selector syntax) and the list's version."""
-        ...
+        request = Request(
+            Verb.LIST,
+            res,
+            _collection_namespace(res, namespace),
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
+        response = await self.send(request)
+        if not isinstance(response, ObjectList):
+            raise TypeError("expected a list, got an object")
+        return response
 
-    def watch(
+    async def iter_list(
+        self,
+        res: Resource,
+        *,
+        page_size: int = 500,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[JsonObj]:
+        """The objects ``list`` returns, streamed page by page (``limit`` / ``continue``).
+
+        At most one page of ``page_size`` objects is held at a time, so a 100,000-pod listing runs
+        in bounded memory. The pages are consistent (one ``resourceVersion``) as the API server
+        guarantees for continued lists; an expired continue token raises
+        :class:`~numaplane.kube.errors.Gone`.
+        """
+        if page_size < 1:
+            raise ValueError(f"page_size must be positive, got {page_size}")
+        ns = _collection_namespace(res, namespace)
+        token: str | None = None
+        while True:
+            request = Request(
+                Verb.LIST,
+                res,
+                ns,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                limit=page_size,
+                continue_token=token,
+            )
+            page = await self.send(request)
+            if not isinstance(page, ObjectList):
+                raise TypeError("expected a list, got an object")
+            for item in page.items:
+                yield item
+            token = page.continue_token
+            if not token:
+                return
+
+    async def watch(
         self,
         res: Resource,
         *,
@@ -165,17 +227,31 @@ class KubePort(Protocol):
         allow_bookmarks: bool = True,
     ) -> AsyncIterator[WatchEvent]:
         """Changes after ``resource_version``; raises :class:`Gone` when that version has expired."""
-        ...
+        request = Request(
+            Verb.WATCH,
+            res,
+            _collection_namespace(res, namespace),
+            label_selector=label_selector,
+            field_selector=field_selector,
+            resource_version=resource_version,
+            allow_bookmarks=allow_bookmarks,
+        )
+        async with contextlib.aclosing(self.stream(request)) as events:
+            async for event in events:
+                yield event
 
     async def create(
         self, res: Resource, obj: Mapping[str, Any], *, namespace: str | None = None, field_manager: str | None = None
     ) -> JsonObj:
         """Create ``obj``; :class:`AlreadyExists` if the name is taken. Returns the stored object."""
-        ...
+        ns = resolve_namespace(res, namespace, obj)
+        return _object(await self.send(Request(Verb.CREATE, res, ns, body=obj, field_manager=field_manager)))
 
     async def replace(self, res: Resource, obj: Mapping[str, Any], *, field_manager: str | None = None) -> JsonObj:
         """Replace the whole object (PUT); conditional on ``metadata.resourceVersion`` when set."""
-        ...
+        ns = resolve_namespace(res, None, obj)
+        request = Request(Verb.UPDATE, res, ns, _name_of(obj), body=obj, field_manager=field_manager)
+        return _object(await self.send(request))
 
     async def patch(
         self,
@@ -189,21 +265,33 @@ class KubePort(Protocol):
         force: bool = False,
     ) -> JsonObj:
         """Patch the object: JSON merge patch, JSON patch, or server-side apply (needs ``field_manager``)."""
-        ...
+        ns = resolve_namespace(res, namespace)
+        request = Request(
+            Verb.PATCH, res, ns, name, body=patch, patch_type=patch_type, field_manager=field_manager, force=force
+        )
+        return _object(await self.send(request))
 
     async def apply(self, res: Resource, obj: Mapping[str, Any], *, field_manager: str, force: bool = False) -> JsonObj:
         """Server-side apply of ``obj`` (creates it when absent); :class:`Conflict` on a field conflict."""
-        ...
+        name = _name_of(obj)
+        if name is None:
+            raise ValueError("apply needs metadata.name")
+        ns = resolve_namespace(res, None, obj)
+        return await self.patch(
+            res, name, obj, namespace=ns, patch_type=PatchType.APPLY, field_manager=field_manager, force=force
+        )
 
     async def delete(self, res: Resource, name: str, *, namespace: str | None = None) -> None:
         """Delete the object (objects with finalizers only get ``deletionTimestamp``)."""
-        ...
+        await self.send(Request(Verb.DELETE, res, resolve_namespace(res, namespace), name))
 
     async def update_status(
         self, res: Resource, obj: Mapping[str, Any], *, field_manager: str | None = None
     ) -> JsonObj:
         """Replace ``status`` through the status subresource; conditional like :meth:`replace`."""
-        ...
+        ns = resolve_namespace(res, None, obj)
+        request = Request(Verb.UPDATE, res, ns, _name_of(obj), "status", body=obj, field_manager=field_manager)
+        return _object(await self.send(request))
 
     async def patch_status(
         self,
@@ -217,47 +305,36 @@ class KubePort(Protocol):
         force: bool = False,
     ) -> JsonObj:
         """Patch through the status subresource (only ``status`` changes)."""
-        ...
+        ns = resolve_namespace(res, namespace)
+        request = Request(
+            Verb.PATCH,
+            res,
+            ns,
+            name,
+            "status",
+            body=patch,
+            patch_type=patch_type,
+            field_manager=field_manager,
+            force=force,
+        )
+        return _object(await self.send(request))
 
     async def bind(
         self, pod_name: str, node_name: str, *, namespace: str | None = None, pod_uid: str | None = None
     ) -> None:
         """``pods/binding``: set ``spec.nodeName``; :class:`Conflict` if the pod is already bound."""
-        ...
+        ns = resolve_namespace(POD, namespace)
+        metadata: JsonObj = {"name": pod_name, "namespace": ns}
+        if pod_uid:
+            metadata["uid"] = pod_uid
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": metadata,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        await self.send(Request(Verb.CREATE, POD, ns, pod_name, "binding", body=binding))
 
     async def create_event(self, event: Mapping[str, Any]) -> JsonObj:
         """Create a core/v1 ``Event`` (see :func:`numaplane.kube.events.make_event`)."""
-        ...
-
-    async def close(self) -> None:
-        """Release connections; the port is unusable afterwards."""
-        ...
-
-
-def object_namespace(obj: Mapping[str, Any]) -> str | None:
-    """``metadata.namespace`` of ``obj`` (``None`` when absent or empty)."""
-    ns = (obj.get("metadata") or {}).get("namespace")
-    return str(ns) if ns else None
-
-
-def object_key(obj: Mapping[str, Any]) -> str:
-    """The cache key client-go uses: ``<namespace>/<name>``, or ``<name>`` when cluster-scoped."""
-    meta = obj.get("metadata") or {}
-    ns = meta.get("namespace")
-    name = str(meta.get("name", ""))
-    return f"{ns}/{name}" if ns else name
-
-
-def resolve_namespace(res: Resource, namespace: str | None, obj: Mapping[str, Any] | None = None) -> str | None:
-    """The namespace a single-object request addresses (``None`` for cluster-scoped resources).
-
-    Raises ``ValueError`` on a namespace for a cluster-scoped resource or a mismatch with ``obj``.
-    """
-    from_obj = object_namespace(obj) if obj is not None else None
-    if not res.namespaced:
-        if namespace is not None:
-            raise ValueError(f"{res.kind} is cluster-scoped; no namespace expected, got {namespace!r}")
-        return None
-    if namespace is not None and from_obj is not None and namespace != from_obj:
-        raise ValueError(f"namespace {namespace!r} differs from metadata.namespace {from_obj!r}")
-    return namespace or from_obj or DEFAULT_NAMESPACE
+        return await self.create(EVENT, event)

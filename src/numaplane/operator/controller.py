@@ -20,15 +20,11 @@ Rules:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
-
-from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from numaplane.kube.clock import Clock, SystemClock, format_time
 from numaplane.kube.errors import KubeError, NotFound, QueueShutDown
@@ -41,17 +37,21 @@ from numaplane.operator.api import numaresources as nro_api
 from numaplane.operator.api import policy as nrp_api
 from numaplane.operator.api import scheduler as nrs_api
 from numaplane.operator.api.meta import GROUP, VERSION, ObjectMeta
-from numaplane.operator.api.numaresources import Enforcement, NUMAResourcesOperator
+from numaplane.operator.api.numaresources import NUMAResourcesOperator
 from numaplane.operator.api.policy import NodeResourcePolicy
 from numaplane.operator.api.scheduler import NUMAResourcesScheduler
 from numaplane.operator.apply import Applier, ObjectId, object_id
+from numaplane.operator.assignment import assign_policies
 from numaplane.operator.errors import SpecError
+from numaplane.operator.metrics import Metrics
+from numaplane.operator.progress import operator_progress, policy_counts, policy_progress, related_objects
 from numaplane.operator.render import Inputs, render_stack
-from numaplane.operator.render_common import LABEL_COMPONENT, LABEL_NODE_GROUP, LABEL_PART_OF, Owner, Settings
-from numaplane.operator.render_nodes import agent_name, assign_policies, exporter_name, policy_configmap_name
+from numaplane.operator.render_common import LABEL_COMPONENT, LABEL_NODE_GROUP, LABEL_PART_OF, Settings
+from numaplane.operator.render_nodes import policy_configmap_name
 from numaplane.operator.render_scheduler import NAME as SCHEDULER_DEPLOYMENT
-from numaplane.operator.status import NodePolicyState, State, conditions, policy_nodes, same_status
+from numaplane.operator.status import State, conditions, policy_nodes, same_status
 from numaplane.resources.duration import format_duration
+from numaplane.supervisor import Supervisor
 
 __all__ = ["NODE_RESOURCE_POLICY", "NUMA_RESOURCES_OPERATOR", "NUMA_RESOURCES_SCHEDULER", "Operator"]
 
@@ -68,45 +68,6 @@ SHARED_OBJECTS: frozenset[ObjectId] = frozenset(
     {("CustomResourceDefinition", "", nrt_crd_manifest()["metadata"]["name"])}
 )
 PROGRESS_REQUEUE_SECONDS = 5.0
-
-
-@dataclass
-class Metrics:
-    """Prometheus metrics of one operator instance (registered on its own registry)."""
-
-    registry: CollectorRegistry
-    reconciles: Counter
-    duration: Histogram
-    applied: Counter
-    pruned: Counter
-    nrt_collected: Counter
-
-    @classmethod
-    def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
-        reg = registry or CollectorRegistry()
-        return cls(
-            reg,
-            Counter(
-                "numaplane_operator_reconcile",
-                "Reconciles by controller and result.",
-                ["controller", "result"],
-                registry=reg,
-            ),
-            Histogram(
-                "numaplane_operator_reconcile_duration_seconds",
-                "Reconcile duration.",
-                ["controller"],
-                buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10),
-                registry=reg,
-            ),
-            Counter(
-                "numaplane_operator_objects_applied", "Objects written by server-side apply.", ["kind"], registry=reg
-            ),
-            Counter(
-                "numaplane_operator_objects_pruned", "Objects deleted because no longer wanted.", ["kind"], registry=reg
-            ),
-            Counter("numaplane_operator_nrt_garbage_collected", "NRT objects of deleted nodes removed.", registry=reg),
-        )
 
 
 class Operator:
@@ -181,22 +142,19 @@ class Operator:
     # ------------------------------------------------------------------ running
 
     async def run(self) -> None:
-        """Start informers and workers; return only when cancelled (then stop everything)."""
-        for informer in self.informers:
-            informer.start()
-        self.queue.add(NRT_GC_KEY)  # nodes deleted while no operator ran
-        workers = [asyncio.get_running_loop().create_task(self._worker()) for _ in range(self.workers)]
-        try:
-            await asyncio.gather(*workers)
-        finally:
-            self.queue.shutdown()
-            for task in workers:
-                task.cancel()
+        """Run informers and workers under one :class:`~numaplane.supervisor.Supervisor`; return only
+        when cancelled (then every task is stopped and awaited). A task that fails stops the others
+        and raises :class:`~numaplane.supervisor.TaskFailed` (reconcile errors are retried, not fatal)."""
+        async with Supervisor("operator") as tasks:
             for informer in self.informers:
-                await informer.stop()
-            for task in workers:
-                with contextlib.suppress(asyncio.CancelledError, QueueShutDown):
-                    await task
+                tasks.spawn(informer.run(), f"informer-{informer.name}")
+            self.queue.add(NRT_GC_KEY)  # nodes deleted while no operator ran
+            for number in range(self.workers):
+                tasks.spawn(self._worker(), f"worker-{number}")
+            try:
+                await tasks.wait()
+            finally:
+                self.queue.shutdown()
 
     async def _worker(self) -> None:
         while True:
@@ -327,7 +285,7 @@ class Operator:
                 keep.add(cm)
         result = await self.applier.sync(desired, owner_label=owner_label, keep=keep, create_only=SHARED_OBJECTS)
         self._count(result.applied, result.pruned)
-        state, groups, ready = self._operator_progress(nro, result.live)
+        state, groups, ready = operator_progress(nro, result.live, self.settings.namespace)
         status: dict[str, Any] = {
             "observedGeneration": meta.generation,
             "conditions": conditions(
@@ -335,64 +293,10 @@ class Operator:
             ),
             "nodeGroups": groups,
             "daemonSets": ready,
-            "relatedObjects": self._related(desired),
+            "relatedObjects": related_objects(desired, self.settings.namespace),
         }
         await self._write_status(NUMA_RESOURCES_OPERATOR, live, status)
         return PROGRESS_REQUEUE_SECONDS if state.reason.endswith("IsUpdating") else None
-
-    def _operator_progress(
-        self, nro: NUMAResourcesOperator, live: Mapping[ObjectId, JsonObj]
-    ) -> tuple[State, list[dict[str, Any]], list[dict[str, str]]]:
-        ns = self.settings.namespace
-        groups, ready, updating = [], [], []
-        for group in nro.node_groups:
-            names = [exporter_name(group.name)]
-            if group.enforcement is Enforcement.AGENT:
-                names.insert(0, agent_name(group.name))
-            desired_nodes = ready_nodes = 0
-            for name in names:
-                ds = live.get(("DaemonSet", ns, name)) or {}
-                st = ds.get("status") or {}
-                want, have = int(st.get("desiredNumberScheduled") or 0), int(st.get("numberReady") or 0)
-                current = int(st.get("observedGeneration") or 0) >= int(
-                    (ds.get("metadata") or {}).get("generation") or 0
-                )
-                if name == exporter_name(group.name):
-                    desired_nodes, ready_nodes = want, have
-                if want == have and (current or not st):
-                    ready.append({"namespace": ns, "name": name})
-                else:
-                    updating.append(name)
-            groups.append(
-                {
-                    "name": group.name,
-                    "selector": group.node_selector.describe(),
-                    "enforcement": group.enforcement.value,
-                    "config": group.config.to_dict(),
-                    "daemonSets": [{"namespace": ns, "name": n} for n in names],
-                    "desiredNodes": desired_nodes,
-                    "readyNodes": ready_nodes,
-                }
-            )
-        if updating:
-            return State.progressing("DaemonSetIsUpdating", f"{', '.join(updating)} is updating"), groups, ready
-        return State.available(f"{len(nro.node_groups)} node groups ready"), groups, ready
-
-    def _related(self, desired: list[dict[str, Any]]) -> list[dict[str, str]]:
-        out = [{"group": "", "resource": "namespaces", "name": self.settings.namespace}]
-        if any(o["kind"] == "CustomResourceDefinition" for o in desired):
-            out.append({"group": "topology.node.k8s.io", "resource": "noderesourcetopologies", "name": ""})
-        for o in desired:
-            if o["kind"] in ("DaemonSet", "Deployment"):
-                out.append(
-                    {
-                        "group": "apps",
-                        "resource": o["kind"].lower() + "s",
-                        "namespace": self.settings.namespace,
-                        "name": o["metadata"]["name"],
-                    }
-                )
-        return out
 
     async def _collect_nrt_garbage(self) -> None:
         try:
@@ -448,7 +352,7 @@ class Operator:
             "deployment": {"namespace": ns, "name": SCHEDULER_DEPLOYMENT},
             "schedulerName": nrs.scheduler_name,
             "cacheResyncPeriod": format_duration(nrs.cache_resync_period_seconds),
-            "relatedObjects": self._related(desired),
+            "relatedObjects": related_objects(desired, self.settings.namespace),
         }
         await self._write_status(NUMA_RESOURCES_SCHEDULER, live, status)
         return None if available else PROGRESS_REQUEUE_SECONDS
@@ -484,33 +388,13 @@ class Operator:
             selector = f"{LABEL_COMPONENT}=agent,{LABEL_NODE_GROUP}={policy.node_group}"
             pods = (await self.kube.list(POD, namespace=self.settings.namespace, label_selector=selector)).items
             nodes = policy_nodes(pods, policy.revision)
-            rejected = [n for n in nodes if n["state"] == NodePolicyState.REJECTED.value]
-            pending = [n for n in nodes if n["state"] == NodePolicyState.PENDING.value]
-            if rejected:
-                why = "; ".join(f"{n['name']}: {n.get('message', '')}" for n in rejected)
-                state = State.degraded("PolicyRejected", f"rejected on {len(rejected)} of {len(nodes)} nodes: {why}")
-            elif pending:
-                state = State.progressing(
-                    "PolicyPending", f"{len(pending)} of {len(nodes)} nodes have not applied it yet"
-                )
-            else:
-                state = State.available(f"applied on {len(nodes)} nodes")
+            state = policy_progress(nodes)
         status.update(
             {
                 "conditions": conditions(previous.get("conditions") or [], state, meta.generation, self._now()),
                 "nodes": nodes,
-                "appliedNodes": sum(n["state"] == "Applied" for n in nodes),
-                "pendingNodes": sum(n["state"] == "Pending" for n in nodes),
-                "rejectedNodes": sum(n["state"] == "Rejected" for n in nodes),
+                **policy_counts(nodes),
             }
         )
         await self._write_status(NODE_RESOURCE_POLICY, live, status)
         return None
-
-
-def owner_of(obj: Mapping[str, Any]) -> Owner | None:
-    """The owning custom resource named by an object's controller ownerReference, if any."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return Owner(str(ref.get("kind")), str(ref.get("name")), str(ref.get("uid", "")))
-    return None

@@ -6,7 +6,8 @@ toleration consistency, refresh-mode/period consistency. Cross-item rules that w
 CEL (overlapping node-group selectors) are checked by the operator (``Degraded`` with the reason).
 
 Bounds (``maxItems``, ``maxLength``, ``maxProperties``) exist so the API server can estimate the
-cost of the CEL rules; they are generous for real clusters.
+cost of the CEL rules; they are generous for real clusters. The pieces the CRDs share (selectors,
+tolerations, conditions, the CRD document itself) are in :mod:`numaplane.operator.crd_parts`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,20 @@ from numaplane.nrt.crd import QUANTITY_PATTERN
 from numaplane.operator.api import numaresources as nro
 from numaplane.operator.api import policy as nrp
 from numaplane.operator.api import scheduler as nrs
-from numaplane.operator.api.meta import DNS_LABEL_PATTERN, DURATION_PATTERN, GROUP, VERSION, LogLevel
+from numaplane.operator.api.meta import DNS_LABEL_PATTERN
+from numaplane.operator.crd_parts import (
+    AGE_COLUMN,
+    condition_column,
+    conditions_schema,
+    crd_document,
+    duration_schema,
+    label_selector_schema,
+    log_level_schema,
+    namespaced_name_schema,
+    node_group_config_schema,
+    related_objects_schema,
+    singleton_rule,
+)
 from numaplane.operator.schema import (
     Schema,
     array,
@@ -28,214 +42,10 @@ from numaplane.operator.schema import (
     obj,
     rule,
     string,
-    string_map,
 )
 from numaplane.policy.config import CONFIG_SCHEMA
 
 __all__ = ["all_crds", "node_resource_policy_crd", "numa_resources_operator_crd", "numa_resources_scheduler_crd"]
-
-LABEL_KEY_MAX = 317  # 253 prefix + "/" + 63 name
-LABEL_VALUE_MAX = 63
-CONDITION_TYPES_OPERATOR = ("Available", "Progressing", "Degraded", "Upgradeable")
-
-
-def _duration(description: str, default: str | None = None) -> Schema:
-    return string(description, pattern=DURATION_PATTERN, default=default, max_length=32)
-
-
-def _log_level() -> Schema:
-    return string(
-        "Verbosity of the components: Normal, Debug, Trace or TraceAll.",
-        enum=[lv.value for lv in LogLevel],
-        default=LogLevel.NORMAL.value,
-    )
-
-
-def label_selector_schema(description: str) -> Schema:
-    requirement = obj(
-        {
-            "key": string("Label key.", max_length=LABEL_KEY_MAX, min_length=1),
-            "operator": string("How the key relates to the values.", enum=["In", "NotIn", "Exists", "DoesNotExist"]),
-            "values": array(string(max_length=LABEL_VALUE_MAX), max_items=32, list_type="atomic"),
-        },
-        required=["key", "operator"],
-        rules=[
-            rule(
-                "self.operator in ['In', 'NotIn'] ? (has(self.values) && size(self.values) > 0)"
-                " : (!has(self.values) || size(self.values) == 0)",
-                "values must be non-empty for In and NotIn, and empty for Exists and DoesNotExist",
-            )
-        ],
-    )
-    return obj(
-        {
-            "matchLabels": string_map(
-                string(max_length=LABEL_VALUE_MAX), description="Labels the node must carry.", max_properties=16
-            ),
-            "matchExpressions": array(requirement, max_items=16, list_type="atomic"),
-        },
-        description=description,
-    )
-
-
-def toleration_schema() -> Schema:
-    return obj(
-        {
-            "key": string("Taint key; empty with operator Exists tolerates everything.", max_length=LABEL_KEY_MAX),
-            "operator": string(enum=["Equal", "Exists"], default="Equal"),
-            "value": string(max_length=LABEL_VALUE_MAX),
-            "effect": string(enum=["", "NoSchedule", "PreferNoSchedule", "NoExecute"]),
-            "tolerationSeconds": integer("Only with effect NoExecute.", fmt="int64"),
-        },
-        rules=[
-            rule(
-                "self.operator != 'Exists' || !has(self.value) || self.value == ''", "value must be empty with Exists"
-            ),
-            rule(
-                "self.operator == 'Exists' || (has(self.key) && self.key != '')", "operator must be Exists without key"
-            ),
-            rule(
-                "!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
-                "tolerationSeconds is only valid with effect NoExecute",
-            ),
-        ],
-    )
-
-
-def conditions_schema() -> Schema:
-    condition = obj(
-        {
-            "type": string(
-                max_length=316,
-                pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
-            ),
-            "status": string(enum=["True", "False", "Unknown"]),
-            "observedGeneration": integer(minimum=0, fmt="int64"),
-            "lastTransitionTime": string(fmt="date-time"),
-            "reason": string(max_length=1024, min_length=1, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"),
-            "message": string(max_length=32768),
-        },
-        required=["type", "status", "lastTransitionTime", "reason", "message"],
-    )
-    return array(condition, description="Available, Progressing, Degraded, Upgradeable.", map_keys=["type"])
-
-
-def _namespaced_name() -> Schema:
-    return obj({"namespace": string(), "name": string()}, required=["name"])
-
-
-def related_objects_schema() -> Schema:
-    return array(
-        obj(
-            {"group": string(), "resource": string(), "namespace": string(), "name": string()},
-            required=["group", "resource", "name"],
-        ),
-        description="Objects deployed or watched for this resource.",
-        list_type="atomic",
-    )
-
-
-def _singleton_rule(name: str, kind: str) -> Schema:
-    return rule(f"self.metadata.name == '{name}'", f"{kind} is a singleton: metadata.name must be {name}")
-
-
-def _crd(
-    kind: str,
-    plural: str,
-    short_names: list[str],
-    description: str,
-    spec: Schema,
-    status: Schema,
-    *,
-    root_rules: list[Schema],
-    columns: list[dict[str, Any]],
-) -> dict[str, Any]:
-    root = obj(
-        {
-            "apiVersion": string(),
-            "kind": string(),
-            "metadata": {"type": "object"},
-            "spec": spec,
-            "status": status,
-        },
-        description=description,
-        rules=root_rules,
-    )
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": f"{plural}.{GROUP}",
-            "labels": {"app.kubernetes.io/name": "numaplane", "app.kubernetes.io/part-of": "numaplane"},
-        },
-        "spec": {
-            "group": GROUP,
-            "names": {
-                "kind": kind,
-                "listKind": f"{kind}List",
-                "plural": plural,
-                "singular": kind.lower(),
-                "shortNames": short_names,
-                "categories": ["numaplane"],
-            },
-            "scope": "Cluster",
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": root},
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": columns,
-                }
-            ],
-        },
-    }
-
-
-def _condition_column(cond: str) -> dict[str, Any]:
-    return {"name": cond, "type": "string", "jsonPath": f'.status.conditions[?(@.type=="{cond}")].status'}
-
-
-_AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
-
-
-def node_group_config_schema() -> Schema:
-    return obj(
-        {
-            "podsFingerprinting": string(
-                "Publish the pod-set fingerprint: Disabled, Enabled (all pods) or EnabledExclusiveResources.",
-                enum=[v.value for v in nro.PodsFingerprinting],
-                default=nro.PodsFingerprinting.ENABLED_EXCLUSIVE_RESOURCES.value,
-            ),
-            "infoRefreshMode": string(
-                "When the exporter refreshes: Periodic, Events or PeriodicAndEvents.",
-                enum=[v.value for v in nro.InfoRefreshMode],
-                default=nro.InfoRefreshMode.PERIODIC.value,
-            ),
-            "infoRefreshPeriod": _duration("Period of periodic refreshes (Go duration).", "10s"),
-            "infoRefreshPause": string(
-                "Enabled: compute but do not publish NodeResourceTopology objects.",
-                enum=[v.value for v in nro.InfoRefreshPause],
-                default=nro.InfoRefreshPause.DISABLED.value,
-            ),
-            "tolerations": array(
-                toleration_schema(),
-                description="If set, replaces the exporter pods' default tolerations.",
-                max_items=32,
-                list_type="atomic",
-            ),
-        },
-        description="Exporter behaviour for the group (upstream NodeGroupConfig fields and defaults).",
-        rules=[
-            rule(
-                "!(has(self.infoRefreshPeriod) && duration(self.infoRefreshPeriod) == duration('0s')"
-                " && self.infoRefreshMode == 'Periodic')",
-                "infoRefreshPeriod must be positive when infoRefreshMode is Periodic",
-                field_path=".infoRefreshPeriod",
-            )
-        ],
-    )
 
 
 def numa_resources_operator_crd() -> dict[str, Any]:
@@ -275,7 +85,7 @@ def numa_resources_operator_crd() -> dict[str, Any]:
             "podExcludes": array(
                 pod_exclude, description="Pods the exporter ignores.", max_items=64, list_type="atomic"
             ),
-            "logLevel": _log_level(),
+            "logLevel": log_level_schema(),
         }
     )
     group_status = obj(
@@ -284,7 +94,7 @@ def numa_resources_operator_crd() -> dict[str, Any]:
             "selector": string("The group's selector in kubectl syntax.", max_length=4096),
             "enforcement": string(max_length=32),
             "config": node_group_config_schema(),
-            "daemonSets": array(_namespaced_name(), list_type="atomic", max_items=4),
+            "daemonSets": array(namespaced_name_schema(), list_type="atomic", max_items=4),
             "desiredNodes": integer(minimum=0),
             "readyNodes": integer(minimum=0),
         },
@@ -298,22 +108,22 @@ def numa_resources_operator_crd() -> dict[str, Any]:
             # refuses the CRD when the status list is unbounded).
             "nodeGroups": array(group_status, map_keys=["name"], max_items=nro.MAX_NODE_GROUPS),
             "daemonSets": array(
-                _namespaced_name(),
+                namespaced_name_schema(),
                 description="Exporter and agent DaemonSets that are ready.",
                 max_items=2 * nro.MAX_NODE_GROUPS,
             ),
             "relatedObjects": related_objects_schema(),
         }
     )
-    return _crd(
+    return crd_document(
         nro.KIND,
         nro.PLURAL,
         ["numaresop"],
         "Deploys the NUMA resources stack (exporter, optional agent) on groups of nodes. Singleton.",
         spec,
         status,
-        root_rules=[_singleton_rule(nro.SINGLETON_NAME, nro.KIND)],
-        columns=[_condition_column("Available"), _condition_column("Degraded"), _AGE],
+        root_rules=[singleton_rule(nro.SINGLETON_NAME, nro.KIND)],
+        columns=[condition_column("Available"), condition_column("Degraded"), AGE_COLUMN],
     )
 
 
@@ -342,7 +152,7 @@ def numa_resources_scheduler_crd() -> dict[str, Any]:
             "kubeSchedulerImage": string(
                 "kube-scheduler image for extender mode.", min_length=1, default=nrs.DEFAULT_KUBE_SCHEDULER_IMAGE
             ),
-            "cacheResyncPeriod": _duration("Resync period of the NRT cache; 0s disables resync.", "5s"),
+            "cacheResyncPeriod": duration_schema("Resync period of the NRT cache; 0s disables resync.", "5s"),
             "scoringStrategy": obj(
                 {
                     "type": string(
@@ -362,32 +172,32 @@ def numa_resources_scheduler_crd() -> dict[str, Any]:
                 maximum=nrs.MAX_REPLICAS,
                 default=1,
             ),
-            "logLevel": _log_level(),
+            "logLevel": log_level_schema(),
         }
     )
     status = obj(
         {
             "observedGeneration": integer(minimum=0, fmt="int64"),
             "conditions": conditions_schema(),
-            "deployment": _namespaced_name(),
+            "deployment": namespaced_name_schema(),
             "schedulerName": string(),
             "cacheResyncPeriod": string(),
             "relatedObjects": related_objects_schema(),
         }
     )
-    return _crd(
+    return crd_document(
         nrs.KIND,
         nrs.PLURAL,
         ["numaressched"],
         "Deploys the NUMA-aware scheduler. Singleton.",
         spec,
         status,
-        root_rules=[_singleton_rule(nrs.SINGLETON_NAME, nrs.KIND)],
+        root_rules=[singleton_rule(nrs.SINGLETON_NAME, nrs.KIND)],
         columns=[
             {"name": "Scheduler", "type": "string", "jsonPath": ".spec.schedulerName"},
             {"name": "Mode", "type": "string", "jsonPath": ".spec.mode"},
-            _condition_column("Available"),
-            _AGE,
+            condition_column("Available"),
+            AGE_COLUMN,
         ],
     )
 
@@ -480,7 +290,7 @@ def node_resource_policy_crd() -> dict[str, Any]:
             "paused": boolean(),
         }
     )
-    return _crd(
+    return crd_document(
         nrp.KIND,
         nrp.PLURAL,
         ["nrpolicy"],
@@ -492,8 +302,8 @@ def node_resource_policy_crd() -> dict[str, Any]:
             {"name": "Group", "type": "string", "jsonPath": ".spec.nodeGroup"},
             {"name": "Applied", "type": "integer", "jsonPath": ".status.appliedNodes"},
             {"name": "Rejected", "type": "integer", "jsonPath": ".status.rejectedNodes"},
-            _condition_column("Available"),
-            _AGE,
+            condition_column("Available"),
+            AGE_COLUMN,
         ],
     )
 

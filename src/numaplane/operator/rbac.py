@@ -89,8 +89,12 @@ EXPORTER_CLUSTER_RULES: tuple[Rule, ...] = (
     Rule.of([""], ["nodes", "pods"], READ),
 )
 AGENT_CLUSTER_RULES: tuple[Rule, ...] = (Rule.of([""], ["pods"], READ), Rule.of([""], ["nodes"], ["get"]))
-#: The agent reports whether it applied its policy as a condition on its own pod.
-AGENT_NAMESPACE_RULES: tuple[Rule, ...] = (Rule.of([""], ["pods/status"], ["get", "patch", "update"]),)
+#: The agent reports whether it applied its policy as a condition on its own pod, and a take-over
+#: refusal also as an Event on that pod (in the install namespace).
+AGENT_NAMESPACE_RULES: tuple[Rule, ...] = (
+    Rule.of([""], ["pods/status"], ["get", "patch", "update"]),
+    Rule.of([""], ["events"], ["create"]),
+)
 
 _EVENTS = (Rule.of(["", "events.k8s.io"], ["events"], ["create", "patch", "update"]),)
 STANDALONE_SCHEDULER_CLUSTER_RULES: tuple[Rule, ...] = (

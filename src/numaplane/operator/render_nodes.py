@@ -20,9 +20,11 @@ all|with-exclusive-resources``, ``--no-publish``, ``--exclude-pods <ns-glob>/<na
 pod template carries no hash of it, so a policy change never restarts agents), ``--nri-socket``,
 ``--state-dir``, ``--podresources-socket`` (served by the agent), ``--plugin-dir``,
 ``--notify-file`` (the exporter's notify file on the host, touched after every allocation change;
-always passed, so switching a group's refresh mode never restarts its agents), ``--watch-pods``
-(exact requests from the node's Pods; its RBAC allows only reading pods), ``--sysfs-root``, bind
-addresses, log level; ``POD_NAME`` and ``POD_NAMESPACE`` from the downward API, so that the agent
+always passed, so switching a group's refresh mode never restarts its agents), ``--kubelet-config``
+(the kubelet's configuration file, mounted read-only: the take-over check refuses to enforce while
+the kubelet's static managers are on), ``--watch-pods`` (exact requests from the node's Pods; its
+RBAC allows reading pods, writing its own pod's status and creating Events in its namespace),
+``--sysfs-root``, bind addresses, log level; ``POD_NAME`` and ``POD_NAMESPACE`` from the downward API, so that the agent
 reports the policy revision it applied or rejected as the condition
 :data:`numaplane.operator.status.POLICY_CONDITION` on its own pod (:mod:`numaplane.operator.status`
 reads it into the NodeResourcePolicy's per-node status).
@@ -40,7 +42,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -54,7 +55,8 @@ from numaplane.operator.api.numaresources import (
     NUMAResourcesOperator,
     PodsFingerprinting,
 )
-from numaplane.operator.api.policy import NodeResourcePolicy, default_config_document
+from numaplane.operator.api.policy import NodeResourcePolicy
+from numaplane.operator.assignment import assign_policies, policy_document
 from numaplane.operator.rbac import (
     AGENT_CLUSTER_RULES,
     AGENT_NAMESPACE_RULES,
@@ -82,7 +84,7 @@ from numaplane.operator.render_common import (
     service_account,
 )
 
-__all__ = ["DEFAULT_TOLERATIONS", "PolicyAssignment", "assign_policies", "render_node_objects"]
+__all__ = ["DEFAULT_TOLERATIONS", "render_node_objects"]
 
 EXPORTER = "exporter"
 AGENT = "agent"
@@ -90,6 +92,8 @@ EXPORTER_SA = "numaplane-exporter"
 AGENT_SA = "numaplane-agent"
 POLICY_MOUNT = "/etc/numaplane/policy"
 POLICY_KEY = "config.yaml"
+#: Where the exporter (kubelet mode) and the agent see the kubelet's configuration file (read-only hostPath).
+KUBELET_CONFIG_MOUNT = "/host-kubelet/config.yaml"
 #: The agent touches ``<run_dir>/notify`` after allocation changes; the exporter watches the same host file.
 NOTIFY_FILE = "notify"
 _EXPORTER_RUN_MOUNT = "/host-run-numaplane"
@@ -116,50 +120,6 @@ def policy_configmap_name(group: str) -> str:
     return f"numaplane-policy-{group}"
 
 
-@dataclass(frozen=True, slots=True)
-class PolicyAssignment:
-    """Which policy drives which agent group, and why the others drive none.
-
-    ``by_group`` maps an agent-mode group to its policy. ``rejected`` maps a policy name to
-    ``(reason, message)``: unknown group, group in kubelet mode, or another policy (older by
-    creation time, then name) already targets the group.
-    """
-
-    by_group: Mapping[str, NodeResourcePolicy]
-    rejected: Mapping[str, tuple[str, str]]
-
-
-def assign_policies(nro: NUMAResourcesOperator | None, policies: Sequence[NodeResourcePolicy]) -> PolicyAssignment:
-    by_group: dict[str, NodeResourcePolicy] = {}
-    rejected: dict[str, tuple[str, str]] = {}
-    ordered = sorted(policies, key=lambda p: (p.metadata.creation_timestamp, p.metadata.name))
-    for policy in ordered:
-        group = nro.group(policy.node_group) if nro is not None else None
-        if group is None:
-            rejected[policy.metadata.name] = (
-                "NodeGroupNotFound",
-                f"no node group {policy.node_group!r} in the NUMAResourcesOperator",
-            )
-        elif group.enforcement is not Enforcement.AGENT:
-            rejected[policy.metadata.name] = (
-                "NodeGroupNotInAgentMode",
-                f"node group {group.name!r} uses enforcement {group.enforcement.value!r}; set it to 'agent'",
-            )
-        elif group.name in by_group:
-            rejected[policy.metadata.name] = (
-                "ConflictingPolicy",
-                f"node group {group.name!r} is already driven by NodeResourcePolicy "
-                f"{by_group[group.name].metadata.name!r}",
-            )
-        else:
-            by_group[group.name] = policy
-    return PolicyAssignment(by_group, rejected)
-
-
-def policy_document(group: str, policy: NodeResourcePolicy | None) -> dict[str, Any]:
-    return policy.config_document() if policy is not None else default_config_document(group)
-
-
 def _topology_manager(document: Mapping[str, Any]) -> tuple[str, str]:
     tm = document.get("topologyManager") or {}
     return str(tm.get("policy", "none")), str(tm.get("scope", "container"))
@@ -178,7 +138,7 @@ def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup, document: Mappin
     else:
         args += [
             "--podresources-socket=unix:///host-podresources/kubelet.sock",
-            "--kubelet-config=/host-kubelet/config.yaml",
+            f"--kubelet-config={KUBELET_CONFIG_MOUNT}",
         ]
     mode = cfg.info_refresh_mode
     if mode is InfoRefreshMode.PERIODIC_AND_EVENTS and cfg.info_refresh_period_seconds <= 0:
@@ -219,6 +179,7 @@ def agent_args(nro: NUMAResourcesOperator, settings: Settings) -> list[str]:
         f"--podresources-socket={settings.state_dir}/podresources/kubelet.sock",
         f"--plugin-dir={settings.state_dir}/plugins",
         f"--notify-file={settings.run_dir}/{NOTIFY_FILE}",
+        f"--kubelet-config={KUBELET_CONFIG_MOUNT}",
         "--watch-pods",
         "--sysfs-root=/host",
         *_common_args(nro),
@@ -293,7 +254,7 @@ def exporter_daemonset(
     else:
         mounts += [
             {"name": "kubelet-podresources", "mountPath": "/host-podresources"},
-            {"name": "kubelet-config", "mountPath": "/host-kubelet/config.yaml", "readOnly": True},
+            {"name": "kubelet-config", "mountPath": KUBELET_CONFIG_MOUNT, "readOnly": True},
         ]
         volumes += [
             host_path_volume("kubelet-podresources", settings.kubelet_podresources_dir, "Directory"),
@@ -328,6 +289,8 @@ def agent_daemonset(nro: NUMAResourcesOperator, group: NodeGroup, settings: Sett
         {"name": "state", "mountPath": settings.state_dir},
         {"name": "run-numaplane", "mountPath": settings.run_dir},
         {"name": "policy", "mountPath": POLICY_MOUNT, "readOnly": True},
+        # the take-over check reads the kubelet's configuration (refuses while its static managers are on)
+        {"name": "kubelet-config", "mountPath": KUBELET_CONFIG_MOUNT, "readOnly": True},
     ]
     volumes = [
         host_path_volume("host-sys", "/sys", "Directory"),
@@ -335,6 +298,7 @@ def agent_daemonset(nro: NUMAResourcesOperator, group: NodeGroup, settings: Sett
         host_path_volume("state", settings.state_dir, "DirectoryOrCreate"),
         host_path_volume("run-numaplane", settings.run_dir, "DirectoryOrCreate"),
         {"name": "policy", "configMap": {"name": policy_configmap_name(group.name)}},
+        host_path_volume("kubelet-config", settings.kubelet_config_file, "File"),
     ]
     container = {
         "name": AGENT,

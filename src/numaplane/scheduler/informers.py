@@ -6,20 +6,97 @@ first, so every later handler (the standalone scheduler's queue) sees the core a
 Pods are watched in every namespace: the core needs bound pods for usage, fingerprints and foreign
 pod detection. :attr:`ClusterInformers.synced` is true once all three have listed once; a missing
 NodeResourceTopology CRD keeps the NRT informer retrying and the process not ready.
+
+Memory (5,000 nodes): every informer caches its objects without ``metadata.managedFields`` (nothing
+here reads them), Nodes also without ``status.images`` (the kubelet lists up to 50 images per node,
+often the largest part of a Node; no filter or score here reads them); the strings of Nodes, Pods
+and NRTs are interned (:func:`interned`: thousands of objects repeat the same names and
+quantities); the NRT informer caches only a stub (kind, name, ``resourceVersion``) holding the
+parsed :class:`~numaplane.nrt.model.NodeResourceTopology` under :data:`PARSED_NRT`, which goes to
+the core's NRT cache as is (its handlers read no other field). An NRT that does not parse is
+cached whole and reaches the core as before (which reports it malformed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 from numaplane.kube.clock import Clock
 from numaplane.kube.informer import EventHandlers, Informer
 from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY, POD
+from numaplane.nrt.errors import NRTFormatError
+from numaplane.nrt.model import NodeResourceTopology
 from numaplane.scheduler.core import SchedulerCore
 
-__all__ = ["ClusterInformers"]
+__all__ = [
+    "PARSED_NRT",
+    "ClusterInformers",
+    "interned",
+    "node_view",
+    "nrt_stub",
+    "pod_view",
+    "without_managed_fields",
+]
+
+#: The key of the parsed NodeResourceTopology in the NRT informer's stub objects.
+PARSED_NRT = "numaplane.parsedNRT"
+
+
+def interned(value: Any) -> Any:
+    """``value`` with every string value inside it interned (changed in place; returns it).
+
+    5,000 NRTs repeat the same few hundred strings (resource names, zone names, quantities) and
+    the parsed objects keep them; one shared copy each saves tens of MB.
+    """
+    if isinstance(value, dict):
+        for key, item in value.items():
+            value[key] = sys.intern(item) if type(item) is str else interned(item)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            value[i] = sys.intern(item) if type(item) is str else interned(item)
+    return value
+
+
+def without_managed_fields(obj: JsonObj) -> JsonObj:
+    """``obj`` without ``metadata.managedFields`` (changed in place; informer objects are fresh)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+def node_view(obj: JsonObj) -> JsonObj:
+    """The Node informer's transform: without managed fields and ``status.images``, strings interned."""
+    status = obj.get("status")
+    if isinstance(status, dict):
+        status.pop("images", None)
+    interned(without_managed_fields(obj))
+    return obj
+
+
+def pod_view(obj: JsonObj) -> JsonObj:
+    """The Pod informer's transform: without managed fields, strings interned."""
+    interned(without_managed_fields(obj))
+    return obj
+
+
+def nrt_stub(obj: JsonObj) -> JsonObj:
+    """The NRT informer's transform: a stub with the parsed object, or ``obj`` itself when malformed."""
+    interned(without_managed_fields(obj))
+    try:
+        parsed = NodeResourceTopology.from_dict(obj)
+    except NRTFormatError:
+        return obj
+    meta = obj.get("metadata") or {}
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")},
+        PARSED_NRT: parsed,
+    }
 
 
 class ClusterInformers:
@@ -30,9 +107,9 @@ class ClusterInformers:
     ) -> None:
         common: dict[str, Any] = {"clock": clock, "backoff_max_seconds": backoff_max_seconds}
         self.core = core
-        self.nodes = Informer(kube, NODE, name="nodes", **common)
-        self.nrts = Informer(kube, NODE_RESOURCE_TOPOLOGY, name="noderesourcetopologies", **common)
-        self.pods = Informer(kube, POD, name="pods", **common)
+        self.nodes = Informer(kube, NODE, name="nodes", transform=node_view, **common)
+        self.nrts = Informer(kube, NODE_RESOURCE_TOPOLOGY, name="noderesourcetopologies", transform=nrt_stub, **common)
+        self.pods = Informer(kube, POD, name="pods", transform=pod_view, **common)
         self.nodes.add_handler(
             EventHandlers(
                 on_add=core.node_upserted,
@@ -42,8 +119,8 @@ class ClusterInformers:
         )
         self.nrts.add_handler(
             EventHandlers(
-                on_add=core.nrt_upserted,
-                on_update=lambda old, new: core.nrt_upserted(new),
+                on_add=self._nrt_upserted,
+                on_update=lambda old, new: self._nrt_upserted(new),
                 on_delete=core.nrt_deleted,
             )
         )
@@ -54,6 +131,13 @@ class ClusterInformers:
                 on_delete=core.pod_deleted,
             )
         )
+
+    def _nrt_upserted(self, obj: JsonObj) -> None:
+        parsed = obj.get(PARSED_NRT)
+        if isinstance(parsed, NodeResourceTopology):
+            self.core.cache.nrt_updated(parsed)  # what core.nrt_upserted does with a document
+        else:
+            self.core.nrt_upserted(obj)
 
     def _pod_added(self, obj: JsonObj) -> None:
         self.core.pod_upserted(None, obj)

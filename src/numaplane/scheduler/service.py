@@ -11,8 +11,12 @@
   addresses. HTTP is served by :class:`numaplane.observability.http.ProbeServer`. Informers and the cache run on standby instances too, so a new leader starts warm; a
   standby learns the leader's placements from the pod informer (:class:`SchedulerCore`).
 
-Probes: ``/healthz`` is 200 while no background task died; ``/readyz`` is 200 once the informers have
-synced (a standby is ready: it is healthy and waiting for the lease, as kube-scheduler's standbys are).
+Tasks (informers, resync loop, requeue signal, scheduling or leader election) are children of one
+:class:`~numaplane.supervisor.Supervisor`: the first one that fails stops the process (one
+``task_failed`` log line; ``run()`` returns :data:`EXIT_TASK_FAILED`), and stopping cancels and awaits
+every one of them. Probes: ``/healthz`` is 200 while no task failed; ``/readyz`` is 200 once the
+informers have synced (a standby is ready: it is healthy and waiting for the lease, as
+kube-scheduler's standbys are).
 
 ``run()`` returns :data:`EXIT_OK` after :meth:`stop` and :data:`EXIT_LEADERSHIP_LOST` when the lease was
 lost (the caller exits, as kube-scheduler does). Stopping while leading releases the lease, so a standby
@@ -22,13 +26,11 @@ once the informers have synced.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import gc
 import socket
 import ssl
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import structlog
@@ -46,10 +48,12 @@ from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.loop import StandaloneScheduler
 from numaplane.scheduler.metrics import SchedulerMetrics
 from numaplane.scheduler.requeue import RequeueSignal
+from numaplane.supervisor import Supervisor, TaskFailed
 
 __all__ = [
     "EXIT_LEADERSHIP_LOST",
     "EXIT_OK",
+    "EXIT_TASK_FAILED",
     "ExtenderService",
     "SchedulerService",
     "default_identity",
@@ -63,6 +67,8 @@ MAX_BODY_BYTES = MAX_EXTENDER_BODY_BYTES
 
 EXIT_OK = 0
 EXIT_LEADERSHIP_LOST = 1
+#: A supervised task failed (logged as ``task_failed``); every other task was stopped.
+EXIT_TASK_FAILED = 2
 
 
 def default_identity() -> str:
@@ -117,8 +123,7 @@ class _Process:
         self.http = ProbeServer(
             self.metrics.registry, liveness=self._liveness, readiness=self._readiness, max_body_bytes=MAX_BODY_BYTES
         )
-        self._tasks: list[asyncio.Task[Any]] = []
-        self._stopped = asyncio.Event()
+        self._tasks = Supervisor(f"scheduler-{self.mode}")
         self.metrics.info.labels(mode=self.mode, cache=config.cache_mode, scoring_strategy=config.strategy.type).set(1)
 
     @property
@@ -132,10 +137,10 @@ class _Process:
 
     def stop(self) -> None:
         """Ask :meth:`run` to return (safe from a signal handler)."""
-        self._stopped.set()
+        self._tasks.stop()
 
     def _liveness(self) -> tuple[bool, dict[str, Any]]:
-        dead = [t.get_name() for t in self._tasks if t.done() and not t.cancelled() and t.exception() is not None]
+        dead = [name for name, state in self._tasks.dead().items() if state.startswith("failed")]
         return not dead, {"failedTasks": dead}
 
     def _readiness(self) -> tuple[bool, dict[str, Any]]:
@@ -150,25 +155,26 @@ class _Process:
         gc.freeze()
         log.info("gc frozen after sync", frozen_objects=gc.get_freeze_count())
 
-    def _start_common(self) -> None:
-        self.informers.start()
-        self._spawn(resync_loop(self.core, self.clock, self.metrics, self._on_flush), "resync")
+    async def _start_common(self) -> None:
+        await self._tasks.start()
+        for informer in self.informers.all:
+            self._tasks.spawn(informer.run(), f"informer-{informer.name}")
+        self._tasks.spawn(resync_loop(self.core, self.clock, self.metrics, self._on_flush), "resync")
         if self.freeze_gc:
-            self._spawn(self._freeze_gc_after_sync(), "gc-freeze")
+            self._tasks.spawn(self._freeze_gc_after_sync(), "gc-freeze")
 
-    def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.append(task)
-        return task
+    async def _serve_until_stopped(self) -> int:
+        """Wait for :meth:`stop` or a failing task; then stop every task and the HTTP endpoints."""
+        try:
+            await self._tasks.wait()
+        except TaskFailed:
+            return EXIT_TASK_FAILED
+        finally:
+            await self._cleanup()
+        return EXIT_OK
 
-    async def _cleanup(self, tasks: Iterable[asyncio.Task[Any]] = ()) -> None:
-        for task in [*tasks, *self._tasks]:
-            task.cancel()
-        for task in [*tasks, *self._tasks]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks.clear()
-        await self.informers.stop()
+    async def _cleanup(self) -> None:
+        await self._tasks.close()
         await self.http.stop()
 
     def _on_flush(self, nodes: tuple[str, ...]) -> None:
@@ -217,8 +223,8 @@ class ExtenderService(_Process):
 
     async def start(self) -> None:
         """Start informers, the resync loop and the HTTP server; returns once listening."""
-        self._start_common()
-        self._spawn(self.requeue.run(), "requeue")
+        await self._start_common()
+        self._tasks.spawn(self.requeue.run(), "requeue")
         self.http.add_routes("extender", self.extender.add_routes(self.prefix))
         await self.http.start(
             self.metrics_address or self.address,
@@ -229,13 +235,9 @@ class ExtenderService(_Process):
         log.info("extender listening", port=self.ports.get("extender"), prefix=self.prefix, **self.config.describe())
 
     async def run(self) -> int:
-        """Serve until :meth:`stop`."""
+        """Serve until :meth:`stop` (or a failing task: :data:`EXIT_TASK_FAILED`)."""
         await self.start()
-        try:
-            await self._stopped.wait()
-        finally:
-            await self._cleanup()
-        return EXIT_OK
+        return await self._serve_until_stopped()
 
 
 class SchedulerService(_Process):
@@ -262,6 +264,7 @@ class SchedulerService(_Process):
         self.scheduler = StandaloneScheduler(kube, self.core, self.informers, metrics=self.metrics, clock=self.clock)
         self.elector: LeaderElector | None = None
         self.leading = False
+        self._work_ended = False
 
     def _on_flush(self, nodes: tuple[str, ...]) -> None:
         self.scheduler.cluster_changed("cache resync")
@@ -283,7 +286,7 @@ class SchedulerService(_Process):
 
     async def start(self) -> None:
         """Start informers, the resync loop and the HTTP endpoints."""
-        self._start_common()
+        await self._start_common()
         await self.http.start(self.metrics_address, self.health_address)
         log.info("scheduler started", ports=self.ports, **self.config.describe())
 
@@ -291,7 +294,7 @@ class SchedulerService(_Process):
         """Schedule (while leading) until :meth:`stop` or the loss of the lease."""
         await self.start()
         if self.leader_election is None:
-            work = asyncio.get_running_loop().create_task(self._lead(), name="schedule")
+            self._tasks.spawn(self._until_done(self._lead()), "schedule")
         else:
             self.elector = LeaderElector(
                 self.kube,
@@ -300,15 +303,15 @@ class SchedulerService(_Process):
                 on_started_leading=self._lead,
                 on_new_leader=lambda holder: log.info("leader observed", leader=holder),
             )
-            work = asyncio.get_running_loop().create_task(self.elector.run(), name="leader-election")
-        stopper = asyncio.get_running_loop().create_task(self._stopped.wait(), name="stop")
-        try:
-            await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            lost = work.done() and not stopper.done()
-            stopper.cancel()
-            await self._cleanup([work])
-        if lost and self.leader_election is not None:
+            self._tasks.spawn(self._until_done(self.elector.run()), "leader-election")
+        code = await self._serve_until_stopped()
+        if code == EXIT_OK and self._work_ended and self.leader_election is not None:
             log.error("leader election lost")
             return EXIT_LEADERSHIP_LOST
-        return EXIT_OK
+        return code
+
+    async def _until_done(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work``; when it returns (the lease was lost) stop the process."""
+        await work
+        self._work_ended = True
+        self._tasks.stop()

@@ -9,15 +9,18 @@ Served (enough for lightkube and kubectl-like clients):
   ``allowWatchBookmarks``, ``timeoutSeconds``; newline-delimited JSON in a chunked response), create,
   replace, patch (merge; strategic merge treated as merge; JSON patch; apply with ``fieldManager`` and
   ``force``), delete, ``<plural>/<name>/status`` (get, put, patch) and ``pods/<name>/binding`` (post);
-* ``labelSelector`` / ``fieldSelector`` on list and watch.
-
-Failures answer with a ``Status`` object and the matching HTTP code; a watch that cannot start (410
-for an expired version) answers 200 with a single ``ERROR`` event, as kube-apiserver does.
+* ``labelSelector`` / ``fieldSelector`` on list and watch;
 * ``limit`` / ``continue`` on list (pagination; see :meth:`InMemoryKube.list_page` for how a
   continued list sees concurrent changes).
 
+Failures answer with a ``Status`` object and the matching HTTP code; a watch that cannot start (410
+for an expired version) answers 200 with a single ``ERROR`` event, as kube-apiserver does.
+
 Not served: ``deletecollection``, ``dryRun`` (400), OpenAPI
 documents, authentication (every request is allowed), protobuf and table output.
+
+Size: a little over 400 lines, kept in one module on purpose — it is one REST dispatch (path →
+resource → verb → store call → response), and splitting it would only scatter that table.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from aiohttp import web
 
 from numaplane.kube.errors import Invalid, KubeError, NotFound, from_status, status_reason, to_status
 from numaplane.kube.memory import InMemoryKube
-from numaplane.kube.port import PatchType
+from numaplane.kube.port import PatchType, Request, Verb
 from numaplane.kube.resources import POD, Resource
 from numaplane.kube.selectors import SelectorError
 
@@ -261,28 +264,20 @@ def build_app(server: FakeApiServer) -> web.Application:
         if verb == "list":
             list_meta: dict[str, Any] = {}
             limit = query.get("limit")
-            if limit:
-                try:
-                    page_size = int(limit)
-                except ValueError as exc:
-                    raise Invalid(f"limit must be an integer, got {limit!r}") from exc
-                listing, token = store.list_page(
-                    res,
-                    limit=page_size,
-                    continue_token=query.get("continue") or None,
-                    namespace=ns,
-                    label_selector=query.get("labelSelector"),
-                    field_selector=query.get("fieldSelector"),
-                )
-                if token is not None:
-                    list_meta["continue"] = token
-            else:
-                listing = await store.list(
-                    res,
-                    namespace=ns,
-                    label_selector=query.get("labelSelector"),
-                    field_selector=query.get("fieldSelector"),
-                )
+            try:
+                page_size = int(limit) if limit else None
+            except ValueError as exc:
+                raise Invalid(f"limit must be an integer, got {limit!r}") from exc
+            listing = store.list_page(
+                res,
+                limit=page_size,
+                continue_token=query.get("continue") or None,
+                namespace=ns,
+                label_selector=query.get("labelSelector"),
+                field_selector=query.get("fieldSelector"),
+            )
+            if listing.continue_token is not None:
+                list_meta["continue"] = listing.continue_token
             list_meta["resourceVersion"] = listing.resource_version
             return _json(
                 {
@@ -348,7 +343,7 @@ def build_app(server: FakeApiServer) -> web.Application:
                 )
             return _json(patched)
         if verb == "delete":
-            return _json(store._delete(res, name, ns))
+            return _json(await store.send(Request(Verb.DELETE, res, ns, name)))
         raise web.HTTPMethodNotAllowed(request.method, ["GET", "PUT", "PATCH", "DELETE"])
 
     async def _watch(request: web.Request, store: InMemoryKube, target: _Target) -> web.StreamResponse:
