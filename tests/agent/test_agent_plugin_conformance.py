@@ -46,13 +46,18 @@ def _state_doc(state: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _state(plugin: GrpcResourcePlugin) -> dict[str, Any]:
+    plugin.refresh_state()  # the plugin's state now (snapshot() answers from the cache)
+    return plugin.snapshot()
+
+
 def _assigned(plugin: GrpcResourcePlugin, pod: str, container: str) -> str | None:
-    found = (plugin.snapshot().get("entries") or {}).get(pod, {}).get(container)
+    found = (_state(plugin).get("entries") or {}).get(pod, {}).get(container)
     return None if found is None else str(found)
 
 
 def _default(plugin: GrpcResourcePlugin) -> CPUSet:
-    return CPUSet.parse(str(plugin.snapshot().get("defaultCpuSet", "")))
+    return CPUSet.parse(str(_state(plugin).get("defaultCpuSet", "")))
 
 
 def run_case(plugin: GrpcResourcePlugin, case: dict[str, Any], ctx: CaseContext) -> tuple[bool, Any, Any, str]:
@@ -66,7 +71,7 @@ def run_case(plugin: GrpcResourcePlugin, case: dict[str, Any], ctx: CaseContext)
         return expected == str(exc), expected, {"error": str(exc)}, "expect_new"
     if "expect_new" in case:
         return False, case["expect_new"], "constructed", "expect_new"
-    plugin.restore(_state_doc(case.get("state") or {}))
+    plugin.restore_now(_state_doc(case.get("state") or {}))
     pods = {uid: parse_pod(doc) for uid, doc in (case.get("pods") or {}).items()}
     for i, op in enumerate(case.get("ops") or []):
         ok, expected, got = _op(plugin, pods, op)
@@ -80,7 +85,7 @@ def _op(plugin: GrpcResourcePlugin, pods: dict[str, Pod], op: dict[str, Any]) ->
     expect = op.get("expect") or {}
     if kind == "start":
         try:
-            after = plugin.restore_validated(plugin.snapshot())
+            after = plugin.restore_validated(_state(plugin))
         except StateError as exc:
             got: Any = {"error": str(exc)}
             return expect == got, expect, got
@@ -92,7 +97,7 @@ def _op(plugin: GrpcResourcePlugin, pods: dict[str, Pod], op: dict[str, Any]) ->
         n = plugin.exclusive_amounts(pods[op["pod"]])["cpu"]
         return n == expect.get("cpus"), expect, {"cpus": n}
     if kind == "remove":
-        plugin.release(str(op["pod"]), str(op["container"]))
+        plugin.release_now(str(op["pod"]), str(op["container"]))
         if _assigned(plugin, str(op["pod"]), str(op["container"])) is not None:
             return False, "no assignment", "assignment kept"
         ok, exp, got = True, None, None

@@ -64,11 +64,12 @@ from functools import lru_cache
 from typing import Any
 
 from numaplane.agent.containers import ContainerInfo, derive, parse_cpuset
-from numaplane.agent.errors import AdmissionRejected, CheckpointCorrupted
+from numaplane.agent.errors import AdmissionRejected, AnswersNeeded, CheckpointCorrupted
 from numaplane.agent.wholepod import PodEntry, admission_pod, pod_needs_manager
 from numaplane.nri.proto import api_pb2
 from numaplane.nrt.from_manager import allocation_state
 from numaplane.nrt.podresources import AllocatableResources, ContainerResources, PodResources
+from numaplane.policy.asks import AdmissionRun, answer_in_process, answers_in_process
 from numaplane.policy.config import NodeResourceConfig
 from numaplane.policy.errors import AdmissionError
 from numaplane.policy.manager import Admission, ResourceManager
@@ -228,6 +229,9 @@ class AgentCore:
         self.saved_plugin_states: dict[str, Any] = {}  # states of plugins not registered yet
         # running containers Synchronize could not admit for lack of resources, retried on releases
         self.waiting: dict[str, tuple[api_pb2.PodSandbox, api_pb2.Container]] = {}
+        # admissions waiting for out-of-process plugins' answers, by manager pod (see _manager_admit)
+        self.parked: dict[str, AdmissionRun[Admission]] = {}
+        self._may_park = False
 
     # -- views ----------------------------------------------------------------------------------------
     @property
@@ -284,18 +288,52 @@ class AgentCore:
         return record
 
     def _manager_admit(self, pod: Pod, where: dict[str, str]) -> Admission:
-        """``manager.admit(pod)``, a rejection raised as :class:`AdmissionRejected` (nothing held then)."""
+        """The manager's admission of ``pod``, a rejection raised as :class:`AdmissionRejected` (nothing held then).
+
+        Asks of in-process plugins are answered here. An admission that asks an out-of-process plugin
+        is *parked* (``parked[pod uid]``) and :class:`AnswersNeeded` raised, when the call allows it
+        (:meth:`create`, :meth:`run_pod`): the caller answers the run and makes the same call again,
+        which takes the finished run's decision. Everything a call does before it reaches here is
+        idempotent, so the call can be made again. Elsewhere (Synchronize, retries of waiting
+        containers) such an admission is given up and refused with ``PluginUnavailable``.
+        """
+        run = self.parked.pop(pod.uid, None)
         try:
-            admission = self.manager.admit(pod)
+            if run is None:
+                run = self.manager.begin(pod)
+            plugins = {p.name: p for p in self.manager.plugins}
+            while not run.done and all(answers_in_process(plugins[a.plugin]) for a in run.asks):
+                run.answer([answer_in_process(plugins, a) for a in run.asks])
         except AdmissionError as exc:
             raise AdmissionRejected(exc.reason, exc.message, **where) from None
         except Exception as exc:  # a plugin bug must not take the agent down; the pod is refused
-            self.manager.remove(pod.uid)
+            if run is not None:
+                run.abort()
             raise AdmissionRejected("UnexpectedAdmissionError", f"{type(exc).__name__}: {exc}", **where) from None
+        if not run.done:
+            if not self._may_park:
+                run.abort()
+                names = sorted({a.plugin for a in run.asks} or {"?"})
+                message = f"plugin(s) {', '.join(names)} run out of process and are asked only at creation"
+                raise AdmissionRejected("PluginUnavailable", message, **where)
+            self.parked[pod.uid] = run
+            raise AnswersNeeded(run)
+        admission = run.result
+        if admission is None:
+            raise AdmissionRejected(
+                "PluginUnavailable", "the admission was abandoned while plugins were asked", **where
+            )
         if not admission.admitted:
             where = {**where, "container": admission.container or where.get("container", "")}
             raise AdmissionRejected(admission.reason, admission.message, **where)
         return admission
+
+    def abandon(self, pod_uid: str) -> None:
+        """Give up the parked admission of ``pod_uid`` (its caller went away): what it holds is released."""
+        run = self.parked.pop(pod_uid, None)
+        if run is not None:
+            run.abort()
+            self.generation += 1
 
     def _entry(self, sandbox: api_pb2.PodSandbox) -> PodEntry | None:
         """The whole-pod entry of ``sandbox``; an entry left by an older sandbox of the pod is released."""
@@ -404,7 +442,15 @@ class AgentCore:
         self.generation += 1
 
     def create(self, sandbox: api_pb2.PodSandbox, container: api_pb2.Container) -> CreateDecision:
-        """CreateContainer: admit and decide (raises :class:`AdmissionRejected`)."""
+        """CreateContainer: admit and decide (raises :class:`AdmissionRejected`, or :class:`AnswersNeeded`
+        — answer the parked run and call again)."""
+        self._may_park = True
+        try:
+            return self._create(sandbox, container)
+        finally:
+            self._may_park = False
+
+    def _create(self, sandbox: api_pb2.PodSandbox, container: api_pb2.Container) -> CreateDecision:
         known = self.records.get(container.id)
         if known is not None:  # the same request again (e.g. answered after a reconnect)
             cpus, mems = self.desired(known)
@@ -429,13 +475,17 @@ class AgentCore:
 
     def run_pod(self, sandbox: api_pb2.PodSandbox) -> PodStarted:
         """RUN_POD_SANDBOX: admit the pod as a whole now if the Pod is known (a rejection is not an
-        error here: the sandbox runs, and the pod's first CreateContainer retries and fails)."""
+        error here: the sandbox runs, and the pod's first CreateContainer retries and fails). Raises
+        :class:`AnswersNeeded` as :meth:`create`."""
         if self._entry(sandbox) is not None:
             return PodStarted()
+        self._may_park = True
         try:
             entry = self._admit_pod(sandbox, None)
         except AdmissionRejected as exc:
             return PodStarted(tuple(self._pool_updates()), rejection=exc)
+        finally:
+            self._may_park = False
         return PodStarted(tuple(self._pool_updates()), admitted=entry is not None)
 
     def _transfer(self, old_id: str, info: ContainerInfo) -> ContainerRecord:
@@ -522,6 +572,8 @@ class AgentCore:
         def mine(sandbox: str, uid: str) -> bool:
             return sandbox == sandbox_id if sandbox else bool(pod_uid) and uid == pod_uid
 
+        if pod_uid:
+            self.abandon(pod_uid)  # a parked whole-pod admission of the pod
         for entry in [e for e in self.pods.values() if mine(e.sandbox_id, e.uid)]:
             self._release_entry(entry)
         for record in [r for r in self.records.values() if mine(r.sandbox_id, r.pod_uid)]:

@@ -56,7 +56,7 @@ from numaplane.kube.resources import NODE
 from numaplane.nri.plugin import NRIPlugin
 from numaplane.observability.http import ProbeServer
 from numaplane.policy.config import NodeResourceConfig, parse_config
-from numaplane.policy.errors import PolicyConfigError
+from numaplane.policy.errors import PolicyConfigError, ReconfigureRejected
 from numaplane.policy.manager import ResourceManager
 from numaplane.topology.model import Topology
 
@@ -340,6 +340,8 @@ class Agent:
         self.metrics.checkpoint_write_duration.observe(seconds)
 
     def _changed(self) -> None:
+        if self.registry is not None:
+            self.registry.kick()  # releases and new amounts for out-of-process plugins
         if self.writer is not None:
             self.writer.mark_dirty()
         if self.notifier is not None:
@@ -374,6 +376,11 @@ class Agent:
         core = self.runner.core
         self._config_doc = doc
         try:
+            if self.registry is not None and self.registry.plugins:
+                # out-of-process plugins are asked here, not by the manager (which does no I/O)
+                problems = core.manager.check_config(doc) + await self.registry.check_config(parse_config(doc))
+                if problems:
+                    raise ReconfigureRejected(problems)
             updates = await self.runner.call(lambda: core.reconfigure(doc))
         except PolicyConfigError as exc:
             self._report(False, str(exc))
@@ -445,6 +452,4 @@ class Agent:
             await self.podresources.stop()
         if self.probes is not None:
             await self.probes.stop()
-        if self.runner is not None:
-            self.runner.close()
         log.info("agent stopped", pid=os.getpid())

@@ -1,10 +1,11 @@
 """The agent's NRI handler: NRI requests → :class:`~numaplane.agent.core.AgentCore` calls → NRI answers.
 
-Serialisation: every core call goes through one :class:`CoreRunner`, so the core sees one call at a
-time. With only in-process plugins a call runs inline on the event loop (they are pure and take
-~0.1 ms); once an out-of-process plugin is registered (its adapter makes blocking gRPC calls with
-short deadlines) calls run in one dedicated worker thread, so the event loop — and with it the NRI
-connection, the PodResources server and the probes — never blocks.
+Serialisation: every core call goes through one :class:`CoreRunner` and runs inline on the event
+loop (the state machine does no I/O: in-process plugins are pure and take ~0.1 ms), so the core sees
+one call at a time. An admission that asks an out-of-process plugin is parked by the core and
+answered by :class:`~numaplane.agent.asking.Answering` — concurrently, with per-plugin deadlines, on
+the event loop — while every other request is served: a pod that waits for a slow or hung plugin
+delays no other pod.
 
 What goes where:
 
@@ -44,11 +45,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import structlog
 
+from numaplane.agent.asking import Answering
 from numaplane.agent.background import BackgroundLoop
 from numaplane.agent.core import AgentCore, CpusetUpdate, cpuset_text
 from numaplane.agent.errors import AdmissionRejected
@@ -108,39 +109,18 @@ def to_pb_update(update: CpusetUpdate) -> api_pb2.ContainerUpdate:
 
 
 class CoreRunner:
-    """Runs core calls one at a time: inline, or (``offload``) in one worker thread.
+    """Runs core calls inline on the event loop, answering the admissions they park (``asking.py``).
 
-    Invariant: at most one call is inside the core at any time, also when the awaiting task is
-    cancelled (the lock is held until the worker finishes). ``offload`` never goes back to ``False``.
+    Invariant: a call runs to completion without awaiting, so at most one call is inside the core
+    at any time; admissions interleave only while their out-of-process plugins are asked.
     """
 
     def __init__(self, core: AgentCore) -> None:
         self.core = core
-        self._lock = asyncio.Lock()
-        self._executor: ThreadPoolExecutor | None = None
-
-    @property
-    def offload(self) -> bool:
-        return self._executor is not None
-
-    def enable_offload(self) -> None:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numaplane-core")
+        self.answering = Answering(core)
 
     async def call(self, fn: Callable[[], _T]) -> _T:
-        async with self._lock:
-            if self._executor is None:
-                return fn()
-            future = asyncio.get_running_loop().run_in_executor(self._executor, fn)
-            try:
-                return await asyncio.shield(future)
-            except asyncio.CancelledError:
-                await asyncio.wait([future])  # keep the core to ourselves until the worker is done
-                raise
-
-    def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        return await self.answering.call(fn)
 
 
 class UpdateSender(BackgroundLoop):

@@ -72,6 +72,7 @@ __all__ = [
     "Provider",
     "Unanswered",
     "answer_in_process",
+    "answers_in_process",
     "topology_steps",
     "wants",
 ]
@@ -313,9 +314,12 @@ def _no_steps() -> Steps:
 def answer_in_process(plugins: Mapping[str, ResourcePlugin], ask: Ask) -> Answer:
     """Answer ``ask`` by calling the in-process plugin object it names (the synchronous driver).
 
-    Only for plugins that run in this process; an exception from ``hints`` propagates (as when the
-    manager called plugins directly), one from ``allocate`` becomes the admission error."""
+    Only for plugins that run in this process (:func:`answers_in_process`; a ``TypeError`` for
+    others); an exception from ``hints`` propagates (as when the manager called plugins directly),
+    one from ``allocate`` becomes the admission error."""
     plugin = plugins[ask.plugin]
+    if not answers_in_process(plugin):
+        raise TypeError(f"plugin {plugin.name!r} runs out of process: its asks are answered by an asynchronous driver")
     container = None if ask.container is None else _container(ask.pod, ask.container)
     if isinstance(ask, HintsAsk):
         return HintsAnswer(plugin.pod_hints(ask.pod) if container is None else plugin.hints(ask.pod, container))
@@ -324,6 +328,12 @@ def answer_in_process(plugins: Mapping[str, ResourcePlugin], ask: Ask) -> Answer
         return AllocateAnswer(plugin.allocate(ask.pod, container, ask.hint))
     except Exception as exc:
         return AllocateAnswer(error=admission_error(exc))
+
+
+def answers_in_process(plugin: ResourcePlugin) -> bool:
+    """Whether ``plugin`` answers asks by a plain call (its ``answers_in_process`` attribute, default ``True``;
+    the gRPC adapter of an out-of-process plugin says ``False``)."""
+    return bool(getattr(plugin, "answers_in_process", True))
 
 
 def _container(pod: Pod, name: str) -> Container:
