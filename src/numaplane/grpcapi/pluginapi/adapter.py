@@ -49,6 +49,7 @@ from numaplane.grpcapi.pluginapi.convert import (
     amounts_from_pb,
     hint_to_pb,
     hints_from_pb,
+    inventory_from_pb,
     pod_to_json,
 )
 from numaplane.grpcapi.pluginapi.errors import PluginCallFailed
@@ -58,13 +59,14 @@ from numaplane.policy.asks import AllocateAnswer, AllocateAsk, Answer, Ask, Hint
 from numaplane.policy.config import NodeResourceConfig
 from numaplane.policy.errors import AdmissionError, PluginUnavailableError, PolicyConfigError, StateError
 from numaplane.policy.hints import TopologyHint
-from numaplane.policy.plugin import Hints, PluginAllocation
+from numaplane.policy.plugin import Hints, Inventory, PluginAllocation
 from numaplane.resources.pod import Container, Pod
 from numaplane.topology.model import Topology
 
 __all__ = ["API_VERSION", "GrpcResourcePlugin", "socket_target"]
 
 API_VERSION = "v1"
+_OPTIONAL = frozenset({"GetInventory"})  # methods a v1 plugin may leave unimplemented
 
 
 def socket_target(path: str) -> str:
@@ -115,6 +117,7 @@ class GrpcResourcePlugin:
         self._allocations: dict[tuple[str, str], PluginAllocation] = {}
         self._allocatable: dict[int, dict[str, int]] = {}
         self._available: dict[int, dict[str, int]] = {}
+        self._inventory = Inventory()
         self._lock = threading.RLock()
         self._channel: grpc.Channel | None = None
         self._stub: pb_grpc.ResourcePluginStub | None = None
@@ -167,7 +170,8 @@ class GrpcResourcePlugin:
             self._set_available(False, reason)
 
     def _call(self, method: str, request: Any, timeout_seconds: float | None = None) -> Any:
-        """Call ``method``; on a transport failure isolate the plugin and raise :class:`PluginCallFailed`."""
+        """Call ``method``; on a transport failure isolate the plugin and raise :class:`PluginCallFailed`
+        (an optional method a plugin does not implement, ``UNIMPLEMENTED``, isolates nothing)."""
         stub = self._stub
         if stub is None:
             raise PluginCallFailed(method, "UNAVAILABLE", "not connected")
@@ -177,8 +181,9 @@ class GrpcResourcePlugin:
             code = exc.code().name if hasattr(exc, "code") and exc.code() is not None else "UNKNOWN"
             details = exc.details() if hasattr(exc, "details") else str(exc)
             failure = PluginCallFailed(method, str(code), str(details))
-            with self._lock:
-                self._set_available(False, str(failure))
+            if not (method in _OPTIONAL and code == "UNIMPLEMENTED"):
+                with self._lock:
+                    self._set_available(False, str(failure))
             raise failure from None
 
     def _unavailable(self) -> PluginUnavailableError:
@@ -320,6 +325,10 @@ class GrpcResourcePlugin:
         """The plugin's free amounts as last answered (no I/O)."""
         return self._available
 
+    def inventory(self) -> Inventory:
+        """The plugin's inventory as last answered (no I/O; empty for a plugin without ``GetInventory``)."""
+        return self._inventory
+
     def check_config(self, config: NodeResourceConfig) -> list[str]:
         return []  # no I/O here: the agent asks the plugin itself first (check_remote)
 
@@ -346,6 +355,11 @@ class GrpcResourcePlugin:
         }
         self._allocatable = amounts_from_pb(self._call("GetAllocatable", pb.Empty(), timeout_seconds))
         self._available = amounts_from_pb(self._call("GetAvailable", pb.Empty(), timeout_seconds))
+        try:
+            self._inventory = inventory_from_pb(self._call("GetInventory", pb.Empty(), timeout_seconds))
+        except PluginCallFailed as exc:
+            if exc.code != "UNIMPLEMENTED":
+                raise
         self.refresh_state(timeout_seconds)
 
     def restore_now(self, snapshot: Mapping[str, Any]) -> None:
@@ -374,8 +388,9 @@ class GrpcResourcePlugin:
             return await getattr(self._async_stub(), method)(request, timeout=timeout_seconds or self.timeout_seconds)
         except grpc.aio.AioRpcError as exc:
             failure = PluginCallFailed(method, exc.code().name, str(exc.details()))
-            with self._lock:
-                self._set_available(False, str(failure))
+            if not (method in _OPTIONAL and exc.code() == grpc.StatusCode.UNIMPLEMENTED):
+                with self._lock:
+                    self._set_available(False, str(failure))
             raise failure from None
 
     async def answer(self, ask: Ask) -> Answer:
@@ -442,6 +457,8 @@ class GrpcResourcePlugin:
                 for a in allocations.allocations
             }
             self._allocatable = amounts_from_pb(await self._acall("GetAllocatable", pb.Empty()))
+            with contextlib.suppress(PluginCallFailed):  # optional (UNIMPLEMENTED by older plugins)
+                self._inventory = inventory_from_pb(await self._acall("GetInventory", pb.Empty()))
             await self._refresh_after_change()
         except PluginCallFailed:
             return
