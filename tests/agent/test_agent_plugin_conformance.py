@@ -9,6 +9,7 @@ expectations as the in-process runner (``numaplane.conformance.kinds.cpu_static`
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,12 @@ import pytest
 
 from numaplane.conformance.outcome import CaseContext
 from numaplane.grpcapi.pluginapi.adapter import GrpcResourcePlugin
-from numaplane.policy.config import NodeResourceConfig
+from numaplane.grpcapi.pluginapi.asking import admit, flush
+from numaplane.nrt.from_manager import allocation_state
+from numaplane.policy.config import NodeResourceConfig, parse_config
 from numaplane.policy.errors import AdmissionError, PolicyConfigError, StateError
 from numaplane.policy.hints import TopologyHint
+from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import synthetic
@@ -189,3 +193,38 @@ def test_an_unreachable_plugin_refuses_only_its_resources(short_tmp: Path) -> No
     plugin.release("u1", "gu")
     assert plugin.pending_releases == [("u1", "gu")]
     plugin.close()
+
+
+async def test_a_remote_cpu_plugins_allocations_reach_the_views(example_cpu_plugin_socket: Path) -> None:
+    """The CPUs an out-of-process CPU plugin gives are in the NRT inputs and PodResources answers
+    (built from its protocol answers, cached by the driver), and so are the CPUs it may give."""
+    topology = synthetic()
+    tm = {"policy": "single-numa-node"}
+    config = parse_config({"topologyManager": tm, "cpuManager": {"policy": "none"}})
+    plugin = GrpcResourcePlugin(
+        "example.numaplane.io/cpu-static", {"cpu"}, str(example_cpu_plugin_socket), topology=topology, config=config
+    )
+    plugin.config_doc = {"topologyManager": tm, "cpuManager": {"policy": "static", "reservedCPUCount": 2}}
+    await asyncio.to_thread(plugin.connect)
+    try:
+        manager = ResourceManager(topology, config, extra_plugins=[plugin])
+        await flush(manager)
+        guaranteed = {"cpu": "2", "memory": "1Gi"}
+        pod = parse_pod(
+            {
+                "metadata": {"uid": "u1", "name": "p", "namespace": "ns"},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": guaranteed, "limits": guaranteed}}]},
+            }
+        )
+        admission = await admit(manager, pod)
+        assert admission.admitted and admission.containers[0].exclusive_cpus is not None
+        state = allocation_state(manager, vendor_devices=True)
+        (held,) = state.containers
+        assert held.exclusive_cpus == admission.containers[0].exclusive_cpus
+        assert state.allocatable_cpus == plugin.inventory().cpus and state.allocatable_cpus.size() == 14
+        _, listed = state.to_podresources()
+        assert [(p.name, c.name, c.cpu_ids) for p in listed for c in p.containers] == [
+            ("p", "c", tuple(held.exclusive_cpus))
+        ]
+    finally:
+        await plugin.aclose()
