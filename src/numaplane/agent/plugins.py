@@ -270,23 +270,28 @@ class PluginRegistry:
     async def _connect(self, plugin: GrpcResourcePlugin, target: str | None) -> None:
         core = self.runner.core
         plugin.config = core.manager.config
-        live = set(core.manager.pods) | set(core.parked)  # manager pods, admitted or being admitted
 
-        def connect() -> None:  # blocking calls: in a worker thread
+        def connect() -> list[tuple[str, str]]:  # blocking calls: in a worker thread
             plugin.connect(target)
             plugin.refresh()  # the views the manager reads, and the allocations the plugin holds
-            for uid, name in list(plugin.allocations()):  # held for containers that are gone
-                if uid not in live:
-                    plugin.release_now(uid, name)
+            return list(plugin.allocations())
 
         try:
-            await asyncio.to_thread(connect)
+            held = await asyncio.to_thread(connect)
         except PluginCallFailed as exc:
             raise RegistrationError(grpc.StatusCode.UNAVAILABLE, f"plugin does not answer: {exc}") from None
         except PolicyConfigError as exc:
             raise RegistrationError(
                 grpc.StatusCode.FAILED_PRECONDITION, f"plugin refused the configuration: {exc}"
             ) from None
+        # allocations the plugin holds for manager pods that are gone, judged now (pods admitted
+        # while the thread ran are live, and their allocations were not in what it fetched)
+        live = set(core.manager.pods) | set(core.parked)
+        gone = [(uid, name) for uid, name in held if uid not in live]
+        for uid, name in gone:
+            plugin.release(uid, name)  # queued, sent by the flush
+        if gone:
+            self.kick()
 
     # -- what the manager left for the plugins ----------------------------------------------------------
     def kick(self) -> None:

@@ -118,10 +118,12 @@ class GrpcResourcePlugin:
         self._allocatable: dict[int, dict[str, int]] = {}
         self._available: dict[int, dict[str, int]] = {}
         self._inventory = Inventory()
+        self._changes = 0  # allocations and releases so far: a fetch started before one is stale
         self._lock = threading.RLock()
         self._channel: grpc.Channel | None = None
         self._stub: pb_grpc.ResourcePluginStub | None = None
         self._aio: grpc.aio.Channel | None = None
+        self._stale: list[grpc.aio.Channel] = []  # dropped asynchronous channels, to close on the loop
         self._aio_stub: pb_grpc.ResourcePluginStub | None = None
         self._config_dirty = False
         self._restore_dirty = False
@@ -147,7 +149,7 @@ class GrpcResourcePlugin:
             self.target = socket_target(target)
             self._channel = grpc.insecure_channel(self.target)
             self._stub = pb_grpc.ResourcePluginStub(self._channel)
-            self._aio, self._aio_stub = None, None  # a new one on the next asynchronous call
+            self._drop_async_channel()  # a new one on the next asynchronous call
 
     def close(self) -> None:
         with self._lock:
@@ -244,6 +246,8 @@ class GrpcResourcePlugin:
         with self._lock:
             if target is not None and socket_target(target) != self.target:
                 self._set_target(target)
+            else:  # a fresh asynchronous channel: the old one may be backing off from the dead process
+                self._drop_async_channel()
             slow = timeout_seconds or max(self.timeout_seconds, 2.0)
             kept = self.configure_remote(slow)
             if not kept and self._state:
@@ -311,6 +315,7 @@ class GrpcResourcePlugin:
     def release(self, pod_uid: str, container_name: str) -> None:
         """Forget the allocation and queue the release (sent by :meth:`flush` or :meth:`connect`); no I/O."""
         self._allocations.pop((pod_uid, container_name), None)
+        self._changes += 1
         self.pending_releases.append((pod_uid, container_name))
 
     def allocations(self) -> Mapping[tuple[str, str], PluginAllocation]:
@@ -349,10 +354,13 @@ class GrpcResourcePlugin:
     # -- blocking views (outside the resource manager) ------------------------------------------------
     def refresh(self, timeout_seconds: float | None = None) -> None:
         """Fetch allocations, amounts and state now (blocking); a transport failure isolates the plugin."""
+        seen = self._changes
         allocations = self._call("GetAllocations", pb.Empty(), timeout_seconds)
-        self._allocations = {
-            (a.pod_uid, a.container_name): allocation_from_pb(self._name, a.allocation) for a in allocations.allocations
-        }
+        if self._changes == seen:  # else stale: an allocation or release happened meanwhile
+            self._allocations = {
+                (a.pod_uid, a.container_name): allocation_from_pb(self._name, a.allocation)
+                for a in allocations.allocations
+            }
         self._allocatable = amounts_from_pb(self._call("GetAllocatable", pb.Empty(), timeout_seconds))
         self._available = amounts_from_pb(self._call("GetAvailable", pb.Empty(), timeout_seconds))
         try:
@@ -376,7 +384,15 @@ class GrpcResourcePlugin:
         self._call("Release", pb.ReleaseRequest(pod_uid=pod_uid, container_name=container_name), timeout_seconds)
 
     # -- asynchronous: the answers to the manager's asks ----------------------------------------------
+    def _drop_async_channel(self) -> None:
+        """Forget the asynchronous channel (closed on the loop by the next asynchronous call or :meth:`aclose`)."""
+        if self._aio is not None:
+            self._stale.append(self._aio)
+        self._aio, self._aio_stub = None, None
+
     def _async_stub(self) -> pb_grpc.ResourcePluginStub:
+        while self._stale:
+            asyncio.get_running_loop().create_task(self._stale.pop().close(None))
         if self._aio_stub is None:
             self._aio = grpc.aio.insecure_channel(self.target)
             self._aio_stub = pb_grpc.ResourcePluginStub(self._aio)
@@ -410,6 +426,7 @@ class GrpcResourcePlugin:
                 allocation = allocation_from_pb(self._name, answer.allocation)
                 if allocation.cpus is not None or allocation.memory or allocation.devices or allocation.extra:
                     self._allocations[(ask.pod.uid, ask.container)] = allocation
+                    self._changes += 1
                     await self._refresh_after_change()
                 return AllocateAnswer(allocation)
             if ask.container is None:
@@ -424,13 +441,18 @@ class GrpcResourcePlugin:
             return Unanswered(str(exc))
 
     async def _refresh_after_change(self) -> None:
-        """The state (the checkpoint must cover every allocation) and the free amounts, after a change."""
+        """The state (the checkpoint must cover every allocation) and the free amounts, after a change.
+
+        Answers fetched while another allocation or release happened are stale and dropped (that
+        change refreshes again)."""
+        seen = self._changes
         with contextlib.suppress(PluginCallFailed):
             state, free = await asyncio.gather(
                 self._acall("Snapshot", pb.Empty()), self._acall("GetAvailable", pb.Empty())
             )
-            self._state = json.loads(state.state_json) if state.state_json else {}
-            self._available = amounts_from_pb(free)
+            if self._changes == seen:
+                self._state = json.loads(state.state_json) if state.state_json else {}
+                self._available = amounts_from_pb(free)
 
     async def flush(self) -> None:
         """Send what the manager left for the plugin (config, restored state, releases) and refresh the
@@ -451,11 +473,13 @@ class GrpcResourcePlugin:
                 uid, name = self.pending_releases[0]
                 await self._acall("Release", pb.ReleaseRequest(pod_uid=uid, container_name=name))
                 self.pending_releases.pop(0)
+            seen = self._changes
             allocations = await self._acall("GetAllocations", pb.Empty())
-            self._allocations = {
-                (a.pod_uid, a.container_name): allocation_from_pb(self._name, a.allocation)
-                for a in allocations.allocations
-            }
+            if self._changes == seen:  # else stale: an allocation or release happened meanwhile
+                self._allocations = {
+                    (a.pod_uid, a.container_name): allocation_from_pb(self._name, a.allocation)
+                    for a in allocations.allocations
+                }
             self._allocatable = amounts_from_pb(await self._acall("GetAllocatable", pb.Empty()))
             with contextlib.suppress(PluginCallFailed):  # optional (UNIMPLEMENTED by older plugins)
                 self._inventory = inventory_from_pb(await self._acall("GetInventory", pb.Empty()))
@@ -475,10 +499,11 @@ class GrpcResourcePlugin:
         return [f"{self._name}: {p}" for p in answer.problems]
 
     async def aclose(self) -> None:
-        """Close the asynchronous channel (on its loop) and the blocking one."""
-        aio, self._aio, self._aio_stub = self._aio, None, None
-        if aio is not None:
-            await aio.close(None)
+        """Close the asynchronous channels (on their loop) and the blocking one."""
+        self._drop_async_channel()
+        stale, self._stale = self._stale, []
+        for channel in stale:
+            await channel.close(None)
         self.close()
 
     # -- beyond the protocol --------------------------------------------------------------------------
