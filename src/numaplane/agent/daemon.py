@@ -48,7 +48,6 @@ from numaplane.agent.plugins import PluginRegistry
 from numaplane.agent.podresources import AgentPodResources
 from numaplane.agent.pods import PodSource
 from numaplane.agent.policyreport import PolicyReporter
-from numaplane.documents import load_json
 from numaplane.grpcapi.podresources.server import PodResourcesServer
 from numaplane.kube.errors import KubeError
 from numaplane.kube.port import KubePort
@@ -58,6 +57,8 @@ from numaplane.observability.http import ProbeServer
 from numaplane.policy.config import NodeResourceConfig, parse_config
 from numaplane.policy.errors import PolicyConfigError, ReconfigureRejected
 from numaplane.policy.manager import ResourceManager
+from numaplane.topology.errors import TopologyError
+from numaplane.topology.load import load_sysfs, load_topology_file
 from numaplane.topology.model import Topology
 
 __all__ = ["CHECKPOINT_FILE", "Agent", "AgentOptions", "load_topology"]
@@ -102,15 +103,14 @@ class AgentOptions:
 
 
 def load_topology(options: AgentOptions) -> Topology:
-    """From ``topology_file`` (numaplane topology JSON), else discovered from sysfs."""
-    if options.topology_file is not None:
-        try:
-            return Topology.from_dict(load_json(options.topology_file.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise AgentConfigError(f"cannot read topology file {options.topology_file}: {exc}") from None
-    from numaplane.topology.sysfs import discover
-
-    return discover(options.sysfs_root)
+    """From ``topology_file`` (a topology JSON/YAML document), else discovered from sysfs under
+    ``sysfs_root`` — through the one loader, ``topology/load.py``."""
+    try:
+        if options.topology_file is not None:
+            return load_topology_file(options.topology_file)
+        return load_sysfs(options.sysfs_root)
+    except TopologyError as exc:
+        raise AgentConfigError(f"cannot load the topology: {exc}") from None
 
 
 class Agent:
