@@ -79,6 +79,6 @@ class Answering:
         task = self._settling.pop(run, None)
         if task is not None:
             task.cancel()
-        core.abandon(uid)
+        core.abandon(uid, waiting=False)
         if run.result is not None and run.result.admitted:
             core.manager.remove(uid)  # decided for nobody: no record or pod entry holds it

@@ -231,6 +231,7 @@ class AgentCore:
         self.waiting: dict[str, tuple[api_pb2.PodSandbox, api_pb2.Container]] = {}
         # admissions waiting for out-of-process plugins' answers, by manager pod (see _manager_admit)
         self.parked: dict[str, AdmissionRun[Admission]] = {}
+        self._abandoned: set[str] = set()  # parked admissions given up: their waiting call is refused
         self._may_park = False
 
     # -- views ----------------------------------------------------------------------------------------
@@ -298,6 +299,11 @@ class AgentCore:
         containers) such an admission is given up and refused with ``PluginUnavailable``.
         """
         run = self.parked.pop(pod.uid, None)
+        if run is None and pod.uid in self._abandoned:
+            self._abandoned.discard(pod.uid)  # the call that waited for it comes back: refuse it
+            raise AdmissionRejected(
+                "PluginUnavailable", "the admission was abandoned while plugins were asked", **where
+            )
         try:
             if run is None:
                 run = self.manager.begin(pod)
@@ -328,11 +334,14 @@ class AgentCore:
             raise AdmissionRejected(admission.reason, admission.message, **where)
         return admission
 
-    def abandon(self, pod_uid: str) -> None:
-        """Give up the parked admission of ``pod_uid`` (its caller went away): what it holds is released."""
+    def abandon(self, pod_uid: str, *, waiting: bool = True) -> None:
+        """Give up the parked admission of ``pod_uid`` (its pod went, or its caller): what it holds is
+        released; ``waiting``: a call still waits for it, and is refused when it comes back."""
         run = self.parked.pop(pod_uid, None)
         if run is not None:
             run.abort()
+            if waiting:
+                self._abandoned.add(pod_uid)
             self.generation += 1
 
     def _entry(self, sandbox: api_pb2.PodSandbox) -> PodEntry | None:
