@@ -163,7 +163,7 @@ class _Refused(Exception):
 
 def _hints(pod: Pod, container: Container | None, providers: Sequence[Provider]) -> HintSteps:
     """Every provider's hints, asked ones first (one batch), built-in ones after (fresh)."""
-    asked = [p for p in providers if p.asked and (p.wants(container) if container else _pod_wants(p, pod))]
+    asked = [p for p in providers if p.asked and (_pod_wants(p, pod) if container is None else p.wants(container))]
     asks = tuple(HintsAsk(p.plugin.name, pod, None if container is None else container.name) for p in asked)
     answers: dict[int, ProviderHints] = {}
     if asks:
