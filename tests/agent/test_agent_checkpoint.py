@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import state_helpers as ev
 from agent_helpers import guaranteed, sandbox
 from test_agent_nri import TOPOLOGY, create, options, running_agent
 
@@ -155,8 +156,8 @@ async def test_an_intact_but_inconsistent_checkpoint_is_rebuilt(short_tmp: Path)
     opts = options(short_tmp)
     core = AgentCore(ResourceManager(TOPOLOGY, {"cpuManager": {"reservedCPUs": "0"}}))
     for name in ("a", "b"):
-        pod = sandbox(name)
-        core.create(pod, guaranteed(pod, n=2))
+        pod = ev.sandbox(name)
+        core.create(pod, ev.guaranteed(pod, n=2))
     snap = core.snapshot()
     snap["containers"][1]["exclusive"] = snap["containers"][0]["exclusive"]
     state = opts.state_dir / "agent_state.json"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import state_helpers as ev
 from agent_helpers import guaranteed, sandbox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,8 +33,8 @@ CONFIG = {"cpuManager": {"reservedCPUs": "0"}}
 def _snapshot() -> dict[str, Any]:
     core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
     for name in ("a", "b"):
-        pod = sandbox(name)
-        core.create(pod, guaranteed(pod, n=2))
+        pod = ev.sandbox(name)
+        core.create(pod, ev.guaranteed(pod, n=2))
     return core.snapshot()
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_helpers import capture_request, container, guaranteed, sandbox
+from agent_helpers import capture_request
+from state_helpers import container, guaranteed, sandbox
 
 from numaplane.agent.containers import (
     cpu_limit_milli,
@@ -17,6 +18,7 @@ from numaplane.agent.containers import (
 from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import AdmissionRejected, CheckpointCorrupted
 from numaplane.nri.proto import api_pb2
+from numaplane.nri.translate import container_from_pb, sandbox_from_pb
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import parse_pod
 from numaplane.topology.cpuset import CPUSet
@@ -41,14 +43,14 @@ def test_the_real_capture_derives_the_kubelets_pods(shared_dir: Path) -> None:
     be = api_pb2.CreateContainerRequest.FromString(
         capture_request(shared_dir, "27-c1-s25-CreateContainer-request-be-ncc-true.bin").payload
     )
-    g = derive(gu.pod, gu.container)
+    g = derive(sandbox_from_pb(gu.pod), container_from_pb(gu.container))
     assert (g.qos, g.pod_name, g.namespace, g.name) == ("Guaranteed", "gu-ncc-true", "numaplane-wire", "main")
     assert g.key == "6d5ca923-dd9d-4d30-8e79-38cfc2199e49/main"
     spec = g.pod.containers[0]
     assert spec.requests["cpu"].milli_value() == 1000 and spec.limits["cpu"].milli_value() == 1000
     assert spec.requests["memory"].value() == 64 << 20
     assert g.needs_manager and g.cpus == "1"
-    b = derive(be.pod, be.container)
+    b = derive(sandbox_from_pb(be.pod), container_from_pb(be.container))
     assert (b.qos, b.needs_manager, b.pod.containers[0].requests) == ("BestEffort", False, {})
 
 

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+import state_helpers as ev
 from agent_helpers import container, guaranteed, sandbox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,9 +36,9 @@ HOSTILE_ANNOTATIONS = [
 
 @pytest.mark.parametrize("raw", HOSTILE_ANNOTATIONS, ids=range(len(HOSTILE_ANNOTATIONS)))
 def test_a_hostile_resources_annotation_is_a_typed_rejection(raw: str) -> None:
-    pod = sandbox("bad", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
+    pod = ev.sandbox("bad", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
     with pytest.raises(AdmissionRejected) as info:
-        derive(pod, guaranteed(pod))
+        derive(pod, ev.guaranteed(pod))
     assert info.value.reason == "InvalidContainer"
     assert len(str(info.value)) < 1000
 
@@ -45,11 +46,11 @@ def test_a_hostile_resources_annotation_is_a_typed_rejection(raw: str) -> None:
 @pytest.mark.parametrize("raw", HOSTILE_ANNOTATIONS, ids=range(len(HOSTILE_ANNOTATIONS)))
 def test_synchronize_goes_on_with_one_hostile_pod(raw: str) -> None:
     core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
-    bad = sandbox("bad", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
-    good = sandbox("good")
+    bad = ev.sandbox("bad", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
+    good = ev.sandbox("good")
     running = [
-        guaranteed(bad, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
-        guaranteed(good, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
+        ev.guaranteed(bad, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
+        ev.guaranteed(good, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
     ]
     result = core.synchronize([bad, good], running)
     assert [f[0] for f in result.failed] == ["ctr-bad-main"]
@@ -69,9 +70,9 @@ def test_synchronize_goes_on_with_one_hostile_pod(raw: str) -> None:
     )
 )
 def test_fuzz_resources_annotation_only_rejects_with_admission_rejected(raw: str) -> None:
-    pod = sandbox("f", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
+    pod = ev.sandbox("f", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
     try:
-        derive(pod, container(pod, cpu_milli=500))
+        derive(pod, ev.container(pod, cpu_milli=500))
     except AdmissionRejected as exc:
         assert exc.reason == "InvalidContainer"
 
@@ -94,8 +95,8 @@ def test_state_change_with_an_unknown_event_is_answered_and_ignored() -> None:
 
 def test_a_container_synchronize_could_not_admit_is_pinned_once_cpus_free_up() -> None:
     core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
-    pods = [sandbox(f"g{i}") for i in range(8)]
-    running = [guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
+    pods = [ev.sandbox(f"g{i}") for i in range(8)]
+    running = [ev.guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
     result = core.synchronize(pods, running)
     assert len(result.failed) == 1
     waiting = result.failed[0][0]
@@ -111,8 +112,8 @@ def test_a_container_synchronize_could_not_admit_is_pinned_once_cpus_free_up() -
 
 def test_a_restart_retries_containers_left_unpinned() -> None:
     core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
-    pods = [sandbox(f"g{i}") for i in range(8)]
-    running = [guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
+    pods = [ev.sandbox(f"g{i}") for i in range(8)]
+    running = [ev.guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
     waiting = core.synchronize(pods, running).failed[0][0]
     snapshot = core.snapshot()
     # while the agent is down, another pod goes; the restarted agent restores its checkpoint

@@ -8,10 +8,11 @@ what the one-container-at-a-time fallback cannot do.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
-from agent_helpers import container, guaranteed, sandbox
+from state_helpers import container, guaranteed, sandbox
 
 from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import AdmissionRejected, CheckpointCorrupted
@@ -260,8 +261,7 @@ def test_a_restarted_container_gets_its_allocation_again_and_the_sandbox_release
     assert core.records["ctr-g-main-2"].exclusive == first.cpus and core.check() == []
     # a new sandbox of the same pod (the agent missed the old one's stop): the pod's containers all
     # start again, admitted anew; the old container, if it still ran, would share the pool
-    sb2 = sandbox("g")
-    sb2.id = "sb-g-2"
+    sb2 = replace(sandbox("g"), id="sb-g-2")
     core.create(sb2, guaranteed(sb2, n=2, cid="ctr-g-main-3"))
     assert core.pods["uid-g"].sandbox_id == "sb-g-2" and core.records["ctr-g-main-3"].whole_pod
     old = core.records["ctr-g-main-2"]
@@ -341,8 +341,7 @@ def test_synchronize_with_two_sandboxes_of_one_pod_never_holds_a_cpu_twice() -> 
     core = make_core(Pods(api_pod("g", [spec("main", 2)])))
     old = sandbox("g")
     core.create(old, guaranteed(old, n=2))
-    new = sandbox("g")
-    new.id = "sb-g-new"
+    new = replace(sandbox("g"), id="sb-g-new")
     running = [
         guaranteed(old, n=2, cpus="1,9", state=api_pb2.CONTAINER_RUNNING),
         guaranteed(new, n=2, cid="ctr-g-main-new", cpus="0-15", state=api_pb2.CONTAINER_RUNNING),

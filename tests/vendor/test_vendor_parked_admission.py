@@ -23,7 +23,7 @@ from numaplane.resources.pod import Pod, parse_pod
 from numaplane.topology.model import synthetic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
-from agent_helpers import guaranteed, sandbox
+from state_helpers import guaranteed, sandbox
 
 TOPOLOGY = synthetic(sockets=2, numa_per_socket=1, cores_per_numa=4, threads_per_core=2)
 CONFIG = {"topologyManager": {"policy": "single-numa-node"}, "cpuManager": {"reservedCPUCount": 2}}

@@ -4,7 +4,9 @@
 containers the runtime runs (:class:`ContainerRecord`, keyed by container id) and the pods admitted
 as a whole (:class:`~numaplane.agent.wholepod.PodEntry`, keyed by pod uid). Every method is a plain
 call that mutates state and returns what the runtime must be told; the NRI handler (``handler.py``)
-serialises the calls and does the talking.
+serialises the calls and does the talking. The state machine sees only the agent's own values
+(:mod:`numaplane.nri.events`: sandboxes, containers, cpuset updates), never a protobuf message: the
+handler translates them with :mod:`numaplane.nri.translate` (import-linter checks this).
 
 Two ways a container is admitted:
 
@@ -60,13 +62,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from numaplane.agent.containers import ContainerInfo, derive, parse_cpuset
 from numaplane.agent.errors import AdmissionRejected, AnswersNeeded, CheckpointCorrupted
 from numaplane.agent.wholepod import PodEntry, admission_pod, pod_needs_manager
-from numaplane.nri.proto import api_pb2
+from numaplane.nri.events import CpusetUpdate, RuntimeContainer, Sandbox, cpuset_text
 from numaplane.nrt.from_manager import allocation_state
 from numaplane.nrt.podresources import AllocatableResources, ContainerResources, PodResources
 from numaplane.policy.asks import AdmissionRun, answer_in_process, answers_in_process
@@ -90,21 +91,6 @@ __all__ = [
 
 #: pod uid → the Pod from the Kubernetes API (or ``None`` when unknown).
 PodLookup = Callable[[str], Pod | None]
-
-
-@lru_cache(maxsize=4096)
-def cpuset_text(cpus: CPUSet) -> str:
-    """``cpus.format()``, memoised: a pool change formats one set for hundreds of containers."""
-    return cpus.format()
-
-
-@dataclass(frozen=True, slots=True)
-class CpusetUpdate:
-    """Set a container's ``cpuset.cpus`` (and ``cpuset.mems`` unless ``None``)."""
-
-    container_id: str
-    cpus: CPUSet
-    mems: CPUSet | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +214,7 @@ class AgentCore:
         self.generation = 0  # bumped on every state change (the checkpoint writer follows it)
         self.saved_plugin_states: dict[str, Any] = {}  # states of plugins not registered yet
         # running containers Synchronize could not admit for lack of resources, retried on releases
-        self.waiting: dict[str, tuple[api_pb2.PodSandbox, api_pb2.Container]] = {}
+        self.waiting: dict[str, tuple[Sandbox, RuntimeContainer]] = {}
         # admissions waiting for out-of-process plugins' answers, by manager pod (see _manager_admit)
         self.parked: dict[str, AdmissionRun[Admission]] = {}
         self._abandoned: set[str] = set()  # parked admissions given up: their waiting call is refused
@@ -255,7 +241,7 @@ class AgentCore:
         return self.records.get(container_id)
 
     # -- admission ------------------------------------------------------------------------------------
-    def _lookup(self, sandbox: api_pb2.PodSandbox) -> Pod | None:
+    def _lookup(self, sandbox: Sandbox) -> Pod | None:
         if self.pod_lookup is None or not sandbox.uid:
             return None
         return self.pod_lookup(sandbox.uid)
@@ -344,7 +330,7 @@ class AgentCore:
                 self._abandoned.add(pod_uid)
             self.generation += 1
 
-    def _entry(self, sandbox: api_pb2.PodSandbox) -> PodEntry | None:
+    def _entry(self, sandbox: Sandbox) -> PodEntry | None:
         """The whole-pod entry of ``sandbox``; an entry left by an older sandbox of the pod is released."""
         if not sandbox.uid:
             return None
@@ -363,7 +349,7 @@ class AgentCore:
         self._release_entry(entry)
         return None
 
-    def _admit_pod(self, sandbox: api_pb2.PodSandbox, name: str | None) -> PodEntry | None:
+    def _admit_pod(self, sandbox: Sandbox, name: str | None) -> PodEntry | None:
         """Admit the sandbox's pod as a whole (raises :class:`AdmissionRejected`); ``None`` when the
         Pod is unknown, needs no admission, or already has containers admitted one at a time.
 
@@ -392,7 +378,7 @@ class AgentCore:
         self.generation += 1
         return entry
 
-    def _bind(self, entry: PodEntry, sandbox: api_pb2.PodSandbox, container: api_pb2.Container) -> ContainerRecord:
+    def _bind(self, entry: PodEntry, sandbox: Sandbox, container: RuntimeContainer) -> ContainerRecord:
         """Register ``container`` with its allocation from the pod's admission (registered; no I/O)."""
         name = container.name
         predecessor = self._by_key.get(f"{entry.uid}/{name}")
@@ -450,7 +436,7 @@ class AgentCore:
         self._by_key[record.key] = record.container_id
         self.generation += 1
 
-    def create(self, sandbox: api_pb2.PodSandbox, container: api_pb2.Container) -> CreateDecision:
+    def create(self, sandbox: Sandbox, container: RuntimeContainer) -> CreateDecision:
         """CreateContainer: admit and decide (raises :class:`AdmissionRejected`, or :class:`AnswersNeeded`
         — answer the parked run and call again)."""
         self._may_park = True
@@ -459,7 +445,7 @@ class AgentCore:
         finally:
             self._may_park = False
 
-    def _create(self, sandbox: api_pb2.PodSandbox, container: api_pb2.Container) -> CreateDecision:
+    def _create(self, sandbox: Sandbox, container: RuntimeContainer) -> CreateDecision:
         known = self.records.get(container.id)
         if known is not None:  # the same request again (e.g. answered after a reconnect)
             cpus, mems = self.desired(known)
@@ -482,7 +468,7 @@ class AgentCore:
         env = self._env(record)
         return CreateDecision(cpus, mems, record.exclusive is not None, tuple(updates), env)
 
-    def run_pod(self, sandbox: api_pb2.PodSandbox) -> PodStarted:
+    def run_pod(self, sandbox: Sandbox) -> PodStarted:
         """RUN_POD_SANDBOX: admit the pod as a whole now if the Pod is known (a rejection is not an
         error here: the sandbox runs, and the pod's first CreateContainer retries and fails). Raises
         :class:`AnswersNeeded` as :meth:`create`."""
@@ -672,10 +658,10 @@ class AgentCore:
         return CpusetUpdate(container_id, cpus, mems)
 
     # -- reconciliation -------------------------------------------------------------------------------
-    def synchronize(self, pods: Sequence[api_pb2.PodSandbox], containers: Sequence[api_pb2.Container]) -> SyncResult:
+    def synchronize(self, pods: Sequence[Sandbox], containers: Sequence[RuntimeContainer]) -> SyncResult:
         """Reconcile with the runtime's complete list of pods and containers (see the module docstring)."""
         sandboxes = {p.id: p for p in pods}
-        live = {c.id: c for c in containers if c.state != api_pb2.CONTAINER_STOPPED}
+        live = {c.id: c for c in containers if c.state.live}
         dropped = [cid for cid in self.records if cid not in live]
         for cid in dropped:
             self._release(self.records[cid])
@@ -689,7 +675,7 @@ class AgentCore:
         )
         self.waiting = {}
         for c in unknown:
-            sandbox = sandboxes.get(c.pod_sandbox_id) or api_pb2.PodSandbox(id=c.pod_sandbox_id)
+            sandbox = sandboxes.get(c.pod_sandbox_id) or Sandbox(id=c.pod_sandbox_id)
             self.records.pop(c.id, None)  # a placeholder of an earlier failed adoption: try again
             try:
                 self._adopt(sandbox, c, live)
@@ -713,8 +699,8 @@ class AgentCore:
         for cid, c in live.items():
             record = self.records.get(cid) or self._unadmitted(sandboxes, c, "Released", "its pod was released")
             cpus, mems = self.desired(record)
-            reported = parse_cpuset(c.linux.resources.cpu.cpus)
-            reported_mems = parse_cpuset(c.linux.resources.cpu.mems)
+            reported = parse_cpuset(c.resources.cpus)
+            reported_mems = parse_cpuset(c.resources.mems)
             if reported != cpus or (mems is not None and reported_mems != mems):
                 updates.append(CpusetUpdate(cid, cpus, mems))
                 record.adjusted = False  # re-pin again at POST_START: the update may race the start
@@ -723,10 +709,10 @@ class AgentCore:
         return SyncResult(tuple(updates), tuple(adopted), tuple(dropped), tuple(failed))
 
     def _unadmitted(
-        self, sandboxes: Mapping[str, api_pb2.PodSandbox], c: api_pb2.Container, reason: str, message: str
+        self, sandboxes: Mapping[str, Sandbox], c: RuntimeContainer, reason: str, message: str
     ) -> ContainerRecord:
         """Register a running container that holds nothing: it runs in the shared pool."""
-        sandbox = sandboxes.get(c.pod_sandbox_id) or api_pb2.PodSandbox(id=c.pod_sandbox_id)
+        sandbox = sandboxes.get(c.pod_sandbox_id) or Sandbox(id=c.pod_sandbox_id)
         record = ContainerRecord(
             container_id=c.id,
             sandbox_id=c.pod_sandbox_id,
@@ -741,7 +727,7 @@ class AgentCore:
         self.generation += 1
         return record
 
-    def _adopt(self, sandbox: api_pb2.PodSandbox, c: api_pb2.Container, live: Mapping[str, api_pb2.Container]) -> None:
+    def _adopt(self, sandbox: Sandbox, c: RuntimeContainer, live: Mapping[str, RuntimeContainer]) -> None:
         """Register a running container the agent does not know (raises :class:`AdmissionRejected`)."""
         entry = self._entry(sandbox) or self._admit_pod(sandbox, c.name)
         key = f"{entry.uid if entry is not None else sandbox.uid or sandbox.id}/{c.name}"

@@ -57,9 +57,9 @@ from numaplane.agent.metrics import AgentMetrics
 from numaplane.nri.errors import CallTimeout, ConnectionClosed, NRIError, StatusCode, StatusError
 from numaplane.nri.plugin import BaseHandler, event_mask
 from numaplane.nri.proto import api_pb2
-from numaplane.topology.cpuset import CPUSet
+from numaplane.nri.translate import container_from_pb, linux_cpu, sandbox_from_pb, update_to_pb
 
-__all__ = ["EVENTS", "AgentHandler", "CoreRunner", "UpdateSender", "to_pb_update"]
+__all__ = ["EVENTS", "AgentHandler", "CoreRunner", "UpdateSender"]
 
 log = structlog.get_logger("numaplane.agent")
 
@@ -87,25 +87,6 @@ def _event_name(kind: int) -> str:
         return api_pb2.Event.Name(kind)  # type: ignore[arg-type]
     except ValueError:
         return f"EVENT_{kind}"
-
-
-def _cpu(cpus: CPUSet, mems: CPUSet | None) -> api_pb2.LinuxCPU:
-    if mems is None:
-        return api_pb2.LinuxCPU(cpus=cpuset_text(cpus))
-    return api_pb2.LinuxCPU(cpus=cpuset_text(cpus), mems=cpuset_text(mems))
-
-
-def _resources(cpus: CPUSet, mems: CPUSet | None) -> api_pb2.LinuxResources:
-    return api_pb2.LinuxResources(cpu=_cpu(cpus, mems))
-
-
-def to_pb_update(update: CpusetUpdate) -> api_pb2.ContainerUpdate:
-    """A ``ContainerUpdate`` (failures ignored: the container may have gone meanwhile)."""
-    return api_pb2.ContainerUpdate(
-        container_id=update.container_id,
-        ignore_failure=True,
-        linux=api_pb2.LinuxContainerUpdate(resources=_resources(update.cpus, update.mems)),
-    )
 
 
 class CoreRunner:
@@ -197,7 +178,7 @@ class UpdateSender(BackgroundLoop):
             self._count(batch, "unsent", len(updates))
             return
         try:
-            failed = await self.sender([to_pb_update(u) for u in updates])
+            failed = await self.sender([update_to_pb(u) for u in updates])
         except (ConnectionClosed, CallTimeout, StatusError, NRIError) as exc:
             log.info("container updates not sent; the next Synchronize re-checks", error=str(exc), count=len(updates))
             self._count(batch, "unsent", len(updates))
@@ -269,7 +250,7 @@ class AgentHandler(BaseHandler):
         if not updates:
             return
         if len(updates) <= self.inline_updates:
-            into.extend(to_pb_update(u) for u in updates)
+            into.extend(update_to_pb(u) for u in updates)
             self.metrics.container_updates.labels(path=path, result="ok").inc(len(updates))
         else:
             self.sender.submit((u.container_id for u in updates), path)
@@ -301,7 +282,11 @@ class AgentHandler(BaseHandler):
             containers = self._partial[1] + containers
             self._partial = ([], [])
         self.verified.clear()
-        result = await self.runner.call(lambda: self.core.synchronize(pods, containers))
+        result = await self.runner.call(
+            lambda: self.core.synchronize(
+                [sandbox_from_pb(p) for p in pods], [container_from_pb(c) for c in containers]
+            )
+        )
         for cid, reason, message in result.failed:
             log.warning(
                 "running container could not be admitted; it waits in the shared pool until resources free up",
@@ -315,7 +300,7 @@ class AgentHandler(BaseHandler):
             if len(result.adopted) > len(result.failed):
                 self.metrics.adoptions.labels(result="admitted").inc(len(result.adopted) - len(result.failed))
             self.metrics.container_updates.labels(path="sync", result="ok").inc(len(result.updates))
-        response = api_pb2.SynchronizeResponse(update=[to_pb_update(u) for u in result.updates])
+        response = api_pb2.SynchronizeResponse(update=[update_to_pb(u) for u in result.updates])
         self.synchronizations += 1
         self.synchronized.set()
         if self._verify_task is not None:
@@ -367,7 +352,7 @@ class AgentHandler(BaseHandler):
 
     async def create_container(self, request: api_pb2.CreateContainerRequest) -> api_pb2.CreateContainerResponse:
         started = time.perf_counter()
-        pod, container = request.pod, request.container
+        pod, container = sandbox_from_pb(request.pod), container_from_pb(request.container)
         try:
             decision = await self.runner.call(lambda: self.core.create(pod, container))
         except AdmissionRejected as exc:
@@ -382,7 +367,7 @@ class AgentHandler(BaseHandler):
             )
             raise StatusError(StatusCode.FAILED_PRECONDITION, str(exc)) from None
         response = api_pb2.CreateContainerResponse()
-        response.adjust.linux.resources.cpu.CopyFrom(_cpu(decision.cpus, decision.mems))
+        response.adjust.linux.resources.cpu.CopyFrom(linux_cpu(decision.cpus, decision.mems))
         for key, value in decision.env:
             response.adjust.env.add(key=key, value=value)
         self._updates(decision.updates, response.update, "create")
@@ -416,7 +401,7 @@ class AgentHandler(BaseHandler):
         self._observe("UpdateContainer", started, "ok")
         response = api_pb2.UpdateContainerResponse()
         if update is not None:
-            response.update.append(to_pb_update(update))
+            response.update.append(update_to_pb(update))
         return response
 
     async def stop_container(self, request: api_pb2.StopContainerRequest) -> api_pb2.StopContainerResponse:
@@ -442,7 +427,7 @@ class AgentHandler(BaseHandler):
             self._deferred("remove")
             self.on_change()
         elif kind == api_pb2.RUN_POD_SANDBOX:
-            pod = event.pod
+            pod = sandbox_from_pb(event.pod)
             started_pod = await self.runner.call(lambda: self.core.run_pod(pod))
             if started_pod.rejection is not None:
                 log.info(
