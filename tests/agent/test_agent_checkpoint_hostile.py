@@ -21,8 +21,8 @@ from test_agent_nri import TOPOLOGY, create, options, running_agent
 
 from numaplane.agent.background import BackgroundLoop
 from numaplane.agent.checkpoint import CheckpointIdentity, CheckpointStore, decode, encode, topology_digest
-from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import CheckpointCorrupted, CheckpointError
+from numaplane.agent.state import NodeAgentState
 from numaplane.nri.fake_runtime import FakeRuntime
 from numaplane.policy.manager import ResourceManager
 
@@ -31,7 +31,7 @@ CONFIG = {"cpuManager": {"reservedCPUs": "0"}}
 
 
 def _snapshot() -> dict[str, Any]:
-    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    core = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     for name in ("a", "b"):
         pod = ev.sandbox(name)
         core.create(pod, ev.guaranteed(pod, n=2))
@@ -59,7 +59,7 @@ DAMAGE = ["plugins-string", "admission-without-pod", "numa-2**32", "int-device-i
 
 @pytest.mark.parametrize("change", DAMAGE)
 def test_restore_refuses_an_inconsistent_checkpoint_quickly(change: str) -> None:
-    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    core = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     started = time.perf_counter()
     with pytest.raises(CheckpointCorrupted):
         core.restore(_damaged(change))
@@ -110,7 +110,7 @@ def test_fuzz_restore_raises_only_checkpoint_corrupted(edits: list[tuple[int, An
                 stack.extend(reversed(item))
         parent, key = containers[where % len(containers)]
         parent[key] = value
-    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    core = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     try:
         core.restore(snap)
     except CheckpointCorrupted:

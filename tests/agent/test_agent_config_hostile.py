@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from numaplane.agent.configwatch import ConfigWatcher, read_config
-from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import AgentConfigError
 from numaplane.agent.metrics import AgentMetrics
+from numaplane.agent.state import NodeAgentState
 from numaplane.policy.config import parse_config
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager
@@ -43,7 +43,7 @@ def test_hostile_config_values_are_policy_config_errors(doc: dict[str, Any]) -> 
     with pytest.raises(PolicyConfigError) as info:
         ResourceManager(TOPOLOGY, doc)
     assert len(str(info.value)) < 1000
-    core = AgentCore(ResourceManager(TOPOLOGY, {}))
+    core = NodeAgentState(ResourceManager(TOPOLOGY, {}))
     with pytest.raises(PolicyConfigError):
         core.reconfigure(doc)
 
@@ -57,7 +57,7 @@ def test_a_huge_integer_quantity_is_capped_like_the_api_server() -> None:
 async def test_a_hostile_reload_is_rejected_and_reported(tmp_path: Path, doc: dict[str, Any]) -> None:
     path = tmp_path / "config.yaml"
     path.write_text("cpuManager: {reservedCPUs: '0'}\n")
-    core = AgentCore(ResourceManager(TOPOLOGY, parse_config(read_config(path)[0])))
+    core = NodeAgentState(ResourceManager(TOPOLOGY, parse_config(read_config(path)[0])))
     metrics = AgentMetrics()
 
     async def apply(new: Any) -> None:

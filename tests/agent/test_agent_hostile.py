@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from numaplane.agent.containers import EXTRA_RESOURCES_ANNOTATION_PREFIX, derive
-from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import AdmissionRejected
+from numaplane.agent.state import NodeAgentState
 from numaplane.nri.proto import api_pb2
 from numaplane.policy.manager import ResourceManager
 from numaplane.topology.model import synthetic
@@ -45,7 +45,7 @@ def test_a_hostile_resources_annotation_is_a_typed_rejection(raw: str) -> None:
 
 @pytest.mark.parametrize("raw", HOSTILE_ANNOTATIONS, ids=range(len(HOSTILE_ANNOTATIONS)))
 def test_synchronize_goes_on_with_one_hostile_pod(raw: str) -> None:
-    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    core = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     bad = ev.sandbox("bad", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
     good = ev.sandbox("good")
     running = [
@@ -78,10 +78,10 @@ def test_fuzz_resources_annotation_only_rejects_with_admission_rejected(raw: str
 
 
 def test_state_change_with_an_unknown_event_is_answered_and_ignored() -> None:
-    from numaplane.agent.handler import AgentHandler, CoreRunner
+    from numaplane.agent.handler import AgentHandler, StateRunner
 
-    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
-    handler = AgentHandler(CoreRunner(core))
+    core = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
+    handler = AgentHandler(StateRunner(core))
 
     async def main() -> None:
         await handler.state_change(api_pb2.StateChangeEvent(event=api_pb2.Event.ValueType(99)))
@@ -94,7 +94,7 @@ def test_state_change_with_an_unknown_event_is_answered_and_ignored() -> None:
 
 
 def test_a_container_synchronize_could_not_admit_is_pinned_once_cpus_free_up() -> None:
-    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    core = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     pods = [ev.sandbox(f"g{i}") for i in range(8)]
     running = [ev.guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
     result = core.synchronize(pods, running)
@@ -111,13 +111,13 @@ def test_a_container_synchronize_could_not_admit_is_pinned_once_cpus_free_up() -
 
 
 def test_a_restart_retries_containers_left_unpinned() -> None:
-    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    core = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     pods = [ev.sandbox(f"g{i}") for i in range(8)]
     running = [ev.guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
     waiting = core.synchronize(pods, running).failed[0][0]
     snapshot = core.snapshot()
     # while the agent is down, another pod goes; the restarted agent restores its checkpoint
-    restarted = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    restarted = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     restarted.restore(snapshot)
     gone = next(p for p in pods if f"ctr-{p.name}-main" != waiting)
     still = [p for p in pods if p is not gone]

@@ -56,9 +56,9 @@ def widget_pod(name: str) -> tuple[api_pb2.PodSandbox, api_pb2.Container]:
 
 
 def held_widgets(agent: Agent) -> dict[str, tuple[str, ...]]:
-    assert agent.core is not None
+    assert agent.state is not None
     out = {}
-    for plugin in agent.core.manager.plugins:
+    for plugin in agent.state.manager.plugins:
         if plugin.name == "example.com/widgets":
             for (uid, _name), alloc in plugin.allocations().items():
                 out[uid] = alloc.devices[RESOURCE]
@@ -98,7 +98,7 @@ async def test_crash_isolates_then_reregistration_restores(short_tmp: Path) -> N
             pod, ctr = widget_pod("w3")
             await create(runtime, pod, ctr)
             assert held_widgets(agent) == {"uid-w1/main": ("w00",), "uid-w3/main": ("w01",)}
-            assert agent.core is not None and agent.core.check() == []
+            assert agent.state is not None and agent.state.check() == []
             assert (
                 agent.metrics.registry.get_sample_value(
                     "numaplane_agent_admissions_total", {"result": "rejected", "reason": "PluginUnavailable"}
@@ -163,7 +163,7 @@ async def test_a_hung_plugin_delays_no_other_pod(short_tmp: Path) -> None:
             pod, ctr = widget_pod("hung")
             hung = asyncio.create_task(runtime.create_container(pod, ctr))
             await asyncio.sleep(0.1)  # its admission is parked, its Allocate call in flight
-            assert agent.core is not None and set(agent.core.parked) == {"uid-hung/main"}
+            assert agent.state is not None and set(agent.state.parked) == {"uid-hung/main"}
             latencies = []
             for i in range(60):
                 g = sandbox(f"g{i}")
@@ -181,8 +181,8 @@ async def test_a_hung_plugin_delays_no_other_pod(short_tmp: Path) -> None:
             elapsed = loop.time() - started
             assert 0.9 < elapsed < 2.9  # the 1 s deadline, not the plugin's 3 s
             assert "PluginUnavailable" in exc.value.message and "DEADLINE_EXCEEDED" in exc.value.message
-            assert agent.core.parked == {} and agent.core.check() == []
-            assert agent.core.manager.cpu.state.get("uid-hung/main", "main") is None  # nothing held
+            assert agent.state.parked == {} and agent.state.check() == []
+            assert agent.state.manager.cpu.state.get("uid-hung/main", "main") is None  # nothing held
     finally:
         if process is not None:
             stop_process(process)

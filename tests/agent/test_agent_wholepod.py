@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from state_helpers import container, guaranteed, sandbox
 
-from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import AdmissionRejected, CheckpointCorrupted
+from numaplane.agent.state import NodeAgentState
 from numaplane.nri.proto import api_pb2
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import Pod, parse_pod
@@ -59,8 +59,8 @@ class Pods:
         return self.by_uid.get(uid)
 
 
-def make_core(lookup: Pods | None, config: Mapping[str, Any] = CONFIG) -> AgentCore:
-    return AgentCore(ResourceManager(TOPOLOGY, dict(config)), pod_lookup=lookup)
+def make_core(lookup: Pods | None, config: Mapping[str, Any] = CONFIG) -> NodeAgentState:
+    return NodeAgentState(ResourceManager(TOPOLOGY, dict(config)), pod_lookup=lookup)
 
 
 def reuse_pod() -> Pod:

@@ -15,7 +15,7 @@ from typing import Any
 from accelerator_plugin import NAME, RESOURCE
 
 from numaplane.agent.asking import Answering
-from numaplane.agent.core import AgentCore
+from numaplane.agent.state import NodeAgentState
 from numaplane.grpcapi.pluginapi.adapter import GrpcResourcePlugin
 from numaplane.policy.config import parse_config
 from numaplane.policy.manager import ResourceManager
@@ -37,12 +37,12 @@ def _pod(name: str, accelerators: int) -> Pod:
     return parse_pod({"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"}, "spec": spec})
 
 
-async def _core(socket: Path, *pods: Pod) -> tuple[AgentCore, GrpcResourcePlugin]:
+async def _core(socket: Path, *pods: Pod) -> tuple[NodeAgentState, GrpcResourcePlugin]:
     config = parse_config(CONFIG)
     plugin = GrpcResourcePlugin(NAME, {RESOURCE}, str(socket), topology=TOPOLOGY, config=config, timeout_seconds=5)
     await asyncio.to_thread(plugin.connect)
     by_uid = {p.uid: p for p in pods}
-    core = AgentCore(ResourceManager(TOPOLOGY, config, extra_plugins=[plugin]), pod_lookup=by_uid.get)
+    core = NodeAgentState(ResourceManager(TOPOLOGY, config, extra_plugins=[plugin]), pod_lookup=by_uid.get)
     return core, plugin
 
 

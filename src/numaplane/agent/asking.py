@@ -1,6 +1,6 @@
 """The agent's driver of admissions that ask out-of-process plugins (``policy/asks.py``).
 
-The state machine (``core.AgentCore``) parks an admission that needs answers from out-of-process
+The state machine (``state.NodeAgentState``) parks an admission that needs answers from out-of-process
 plugins and raises :class:`~numaplane.agent.errors.AnswersNeeded`; :meth:`Answering.call` then gets
 the answers — every plugin of one batch concurrently, each within its own deadline
 (``grpcapi.pluginapi.asking``) — without holding anything, and makes the same call again.
@@ -23,8 +23,8 @@ import asyncio
 from collections.abc import Callable
 from typing import TypeVar
 
-from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import AnswersNeeded
+from numaplane.agent.state import NodeAgentState
 from numaplane.grpcapi.pluginapi.asking import settle
 from numaplane.policy.asks import AdmissionRun
 from numaplane.policy.manager import Admission
@@ -37,8 +37,8 @@ _T = TypeVar("_T")
 class Answering:
     """Makes state machine calls, answering the admissions they park (see the module docstring)."""
 
-    def __init__(self, core: AgentCore) -> None:
-        self.core = core
+    def __init__(self, state: NodeAgentState) -> None:
+        self.state = state
         self._settling: dict[AdmissionRun[Admission], asyncio.Task[None]] = {}
         self._waiters: dict[AdmissionRun[Admission], int] = {}
         self.asked = 0  # runs answered (for tests and metrics)
@@ -66,19 +66,19 @@ class Answering:
         task = self._settling.get(run)
         if task is None:
             self.asked += 1
-            task = asyncio.get_running_loop().create_task(settle(run, list(self.core.manager.plugins)))
+            task = asyncio.get_running_loop().create_task(settle(run, list(self.state.manager.plugins)))
             self._settling[run] = task
             task.add_done_callback(lambda _task: self._settling.pop(run, None))
         await asyncio.shield(task)
 
     def _abandon(self, run: AdmissionRun[Admission]) -> None:
-        core = self.core
+        state = self.state
         uid = run.pod.uid
-        if core.parked.get(uid) is not run:
+        if state.parked.get(uid) is not run:
             return
         task = self._settling.pop(run, None)
         if task is not None:
             task.cancel()
-        core.abandon(uid, waiting=False)
+        state.abandon(uid, waiting=False)
         if run.result is not None and run.result.admitted:
-            core.manager.remove(uid)  # decided for nobody: no record or pod entry holds it
+            state.manager.remove(uid)  # decided for nobody: no record or pod entry holds it

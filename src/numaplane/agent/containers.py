@@ -22,7 +22,7 @@ NRI passes the runtime's view, not the Pod spec (``wire/nri.md``, "What the agen
 With the node's Pod from the Kubernetes API (``pod`` argument: the agent may watch its own node's pods
 read-only) the container's exact requests and limits, extended resources and the pod's QoS class
 come from the spec instead. (A known pod that needs the resource manager is not admitted through this
-module at all: the core admits it as a whole, see ``wholepod.py``.)
+module at all: the state machine admits it as a whole, see ``wholepod.py``.)
 
 **One container at a time** — the fallback when the Pod is not known (no API access, or the informer
 has not seen the pod yet at its first container): each container becomes a single-container pod

@@ -42,7 +42,7 @@ import grpc.aio
 import structlog
 
 from numaplane.agent.background import cancel_and_wait
-from numaplane.agent.handler import CoreRunner
+from numaplane.agent.handler import StateRunner
 from numaplane.agent.metrics import AgentMetrics
 from numaplane.grpcapi.pluginapi.adapter import API_VERSION, GrpcResourcePlugin, socket_target
 from numaplane.grpcapi.pluginapi.errors import PluginCallFailed
@@ -126,7 +126,7 @@ class PluginRegistry:
     def __init__(
         self,
         plugin_dir: str | os.PathLike[str],
-        runner: CoreRunner,
+        runner: StateRunner,
         *,
         expected_uid: int | None = None,
         call_timeout_seconds: float = 0.25,
@@ -233,8 +233,8 @@ class PluginRegistry:
             raise RegistrationError(invalid, "name and resources are required")
         resources = frozenset(request.resources)
         path = await asyncio.to_thread(check_endpoint, self.plugin_dir, request.endpoint, self.expected_uid)
-        core = self.runner.core
-        for other in core.manager.plugins:
+        state = self.runner.state
+        for other in state.manager.plugins:
             overlap = resources & other.resources
             if other.name != request.name and overlap:
                 raise RegistrationError(
@@ -253,23 +253,23 @@ class PluginRegistry:
             request.name,
             resources,
             str(path),
-            topology=core.manager.topology,
-            config=core.manager.config,
+            topology=state.manager.topology,
+            config=state.manager.config,
             timeout_seconds=self.call_timeout_seconds,
             options=request.options,
             on_availability=self._availability,
         )
-        saved = core.saved_plugin_states.pop(request.name, None)
+        saved = state.saved_plugin_states.pop(request.name, None)
         if saved:
             plugin.restore(saved)  # not reachable yet: only remembered, sent by connect()
         await self._connect(plugin, None)
-        core.manager.add_plugin(plugin)
+        state.manager.add_plugin(plugin)
         self.plugins[request.name] = plugin
         return plugin
 
     async def _connect(self, plugin: GrpcResourcePlugin, target: str | None) -> None:
-        core = self.runner.core
-        plugin.config = core.manager.config
+        state = self.runner.state
+        plugin.config = state.manager.config
 
         def connect() -> list[tuple[str, str]]:  # blocking calls: in a worker thread
             plugin.connect(target)
@@ -286,7 +286,7 @@ class PluginRegistry:
             ) from None
         # allocations the plugin holds for manager pods that are gone, judged now (pods admitted
         # while the thread ran are live, and their allocations were not in what it fetched)
-        live = set(core.manager.pods) | set(core.parked)
+        live = set(state.manager.pods) | set(state.parked)
         gone = [(uid, name) for uid, name in held if uid not in live]
         for uid, name in gone:
             plugin.release(uid, name)  # queued, sent by the flush

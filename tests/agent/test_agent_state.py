@@ -15,8 +15,8 @@ from numaplane.agent.containers import (
     hugepage_resource,
     qos_from_cgroup_parent,
 )
-from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import AdmissionRejected, CheckpointCorrupted
+from numaplane.agent.state import NodeAgentState
 from numaplane.nri.proto import api_pb2
 from numaplane.nri.translate import container_from_pb, sandbox_from_pb
 from numaplane.policy.manager import ResourceManager
@@ -29,8 +29,8 @@ TOPOLOGY = synthetic(sockets=2, cores_per_numa=4, threads_per_core=2)
 CONFIG = {"topologyManager": {"policy": "single-numa-node"}, "cpuManager": {"reservedCPUs": "0"}}
 
 
-def make_core(config: dict[str, object] | None = None) -> AgentCore:
-    return AgentCore(ResourceManager(TOPOLOGY, CONFIG if config is None else config))
+def make_core(config: dict[str, object] | None = None) -> NodeAgentState:
+    return NodeAgentState(ResourceManager(TOPOLOGY, CONFIG if config is None else config))
 
 
 # -- what NRI carries ---------------------------------------------------------------------------------
