@@ -296,10 +296,10 @@ async def bench_sync(n: int, rounds: int) -> dict[str, float]:
         started = time.perf_counter()
         await sync(handler, payload)
         warm.append(time.perf_counter() - started)
-    core = handler.state
-    assert core.check() == [] and len(core.records) == n
+    node_state = handler.state
+    assert node_state.check() == [] and len(node_state.records) == n
     started = time.perf_counter()
-    data = core.snapshot()
+    data = node_state.snapshot()
     snap = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as tmp:
         store = CheckpointStore(Path(tmp) / "state.json", CheckpointIdentity("bench", topology_digest(TOPOLOGY)))

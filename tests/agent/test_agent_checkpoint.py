@@ -154,11 +154,11 @@ async def test_writer_coalesces_and_survives_write_errors(tmp_path: Path) -> Non
 async def test_an_intact_but_inconsistent_checkpoint_is_rebuilt(short_tmp: Path) -> None:
     """A file with a valid checksum whose content holds a CPU twice: refused at restore, moved aside."""
     opts = options(short_tmp)
-    core = NodeAgentState(ResourceManager(TOPOLOGY, {"cpuManager": {"reservedCPUs": "0"}}))
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, {"cpuManager": {"reservedCPUs": "0"}}))
     for name in ("a", "b"):
         pod = ev.sandbox(name)
-        core.create(pod, ev.guaranteed(pod, n=2))
-    snap = core.snapshot()
+        node_state.create(pod, ev.guaranteed(pod, n=2))
+    snap = node_state.snapshot()
     snap["containers"][1]["exclusive"] = snap["containers"][0]["exclusive"]
     state = opts.state_dir / "agent_state.json"
     state.parent.mkdir(parents=True)

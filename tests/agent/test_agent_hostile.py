@@ -45,17 +45,17 @@ def test_a_hostile_resources_annotation_is_a_typed_rejection(raw: str) -> None:
 
 @pytest.mark.parametrize("raw", HOSTILE_ANNOTATIONS, ids=range(len(HOSTILE_ANNOTATIONS)))
 def test_synchronize_goes_on_with_one_hostile_pod(raw: str) -> None:
-    core = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     bad = ev.sandbox("bad", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
     good = ev.sandbox("good")
     running = [
         ev.guaranteed(bad, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
         ev.guaranteed(good, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
     ]
-    result = core.synchronize([bad, good], running)
+    result = node_state.synchronize([bad, good], running)
     assert [f[0] for f in result.failed] == ["ctr-bad-main"]
-    assert core.records["ctr-good-main"].exclusive is not None
-    assert core.check() == []
+    assert node_state.records["ctr-good-main"].exclusive is not None
+    assert node_state.check() == []
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -80,8 +80,8 @@ def test_fuzz_resources_annotation_only_rejects_with_admission_rejected(raw: str
 def test_state_change_with_an_unknown_event_is_answered_and_ignored() -> None:
     from numaplane.agent.handler import AgentHandler, StateRunner
 
-    core = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
-    handler = AgentHandler(StateRunner(core))
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
+    handler = AgentHandler(StateRunner(node_state))
 
     async def main() -> None:
         await handler.state_change(api_pb2.StateChangeEvent(event=api_pb2.Event.ValueType(99)))
@@ -94,28 +94,28 @@ def test_state_change_with_an_unknown_event_is_answered_and_ignored() -> None:
 
 
 def test_a_container_synchronize_could_not_admit_is_pinned_once_cpus_free_up() -> None:
-    core = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     pods = [ev.sandbox(f"g{i}") for i in range(8)]
     running = [ev.guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
-    result = core.synchronize(pods, running)
+    result = node_state.synchronize(pods, running)
     assert len(result.failed) == 1
     waiting = result.failed[0][0]
-    assert set(core.waiting) == {waiting} and core.records[waiting].exclusive is None
+    assert set(node_state.waiting) == {waiting} and node_state.records[waiting].exclusive is None
     # another pod goes: its CPUs are free, the waiting container is admitted and pinned at once
     gone = next(p for p in pods if f"ctr-{p.name}-main" != waiting)
-    updates = core.remove_pod(gone.id, gone.uid)
+    updates = node_state.remove_pod(gone.id, gone.uid)
     pinned = {u.container_id: u.cpus for u in updates}
-    assert core.records[waiting].exclusive is not None
-    assert pinned[waiting] == core.records[waiting].exclusive
-    assert core.waiting == {} and core.check() == []
+    assert node_state.records[waiting].exclusive is not None
+    assert pinned[waiting] == node_state.records[waiting].exclusive
+    assert node_state.waiting == {} and node_state.check() == []
 
 
 def test_a_restart_retries_containers_left_unpinned() -> None:
-    core = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     pods = [ev.sandbox(f"g{i}") for i in range(8)]
     running = [ev.guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
-    waiting = core.synchronize(pods, running).failed[0][0]
-    snapshot = core.snapshot()
+    waiting = node_state.synchronize(pods, running).failed[0][0]
+    snapshot = node_state.snapshot()
     # while the agent is down, another pod goes; the restarted agent restores its checkpoint
     restarted = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     restarted.restore(snapshot)

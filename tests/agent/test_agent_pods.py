@@ -187,12 +187,12 @@ async def test_running_pods_are_adopted_as_whole_pods_at_the_first_synchronize(
         await agent.start()
         session = await runtime.wait_session(1)
         await asyncio.wait_for(session.synchronized.wait(), 5)
-        core = agent.state
-        assert core is not None and set(core.manager.pods) == {sb.uid} and set(core.pods) == {sb.uid}
-        init = core.manager.cpu.state.get(sb.uid, "init")
-        proxy, app = core.records["ctr-reuse-proxy"].exclusive, core.records["ctr-reuse-app"].exclusive
+        node_state = agent.state
+        assert node_state is not None and set(node_state.manager.pods) == {sb.uid} and set(node_state.pods) == {sb.uid}
+        init = node_state.manager.cpu.state.get(sb.uid, "init")
+        proxy, app = node_state.records["ctr-reuse-proxy"].exclusive, node_state.records["ctr-reuse-app"].exclusive
         assert init is not None and proxy is not None and app is not None
-        assert (proxy | app).is_subset_of(init) and not proxy & app and core.check() == []
+        assert (proxy | app).is_subset_of(init) and not proxy & app and node_state.check() == []
         assert session.sync_response is not None
         assert {u.container_id: u.linux.resources.cpu.cpus for u in session.sync_response.update} == {
             "ctr-reuse-proxy": proxy.format(),

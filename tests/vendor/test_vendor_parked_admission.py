@@ -42,44 +42,44 @@ async def _core(socket: Path, *pods: Pod) -> tuple[NodeAgentState, GrpcResourceP
     plugin = GrpcResourcePlugin(NAME, {RESOURCE}, str(socket), topology=TOPOLOGY, config=config, timeout_seconds=5)
     await asyncio.to_thread(plugin.connect)
     by_uid = {p.uid: p for p in pods}
-    core = NodeAgentState(ResourceManager(TOPOLOGY, config, extra_plugins=[plugin]), pod_lookup=by_uid.get)
-    return core, plugin
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, config, extra_plugins=[plugin]), pod_lookup=by_uid.get)
+    return node_state, plugin
 
 
 async def test_run_pod_and_create_share_one_parked_admission(accelerator_socket: Path) -> None:
-    core, plugin = await _core(accelerator_socket, _pod("ml", 1), _pod("plain", 0))
-    answering = Answering(core)
+    node_state, plugin = await _core(accelerator_socket, _pod("ml", 1), _pod("plain", 0))
+    answering = Answering(node_state)
     try:
         sb = sandbox("ml")
         started, created = await asyncio.gather(
-            answering.call(lambda: core.run_pod(sb)),
-            answering.call(lambda: core.create(sb, guaranteed(sb, "main", n=1))),
+            answering.call(lambda: node_state.run_pod(sb)),
+            answering.call(lambda: node_state.create(sb, guaranteed(sb, "main", n=1))),
         )
-        assert answering.asked == 1 and core.parked == {}
+        assert answering.asked == 1 and node_state.parked == {}
         assert started.admitted and created.exclusive
         assert dict(created.env)["ACCELERATOR_VISIBLE_DEVICES"] in {"acc0-0", "acc1-0", "acc0-1", "acc1-1"}
         assert list(plugin.allocations()) == [("uid-ml", "main")]
         plain = sandbox("plain")
-        assert (await answering.call(lambda: core.create(plain, guaranteed(plain, n=1)))).exclusive
+        assert (await answering.call(lambda: node_state.create(plain, guaranteed(plain, n=1)))).exclusive
         assert answering.asked == 1  # the plain pod never waited on the plugin
-        assert core.check() == []
+        assert node_state.check() == []
     finally:
         await plugin.aclose()
 
 
 async def test_a_pod_whose_sandbox_goes_while_asked_holds_nothing(accelerator_socket: Path) -> None:
-    core, plugin = await _core(accelerator_socket, _pod("ml", 1))
-    answering = Answering(core)
+    node_state, plugin = await _core(accelerator_socket, _pod("ml", 1))
+    answering = Answering(node_state)
     try:
         sb = sandbox("ml")
-        waiting = asyncio.create_task(answering.call(lambda: core.run_pod(sb)))
-        while not core.parked:
+        waiting = asyncio.create_task(answering.call(lambda: node_state.run_pod(sb)))
+        while not node_state.parked:
             await asyncio.sleep(0)
-        core.remove_pod(sb.id, sb.uid)  # StopPodSandbox while the plugin is asked
-        assert core.parked == {} and core.manager.cpu.state.get("uid-ml", "main") is None
+        node_state.remove_pod(sb.id, sb.uid)  # StopPodSandbox while the plugin is asked
+        assert node_state.parked == {} and node_state.manager.cpu.state.get("uid-ml", "main") is None
         started = await waiting
         assert not started.admitted and started.rejection is not None
         assert started.rejection.reason == "PluginUnavailable" and "abandoned" in started.rejection.message
-        assert core.manager.pods == {} and core.check() == []
+        assert node_state.manager.pods == {} and node_state.check() == []
     finally:
         await plugin.aclose()
