@@ -7,8 +7,12 @@ admitted), same pod (one container, 4 CPUs), admitted and removed in a loop:
 
 * ``builtin``: the default plugins (static CPU policy in process);
 * ``remote``: CPU manager ``none`` in process plus ``examples/plugins/cpu_static_plugin.py`` running
-  as its own process over a unix socket, reached through ``GrpcResourcePlugin`` (hints, allocate and
-  release are gRPC calls).
+  as its own process over a unix socket, reached through ``GrpcResourcePlugin``: the manager's asks
+  (hints, allocate) answered by the asynchronous driver (``grpcapi/pluginapi/asking.py``), the
+  release sent by its flush (not timed);
+* ``plain_while_hung``: the built-in static CPU policy plus ``examples/plugins/accelerator_plugin.py``
+  sleeping in Allocate (60 s, behind a 30 s deadline): one pod asking for an accelerator waits on it
+  while plain 4-CPU pods are admitted on the same event loop.
 
 Prints p50/p99 of ``admit`` per variant as ``metric: value unit`` lines.
 """
@@ -16,6 +20,7 @@ Prints p50/p99 of ``admit`` per variant as ``metric: value unit`` lines.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import shutil
 import statistics
@@ -27,18 +32,23 @@ from pathlib import Path
 from typing import Any
 
 from numaplane.grpcapi.pluginapi.adapter import GrpcResourcePlugin
+from numaplane.grpcapi.pluginapi.asking import admit, flush, settle
 from numaplane.policy.config import parse_config
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import Pod, parse_pod
+from numaplane.testing.processes import terminate_process
 from numaplane.topology.model import Topology
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "plugins" / "cpu_static_plugin.py"
+ACCELERATOR = REPO / "examples" / "plugins" / "accelerator_plugin.py"
 CPU_CONFIG: dict[str, Any] = {"policy": "static", "reservedCPUCount": 2}
 
 
-def _pod(uid: str, cpus: int) -> Pod:
+def _pod(uid: str, cpus: int, accelerators: int = 0) -> Pod:
     res = {"cpu": str(cpus), "memory": "1Gi"}
+    if accelerators:
+        res["example.com/accelerator"] = str(accelerators)
     spec = {"containers": [{"name": "c", "resources": {"requests": res, "limits": res}}]}
     return parse_pod({"metadata": {"name": uid, "uid": uid}, "spec": spec})
 
@@ -55,6 +65,50 @@ def _measure(manager: ResourceManager, cycles: int) -> list[float]:
         assert admission.admitted, admission.message
         manager.remove(pod.uid)
     return samples
+
+
+async def _measure_remote(manager: ResourceManager, cycles: int, *, releases: bool = True) -> list[float]:
+    for i in range(40):
+        await admit(manager, _pod(f"base-{i}", 2 + (i % 3) * 2))
+    pods = [_pod(f"probe-{i}", 4) for i in range(cycles)]
+    samples = []
+    for pod in pods:
+        started = time.perf_counter()
+        admission = await admit(manager, pod)
+        samples.append(time.perf_counter() - started)
+        assert admission.admitted, admission.message
+        manager.remove(pod.uid)
+        if releases:
+            await flush(manager)  # the release reaches the plugin
+    return samples
+
+
+async def _measure_while_hung(manager: ResourceManager, cycles: int) -> list[float]:
+    run = manager.begin(_pod("hung", 2, accelerators=1))
+    assert not run.done, "the accelerator pod must ask its plugin"
+    hung = asyncio.get_running_loop().create_task(settle(run, manager.plugins))
+    await asyncio.sleep(0.2)  # its Allocate is in flight
+    try:
+        samples = await _measure_remote(manager, cycles, releases=False)  # plain pods hold no accelerator
+        assert not hung.done(), "the hung plugin answered during the measurement"
+    finally:
+        hung.cancel()
+        run.abort()
+    return samples
+
+
+def _start(script: Path, sock: Path, *extra: str) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        [sys.executable, str(script), "--socket", str(sock), "--no-register", *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while not sock.is_socket():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"{script.name} did not start")
+        time.sleep(0.02)
+    return process
 
 
 def _report(name: str, samples: list[float]) -> None:
@@ -77,32 +131,45 @@ def main() -> None:
     _report("builtin", _measure(builtin, cycles))
 
     folder = Path(tempfile.mkdtemp(prefix="npb-", dir="/tmp"))
-    sock = folder / "cpu.sock"
-    process = subprocess.Popen(
-        [sys.executable, str(EXAMPLE), "--socket", str(sock), "--no-register"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    processes = []
     try:
-        deadline = time.monotonic() + 30
-        while not sock.is_socket():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the example CPU plugin did not start")
-            time.sleep(0.02)
+        processes.append(_start(EXAMPLE, folder / "cpu.sock"))
         config = parse_config({"topologyManager": tm, "cpuManager": {"policy": "none"}})
         remote = GrpcResourcePlugin(
-            "example.numaplane.io/cpu-static", {"cpu"}, str(sock), topology=topology, config=config, timeout_seconds=5
+            "example.numaplane.io/cpu-static",
+            {"cpu"},
+            str(folder / "cpu.sock"),
+            topology=topology,
+            config=config,
+            timeout_seconds=5,
         )
         remote.config_doc = {"topologyManager": tm, "cpuManager": CPU_CONFIG}
         remote.connect()
         try:
             manager = ResourceManager(topology, config, extra_plugins=[remote])
-            _report("remote", _measure(manager, cycles))
+            _report("remote", asyncio.run(_measure_remote(manager, cycles)))
         finally:
             remote.close()
+
+        processes.append(_start(ACCELERATOR, folder / "acc.sock", "--allocate-delay", "60"))
+        config = parse_config({"topologyManager": tm, "cpuManager": CPU_CONFIG})
+        accelerators = GrpcResourcePlugin(
+            "example.com/accelerators",
+            {"example.com/accelerator"},
+            str(folder / "acc.sock"),
+            topology=topology,
+            config=config,
+            timeout_seconds=30,
+        )
+        accelerators.connect()
+        try:
+            manager = ResourceManager(topology, config, extra_plugins=[accelerators])
+            _report("plain_while_hung", asyncio.run(_measure_while_hung(manager, cycles)))
+        finally:
+            accelerators.close()
     finally:
-        process.terminate()
-        process.wait(10)
+        for process in processes:
+            terminate_process(process, 2.0)  # the hung one is killed
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -43,9 +43,9 @@ import time
 from pathlib import Path
 
 from numaplane.agent.checkpoint import CheckpointIdentity, CheckpointStore, topology_digest
-from numaplane.agent.core import AgentCore
-from numaplane.agent.handler import AgentHandler, CoreRunner
+from numaplane.agent.handler import AgentHandler, StateRunner
 from numaplane.agent.metrics import AgentMetrics
+from numaplane.agent.state import NodeAgentState
 from numaplane.nri.errors import StatusError
 from numaplane.nri.fake_runtime import FakeRuntime
 from numaplane.nri.plugin import PLUGIN_METHODS, NRIPlugin
@@ -106,7 +106,7 @@ def kind(i: int) -> tuple[str, int]:
 
 
 def new_handler() -> AgentHandler:
-    runner = CoreRunner(AgentCore(ResourceManager(TOPOLOGY, CONFIG)))
+    runner = StateRunner(NodeAgentState(ResourceManager(TOPOLOGY, CONFIG)))
     return AgentHandler(runner, metrics=AgentMetrics())
 
 
@@ -142,7 +142,7 @@ async def bench_create(count: int, running: int) -> dict[str, float]:
         assert out
         if qos == "Guaranteed":
             exclusive.append(api_pb2.StopContainerRequest(pod=pod, container=ctr).SerializeToString())
-    assert handler.core.check() == []
+    assert handler.state.check() == []
     return {
         "create_p50_ms": statistics.median(times) * 1e3,
         "create_p99_ms": pct(times, 0.99) * 1e3,
@@ -168,7 +168,7 @@ def api_pod(i: int, cpus: int) -> Pod:
 
 async def bench_create_wholepod(count: int) -> dict[str, float]:
     known: dict[str, Pod] = {}
-    runner = CoreRunner(AgentCore(ResourceManager(TOPOLOGY, CONFIG), pod_lookup=known.get))
+    runner = StateRunner(NodeAgentState(ResourceManager(TOPOLOGY, CONFIG), pod_lookup=known.get))
     handler = AgentHandler(runner, metrics=AgentMetrics())
     create = PLUGIN_METHODS["CreateContainer"]
     state_change = PLUGIN_METHODS["StateChange"]
@@ -198,7 +198,7 @@ async def bench_create_wholepod(count: int) -> dict[str, float]:
         later.append(done - middle)
         event = api_pb2.StateChangeEvent(event=api_pb2.STOP_POD_SANDBOX, pod=pod)
         admitted.append(event.SerializeToString())
-    assert handler.core.check() == []
+    assert handler.state.check() == []
     return {
         "create_wholepod_first_p99_ms": pct(first, 0.99) * 1e3,
         "create_wholepod_next_p99_ms": pct(later, 0.99) * 1e3,
@@ -266,7 +266,7 @@ async def bench_pool_move(shared: int) -> float:
     await handler.sender.wait_idle(30)
     elapsed = time.perf_counter() - started
     await handler.sender.stop()
-    assert handler.core.stale_shared() == [] and len(sent) >= shared // handler.sender.chunk
+    assert handler.state.stale_shared() == [] and len(sent) >= shared // handler.sender.chunk
     return elapsed * 1e3
 
 
@@ -296,10 +296,10 @@ async def bench_sync(n: int, rounds: int) -> dict[str, float]:
         started = time.perf_counter()
         await sync(handler, payload)
         warm.append(time.perf_counter() - started)
-    core = handler.core
-    assert core.check() == [] and len(core.records) == n
+    node_state = handler.state
+    assert node_state.check() == [] and len(node_state.records) == n
     started = time.perf_counter()
-    data = core.snapshot()
+    data = node_state.snapshot()
     snap = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as tmp:
         store = CheckpointStore(Path(tmp) / "state.json", CheckpointIdentity("bench", topology_digest(TOPOLOGY)))

@@ -20,7 +20,9 @@ Its own allocation policy (not the Device Manager's):
   NRI adjustment that pins the container's CPUs.
 
 Allocatable / available are reported per NUMA node as accelerator counts, which is what the NRT
-zones and the scheduler's filter see.
+zones and the scheduler's filter see; the inventory (``inventory()``, ``GetInventory``) lists every
+accelerator with its id and NUMA node, which the agent's PodResources ``GetAllocatableResources``
+answer lists.
 
 Usage::
 
@@ -44,7 +46,7 @@ from numaplane.grpcapi.pluginapi.server import PluginServer, run_plugin
 from numaplane.policy.config import NodeResourceConfig
 from numaplane.policy.errors import UnexpectedAdmissionError
 from numaplane.policy.hints import NUMAMask, TopologyHint
-from numaplane.policy.plugin import Hints, PluginAllocation
+from numaplane.policy.plugin import DeviceInfo, Hints, Inventory, PluginAllocation
 from numaplane.resources.pod import Container, Pod
 from numaplane.topology.model import Topology
 
@@ -139,6 +141,11 @@ class AcceleratorPlugin:
 
     def allocations(self) -> Mapping[tuple[str, str], PluginAllocation]:
         return {key: self._record(ids) for key, ids in self.held.items()}
+
+    def inventory(self) -> Inventory:
+        return Inventory(
+            devices=tuple(DeviceInfo(RESOURCE, dev, (numa,)) for dev, numa in sorted(self.devices.items()))
+        )
 
     def allocatable(self) -> Mapping[int, Mapping[str, int]]:
         out: dict[int, dict[str, int]] = {}

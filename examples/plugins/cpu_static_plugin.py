@@ -38,7 +38,7 @@ from numaplane.policy.cpu import ReservedCPUs, StaticPolicy
 from numaplane.policy.cpu_state import CPUState
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.hints import NUMAMask, TopologyHint
-from numaplane.policy.plugin import Hints, PluginAllocation
+from numaplane.policy.plugin import Hints, Inventory, PluginAllocation
 from numaplane.resources.pod import Container, Pod
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import Topology
@@ -94,6 +94,9 @@ class StaticCPUPlugin:
         self.policy.remove_container(self.state, pod_uid, container_name)
 
     # -- views
+    def inventory(self) -> Inventory:
+        return Inventory(cpus=self.policy.allocatable)
+
     def allocations(self) -> Mapping[tuple[str, str], PluginAllocation]:
         return {
             (uid, name): self._record(cpus)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import state_helpers as ev
 from agent_helpers import guaranteed, sandbox
 from test_agent_nri import TOPOLOGY, create, options, running_agent
 
@@ -22,8 +23,8 @@ from numaplane.agent.checkpoint import (
     encode,
     topology_digest,
 )
-from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import CheckpointCorrupted, CheckpointForeign
+from numaplane.agent.state import NodeAgentState
 from numaplane.nri.fake_runtime import FakeRuntime
 from numaplane.policy.manager import ResourceManager
 from numaplane.topology.model import synthetic
@@ -153,11 +154,11 @@ async def test_writer_coalesces_and_survives_write_errors(tmp_path: Path) -> Non
 async def test_an_intact_but_inconsistent_checkpoint_is_rebuilt(short_tmp: Path) -> None:
     """A file with a valid checksum whose content holds a CPU twice: refused at restore, moved aside."""
     opts = options(short_tmp)
-    core = AgentCore(ResourceManager(TOPOLOGY, {"cpuManager": {"reservedCPUs": "0"}}))
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, {"cpuManager": {"reservedCPUs": "0"}}))
     for name in ("a", "b"):
-        pod = sandbox(name)
-        core.create(pod, guaranteed(pod, n=2))
-    snap = core.snapshot()
+        pod = ev.sandbox(name)
+        node_state.create(pod, ev.guaranteed(pod, n=2))
+    snap = node_state.snapshot()
     snap["containers"][1]["exclusive"] = snap["containers"][0]["exclusive"]
     state = opts.state_dir / "agent_state.json"
     state.parent.mkdir(parents=True)
@@ -169,7 +170,7 @@ async def test_an_intact_but_inconsistent_checkpoint_is_rebuilt(short_tmp: Path)
             await runtime.wait_session(1)
             await agent.wait_ready()
             assert agent.checkpoint_status == "corrupted" and agent.quarantined is not None
-            assert agent.core is not None and agent.core.records == {}
+            assert agent.state is not None and agent.state.records == {}
             pod = sandbox("c")
             assert (await create(runtime, pod, guaranteed(pod, n=2))).adjust.linux.resources.cpu.cpus == "1,9"
         assert os.path.exists(agent.quarantined)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import state_helpers as ev
 from agent_helpers import guaranteed, sandbox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,8 +21,8 @@ from test_agent_nri import TOPOLOGY, create, options, running_agent
 
 from numaplane.agent.background import BackgroundLoop
 from numaplane.agent.checkpoint import CheckpointIdentity, CheckpointStore, decode, encode, topology_digest
-from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import CheckpointCorrupted, CheckpointError
+from numaplane.agent.state import NodeAgentState
 from numaplane.nri.fake_runtime import FakeRuntime
 from numaplane.policy.manager import ResourceManager
 
@@ -30,11 +31,11 @@ CONFIG = {"cpuManager": {"reservedCPUs": "0"}}
 
 
 def _snapshot() -> dict[str, Any]:
-    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     for name in ("a", "b"):
-        pod = sandbox(name)
-        core.create(pod, guaranteed(pod, n=2))
-    return core.snapshot()
+        pod = ev.sandbox(name)
+        node_state.create(pod, ev.guaranteed(pod, n=2))
+    return node_state.snapshot()
 
 
 def _damaged(change: str) -> dict[str, Any]:
@@ -58,12 +59,12 @@ DAMAGE = ["plugins-string", "admission-without-pod", "numa-2**32", "int-device-i
 
 @pytest.mark.parametrize("change", DAMAGE)
 def test_restore_refuses_an_inconsistent_checkpoint_quickly(change: str) -> None:
-    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     started = time.perf_counter()
     with pytest.raises(CheckpointCorrupted):
-        core.restore(_damaged(change))
+        node_state.restore(_damaged(change))
     assert time.perf_counter() - started < 2
-    assert core.records == {}
+    assert node_state.records == {}
 
 
 def test_deeply_nested_checkpoint_is_corrupted_not_a_crash() -> None:
@@ -109,13 +110,13 @@ def test_fuzz_restore_raises_only_checkpoint_corrupted(edits: list[tuple[int, An
                 stack.extend(reversed(item))
         parent, key = containers[where % len(containers)]
         parent[key] = value
-    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     try:
-        core.restore(snap)
+        node_state.restore(snap)
     except CheckpointCorrupted:
         return
-    core.pod_resources()
-    encode(core.snapshot(), ME)
+    node_state.pod_resources()
+    encode(node_state.snapshot(), ME)
 
 
 @pytest.mark.parametrize("change", ["nested", "plugins-string", "admission-without-pod", "numa-2**32"])

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from numaplane.agent.configwatch import ConfigWatcher, read_config
-from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import AgentConfigError
 from numaplane.agent.metrics import AgentMetrics
+from numaplane.agent.state import NodeAgentState
 from numaplane.policy.config import parse_config
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager
@@ -43,9 +43,9 @@ def test_hostile_config_values_are_policy_config_errors(doc: dict[str, Any]) -> 
     with pytest.raises(PolicyConfigError) as info:
         ResourceManager(TOPOLOGY, doc)
     assert len(str(info.value)) < 1000
-    core = AgentCore(ResourceManager(TOPOLOGY, {}))
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, {}))
     with pytest.raises(PolicyConfigError):
-        core.reconfigure(doc)
+        node_state.reconfigure(doc)
 
 
 def test_a_huge_integer_quantity_is_capped_like_the_api_server() -> None:
@@ -57,11 +57,11 @@ def test_a_huge_integer_quantity_is_capped_like_the_api_server() -> None:
 async def test_a_hostile_reload_is_rejected_and_reported(tmp_path: Path, doc: dict[str, Any]) -> None:
     path = tmp_path / "config.yaml"
     path.write_text("cpuManager: {reservedCPUs: '0'}\n")
-    core = AgentCore(ResourceManager(TOPOLOGY, parse_config(read_config(path)[0])))
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, parse_config(read_config(path)[0])))
     metrics = AgentMetrics()
 
     async def apply(new: Any) -> None:
-        core.reconfigure(new)
+        node_state.reconfigure(new)
 
     watcher = ConfigWatcher(path, apply, interval_seconds=3600, metrics=metrics)
     await watcher.check()
@@ -74,7 +74,7 @@ async def test_a_hostile_reload_is_rejected_and_reported(tmp_path: Path, doc: di
     await asyncio.sleep(0.01)
     assert not await watcher.check()
     assert watcher.last_error and metrics.config_valid._value.get() == 0
-    assert core.manager.config.reserved_cpus is not None  # the old config stays
+    assert node_state.manager.config.reserved_cpus is not None  # the old config stays
 
 
 def test_deeply_nested_config_file_is_a_config_error(tmp_path: Path) -> None:

@@ -407,7 +407,7 @@ async def test_nri_disconnect_then_reconnect_repins(
         async with asyncio.timeout(15):
             while agent.nri.registrations < 2 or cpus_of(gu) != {1} or cpus_of(be) != {0}:
                 await asyncio.sleep(0.05)
-        assert agent.core is not None and agent.core.check() == []
+        assert agent.state is not None and agent.state.check() == []
     finally:
         await agent.stop()
 
@@ -507,14 +507,14 @@ async def test_init_container_cpus_are_reused_by_the_app_container(
     await agent.start()
     try:
         await agent.wait_ready(10)
-        assert agent.pods is not None and agent.core is not None
+        assert agent.pods is not None and agent.state is not None
         await asyncio.wait_for(agent.pods.informer.wait_for_sync(), 10)
         be = await asyncio.to_thread(pods.pod, "be", 0)
         seen, app = await asyncio.to_thread(run_init_then_app, pods, uid)
         assert "Cpus_allowed_list:\t1" in seen  # the init container ran on its exclusive CPU
         assert not app.error and cpus_of(app) == {1}  # ... and the app container reuses it
         assert cpus_of(be) == {0}
-        assert set(agent.core.manager.pods) == {uid} and agent.core.check() == []
+        assert set(agent.state.manager.pods) == {uid} and agent.state.check() == []
         # the init container's exit (StopContainer) moved nothing: its CPU stayed with the pod
         assert moved_at_stop(agent) == 0
         # the pod goes: its CPU returns to the pool
@@ -522,7 +522,7 @@ async def test_init_container_cpus_are_reused_by_the_app_container(
         async with asyncio.timeout(10):
             while cpus_of(be) != ALL_CPUS:
                 await asyncio.sleep(0.05)
-        assert agent.core.manager.pods == {} and agent.core.check() == []
+        assert agent.state.manager.pods == {} and agent.state.check() == []
     finally:
         await agent.stop()
 
@@ -536,6 +536,6 @@ async def test_init_container_cpus_are_reused_by_the_app_container(
         assert "Cpus_allowed_list:\t1" in seen
         assert not app.error and cpus_of(app) == {1} and cpus_of(be) == {0}
         assert moved_at_stop(agent) == 1  # the BestEffort container went onto CPU 1 and off again
-        assert agent.core is not None and agent.core.check() == []
+        assert agent.state is not None and agent.state.check() == []
     finally:
         await agent.stop()

@@ -6,13 +6,14 @@ import asyncio
 from typing import Any
 
 import pytest
+import state_helpers as ev
 from agent_helpers import container, guaranteed, sandbox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from numaplane.agent.containers import EXTRA_RESOURCES_ANNOTATION_PREFIX, derive
-from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import AdmissionRejected
+from numaplane.agent.state import NodeAgentState
 from numaplane.nri.proto import api_pb2
 from numaplane.policy.manager import ResourceManager
 from numaplane.topology.model import synthetic
@@ -35,26 +36,26 @@ HOSTILE_ANNOTATIONS = [
 
 @pytest.mark.parametrize("raw", HOSTILE_ANNOTATIONS, ids=range(len(HOSTILE_ANNOTATIONS)))
 def test_a_hostile_resources_annotation_is_a_typed_rejection(raw: str) -> None:
-    pod = sandbox("bad", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
+    pod = ev.sandbox("bad", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
     with pytest.raises(AdmissionRejected) as info:
-        derive(pod, guaranteed(pod))
+        derive(pod, ev.guaranteed(pod))
     assert info.value.reason == "InvalidContainer"
     assert len(str(info.value)) < 1000
 
 
 @pytest.mark.parametrize("raw", HOSTILE_ANNOTATIONS, ids=range(len(HOSTILE_ANNOTATIONS)))
 def test_synchronize_goes_on_with_one_hostile_pod(raw: str) -> None:
-    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
-    bad = sandbox("bad", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
-    good = sandbox("good")
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
+    bad = ev.sandbox("bad", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
+    good = ev.sandbox("good")
     running = [
-        guaranteed(bad, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
-        guaranteed(good, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
+        ev.guaranteed(bad, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
+        ev.guaranteed(good, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
     ]
-    result = core.synchronize([bad, good], running)
+    result = node_state.synchronize([bad, good], running)
     assert [f[0] for f in result.failed] == ["ctr-bad-main"]
-    assert core.records["ctr-good-main"].exclusive is not None
-    assert core.check() == []
+    assert node_state.records["ctr-good-main"].exclusive is not None
+    assert node_state.check() == []
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -69,18 +70,18 @@ def test_synchronize_goes_on_with_one_hostile_pod(raw: str) -> None:
     )
 )
 def test_fuzz_resources_annotation_only_rejects_with_admission_rejected(raw: str) -> None:
-    pod = sandbox("f", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
+    pod = ev.sandbox("f", annotations={EXTRA_RESOURCES_ANNOTATION_PREFIX + "main": raw})
     try:
-        derive(pod, container(pod, cpu_milli=500))
+        derive(pod, ev.container(pod, cpu_milli=500))
     except AdmissionRejected as exc:
         assert exc.reason == "InvalidContainer"
 
 
 def test_state_change_with_an_unknown_event_is_answered_and_ignored() -> None:
-    from numaplane.agent.handler import AgentHandler, CoreRunner
+    from numaplane.agent.handler import AgentHandler, StateRunner
 
-    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
-    handler = AgentHandler(CoreRunner(core))
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
+    handler = AgentHandler(StateRunner(node_state))
 
     async def main() -> None:
         await handler.state_change(api_pb2.StateChangeEvent(event=api_pb2.Event.ValueType(99)))
@@ -93,30 +94,30 @@ def test_state_change_with_an_unknown_event_is_answered_and_ignored() -> None:
 
 
 def test_a_container_synchronize_could_not_admit_is_pinned_once_cpus_free_up() -> None:
-    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
-    pods = [sandbox(f"g{i}") for i in range(8)]
-    running = [guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
-    result = core.synchronize(pods, running)
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
+    pods = [ev.sandbox(f"g{i}") for i in range(8)]
+    running = [ev.guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
+    result = node_state.synchronize(pods, running)
     assert len(result.failed) == 1
     waiting = result.failed[0][0]
-    assert set(core.waiting) == {waiting} and core.records[waiting].exclusive is None
+    assert set(node_state.waiting) == {waiting} and node_state.records[waiting].exclusive is None
     # another pod goes: its CPUs are free, the waiting container is admitted and pinned at once
     gone = next(p for p in pods if f"ctr-{p.name}-main" != waiting)
-    updates = core.remove_pod(gone.id, gone.uid)
+    updates = node_state.remove_pod(gone.id, gone.uid)
     pinned = {u.container_id: u.cpus for u in updates}
-    assert core.records[waiting].exclusive is not None
-    assert pinned[waiting] == core.records[waiting].exclusive
-    assert core.waiting == {} and core.check() == []
+    assert node_state.records[waiting].exclusive is not None
+    assert pinned[waiting] == node_state.records[waiting].exclusive
+    assert node_state.waiting == {} and node_state.check() == []
 
 
 def test_a_restart_retries_containers_left_unpinned() -> None:
-    core = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
-    pods = [sandbox(f"g{i}") for i in range(8)]
-    running = [guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
-    waiting = core.synchronize(pods, running).failed[0][0]
-    snapshot = core.snapshot()
+    node_state = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
+    pods = [ev.sandbox(f"g{i}") for i in range(8)]
+    running = [ev.guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
+    waiting = node_state.synchronize(pods, running).failed[0][0]
+    snapshot = node_state.snapshot()
     # while the agent is down, another pod goes; the restarted agent restores its checkpoint
-    restarted = AgentCore(ResourceManager(TOPOLOGY, CONFIG))
+    restarted = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     restarted.restore(snapshot)
     gone = next(p for p in pods if f"ctr-{p.name}-main" != waiting)
     still = [p for p in pods if p is not gone]

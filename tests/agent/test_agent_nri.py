@@ -102,7 +102,7 @@ async def test_create_pin_reject_stop_remove(runtime: FakeRuntime, short_tmp: Pa
         await agent.sender.wait_idle()  # type: ignore[union-attr]
         sent = [(u.container_id, u.linux.resources.cpu.cpus) for req in session.updates for u in req.update]
         assert sent == [("ctr-be-main", "0-15")]
-        assert agent.core is not None and agent.core.check() == []
+        assert agent.state is not None and agent.state.check() == []
         text = await asyncio.to_thread(
             agent.metrics.registry.get_sample_value,
             "numaplane_agent_admissions_total",
@@ -147,7 +147,7 @@ async def test_checkpoint_survives_restart_and_bad_files_are_moved_aside(runtime
             pod = sandbox(name)
             await create(runtime, pod, guaranteed(pod, n=2))
         await agent.writer.flush()  # type: ignore[union-attr]
-        before = agent.core.snapshot()  # type: ignore[union-attr]
+        before = agent.state.snapshot()  # type: ignore[union-attr]
     state = opts.state_dir / CHECKPOINT_FILE
     assert json.loads(state.read_text())["data"]["containers"][0]["exclusive"] == "1,9"
     # restart: restored from the checkpoint, Synchronize finds everything in place
@@ -156,7 +156,7 @@ async def test_checkpoint_survives_restart_and_bad_files_are_moved_aside(runtime
         await asyncio.wait_for(session.synchronized.wait(), 5)
         assert agent.checkpoint_status == "restored"
         assert session.sync_response is not None and list(session.sync_response.update) == []
-        assert agent.core.snapshot()["containers"] == before["containers"]  # type: ignore[union-attr]
+        assert agent.state.snapshot()["containers"] == before["containers"]  # type: ignore[union-attr]
     # a damaged file: moved aside, state rebuilt from the runtime, same CPUs, nothing held twice
     raw = state.read_bytes()
     state.write_bytes(raw[: len(raw) // 2])
@@ -165,8 +165,8 @@ async def test_checkpoint_survives_restart_and_bad_files_are_moved_aside(runtime
         await asyncio.wait_for(session.synchronized.wait(), 5)
         assert agent.checkpoint_status == "corrupted" and agent.quarantined is not None
         assert agent.quarantined.exists() and ".corrupted-" in agent.quarantined.name
-        assert agent.core is not None and agent.core.check() == []
-        assert sorted(r.exclusive.format() for r in agent.core.records.values() if r.exclusive) == ["1,9", "2,10"]
+        assert agent.state is not None and agent.state.check() == []
+        assert sorted(r.exclusive.format() for r in agent.state.records.values() if r.exclusive) == ["1,9", "2,10"]
         assert (
             agent.metrics.registry.get_sample_value("numaplane_agent_checkpoint_loads_total", {"result": "corrupted"})
             == 1
@@ -210,9 +210,9 @@ async def test_live_reconfiguration(runtime: FakeRuntime, short_tmp: Path) -> No
         async with asyncio.timeout(5):
             while watcher.applied < 1:
                 await asyncio.sleep(0.02)
-        assert agent.core is not None and agent.core.manager.config.topology_policy == "best-effort"
-        assert agent.core.records["ctr-g-main"].exclusive is not None
-        assert agent.core.records["ctr-g-main"].exclusive.format() == "1,9"
+        assert agent.state is not None and agent.state.manager.config.topology_policy == "best-effort"
+        assert agent.state.records["ctr-g-main"].exclusive is not None
+        assert agent.state.records["ctr-g-main"].exclusive.format() == "1,9"
         big = sandbox("big")
         r = await create(runtime, big, guaranteed(big, n=9))  # fits across NUMA nodes under best-effort
         assert len(r.adjust.linux.resources.cpu.cpus.split(",")) >= 2
@@ -234,29 +234,29 @@ async def test_many_shared_containers_are_moved_in_the_background(runtime: FakeR
         await agent.sender.wait_idle()  # type: ignore[union-attr]
         sent = {u.container_id: u.linux.resources.cpu.cpus for req in session.updates for u in req.update}
         assert sent == {f"ctr-be{i}-main": "0,2-8,10-15" for i in range(20)}
-        assert agent.core is not None and agent.core.stale_shared() == []
+        assert agent.state is not None and agent.state.stale_shared() == []
 
 
 async def test_a_synchronize_split_over_several_requests_is_reconciled_once_complete(short_tmp: Path) -> None:
     """NRI >= 0.8 sends a large state in parts flagged ``SynchronizeRequest.more``; the agent answers each
     with ``SynchronizeResponse.more`` and no updates, and reconciles the whole list with the last part."""
-    from numaplane.agent.core import AgentCore
-    from numaplane.agent.handler import AgentHandler, CoreRunner
+    from numaplane.agent.handler import AgentHandler, StateRunner
+    from numaplane.agent.state import NodeAgentState
     from numaplane.policy.manager import ResourceManager
 
-    handler = AgentHandler(CoreRunner(AgentCore(ResourceManager(TOPOLOGY, CONFIG))))
+    handler = AgentHandler(StateRunner(NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))))
     pods = [sandbox(f"g{i}") for i in range(3)]
     running = [guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
     first = api_pb2.SynchronizeRequest(pods=pods[:2], containers=running[:2], more=True)
     # the wire form of the flags: SynchronizeRequest field 3, SynchronizeResponse field 2 (varint true)
     assert first.SerializeToString().endswith(b"\x18\x01")
     answer = await handler.synchronize(first)
-    assert answer.SerializeToString() == b"\x10\x01" and answer.more and handler.core.records == {}
+    assert answer.SerializeToString() == b"\x10\x01" and answer.more and handler.state.records == {}
     last = api_pb2.SynchronizeRequest(pods=pods[2:], containers=running[2:])
     answer = await handler.synchronize(last)
     assert not answer.more
     assert sorted(u.container_id for u in answer.update) == ["ctr-g0-main", "ctr-g1-main", "ctr-g2-main"]
-    assert len(handler.core.records) == 3 and handler.core.check() == []
+    assert len(handler.state.records) == 3 and handler.state.check() == []
 
 
 async def test_a_split_synchronize_from_the_runtime(short_tmp: Path) -> None:
@@ -273,7 +273,7 @@ async def test_a_split_synchronize_from_the_runtime(short_tmp: Path) -> None:
             assert session.sync_parts == 3 and session.sync_response is not None
             assert len(session.sync_response.update) == 5
             assert agent.handler is not None and agent.handler.synchronizations == 1
-            assert agent.core is not None and len(agent.core.records) == 5 and agent.core.check() == []
+            assert agent.state is not None and len(agent.state.records) == 5 and agent.state.check() == []
             assert len(rt.sessions) == 1  # never dropped
     finally:
         await rt.close()

@@ -9,6 +9,7 @@ expectations as the in-process runner (``numaplane.conformance.kinds.cpu_static`
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,12 @@ import pytest
 
 from numaplane.conformance.outcome import CaseContext
 from numaplane.grpcapi.pluginapi.adapter import GrpcResourcePlugin
-from numaplane.policy.config import NodeResourceConfig
+from numaplane.grpcapi.pluginapi.asking import admit, flush
+from numaplane.nrt.from_manager import allocation_state
+from numaplane.policy.config import NodeResourceConfig, parse_config
 from numaplane.policy.errors import AdmissionError, PolicyConfigError, StateError
 from numaplane.policy.hints import TopologyHint
+from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import synthetic
@@ -46,13 +50,18 @@ def _state_doc(state: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _state(plugin: GrpcResourcePlugin) -> dict[str, Any]:
+    plugin.refresh_state()  # the plugin's state now (snapshot() answers from the cache)
+    return plugin.snapshot()
+
+
 def _assigned(plugin: GrpcResourcePlugin, pod: str, container: str) -> str | None:
-    found = (plugin.snapshot().get("entries") or {}).get(pod, {}).get(container)
+    found = (_state(plugin).get("entries") or {}).get(pod, {}).get(container)
     return None if found is None else str(found)
 
 
 def _default(plugin: GrpcResourcePlugin) -> CPUSet:
-    return CPUSet.parse(str(plugin.snapshot().get("defaultCpuSet", "")))
+    return CPUSet.parse(str(_state(plugin).get("defaultCpuSet", "")))
 
 
 def run_case(plugin: GrpcResourcePlugin, case: dict[str, Any], ctx: CaseContext) -> tuple[bool, Any, Any, str]:
@@ -66,7 +75,7 @@ def run_case(plugin: GrpcResourcePlugin, case: dict[str, Any], ctx: CaseContext)
         return expected == str(exc), expected, {"error": str(exc)}, "expect_new"
     if "expect_new" in case:
         return False, case["expect_new"], "constructed", "expect_new"
-    plugin.restore(_state_doc(case.get("state") or {}))
+    plugin.restore_now(_state_doc(case.get("state") or {}))
     pods = {uid: parse_pod(doc) for uid, doc in (case.get("pods") or {}).items()}
     for i, op in enumerate(case.get("ops") or []):
         ok, expected, got = _op(plugin, pods, op)
@@ -80,7 +89,7 @@ def _op(plugin: GrpcResourcePlugin, pods: dict[str, Pod], op: dict[str, Any]) ->
     expect = op.get("expect") or {}
     if kind == "start":
         try:
-            after = plugin.restore_validated(plugin.snapshot())
+            after = plugin.restore_validated(_state(plugin))
         except StateError as exc:
             got: Any = {"error": str(exc)}
             return expect == got, expect, got
@@ -92,7 +101,7 @@ def _op(plugin: GrpcResourcePlugin, pods: dict[str, Pod], op: dict[str, Any]) ->
         n = plugin.exclusive_amounts(pods[op["pod"]])["cpu"]
         return n == expect.get("cpus"), expect, {"cpus": n}
     if kind == "remove":
-        plugin.release(str(op["pod"]), str(op["container"]))
+        plugin.release_now(str(op["pod"]), str(op["container"]))
         if _assigned(plugin, str(op["pod"]), str(op["container"])) is not None:
             return False, "no assignment", "assignment kept"
         ok, exp, got = True, None, None
@@ -184,3 +193,38 @@ def test_an_unreachable_plugin_refuses_only_its_resources(short_tmp: Path) -> No
     plugin.release("u1", "gu")
     assert plugin.pending_releases == [("u1", "gu")]
     plugin.close()
+
+
+async def test_a_remote_cpu_plugins_allocations_reach_the_views(example_cpu_plugin_socket: Path) -> None:
+    """The CPUs an out-of-process CPU plugin gives are in the NRT inputs and PodResources answers
+    (built from its protocol answers, cached by the driver), and so are the CPUs it may give."""
+    topology = synthetic()
+    tm = {"policy": "single-numa-node"}
+    config = parse_config({"topologyManager": tm, "cpuManager": {"policy": "none"}})
+    plugin = GrpcResourcePlugin(
+        "example.numaplane.io/cpu-static", {"cpu"}, str(example_cpu_plugin_socket), topology=topology, config=config
+    )
+    plugin.config_doc = {"topologyManager": tm, "cpuManager": {"policy": "static", "reservedCPUCount": 2}}
+    await asyncio.to_thread(plugin.connect)
+    try:
+        manager = ResourceManager(topology, config, extra_plugins=[plugin])
+        await flush(manager)
+        guaranteed = {"cpu": "2", "memory": "1Gi"}
+        pod = parse_pod(
+            {
+                "metadata": {"uid": "u1", "name": "p", "namespace": "ns"},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": guaranteed, "limits": guaranteed}}]},
+            }
+        )
+        admission = await admit(manager, pod)
+        assert admission.admitted and admission.containers[0].exclusive_cpus is not None
+        state = allocation_state(manager, vendor_devices=True)
+        (held,) = state.containers
+        assert held.exclusive_cpus == admission.containers[0].exclusive_cpus
+        assert state.allocatable_cpus == plugin.inventory().cpus and state.allocatable_cpus.size() == 14
+        _, listed = state.to_podresources()
+        assert [(p.name, c.name, c.cpu_ids) for p in listed for c in p.containers] == [
+            ("p", "c", tuple(held.exclusive_cpus))
+        ]
+    finally:
+        await plugin.aclose()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -55,9 +56,9 @@ def widget_pod(name: str) -> tuple[api_pb2.PodSandbox, api_pb2.Container]:
 
 
 def held_widgets(agent: Agent) -> dict[str, tuple[str, ...]]:
-    assert agent.core is not None
+    assert agent.state is not None
     out = {}
-    for plugin in agent.core.manager.plugins:
+    for plugin in agent.state.manager.plugins:
         if plugin.name == "example.com/widgets":
             for (uid, _name), alloc in plugin.allocations().items():
                 out[uid] = alloc.devices[RESOURCE]
@@ -97,7 +98,7 @@ async def test_crash_isolates_then_reregistration_restores(short_tmp: Path) -> N
             pod, ctr = widget_pod("w3")
             await create(runtime, pod, ctr)
             assert held_widgets(agent) == {"uid-w1/main": ("w00",), "uid-w3/main": ("w01",)}
-            assert agent.core is not None and agent.core.check() == []
+            assert agent.state is not None and agent.state.check() == []
             assert (
                 agent.metrics.registry.get_sample_value(
                     "numaplane_agent_admissions_total", {"result": "rejected", "reason": "PluginUnavailable"}
@@ -137,6 +138,51 @@ async def test_a_plugin_that_times_out_is_isolated(short_tmp: Path) -> None:
             assert "PluginUnavailable" in exc.value.message and "DEADLINE_EXCEEDED" in exc.value.message
             g = sandbox("g")
             assert (await create(runtime, g, guaranteed(g, n=2))).adjust.linux.resources.cpu.cpus
+    finally:
+        if process is not None:
+            stop_process(process)
+        await runtime.close()
+
+
+async def test_a_hung_plugin_delays_no_other_pod(short_tmp: Path) -> None:
+    """A plugin that sleeps 3 s in Allocate behind a 1 s deadline: its pod is refused at the deadline,
+    Guaranteed pods created meanwhile (over the same NRI connection) are answered at once."""
+    plugin_dir = short_tmp / "plugins"
+    runtime = FakeRuntime()
+    await runtime.listen(str(short_tmp / "nri.sock"))
+    process = None
+    opts = options(short_tmp, plugin_dir=plugin_dir, plugin_health_seconds=30, plugin_call_timeout_seconds=1.0)
+    try:
+        async with running_agent(opts) as agent:
+            await runtime.wait_session(1)
+            await agent.wait_ready()
+            process = start_widgets(plugin_dir, "--allocate-delay", "3")
+            await wait_plugin(agent, "example.com/widgets")
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            pod, ctr = widget_pod("hung")
+            hung = asyncio.create_task(runtime.create_container(pod, ctr))
+            await asyncio.sleep(0.1)  # its admission is parked, its Allocate call in flight
+            assert agent.state is not None and set(agent.state.parked) == {"uid-hung/main"}
+            latencies = []
+            for i in range(60):
+                g = sandbox(f"g{i}")
+                t = loop.time()
+                response = await create(runtime, g, guaranteed(g, n=1))
+                latencies.append(loop.time() - t)
+                assert response.adjust.linux.resources.cpu.cpus
+                stopped = api_pb2.StopContainerRequest(pod=g, container=runtime.containers[-1])
+                await runtime.call("StopContainer", stopped, api_pb2.StopContainerResponse)
+            assert not hung.done()  # all of them were answered while the plugin hung
+            p99 = statistics.quantiles(latencies, n=100)[98]
+            assert p99 < 0.1, f"p99 {p99 * 1000:.1f} ms"
+            with pytest.raises(StatusError) as exc:
+                await hung
+            elapsed = loop.time() - started
+            assert 0.9 < elapsed < 2.9  # the 1 s deadline, not the plugin's 3 s
+            assert "PluginUnavailable" in exc.value.message and "DEADLINE_EXCEEDED" in exc.value.message
+            assert agent.state.parked == {} and agent.state.check() == []
+            assert agent.state.manager.cpu.state.get("uid-hung/main", "main") is None  # nothing held
     finally:
         if process is not None:
             stop_process(process)

@@ -77,7 +77,7 @@ async def test_exporter_reading_the_agent_socket_computes_the_expected_zones(sho
                 "node-1": {"cpu": (8, 8, 5), "memory": (64 * GI, 64 * GI, 63 * GI)},
             }
             # the same as computing the zones straight from the manager's state
-            assert agent.core is not None
-            assert zones == zones_from_state("node-a", machine, allocation_state(agent.core.manager))
+            assert agent.state is not None
+            assert zones == zones_from_state("node-a", machine, allocation_state(agent.state.manager))
     finally:
         await runtime.close()

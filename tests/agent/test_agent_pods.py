@@ -57,7 +57,7 @@ async def test_the_api_pod_gives_exact_requests(short_tmp: Path, fake_kube: Ligh
         other = sandbox("unknown", qos="Burstable")
         response = await create(runtime, other, container(other, cpu_milli=2000, memory=64 << 20))
         assert response.adjust.linux.resources.cpu.cpus == "0,2-8,10-15"
-        assert agent.core is not None and agent.core.check() == []
+        assert agent.state is not None and agent.state.check() == []
     finally:
         await agent.stop()
         await runtime.close()
@@ -119,7 +119,7 @@ async def test_a_known_pod_is_admitted_as_a_whole_and_survives_a_restart(
         try:
             session = await runtime.wait_session(1)
             await agent.wait_ready()
-            assert agent.pods is not None and agent.core is not None
+            assert agent.pods is not None and agent.state is not None
             await asyncio.wait_for(agent.pods.informer.wait_for_sync(), 10)
             be = sandbox("be", qos="BestEffort")
             await create(runtime, be, container(be))
@@ -127,7 +127,7 @@ async def test_a_known_pod_is_admitted_as_a_whole_and_survives_a_restart(
             sb.uid = created["metadata"]["uid"]
             await runtime.state_change(api_pb2.RUN_POD_SANDBOX, sb)
             await agent.sender.wait_idle()  # type: ignore[union-attr]
-            assert set(agent.core.manager.pods) == {sb.uid}  # admitted before any container exists
+            assert set(agent.state.manager.pods) == {sb.uid}  # admitted before any container exists
             init_ctr = guaranteed(sb, "init", n=6)
             init = (await create(runtime, sb, init_ctr)).adjust.linux.resources.cpu.cpus
             proxy = (await create(runtime, sb, guaranteed(sb, "proxy", n=2))).adjust.linux.resources.cpu.cpus
@@ -135,17 +135,17 @@ async def test_a_known_pod_is_admitted_as_a_whole_and_survives_a_restart(
             init_set, proxy_set, app_set = CPUSet.parse(init), CPUSet.parse(proxy), CPUSet.parse(app)
             # both later containers reuse the init container's CPUs; the app never reuses the sidecar's
             assert (proxy_set | app_set).is_subset_of(init_set) and not proxy_set & app_set
-            assert agent.core.check() == []
+            assert agent.state.check() == []
             # the init container exited long ago; its removal gives back what the app does not reuse
             runtime.containers.remove(init_ctr)
             await runtime.state_change(api_pb2.REMOVE_CONTAINER, sb, init_ctr)
             await agent.sender.wait_idle()  # type: ignore[union-attr]
-            pool = agent.core.shared_pool
+            pool = agent.state.shared_pool
             assert (init_set - app_set - proxy_set).size() == 2 and (init_set - app_set - proxy_set).is_subset_of(pool)
             sent = [(u.container_id, u.linux.resources.cpu.cpus) for r in session.updates for u in r.update]
             assert sent[-1] == ("ctr-be-main", pool.format())
             await agent.writer.flush()  # type: ignore[union-attr]
-            before = agent.core.snapshot()
+            before = agent.state.snapshot()
             runtime.containers[0].linux.resources.cpu.cpus = pool.format()  # the fake keeps what it was told
         finally:
             await agent.stop()
@@ -157,10 +157,10 @@ async def test_a_known_pod_is_admitted_as_a_whole_and_survives_a_restart(
             await asyncio.wait_for(session.synchronized.wait(), 5)
             assert agent.checkpoint_status == "restored"
             assert session.sync_response is not None and list(session.sync_response.update) == []
-            assert agent.core is not None and agent.core.snapshot() == before and agent.core.check() == []
+            assert agent.state is not None and agent.state.snapshot() == before and agent.state.check() == []
             # the pod's sandbox stops: everything it held returns to the pool
             await runtime.state_change(api_pb2.STOP_POD_SANDBOX, sb)
-            assert agent.core.manager.pods == {} and agent.core.shared_pool == TOPOLOGY.all_cpus
+            assert agent.state.manager.pods == {} and agent.state.shared_pool == TOPOLOGY.all_cpus
         finally:
             await agent.stop()
     finally:
@@ -187,12 +187,12 @@ async def test_running_pods_are_adopted_as_whole_pods_at_the_first_synchronize(
         await agent.start()
         session = await runtime.wait_session(1)
         await asyncio.wait_for(session.synchronized.wait(), 5)
-        core = agent.core
-        assert core is not None and set(core.manager.pods) == {sb.uid} and set(core.pods) == {sb.uid}
-        init = core.manager.cpu.state.get(sb.uid, "init")
-        proxy, app = core.records["ctr-reuse-proxy"].exclusive, core.records["ctr-reuse-app"].exclusive
+        node_state = agent.state
+        assert node_state is not None and set(node_state.manager.pods) == {sb.uid} and set(node_state.pods) == {sb.uid}
+        init = node_state.manager.cpu.state.get(sb.uid, "init")
+        proxy, app = node_state.records["ctr-reuse-proxy"].exclusive, node_state.records["ctr-reuse-app"].exclusive
         assert init is not None and proxy is not None and app is not None
-        assert (proxy | app).is_subset_of(init) and not proxy & app and core.check() == []
+        assert (proxy | app).is_subset_of(init) and not proxy & app and node_state.check() == []
         assert session.sync_response is not None
         assert {u.container_id: u.linux.resources.cpu.cpus for u in session.sync_response.update} == {
             "ctr-reuse-proxy": proxy.format(),

@@ -1,6 +1,7 @@
 """The example accelerator plugin (``examples/plugins/accelerator_plugin.py``) registered with a running
 agent: its allocation is enforced through the NRI adjustment (environment beside the cpuset) and is
-visible in the agent's PodResources answer."""
+visible in the agent's PodResources answers, served by the real PodResources gRPC server (every
+accelerator by id and NUMA node in GetAllocatableResources, the held ones in List)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from agent_helpers import guaranteed, sandbox, stop_process, wait_for_socket
 from test_agent_nri import create, options, running_agent
 from test_agent_plugins import wait_plugin
 
+from numaplane.grpcapi.podresources.client import PodResourcesClient
 from numaplane.nri.fake_runtime import FakeRuntime
 
 pytestmark = pytest.mark.timeout(90)
@@ -35,7 +37,9 @@ async def test_accelerator_allocation_is_enforced_and_visible(short_tmp: Path) -
     )
     try:
         wait_for_socket(plugin_dir / "accelerator.sock", process)
-        async with running_agent(options(short_tmp, plugin_dir=plugin_dir, plugin_health_seconds=0.1)) as agent:
+        podres = short_tmp / "podres.sock"
+        opts = options(short_tmp, plugin_dir=plugin_dir, plugin_health_seconds=0.1, podresources_socket=str(podres))
+        async with running_agent(opts) as agent:
             await runtime.wait_session(1)
             await agent.wait_ready()
             await wait_plugin(agent, NAME)
@@ -45,12 +49,16 @@ async def test_accelerator_allocation_is_enforced_and_visible(short_tmp: Path) -
             devices = env["ACCELERATOR_VISIBLE_DEVICES"].split(",")
             assert len(devices) == 2 and len({d.split("-")[0] for d in devices}) == 1  # one NUMA node
             assert env["ACCELERATOR_MEMORY_BYTES"] == str(2 * (16 << 30))
-            assert agent.core is not None
-            _, listed = agent.core.pod_resources()
+            async with PodResourcesClient(str(podres)) as client:
+                listed = await client.list()
+                allocatable = await client.get_allocatable_resources()
             held = sorted(
                 d.device_ids[0] for p in listed for c in p.containers for d in c.devices if d.resource_name == RESOURCE
             )
             assert held == sorted(devices)
+            numa = {d.device_ids[0]: d.numa_nodes for d in allocatable.devices if d.resource_name == RESOURCE}
+            assert numa == {f"acc{n}-{i}": (n,) for n in (0, 1) for i in range(2)}  # the plugin's inventory
+            assert all(numa[d] == numa[devices[0]] for d in devices)
     finally:
         stop_process(process)
         await runtime.close()

@@ -22,6 +22,7 @@ from numaplane.agent.errors import AdmissionRejected, CheckpointError
 from numaplane.nri.errors import ProtocolError
 from numaplane.nri.proto import api_pb2
 from numaplane.nri.protocol import Connection, Role
+from numaplane.nri.translate import container_from_pb, sandbox_from_pb
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
 from numaplane.placement.view import node_topology
@@ -190,7 +191,7 @@ def _annotation(raw: str) -> object:
     pod.annotations["numaplane.io/cpu-strategy"] = raw[:40]
     c = api_pb2.Container(id="c", pod_sandbox_id="sb", name="main")
     c.linux.resources.cpu.shares.value = 1024
-    info = derive(pod, c)
+    info = derive(sandbox_from_pb(pod), container_from_pb(c))
     parse_preferences(dict(pod.annotations), "single-numa-node")
     return info
 

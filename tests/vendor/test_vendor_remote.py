@@ -6,12 +6,14 @@ resource in the NRT zones and the PodResources answer, and the scheduler's NUMA 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 from accelerator_plugin import ENV_DEVICES, NAME, RESOURCE
 
 from numaplane.grpcapi.pluginapi.adapter import GrpcResourcePlugin
+from numaplane.grpcapi.pluginapi.asking import admit, flush
 from numaplane.nrt.from_manager import allocation_state, node_nrt
 from numaplane.placement.filter import filter as numa_filter
 from numaplane.placement.result import Fit, Reject
@@ -33,16 +35,17 @@ def _pod(uid: str, accelerators: int) -> Any:
     return parse_pod({"metadata": {"name": uid, "uid": uid, "namespace": "ml"}, "spec": spec})
 
 
-def test_remote_accelerator_plugin_end_to_end(accelerator_socket: Path) -> None:
+async def test_remote_accelerator_plugin_end_to_end(accelerator_socket: Path) -> None:
     topo = synthetic(sockets=2, numa_per_socket=1, cores_per_numa=4, threads_per_core=2)
     config = parse_config(CONFIG)
     remote = GrpcResourcePlugin(
         NAME, {RESOURCE}, str(accelerator_socket), topology=topo, config=config, timeout_seconds=5
     )
-    remote.connect()
+    await asyncio.to_thread(remote.connect)
     try:
         manager = ResourceManager(topo, config, extra_plugins=[remote])
-        admission = manager.admit(_pod("p1", 2))
+        await flush(manager)  # the plugin's amounts, which the manager's views read from the cache
+        admission = await admit(manager, _pod("p1", 2))
         assert admission.admitted, admission.message
         (container,) = admission.containers
         vendor = next(a for a in container.allocations if a.plugin == NAME)
@@ -67,6 +70,7 @@ def test_remote_accelerator_plugin_end_to_end(accelerator_socket: Path) -> None:
         assert isinstance(numa_filter(_pod("p3", 3), nrt.to_dict(), node), Reject)
 
         manager.remove("p1")
+        await flush(manager)  # the release and the plugin's new amounts
         rows = {
             z.name: r.available.value()
             for z in node_nrt(manager, "n1").zones
@@ -75,4 +79,4 @@ def test_remote_accelerator_plugin_end_to_end(accelerator_socket: Path) -> None:
         }
         assert sorted(rows.values()) == [2, 2]
     finally:
-        remote.close()
+        await remote.aclose()

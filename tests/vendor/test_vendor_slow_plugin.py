@@ -1,16 +1,16 @@
 """A hung out-of-process plugin delays only the pods that need it.
 
 The example accelerator plugin runs with a 3 s sleep in Allocate, reached with a 1 s deadline: a pod
-asking for accelerators is rejected cleanly once the deadline passes (nothing is held anywhere), and
-pods that do not ask for accelerators are admitted without the plugin ever being called, before,
-while and after it hangs.
+asking for accelerators is rejected cleanly once the deadline passes (nothing is held here; the
+release is queued for the plugin), and pods that do not ask for accelerators are admitted at once,
+without the plugin ever being called, while it hangs (the asynchronous driver of ``policy/asks.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from accelerator_plugin import NAME, RESOURCE
 from vendor_helpers import start_accelerator_plugin
 
 from numaplane.grpcapi.pluginapi.adapter import GrpcResourcePlugin
+from numaplane.grpcapi.pluginapi.asking import admit
 from numaplane.policy.config import parse_config
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import parse_pod
@@ -51,28 +52,30 @@ def _pod(uid: str, accelerators: int) -> Any:
     return parse_pod({"metadata": {"name": uid, "uid": uid}, "spec": spec})
 
 
-def test_a_hung_plugin_delays_only_its_own_pods(slow_socket: Path) -> None:
+async def test_a_hung_plugin_delays_only_its_own_pods(slow_socket: Path) -> None:
     topo = synthetic(sockets=2, numa_per_socket=1, cores_per_numa=4, threads_per_core=2)
     config = parse_config({"topologyManager": {"policy": "single-numa-node"}, "cpuManager": {"reservedCPUCount": 2}})
     remote = GrpcResourcePlugin(NAME, {RESOURCE}, str(slow_socket), topology=topo, config=config, timeout_seconds=1.0)
-    remote.connect()
+    await asyncio.to_thread(remote.connect)
     try:
         manager = ResourceManager(topo, config, extra_plugins=[remote])
-
-        started = time.monotonic()
-        assert manager.admit(_pod("plain-1", 0)).admitted
-        assert time.monotonic() - started < 0.5  # the plugin was not asked
-
-        started = time.monotonic()
-        admission = manager.admit(_pod("needs-it", 1))
-        elapsed = time.monotonic() - started
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        hung = asyncio.create_task(admit(manager, _pod("needs-it", 1)))
+        await asyncio.sleep(0.05)  # it asked the plugin and waits
+        latencies = []
+        for i in range(20):  # plain pods meanwhile: decided at once, never asking the plugin
+            t = loop.time()
+            admission = await admit(manager, _pod(f"plain-{i}", 0))
+            latencies.append(loop.time() - t)
+            assert admission.admitted
+            manager.remove(admission.pod_uid)
+        assert not hung.done() and max(latencies) < 0.1
+        admission = await hung
+        elapsed = loop.time() - started
         assert not admission.admitted and 0.9 < elapsed < 2.9  # the deadline, not the plugin's 3 s
+        assert admission.reason == "PluginUnavailable" and "DEADLINE_EXCEEDED" in admission.message
         assert manager.cpu.state.get("needs-it", "main") is None  # rejected cleanly: nothing held
-
-        started = time.monotonic()
-        assert manager.admit(_pod("plain-2", 0)).admitted
-        assert time.monotonic() - started < 0.5
-        manager.remove("plain-1")
-        manager.remove("plain-2")
+        assert remote.pending_releases == [("needs-it", "main")]  # sent when the plugin is back
     finally:
-        remote.close()
+        await remote.aclose()

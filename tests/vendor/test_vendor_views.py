@@ -86,5 +86,6 @@ def test_vendor_devices_are_in_the_podresources_answers() -> None:
     accelerators = [d for d in container.devices if d.resource_name == RESOURCE]  # one entry per device
     assert len(accelerators) == 2
     assert len({d.numa_nodes for d in accelerators}) == 1 and len(accelerators[0].numa_nodes) == 1
-    # GetAllocatableResources lists device ids; the protocol gives vendor amounts, not ids: not listed
-    assert RESOURCE not in {d.resource_name for d in allocatable.devices}
+    # GetAllocatableResources lists every accelerator by id with its NUMA node (the plugin's inventory)
+    ids = {d.device_ids[0]: d.numa_nodes for d in allocatable.devices if d.resource_name == RESOURCE}
+    assert ids == {f"acc{n}-{i}": (n,) for n in manager.topology.numa_ids for i in range(2)}

@@ -7,8 +7,12 @@ Modules:
 
 * ``containers`` — what NRI carries about a container → QoS, requests, limits (or the Pod from the API);
 * ``wholepod`` — pods admitted as a whole when the Pod is known (init-container reuse, pod scope);
-* ``core`` — the state machine: admission, shared pool, release, Synchronize, snapshots (no I/O);
-* ``handler`` — the NRI handler: serialised core calls, background ``UpdateContainers``;
+* ``state`` — the state machine (:class:`~numaplane.agent.state.NodeAgentState`): admission, shared
+  pool, release, snapshots (no I/O), with ``records``, ``admitting``, ``podadmission``, ``reconcile``
+  (Synchronize), ``consistency`` (invariants) and ``listing`` (PodResources answers); it sees the
+  agent's own NRI values (:mod:`numaplane.nri.events`), never protobuf;
+* ``handler`` — the NRI handler: protobuf translated (:mod:`numaplane.nri.translate`), state calls
+  serialised by ``runner`` (with background ``UpdateContainers``);
 * ``checkpoint`` — versioned, checksummed state file, atomic writes off the request path;
 * ``configwatch`` — live reconfiguration from the config file;
 * ``plugins`` — the registry of out-of-process plugins (numaplane plugin API v1);
@@ -21,7 +25,7 @@ Modules:
 * ``daemon`` — :class:`~numaplane.agent.daemon.Agent`, wiring everything (``numaplane agent``).
 
 With the node's Pods from the API (``--watch-pods``) a pod that needs the resource manager is admitted
-as a whole, as the kubelet admits it (``wholepod``, ``core``). Without them — or for a pod the informer
+as a whole, as the kubelet admits it (``wholepod``, ``podadmission``). Without them — or for a pod the informer
 has not seen at its first container — the agent admits one container at a time, and then cannot reuse
 init containers' resources, apply the topology manager's ``pod`` scope to the whole pod, or see
 pod-level ``spec.resources``; extended resources are then known only from the

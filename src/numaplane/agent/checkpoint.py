@@ -4,7 +4,7 @@ File format (one JSON object, UTF-8)::
 
     {"format": "numaplane.io/agent-checkpoint", "version": 1,
      "node": "<node name>", "topology": "sha256:<digest of the machine model>",
-     "data": {<AgentCore.snapshot()>},
+     "data": {<NodeAgentState.snapshot()>},
      "checksum": "sha256:<hex>"}
 
 ``checksum`` is the SHA-256 of the canonical JSON (sorted keys, no spaces) of every other field, so any

@@ -4,7 +4,7 @@ The watcher polls the file's identity (``mtime_ns``, size, inode) every ``interv
 with editors that replace the file and with Kubernetes ConfigMap volumes, whose symlink swap changes
 the inode); a changed identity with the same content as the config in force is ignored. A changed
 content is parsed (YAML or JSON, :func:`read_config`) and handed to ``apply`` — the agent's
-``ResourceManager.reconfigure`` inside its core serialisation, which changes policies for *new*
+``ResourceManager.reconfigure`` inside its state-machine serialisation, which changes policies for *new*
 admissions only and leaves existing allocations untouched.
 
 An invalid document (syntax, schema, or a conflict with current allocations, e.g. reserving a CPU a

@@ -22,7 +22,7 @@ NRI passes the runtime's view, not the Pod spec (``wire/nri.md``, "What the agen
 With the node's Pod from the Kubernetes API (``pod`` argument: the agent may watch its own node's pods
 read-only) the container's exact requests and limits, extended resources and the pod's QoS class
 come from the spec instead. (A known pod that needs the resource manager is not admitted through this
-module at all: the core admits it as a whole, see ``wholepod.py``.)
+module at all: the state machine admits it as a whole, see ``wholepod.py``.)
 
 **One container at a time** — the fallback when the Pod is not known (no API access, or the informer
 has not seen the pod yet at its first container): each container becomes a single-container pod
@@ -49,7 +49,8 @@ If the Pod becomes known later, the pod's next container gets whole-pod admissio
 container admitted alone so far is a completed regular init container (those are released first);
 otherwise the pod stays one container at a time.
 
-Pure: no I/O; inputs are NRI protobuf messages (plain data) or pure values.
+Pure: no I/O; inputs are the agent's plain NRI values (``nri/events.py``, translated from protobuf by
+``nri/translate.py``) or pure values.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ from typing import Any
 from numaplane import boundedjson
 from numaplane.agent.errors import AdmissionRejected
 from numaplane.limits import MAX_ANNOTATION_BYTES
-from numaplane.nri.proto import api_pb2
+from numaplane.nri.events import ContainerState, RuntimeContainer, Sandbox
 from numaplane.policy.preferences import PREFIX as PREFERENCE_PREFIX
 from numaplane.resources.errors import PodSpecError, QuantityError
 from numaplane.resources.pod import Container, Pod, QOSClass, parse_pod
@@ -84,9 +85,6 @@ __all__ = [
 EXTRA_RESOURCES_ANNOTATION_PREFIX = "resources.numaplane.io/"
 MIN_SHARES = 2
 _PAGE_SIZE_RE = re.compile(r"([0-9]+)([KMGTP])B\Z")
-LIVE_STATES = frozenset(
-    {api_pb2.CONTAINER_UNKNOWN, api_pb2.CONTAINER_CREATED, api_pb2.CONTAINER_RUNNING, api_pb2.CONTAINER_PAUSED}
-)
 
 
 def manager_key(pod_uid: str, container_name: str) -> str:
@@ -164,7 +162,7 @@ class ContainerInfo:
     preferences: Mapping[str, str] = field(default_factory=dict)
     cpus: str = ""
     mems: str = ""
-    state: int = api_pb2.CONTAINER_UNKNOWN
+    state: ContainerState = ContainerState.UNKNOWN
     source: str = "nri"
     extra_resources: Mapping[str, int] = field(default_factory=dict)
 
@@ -192,11 +190,7 @@ class ContainerInfo:
 
     @property
     def live(self) -> bool:
-        return self.state in LIVE_STATES
-
-
-def _opt(msg: Any, name: str) -> int | None:
-    return int(getattr(msg, name).value) if msg.HasField(name) else None
+        return self.state.live
 
 
 def _extra_resources(annotations: Mapping[str, str], container: str) -> dict[str, str]:
@@ -223,25 +217,22 @@ def _extra_resources(annotations: Mapping[str, str], container: str) -> dict[str
     return out
 
 
-def _from_nri(
-    sandbox: api_pb2.PodSandbox, container: api_pb2.Container
+def _from_runtime(
+    sandbox: Sandbox, container: RuntimeContainer
 ) -> tuple[QOSClass, dict[str, str], dict[str, str], dict[str, str]]:
     """QoS, requests, limits (quantity strings) and extended resources from the runtime's view."""
-    res = container.linux.resources
-    shares = _opt(res.cpu, "shares") if res.HasField("cpu") else None
-    quota = _opt(res.cpu, "quota") if res.HasField("cpu") else None
-    period = _opt(res.cpu, "period") if res.HasField("cpu") else None
-    memory = _opt(res.memory, "limit") if res.HasField("memory") else None
+    res = container.resources
+    shares, quota, period, memory = res.cpu_shares, res.cpu_quota, res.cpu_period, res.memory_limit
     if memory is not None and memory <= 0:
         memory = None
     request = cpu_request_milli(shares)
     limit = cpu_limit_milli(quota, period)
     hugepages: dict[str, str] = {}
-    for hp in res.hugepage_limits:
-        name = hugepage_resource(hp.page_size)
-        if name is not None and hp.limit > 0:
-            hugepages[name] = str(hp.limit)
-    qos = qos_from_cgroup_parent(sandbox.linux.cgroup_parent)
+    for page_size, limit_bytes in res.hugepage_limits:
+        resource = hugepage_resource(page_size)
+        if resource is not None and limit_bytes > 0:
+            hugepages[resource] = str(limit_bytes)
+    qos = qos_from_cgroup_parent(sandbox.cgroup_parent)
     if qos is None:
         if request == 0 and limit is None and memory is None and not hugepages:
             qos = "BestEffort"
@@ -302,7 +293,7 @@ def _from_api(pod: Pod, name: str) -> tuple[QOSClass, dict[str, str], dict[str, 
     return pod.qos_class, requests, limits, extra
 
 
-def derive(sandbox: api_pb2.PodSandbox, container: api_pb2.Container, api_pod: Pod | None = None) -> ContainerInfo:
+def derive(sandbox: Sandbox, container: RuntimeContainer, api_pod: Pod | None = None) -> ContainerInfo:
     """The :class:`ContainerInfo` of ``container``; ``api_pod`` (the Pod from the API, if known) wins.
 
     Raises :class:`AdmissionRejected` (reason ``InvalidContainer``) for input the agent cannot admit
@@ -311,7 +302,7 @@ def derive(sandbox: api_pb2.PodSandbox, container: api_pb2.Container, api_pod: P
     derived = _from_api(api_pod, container.name) if api_pod is not None else None
     source = "api"
     if derived is None:
-        derived = _from_nri(sandbox, container)
+        derived = _from_runtime(sandbox, container)
         source = "nri"
     qos, requests, limits, extra = derived
     pod_uid = sandbox.uid or (api_pod.uid if api_pod is not None else "") or sandbox.id
@@ -328,7 +319,7 @@ def derive(sandbox: api_pb2.PodSandbox, container: api_pb2.Container, api_pod: P
         "status": {"qosClass": qos},
     }
     extra_amounts = {k: parse_quantity(v).value() for k, v in extra.items()}
-    res = container.linux.resources
+    res = container.resources
     return ContainerInfo(
         container_id=container.id,
         sandbox_id=container.pod_sandbox_id or sandbox.id,
@@ -339,9 +330,9 @@ def derive(sandbox: api_pb2.PodSandbox, container: api_pb2.Container, api_pod: P
         qos=qos,
         pod_doc=doc,
         preferences=preferences,
-        cpus=res.cpu.cpus if res.HasField("cpu") else "",
-        mems=res.cpu.mems if res.HasField("cpu") else "",
-        state=int(container.state),
+        cpus=res.cpus,
+        mems=res.mems,
+        state=container.state,
         source=source,
         extra_resources=extra_amounts,
     )

@@ -22,6 +22,10 @@ from flags and runs it. Start-up sequence (:meth:`Agent.start`):
    ``/readyz`` turns ready.
 
 :meth:`Agent.stop` flushes the checkpoint and stops everything; SIGTERM/SIGINT call it from the CLI.
+
+Over 400 lines, on purpose: this module is the one place that runs the start-up sequence above in
+order and the shutdown in reverse; every piece it starts lives in its own module, and splitting the
+wiring itself would scatter the ordering this docstring documents.
 """
 
 from __future__ import annotations
@@ -38,9 +42,8 @@ import structlog
 
 from numaplane.agent.checkpoint import CheckpointIdentity, CheckpointStore, CheckpointWriter, topology_digest
 from numaplane.agent.configwatch import ConfigWatcher, read_config
-from numaplane.agent.core import AgentCore
 from numaplane.agent.errors import AgentConfigError, CheckpointError
-from numaplane.agent.handler import AgentHandler, CoreRunner, UpdateSender
+from numaplane.agent.handler import AgentHandler, StateRunner, UpdateSender
 from numaplane.agent.metrics import AgentMetrics
 from numaplane.agent.nodecheck import allocatable_cpu_problem
 from numaplane.agent.notify import ChangeNotifier
@@ -48,7 +51,7 @@ from numaplane.agent.plugins import PluginRegistry
 from numaplane.agent.podresources import AgentPodResources
 from numaplane.agent.pods import PodSource
 from numaplane.agent.policyreport import PolicyReporter
-from numaplane.documents import load_json
+from numaplane.agent.state import NodeAgentState
 from numaplane.grpcapi.podresources.server import PodResourcesServer
 from numaplane.kube.errors import KubeError
 from numaplane.kube.port import KubePort
@@ -56,8 +59,10 @@ from numaplane.kube.resources import NODE
 from numaplane.nri.plugin import NRIPlugin
 from numaplane.observability.http import ProbeServer
 from numaplane.policy.config import NodeResourceConfig, parse_config
-from numaplane.policy.errors import PolicyConfigError
+from numaplane.policy.errors import PolicyConfigError, ReconfigureRejected
 from numaplane.policy.manager import ResourceManager
+from numaplane.topology.errors import TopologyError
+from numaplane.topology.load import load_sysfs, load_topology_file
 from numaplane.topology.model import Topology
 
 __all__ = ["CHECKPOINT_FILE", "Agent", "AgentOptions", "load_topology"]
@@ -102,15 +107,14 @@ class AgentOptions:
 
 
 def load_topology(options: AgentOptions) -> Topology:
-    """From ``topology_file`` (numaplane topology JSON), else discovered from sysfs."""
-    if options.topology_file is not None:
-        try:
-            return Topology.from_dict(load_json(options.topology_file.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise AgentConfigError(f"cannot read topology file {options.topology_file}: {exc}") from None
-    from numaplane.topology.sysfs import discover
-
-    return discover(options.sysfs_root)
+    """From ``topology_file`` (a topology JSON/YAML document), else discovered from sysfs under
+    ``sysfs_root`` — through the one loader, ``topology/load.py``."""
+    try:
+        if options.topology_file is not None:
+            return load_topology_file(options.topology_file)
+        return load_sysfs(options.sysfs_root)
+    except TopologyError as exc:
+        raise AgentConfigError(f"cannot load the topology: {exc}") from None
 
 
 class Agent:
@@ -123,8 +127,8 @@ class Agent:
         self.metrics = AgentMetrics()
         self.topology = topology
         self.kube = kube
-        self.core: AgentCore | None = None
-        self.runner: CoreRunner | None = None
+        self.state: NodeAgentState | None = None
+        self.runner: StateRunner | None = None
         self.handler: AgentHandler | None = None
         self.nri: NRIPlugin | None = None
         self.writer: CheckpointWriter | None = None
@@ -199,18 +203,18 @@ class Agent:
             raise AgentConfigError(config_error)
         self.pods = PodSource(self.kube, opts.node_name) if self.kube is not None else None
         lookup = self.pods.lookup if self.pods is not None else None
-        core = AgentCore(ResourceManager(topology, config or NodeResourceConfig()), pod_lookup=lookup)
+        state = NodeAgentState(ResourceManager(topology, config or NodeResourceConfig()), pod_lookup=lookup)
         if data is not None:
             try:
-                core.restore(data)
+                state.restore(data)
             except CheckpointError as exc:
                 self._bad_checkpoint(store, exc)
-                core = AgentCore(ResourceManager(topology, config or NodeResourceConfig()), pod_lookup=lookup)
+                state = NodeAgentState(ResourceManager(topology, config or NodeResourceConfig()), pod_lookup=lookup)
             else:
                 self.checkpoint_status = "restored"
                 self.metrics.checkpoint_load.labels(result="restored").inc()
-                log.info("checkpoint restored", containers=len(core.records), path=str(store.path))
-        self.core = core
+                log.info("checkpoint restored", containers=len(state.records), path=str(store.path))
+        self.state = state
         if opts.notify_file is not None:
             self.notifier = ChangeNotifier(opts.notify_file, on_result=self._notified)
             self.notifier.prepare()
@@ -222,9 +226,9 @@ class Agent:
             self.metrics.set_config_rejected(config_error)
             self._report(False, config_error)
             log.error("config file invalid at start; the checkpoint's config stays in force", reason=config_error)
-        elif config is not None and config != core.manager.config:
+        elif config is not None and config != state.manager.config:
             try:
-                core.reconfigure(config)
+                state.reconfigure(config)
             except PolicyConfigError as exc:
                 self.metrics.config_valid.set(0)
                 self.metrics.set_config_rejected(str(exc))
@@ -237,7 +241,7 @@ class Agent:
                 self._report(True)
         else:
             self._report(True)
-        self.runner = runner = CoreRunner(core)
+        self.runner = runner = StateRunner(state)
         self.sender = UpdateSender(runner, self.metrics)
         self.writer = CheckpointWriter(
             store,
@@ -319,27 +323,29 @@ class Agent:
 
     async def _check_node_allocatable(self) -> None:
         """Warn once at start if the Node's allocatable CPU includes CPUs the policy reserves."""
-        assert self.kube is not None and self.core is not None
+        assert self.kube is not None and self.state is not None
         try:
             node = await self.kube.get(NODE, self.options.node_name)
         except KubeError as exc:
             log.info("cannot read this node's allocatable CPU", error=str(exc))
             return
-        problem = allocatable_cpu_problem(node, self.core.manager.config.effective_reserved_count)
+        problem = allocatable_cpu_problem(node, self.state.manager.config.effective_reserved_count)
         if problem:
             log.warning(problem, node=self.options.node_name)
 
     # -- state changes --------------------------------------------------------------------------------
     async def _snapshot(self) -> tuple[int, dict[str, Any]]:
         assert self.runner is not None
-        core = self.runner.core
-        return await self.runner.call(lambda: (core.generation, core.snapshot()))
+        state = self.runner.state
+        return await self.runner.call(lambda: (state.generation, state.snapshot()))
 
     def _checkpoint_written(self, ok: bool, seconds: float) -> None:
         self.metrics.checkpoint_writes.labels(result="ok" if ok else "error").inc()
         self.metrics.checkpoint_write_duration.observe(seconds)
 
     def _changed(self) -> None:
+        if self.registry is not None:
+            self.registry.kick()  # releases and new amounts for out-of-process plugins
         if self.writer is not None:
             self.writer.mark_dirty()
         if self.notifier is not None:
@@ -350,20 +356,20 @@ class Agent:
         self.metrics.notify_touches.labels(result="ok" if ok else "error").inc()
 
     def _set_gauges(self) -> None:
-        core = self.core
-        if core is None:
+        state = self.state
+        if state is None:
             return
         exclusive = shared = 0
-        for record in list(core.records.values()):
+        for record in list(state.records.values()):
             if record.exclusive is not None:
                 exclusive += 1
             else:
                 shared += 1
         self.metrics.containers.labels(kind="exclusive").set(exclusive)
         self.metrics.containers.labels(kind="shared").set(shared)
-        self.metrics.exclusive_cpus.set(core.exclusive_cpus().size())
-        self.metrics.shared_pool_cpus.set(core.shared_pool.size())
-        self.metrics.unpinned.set(len(core.waiting))
+        self.metrics.exclusive_cpus.set(state.exclusive_cpus().size())
+        self.metrics.shared_pool_cpus.set(state.shared_pool.size())
+        self.metrics.unpinned.set(len(state.waiting))
 
     def _report(self, applied: bool, why: str = "") -> None:
         if self.reporter is not None:
@@ -371,16 +377,21 @@ class Agent:
 
     async def _apply_config(self, doc: Mapping[str, Any]) -> None:
         assert self.runner is not None and self.sender is not None
-        core = self.runner.core
+        state = self.runner.state
         self._config_doc = doc
         try:
-            updates = await self.runner.call(lambda: core.reconfigure(doc))
+            if self.registry is not None and self.registry.plugins:
+                # out-of-process plugins are asked here, not by the manager (which does no I/O)
+                problems = state.manager.check_config(doc) + await self.registry.check_config(parse_config(doc))
+                if problems:
+                    raise ReconfigureRejected(problems)
+            updates = await self.runner.call(lambda: state.reconfigure(doc))
         except PolicyConfigError as exc:
             self._report(False, str(exc))
             raise
         self._report(True)
         self.sender.submit((u.container_id for u in updates), "reconfigure")
-        if core.take_deferred():
+        if state.take_deferred():
             self.sender.submit_shared("reconfigure")
         self._changed()
 
@@ -445,6 +456,4 @@ class Agent:
             await self.podresources.stop()
         if self.probes is not None:
             await self.probes.stop()
-        if self.runner is not None:
-            self.runner.close()
         log.info("agent stopped", pid=os.getpid())

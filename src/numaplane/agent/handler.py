@@ -1,14 +1,15 @@
-"""The agent's NRI handler: NRI requests → :class:`~numaplane.agent.core.AgentCore` calls → NRI answers.
+"""The agent's NRI handler: NRI requests → :class:`~numaplane.agent.state.NodeAgentState` calls → NRI answers.
 
-Serialisation: every core call goes through one :class:`CoreRunner`, so the core sees one call at a
-time. With only in-process plugins a call runs inline on the event loop (they are pure and take
-~0.1 ms); once an out-of-process plugin is registered (its adapter makes blocking gRPC calls with
-short deadlines) calls run in one dedicated worker thread, so the event loop — and with it the NRI
-connection, the PodResources server and the probes — never blocks.
+Serialisation: every state-machine call goes through one :class:`StateRunner` and runs inline on the event
+loop (the state machine does no I/O: in-process plugins are pure and take ~0.1 ms), so the state machine sees
+one call at a time. An admission that asks an out-of-process plugin is parked by the state machine and
+answered by :class:`~numaplane.agent.asking.Answering` — concurrently, with per-plugin deadlines, on
+the event loop — while every other request is served: a pod that waits for a slow or hung plugin
+delays no other pod.
 
 What goes where:
 
-* CreateContainer → ``core.create``; the answer sets ``linux.resources.cpu.cpus`` (and ``mems`` when
+* CreateContainer → ``state.create``; the answer sets ``linux.resources.cpu.cpus`` (and ``mems`` when
   memory is pinned). When the pool shrank, the running shared containers must move off the new
   exclusive CPUs: up to ``inline_updates`` (16) updates travel in the answer, so the runtime applies
   them with the creation; more are sent right after the answer with ``Runtime.UpdateContainers`` (the
@@ -17,7 +18,7 @@ What goes where:
   reconcile loop). A rejection is raised as a
   :class:`~numaplane.nri.errors.StatusError` carrying ``numaplane: pod … container …: <Reason>: <message>``:
   the runtime fails the creation with that text;
-* RUN_POD_SANDBOX (StateChange) → admit the pod as a whole when its Pod is known (``core.run_pod``);
+* RUN_POD_SANDBOX (StateChange) → admit the pod as a whole when its Pod is known (``state.run_pod``);
   a rejection is only logged (the sandbox runs; the pod's first CreateContainer fails with it);
 * StopContainer → release (a container of a pod admitted as a whole is only forgotten: its allocation
   stays with the pod for a restarted container); pool growth travels in the StopContainer answer (the
@@ -30,7 +31,7 @@ What goes where:
   created while the agent was away) → re-pin through :class:`UpdateSender` (a Synchronize update may
   have raced the start);
 * UpdateContainer (e.g. a resize by the kubelet) that would change the cpuset → the answer restores ours;
-* Synchronize → ``core.synchronize``; every mismatching container is fixed in the answer. A state
+* Synchronize → ``state.synchronize``; every mismatching container is fixed in the answer. A state
   split over several requests (NRI >= 0.8: ``SynchronizeRequest.more``, answered with
   ``SynchronizeResponse.more``; containerd 1.7 sends one message of at most 4 MiB, in 4 KiB mux frames
   the NRI layer reassembles) is collected and reconciled once complete.
@@ -43,26 +44,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import structlog
 
-from numaplane.agent.background import BackgroundLoop
-from numaplane.agent.core import AgentCore, CpusetUpdate, cpuset_text
 from numaplane.agent.errors import AdmissionRejected
 from numaplane.agent.metrics import AgentMetrics
-from numaplane.nri.errors import CallTimeout, ConnectionClosed, NRIError, StatusCode, StatusError
+from numaplane.agent.runner import StateRunner, UpdateSender
+from numaplane.agent.state import CpusetUpdate, NodeAgentState, cpuset_text
+from numaplane.nri.errors import StatusCode, StatusError
 from numaplane.nri.plugin import BaseHandler, event_mask
 from numaplane.nri.proto import api_pb2
-from numaplane.topology.cpuset import CPUSet
+from numaplane.nri.translate import container_from_pb, linux_cpu, sandbox_from_pb, update_to_pb
 
-__all__ = ["EVENTS", "AgentHandler", "CoreRunner", "UpdateSender", "to_pb_update"]
+__all__ = ["EVENTS", "AgentHandler", "StateRunner", "UpdateSender"]
 
 log = structlog.get_logger("numaplane.agent")
-
-_T = TypeVar("_T")
 
 #: The events the agent subscribes to.
 EVENTS = event_mask(
@@ -76,9 +74,6 @@ EVENTS = event_mask(
     api_pb2.REMOVE_POD_SANDBOX,
 )
 
-#: ``NRIPlugin.update_containers``-shaped.
-Sender = Callable[[list[api_pb2.ContainerUpdate]], Awaitable[list[api_pb2.ContainerUpdate]]]
-
 
 def _event_name(kind: int) -> str:
     """The NRI event's name, or ``EVENT_<n>`` for a number this protocol version does not define."""
@@ -88,166 +83,6 @@ def _event_name(kind: int) -> str:
         return f"EVENT_{kind}"
 
 
-def _cpu(cpus: CPUSet, mems: CPUSet | None) -> api_pb2.LinuxCPU:
-    if mems is None:
-        return api_pb2.LinuxCPU(cpus=cpuset_text(cpus))
-    return api_pb2.LinuxCPU(cpus=cpuset_text(cpus), mems=cpuset_text(mems))
-
-
-def _resources(cpus: CPUSet, mems: CPUSet | None) -> api_pb2.LinuxResources:
-    return api_pb2.LinuxResources(cpu=_cpu(cpus, mems))
-
-
-def to_pb_update(update: CpusetUpdate) -> api_pb2.ContainerUpdate:
-    """A ``ContainerUpdate`` (failures ignored: the container may have gone meanwhile)."""
-    return api_pb2.ContainerUpdate(
-        container_id=update.container_id,
-        ignore_failure=True,
-        linux=api_pb2.LinuxContainerUpdate(resources=_resources(update.cpus, update.mems)),
-    )
-
-
-class CoreRunner:
-    """Runs core calls one at a time: inline, or (``offload``) in one worker thread.
-
-    Invariant: at most one call is inside the core at any time, also when the awaiting task is
-    cancelled (the lock is held until the worker finishes). ``offload`` never goes back to ``False``.
-    """
-
-    def __init__(self, core: AgentCore) -> None:
-        self.core = core
-        self._lock = asyncio.Lock()
-        self._executor: ThreadPoolExecutor | None = None
-
-    @property
-    def offload(self) -> bool:
-        return self._executor is not None
-
-    def enable_offload(self) -> None:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numaplane-core")
-
-    async def call(self, fn: Callable[[], _T]) -> _T:
-        async with self._lock:
-            if self._executor is None:
-                return fn()
-            future = asyncio.get_running_loop().run_in_executor(self._executor, fn)
-            try:
-                return await asyncio.shield(future)
-            except asyncio.CancelledError:
-                await asyncio.wait([future])  # keep the core to ourselves until the worker is done
-                raise
-
-    def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-class UpdateSender(BackgroundLoop):
-    """Sends container updates with ``Runtime.UpdateContainers`` in the background.
-
-    Submitted containers are sent their *current* desired cpuset at send time (not a stale value
-    from submission), ``chunk`` containers per call, yielding to the event loop between calls. After
-    a send, containers whose desired cpuset changed while the call was in flight are sent again.
-    Without a connection the updates are dropped: the next Synchronize re-checks every container.
-    """
-
-    task_name = "nri-update-sender"
-
-    def __init__(self, runner: CoreRunner, metrics: AgentMetrics | None = None, *, chunk: int = 128) -> None:
-        self.runner = runner
-        self.metrics = metrics
-        self.chunk = chunk
-        self.sender: Sender | None = None
-        self.sent = 0
-        self.problems = 0  # updates the runtime refused or that could not be sent
-        self._pending: dict[str, str] = {}  # container id → path label
-        self._shared = ""  # path label when every stale shared container must be sent
-        self._wake = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
-
-    def submit(self, container_ids: Iterable[str], path: str = "async") -> None:
-        for cid in container_ids:
-            self._pending[cid] = path
-        if self._pending:
-            self._idle.clear()
-            self._wake.set()
-
-    def submit_shared(self, path: str = "async") -> None:
-        """Send the current pool to every shared container that does not have it yet."""
-        self._shared = path
-        self._idle.clear()
-        self._wake.set()
-
-    async def wait_idle(self, timeout_seconds: float = 5.0) -> None:
-        async with asyncio.timeout(timeout_seconds):
-            await self._idle.wait()
-
-    async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            batch, self._pending = self._pending, {}
-            if self._shared:
-                path, self._shared = self._shared, ""
-                for cid in await self.runner.call(self.runner.core.stale_shared):
-                    batch.setdefault(cid, path)
-            items = list(batch.items())
-            for start in range(0, len(items), self.chunk):
-                try:
-                    await self._send(dict(items[start : start + self.chunk]))
-                except Exception as exc:  # never let the sender die
-                    log.error("sending container updates failed", error=str(exc))
-                await asyncio.sleep(0)  # let requests in between chunks
-            if not self._pending:
-                self._idle.set()
-
-    def _desired(self, ids: list[str]) -> list[CpusetUpdate]:
-        core = self.runner.core
-        return [u for u in (core.update_for(cid) for cid in ids) if u is not None]
-
-    async def _send(self, batch: dict[str, str]) -> None:
-        if not batch:
-            return
-        updates = await self.runner.call(lambda: self._desired(list(batch)))
-        if not updates:
-            return
-        if self.sender is None:
-            self._count(batch, "unsent", len(updates))
-            return
-        try:
-            failed = await self.sender([to_pb_update(u) for u in updates])
-        except (ConnectionClosed, CallTimeout, StatusError, NRIError) as exc:
-            log.info("container updates not sent; the next Synchronize re-checks", error=str(exc), count=len(updates))
-            self._count(batch, "unsent", len(updates))
-            return
-        self.sent += len(updates) - len(failed)
-        self._count(batch, "failed", len(failed))
-        self._count(batch, "ok", len(updates) - len(failed))
-        sent = {u.container_id: u for u in updates}
-
-        def changed() -> list[str]:
-            core = self.runner.core
-            out = []
-            for cid, u in sent.items():
-                record = core.record_for(cid)
-                if record is not None and core.desired(record) != (u.cpus, u.mems):
-                    out.append(cid)
-            return out
-
-        again = await self.runner.call(changed)
-        if again:
-            self.submit(again)
-
-    def _count(self, batch: dict[str, str], result: str, n: int) -> None:
-        if result != "ok":
-            self.problems += n
-        if self.metrics is not None and n:
-            path = next(iter(batch.values()))
-            self.metrics.container_updates.labels(path=path, result=result).inc(n)
-
-
 class AgentHandler(BaseHandler):
     """The NRI :class:`~numaplane.nri.plugin.Handler` of the agent (see the module docstring)."""
 
@@ -255,7 +90,7 @@ class AgentHandler(BaseHandler):
 
     def __init__(
         self,
-        runner: CoreRunner,
+        runner: StateRunner,
         *,
         metrics: AgentMetrics | None = None,
         sender: UpdateSender | None = None,
@@ -264,7 +99,7 @@ class AgentHandler(BaseHandler):
     ) -> None:
         self.runner = runner
         self.inline_updates = inline_updates
-        runner.core.inline_limit = inline_updates
+        runner.state.inline_limit = inline_updates
         self.metrics = metrics or AgentMetrics()
         self.sender = sender or UpdateSender(runner, self.metrics)
         self.on_change = on_change or (lambda: None)
@@ -277,8 +112,8 @@ class AgentHandler(BaseHandler):
         self.configurations = 0
 
     @property
-    def core(self) -> AgentCore:
-        return self.runner.core
+    def state(self) -> NodeAgentState:
+        return self.runner.state
 
     def _observe(self, method: str, started: float, result: str) -> None:
         self.metrics.nri_requests.labels(method=method, result=result).inc()
@@ -289,13 +124,13 @@ class AgentHandler(BaseHandler):
         if not updates:
             return
         if len(updates) <= self.inline_updates:
-            into.extend(to_pb_update(u) for u in updates)
+            into.extend(update_to_pb(u) for u in updates)
             self.metrics.container_updates.labels(path=path, result="ok").inc(len(updates))
         else:
             self.sender.submit((u.container_id for u in updates), path)
 
     def _deferred(self, path: str) -> None:
-        if self.core.take_deferred():
+        if self.state.take_deferred():
             self.sender.submit_shared(path)
 
     async def configure(self, request: api_pb2.ConfigureRequest) -> api_pb2.ConfigureResponse:
@@ -321,7 +156,11 @@ class AgentHandler(BaseHandler):
             containers = self._partial[1] + containers
             self._partial = ([], [])
         self.verified.clear()
-        result = await self.runner.call(lambda: self.core.synchronize(pods, containers))
+        result = await self.runner.call(
+            lambda: self.state.synchronize(
+                [sandbox_from_pb(p) for p in pods], [container_from_pb(c) for c in containers]
+            )
+        )
         for cid, reason, message in result.failed:
             log.warning(
                 "running container could not be admitted; it waits in the shared pool until resources free up",
@@ -335,7 +174,7 @@ class AgentHandler(BaseHandler):
             if len(result.adopted) > len(result.failed):
                 self.metrics.adoptions.labels(result="admitted").inc(len(result.adopted) - len(result.failed))
             self.metrics.container_updates.labels(path="sync", result="ok").inc(len(result.updates))
-        response = api_pb2.SynchronizeResponse(update=[to_pb_update(u) for u in result.updates])
+        response = api_pb2.SynchronizeResponse(update=[update_to_pb(u) for u in result.updates])
         self.synchronizations += 1
         self.synchronized.set()
         if self._verify_task is not None:
@@ -387,9 +226,9 @@ class AgentHandler(BaseHandler):
 
     async def create_container(self, request: api_pb2.CreateContainerRequest) -> api_pb2.CreateContainerResponse:
         started = time.perf_counter()
-        pod, container = request.pod, request.container
+        pod, container = sandbox_from_pb(request.pod), container_from_pb(request.container)
         try:
-            decision = await self.runner.call(lambda: self.core.create(pod, container))
+            decision = await self.runner.call(lambda: self.state.create(pod, container))
         except AdmissionRejected as exc:
             self.metrics.admissions.labels(result="rejected", reason=exc.reason).inc()
             self._observe("CreateContainer", started, "rejected")
@@ -402,7 +241,7 @@ class AgentHandler(BaseHandler):
             )
             raise StatusError(StatusCode.FAILED_PRECONDITION, str(exc)) from None
         response = api_pb2.CreateContainerResponse()
-        response.adjust.linux.resources.cpu.CopyFrom(_cpu(decision.cpus, decision.mems))
+        response.adjust.linux.resources.cpu.CopyFrom(linux_cpu(decision.cpus, decision.mems))
         for key, value in decision.env:
             response.adjust.env.add(key=key, value=value)
         self._updates(decision.updates, response.update, "create")
@@ -426,23 +265,23 @@ class AgentHandler(BaseHandler):
         asked = request.linux_resources.cpu.cpus if request.linux_resources.HasField("cpu") else ""
 
         def keep_ours() -> CpusetUpdate | None:
-            record = self.core.record_for(cid)
+            record = self.state.record_for(cid)
             if record is None or not asked:
                 return None
-            cpus, mems = self.core.desired(record)
+            cpus, mems = self.state.desired(record)
             return None if asked == cpuset_text(cpus) else CpusetUpdate(cid, cpus, mems)
 
         update = await self.runner.call(keep_ours)
         self._observe("UpdateContainer", started, "ok")
         response = api_pb2.UpdateContainerResponse()
         if update is not None:
-            response.update.append(to_pb_update(update))
+            response.update.append(update_to_pb(update))
         return response
 
     async def stop_container(self, request: api_pb2.StopContainerRequest) -> api_pb2.StopContainerResponse:
         started = time.perf_counter()
         cid = request.container.id
-        updates = await self.runner.call(lambda: self.core.stop(cid))
+        updates = await self.runner.call(lambda: self.state.stop(cid))
         response = api_pb2.StopContainerResponse()
         self._updates(updates, response.update, "stop")
         self._deferred("stop")
@@ -456,14 +295,14 @@ class AgentHandler(BaseHandler):
         if kind == api_pb2.REMOVE_CONTAINER:
             ctr, uid = event.container, event.pod.uid
             updates = await self.runner.call(
-                lambda: self.core.remove_container(ctr.id, uid, ctr.name, ctr.pod_sandbox_id or event.pod.id)
+                lambda: self.state.remove_container(ctr.id, uid, ctr.name, ctr.pod_sandbox_id or event.pod.id)
             )
             self.sender.submit((u.container_id for u in updates), "remove")
             self._deferred("remove")
             self.on_change()
         elif kind == api_pb2.RUN_POD_SANDBOX:
-            pod = event.pod
-            started_pod = await self.runner.call(lambda: self.core.run_pod(pod))
+            pod = sandbox_from_pb(event.pod)
+            started_pod = await self.runner.call(lambda: self.state.run_pod(pod))
             if started_pod.rejection is not None:
                 log.info(
                     "pod not admitted at sandbox start; its first container will be refused",
@@ -477,13 +316,13 @@ class AgentHandler(BaseHandler):
                 self.on_change()
         elif kind in (api_pb2.STOP_POD_SANDBOX, api_pb2.REMOVE_POD_SANDBOX):
             sandbox_id, uid = event.pod.id, event.pod.uid
-            updates = await self.runner.call(lambda: self.core.remove_pod(sandbox_id, uid))
+            updates = await self.runner.call(lambda: self.state.remove_pod(sandbox_id, uid))
             self.sender.submit((u.container_id for u in updates), "remove")
             self._deferred("remove")
             self.on_change()
         elif kind == api_pb2.POST_START_CONTAINER:
             cid = event.container.id
-            record = self.core.record_for(cid)
+            record = self.state.record_for(cid)
             if record is not None and not record.adjusted:
                 log.info("re-pinning a container the agent did not pin at creation", container=cid[:12])
                 self.sender.submit([cid], "repin")

@@ -13,8 +13,10 @@ only if all of these hold (else the call fails with the status in parentheses):
 * no other plugin (built-in or registered) manages one of the resources (ALREADY_EXISTS);
 * the plugin answers ``Configure`` with the agent's topology and config (UNAVAILABLE / FAILED_PRECONDITION).
 
-A new plugin is added to the resource manager (the core then runs in its worker thread, see
-``handler.CoreRunner``); its state from the last checkpoint, if any, is restored into it. A plugin
+A new plugin is added to the resource manager; the manager never calls it for I/O (its asks are
+answered by ``asking.Answering``, its releases and views go through :meth:`PluginRegistry.kick`, a
+background flush); its state from the last checkpoint, if any, is restored into it. Connecting (a
+few blocking calls) runs in a worker thread, off the event loop. A plugin
 registering again under its name (a restart) is reconnected: configured, restored, pending releases
 replayed, and allocations it holds for containers that are gone are released.
 
@@ -40,7 +42,7 @@ import grpc.aio
 import structlog
 
 from numaplane.agent.background import cancel_and_wait
-from numaplane.agent.handler import CoreRunner
+from numaplane.agent.handler import StateRunner
 from numaplane.agent.metrics import AgentMetrics
 from numaplane.grpcapi.pluginapi.adapter import API_VERSION, GrpcResourcePlugin, socket_target
 from numaplane.grpcapi.pluginapi.errors import PluginCallFailed
@@ -48,6 +50,7 @@ from numaplane.grpcapi.pluginapi.server import REGISTRY_SOCKET
 from numaplane.grpcapi.pluginapi.v1 import api_pb2 as pb
 from numaplane.grpcapi.pluginapi.v1 import api_pb2_grpc as pb_grpc
 from numaplane.grpcapi.sockets import socket_umask
+from numaplane.policy.config import NodeResourceConfig
 from numaplane.policy.errors import PolicyConfigError
 
 __all__ = ["PluginRegistry", "RegistrationError", "peer_credentials"]
@@ -123,7 +126,7 @@ class PluginRegistry:
     def __init__(
         self,
         plugin_dir: str | os.PathLike[str],
-        runner: CoreRunner,
+        runner: StateRunner,
         *,
         expected_uid: int | None = None,
         call_timeout_seconds: float = 0.25,
@@ -142,6 +145,8 @@ class PluginRegistry:
         self.registrations = 0
         self._server: grpc.aio.Server | None = None
         self._health: asyncio.Task[None] | None = None
+        self._flusher: asyncio.Task[None] | None = None
+        self._dirty = asyncio.Event()
         self._lock = asyncio.Lock()
 
     @property
@@ -165,17 +170,20 @@ class PluginRegistry:
         if os.geteuid() == 0 and self.expected_uid != 0:
             os.chown(path, self.expected_uid, -1)
         self._health = asyncio.get_running_loop().create_task(self._health_loop(), name="plugin-health")
+        self._flusher = asyncio.get_running_loop().create_task(self._flush_loop(), name="plugin-flush")
 
     async def stop(self) -> None:
         task, self._health = self._health, None
         await cancel_and_wait(task)
+        flusher, self._flusher = self._flusher, None
+        await cancel_and_wait(flusher)
         server, self._server = self._server, None
         if server is not None:
             await server.stop(0.5)
         if self.socket_path.is_socket():
             self.socket_path.unlink()
         for plugin in self.plugins.values():
-            plugin.close()
+            await plugin.aclose()
 
     # -- registration ---------------------------------------------------------------------------------
     def _availability(self, plugin: GrpcResourcePlugin, available: bool) -> None:
@@ -225,8 +233,8 @@ class PluginRegistry:
             raise RegistrationError(invalid, "name and resources are required")
         resources = frozenset(request.resources)
         path = await asyncio.to_thread(check_endpoint, self.plugin_dir, request.endpoint, self.expected_uid)
-        core = self.runner.core
-        for other in core.manager.plugins:
+        state = self.runner.state
+        for other in state.manager.plugins:
             overlap = resources & other.resources
             if other.name != request.name and overlap:
                 raise RegistrationError(
@@ -241,45 +249,68 @@ class PluginRegistry:
             existing.options = request.options
             await self._connect(existing, str(path))
             return existing
-        self.runner.enable_offload()  # from now on the core makes blocking gRPC calls: keep them off the loop
         plugin = GrpcResourcePlugin(
             request.name,
             resources,
             str(path),
-            topology=core.manager.topology,
-            config=core.manager.config,
+            topology=state.manager.topology,
+            config=state.manager.config,
             timeout_seconds=self.call_timeout_seconds,
             options=request.options,
             on_availability=self._availability,
         )
-        saved = core.saved_plugin_states.pop(request.name, None)
+        saved = state.saved_plugin_states.pop(request.name, None)
         if saved:
             plugin.restore(saved)  # not reachable yet: only remembered, sent by connect()
         await self._connect(plugin, None)
-        await self.runner.call(lambda: core.manager.add_plugin(plugin))
+        state.manager.add_plugin(plugin)
         self.plugins[request.name] = plugin
         return plugin
 
     async def _connect(self, plugin: GrpcResourcePlugin, target: str | None) -> None:
-        core = self.runner.core
+        state = self.runner.state
+        plugin.config = state.manager.config
 
-        def connect() -> None:
-            plugin.config = core.manager.config
+        def connect() -> list[tuple[str, str]]:  # blocking calls: in a worker thread
             plugin.connect(target)
-            # allocations the plugin holds for containers that are gone
-            live = set(core.manager.pods)
-            for uid, name in list(plugin.allocations()):
-                if uid not in live:
-                    plugin.release(uid, name)
+            plugin.refresh()  # the views the manager reads, and the allocations the plugin holds
+            return list(plugin.allocations())
 
         try:
-            await self.runner.call(connect)
+            held = await asyncio.to_thread(connect)
         except PluginCallFailed as exc:
             raise RegistrationError(grpc.StatusCode.UNAVAILABLE, f"plugin does not answer: {exc}") from None
         except PolicyConfigError as exc:
             raise RegistrationError(
                 grpc.StatusCode.FAILED_PRECONDITION, f"plugin refused the configuration: {exc}"
             ) from None
+        # allocations the plugin holds for manager pods that are gone, judged now (pods admitted
+        # while the thread ran are live, and their allocations were not in what it fetched)
+        live = set(state.manager.pods) | set(state.parked)
+        gone = [(uid, name) for uid, name in held if uid not in live]
+        for uid, name in gone:
+            plugin.release(uid, name)  # queued, sent by the flush
+        if gone:
+            self.kick()
+
+    # -- what the manager left for the plugins ----------------------------------------------------------
+    def kick(self) -> None:
+        """Have the background flush send queued releases and configs and refresh the cached views."""
+        self._dirty.set()
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                await asyncio.gather(*(p.flush() for p in list(self.plugins.values())))
+            except Exception as exc:  # the loop must survive anything
+                log.error("flushing to plugins failed", error=str(exc))
+
+    async def check_config(self, config: NodeResourceConfig) -> list[str]:
+        """What every reachable plugin finds wrong with ``config`` (asked concurrently)."""
+        answers = await asyncio.gather(*(p.check_remote(config) for p in list(self.plugins.values())))
+        return [problem for problems in answers for problem in problems]
 
     # -- health ---------------------------------------------------------------------------------------
     async def check_health(self) -> None:

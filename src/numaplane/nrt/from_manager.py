@@ -9,12 +9,14 @@ what the scheduler reads is exactly what the node manager holds.
 Allocatable memory is reported per NUMA node only when the static memory policy runs (the kubelet's
 ``GetAllocatableResources`` lists memory only then), matching the upstream exporter's semantics.
 
-Vendor plugins (every plugin besides the built-in cpu, memory and devices ones, in process or out of
-process) are seen through the plugin protocol alone: their ``allocatable()`` / ``available()``
-per-NUMA amounts become rows of the NRT zones (:func:`vendor_amounts`), and their ``allocations()``
-the containers' devices in the PodResources ``List`` answer (``allocation_state(...,
-vendor_devices=True)``, with the allocation's NUMA affinity as topology). ``GetAllocatableResources``
-lists device *ids*, which the protocol does not give for free devices, so vendor devices are not in it.
+Every plugin — the built-in cpu, memory and devices ones and vendor plugins, in process or out of
+process — is seen through the plugin protocol alone (``inventory()``, ``allocations()``; an
+out-of-process plugin answers them from the cache its driver keeps, see ``grpcapi/pluginapi``).
+Vendor plugins' ``allocatable()`` / ``available()`` per-NUMA amounts become rows of the NRT zones
+(:func:`vendor_amounts`); their devices (inventory and allocations) are in the PodResources answers
+(``allocation_state(..., vendor_devices=True)``), the zone computation leaves them out.
+:class:`NRTPublisher`'s incremental path still reads the built-in plugins' states directly (it is
+checked equal to :func:`node_nrt`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from numaplane.nrt.podresources import ContainerMemory
 from numaplane.nrt.state import ContainerAllocation, DeviceAssignment, MemoryBlock, NodeAllocationState
 from numaplane.nrt.zones import MachineView, ZoneConfig, charge_spanning, make_nrt, zones_from_state
 from numaplane.policy.manager import ResourceManager
-from numaplane.policy.plugin import ResourcePlugin
+from numaplane.policy.plugin import PluginAllocation, ResourcePlugin, inventory_of
 from numaplane.resources.pod import Pod
 from numaplane.topology.cpuset import CPUSet
 
@@ -74,66 +76,69 @@ def _with_vendor_rows(zones: Sequence[Zone], rows: Mapping[int, Mapping[str, tup
     return out
 
 
-def _vendor_devices(manager: ResourceManager) -> dict[tuple[str, str], list[DeviceAssignment]]:
-    """Per (pod uid, container): the vendor plugins' devices (``allocations()``), one per id."""
-    out: dict[tuple[str, str], list[DeviceAssignment]] = {}
-    for plugin in vendor_plugins(manager):
-        for key, alloc in plugin.allocations().items():
-            numa = tuple(alloc.numa.ids()) if alloc.numa is not None else ()
-            for resource, ids in sorted(alloc.devices.items()):
-                out.setdefault(key, []).extend(DeviceAssignment(resource, (i,), numa) for i in ids)
-    return out
-
-
 def allocation_state(manager: ResourceManager, *, vendor_devices: bool = False) -> NodeAllocationState:
-    """The manager's exclusive allocations as an abstract node allocation state.
+    """The manager's exclusive allocations as an abstract node allocation state, from the plugin
+    protocol alone (built-in and vendor plugins, in process or out of process, alike).
 
-    ``vendor_devices`` adds the vendor plugins' devices to the containers (the PodResources ``List``
-    view); the zone computation leaves them out, it takes vendor amounts from :func:`vendor_amounts`."""
-    vendor = _vendor_devices(manager) if vendor_devices else {}
-    cpu = manager.cpu
-    allocatable_cpus = cpu.policy.allocatable if cpu.policy is not None else manager.topology.all_cpus
+    Allocatable: the CPUs every plugin that reports CPU ids may hand out (the intersection), the
+    pinned memory and the devices of every plugin's ``inventory()``. Per admitted container: the CPUs,
+    memory blocks and devices of every plugin's ``allocations()`` entry for it; a device's NUMA nodes
+    come from its plugin's inventory (else from the allocation's affinity).
+
+    ``vendor_devices`` adds the vendor plugins' devices (allocatable and held: the PodResources view);
+    the zone computation leaves them out, it takes vendor amounts from :func:`vendor_amounts`."""
+    vendor = {id(p) for p in vendor_plugins(manager)}
+    cpu_mask: int | None = None
     memory: list[MemoryBlock] = []
-    if manager.memory.policy is not None:
-        for numa, resources in sorted(manager.memory.allocatable().items()):
+    devices: list[DeviceAssignment] = []
+    numa_of: dict[tuple[str, str], tuple[int, ...]] = {}
+    held: list[tuple[bool, Mapping[tuple[str, str], PluginAllocation]]] = []
+    for plugin in manager.plugins:
+        listed = id(plugin) not in vendor or vendor_devices
+        inventory = inventory_of(plugin)
+        if inventory.cpus is not None:
+            cpu_mask = inventory.cpus.mask if cpu_mask is None else cpu_mask & inventory.cpus.mask
+        for numa, resources in sorted(inventory.memory.items()):
             for resource, size in sorted(resources.items()):
                 memory.append(MemoryBlock(resource, size, (numa,)))
-    devices: list[DeviceAssignment] = []
-    policy = manager.devices.policy
-    for resource in sorted(policy.resources):
-        for dev in policy.devices(resource):
-            if dev.healthy:
-                devices.append(DeviceAssignment(resource, (dev.id,), tuple(dev.numa or ())))
+        for dev in inventory.devices:
+            numa_of[(dev.resource, dev.id)] = dev.numa
+            if listed:
+                devices.append(DeviceAssignment(dev.resource, (dev.id,), dev.numa))
+        held.append((listed, plugin.allocations()))
     containers: list[ContainerAllocation] = []
     for uid, admission in manager.admissions.items():
         pod = manager.pods[uid]
         for c in admission.containers:
-            cpus = cpu.state.get(uid, c.name)
+            key = (uid, c.name)
+            mask = 0
             blocks: list[MemoryBlock] = []
             devs: list[DeviceAssignment] = []
-            for alloc in c.allocations:
+            for listed, allocations in held:
+                alloc = allocations.get(key)
+                if alloc is None:
+                    continue
+                if alloc.cpus is not None:
+                    mask |= alloc.cpus.mask
                 blocks.extend(MemoryBlock(b.resource, b.size_bytes, b.numa) for b in alloc.memory)
-            held = policy.container_devices(uid, c.name)
-            for resource, ids in sorted(held.items()):
-                by_id = {d.id: d for d in policy.devices(resource)}
-                for i in ids:
-                    d = by_id.get(i)
-                    devs.append(DeviceAssignment(resource, (i,), tuple(d.numa or ()) if d else ()))
-            devs.extend(vendor.get((uid, c.name), ()))
-            if cpus is None and not blocks and not devs:
+                if listed:
+                    affinity = tuple(alloc.numa.ids()) if alloc.numa is not None else ()
+                    for resource, ids in sorted(alloc.devices.items()):
+                        devs.extend(DeviceAssignment(resource, (i,), numa_of.get((resource, i), affinity)) for i in ids)
+            if not mask and not blocks and not devs:
                 continue
             containers.append(
                 ContainerAllocation(
                     namespace=pod.namespace,
                     pod=pod.name,
                     container=c.name,
-                    exclusive_cpus=cpus if cpus is not None else CPUSet(),
+                    exclusive_cpus=CPUSet.from_mask(mask),
                     memory=tuple(blocks),
                     devices=tuple(devs),
                 )
             )
     return NodeAllocationState(
-        allocatable_cpus=allocatable_cpus,
+        allocatable_cpus=manager.topology.all_cpus if cpu_mask is None else CPUSet.from_mask(cpu_mask),
         allocatable_memory=tuple(memory),
         allocatable_devices=tuple(devices),
         containers=tuple(containers),

@@ -22,17 +22,18 @@ Beyond the kubelet:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from numaplane.policy.asks import AdmissionRun, Provider, answer_in_process, topology_steps, wants
 from numaplane.policy.builtin import CPUPlugin, DevicesPlugin, MemoryPlugin, build_plugins
 from numaplane.policy.config import NodeResourceConfig, parse_config
 from numaplane.policy.errors import AdmissionError, PolicyConfigError, ReconfigureRejected
 from numaplane.policy.hints import TopologyHint
 from numaplane.policy.plugin import PluginAllocation, ResourcePlugin
 from numaplane.policy.preferences import parse_preferences
-from numaplane.policy.topology_manager import TopologyManager
-from numaplane.resources.pod import Container, Pod
+from numaplane.policy.topology_manager import TopologyAdmission, TopologyManager
+from numaplane.resources.pod import Pod
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import Topology
 
@@ -104,42 +105,6 @@ class Admission:
         return doc
 
 
-@dataclass
-class _Recorder:
-    """Adapts a plugin to the topology manager's provider protocol and records what it allocates.
-
-    A *scoped* (vendor) plugin is only asked about containers that request one of its resources —
-    as the kubelet's Device Manager only acts on containers requesting devices: for the others it
-    has no preference and allocates nothing, without being called. So a slow or hung vendor plugin
-    (out of process, behind a deadline) only delays the pods that need it."""
-
-    plugin: ResourcePlugin
-    scoped: bool = False
-    given: dict[str, PluginAllocation] = field(default_factory=dict)
-
-    def hints(self, pod: Pod, container: Container) -> Any:
-        if self.scoped and not wants(self.plugin, container):
-            return None
-        return self.plugin.hints(pod, container)
-
-    def pod_hints(self, pod: Pod) -> Any:
-        if self.scoped and not any(wants(self.plugin, c) for c in pod.all_containers()):
-            return None
-        return self.plugin.pod_hints(pod)
-
-    def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> object:
-        if self.scoped and not wants(self.plugin, container):
-            return PluginAllocation(self.plugin.name)
-        result = self.plugin.allocate(pod, container, hint)
-        self.given[container.name] = result
-        return result
-
-
-def wants(plugin: ResourcePlugin, container: Container) -> bool:
-    """Whether ``container`` requests (or limits) one of ``plugin``'s resources."""
-    return any(r in container.requests or r in container.limits for r in plugin.resources)
-
-
 class ResourceManager:
     """Plugins, topology manager and admitted pods of one node. Not thread-safe: callers serialise."""
 
@@ -201,39 +166,64 @@ class ResourceManager:
 
     # -- admission ----------------------------------------------------------------------------------
     def admit(self, pod: Pod) -> Admission:
-        """Admit ``pod`` (idempotent for an already admitted pod): allocations or a typed rejection."""
+        """Admit ``pod`` (idempotent for an already admitted pod): allocations or a typed rejection.
+
+        The synchronous driver of :meth:`begin`: every ask is answered by calling the plugin object
+        in process (``asks.answer_in_process``) — for in-process plugins only. An exception from a
+        plugin propagates after everything the pod held was released."""
+        run = self.begin(pod)
+        plugins = {p.name: p for p in self.plugins}
+        while not run.done:
+            run.answer([answer_in_process(plugins, ask) for ask in run.asks])
+        assert run.result is not None
+        return run.result
+
+    def begin(self, pod: Pod) -> AdmissionRun[Admission]:
+        """Start admitting ``pod``: a run whose asks a driver answers (see ``asks.py``); its result is the
+        :class:`Admission`. An already admitted pod's run is finished at once with its admission.
+
+        Callers must not begin a second run for a pod whose run is unfinished, nor remove it meanwhile
+        (the run's allocations are the pod's only once it finished)."""
         done = self.admissions.get(pod.uid)
         if done is not None:
-            return done
+            return AdmissionRun.decided(pod, done)
         policy, scope = self.config.topology_policy, self.config.topology_scope
         if pod.annotations:
             try:
                 prefs = parse_preferences(pod.annotations, policy)
             except AdmissionError as exc:
-                return Admission(pod.uid, False, reason=exc.reason, message=exc.message)
+                return AdmissionRun.decided(pod, Admission(pod.uid, False, reason=exc.reason, message=exc.message))
             policy = prefs.topology_policy or policy
             scope = prefs.topology_scope or scope
         try:
             tm = self._manager_for(policy, scope)
         except PolicyConfigError as exc:
-            return Admission(pod.uid, False, reason="InvalidPreference", message=str(exc))
-        recorders = [_Recorder(p, not self._is_builtin(p)) for p in self.plugins]
-        result = tm.admit(pod, recorders)
-        if not result.admitted:
-            self._release(pod, tm)
-            return Admission(pod.uid, False, reason=result.reason, message=result.message, container=result.container)
-        containers = tuple(
-            ContainerAdmission(
-                name=c.name,
-                hint=result.hints.get(c.name),
-                allocations=tuple(r.given[c.name] for r in recorders if c.name in r.given),
+            return AdmissionRun.decided(pod, Admission(pod.uid, False, reason="InvalidPreference", message=str(exc)))
+        providers = [Provider(p, not self._is_builtin(p), {}) for p in self.plugins]
+
+        def finish(result: TopologyAdmission | None) -> Admission | None:
+            if result is None or not result.admitted:
+                self._release(pod, tm)
+            if result is None:
+                return None
+            if not result.admitted:
+                return Admission(
+                    pod.uid, False, reason=result.reason, message=result.message, container=result.container
+                )
+            containers = tuple(
+                ContainerAdmission(
+                    name=c.name,
+                    hint=result.hints.get(c.name),
+                    allocations=tuple(p.given[c.name] for p in providers if c.name in p.given),
+                )
+                for c in pod.all_containers()
             )
-            for c in pod.all_containers()
-        )
-        admission = Admission(pod.uid, True, containers)
-        self.pods[pod.uid] = pod
-        self.admissions[pod.uid] = admission
-        return admission
+            admission = Admission(pod.uid, True, containers)
+            self.pods[pod.uid] = pod
+            self.admissions[pod.uid] = admission
+            return admission
+
+        return AdmissionRun(pod, topology_steps(tm, pod, providers), finish)
 
     def _release(self, pod: Pod, tm: TopologyManager | None = None) -> None:
         for container in reversed(pod.all_containers()):

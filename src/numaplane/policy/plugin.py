@@ -25,6 +25,11 @@ release) about containers that request or limit one of its ``resources``, as the
 Manager only acts on containers requesting devices. So a slow or hung out-of-process plugin, whose
 calls the gRPC adapter bounds with a deadline, delays only the pods that need it.
 
+Optional: ``inventory()`` returns an :class:`Inventory`, what the plugin can hand out *by identity*
+(CPU ids, device ids with their NUMA nodes, memory it pins per NUMA node) — the PodResources
+``GetAllocatableResources`` answer is built from it. A plugin without it reports nothing there
+(:func:`inventory_of`).
+
 Built-in plugins implement this in process (``policy/builtin.py``); an out-of-process vendor plugin
 is reached through the same protocol by a gRPC adapter (``grpcapi``), so the manager cannot tell them
 apart.
@@ -41,7 +46,7 @@ from numaplane.policy.hints import NUMAMask, TopologyHint
 from numaplane.resources.pod import Container, Pod
 from numaplane.topology.cpuset import CPUSet
 
-__all__ = ["Hints", "MemoryBlock", "PluginAllocation", "ResourcePlugin"]
+__all__ = ["DeviceInfo", "Hints", "Inventory", "MemoryBlock", "PluginAllocation", "ResourcePlugin", "inventory_of"]
 
 Hints = Mapping[str, list[TopologyHint]]
 
@@ -101,6 +106,38 @@ class PluginAllocation:
             numa=None if numa is None else NUMAMask.from_ids(numa),
             extra=dict(doc.get("extra", {})),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """One device a plugin can allocate: its resource, id and NUMA nodes (empty: no topology)."""
+
+    resource: str
+    id: str
+    numa: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What a plugin can hand out by identity (see the module docstring).
+
+    ``cpus``: the CPUs it may give exclusively (``None``: it manages no CPUs); ``devices``: its
+    healthy devices; ``memory``: per NUMA node, memory type → bytes it pins (empty: it pins none)."""
+
+    cpus: CPUSet | None = None
+    devices: tuple[DeviceInfo, ...] = ()
+    memory: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+
+
+def inventory_of(plugin: object) -> Inventory:
+    """``plugin.inventory()``, or an empty :class:`Inventory` for a plugin without the optional method."""
+    method = getattr(plugin, "inventory", None)
+    if method is None:
+        return Inventory()
+    result = method()
+    if not isinstance(result, Inventory):
+        raise TypeError(f"inventory() of plugin {getattr(plugin, 'name', '?')!r} returned {type(result).__name__}")
+    return result
 
 
 @runtime_checkable

@@ -1,9 +1,22 @@
 """A :class:`~numaplane.policy.plugin.ResourcePlugin` served by another process (gRPC over a unix socket).
 
 :class:`GrpcResourcePlugin` is what the agent adds to its resource manager for an out-of-process
-plugin; the manager cannot tell it from a built-in plugin. Calls are synchronous gRPC calls with a
-short deadline (``timeout_seconds``, 0.25 s by default, so that two calls per admission stay far below
-the runtime's 2 s budget); the agent makes them from its core worker thread, never on its event loop.
+plugin. The manager never makes it do I/O (``answers_in_process`` is ``False``):
+
+* its asks (``policy/asks.py``) are answered by :meth:`GrpcResourcePlugin.answer`, an asynchronous
+  gRPC call with a deadline (``timeout_seconds``, 0.25 s by default, so that two calls per admission
+  stay far below the runtime's 2 s budget) made by a driver (``asking.py``), never by the manager;
+* what the manager calls directly answers from memory: ``release`` queues the release (sent by
+  :meth:`flush`), ``allocations`` / ``allocatable`` / ``available`` / ``snapshot`` return the last
+  answers cached (refreshed after every allocation and by :meth:`flush` / :meth:`refresh`),
+  ``reconfigure`` / ``restore`` remember the config / state (sent by :meth:`flush`), ``check_config``
+  answers nothing (the agent asks the plugin with :meth:`check_remote` before reconfiguring).
+
+The blocking methods (``hints``, ``allocate``, :meth:`connect`, :meth:`health`, :meth:`refresh`, ...)
+are for callers outside the resource manager (registration in a worker thread, tests, conformance).
+
+Over 400 lines on purpose: one class whose blocking half (registration, health, tests) and
+asynchronous half (the manager's asks, flushes) share the caches and the availability state.
 
 Isolation. Any transport failure (no answer, deadline passed, the process is gone) marks the plugin
 *unreachable* (``reachable`` is ``False``) and is never raised from ``hints``: from then on
@@ -21,6 +34,7 @@ configures the plugin with the topology and the current config, restores its las
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import threading
@@ -28,27 +42,31 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import grpc
+import grpc.aio
 
 from numaplane.grpcapi.pluginapi.convert import (
     allocation_from_pb,
     amounts_from_pb,
     hint_to_pb,
     hints_from_pb,
+    inventory_from_pb,
     pod_to_json,
 )
 from numaplane.grpcapi.pluginapi.errors import PluginCallFailed
 from numaplane.grpcapi.pluginapi.v1 import api_pb2 as pb
 from numaplane.grpcapi.pluginapi.v1 import api_pb2_grpc as pb_grpc
+from numaplane.policy.asks import AllocateAnswer, AllocateAsk, Answer, Ask, HintsAnswer, Unanswered
 from numaplane.policy.config import NodeResourceConfig
 from numaplane.policy.errors import AdmissionError, PluginUnavailableError, PolicyConfigError, StateError
 from numaplane.policy.hints import TopologyHint
-from numaplane.policy.plugin import Hints, PluginAllocation
+from numaplane.policy.plugin import Hints, Inventory, PluginAllocation
 from numaplane.resources.pod import Container, Pod
 from numaplane.topology.model import Topology
 
 __all__ = ["API_VERSION", "GrpcResourcePlugin", "socket_target"]
 
 API_VERSION = "v1"
+_OPTIONAL = frozenset({"GetInventory"})  # methods a v1 plugin may leave unimplemented
 
 
 def socket_target(path: str) -> str:
@@ -65,7 +83,11 @@ class _AdmissionFailure(AdmissionError):
 
 
 class GrpcResourcePlugin:
-    """A remote plugin (see the module docstring). Thread-safe for one caller plus health checks."""
+    """A remote plugin (see the module docstring). Thread-safe for one caller plus health checks.
+
+    The asynchronous methods run on one event loop (the one :meth:`answer` first ran on)."""
+
+    answers_in_process = False
 
     def __init__(
         self,
@@ -95,9 +117,16 @@ class GrpcResourcePlugin:
         self._allocations: dict[tuple[str, str], PluginAllocation] = {}
         self._allocatable: dict[int, dict[str, int]] = {}
         self._available: dict[int, dict[str, int]] = {}
+        self._inventory = Inventory()
+        self._changes = 0  # allocations and releases so far: a fetch started before one is stale
         self._lock = threading.RLock()
         self._channel: grpc.Channel | None = None
         self._stub: pb_grpc.ResourcePluginStub | None = None
+        self._aio: grpc.aio.Channel | None = None
+        self._stale: list[grpc.aio.Channel] = []  # dropped asynchronous channels, to close on the loop
+        self._aio_stub: pb_grpc.ResourcePluginStub | None = None
+        self._config_dirty = False
+        self._restore_dirty = False
         self._set_target(target)
 
     # -- identity -------------------------------------------------------------------------------------
@@ -120,6 +149,7 @@ class GrpcResourcePlugin:
             self.target = socket_target(target)
             self._channel = grpc.insecure_channel(self.target)
             self._stub = pb_grpc.ResourcePluginStub(self._channel)
+            self._drop_async_channel()  # a new one on the next asynchronous call
 
     def close(self) -> None:
         with self._lock:
@@ -142,7 +172,8 @@ class GrpcResourcePlugin:
             self._set_available(False, reason)
 
     def _call(self, method: str, request: Any, timeout_seconds: float | None = None) -> Any:
-        """Call ``method``; on a transport failure isolate the plugin and raise :class:`PluginCallFailed`."""
+        """Call ``method``; on a transport failure isolate the plugin and raise :class:`PluginCallFailed`
+        (an optional method a plugin does not implement, ``UNIMPLEMENTED``, isolates nothing)."""
         stub = self._stub
         if stub is None:
             raise PluginCallFailed(method, "UNAVAILABLE", "not connected")
@@ -152,8 +183,9 @@ class GrpcResourcePlugin:
             code = exc.code().name if hasattr(exc, "code") and exc.code() is not None else "UNKNOWN"
             details = exc.details() if hasattr(exc, "details") else str(exc)
             failure = PluginCallFailed(method, str(code), str(details))
-            with self._lock:
-                self._set_available(False, str(failure))
+            if not (method in _OPTIONAL and code == "UNIMPLEMENTED"):
+                with self._lock:
+                    self._set_available(False, str(failure))
             raise failure from None
 
     def _unavailable(self) -> PluginUnavailableError:
@@ -214,19 +246,25 @@ class GrpcResourcePlugin:
         with self._lock:
             if target is not None and socket_target(target) != self.target:
                 self._set_target(target)
+            else:  # a fresh asynchronous channel: the old one may be backing off from the dead process
+                self._drop_async_channel()
             slow = timeout_seconds or max(self.timeout_seconds, 2.0)
             kept = self.configure_remote(slow)
             if not kept and self._state:
                 answer = self._call("Restore", pb.RestoreRequest(state_json=json.dumps(self._state)), slow)
                 if answer.error:
                     raise PolicyConfigError(f"plugin {self._name!r} refused its last state: {answer.error}")
-            pending, self.pending_releases = self.pending_releases, []
-            for pod_uid, container in pending:
+            if self._config_dirty or self._restore_dirty:
+                self._config_dirty = self._restore_dirty = False  # Configure and Restore above sent them
+            while self.pending_releases:
+                pod_uid, container = self.pending_releases[0]
                 self._call("Release", pb.ReleaseRequest(pod_uid=pod_uid, container_name=container), slow)
+                self.pending_releases.pop(0)
             self._set_available(True)
-            self._refresh_state(slow)
+            self.refresh_state(slow)
 
-    def _refresh_state(self, timeout_seconds: float | None = None) -> None:
+    def refresh_state(self, timeout_seconds: float | None = None) -> None:
+        """Fetch the plugin's state now (blocking; kept as it was when the plugin does not answer)."""
         try:
             answer = self._call("Snapshot", pb.Empty(), timeout_seconds)
         except PluginCallFailed:
@@ -271,71 +309,202 @@ class GrpcResourcePlugin:
         allocation = allocation_from_pb(self._name, answer.allocation)
         if allocation.cpus is not None or allocation.memory or allocation.devices or allocation.extra:
             self._allocations[(pod.uid, container.name)] = allocation
-            self._refresh_state()  # the cached state must cover every allocation (restored after a crash)
+            self.refresh_state()  # the cached state must cover every allocation (restored after a crash)
         return allocation
 
     def release(self, pod_uid: str, container_name: str) -> None:
-        held = self._allocations.pop((pod_uid, container_name), None) is not None
-        if not self.reachable:
-            self.pending_releases.append((pod_uid, container_name))
-            return
-        try:
-            self._call("Release", pb.ReleaseRequest(pod_uid=pod_uid, container_name=container_name))
-        except PluginCallFailed:
-            self.pending_releases.append((pod_uid, container_name))
-            return
-        if held:
-            self._refresh_state()
+        """Forget the allocation and queue the release (sent by :meth:`flush` or :meth:`connect`); no I/O."""
+        self._allocations.pop((pod_uid, container_name), None)
+        self._changes += 1
+        self.pending_releases.append((pod_uid, container_name))
 
     def allocations(self) -> Mapping[tuple[str, str], PluginAllocation]:
-        if self.reachable:
-            try:
-                answer = self._call("GetAllocations", pb.Empty())
-            except PluginCallFailed:
-                return dict(self._allocations)
-            self._allocations = {
-                (a.pod_uid, a.container_name): allocation_from_pb(self._name, a.allocation) for a in answer.allocations
-            }
+        """The plugin's allocations as last answered (no I/O)."""
         return dict(self._allocations)
 
     def allocatable(self) -> Mapping[int, Mapping[str, int]]:
-        if self.reachable:
-            with contextlib.suppress(PluginCallFailed):
-                self._allocatable = amounts_from_pb(self._call("GetAllocatable", pb.Empty()))
+        """The plugin's allocatable amounts as last answered (no I/O)."""
         return self._allocatable
 
     def available(self) -> Mapping[int, Mapping[str, int]]:
-        if self.reachable:
-            with contextlib.suppress(PluginCallFailed):
-                self._available = amounts_from_pb(self._call("GetAvailable", pb.Empty()))
+        """The plugin's free amounts as last answered (no I/O)."""
         return self._available
 
+    def inventory(self) -> Inventory:
+        """The plugin's inventory as last answered (no I/O; empty for a plugin without ``GetInventory``)."""
+        return self._inventory
+
     def check_config(self, config: NodeResourceConfig) -> list[str]:
-        if not self.reachable:
-            return []  # applied when it comes back (connect sends the current config)
+        return []  # no I/O here: the agent asks the plugin itself first (check_remote)
+
+    def reconfigure(self, config: NodeResourceConfig) -> None:
+        """Remember ``config``; :meth:`flush` sends it (:meth:`connect` sends the current one anyway)."""
+        self.config = config
+        self._config_dirty = True
+
+    def snapshot(self) -> dict[str, Any]:
+        """The plugin's state as last answered (refreshed after every allocation and flush; no I/O)."""
+        return dict(self._state or {})
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Remember ``snapshot`` as the plugin's state; sent by :meth:`flush` (or :meth:`connect`)."""
+        self._state = dict(snapshot)
+        self._restore_dirty = self.reachable
+
+    # -- blocking views (outside the resource manager) ------------------------------------------------
+    def refresh(self, timeout_seconds: float | None = None) -> None:
+        """Fetch allocations, amounts and state now (blocking); a transport failure isolates the plugin."""
+        seen = self._changes
+        allocations = self._call("GetAllocations", pb.Empty(), timeout_seconds)
+        if self._changes == seen:  # else stale: an allocation or release happened meanwhile
+            self._allocations = {
+                (a.pod_uid, a.container_name): allocation_from_pb(self._name, a.allocation)
+                for a in allocations.allocations
+            }
+        self._allocatable = amounts_from_pb(self._call("GetAllocatable", pb.Empty(), timeout_seconds))
+        self._available = amounts_from_pb(self._call("GetAvailable", pb.Empty(), timeout_seconds))
         try:
-            answer = self._call("CheckConfig", pb.ConfigRequest(config_json=json.dumps(config.to_dict())))
+            self._inventory = inventory_from_pb(self._call("GetInventory", pb.Empty(), timeout_seconds))
+        except PluginCallFailed as exc:
+            if exc.code != "UNIMPLEMENTED":
+                raise
+        self.refresh_state(timeout_seconds)
+
+    def restore_now(self, snapshot: Mapping[str, Any]) -> None:
+        """Install a state at the plugin now (blocking); :class:`StateError` when it refuses it."""
+        self._state = dict(snapshot)
+        self._restore_dirty = False
+        answer = self._call("Restore", pb.RestoreRequest(state_json=json.dumps(self._state)))
+        if answer.error:
+            raise StateError(f"plugin {self._name!r} refused the state: {answer.error}")
+
+    def release_now(self, pod_uid: str, container_name: str, timeout_seconds: float | None = None) -> None:
+        """Release at the plugin now (blocking; raises :class:`PluginCallFailed`)."""
+        self._allocations.pop((pod_uid, container_name), None)
+        self._call("Release", pb.ReleaseRequest(pod_uid=pod_uid, container_name=container_name), timeout_seconds)
+
+    # -- asynchronous: the answers to the manager's asks ----------------------------------------------
+    def _drop_async_channel(self) -> None:
+        """Forget the asynchronous channel (closed on the loop by the next asynchronous call or :meth:`aclose`)."""
+        if self._aio is not None:
+            self._stale.append(self._aio)
+        self._aio, self._aio_stub = None, None
+
+    def _async_stub(self) -> pb_grpc.ResourcePluginStub:
+        while self._stale:
+            asyncio.get_running_loop().create_task(self._stale.pop().close(None))
+        if self._aio_stub is None:
+            self._aio = grpc.aio.insecure_channel(self.target)
+            self._aio_stub = pb_grpc.ResourcePluginStub(self._aio)
+        return self._aio_stub
+
+    async def _acall(self, method: str, request: Any, timeout_seconds: float | None = None) -> Any:
+        """Call ``method`` on the event loop; on a transport failure isolate the plugin and raise :class:`PluginCallFailed`."""
+        try:
+            return await getattr(self._async_stub(), method)(request, timeout=timeout_seconds or self.timeout_seconds)
+        except grpc.aio.AioRpcError as exc:
+            failure = PluginCallFailed(method, exc.code().name, str(exc.details()))
+            if not (method in _OPTIONAL and exc.code() == grpc.StatusCode.UNIMPLEMENTED):
+                with self._lock:
+                    self._set_available(False, str(failure))
+            raise failure from None
+
+    async def answer(self, ask: Ask) -> Answer:
+        """Answer one ask of the manager (one gRPC call within ``timeout_seconds``, plus the refresh of
+        the cached views after an allocation). Never raises for a transport failure: the plugin is
+        isolated and the answer is :class:`~numaplane.policy.asks.Unanswered`."""
+        if not self.reachable:
+            return Unanswered(self.last_error or "not connected")
+        pod_json = pod_to_json(ask.pod)
+        try:
+            if isinstance(ask, AllocateAsk):
+                request = pb.AllocateRequest(pod_json=pod_json, container_name=ask.container, hint=hint_to_pb(ask.hint))
+                answer = await self._acall("Allocate", request)
+                if answer.WhichOneof("result") == "failure":
+                    reason = answer.failure.reason or "UnexpectedAdmissionError"
+                    return AllocateAnswer(error=_AdmissionFailure(reason, answer.failure.message))
+                allocation = allocation_from_pb(self._name, answer.allocation)
+                if allocation.cpus is not None or allocation.memory or allocation.devices or allocation.extra:
+                    self._allocations[(ask.pod.uid, ask.container)] = allocation
+                    self._changes += 1
+                    await self._refresh_after_change()
+                return AllocateAnswer(allocation)
+            if ask.container is None:
+                if not self.options.pod_hints:
+                    return HintsAnswer(None)
+                hints = await self._acall("GetPodTopologyHints", pb.PodHintsRequest(pod_json=pod_json))
+            else:
+                hints_request = pb.HintsRequest(pod_json=pod_json, container_name=ask.container)
+                hints = await self._acall("GetTopologyHints", hints_request)
+            return HintsAnswer(hints_from_pb(hints))
+        except PluginCallFailed as exc:
+            return Unanswered(str(exc))
+
+    async def _refresh_after_change(self) -> None:
+        """The state (the checkpoint must cover every allocation) and the free amounts, after a change.
+
+        Answers fetched while another allocation or release happened are stale and dropped (that
+        change refreshes again)."""
+        seen = self._changes
+        with contextlib.suppress(PluginCallFailed):
+            state, free = await asyncio.gather(
+                self._acall("Snapshot", pb.Empty()), self._acall("GetAvailable", pb.Empty())
+            )
+            if self._changes == seen:
+                self._state = json.loads(state.state_json) if state.state_json else {}
+                self._available = amounts_from_pb(free)
+
+    async def flush(self) -> None:
+        """Send what the manager left for the plugin (config, restored state, releases) and refresh the
+        cached views. Nothing is lost when the plugin does not answer: :meth:`connect` sends it later."""
+        if not self.reachable:
+            return
+        try:
+            if self._config_dirty:
+                await self._acall("Reconfigure", pb.ConfigRequest(config_json=json.dumps(self.config.to_dict())))
+                self._config_dirty = False
+            if self._restore_dirty:
+                answer = await self._acall("Restore", pb.RestoreRequest(state_json=json.dumps(self._state or {})))
+                self._restore_dirty = False
+                if answer.error:
+                    self.mark_unavailable(f"refused the restored state: {answer.error}")
+                    return
+            while self.pending_releases:
+                uid, name = self.pending_releases[0]
+                await self._acall("Release", pb.ReleaseRequest(pod_uid=uid, container_name=name))
+                self.pending_releases.pop(0)
+            seen = self._changes
+            allocations = await self._acall("GetAllocations", pb.Empty())
+            if self._changes == seen:  # else stale: an allocation or release happened meanwhile
+                self._allocations = {
+                    (a.pod_uid, a.container_name): allocation_from_pb(self._name, a.allocation)
+                    for a in allocations.allocations
+                }
+            self._allocatable = amounts_from_pb(await self._acall("GetAllocatable", pb.Empty()))
+            with contextlib.suppress(PluginCallFailed):  # optional (UNIMPLEMENTED by older plugins)
+                self._inventory = inventory_from_pb(await self._acall("GetInventory", pb.Empty()))
+            await self._refresh_after_change()
+        except PluginCallFailed:
+            return
+
+    async def check_remote(self, config: NodeResourceConfig) -> list[str]:
+        """The problems the plugin sees with ``config`` (none when it does not answer: it gets the
+        config when it comes back)."""
+        if not self.reachable:
+            return []
+        try:
+            answer = await self._acall("CheckConfig", pb.ConfigRequest(config_json=json.dumps(config.to_dict())))
         except PluginCallFailed:
             return []
         return [f"{self._name}: {p}" for p in answer.problems]
 
-    def reconfigure(self, config: NodeResourceConfig) -> None:
-        self.config = config
-        if self.reachable:
-            with contextlib.suppress(PluginCallFailed):
-                self._call("Reconfigure", pb.ConfigRequest(config_json=json.dumps(config.to_dict())))
-
-    def snapshot(self) -> dict[str, Any]:
-        if self.reachable:
-            self._refresh_state()
-        return dict(self._state or {})
-
-    def restore(self, snapshot: Mapping[str, Any]) -> None:
-        self._state = dict(snapshot)
-        if self.reachable:
-            answer = self._call("Restore", pb.RestoreRequest(state_json=json.dumps(self._state)))
-            if answer.error:
-                raise StateError(f"plugin {self._name!r} refused the state: {answer.error}")
+    async def aclose(self) -> None:
+        """Close the asynchronous channels (on their loop) and the blocking one."""
+        self._drop_async_channel()
+        stale, self._stale = self._stale, []
+        for channel in stale:
+            await channel.close(None)
+        self.close()
 
     # -- beyond the protocol --------------------------------------------------------------------------
     def restore_validated(self, snapshot: Mapping[str, Any]) -> dict[str, Any]:

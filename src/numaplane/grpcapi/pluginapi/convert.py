@@ -8,7 +8,7 @@ from typing import Any
 
 from numaplane.grpcapi.pluginapi.v1 import api_pb2 as pb
 from numaplane.policy.hints import NUMAMask, TopologyHint
-from numaplane.policy.plugin import Hints, MemoryBlock, PluginAllocation
+from numaplane.policy.plugin import DeviceInfo, Hints, Inventory, MemoryBlock, PluginAllocation
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.topology.cpuset import CPUSet
 
@@ -102,3 +102,20 @@ def amounts_to_pb(amounts: Mapping[int, Mapping[str, int]]) -> pb.NumaAmounts:
 
 def amounts_from_pb(msg: pb.NumaAmounts) -> dict[int, dict[str, int]]:
     return {int(numa): {k: int(v) for k, v in r.amounts.items()} for numa, r in sorted(msg.numa.items())}
+
+
+def inventory_to_pb(inventory: Inventory) -> pb.Inventory:
+    return pb.Inventory(
+        has_cpus=inventory.cpus is not None,
+        cpus="" if inventory.cpus is None else inventory.cpus.format(),
+        devices=[pb.Device(resource=d.resource, id=d.id, numa_nodes=list(d.numa)) for d in inventory.devices],
+        memory=amounts_to_pb(inventory.memory),
+    )
+
+
+def inventory_from_pb(msg: pb.Inventory) -> Inventory:
+    return Inventory(
+        cpus=CPUSet.parse(msg.cpus) if msg.has_cpus else None,
+        devices=tuple(DeviceInfo(d.resource, d.id, tuple(int(n) for n in d.numa_nodes)) for d in msg.devices),
+        memory=amounts_from_pb(msg.memory),
+    )

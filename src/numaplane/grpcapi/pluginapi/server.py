@@ -48,6 +48,7 @@ from numaplane.grpcapi.pluginapi.convert import (
     amounts_to_pb,
     hint_from_pb,
     hints_to_pb,
+    inventory_to_pb,
     pod_from_json,
 )
 from numaplane.grpcapi.pluginapi.errors import RegistrationRefused
@@ -56,7 +57,7 @@ from numaplane.grpcapi.pluginapi.v1 import api_pb2_grpc as pb_grpc
 from numaplane.grpcapi.sockets import socket_umask
 from numaplane.policy.config import parse_config
 from numaplane.policy.errors import AdmissionError, PolicyError
-from numaplane.policy.plugin import ResourcePlugin
+from numaplane.policy.plugin import ResourcePlugin, inventory_of
 from numaplane.topology.model import Topology
 
 __all__ = ["REGISTRY_SOCKET", "PluginFactory", "PluginServer", "register", "run_plugin"]
@@ -165,6 +166,10 @@ class _Servicer(pb_grpc.ResourcePluginServicer):
     def GetAvailable(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.NumaAmounts:
         with self.s.lock:
             return amounts_to_pb(self._plugin(context).available())
+
+    def GetInventory(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.Inventory:
+        with self.s.lock:
+            return inventory_to_pb(inventory_of(self._plugin(context)))
 
     def CheckConfig(self, request: pb.ConfigRequest, context: grpc.ServicerContext) -> pb.CheckConfigResponse:
         with self.s.lock:

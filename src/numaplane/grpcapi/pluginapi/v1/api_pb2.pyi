@@ -689,6 +689,67 @@ class NumaAmounts(_message.Message):
 Global___NumaAmounts: _TypeAlias = NumaAmounts
 
 @_typing.final
+class Device(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESOURCE_FIELD_NUMBER: _builtins.int
+    ID_FIELD_NUMBER: _builtins.int
+    NUMA_NODES_FIELD_NUMBER: _builtins.int
+    resource: _builtins.str
+    id: _builtins.str
+    @_builtins.property
+    def numa_nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Empty: the device reports no NUMA topology."""
+
+    def __init__(
+        self,
+        *,
+        resource: _builtins.str = ...,
+        id: _builtins.str = ...,
+        numa_nodes: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "numa_nodes", b"numa_nodes", "resource", b"resource"]
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Device: _TypeAlias = Device
+
+@_typing.final
+class Inventory(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HAS_CPUS_FIELD_NUMBER: _builtins.int
+    CPUS_FIELD_NUMBER: _builtins.int
+    DEVICES_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    has_cpus: _builtins.bool
+    """Whether the plugin manages CPUs; then cpus is the cpuset (Linux list format) it may give exclusively."""
+    cpus: _builtins.str
+    @_builtins.property
+    def devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___Device]: ...
+    @_builtins.property
+    def memory(self) -> Global___NumaAmounts:
+        """Per NUMA node, memory type -> bytes the plugin pins."""
+
+    def __init__(
+        self,
+        *,
+        has_cpus: _builtins.bool = ...,
+        cpus: _builtins.str = ...,
+        devices: _abc.Iterable[Global___Device] | None = ...,
+        memory: Global___NumaAmounts | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpus", b"cpus", "devices", b"devices", "has_cpus", b"has_cpus", "memory", b"memory"]
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Inventory: _TypeAlias = Inventory
+
+@_typing.final
 class ConfigRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -160,6 +160,11 @@ class ResourcePluginStub(object):
                 request_serializer=numaplane_dot_grpcapi_dot_pluginapi_dot_v1_dot_api__pb2.Empty.SerializeToString,
                 response_deserializer=numaplane_dot_grpcapi_dot_pluginapi_dot_v1_dot_api__pb2.NumaAmounts.FromString,
                 _registered_method=True)
+        self.GetInventory = channel.unary_unary(
+                '/numaplane.plugin.v1.ResourcePlugin/GetInventory',
+                request_serializer=numaplane_dot_grpcapi_dot_pluginapi_dot_v1_dot_api__pb2.Empty.SerializeToString,
+                response_deserializer=numaplane_dot_grpcapi_dot_pluginapi_dot_v1_dot_api__pb2.Inventory.FromString,
+                _registered_method=True)
         self.CheckConfig = channel.unary_unary(
                 '/numaplane.plugin.v1.ResourcePlugin/CheckConfig',
                 request_serializer=numaplane_dot_grpcapi_dot_pluginapi_dot_v1_dot_api__pb2.ConfigRequest.SerializeToString,
@@ -254,6 +259,15 @@ class ResourcePluginServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetInventory(self, request, context):
+        """What the plugin can hand out by identity: CPU ids, devices with ids and NUMA nodes, memory it
+        pins per NUMA node (the PodResources GetAllocatableResources answer). Optional: a plugin that
+        answers UNIMPLEMENTED reports nothing there.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CheckConfig(self, request, context):
         """Problems a new configuration would cause against the current allocations (changes nothing).
         """
@@ -343,6 +357,11 @@ def add_ResourcePluginServicer_to_server(servicer, server):
                     servicer.GetAvailable,
                     request_deserializer=numaplane_dot_grpcapi_dot_pluginapi_dot_v1_dot_api__pb2.Empty.FromString,
                     response_serializer=numaplane_dot_grpcapi_dot_pluginapi_dot_v1_dot_api__pb2.NumaAmounts.SerializeToString,
+            ),
+            'GetInventory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetInventory,
+                    request_deserializer=numaplane_dot_grpcapi_dot_pluginapi_dot_v1_dot_api__pb2.Empty.FromString,
+                    response_serializer=numaplane_dot_grpcapi_dot_pluginapi_dot_v1_dot_api__pb2.Inventory.SerializeToString,
             ),
             'CheckConfig': grpc.unary_unary_rpc_method_handler(
                     servicer.CheckConfig,
@@ -619,6 +638,33 @@ class ResourcePlugin(object):
             '/numaplane.plugin.v1.ResourcePlugin/GetAvailable',
             numaplane_dot_grpcapi_dot_pluginapi_dot_v1_dot_api__pb2.Empty.SerializeToString,
             numaplane_dot_grpcapi_dot_pluginapi_dot_v1_dot_api__pb2.NumaAmounts.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetInventory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/numaplane.plugin.v1.ResourcePlugin/GetInventory',
+            numaplane_dot_grpcapi_dot_pluginapi_dot_v1_dot_api__pb2.Empty.SerializeToString,
+            numaplane_dot_grpcapi_dot_pluginapi_dot_v1_dot_api__pb2.Inventory.FromString,
             options,
             channel_credentials,
             insecure,

@@ -104,6 +104,11 @@ class ResourcePluginStub:
     """Per NUMA node: resource -> allocatable amount (CPUs and devices as counts, memory in bytes)."""
     GetAvailable: _grpc.UnaryUnaryMultiCallable[_api_pb2.Empty, _api_pb2.NumaAmounts]
     """Per NUMA node: resource -> amount still free for exclusive allocation."""
+    GetInventory: _grpc.UnaryUnaryMultiCallable[_api_pb2.Empty, _api_pb2.Inventory]
+    """What the plugin can hand out by identity: CPU ids, devices with ids and NUMA nodes, memory it
+    pins per NUMA node (the PodResources GetAllocatableResources answer). Optional: a plugin that
+    answers UNIMPLEMENTED reports nothing there.
+    """
     CheckConfig: _grpc.UnaryUnaryMultiCallable[_api_pb2.ConfigRequest, _api_pb2.CheckConfigResponse]
     """Problems a new configuration would cause against the current allocations (changes nothing)."""
     Reconfigure: _grpc.UnaryUnaryMultiCallable[_api_pb2.ConfigRequest, _api_pb2.Empty]
@@ -136,6 +141,11 @@ class ResourcePluginAsyncStub(ResourcePluginStub):
     """Per NUMA node: resource -> allocatable amount (CPUs and devices as counts, memory in bytes)."""
     GetAvailable: _aio.UnaryUnaryMultiCallable[_api_pb2.Empty, _api_pb2.NumaAmounts]  # type: ignore[assignment]
     """Per NUMA node: resource -> amount still free for exclusive allocation."""
+    GetInventory: _aio.UnaryUnaryMultiCallable[_api_pb2.Empty, _api_pb2.Inventory]  # type: ignore[assignment]
+    """What the plugin can hand out by identity: CPU ids, devices with ids and NUMA nodes, memory it
+    pins per NUMA node (the PodResources GetAllocatableResources answer). Optional: a plugin that
+    answers UNIMPLEMENTED reports nothing there.
+    """
     CheckConfig: _aio.UnaryUnaryMultiCallable[_api_pb2.ConfigRequest, _api_pb2.CheckConfigResponse]  # type: ignore[assignment]
     """Problems a new configuration would cause against the current allocations (changes nothing)."""
     Reconfigure: _aio.UnaryUnaryMultiCallable[_api_pb2.ConfigRequest, _api_pb2.Empty]  # type: ignore[assignment]
@@ -219,6 +229,17 @@ class ResourcePluginServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_api_pb2.NumaAmounts, _abc.Awaitable[_api_pb2.NumaAmounts]]:
         """Per NUMA node: resource -> amount still free for exclusive allocation."""
+
+    @_abc_1.abstractmethod
+    def GetInventory(
+        self,
+        request: _api_pb2.Empty,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.Inventory, _abc.Awaitable[_api_pb2.Inventory]]:
+        """What the plugin can hand out by identity: CPU ids, devices with ids and NUMA nodes, memory it
+        pins per NUMA node (the PodResources GetAllocatableResources answer). Optional: a plugin that
+        answers UNIMPLEMENTED reports nothing there.
+        """
 
     @_abc_1.abstractmethod
     def CheckConfig(

@@ -1,0 +1,126 @@
+"""The invariants of the agent's state, and the checks a restored checkpoint must pass first.
+
+:func:`violations` lists every violated invariant of a container registry, its whole pods and the
+resource manager (empty: consistent).
+:func:`validate_manager_doc` checks a manager snapshot's shape and NUMA ids before it is restored;
+:func:`canonical_check` that a snapshot encodes as the checkpoint writer encodes it. No I/O.
+
+The invariants of :class:`~numaplane.agent.state.NodeAgentState`:
+
+* a container admitted one at a time (``managed``, not ``whole_pod``) holds the manager pod
+  ``<pod uid>/<container name>``; a ``whole_pod`` container belongs to the pod entry of its uid and
+  sandbox; every manager pod belongs to exactly one live record or one pod entry;
+* a record's ``exclusive`` CPUs equal the CPU plugin's assignment for it; the exclusive CPUs of
+  different pods (or one-at-a-time containers) are disjoint and disjoint from the shared pool — no
+  CPU is held twice (within one pod a later container may reuse a regular init container's CPUs,
+  as on the kubelet);
+* a container's desired cpuset is its exclusive set, else the current shared pool; desired memory
+  nodes are those of its pinned memory (``None``: the agent leaves ``cpuset.mems`` alone).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from numaplane.agent.records import ContainerRecord
+from numaplane.agent.wholepod import PodEntry
+from numaplane.policy.manager import ResourceManager
+from numaplane.topology.cpuset import CPUSet
+
+__all__ = ["NUMA_KEYS", "canonical_check", "validate_manager_doc", "violations"]
+
+#: Keys of a manager snapshot whose values are NUMA node ids.
+NUMA_KEYS = frozenset({"numa", "numaAffinity", "cells", "numaNode", "numaNodes"})
+
+
+def validate_manager_doc(doc: Any, numa_ids: set[int]) -> None:
+    """Check a manager snapshot's shape and every NUMA id in it against this machine, before restoring
+    (an id such as 2**32 would make bitmask arithmetic slow and large); raises ``ValueError``."""
+    if not isinstance(doc, Mapping):
+        raise ValueError("manager is not an object")
+    for key in ("plugins", "pods", "admissions"):
+        if not isinstance(doc.get(key) or {}, Mapping):
+            raise ValueError(f"manager.{key} is not an object")
+    pods = doc.get("pods") or {}
+    for uid, adm in (doc.get("admissions") or {}).items():
+        pod = adm.get("pod", uid) if isinstance(adm, Mapping) else uid
+        if uid not in pods or pod not in pods:
+            raise ValueError(f"admission {uid!r} has no pod")
+    stack: list[Any] = [doc]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            for key, child in value.items():
+                if key in NUMA_KEYS:
+                    ids = child if isinstance(child, list) else [child]
+                    for i in ids:
+                        if not isinstance(i, int) or isinstance(i, bool) or i not in numa_ids:
+                            raise ValueError(f"{key}: NUMA id {str(i)[:24]!r} is not one of this machine's")
+                elif key == "machineState" and isinstance(child, Mapping):
+                    for k in child:
+                        if not (isinstance(k, str) and k.isdigit() and len(k) < 8 and int(k) in numa_ids):
+                            raise ValueError(f"machineState: NUMA id {str(k)[:24]!r} is not one of this machine's")
+                stack.append(child)
+        elif isinstance(value, list):
+            stack.extend(value)
+
+
+def canonical_check(doc: Any) -> None:
+    """The checkpoint writer's encoding of ``doc`` works (sorted keys: every key a string)."""
+    json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def violations(
+    records: Mapping[str, ContainerRecord], pods: Mapping[str, PodEntry], manager: ResourceManager
+) -> list[str]:
+    """Every violated invariant (empty: consistent)."""
+    problems: list[str] = []
+    keys: dict[str, str] = {}
+    owners: dict[str, int] = {}  # holder (a whole pod's uid, else a container key) → exclusive CPUs
+    cpu_state = manager.cpu.state
+    for cid, r in records.items():
+        if r.container_id != cid:
+            problems.append(f"record {cid} names container {r.container_id}")
+        if r.whole_pod:
+            entry = pods.get(r.pod_uid)
+            if entry is None or entry.sandbox_id != r.sandbox_id or not entry.knows(r.name):
+                problems.append(f"container {cid} ({r.key}) belongs to no pod admitted as a whole")
+            if r.key in keys:
+                problems.append(f"{r.key} is held by containers {keys[r.key]} and {cid}")
+            keys[r.key] = cid
+            if cpu_state.get(r.pod_uid, r.name) != r.exclusive:
+                problems.append(f"container {cid} ({r.key}): exclusive CPUs differ from the CPU state")
+        elif r.managed:
+            if r.key in keys:
+                problems.append(f"{r.key} is held by containers {keys[r.key]} and {cid}")
+            keys[r.key] = cid
+            if r.key not in manager.pods:
+                problems.append(f"container {cid} ({r.key}) is not admitted in the resource manager")
+            if cpu_state.get(r.key, r.name) != r.exclusive:
+                problems.append(f"container {cid} ({r.key}): exclusive CPUs differ from the CPU state")
+        elif r.exclusive is not None:
+            problems.append(f"container {cid} holds exclusive CPUs without an admission")
+        if r.exclusive is not None:
+            holder = r.pod_uid if r.whole_pod else r.key
+            owners[holder] = owners.get(holder, 0) | r.exclusive.mask
+    for uid, entry in pods.items():
+        if entry.uid != uid or uid not in manager.pods:
+            problems.append(f"pod {uid} admitted as a whole is not admitted in the resource manager")
+        for name in entry.released:
+            if cpu_state.get(uid, name) is not None:
+                problems.append(f"pod {uid}: released init container {name} still holds CPUs")
+        held = cpu_state.pod_cpus(uid).mask  # also containers not created yet
+        owners[uid] = owners.get(uid, 0) | held
+    seen = 0
+    for mask in owners.values():
+        if mask & seen:
+            problems.append(f"CPUs {CPUSet.from_mask(mask & seen)} are held twice")
+        seen |= mask
+    for key in manager.pods:
+        if key not in keys and key not in pods:
+            problems.append(f"resource manager pod {key} belongs to no container")
+    if seen & manager.shared_pool().mask:
+        problems.append("exclusive CPUs overlap the shared pool")
+    return problems
