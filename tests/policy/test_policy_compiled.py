@@ -14,12 +14,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "build_compiled.py"
-CONFORMANCE = ROOT.parent / "shared" / "conformance"
 FILES = (
     "cpu-static",
     "cpu-static-oracle",
@@ -35,7 +35,7 @@ FILES = (
 )
 
 
-def _script() -> object:
+def _script() -> Any:
     spec = importlib.util.spec_from_file_location("build_compiled", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -50,11 +50,11 @@ def _run(pythonpath: Path, *args: str) -> str:
     return done.stdout
 
 
-def test_compiled_policy_build_matches_the_pure_build(tmp_path: Path) -> None:
-    why = _script().available()  # type: ignore[attr-defined]
+def test_compiled_policy_build_matches_the_pure_build(tmp_path: Path, shared_dir: Path) -> None:
+    why = _script().available()
     if why is not None:
         pytest.skip(why)
-    files = [str(CONFORMANCE / f"{name}.jsonl") for name in FILES]
+    files = [str(shared_dir / "conformance" / f"{name}.jsonl") for name in FILES]
     assert all(Path(f).exists() for f in files)
     compiled, pure = tmp_path / "compiled", tmp_path / "pure"
     subprocess.run([sys.executable, str(SCRIPT), "--out", str(compiled)], check=True, capture_output=True)
