@@ -418,11 +418,14 @@ class ClusterArrays:
         self.policy[row] = POLICY_CODES[config.policy]
         self.scope_pod[row] = config.scope == "pod"
         self.max_numa[row] = config.max_numa_nodes
-        nonzero = value != 0
-        self.avail_m[cols, slots, row] = milli
-        self.avail_min[cols, slots, row] = milli
-        self.avail_f[cols, slots, row] = value
-        self.avail_fs[cols, slots, row] = np.where(nonzero, value, 1.0)
-        self.avail_finf[cols, slots, row] = np.where(nonzero, value, np.inf)
-        self.avail_zero[cols, slots, row] = np.where(nonzero, 0.0, 1.0)
+        # flat positions of the cells in every ``(columns, slots, capacity)`` array (``np.put`` writes
+        # through any memory layout; cheaper than a three-index fancy assignment)
+        flat = (cols * self.slots + slots) * self.capacity + row
+        zero = value == 0
+        np.put(self.avail_m, flat, milli)
+        np.put(self.avail_min, flat, milli)
+        np.put(self.avail_f, flat, value)
+        np.put(self.avail_fs, flat, value + zero)  # 1.0 where the value is 0, else the value (exact)
+        np.put(self.avail_finf, flat, np.where(zero, np.inf, value))
+        np.put(self.avail_zero, flat, zero.astype(np.float64))
         self.irregular[row] = cells.irregular

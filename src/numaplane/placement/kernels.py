@@ -27,7 +27,7 @@ from numaplane.placement.cluster import F64, I64, B, ClusterArrays
 from numaplane.placement.requests import ALWAYS_ALLOCATABLE, is_host_level, is_numa_affine
 from numaplane.placement.score import MAX_SCORE, ScoringStrategy
 
-__all__ = ["Requests", "Rows", "align", "charge", "count_of", "unit_score"]
+__all__ = ["Requests", "Rows", "align", "charge", "count_of", "first_slot", "unit_score"]
 
 Requests = list[tuple[str, int]]  # (resource, thousandths), non-zero only, in name order
 Rows = slice | I64  # a row selection: ``slice(0, n)`` or ascending row indices
@@ -84,6 +84,20 @@ def align(
     return ok & np.logical_or.reduce(mask, axis=0), mask
 
 
+def first_slot(mask: B) -> B:
+    """``(slots, rows)``: only the first True of each row of ``mask`` kept (all False where none).
+
+    Slot s is weighted ``slots - s`` (uint8 up to 255 slots): the largest weight of a row's True slots
+    is its first one, and no False slot matches it because weights are >= 1. Reductions along axis 0
+    are elementwise over rows, unlike ``argmax`` or ``accumulate`` along the strided axis."""
+    slots = mask.shape[0]
+    dtype = np.uint8 if slots < 256 else np.int64
+    weights = np.arange(slots, 0, -1, dtype=dtype)[:, None]
+    top = np.multiply(mask, weights).max(axis=0) if slots else np.zeros(mask.shape[1], dtype)
+    out: B = weights == top
+    return out
+
+
 def charge(
     cl: ClusterArrays,
     mask: B | None,
@@ -96,9 +110,7 @@ def charge(
     if mask is None or not charged:
         return  # unconstrained rows: every requested resource is unlisted, nothing to take
     sel, _ = count_of(cl, sel)
-    first = mask.copy()  # the first feasible slot of each row: feasible, and no feasible slot before it
-    if cl.slots > 1:
-        first[1:] &= ~np.logical_or.accumulate(mask[:-1], axis=0)
+    first = first_slot(mask)  # the first feasible slot of each row
     for c, q in charged:
         arr = work.get(c)
         if arr is None:
@@ -110,9 +122,15 @@ def _min_non_zero(cl: ClusterArrays, zone: F64, sel: Rows) -> I64:
     """Smallest non-zero value over a row's real zone slots (0 if none), for zone scores in 0..100.
 
     As uint8, ``score - 1`` wraps 0 to 255 and padding slots are forced to 255, so a plain minimum
-    skips zero scores and missing zones."""
-    low = ((zone.astype(np.uint8) - np.uint8(1)) | cl.pad[:, sel]).min(axis=0)
-    return np.where(low == 255, 0, low.astype(np.int64) + 1)
+    skips zero scores and missing zones. The cast truncates toward zero, so a zone score in [0, 101)
+    needs no ``trunc`` first."""
+    low = zone.astype(np.uint8)
+    low -= np.uint8(1)
+    low |= cl.pad[:, sel]
+    least = low.min(axis=0)
+    least += np.uint8(1)  # wraps 255 (no non-zero zone score) to 0
+    out: I64 = least.astype(np.int64)
+    return out
 
 
 def unit_score(
@@ -208,9 +226,13 @@ def _balanced(cl: ClusterArrays, values: list[tuple[str, int]], sel: Rows, n: in
     highest = fractions[0] if count == 1 else np.maximum(fractions[0], fractions[1])
     for f in fractions[2:]:
         np.maximum(highest, f, out=highest)
-    over = highest > 1  # some fraction above 1: the zone scores 0
+    # some fraction above 1: the zone scores 0; multiplying by 0.0 instead of MAX_SCORE gives a (signed)
+    # zero there — the scalar code returns before its last multiplication, the same zone score
+    # (a select or a mixed bool-float product mispredicts or casts per element: both cost several passes)
+    hundred = np.less_equal(highest, 1).astype(np.float64)
+    hundred *= MAX_SCORE
     if count == 1:
-        return np.where(over, 0.0, float(MAX_SCORE))
+        return hundred
     mean = fractions[0] + fractions[1]
     for f in fractions[2:]:
         mean += f
@@ -229,8 +251,6 @@ def _balanced(cl: ClusterArrays, values: list[tuple[str, int]], sel: Rows, n: in
     variance = np.subtract(squares, comp, out=squares)
     if count != 2:
         variance /= count - 1
-    score = np.subtract(1, variance, out=variance)
-    score *= MAX_SCORE
-    score *= ~over  # a masked copy mispredicts on mixed masks
-    out: F64 = np.trunc(score, out=score)
-    return out
+    score: F64 = np.subtract(1, variance, out=variance)
+    score *= hundred  # scores in [0, 100] (+ rounding): ``_min_non_zero``'s cast truncates like ``int``
+    return score

@@ -211,7 +211,7 @@ class OverReserveCache:
     # --- reads -------------------------------------------------------------------------------------
 
     def get(self, node: str, pod: Pod | None = None) -> CachedTopology:
-        if self._foreign[node]:
+        if self._foreign.get(node):  # not ``[node]``: a Counter's missing key is a Python-level call
             return CachedTopology(None, False, self.generation)
         view = self._views.get(node)
         if view is None:

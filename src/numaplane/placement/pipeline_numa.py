@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from numaplane.placement.cluster import I64, B, ClusterArrays
+from numaplane.placement.kernels import first_slot
 from numaplane.placement.least_numa import MAX_SCORE
 from numaplane.placement.requests import pod_request
 from numaplane.resources.pod import Pod
@@ -76,6 +77,10 @@ class Distances:
     stamps_step: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
 
     scoped: tuple[int, int, I64, I64] | None = None  # (cluster, flags_version, pod-scope rows, container-scope rows)
+    # (cluster, its version) the per-row caches above were last brought up to date for: a cluster
+    # bumps ``version`` on every change, so an unchanged one skips the per-row stamp comparison
+    fresh1: tuple[ClusterArrays, int] | None = None
+    fresh_step: tuple[ClusterArrays, int] | None = None
 
     def scoped_rows(self, cl: ClusterArrays) -> tuple[I64, I64]:
         """Rows ``0..n-1`` that LeastNUMANodes scores (a readable, regular NRT), split by scope: they
@@ -95,6 +100,9 @@ class Distances:
             self.step = np.zeros(cl.capacity, np.int64)
             self.half = np.zeros(cl.capacity, np.int64)
             self.stamps_step = np.full(cl.capacity, -1, np.int64)
+            self.fresh_step = None
+        if self.fresh_step is not None and self.fresh_step[0] is cl and self.fresh_step[1] == cl.version:
+            return self.step, self.half
         n = cl.n
         stale = np.flatnonzero(self.stamps_step[:n] != cl.stamp[:n])
         if len(stale):
@@ -102,6 +110,7 @@ class Distances:
             self.step[stale] = step
             self.half[stale] = step // 2
             self.stamps_step[stale] = cl.stamp[stale]
+        self.fresh_step = (cl, cl.version)
         return self.step, self.half
 
     def optimal_singletons(self, cl: ClusterArrays) -> B:
@@ -110,6 +119,9 @@ class Distances:
         if self.optimal1.shape != (cl.slots, cl.capacity):
             self.optimal1 = np.zeros((cl.slots, cl.capacity), bool)
             self.stamps1 = np.full(cl.capacity, -1, np.int64)
+            self.fresh1 = None
+        if self.fresh1 is not None and self.fresh1[0] is cl and self.fresh1[1] == cl.version:
+            return self.optimal1
         n = cl.n
         stale = np.flatnonzero(self.stamps1[:n] != cl.stamp[:n])
         if len(stale):
@@ -118,6 +130,7 @@ class Distances:
             best = np.where(valid, self_cost, _BIG).min(axis=0)
             self.optimal1[:, stale] = valid & (self_cost == best)
             self.stamps1[stale] = cl.stamp[stale]
+        self.fresh1 = (cl, cl.version)
         return self.optimal1
 
     def get(self, cl: ClusterArrays, k: int, rows: I64) -> I64:
@@ -142,35 +155,24 @@ class Distances:
 @dataclass
 class _Search:
     """Per-row outcome of one minimal-set search: size k (0 = none), optimal flag, the chosen slot when
-    k = 1 (-1 otherwise), and the chosen membership of the rows at positions ``multi`` (k >= 2).
-    ``slot`` and ``member`` are only filled when the search was asked for the picks."""
+    k = 1 as a ``(slots, rows)`` one-hot (all False otherwise; ``None`` unless the picks were asked
+    for), and the chosen membership of the rows at positions ``multi`` (k >= 2, only with the picks)."""
 
     k: I64
     optimal: B
-    slot: I64
+    single: B | None
     multi: I64
     member: I64
 
 
+def _every(rows: I64, n: int) -> bool:
+    """Whether the ascending distinct ``rows`` are every row ``0..n-1``."""
+    return len(rows) == n
+
+
 def _cols(arr: npt.NDArray[_T], rows: I64, n: int) -> npt.NDArray[_T]:
     """``arr[:, rows]`` as a cheap slice when ``rows`` is every row ``0..n-1``."""
-    return arr[:, :n] if len(rows) == n else arr[:, rows]
-
-
-_LOWEST_BIT = np.array([(b & -b).bit_length() - 1 for b in range(1 << 8)], np.int64)  # -1 for 0
-_BIT = (1 << np.arange(8, dtype=np.uint8)).astype(np.uint8)
-
-
-def _first_true(mask: B) -> I64:
-    """Index of the first True along axis 0 of ``(slots, rows)``, -1 where none (``argmax`` along the
-    strided axis is a per-row loop in numpy; eight slots at a time packed into a byte are not)."""
-    out = np.full(mask.shape[1], -1, np.int64)
-    for base in range(((mask.shape[0] + 7) // 8 - 1) * 8, -1, -8):
-        part = mask[base : base + 8]
-        bits = np.bitwise_or.reduce(part * _BIT[: len(part), None], axis=0)
-        low = _LOWEST_BIT[bits]
-        np.copyto(out, low + base, where=low >= 0)
-    return out
+    return arr[:, :n] if _every(rows, n) else arr[:, rows]
 
 
 def _singletons(
@@ -181,8 +183,9 @@ def _singletons(
     listed: list[int],
     work: Mapping[int, I64],
     pick: bool,
-) -> tuple[B, B, I64 | None]:
-    """k = 1 in slot-major form: ``(has fit, optimal, chosen slot or None unless pick)`` per row.
+) -> tuple[B, B, B | None]:
+    """k = 1 in slot-major form: ``(has fit, optimal, chosen slot as a (slots, rows) one-hot or None
+    unless pick)`` per row.
 
     A singleton's distance is the zone's cost to itself, so the optimum is the smallest self-cost
     among the row's zones; the pick is the first optimal fitting slot, else the first fitting slot
@@ -209,11 +212,12 @@ def _singletons(
     has_opt = np.logical_or.reduce(opt, axis=0)
     if not pick:
         return has_fit, has_opt, None
-    chosen = _first_true(opt)
+    chosen = first_slot(opt)
     other = np.flatnonzero(has_fit & ~has_opt)
     if len(other):
         sub = rows[other]
-        chosen[other] = np.where(fits[:, other], cl.self_cost[:, sub], _BIG).argmin(axis=0)
+        best = np.where(fits[:, other], cl.self_cost[:, sub], _BIG).argmin(axis=0)
+        chosen[:, other] = np.arange(cl.slots)[:, None] == best
     return has_fit, has_opt, chosen
 
 
@@ -234,9 +238,7 @@ def _search(
     m = len(rows)
     none = np.zeros(0, np.int64)
     if any(c is None for c, _ in reqs) or any(c is None for c in zero):  # a requested resource no zone lists
-        return _Search(
-            np.zeros(m, np.int64), np.zeros(m, bool), np.full(m, -1), none, np.zeros((0, cl.slots), np.int64)
-        )
+        return _Search(np.zeros(m, np.int64), np.zeros(m, bool), None, none, np.zeros((0, cl.slots), np.int64))
     known = [(c, q) for c, q in reqs if c is not None]
     must_list = [c for c in zero if c is not None]
     has_fit, has_opt, single = _singletons(cl, dist, rows, known, must_list, work, pick)
@@ -287,10 +289,9 @@ def _search(
             multi.append(hit)
             members.append(member[pick_k[fit_k]])
         todo, nz = todo[~fit_k], nz[~fit_k]
-    slot = np.full(m, -1) if single is None else single
     if not multi:
-        return _Search(found_k, optimal, slot, none, np.zeros((0, cl.slots), np.int64))
-    return _Search(found_k, optimal, slot, np.concatenate(multi), np.concatenate(members))
+        return _Search(found_k, optimal, single, none, np.zeros((0, cl.slots), np.int64))
+    return _Search(found_k, optimal, single, np.concatenate(multi), np.concatenate(members))
 
 
 def _normalize(cl: ClusterArrays, dist: Distances, rows: I64, k: I64, optimal: B) -> I64:
@@ -375,31 +376,35 @@ def _take(
 ) -> None:
     """Take each request from the chosen slots (``found``, on ``rows``) in NUMA id order (slot order on
     regular rows), as much as possible from each. A single chosen zone fitted the request, so it simply
-    gives all of it."""
-    single = np.flatnonzero(found.slot >= 0)
-    rows1, slot1 = rows[single], found.slot[single]
-    rows, member = rows[found.multi], found.member
-    if not len(rows1) and not len(rows):
-        return
+    gives all of it. Working copies hold at least the columns ``0..max(rows)`` (only every row's
+    leading ``n`` columns when ``rows`` are every row)."""
+    n = cl.n
+    hot = found.single
+    every = _every(rows, n)
+    multi, member = rows[found.multi], found.member
     for c, q in reqs:
         if c is None:
             continue
-        arr = work.get(c)
-        if arr is None:
-            arr = work[c] = cl.avail_m[c].copy()
-        arr[slot1, rows1] -= q
-        if not len(rows):
+        base = work.get(c)
+        if hot is not None and every:  # one pass: a new working copy, minus q on each chosen slot
+            work[c] = arr = (cl.avail_m[c][:, :n] if base is None else base[:, :n]) - np.multiply(hot, q)
+        else:
+            arr = work[c] = cl.avail_m[c].copy() if base is None else base
+            if hot is not None:
+                arr[:, rows] -= np.multiply(hot, q)
+        if not len(multi):
             continue
+        rows_m = multi
         # Zone by zone in slot order, take min(max(avail, 0), left) from each chosen zone listing the
         # resource: what is left before a zone is max(q - (what the zones before it could give), 0).
-        avail = arr[:, rows]
+        avail = arr[:, rows_m]
         give = np.maximum(avail, 0)
         give *= member.T > 0
-        give &= -cl.listed[c][:, rows].astype(np.int64)  # 0 where unlisted, unchanged where listed
+        give &= -cl.listed[c][:, rows_m].astype(np.int64)  # 0 where unlisted, unchanged where listed
         before = np.cumsum(give, axis=0)
         before -= give
         left = np.maximum(q - before, 0)
-        arr[:, rows] = avail - np.minimum(give, left)
+        arr[:, rows_m] = avail - np.minimum(give, left)
 
 
 def least_numa_scores(cl: ClusterArrays, pod: Pod, dist: Distances, sel: I64 | None = None) -> I64:
