@@ -3,9 +3,10 @@
 The pure-Python modules stay the reference and the fallback. Nothing in the package needs the compiled
 build, ``pip install -e .`` never runs it, and ``--clean`` restores the pure build. The compiled
 extension modules sit next to their sources (``src/numaplane/policy/<module>.cpython-*.so``, plus
-one shared library ``src/<hash>__mypyc.cpython-*.so``); Python's import system prefers an extension
-module to a source file of the same name, so they are used as soon as they exist. Rebuild after
-editing a compiled module (the extension does not follow its source).
+one shared library ``<hash>__mypyc.cpython-*.so``) are written into a complete copy of the package
+in ``--out DIR``, used with ``PYTHONPATH=DIR``. Never in place under ``src/``: Python's import system
+prefers an extension module to a source file of the same name, so an in-place build would keep
+running stale code after its source is edited (``--status``/``--clean`` find and remove such files).
 
 Why mypyc (and these modules): the policy code is mypy-strict, object-heavy scalar Python (CPU sets,
 hint merging, NUMA masks), which mypyc compiles as it is; numba only speeds up numpy-style loops and
@@ -17,10 +18,10 @@ Needs mypy's ``mypyc`` (the ``dev`` extra) and a C compiler; about a minute on t
 
 Usage::
 
-    python scripts/build_compiled.py            # build in place under src/
     python scripts/build_compiled.py --out DIR  # a complete compiled copy of the package in DIR
-    python scripts/build_compiled.py --status   # which modules are compiled in place
-    python scripts/build_compiled.py --clean    # remove the in-place build
+    PYTHONPATH=DIR numaplane simulate ...       # run it
+    python scripts/build_compiled.py --status   # compiled files left under src/ (should be none)
+    python scripts/build_compiled.py --clean    # remove them
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def compiled(root: Path) -> list[Path]:
 
 def build(out: Path) -> list[Path]:
     """Compile ``MODULES`` from ``SRC`` in a scratch folder; write the extension files into ``out``
-    (``SRC`` itself: in place) or, for another folder, a complete copy of the package with them."""
+    as a complete copy of the package with them."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         ignore = shutil.ignore_patterns("*.so", "*.pyd", "__pycache__")
@@ -83,10 +84,10 @@ def build(out: Path) -> list[Path]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--out", type=Path, help="write a compiled copy of the package here instead")
-    group.add_argument("--status", action="store_true", help="list the compiled modules in place")
-    group.add_argument("--clean", action="store_true", help="remove the in-place build")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--out", type=Path, help="write a compiled copy of the package into this folder")
+    group.add_argument("--status", action="store_true", help="list compiled files left under src/")
+    group.add_argument("--clean", action="store_true", help="remove compiled files left under src/")
     args = parser.parse_args()
     if args.status or args.clean:
         files = compiled(SRC)
@@ -101,8 +102,10 @@ def main() -> int:
     if why is not None:
         print(f"error: cannot build: {why}", file=sys.stderr)
         return 1
-    out = args.out or SRC
-    for path in build(out):
+    if args.out.resolve() == SRC.resolve():
+        print("error: --out must not be src/ (an in-place build would shadow edited sources)", file=sys.stderr)
+        return 2
+    for path in build(args.out):
         print(f"built {path}")
     return 0
 
