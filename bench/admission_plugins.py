@@ -36,8 +36,11 @@ from numaplane.grpcapi.pluginapi.asking import admit, flush, settle
 from numaplane.policy.config import parse_config
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import Pod, parse_pod
-from numaplane.testing.processes import terminate_process
 from numaplane.topology.model import Topology
+
+# The test harness (real control plane, kubelet, containerd) is not installed: it lives in harness/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+from numaplane_harness.processes import terminate_process
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "plugins" / "cpu_static_plugin.py"

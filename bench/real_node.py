@@ -64,14 +64,18 @@ import grpc
 
 from numaplane.grpcapi.pluginapi.v1 import api_pb2 as plugin_pb
 from numaplane.grpcapi.pluginapi.v1 import api_pb2_grpc as plugin_grpc
-from numaplane.testing.containerd import ContainerdUnavailable, fetch_packages, run_containerd
-from numaplane.testing.kubecluster import (
+from numaplane.topology.cpuset import CPUSet
+
+# The test harness (real control plane, kubelet, containerd) is not installed: it lives in harness/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+from numaplane_harness.containerd import ContainerdUnavailable, fetch_packages, run_containerd
+from numaplane_harness.kubecluster import (
     KubeUnavailable,
     control_plane_unavailable_reason,
     free_port,
     run_control_plane,
 )
-from numaplane.testing.kubelet import (
+from numaplane_harness.kubelet import (
     MANAGERS_OFF,
     STATIC_MANAGERS,
     KubeletUnavailable,
@@ -79,9 +83,8 @@ from numaplane.testing.kubelet import (
     kubelet_unavailable_reason,
     run_kubelet,
 )
-from numaplane.testing.nodeprobes import TICKS_PER_SECOND, PodWatch, ProcSampler, machine_ticks, percentile
-from numaplane.testing.processes import terminate_process
-from numaplane.topology.cpuset import CPUSet
+from numaplane_harness.nodeprobes import TICKS_PER_SECOND, PodWatch, ProcSampler, machine_ticks, percentile
+from numaplane_harness.processes import terminate_process
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_CPU_PLUGIN = REPO / "examples" / "plugins" / "cpu_static_plugin.py"

@@ -1,7 +1,7 @@
 """Benchmark: ``numaplane snapshot`` and ``numaplane simulate --from`` on a generated large cluster.
 
 Usage: ``python bench/snapshot.py [--quick] [--nodes N] [--pods-per-node K] [--pending P]``. The
-fake API server (in this process) is filled with a generated cluster (:mod:`numaplane.testing.clustergen`:
+fake API server (in this process) is filled with a generated cluster (:mod:`numaplane_harness.clustergen`:
 5,000 nodes × 20 bound pods + 1,000 pending pods by default; ``--quick``: 500 × 20 + 100), then the
 two commands run as child processes, as a user runs them. Prints ``metric: value unit`` lines:
 
@@ -28,7 +28,6 @@ from pathlib import Path
 
 from numaplane.kube.resources import CRD, NODE, NODE_RESOURCE_TOPOLOGY, POD
 from numaplane.nrt.crd import crd_manifest
-from numaplane.testing.clustergen import generate_cluster, pending_pods
 from numaplane.testing.fakeapi import FakeApiServer
 
 # runs the CLI and prints its own peak RSS (KiB) as the last stderr line. VmHWM, not getrusage's
@@ -47,6 +46,10 @@ _RUN = (
     "finally:\n"
     "    print('peak_rss_kib', hwm(), file=sys.stderr)\n"
 )
+
+# The test harness (real control plane, kubelet, containerd) is not installed: it lives in harness/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+from numaplane_harness.clustergen import generate_cluster, pending_pods  # noqa: E402
 
 
 def report(metric: str, value: float, unit: str) -> None:

@@ -7,7 +7,7 @@
 ``debian.lock``: each package of :data:`DEBIAN_PACKAGES` fetched from bookworm with the private apt
 configuration; ``package version sha256`` of the ``.deb``.
 
-Review the diff, then commit both; ``numaplane.testing.image`` refuses anything else.
+Review the diff, then commit both; ``numaplane_harness.image`` refuses anything else.
 """
 
 from __future__ import annotations
@@ -75,8 +75,9 @@ def requirements_lock(report_file: Path | None = None) -> str:
 
 def debian_lock() -> str:
     sys.path.insert(0, str(REPO / "src"))
-    from numaplane.testing.debian import cache_base, fetch_debs
-    from numaplane.testing.image import SUITE, _sha256
+    sys.path.insert(0, str(REPO / "harness"))  # the test harness is not installed
+    from numaplane_harness.debian import cache_base, fetch_debs
+    from numaplane_harness.image import SUITE, _sha256
 
     cache = cache_base() / "image-debs"
     unpacked = fetch_debs(cache, [(p, SUITE) for p in DEBIAN_PACKAGES])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from numaplane.testing.kubecluster import make_control_plane_fixture
+from numaplane_harness.kubecluster import make_control_plane_fixture
 
 pytest_plugins = ["numaplane.testing.fakeapi.pytest_plugin"]
 

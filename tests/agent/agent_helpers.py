@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from numaplane.nri.proto import api_pb2, ttrpc_pb2
-from numaplane.testing.containerd import terminate_process
+from numaplane_harness.containerd import terminate_process
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_CPU_PLUGIN = REPO / "examples" / "plugins" / "cpu_static_plugin.py"

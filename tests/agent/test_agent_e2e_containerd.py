@@ -40,15 +40,15 @@ import pytest
 from numaplane.agent.daemon import Agent, AgentOptions
 from numaplane.grpcapi.podresources.client import PodResourcesClient
 from numaplane.nrt.podresources import PodResources
-from numaplane.testing.containerd import (
+from numaplane.topology.model import synthetic
+from numaplane_harness.containerd import (
     BUSYBOX_IMAGE,
     ContainerdInstance,
     cpuset_of_container,
     make_containerd_fixture,
     terminate_process,
 )
-from numaplane.testing.cri import CRIClient, CRIError
-from numaplane.topology.model import synthetic
+from numaplane_harness.cri import CRIClient, CRIError
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from numaplane.testing.containerd import make_containerd_fixture
+from numaplane_harness.containerd import make_containerd_fixture
 
 containerd = make_containerd_fixture()

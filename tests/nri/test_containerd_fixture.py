@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from numaplane.testing import containerd as ctrd
-from numaplane.testing.cri import strip_gogoproto
+from numaplane_harness import containerd as ctrd
+from numaplane_harness.cri import strip_gogoproto
 
 
 def test_strip_gogoproto() -> None:

@@ -18,9 +18,9 @@ import pytest
 from numaplane.nri.example import FixedCpusetHandler
 from numaplane.nri.plugin import NRIPlugin
 from numaplane.nri.proto import api_pb2
-from numaplane.testing.containerd import BUSYBOX_IMAGE, ContainerdInstance, cpuset_of_container
-from numaplane.testing.cri import CRIError
 from numaplane.topology.cpuset import CPUSet
+from numaplane_harness.containerd import BUSYBOX_IMAGE, ContainerdInstance, cpuset_of_container
+from numaplane_harness.cri import CRIError
 
 pytestmark = pytest.mark.timeout(120)
 

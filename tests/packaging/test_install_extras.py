@@ -1,5 +1,5 @@
 """The README's install commands are enough: every third-party module the tests (and the test
-fixtures shipped in ``numaplane.testing``) import is declared in the base dependencies or the ``test``
+fixtures in ``numaplane.testing`` and the harness in ``harness/``) import is declared in the base dependencies or the ``test``
 extra, and ``.ci/run`` runs the tests in an environment installed exactly as the README says."""
 
 from __future__ import annotations
@@ -39,9 +39,13 @@ def _imported_top_modules(paths: list[Path]) -> set[str]:
 def test_test_extra_covers_every_test_time_import() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = _requirement_names(project["dependencies"] + project["optional-dependencies"]["test"])
-    files = list((ROOT / "tests").rglob("*.py")) + list((ROOT / "src/numaplane/testing").rglob("*.py"))
+    files = [p for folder in ("tests", "harness", "src/numaplane/testing") for p in (ROOT / folder).rglob("*.py")]
     # the repository's own modules: test helpers, and the examples the tests put on sys.path
-    local = {p.stem for folder in ("tests", "examples") for p in (ROOT / folder).rglob("*.py")} | {"numaplane", "tests"}
+    local = {p.stem for folder in ("tests", "examples") for p in (ROOT / folder).rglob("*.py")} | {
+        "numaplane",
+        "numaplane_harness",
+        "tests",
+    }
     modules = (_imported_top_modules(files) | RUN_AS_MODULE) - set(sys.stdlib_module_names) - local
     dists = packages_distributions()
     missing = sorted(m for m in modules if not {_norm(d) for d in dists.get(m, [m])} & declared)

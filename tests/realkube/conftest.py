@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from numaplane.testing.containerd import make_containerd_fixture
-from numaplane.testing.kubelet import STATIC_MANAGERS, make_kubelet_fixture
+from numaplane_harness.containerd import make_containerd_fixture
+from numaplane_harness.kubelet import STATIC_MANAGERS, make_kubelet_fixture
 
 #: the containerd the real kubelet drives (CRI) and ``numaplane agent`` plugs into (NRI)
 kubelet_containerd = make_containerd_fixture("kubelet_containerd")

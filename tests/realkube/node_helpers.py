@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from numaplane.testing.containerd import terminate_process
-from numaplane.testing.kubecluster import ApiStatus, ControlPlane
+from numaplane_harness.containerd import terminate_process
+from numaplane_harness.kubecluster import ApiStatus, ControlPlane
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = (sys.executable, "-c", "import sys; from numaplane.cli import main; sys.exit(main())")

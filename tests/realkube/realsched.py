@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from numaplane.testing.kubecluster import ApiStatus, ControlPlane, free_port
+from numaplane_harness.kubecluster import ApiStatus, ControlPlane, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = (sys.executable, "-c", "from numaplane.cli import main; main()")

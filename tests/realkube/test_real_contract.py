@@ -24,7 +24,7 @@ from numaplane.kube.client import LightkubePort
 from numaplane.kube.errors import Conflict, Gone, Invalid
 from numaplane.kube.port import CONFIG_MAP, CRD, NAMESPACE, KubePort, Resource
 from numaplane.testing.fakeapi import FakeApiServer
-from numaplane.testing.kubecluster import ControlPlane, kubeconfig
+from numaplane_harness.kubecluster import ControlPlane, kubeconfig
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from numaplane.testing.containerd import terminate_process
-from numaplane.testing.kubecluster import ApiStatus, ControlPlane, free_port
+from numaplane_harness.containerd import terminate_process
+from numaplane_harness.kubecluster import ApiStatus, ControlPlane, free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporter"))
 from exp_helpers import build_sysfs

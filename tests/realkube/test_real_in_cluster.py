@@ -1,6 +1,6 @@
 """numaplane in cluster: the image built here, the rendered install applied, the stack running as pods on the real node.
 
-The image is built by :mod:`numaplane.testing.image` (Debian bookworm's Python + the hashed lock + the
+The image is built by :mod:`numaplane_harness.image` (Debian bookworm's Python + the hashed lock + the
 wheel; cached by content) and imported into the kubelet's private containerd. The install is exactly
 ``numaplane render --image <it> --kubelet-podresources-dir/--kubelet-config-file <the fixture
 kubelet's>`` applied with kubectl; then a ``NUMAResourcesOperator`` (one kubelet-mode group selecting
@@ -42,12 +42,12 @@ import pytest
 import yaml
 
 from numaplane import __version__
-from numaplane.testing.containerd import PAUSE_IMAGE
-from numaplane.testing.debian import DebianUnavailable, cache_base, fetch_debs
-from numaplane.testing.image import BuiltImage, ImageBuildError, build_image, unavailable_reason
-from numaplane.testing.kubecluster import SERVICE_CIDR, ApiStatus, ControlPlane
-from numaplane.testing.kubelet import CGROUP_ROOT, KubeletPolicy, RealKubelet
 from numaplane.topology.cpuset import CPUSet
+from numaplane_harness.containerd import PAUSE_IMAGE
+from numaplane_harness.debian import DebianUnavailable, cache_base, fetch_debs
+from numaplane_harness.image import BuiltImage, ImageBuildError, build_image, unavailable_reason
+from numaplane_harness.kubecluster import SERVICE_CIDR, ApiStatus, ControlPlane
+from numaplane_harness.kubelet import CGROUP_ROOT, KubeletPolicy, RealKubelet
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from numaplane.testing.kubecluster import ControlPlane
+from numaplane_harness.kubecluster import ControlPlane
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -29,8 +29,8 @@ import pytest
 import yaml
 
 from numaplane.operator.render_common import DEFAULT_IMAGE
-from numaplane.testing.containerd import terminate_process
-from numaplane.testing.kubecluster import ApiStatus, ControlPlane, free_port
+from numaplane_harness.containerd import terminate_process
+from numaplane_harness.kubecluster import ApiStatus, ControlPlane, free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporter"))
 from exp_helpers import build_sysfs

@@ -46,11 +46,11 @@ from node_helpers import CLI, REPO, ensure_nrt_crd, get_nrt, numaplane, render, 
 from numaplane.grpcapi.podresources.client import PodResourcesClient
 from numaplane.nrt.fingerprint import ANNOTATION, compute_fingerprint
 from numaplane.nrt.podresources import PodResources
-from numaplane.testing.containerd import ContainerdInstance
-from numaplane.testing.kubecluster import ControlPlane, free_port
-from numaplane.testing.kubelet import MANAGERS_OFF as KUBELET_OFF
-from numaplane.testing.kubelet import STATIC_MANAGERS as KUBELET_STATIC
-from numaplane.testing.kubelet import KubeletPolicy, RealKubelet
+from numaplane_harness.containerd import ContainerdInstance
+from numaplane_harness.kubecluster import ControlPlane, free_port
+from numaplane_harness.kubelet import MANAGERS_OFF as KUBELET_OFF
+from numaplane_harness.kubelet import STATIC_MANAGERS as KUBELET_STATIC
+from numaplane_harness.kubelet import KubeletPolicy, RealKubelet
 
 pytestmark = pytest.mark.timeout(420)
 

@@ -1,6 +1,6 @@
 """``bench/real_node.py`` keeps working: its measurements, and a short run on the real kubelet.
 
-* The probes (:mod:`numaplane.testing.nodeprobes`): nearest-rank percentiles, ``/proc`` parsing, and
+* The probes (:mod:`numaplane_harness.nodeprobes`): nearest-rank percentiles, ``/proc`` parsing, and
   the CPU sampler on real processes — one that burns CPU and exits inside the block still counts.
 * The bench's configurations on the module's real kubelet, 2 pods each: ``a`` (the kubelet's managers)
   and ``b`` (the managers off, ``numaplane agent``) measure a latency per pod and the CPU of every
@@ -21,9 +21,9 @@ from types import ModuleType
 
 import pytest
 
-from numaplane.testing.kubelet import RealKubelet
-from numaplane.testing.nodeprobes import ProcSampler, machine_ticks, parse_proc_stat, percentile
 from numaplane.topology.cpuset import CPUSet
+from numaplane_harness.kubelet import RealKubelet
+from numaplane_harness.nodeprobes import ProcSampler, machine_ticks, parse_proc_stat, percentile
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "real_node.py"
 BURN = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass\n"

@@ -21,9 +21,9 @@ import pytest
 from node_helpers import ensure_nrt_crd, get_nrt, numaplane, wait_http_ready
 
 from numaplane.nrt.fingerprint import ANNOTATION, compute_fingerprint
-from numaplane.testing.kubecluster import ControlPlane, free_port
-from numaplane.testing.kubelet import KubeletPolicy, RealKubelet
 from numaplane.topology.cpuset import CPUSet
+from numaplane_harness.kubecluster import ControlPlane, free_port
+from numaplane_harness.kubelet import KubeletPolicy, RealKubelet
 
 pytestmark = pytest.mark.timeout(300)
 

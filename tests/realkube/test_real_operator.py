@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from numaplane.testing.containerd import terminate_process
-from numaplane.testing.kubecluster import ApiStatus, ControlPlane, free_port
+from numaplane_harness.containerd import terminate_process
+from numaplane_harness.kubecluster import ApiStatus, ControlPlane, free_port
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -27,7 +27,7 @@ from realsched import (
     zone,
 )
 
-from numaplane.testing.kubecluster import ControlPlane
+from numaplane_harness.kubecluster import ControlPlane
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -25,7 +25,7 @@ from realsched import (
 )
 
 from numaplane.nrt.fingerprint import ATTRIBUTE, ATTRIBUTE_METHOD, compute_fingerprint
-from numaplane.testing.kubecluster import ControlPlane
+from numaplane_harness.kubecluster import ControlPlane
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -2,7 +2,7 @@
 
 The fixture cluster: Nodes registered without a kubelet, the NRT CRD exactly as ``numaplane render``
 prints it, one NRT object per node holding what the node's bound pods hold (computed by numaplane's
-resource manager, :mod:`numaplane.testing.clustergen`), pods bound through ``spec.nodeName`` (they
+resource manager, :mod:`numaplane_harness.clustergen`), pods bound through ``spec.nodeName`` (they
 never run: there is no kubelet) and a few pending pods (no scheduler runs). Snapshot it with small
 LIST pages (the real server's ``continue`` tokens), then simulate with no change: every pod is
 re-admitted on its own node and every zone's available resources equal the NRT object's.
@@ -21,8 +21,8 @@ import yaml
 
 from numaplane.sim.snapshot import read_snapshot
 from numaplane.sim.whatif import baseline, load_cluster
-from numaplane.testing.clustergen import generate_cluster, pending_pods
-from numaplane.testing.kubecluster import ApiStatus, ControlPlane
+from numaplane_harness.clustergen import generate_cluster, pending_pods
+from numaplane_harness.kubecluster import ApiStatus, ControlPlane
 
 pytestmark = pytest.mark.timeout(300)
 

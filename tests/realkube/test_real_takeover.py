@@ -17,7 +17,7 @@ import yaml
 from node_helpers import CLI, REPO, render
 
 from numaplane.agent.takeover import CONDITION_TYPE
-from numaplane.testing.kubecluster import ControlPlane
+from numaplane_harness.kubecluster import ControlPlane
 
 pytestmark = pytest.mark.timeout(300)
 

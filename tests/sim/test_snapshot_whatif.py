@@ -30,9 +30,9 @@ from numaplane.sim.scenario import Scenario, parse_policy_flag, parse_scenario
 from numaplane.sim.snapshot import Snapshot, SnapshotWriter, read_snapshot, reduce_nrt, reduce_pod
 from numaplane.sim.whatif import load_cluster, run_whatif
 from numaplane.sim.whatif_report import whatif_document
-from numaplane.testing.clustergen import generate_cluster, pending_pods
 from numaplane.testing.fakeapi import FakeApiServer
 from numaplane.topology.model import synthetic
+from numaplane_harness.clustergen import generate_cluster, pending_pods
 
 CLI = (sys.executable, "-c", "from numaplane.cli import main; main()")
 

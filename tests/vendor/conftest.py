@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from vendor_helpers import start_accelerator_plugin
 
-from numaplane.testing.containerd import terminate_process
+from numaplane_harness.containerd import terminate_process
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plugins"
 if str(EXAMPLES) not in sys.path:

@@ -24,8 +24,8 @@ from numaplane.grpcapi.pluginapi.asking import admit
 from numaplane.policy.config import parse_config
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import parse_pod
-from numaplane.testing.containerd import terminate_process
 from numaplane.topology.model import synthetic
+from numaplane_harness.containerd import terminate_process
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from numaplane.testing.containerd import terminate_process
+from numaplane_harness.containerd import terminate_process
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "plugins"
 

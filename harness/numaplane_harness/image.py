@@ -5,7 +5,7 @@ and machines like the CI's reach Debian's mirror and PyPI but no container regis
 assembled here, from the same kind of parts, each pinned:
 
 1. **Base**: Debian bookworm's Python 3.11 runtime and the shared libraries it needs, fetched with the
-   private apt configuration (:mod:`numaplane.testing.debian`) and unpacked with ``dpkg -x``. Every
+   private apt configuration (:mod:`numaplane_harness.debian`) and unpacked with ``dpkg -x``. Every
    ``.deb`` must match the name, version and sha256 recorded in ``image/debian.lock`` (the base is pinned
    by digest: a mirror that serves anything else fails the build).
 2. **Dependencies**: ``image/requirements.lock``, one ``name==version --hash=sha256:...`` line each,
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from numaplane import __version__
-from numaplane.testing.debian import DebianUnavailable, cache_base, debian_arch, fetch_debs
+from numaplane_harness.debian import DebianUnavailable, cache_base, debian_arch, fetch_debs
 
 __all__ = [
     "IMAGE_NAME",
@@ -79,7 +79,7 @@ class BuiltImage:
 
 
 def _repo() -> Path:
-    return Path(__file__).resolve().parents[3]
+    return Path(__file__).resolve().parents[2]
 
 
 def read_debian_lock(path: Path) -> list[tuple[str, str, str]]:
@@ -249,7 +249,7 @@ def _write_layout(layer: Path, out: Path, name: str) -> tuple[str, int]:
                 },
             },
             "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff_id}"]},
-            "history": [{"created_by": "numaplane.testing.image (Debian bookworm + image/requirements.lock + wheel)"}],
+            "history": [{"created_by": "numaplane_harness.image (Debian bookworm + image/requirements.lock + wheel)"}],
         },
         sort_keys=True,
     ).encode()

@@ -2,7 +2,7 @@
 
 What :func:`run_containerd` does (DESIGN.md, "Tests and real components"; wire/nri.md):
 
-1. :func:`fetch_packages` — with a *private* apt configuration (:mod:`numaplane.testing.debian`) (its own sources list naming trixie and
+1. :func:`fetch_packages` — with a *private* apt configuration (:mod:`numaplane_harness.debian`) (its own sources list naming trixie and
    bookworm, its own lists and caches under the cache folder; the system's apt sources are never read
    or changed) ``apt-get download`` Debian trixie's ``containerd`` 1.7, bookworm's ``runc`` 1.1 (trixie's
    needs a newer glibc), bookworm's ``busybox-static`` and trixie's ``golang-github-kubernetes-cri-api-dev``
@@ -23,7 +23,7 @@ no apt/dpkg, Debian unreachable with an empty cache); :func:`make_containerd_fix
 session-scoped pytest fixture that skips LOUDLY with that reason (or fails, if
 ``NUMAPLANE_REQUIRE_CONTAINERD=1``). Import it in a ``conftest.py``::
 
-    from numaplane.testing.containerd import make_containerd_fixture
+    from numaplane_harness.containerd import make_containerd_fixture
     containerd = make_containerd_fixture()
 """
 
@@ -49,10 +49,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
 
-from numaplane.testing.cri import CRI_PROTO_PATH, CRIClient, CRIError, load_cri_module
-from numaplane.testing.debian import DebianUnavailable, cache_base, debian_arch, fetch_debs, run_tool
-from numaplane.testing.processes import terminate_process
-from numaplane.testing.unavailable import component_unavailable
+from numaplane_harness.cri import CRI_PROTO_PATH, CRIClient, CRIError, load_cri_module
+from numaplane_harness.debian import DebianUnavailable, cache_base, debian_arch, fetch_debs, run_tool
+from numaplane_harness.processes import terminate_process
+from numaplane_harness.unavailable import component_unavailable
 
 __all__ = [
     "BUSYBOX_IMAGE",
@@ -217,7 +217,7 @@ def build_busybox_image(busybox: Path, out: Path) -> Path:
                 "os": "linux",
                 "config": {"Env": ["PATH=/bin"], "Cmd": cmd, "WorkingDir": "/"},
                 "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
-                "history": [{"created_by": "numaplane.testing.containerd (busybox-static)"}],
+                "history": [{"created_by": "numaplane_harness.containerd (busybox-static)"}],
             },
             sort_keys=True,
         ).encode()

@@ -50,7 +50,7 @@ from typing import Any, Literal, NoReturn
 
 import yaml
 
-from numaplane.testing.containerd import (
+from numaplane_harness.containerd import (
     BUSYBOX_IMAGE,
     ContainerdInstance,
     cgroup_dirs,
@@ -59,8 +59,8 @@ from numaplane.testing.containerd import (
     terminate_process,
     unmount_under,
 )
-from numaplane.testing.kubecluster import ApiStatus, ControlPlane, free_port, kubeconfig
-from numaplane.testing.unavailable import component_unavailable
+from numaplane_harness.kubecluster import ApiStatus, ControlPlane, free_port, kubeconfig
+from numaplane_harness.unavailable import component_unavailable
 
 __all__ = [
     "MANAGERS_OFF",

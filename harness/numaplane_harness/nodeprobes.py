@@ -35,7 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from numaplane.testing.kubecluster import ControlPlane
+from numaplane_harness.kubecluster import ControlPlane
 
 __all__ = ["TICKS_PER_SECOND", "PodWatch", "ProcSampler", "machine_ticks", "parse_proc_stat", "percentile"]
 

@@ -6,8 +6,8 @@ What :func:`run_control_plane` does (DESIGN.md, "Tests and real components"; ``s
    convention, for users with their own binaries), else the xz-compressed v1.36.2 binaries of
    ``$NUMAPLANE_SHARED/k8s`` unpacked once into ``<cache>/k8s/<version>`` and checked against
    ``SHA256SUMS``. etcd comes from that folder too if it holds one, else Debian trixie's ``etcd-server``
-   3.5 fetched with the private apt configuration (:mod:`numaplane.testing.debian`).
-2. :mod:`numaplane.testing.kubecerts` — a cluster CA, a front-proxy CA, serving and client
+   3.5 fetched with the private apt configuration (:mod:`numaplane_harness.debian`).
+2. :mod:`numaplane_harness.kubecerts` — a cluster CA, a front-proxy CA, serving and client
    certificates, the service-account key pair: made fresh at every start, nothing reused.
 3. etcd (``--unsafe-no-fsync``, loopback, free ports), kube-apiserver (``Node,RBAC`` authorization,
    client certificates, service-account tokens, front-proxy flags) and kube-controller-manager
@@ -44,10 +44,10 @@ from typing import Any, NoReturn
 
 import yaml
 
-from numaplane.testing.debian import DebianUnavailable, cache_base, fetch_debs
-from numaplane.testing.kubecerts import ClusterPKI, make_pki
-from numaplane.testing.processes import terminate_process
-from numaplane.testing.unavailable import component_unavailable
+from numaplane_harness.debian import DebianUnavailable, cache_base, fetch_debs
+from numaplane_harness.kubecerts import ClusterPKI, make_pki
+from numaplane_harness.processes import terminate_process
+from numaplane_harness.unavailable import component_unavailable
 
 __all__ = [
     "K8S_BINARIES",
@@ -73,7 +73,7 @@ def _shared_dir() -> Path:
     shared = os.environ.get("NUMAPLANE_SHARED")
     if shared:
         return Path(shared)
-    return Path(__file__).resolve().parents[3].parent / "shared"
+    return Path(__file__).resolve().parents[2].parent / "shared"
 
 
 def _unpack_xz(source: Path, target: Path, sha256: str | None) -> None:
