@@ -38,6 +38,7 @@ from typing import Any, Literal, get_args
 
 from numaplane.placement.cache import make_cache
 from numaplane.placement.cachebase import NRTCache
+from numaplane.placement.cycle import SelectionRules
 from numaplane.placement.errors import PlacementConfigError
 from numaplane.placement.filter import FilterOptions
 from numaplane.placement.overreserve import (
@@ -116,6 +117,11 @@ class SchedulerConfig:
             raise SchedulerConfigError("need 0 < podInitialBackoffSeconds <= podMaxBackoffSeconds")
         if self.max_unschedulable_seconds <= 0 or self.bind_concurrency < 1:
             raise SchedulerConfigError("podMaxInUnschedulablePodsSeconds must be > 0 and bind concurrency >= 1")
+
+    @property
+    def selection(self) -> SelectionRules:
+        """The standalone scheduler's node-selection rule: the configured weights over every node."""
+        return SelectionRules(self.numa_score_weight, self.fit_score_weight, percentage_of_nodes_to_score=100)
 
     @property
     def filter_options(self) -> FilterOptions:

@@ -5,8 +5,8 @@ plain dicts) and the scheduler's own decisions (assume, forget, bound). It keeps
 
 * the NRT cache of the configured mode (:meth:`SchedulerConfig.make_cache`): NRT objects, pod events
   (foreign pods, fingerprints), reservations;
-* the vectorised :class:`~numaplane.placement.pipeline.Pipeline`, refreshed from the cache for the nodes
-  whose cached view changed before every evaluation;
+* the NUMA plugin's vectorised arrays (:class:`~numaplane.placement.cycle.NumaArrays`), refreshed from
+  the cache for the nodes whose cached view changed before every evaluation;
 * per-node usage of bound and assumed pods (:class:`~numaplane.scheduler.usage.NodeUsage`) and the
   parsed Node objects, for the basic kube-scheduler predicates the standalone scheduler applies;
 * :class:`~numaplane.placement.fit.FitArrays` with one row per node that parses, for NodeResourcesFit
@@ -49,17 +49,17 @@ Not thread-safe: call from one event loop. No I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import structlog
 
+from numaplane.placement.cycle import NumaArrays
 from numaplane.placement.errors import NodeDataError
 from numaplane.placement.fit import FitArrays
 from numaplane.placement.node import NodeInfo as NumaNode
 from numaplane.placement.node import node_info
-from numaplane.placement.pipeline import Pipeline
 from numaplane.placement.predicates import BasicNode, has_node_constraints, is_restricted, node_reasons, parse_node
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
@@ -71,16 +71,6 @@ from numaplane.scheduler.usage import NodeUsage
 __all__ = ["BasicVerdicts", "SchedulerCore"]
 
 log = structlog.get_logger("numaplane.scheduler")
-
-
-def _rows(ev: object) -> Mapping[str, int]:
-    """Name → row of a pipeline ``Evaluation`` (its ``index``; builds before it had ``names``/``present``)."""
-    index = getattr(ev, "index", None)
-    if isinstance(index, Mapping):
-        return index
-    names: Sequence[str | None] = getattr(ev, "names", ())
-    present = getattr(ev, "present", None)
-    return {n: i for i, n in enumerate(names) if n is not None and (present is None or bool(present[i]))}
 
 
 @dataclass(frozen=True)
@@ -98,9 +88,7 @@ class SchedulerCore(NodeVerdicts):
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
         self.cache = config.make_cache()
-        self.pipeline = Pipeline(config.strategy, config.filter_options)
-        # The same nodes with every zone's available raised to its allocatable: "would eviction help?"
-        self._emptied = Pipeline(config.strategy, config.filter_options)
+        self.numa = NumaArrays(config.strategy, config.filter_options)
         self.nodes: dict[str, NodeRecord] = {}
         self.pods: dict[str, Pod] = {}
         self.usage = NodeUsage()
@@ -139,8 +127,7 @@ class SchedulerCore(NodeVerdicts):
             self._refresh([name])
         else:
             self._numa_nodes.pop(name, None)
-            self.pipeline.remove_node(name)
-            self._emptied.remove_node(name)
+            self.numa.remove(name)
         return record
 
     def _fit_node(self, name: str, old: BasicNode | None, new: BasicNode | None, *, known: bool) -> None:
@@ -166,8 +153,7 @@ class SchedulerCore(NodeVerdicts):
         self.fit.remove_node(name)
         self._numa_nodes.pop(name, None)
         self.cache.node_deleted(name)
-        self.pipeline.remove_node(name)
-        self._emptied.remove_node(name)
+        self.numa.remove(name)
         self.usage.drop_node(name)
 
     def nrt_upserted(self, doc: Mapping[str, Any]) -> None:
@@ -272,18 +258,7 @@ class SchedulerCore(NodeVerdicts):
     # --- evaluation --------------------------------------------------------------------------------
 
     def _refresh(self, names: Iterable[str]) -> None:
-        todo = sorted(set(names))
-        self.pipeline.sync_from_cache(self.cache, self._numa_nodes, names=todo)
-        for name in todo:
-            node = self._numa_nodes.get(name)
-            if node is None:
-                self._emptied.remove_node(name)
-                continue
-            topology = self.cache.get(name).topology
-            if topology is not None and topology.problem is None:
-                zones = tuple(replace(z, available=dict(z.allocatable)) for z in topology.zones)
-                topology = replace(topology, zones=zones)
-            self._emptied.update_node(name, topology, node)
+        self.numa.refresh(self.cache, self._numa_nodes, names)
 
     def sync(self) -> None:
         """Refresh the pipeline rows of the nodes whose cached view changed."""
@@ -301,8 +276,8 @@ class SchedulerCore(NodeVerdicts):
         """
         self.sync()
         names = list(self.nodes) if candidates is None else list(candidates)
-        ev = self.pipeline.evaluate(pod)
-        rows = _rows(ev)
+        ev = self.numa.evaluate(pod)
+        rows = ev.index
         scores: dict[str, int] = {}
         failed: list[str] = []
         unknown: list[str] = []
@@ -323,8 +298,8 @@ class SchedulerCore(NodeVerdicts):
                     self.cache.node_maybe_overreserved(name, pod)
         preemptible: frozenset[str] = frozenset()
         if preemption and failed:
-            emptied = self._emptied.evaluate(pod)
-            emptied_rows = _rows(emptied)
+            emptied = self.numa.evaluate_emptied(pod)
+            emptied_rows = emptied.index
             preemptible = frozenset(
                 name
                 for name in failed

@@ -41,9 +41,11 @@ from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.core_records import NodeRecord
 from numaplane.scheduler.usage import NodeUsage
 
-__all__ = ["ALIGN_REASONS", "NodeVerdicts", "NumaEvaluation", "plugin_of_reason"]
+__all__ = ["ALIGN_REASONS", "MSG_UNEXPLAINED", "NodeVerdicts", "NumaEvaluation", "plugin_of_reason"]
 
 ALIGN_REASONS = frozenset({MSG_POD, MSG_INIT, MSG_SIDECAR, MSG_APP})
+#: The reason of a node the vectorised NUMA filter rejects but the per-node explanation does not.
+MSG_UNEXPLAINED = "node(s) rejected by the NUMA filter"
 # kube-scheduler's default filter order for the predicates we implement.
 _PLUGIN_ORDER = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit")
 
@@ -80,19 +82,22 @@ class NumaEvaluation:
     preemptible: frozenset[str] = frozenset()
     _rejects: dict[str, Reject | Fit] = field(default_factory=dict, repr=False)
 
-    def reason(self, name: str) -> str | None:
-        """The upstream status message of a failed node; ``None`` if the per-node filter says it fits.
+    def reason(self, name: str) -> str:
+        """The upstream status message of a failed node (the decision is the vectorised path's: this
+        only explains it).
 
         Fast path (no per-node filter run): untrusted data → ``invalid node topology data``, unreadable
         data → ``malformed node topology data``; on usable ``single-numa-node`` data with zones, a pod
         scope rejection is always ``cannot align pod`` and a container scope rejection of a pod without
-        init containers always ``cannot align container``. Everything else asks :meth:`reject`.
+        init containers always ``cannot align container``. Everything else asks :meth:`reject`, whose
+        verdict equals the vectorised one (the property tests compare them on random clusters); were
+        it ever a :class:`Fit`, the node is still reported rejected, with :data:`MSG_UNEXPLAINED`.
         """
         fast = self._core.fast_reason(self.pod, name)
         if fast is not None:
             return fast
         verdict = self.reject(name)
-        return verdict.reason if isinstance(verdict, Reject) else None
+        return verdict.reason if isinstance(verdict, Reject) else MSG_UNEXPLAINED
 
     def reject(self, name: str) -> Reject | Fit:
         """The per-node verdict of a failed node: a :class:`Reject` (a :class:`Fit` only if the per-node

@@ -167,10 +167,6 @@ class Extender:
         unresolvable: dict[str, str] = {}
         for name in ev.failed:
             reason = ev.reason(name)
-            if reason is None:  # the per-node functions disagree with the vectorised path
-                log.error("pipeline and filter disagree; trusting the filter", pod=pod.key, node=name)
-                passing.add(name)
-                continue
             if name in ev.preemptible and reason in ALIGN_REASONS:
                 failed[name] = reason
             else:

@@ -44,6 +44,8 @@ from numaplane.kube.events import make_event
 from numaplane.kube.informer import EventHandlers
 from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import EVENT
+from numaplane.placement.cycle import best_node
+from numaplane.placement.cycle import totals as cycle_totals
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.core import SchedulerCore
@@ -258,23 +260,13 @@ class StandaloneScheduler:
         basic = core.basic_filter(pod)
         reasons: dict[str, list[str]] = {}
         ev = core.evaluate(pod, basic.passed)
-        numa_scores = dict(ev.scores)
         for name in ev.failed:
-            reason = ev.reason(name)
-            if reason is None:  # the per-node functions disagree with the vectorised path
-                log.error("pipeline and filter disagree; trusting the filter", node=name)
-                numa_scores[name] = core.numa_score(pod, name)
-            else:
-                reasons[name] = [reason]
+            reasons[name] = [ev.reason(name)]
         for name in ev.unknown:
             reasons[name] = ["node not found"]
-        cfg = self.config
-        fit_scores = core.fit_scores(pod, list(numa_scores))
-        totals = {
-            name: cfg.numa_score_weight * numa_score + cfg.fit_score_weight * fit_score
-            for (name, numa_score), fit_score in zip(numa_scores.items(), fit_scores, strict=True)
-        }
-        best = min(totals, key=lambda n: (-totals[n], n)) if totals else None
+        fit_scores = dict(zip(ev.scores, core.fit_scores(pod, list(ev.scores)), strict=True))
+        totals = cycle_totals(self.config.selection, ev.scores, fit_scores)
+        best = best_node(totals)
         total = len(basic.passed) + len(basic.failed)
         explain = functools.partial(core.basic_reasons, pod)
         return Decision(best, totals, reasons, total, unexplained=basic.failed, explain=explain)

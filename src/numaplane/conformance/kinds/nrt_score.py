@@ -27,7 +27,7 @@ def run_production(case: dict[str, Any], ctx: CaseContext) -> Outcome:
     strategy = ScoringStrategy.from_dict(case["strategy"])
     pod = parse_pod(case["pod"])
     core = scheduler_core({name: (e.get("nrt"), e.get("node")) for name, e in case["nodes"].items()}, strategy)
-    ev = core.pipeline.evaluate(pod)
+    ev = core.numa.evaluate(pod)
     got = {name: ev.result(name)[1] for name in case["nodes"]}
     expect = case["expect"]["scores"]
     return Outcome.ok() if got == expect else Outcome.fail(expect, got, "expect.scores")
