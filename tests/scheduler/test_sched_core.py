@@ -18,8 +18,9 @@ from numaplane.resources.pod import parse_pod
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.core import SchedulerCore
 from numaplane.scheduler.core_verdicts import ALIGN_REASONS
+from numaplane.scheduler.decision import fit_error_message
 from numaplane.scheduler.informers import ClusterInformers
-from numaplane.scheduler.loop import StandaloneScheduler, fit_error_message
+from numaplane.scheduler.loop import StandaloneScheduler
 from numaplane.scheduler.queue import SchedulingQueue
 
 

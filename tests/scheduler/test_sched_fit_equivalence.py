@@ -20,8 +20,9 @@ from numaplane.resources.pod import Container, Pod, parse_pod
 from numaplane.resources.quantity import parse_quantity
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.core import SchedulerCore
+from numaplane.scheduler.decision import fit_error_message
 from numaplane.scheduler.informers import ClusterInformers
-from numaplane.scheduler.loop import StandaloneScheduler, fit_error_message
+from numaplane.scheduler.loop import StandaloneScheduler
 
 STATS = {"decisions": 0, "placed": 0, "basic_rejections": 0}
 
