@@ -33,11 +33,12 @@ from numaplane.policy.manager import ResourceManager
 from numaplane.resources.errors import PodSpecError
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.sim.cluster import NodeTemplate, instantiate
-from numaplane.sim.engine import Run, RunResult, SchedulerSpec, SimConfig, cyclic_gc_paused
+from numaplane.sim.engine import Run, cyclic_gc_paused
 from numaplane.sim.errors import ScenarioError, SnapshotFormatError
 from numaplane.sim.rebuild import NodeModel, check_model, creation_order, model_node, zone_available
 from numaplane.sim.scenario import Scenario
 from numaplane.sim.snapshot import Snapshot
+from numaplane.sim.spec import RunResult, SchedulerSpec, SimConfig
 from numaplane.sim.workload import PodArrival
 
 __all__ = ["ClusterModel", "NodeOutcome", "WhatIfResult", "load_cluster", "run_whatif"]
