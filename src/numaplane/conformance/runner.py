@@ -3,7 +3,7 @@
 Reading files happens here (this is a component). Every kind module has ``run`` — the *reference*
 path: the plain per-node / per-call functions of the pure core. Kinds whose decision is also taken
 by different production code have ``run_production`` too — the *production* path: the vectorised
-scheduler pipeline behind :class:`~numaplane.scheduler.core.SchedulerCore` (nrt-filter, nrt-score)
+scheduler pipeline behind :class:`~numaplane.scheduler.state.SchedulerState` (nrt-filter, nrt-score)
 the exporter's :class:`~numaplane.exporter.scan.Scanner` (nrt-zones) and the resource manager's
 built-in CPU and memory plugins as the agent's admission builds and calls them (cpu-static,
 memory-static). Both must pass; a production result is tallied under

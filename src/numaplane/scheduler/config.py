@@ -75,7 +75,7 @@ PLUGIN_NAME = "NodeResourceTopologyMatch"
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """Everything the scheduler core and loops need to know (module docstring). Times in seconds."""
+    """Everything the scheduler state and loops need to know (module docstring). Times in seconds."""
 
     scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER_NAME,)
     strategy: ScoringStrategy = field(default_factory=ScoringStrategy)

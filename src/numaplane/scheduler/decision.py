@@ -1,8 +1,8 @@
 """One standalone scheduling decision, and how an unschedulable pod is reported.
 
 :func:`decide` — kube-scheduler's basic predicates on every node
-(:meth:`SchedulerCore.basic_filter`), the NUMA filter and score on the nodes that passed
-(:meth:`SchedulerCore.evaluate`), then the node the shared selection rule picks
+(:meth:`SchedulerState.basic_filter`), the NUMA filter and score on the nodes that passed
+(:meth:`SchedulerState.evaluate`), then the node the shared selection rule picks
 (:func:`numaplane.placement.cycle.best_node` over :func:`numaplane.placement.cycle.totals` with the
 configured weights: the same rule the simulator applies). :class:`Decision` keeps the per-node
 reasons, and :func:`fit_error_message` turns them into kube-scheduler's ``FitError`` text.
@@ -20,7 +20,7 @@ import structlog
 
 from numaplane.placement.cycle import best_node, totals
 from numaplane.resources.pod import Pod
-from numaplane.scheduler.core import SchedulerCore
+from numaplane.scheduler.state import SchedulerState
 
 __all__ = ["Decision", "decide", "fit_error_message"]
 
@@ -92,18 +92,18 @@ class Decision:
         return fit_error_message(self.total, self.reasons)
 
 
-def decide(core: SchedulerCore, pod: Pod) -> Decision:
+def decide(state: SchedulerState, pod: Pod) -> Decision:
     """Predicates, NUMA filter and scores of ``pod`` over every node, and the chosen node (module
     docstring); no side effect but the cache's filter feedback."""
-    basic = core.basic_filter(pod)
+    basic = state.basic_filter(pod)
     reasons: dict[str, list[str]] = {}
-    ev = core.evaluate(pod, basic.passed)
+    ev = state.evaluate(pod, basic.passed)
     for name in ev.failed:
         reasons[name] = [ev.reason(name)]
     for name in ev.unknown:
         reasons[name] = ["node not found"]
-    fit_scores = dict(zip(ev.scores, core.fit_scores(pod, list(ev.scores)), strict=True))
-    scores = totals(core.config.selection, ev.scores, fit_scores)
+    fit_scores = dict(zip(ev.scores, state.fit_scores(pod, list(ev.scores)), strict=True))
+    scores = totals(state.config.selection, ev.scores, fit_scores)
     total = len(basic.passed) + len(basic.failed)
-    explain = functools.partial(core.basic_reasons, pod)
+    explain = functools.partial(state.verdicts.basic_reasons, pod)
     return Decision(best_node(scores), scores, reasons, total, unexplained=basic.failed, explain=explain)

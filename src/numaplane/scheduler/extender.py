@@ -7,7 +7,7 @@ shapes in :mod:`numaplane.scheduler.wire`. A body that cannot be used gets HTTP 
 
 Semantics:
 
-* **filter** — the NUMA filter of the pod on every node of the request, from the core's cache.
+* **filter** — the NUMA filter of the pod on every node of the request, from the state's cache.
   Node objects always come from our informer, with either ``nodeCacheCapable`` setting: a request
   body never adds or changes a node (a name we do not know fails with ``node not found``), so made-up
   nodes cost nothing and never pass. The nodes that pass are remembered per pod for bind.
@@ -61,10 +61,10 @@ from numaplane.limits import (
 )
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
-from numaplane.scheduler.core import SchedulerCore
-from numaplane.scheduler.core_verdicts import ALIGN_REASONS
 from numaplane.scheduler.errors import ExtenderRequestError
 from numaplane.scheduler.metrics import SchedulerMetrics
+from numaplane.scheduler.state import SchedulerState
+from numaplane.scheduler.verdicts import ALIGN_REASONS
 from numaplane.scheduler.wire import (
     BindingArgs,
     ExtenderArgs,
@@ -116,7 +116,7 @@ def _json_response(doc: Any, status: int = 200) -> web.Response:
 
 
 class Extender:
-    """The extender verbs over a :class:`SchedulerCore` (module docstring).
+    """The extender verbs over a :class:`SchedulerState` (module docstring).
 
     ``ready()`` says whether the informers have synced. The verb methods (:meth:`filter`,
     :meth:`prioritize`, :meth:`bind`) take parsed arguments and return the reply documents; the HTTP
@@ -125,14 +125,14 @@ class Extender:
 
     def __init__(
         self,
-        core: SchedulerCore,
+        state: SchedulerState,
         kube: KubePort,
         metrics: SchedulerMetrics,
         *,
         ready: Callable[[], bool],
         on_refused: Callable[[Pod], None] | None = None,
     ) -> None:
-        self.core = core
+        self.state = state
         self.kube = kube
         self.metrics = metrics
         self.ready = ready
@@ -161,7 +161,7 @@ class Extender:
             return filter_result(args, [], {}, {}, NOT_READY)
         pod = args.pod
         names = args.names
-        ev = self.core.evaluate(pod, names, preemption=True)
+        ev = self.state.evaluate(pod, names, preemption=True)
         passing = set(ev.scores)
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
@@ -193,12 +193,16 @@ class Extender:
         if not self.ready():
             return None
         names = args.names
-        ev = self.core.evaluate(args.pod, names, mark=False)
-        known = self.core.nodes
+        ev = self.state.evaluate(args.pod, names, mark=False)
+        known = self.state.nodes
         scores = [
             (
                 name,
-                ev.scores[name] if name in ev.scores else self.core.numa_score(args.pod, name) if name in known else 0,
+                ev.scores[name]
+                if name in ev.scores
+                else self.state.verdicts.numa_score(args.pod, name)
+                if name in known
+                else 0,
             )
             for name in names
         ]
@@ -206,7 +210,7 @@ class Extender:
         return priority_list(scores)
 
     async def _pod_for(self, args: BindingArgs) -> Pod:
-        pod = self.core.pods.get(args.key)
+        pod = self.state.pods.get(args.key)
         if pod is not None and (not args.pod_uid or pod.uid == args.pod_uid):
             return pod
         doc = await self.kube.get(POD, args.pod_name, namespace=args.pod_namespace)
@@ -233,16 +237,16 @@ class Extender:
             self.metrics.binds.labels(result="refused").inc()
             log.warning("bind refused", pod=args.key, podUID=args.pod_uid, node=args.node, reason=refusal)
             return bind_result(refusal)
-        assumed = self.core.assume(pod, args.node)
+        assumed = self.state.assume(pod, args.node)
         try:
             await self.kube.bind(args.pod_name, args.node, namespace=args.pod_namespace, pod_uid=args.pod_uid or None)
         except KubeError as exc:
             if assumed:  # a repeated request for a pod already bound must not undo its reservation
-                self.core.forget(pod, args.node)
+                self.state.forget(pod, args.node)
             self.metrics.binds.labels(result="error").inc()
             log.warning("bind failed", pod=args.key, podUID=args.pod_uid, node=args.node, error=str(exc))
             return bind_result(str(exc))
-        self.core.bound(pod, args.node)
+        self.state.bound(pod, args.node)
         passed = self._passed.pop(pod.key, None)
         if passed is not None:
             self._passed_names -= len(passed)
@@ -252,9 +256,9 @@ class Extender:
 
     def _refusal(self, pod: Pod, node: str) -> str:
         """Why binding ``pod`` to ``node`` is not ours to do ("" when it is)."""
-        if not self.core.is_ours(pod):
+        if not self.state.is_ours(pod):
             return f"pod {pod.key} has schedulerName {pod.scheduler_name!r}, not one this extender serves"
-        if node not in self.core.nodes:
+        if node not in self.state.nodes:
             return f"node {node!r} not found"
         if node not in self._passed.get(pod.key, frozenset()):
             return f"node {node!r} did not pass this extender's filter for pod {pod.key}"

@@ -1,4 +1,4 @@
-"""Informers on Pods, Nodes and NodeResourceTopologies feeding a :class:`SchedulerCore`.
+"""Informers on Pods, Nodes and NodeResourceTopologies feeding a :class:`SchedulerState`.
 
 :class:`ClusterInformers` runs one informer per resource through the kube port (list, then watch,
 relist on 410, backoff on errors; :mod:`numaplane.kube.informer`) and registers the core's handlers
@@ -17,7 +17,7 @@ from numaplane.kube.clock import Clock
 from numaplane.kube.informer import EventHandlers, Informer
 from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY, POD
-from numaplane.scheduler.core import SchedulerCore
+from numaplane.scheduler.state import SchedulerState
 
 __all__ = ["ClusterInformers"]
 
@@ -26,7 +26,7 @@ class ClusterInformers:
     """The three informers of a scheduler process (module docstring)."""
 
     def __init__(
-        self, kube: KubePort, core: SchedulerCore, *, clock: Clock | None = None, backoff_max_seconds: float = 10.0
+        self, kube: KubePort, core: SchedulerState, *, clock: Clock | None = None, backoff_max_seconds: float = 10.0
     ) -> None:
         common: dict[str, Any] = {"clock": clock, "backoff_max_seconds": backoff_max_seconds}
         self.core = core

@@ -43,12 +43,12 @@ from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import EVENT
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core import SchedulerCore
-from numaplane.scheduler.core_records import TERMINAL_PHASES, pod_key
 from numaplane.scheduler.decision import Decision, decide
 from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.metrics import SchedulerMetrics
 from numaplane.scheduler.queue import SchedulingQueue
+from numaplane.scheduler.records import TERMINAL_PHASES, pod_key
+from numaplane.scheduler.state import SchedulerState
 
 __all__ = ["StandaloneScheduler"]
 
@@ -74,12 +74,12 @@ class _LastEvent:
     written_at: float
 
 
-def _pending_and_ours(pod: Pod, core: SchedulerCore) -> bool:
+def _pending_and_ours(pod: Pod, state: SchedulerState) -> bool:
     raw = pod.raw
     meta = raw.get("metadata") or {}
     spec = raw.get("spec") or {}
     return (
-        core.is_ours(pod)
+        state.is_ours(pod)
         and not pod.node_name
         and pod.phase not in TERMINAL_PHASES
         and not meta.get("deletionTimestamp")
@@ -93,15 +93,15 @@ class StandaloneScheduler:
     def __init__(
         self,
         kube: KubePort,
-        core: SchedulerCore,
+        state: SchedulerState,
         informers: ClusterInformers,
         *,
         metrics: SchedulerMetrics | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.kube = kube
-        self.core = core
-        self.config: SchedulerConfig = core.config
+        self.state = state
+        self.config: SchedulerConfig = state.config
         self.informers = informers
         self.metrics = metrics or SchedulerMetrics()
         self.clock: Clock = clock or SystemClock()
@@ -141,8 +141,8 @@ class StandaloneScheduler:
         self._consider_key(pod_key(obj))
 
     def _consider_key(self, key: str) -> None:
-        pod = self.core.pods.get(key)
-        if pod is not None and _pending_and_ours(pod, self.core) and not self.core.usage.is_assumed(key):
+        pod = self.state.pods.get(key)
+        if pod is not None and _pending_and_ours(pod, self.state) and not self.state.usage.is_assumed(key):
             self.queue.add(key)
 
     def _pod_added(self, obj: JsonObj) -> None:
@@ -186,12 +186,12 @@ class StandaloneScheduler:
 
     def decide(self, pod: Pod) -> Decision:
         """This instance's cycle for ``pod`` (:func:`~numaplane.scheduler.decision.decide`)."""
-        return decide(self.core, pod)
+        return decide(self.state, pod)
 
     async def schedule_one(self, key: str) -> None:
         """One scheduling cycle for ``key`` (module docstring)."""
-        pod = self.core.pods.get(key)
-        if pod is None or not _pending_and_ours(pod, self.core) or self.core.usage.is_assumed(key):
+        pod = self.state.pods.get(key)
+        if pod is None or not _pending_and_ours(pod, self.state) or self.state.usage.is_assumed(key):
             self.queue.forget(key)
             return
         started = time.perf_counter()
@@ -202,7 +202,7 @@ class StandaloneScheduler:
                 self._unschedulable(pod, decision, started)
                 return
             node = decision.node
-            if not self.core.assume(pod, node):  # a binding of this pod is already in flight or done
+            if not self.state.assume(pod, node):  # a binding of this pod is already in flight or done
                 log.warning("pod already reserved; retrying later", node=node)
                 self.queue.error(key)
                 return
@@ -269,7 +269,7 @@ class StandaloneScheduler:
                 await self.kube.bind(pod.name, node, namespace=pod.namespace, pod_uid=pod.uid or None)
             except (NotFound, Conflict) as exc:
                 # Gone, recreated or bound by someone else: nothing to retry for this object.
-                self.core.forget(pod, node)
+                self.state.forget(pod, node)
                 self.metrics.binds.labels(result="error").inc()
                 self.metrics.attempt_seconds.labels(result="error").observe(time.perf_counter() - started)
                 log.warning("binding refused", pod=key, node=node, error=str(exc))
@@ -277,13 +277,13 @@ class StandaloneScheduler:
                 self._consider_key(key)
                 return
             except KubeError as exc:
-                self.core.forget(pod, node)
+                self.state.forget(pod, node)
                 self.metrics.binds.labels(result="error").inc()
                 self.metrics.attempt_seconds.labels(result="error").observe(time.perf_counter() - started)
                 delay = self.queue.error(key)
                 log.warning("binding failed", pod=key, node=node, error=str(exc), backoff_seconds=delay)
                 return
-        self.core.bound(pod, node)
+        self.state.bound(pod, node)
         self.queue.forget(key)
         self.metrics.binds.labels(result="success").inc()
         self.metrics.attempt_seconds.labels(result="scheduled").observe(time.perf_counter() - started)

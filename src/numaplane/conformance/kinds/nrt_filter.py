@@ -2,7 +2,7 @@
 
 The case's NRT is handed to :func:`numaplane.placement.filter.filter` as fresh data (Passthrough cache).
 ``reason`` is compared by prefix and ``code`` exactly. :func:`run_production` takes the decision with
-the scheduler core's vectorised pipeline instead (the explanation of a rejection is the per-node one,
+the scheduler state's vectorised pipeline instead (the explanation of a rejection is the per-node one,
 as in production).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from numaplane.conformance.outcome import CaseContext, Outcome
-from numaplane.conformance.production import scheduler_core
+from numaplane.conformance.production import scheduler_state
 from numaplane.placement.filter import filter as nrt_filter
 from numaplane.placement.result import Fit, Reject
 from numaplane.resources.pod import parse_pod
@@ -26,8 +26,8 @@ def run(case: dict[str, Any], ctx: CaseContext) -> Outcome:
 
 def run_production(case: dict[str, Any], ctx: CaseContext) -> Outcome:
     pod = parse_pod(case["pod"])
-    core = scheduler_core({_NODE: (case.get("nrt"), case["node"])})
-    ev = core.evaluate(pod, [_NODE], mark=False)
+    state = scheduler_state({_NODE: (case.get("nrt"), case["node"])})
+    ev = state.evaluate(pod, [_NODE], mark=False)
     verdict: Fit | Reject = Fit() if _NODE in ev.scores else ev.reject(_NODE)
     if isinstance(verdict, Fit) and _NODE not in ev.scores:
         return Outcome.fail(case["expect"], "pipeline rejects, per-node filter fits", "production")

@@ -2,7 +2,7 @@
 
 Every node is scored with :func:`numaplane.placement.score.score` on fresh data (Passthrough cache);
 ``expect.scores`` is compared exactly. :func:`run_production` scores all the case's nodes at once with
-the scheduler core's vectorised pipeline (every node, feasible or not).
+the scheduler state's vectorised pipeline (every node, feasible or not).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from numaplane.conformance.outcome import CaseContext, Outcome
-from numaplane.conformance.production import scheduler_core
+from numaplane.conformance.production import scheduler_state
 from numaplane.placement.score import ScoringStrategy, score
 from numaplane.resources.pod import parse_pod
 
@@ -26,8 +26,8 @@ def run(case: dict[str, Any], ctx: CaseContext) -> Outcome:
 def run_production(case: dict[str, Any], ctx: CaseContext) -> Outcome:
     strategy = ScoringStrategy.from_dict(case["strategy"])
     pod = parse_pod(case["pod"])
-    core = scheduler_core({name: (e.get("nrt"), e.get("node")) for name, e in case["nodes"].items()}, strategy)
-    ev = core.numa.evaluate(pod)
+    state = scheduler_state({name: (e.get("nrt"), e.get("node")) for name, e in case["nodes"].items()}, strategy)
+    ev = state.numa.evaluate(pod)
     got = {name: ev.result(name)[1] for name in case["nodes"]}
     expect = case["expect"]["scores"]
     return Outcome.ok() if got == expect else Outcome.fail(expect, got, "expect.scores")

@@ -1,6 +1,6 @@
-"""The scheduler core shared by the extender and the standalone scheduler: cluster state → cache → pipeline.
+"""The scheduler's state, shared by the extender and the standalone scheduler: cluster → NRT cache → NUMA arrays.
 
-:class:`SchedulerCore` is fed the objects the informers see (Nodes, NodeResourceTopologies, Pods, as
+:class:`SchedulerState` is fed the objects the informers see (Nodes, NodeResourceTopologies, Pods, as
 plain dicts) and the scheduler's own decisions (assume, forget, bound). It keeps:
 
 * the NRT cache of the configured mode (:meth:`SchedulerConfig.make_cache`): NRT objects, pod events
@@ -16,18 +16,18 @@ plain dicts) and the scheduler's own decisions (assume, forget, bound). It keeps
 
 Decisions:
 
-* :meth:`SchedulerCore.evaluate` — the NUMA filter and score of one pod over candidate nodes. Exactly
+* :meth:`SchedulerState.evaluate` — the NUMA filter and score of one pod over candidate nodes. Exactly
   what :func:`numaplane.placement.cache.filter_with_cache` / ``score_with_cache`` give per node,
   including the feedback upstream gives its cache: a candidate rejected by the per-zone check on
   trusted data is reported with ``node_maybe_overreserved`` (it becomes a resync candidate).
-* :meth:`SchedulerCore.basic_filter` — kube-scheduler's basic predicates over every node: the same
+* :meth:`SchedulerState.basic_filter` — kube-scheduler's basic predicates over every node: the same
   verdicts as :func:`~numaplane.placement.predicates.fits_node` per node, with the resources checked
   by the fit arrays and the node-level predicates asked per node only where they can fail
-  (:func:`~numaplane.placement.predicates.has_node_constraints`); :meth:`SchedulerCore.fit_scores` the
+  (:func:`~numaplane.placement.predicates.has_node_constraints`); :meth:`SchedulerState.fit_scores` the
   LeastAllocated scores likewise.
-* per node (:class:`~numaplane.scheduler.core_verdicts.NodeVerdicts`, a base class):
-  :meth:`~numaplane.scheduler.core_verdicts.NodeVerdicts.basic_reasons` and
-  :meth:`~numaplane.scheduler.core_verdicts.NodeVerdicts.preemption_may_help` (that module's
+* per node (:attr:`SchedulerState.verdicts`, a :class:`~numaplane.scheduler.verdicts.NodeVerdicts` over this state):
+  :meth:`~numaplane.scheduler.verdicts.NodeVerdicts.basic_reasons` and
+  :meth:`~numaplane.scheduler.verdicts.NodeVerdicts.preemption_may_help` (that module's
   docstring), the explained NUMA verdict and the per-node scores.
 
 Learning placements: a pod of one of our scheduler names that the informer shows going from unbound to
@@ -39,9 +39,9 @@ set (still ``Pending``): the cache then charges them (its flush invariant).
 
 What lives where: here the state and its bookkeeping (informer input, assume/forget/bound, cache
 resync, pipeline and fit-array refresh) and the decisions over many nodes; the records kept per node
-and the object keys in :mod:`~numaplane.scheduler.core_records`; the per-node verdicts, their
-explanations and :class:`~numaplane.scheduler.core_verdicts.NumaEvaluation` in
-:mod:`~numaplane.scheduler.core_verdicts`.
+and the object keys in :mod:`~numaplane.scheduler.records`; the per-node verdicts, their
+explanations and :class:`~numaplane.scheduler.verdicts.NumaEvaluation` in
+:mod:`~numaplane.scheduler.verdicts`.
 
 Not thread-safe: call from one event loop. No I/O.
 """
@@ -64,11 +64,11 @@ from numaplane.placement.predicates import BasicNode, has_node_constraints, is_r
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core_records import TERMINAL_PHASES, NodeRecord, NodesLayout, object_name, pod_key
-from numaplane.scheduler.core_verdicts import NodeVerdicts, NumaEvaluation
+from numaplane.scheduler.records import TERMINAL_PHASES, NodeRecord, NodesLayout, object_name, pod_key
 from numaplane.scheduler.usage import NodeUsage
+from numaplane.scheduler.verdicts import NodeVerdicts, NumaEvaluation
 
-__all__ = ["BasicVerdicts", "SchedulerCore"]
+__all__ = ["BasicVerdicts", "SchedulerState"]
 
 log = structlog.get_logger("numaplane.scheduler")
 
@@ -82,7 +82,7 @@ class BasicVerdicts:
     failed: list[str]
 
 
-class SchedulerCore(NodeVerdicts):
+class SchedulerState:
     """Cluster state, NRT cache and pipeline of one scheduler process (module docstring)."""
 
     def __init__(self, config: SchedulerConfig) -> None:
@@ -97,6 +97,8 @@ class SchedulerCore(NodeVerdicts):
         self._numa_nodes: dict[str, NumaNode] = {}
         self._reserved: set[str] = set()
         self._names = frozenset(config.scheduler_names)
+        #: Per-node verdicts and explanations over this state (reads it, changes nothing).
+        self.verdicts = NodeVerdicts(config, self.cache, self.nodes, self.usage)
 
     # --- informer input ----------------------------------------------------------------------------
 
@@ -307,7 +309,7 @@ class SchedulerCore(NodeVerdicts):
                 and emptied.feasible[row]
                 and self._trusted_zone_data(name, pod)
             )
-        return NumaEvaluation(pod, scores, failed, unknown, self, preemptible)
+        return NumaEvaluation(pod, scores, failed, unknown, self.verdicts, preemptible)
 
     def _trusted_zone_data(self, name: str, pod: Pod) -> bool:
         cached = self.cache.get(name, pod)
@@ -348,7 +350,7 @@ class SchedulerCore(NodeVerdicts):
         """:meth:`fit_score` of ``pod`` on each of ``names`` (the same values, from the fit arrays)."""
         fit = self._fit_synced()
         if not fit.scores_bounded(pod):  # scores beyond 0..100 (negative amounts): exact per node
-            return [self.fit_score(pod, name) for name in names]
+            return [self.verdicts.fit_score(pod, name) for name in names]
         rows = [fit.row(name) for name in names]
         known = np.array([r for r in rows if r is not None], dtype=np.intp)
         scores = iter(fit.scores(pod, known).tolist() if len(known) else [])

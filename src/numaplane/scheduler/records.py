@@ -1,4 +1,4 @@
-"""What :class:`~numaplane.scheduler.core.SchedulerCore` keeps per node and pod, and their keys.
+"""What :class:`~numaplane.scheduler.state.SchedulerState` keeps per node and pod, and their keys.
 
 * :func:`object_name` / :func:`pod_key` — the names the informer objects are stored under;
 * :class:`NodeRecord` — a Node as the informer last showed it, parsed for the NUMA filter and for the

@@ -1,11 +1,12 @@
-"""Per-node verdicts and their explanations for :class:`~numaplane.scheduler.core.SchedulerCore`.
+"""Per-node verdicts and their explanations for :class:`~numaplane.scheduler.state.SchedulerState`.
 
-:class:`NodeVerdicts` (a base class of ``SchedulerCore``) answers for one pod on one node, by the
+:class:`NodeVerdicts` (``SchedulerState.verdicts``) answers for one pod on one node, by the
 per-node functions: the NUMA rejection message when it follows from the data alone
 (:meth:`NodeVerdicts.fast_reason`), the explained NUMA verdict (:meth:`NodeVerdicts.explain`), the NUMA
 score, whether preemption may help, and the basic predicates' reasons and LeastAllocated score.
-:class:`NumaEvaluation` is the result of ``SchedulerCore.evaluate``; it asks these per-node answers
-on demand. ``SchedulerCore`` provides the state they read (``config``, ``cache``, ``nodes``, ``usage``).
+:class:`NumaEvaluation` is the result of ``SchedulerState.evaluate``; it asks these per-node answers
+on demand. It reads the scheduler state's ``config``, ``cache``, ``nodes`` and ``usage`` (the same objects,
+never replaced: it holds references to them and changes none).
 
 * :meth:`NodeVerdicts.basic_reasons` — kube-scheduler's basic predicates, reasons of the *first*
   failing plugin in kube-scheduler's order (NodeUnschedulable, NodeName, TaintToleration,
@@ -20,6 +21,7 @@ No I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from numaplane.placement.cachebase import NRTCache
@@ -38,7 +40,7 @@ from numaplane.placement.result import (
 from numaplane.placement.score import score
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core_records import NodeRecord
+from numaplane.scheduler.records import NodeRecord
 from numaplane.scheduler.usage import NodeUsage
 
 __all__ = ["ALIGN_REASONS", "MSG_UNEXPLAINED", "NodeVerdicts", "NumaEvaluation", "plugin_of_reason"]
@@ -68,7 +70,7 @@ class NumaEvaluation:
     """The NUMA verdicts of one pod over candidate nodes.
 
     ``scores`` maps each passing candidate to its NUMA score (0..100, higher is better); ``failed``
-    lists rejected candidates in input order; ``unknown`` candidates the core has no Node for;
+    lists rejected candidates in input order; ``unknown`` candidates the state has no Node for;
     ``preemptible`` (when asked for) the failed candidates that eviction could make fit
     (:meth:`NodeVerdicts.preemption_may_help`). :meth:`reason` gives a failed node's upstream message
     cheaply, :meth:`reject` the fully explained rejection (both computed on demand).
@@ -78,7 +80,7 @@ class NumaEvaluation:
     scores: dict[str, int]
     failed: list[str]
     unknown: list[str]
-    _core: NodeVerdicts = field(repr=False)
+    _verdicts: NodeVerdicts = field(repr=False)
     preemptible: frozenset[str] = frozenset()
     _rejects: dict[str, Reject | Fit] = field(default_factory=dict, repr=False)
 
@@ -93,7 +95,7 @@ class NumaEvaluation:
         verdict equals the vectorised one (the property tests compare them on random clusters); were
         it ever a :class:`Fit`, the node is still reported rejected, with :data:`MSG_UNEXPLAINED`.
         """
-        fast = self._core.fast_reason(self.pod, name)
+        fast = self._verdicts.fast_reason(self.pod, name)
         if fast is not None:
             return fast
         verdict = self.reject(name)
@@ -104,18 +106,22 @@ class NumaEvaluation:
         function disagrees with the vectorised path, which callers treat as a pass)."""
         cached = self._rejects.get(name)
         if cached is None:
-            cached = self._core.explain(self.pod, name)
+            cached = self._verdicts.explain(self.pod, name)
             self._rejects[name] = cached
         return cached
 
 
 class NodeVerdicts:
-    """Per-node verdicts of :class:`~numaplane.scheduler.core.SchedulerCore` (module docstring)."""
+    """Per-node verdicts over the state of a :class:`~numaplane.scheduler.state.SchedulerState`
+    (module docstring)."""
 
-    config: SchedulerConfig
-    cache: NRTCache
-    nodes: dict[str, NodeRecord]
-    usage: NodeUsage
+    def __init__(
+        self, config: SchedulerConfig, cache: NRTCache, nodes: Mapping[str, NodeRecord], usage: NodeUsage
+    ) -> None:
+        self.config = config
+        self.cache = cache
+        self.nodes = nodes
+        self.usage = usage
 
     def fast_reason(self, pod: Pod, name: str) -> str | None:
         """The rejection message of a node known to fail, when it follows from the data alone
