@@ -182,10 +182,20 @@ class Cycle:
     def select(self, pod: Pod, found: Candidates) -> int:
         """The chosen row among ``found`` (at least one row) by :attr:`rules`: with ``tie_break="name"``
         the row of :func:`best_node` over the same totals."""
-        rows = found.rows
-        scores: Any = self.fit.scores(pod, rows)
-        if found.numa_scores is not None:
-            scores = self.rules.numa_weight * found.numa_scores + self.rules.fit_weight * scores
+        rows, numa = found.rows, found.numa_scores
+        numa_weight, fit_weight = self.rules.numa_weight, self.rules.fit_weight
+        if numa is None:
+            scores: Any = self.fit.scores(pod, rows)
+        elif fit_weight == 0:
+            scores = numa_weight * numa
+        else:
+            if numa_weight and self.fit.scores_bounded(pod):
+                # fit scores lie in 0..100: a row whose weighted NUMA score trails the best by more
+                # than fit_weight * 100 cannot reach the top total, so its fit score is not needed
+                weighted = numa_weight * numa
+                keep = weighted >= weighted.max() - fit_weight * 100
+                rows, numa = rows[keep], numa[keep]
+            scores = numa_weight * numa + fit_weight * self.fit.scores(pod, rows)
         if self.rules.tie_break == "search-order":
             return int(rows[int(np.argmax(scores))])
         tied = rows[scores == scores.max()]
