@@ -59,3 +59,23 @@ def test_reference_zones_meet_every_case(shared_dir: Path) -> None:
         if not outcome.passed:
             failures.append((case["id"], outcome.got))
     assert failures == []
+
+
+def test_reason_codes_from_the_arrays_equal_the_explained_reasons(shared_dir: Path) -> None:
+    """Every rejection of the nrt-filter cases: the message the production path reports from its
+    arrays' reason code is the per-node explanation's reason, word for word."""
+    from numaplane.conformance.production import scheduler_state
+    from numaplane.placement.cycle import EXPLAIN
+    from numaplane.placement.result import Reject
+
+    seen = set()
+    for case in _cases(shared_dir, "nrt-filter", "nrt-filter-oracle"):
+        if case["expect"].get("fit") is not False:
+            continue
+        pod = parse_pod(case["pod"])
+        ev = scheduler_state({"n": (case.get("nrt"), case["node"])}).evaluate(pod, ["n"], mark=False)
+        verdict = ev.reject("n")
+        assert isinstance(verdict, Reject) and ev.failed == ["n"], case["id"]
+        assert ev.reason("n") == verdict.reason, case["id"]
+        seen.add(ev.codes.get("n", EXPLAIN))
+    assert len(seen) >= 3  # the data-only codes and the explained ones are both exercised

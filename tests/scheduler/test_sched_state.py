@@ -12,6 +12,7 @@ from numaplane.kube.clock import FakeClock
 from numaplane.kube.memory import InMemoryKube
 from numaplane.nrt.fingerprint import compute_fingerprint
 from numaplane.placement.cache import filter_with_cache, score_with_cache
+from numaplane.placement.cycle import MALFORMED, UNTRUSTED
 from numaplane.placement.overreserve import OverReserveCache
 from numaplane.placement.result import Reject
 from numaplane.resources.pod import parse_pod
@@ -116,6 +117,7 @@ def test_placements_bound_by_others_under_our_name_are_learned() -> None:
     verdict = ev.reject("n")
     assert ev.failed == ["n"] and isinstance(verdict, Reject)
     assert verdict.reason == "invalid node topology data"
+    assert ev.codes == {"n": UNTRUSTED} and ev.reason("n") == verdict.reason  # from the arrays
     assert not state.verdicts.preemption_may_help(ev.pod, "n", verdict)
 
 
@@ -134,6 +136,7 @@ def test_evaluate_feeds_rejections_back_to_the_cache() -> None:
     assert cache.dirty("full")["maybe_overreserved"] == 1
     assert cache.dirty("broken")["maybe_overreserved"] == 0
     assert ev.reject("broken").reason == "malformed node topology data"
+    assert ev.codes["broken"] == MALFORMED and ev.reason("broken") == "malformed node topology data"
     assert ev.reject("full").reason == "cannot align container"
     assert ev.scores == {"bare": 0}  # Guaranteed pod, no NRT: passes, scores 0
 

@@ -38,17 +38,22 @@ import numpy.typing as npt
 
 from numaplane.placement.cache import nodes_maybe_overreserved
 from numaplane.placement.cachebase import NRTCache
+from numaplane.placement.cluster import POLICY_CODES
 from numaplane.placement.filter import DEFAULT_OPTIONS, FilterOptions
 from numaplane.placement.fit import FitArrays
 from numaplane.placement.node import NodeInfo
 from numaplane.placement.pipeline import Evaluation, Pipeline
+from numaplane.placement.result import MSG_APP, MSG_INVALID_DATA, MSG_MALFORMED, MSG_POD
 from numaplane.placement.sampling import num_feasible_nodes_to_find, search
 from numaplane.placement.score import ScoringStrategy
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 
 __all__ = [
+    "EXPLAIN",
+    "FITS",
     "MIN_WINDOW",
+    "REASON_MESSAGES",
     "Candidates",
     "Cycle",
     "Evaluation",
@@ -63,6 +68,17 @@ I64 = npt.NDArray[np.int64]
 
 #: Nodes per verdict window of a cycle's search (a window usually ends the search).
 MIN_WINDOW = 256
+
+#: Reason codes of a node's NUMA verdict (:meth:`NumaArrays.reason_codes`): it fits; or the upstream
+#: message of :data:`REASON_MESSAGES`; or ``EXPLAIN``, the message needs the per-node explanation.
+FITS, UNTRUSTED, MALFORMED, CANNOT_ALIGN_POD, CANNOT_ALIGN_CONTAINER, EXPLAIN = range(6)
+REASON_MESSAGES: Mapping[int, str] = {
+    UNTRUSTED: MSG_INVALID_DATA,
+    MALFORMED: MSG_MALFORMED,
+    CANNOT_ALIGN_POD: MSG_POD,
+    CANNOT_ALIGN_CONTAINER: MSG_APP,
+}
+_SNN = POLICY_CODES["single-numa-node"]
 
 
 @dataclass(frozen=True)
@@ -246,3 +262,23 @@ class NumaArrays:
     def evaluate_emptied(self, pod: Pod) -> Evaluation:
         """Every known node's NUMA verdict for ``pod`` were the node emptied of pods."""
         return self._emptied.evaluate(pod)
+
+    def reason_codes(self, pod: Pod, ev: Evaluation) -> npt.NDArray[np.int8]:
+        """The reason code (module constants) of every row of ``ev`` (this pod's :meth:`evaluate`),
+        read from the arrays the decision used. A rejection follows from the data alone when the data
+        is untrusted (``UNTRUSTED``) or unreadable (``MALFORMED``), or, on usable ``single-numa-node``
+        data with zones, in pod scope (``CANNOT_ALIGN_POD``) and in container scope for a pod without
+        init containers (``CANNOT_ALIGN_CONTAINER``: upstream reports every app container so); any
+        other rejection is ``EXPLAIN``."""
+        cl = self.pipeline.cluster
+        n = len(ev.feasible)
+        fresh, problem = cl.fresh[:n], cl.problem[:n]
+        snn = cl.has_nrt[:n] & ~problem & (cl.policy[:n] == _SNN) & (cl.nzones[:n] > 0)
+        codes = np.full(n, EXPLAIN, np.int8)
+        codes[snn & cl.scope_pod[:n]] = CANNOT_ALIGN_POD
+        if not pod.init_containers:
+            codes[snn & ~cl.scope_pod[:n]] = CANNOT_ALIGN_CONTAINER
+        codes[problem] = MALFORMED
+        codes[~fresh] = UNTRUSTED
+        codes[ev.feasible] = FITS
+        return codes

@@ -309,7 +309,11 @@ class SchedulerState:
                 and emptied.feasible[row]
                 and self._trusted_zone_data(name, pod)
             )
-        return NumaEvaluation(pod, scores, failed, unknown, self.verdicts, preemptible)
+        codes: dict[str, int] = {}
+        if failed:  # the reasons come from the arrays that took the decision (NumaArrays.reason_codes)
+            all_codes = self.numa.reason_codes(pod, ev)
+            codes = {name: int(all_codes[row]) for name in failed if (row := rows.get(name)) is not None}
+        return NumaEvaluation(pod, scores, failed, unknown, self.verdicts, preemptible, codes)
 
     def _trusted_zone_data(self, name: str, pod: Pod) -> bool:
         cached = self.cache.get(name, pod)

@@ -1,8 +1,7 @@
 """Per-node verdicts and their explanations for :class:`~numaplane.scheduler.state.SchedulerState`.
 
 :class:`NodeVerdicts` (``SchedulerState.verdicts``) answers for one pod on one node, by the
-per-node functions: the NUMA rejection message when it follows from the data alone
-(:meth:`NodeVerdicts.fast_reason`), the explained NUMA verdict (:meth:`NodeVerdicts.explain`), the NUMA
+per-node functions: the explained NUMA verdict (:meth:`NodeVerdicts.explain`), the NUMA
 score, whether preemption may help, and the basic predicates' reasons and LeastAllocated score.
 :class:`NumaEvaluation` is the result of ``SchedulerState.evaluate``; it asks these per-node answers
 on demand. It reads the scheduler state's ``config``, ``cache``, ``nodes`` and ``usage`` (the same objects,
@@ -25,13 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from numaplane.placement.cachebase import NRTCache
+from numaplane.placement.cycle import EXPLAIN, REASON_MESSAGES
 from numaplane.placement.filter import filter as numa_filter
 from numaplane.placement.predicates import default_score, fits_node
 from numaplane.placement.result import (
     MSG_APP,
     MSG_INIT,
-    MSG_INVALID_DATA,
-    MSG_MALFORMED,
     MSG_POD,
     MSG_SIDECAR,
     Fit,
@@ -82,22 +80,23 @@ class NumaEvaluation:
     unknown: list[str]
     _verdicts: NodeVerdicts = field(repr=False)
     preemptible: frozenset[str] = frozenset()
+    codes: dict[str, int] = field(default_factory=dict)
     _rejects: dict[str, Reject | Fit] = field(default_factory=dict, repr=False)
 
     def reason(self, name: str) -> str:
         """The upstream status message of a failed node (the decision is the vectorised path's: this
         only explains it).
 
-        Fast path (no per-node filter run): untrusted data → ``invalid node topology data``, unreadable
-        data → ``malformed node topology data``; on usable ``single-numa-node`` data with zones, a pod
-        scope rejection is always ``cannot align pod`` and a container scope rejection of a pod without
-        init containers always ``cannot align container``. Everything else asks :meth:`reject`, whose
-        verdict equals the vectorised one (the property tests compare them on random clusters); were
-        it ever a :class:`Fit`, the node is still reported rejected, with :data:`MSG_UNEXPLAINED`.
+        ``codes`` holds the failed nodes' reason codes read from the arrays that took the decision
+        (:meth:`numaplane.placement.cycle.NumaArrays.reason_codes`): untrusted or unreadable data, and
+        the ``cannot align`` rejections that follow from the data alone, give their message at once.
+        Everything else (code ``EXPLAIN``, or a node without a row) asks :meth:`reject`, whose verdict
+        equals the vectorised one (the property tests compare them on random clusters); were it ever a
+        :class:`Fit`, the node is still reported rejected, with :data:`MSG_UNEXPLAINED`.
         """
-        fast = self._verdicts.fast_reason(self.pod, name)
-        if fast is not None:
-            return fast
+        message = REASON_MESSAGES.get(self.codes.get(name, EXPLAIN))
+        if message is not None:
+            return message
         verdict = self.reject(name)
         return verdict.reason if isinstance(verdict, Reject) else MSG_UNEXPLAINED
 
@@ -122,26 +121,6 @@ class NodeVerdicts:
         self.cache = cache
         self.nodes = nodes
         self.usage = usage
-
-    def fast_reason(self, pod: Pod, name: str) -> str | None:
-        """The rejection message of a node known to fail, when it follows from the data alone
-        (:meth:`NumaEvaluation.reason`); ``None`` when the per-node filter must be run."""
-        record = self.nodes.get(name)
-        if record is None or record.numa is None:
-            return None
-        cached = self.cache.get(name, pod)
-        topology = cached.topology
-        if not cached.fresh:
-            return MSG_INVALID_DATA
-        if topology is None:
-            return None
-        if topology.problem is not None:
-            return MSG_MALFORMED
-        if not topology.zones or topology.config.policy != "single-numa-node":
-            return None
-        if topology.config.scope == "pod":
-            return MSG_POD
-        return MSG_APP if not pod.init_containers else None
 
     def explain(self, pod: Pod, name: str) -> Reject | Fit:
         """The explained NUMA verdict for one node (a node without a usable Node object is rejected)."""
