@@ -15,7 +15,11 @@ The NodeResourceTopologyMatch plugin's decisions, per node and vectorised over a
   :mod:`~numaplane.placement.pipeline_numa`; results equal the per-node functions;
 * :mod:`~numaplane.placement.fit` — kube-scheduler's NodeResourcesFit and LeastAllocated score over
   every node at once (store: :mod:`~numaplane.placement.fit_store`, quantities and requests:
-  :mod:`~numaplane.placement.fit_quantity`).
+  :mod:`~numaplane.placement.fit_quantity`);
+* :mod:`~numaplane.placement.cycle` — one scheduling cycle over many nodes: the node-selection rule
+  (weights, tie break, ``percentageOfNodesToScore`` search) the standalone scheduler and the simulator
+  share, and the NUMA arrays with the reason code of every node's verdict. The scheduler and the
+  simulator use this module, never the pipeline, its kernels or the search directly (lint-imports).
 
 Submodules are imported directly (``from numaplane.placement.filter import filter``); this package
 imports nothing so that light users do not pay for numpy.
