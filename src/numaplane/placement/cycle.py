@@ -46,6 +46,7 @@ from numaplane.placement.pipeline import Evaluation, Pipeline
 from numaplane.placement.result import MSG_APP, MSG_INVALID_DATA, MSG_MALFORMED, MSG_POD
 from numaplane.placement.sampling import num_feasible_nodes_to_find, search
 from numaplane.placement.score import ScoringStrategy
+from numaplane.placement.view import NodeTopology
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 
@@ -237,18 +238,21 @@ class NumaArrays:
 
     def refresh(self, cache: NRTCache, infos: Mapping[str, NodeInfo], names: Iterable[str]) -> None:
         """Reload ``names`` from ``cache`` (a name missing from ``infos`` is removed)."""
-        todo = sorted(set(names))
-        self.pipeline.sync_from_cache(cache, infos, names=todo)
-        for name in todo:
+        for name in sorted(set(names)):
             node = infos.get(name)
             if node is None:
-                self._emptied.remove_node(name)
+                self.remove(name)
                 continue
-            topology = cache.get(name).topology
-            if topology is not None and topology.problem is None:
-                zones = tuple(replace(z, available=dict(z.allocatable)) for z in topology.zones)
-                topology = replace(topology, zones=zones)
-            self._emptied.update_node(name, topology, node)
+            cached = cache.get(name)
+            self.set_node(name, cached.topology, node, fresh=cached.fresh)
+
+    def set_node(self, name: str, topology: NodeTopology | None, node: NodeInfo, *, fresh: bool = True) -> None:
+        """(Re)load one node: its NUMA data (``None``: no NRT) and Node, and whether the data is trusted."""
+        self.pipeline.update_node(name, topology, node, fresh=fresh)
+        if topology is not None and topology.problem is None:
+            zones = tuple(replace(z, available=dict(z.allocatable)) for z in topology.zones)
+            topology = replace(topology, zones=zones)
+        self._emptied.update_node(name, topology, node)
 
     def remove(self, name: str) -> None:
         """Forget a node."""
