@@ -65,7 +65,7 @@ def test_reason_codes_from_the_arrays_equal_the_explained_reasons(shared_dir: Pa
     """Every rejection of the nrt-filter cases: the message the production path reports from its
     arrays' reason code is the per-node explanation's reason, word for word."""
     from numaplane.conformance.production import scheduler_state
-    from numaplane.placement.cycle import EXPLAIN
+    from numaplane.placement.reasons import EXPLAIN
     from numaplane.placement.result import Reject
 
     seen = set()

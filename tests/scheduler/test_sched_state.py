@@ -12,8 +12,8 @@ from numaplane.kube.clock import FakeClock
 from numaplane.kube.memory import InMemoryKube
 from numaplane.nrt.fingerprint import compute_fingerprint
 from numaplane.placement.cache import filter_with_cache, score_with_cache
-from numaplane.placement.cycle import MALFORMED, UNTRUSTED
 from numaplane.placement.overreserve import OverReserveCache
+from numaplane.placement.reasons import MALFORMED, UNTRUSTED
 from numaplane.placement.result import Reject
 from numaplane.resources.pod import parse_pod
 from numaplane.scheduler.config import SchedulerConfig

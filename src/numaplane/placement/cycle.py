@@ -15,35 +15,36 @@ The rule (:class:`SelectionRules`), as kube-scheduler's framework applies it wit
   nodes are found (every node below 100 nodes or at 100 %). Only the nodes the search processed report
   NUMA rejections to the cache; only the nodes it found are scored.
 
-:class:`Cycle` owns the state such a decision reads for a fixed set of nodes (row ``i`` is node
-``names[i]`` everywhere): the NodeResourcesFit arrays (:class:`~numaplane.placement.fit.FitArrays`),
-and for a NUMA-aware scheduler the NRT cache and the vectorised
-:class:`~numaplane.placement.pipeline.Pipeline` refreshed from it before every decision. The simulator
-drives it directly. The standalone scheduler and the extender, whose nodes come and go, keep the NUMA
-plugin's arrays in :class:`NumaArrays` (the same pipeline, node rows by name) and the standalone
-scheduler applies :func:`best_node` with the same :class:`SelectionRules` to the totals of every node
-(``percentage_of_nodes_to_score`` 100).
+:class:`Cycle` is that one cycle, and owns the state such a decision reads: the NodeResourcesFit
+arrays (:class:`~numaplane.placement.fit.FitArrays`) and, for a NUMA-aware scheduler, the NRT cache and
+the vectorised :class:`~numaplane.placement.pipeline.Pipeline` refreshed from it before every decision.
+Its node set is mutable state (:meth:`Cycle.set_node`, :meth:`Cycle.remove_node`, :meth:`Cycle.set_usage`).
+The simulator drives it over a fixed node set; the standalone scheduler
+(:func:`numaplane.scheduler.decision.decide`) over the informers' nodes, with the result of
+kube-scheduler's node-level predicates (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity,
+per node in Python) as an input mask of :meth:`Cycle.candidates`; the extender, whose filter and
+score kube-scheduler asks for its own candidate nodes, reads the same arrays' verdicts of every node
+(:meth:`Cycle.numa_evaluation`, :meth:`Cycle.emptied_evaluation`, :meth:`Cycle.reason_codes`).
 
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from numaplane.placement.cache import nodes_maybe_overreserved
 from numaplane.placement.cachebase import NRTCache
-from numaplane.placement.cluster import POLICY_CODES
 from numaplane.placement.filter import DEFAULT_OPTIONS, FilterOptions
 from numaplane.placement.fit import FitArrays
 from numaplane.placement.node import NodeInfo
 from numaplane.placement.pipeline import Evaluation, Pipeline
-from numaplane.placement.result import MSG_APP, MSG_INVALID_DATA, MSG_MALFORMED, MSG_POD
+from numaplane.placement.reasons import EXPLAIN, FITS, REASON_MESSAGES, numa_verdicts, reason_codes
 from numaplane.placement.sampling import num_feasible_nodes_to_find, search
 from numaplane.placement.score import ScoringStrategy
 from numaplane.placement.view import NodeTopology
@@ -58,10 +59,11 @@ __all__ = [
     "Candidates",
     "Cycle",
     "Evaluation",
-    "NumaArrays",
     "NumaSetup",
     "SelectionRules",
     "best_node",
+    "numa_verdicts",
+    "reason_codes",
     "totals",
 ]
 
@@ -69,17 +71,6 @@ I64 = npt.NDArray[np.int64]
 
 #: Nodes per verdict window of a cycle's search (a window usually ends the search).
 MIN_WINDOW = 256
-
-#: Reason codes of a node's NUMA verdict (:meth:`NumaArrays.reason_codes`): it fits; or the upstream
-#: message of :data:`REASON_MESSAGES`; or ``EXPLAIN``, the message needs the per-node explanation.
-FITS, UNTRUSTED, MALFORMED, CANNOT_ALIGN_POD, CANNOT_ALIGN_CONTAINER, EXPLAIN = range(6)
-REASON_MESSAGES: Mapping[int, str] = {
-    UNTRUSTED: MSG_INVALID_DATA,
-    MALFORMED: MSG_MALFORMED,
-    CANNOT_ALIGN_POD: MSG_POD,
-    CANNOT_ALIGN_CONTAINER: MSG_APP,
-}
-_SNN = POLICY_CODES["single-numa-node"]
 
 
 @dataclass(frozen=True)
@@ -138,11 +129,18 @@ class Candidates:
 
 
 class Cycle:
-    """Selection state over a fixed list of nodes (module docstring): ``fit`` (usage is the caller's to
-    charge: :meth:`FitArrays.add_vector`), ``cache`` and ``pipeline`` (``None`` without NUMA plugin).
+    """The one scheduling cycle (module docstring) over a set of nodes that may change.
 
-    Invariant: row ``i`` of ``fit`` and of ``pipeline`` is node ``names[i]``; nodes are never added or
-    removed. ``start`` is kube-scheduler's ``nextStartNodeIndex``."""
+    State: ``fit`` (NodeResourcesFit arrays; usage is the caller's to charge:
+    :meth:`FitArrays.add_vector` by row, or :meth:`set_usage` by name), ``cache`` and ``pipeline`` (the
+    NUMA plugin's NRT cache and vectorised arrays; ``None`` without NUMA plugin), ``infos`` (each node's
+    Node object for the NUMA filter), ``names`` (the search order: the order the nodes were added).
+
+    Invariants: ``fit`` and ``pipeline`` hold a row for exactly the nodes of ``names``; the maps from a
+    node's position in ``names`` to those rows (and the name rank used for ties) are rebuilt lazily,
+    on the first use after the node set changed. While the set never changed (the simulator), position
+    ``i`` is row ``i`` of both. ``start`` is kube-scheduler's ``nextStartNodeIndex``. Before every
+    decision the pipeline reloads the nodes the cache reports changed (:meth:`sync`)."""
 
     def __init__(
         self,
@@ -158,33 +156,121 @@ class Cycle:
         self.fit = FitArrays(self.names, list(allocatable))
         self.cache: NRTCache | None = None if numa is None else numa.cache
         self.pipeline: Pipeline | None = None
+        self._numa = numa
+        self._emptied: Pipeline | None = None  # made on the first emptied evaluation, then kept in sync
         if numa is not None:
             self.pipeline = Pipeline(numa.strategy, numa.options, zones=numa.zones)
             for name in self.names:
                 self.pipeline.update_node(name, None, self.infos[name])
             if list(self.pipeline.cluster.index) != self.names:
                 raise ValueError("node names must be unique")
-        self._names = np.array(self.names, dtype=object)
-        # rank of each row in node-name order: ties go to the lowest rank
-        self._rank = np.empty(len(self.names), dtype=np.int64)
-        self._rank[np.argsort(self._names, kind="stable")] = np.arange(len(self.names), dtype=np.int64)
         self.start = 0
-        self.to_find = num_feasible_nodes_to_find(rules.percentage_of_nodes_to_score, len(self.names))
-        self.window = max(2 * (self.to_find + 1), MIN_WINDOW)
+        self._stale = True
+        self._layout()
 
-    def candidates(self, pod: Pod) -> Candidates:
+    # --- the node set ------------------------------------------------------------------------------
+
+    def set_node(self, name: str, info: NodeInfo, allocatable: Mapping[str, Quantity] | None = None) -> None:
+        """Add node ``name`` (at the end of the search order, with no usage) or change it: its Node
+        object ``info`` and, unless ``None`` (unchanged), its allocatable (a new node needs one). Its
+        NUMA rows are reloaded from the cache."""
+        known = self.fit.row(name) is not None
+        if not known:
+            if allocatable is None:
+                raise ValueError(f"node {name!r} is new: its allocatable is needed")
+            self.names.append(name)
+            self._stale = True
+        if allocatable is not None:
+            self.fit.set_node(name, allocatable)
+        self.infos[name] = info
+        self._load(name)
+
+    def remove_node(self, name: str) -> None:
+        """Forget node ``name`` (no-op when unknown)."""
+        if self.fit.row(name) is None:
+            return
+        self.names.remove(name)
+        self._stale = True
+        self.fit.remove_node(name)
+        self.infos.pop(name, None)
+        for pipeline in (self.pipeline, self._emptied):
+            if pipeline is not None:
+                pipeline.remove_node(name)
+
+    def set_usage(self, name: str, used: Mapping[str, Quantity], pods: int) -> None:
+        """Node ``name``'s usage: the exact sum of its pods' effective requests and their number."""
+        self.fit.set_usage(name, used, pods)
+
+    def position(self, name: str) -> int | None:
+        """The position of ``name`` in the search order (``None`` if unknown)."""
+        self._layout()
+        return self._positions.get(name)
+
+    def sync(self) -> None:
+        """Reload the NUMA rows of the nodes whose cached view changed (no-op without NUMA plugin)."""
+        if self.cache is not None:
+            for name in sorted(self.cache.drain_changed()):
+                if name in self.infos:
+                    self._load(name)
+
+    def _load(self, name: str) -> None:
+        if self.cache is None or self.pipeline is None:
+            return
+        cached = self.cache.get(name)
+        topology, info = cached.topology, self.infos[name]
+        self.pipeline.cluster.upsert(name, topology, info, fresh=cached.fresh)
+        if self._emptied is not None:
+            self._emptied.cluster.upsert(name, _emptied(topology), info)
+
+    def _layout(self) -> None:
+        """Rebuild the position → row maps after the node set changed (class docstring)."""
+        if not self._stale:
+            return
+        n = len(self.names)
+        self._names = np.array(self.names, dtype=object)
+        self._positions = {name: i for i, name in enumerate(self.names)}
+        self._fit_rows = np.array([self.fit.index[name] for name in self.names], dtype=np.int64)
+        identity = np.arange(n, dtype=np.int64)
+        self._numa_rows = identity
+        if self.pipeline is not None:
+            index = self.pipeline.cluster.index
+            self._numa_rows = np.array([index[name] for name in self.names], dtype=np.int64)
+        self._direct = bool(np.array_equal(self._fit_rows, identity) and np.array_equal(self._numa_rows, identity))
+        # rank of each position in node-name order: ties go to the lowest rank
+        self._rank = np.empty(n, dtype=np.int64)
+        self._rank[np.argsort(self._names, kind="stable")] = identity
+        self.to_find = num_feasible_nodes_to_find(self.rules.percentage_of_nodes_to_score, n)
+        self.window = max(2 * (self.to_find + 1), MIN_WINDOW)
+        self._stale = False
+
+    # --- one decision ------------------------------------------------------------------------------
+
+    def candidates(self, pod: Pod, passed: npt.NDArray[np.bool_] | None = None) -> Candidates:
         """Search, filter and NUMA-score ``pod`` (module docstring); moves :attr:`start` on and reports
-        the processed nodes that failed only the NUMA filter to the cache (node maybe over-reserved)."""
-        pipeline, cache = self.pipeline, self.cache
-        if pipeline is not None and cache is not None:
-            pipeline.sync_from_cache(cache, self.infos)
+        the processed nodes that failed only the NUMA filter on trusted, readable NRT data to the cache
+        (node maybe over-reserved). ``passed``: by position, the nodes the caller's other filter plugins
+        (kube-scheduler's node-level predicates) let through; ``None``: all."""
+        self.sync()
+        self._layout()
+        pipeline, cache, direct = self.pipeline, self.cache, self._direct
+        fit_all = numa_all = None
+        if not direct:
+            fit_all = self.fit.feasible(pod)
+            numa_all = pipeline.feasible(pod) if pipeline is not None else None
 
         def verdicts(rows: slice) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]:
-            fit = self.fit.feasible(pod, rows)
+            fit = self.fit.feasible(pod, rows) if fit_all is None else fit_all[self._fit_rows[rows]]
+            if passed is not None:
+                fit = fit & passed[rows]
             if pipeline is None:
                 return fit, None
-            numa = pipeline.feasible(pod, rows)
-            return fit & numa, fit & ~numa
+            if numa_all is None:
+                numa = pipeline.feasible(pod, rows)
+                trusted = self._trusted(np.arange(rows.start, rows.stop))
+            else:
+                numa = numa_all[self._numa_rows[rows]]
+                trusted = self._trusted(self._numa_rows[rows])
+            return fit & numa, fit & ~numa & trusted
 
         found = search(len(self.names), self.start, self.to_find, self.window, verdicts)
         self.start = found.next_start
@@ -194,95 +280,84 @@ class Cycle:
             nodes_maybe_overreserved(cache, self._names[found.reported].tolist(), pod)
         if not len(found.rows):
             return Candidates(found.rows, None)
-        return Candidates(found.rows, pipeline.scores(pod, found.rows))
+        return Candidates(found.rows, pipeline.scores(pod, self._numa_rows[found.rows]))
 
-    def select(self, pod: Pod, found: Candidates) -> int:
-        """The chosen row among ``found`` (at least one row) by :attr:`rules`: with ``tie_break="name"``
-        the row of :func:`best_node` over the same totals."""
-        rows, numa = found.rows, found.numa_scores
-        numa_weight, fit_weight = self.rules.numa_weight, self.rules.fit_weight
-        if numa is None:
-            scores: Any = self.fit.scores(pod, rows)
-        elif fit_weight == 0:
-            scores = numa_weight * numa
-        else:
-            if numa_weight and self.fit.scores_bounded(pod):
-                # fit scores lie in 0..100: a row whose weighted NUMA score trails the best by more
-                # than fit_weight * 100 cannot reach the top total, so its fit score is not needed
-                weighted = numa_weight * numa
-                keep = weighted >= weighted.max() - fit_weight * 100
-                rows, numa = rows[keep], numa[keep]
-            scores = numa_weight * numa + fit_weight * self.fit.scores(pod, rows)
+    def _trusted(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Whether each NUMA row holds trusted, readable NRT data (the rejections the cache hears of)."""
+        assert self.pipeline is not None
+        cl = self.pipeline.cluster
+        return np.asarray(cl.fresh[rows] & cl.has_nrt[rows] & ~cl.problem[rows], dtype=np.bool_)
+
+    def totals(self, pod: Pod, found: Candidates) -> I64:
+        """The total score (module docstring) of every position of ``found``."""
+        fit = self.fit.scores(pod, self._fit_rows[found.rows])
+        if found.numa_scores is None:
+            return fit
+        return self.rules.numa_weight * found.numa_scores + self.rules.fit_weight * fit
+
+    def pick(self, rows: I64, scores: I64) -> int:
+        """The position :attr:`rules` choose among ``rows`` (at least one) with total ``scores``."""
         if self.rules.tie_break == "search-order":
             return int(rows[int(np.argmax(scores))])
         tied = rows[scores == scores.max()]
         return int(tied[int(np.argmin(self._rank[tied]))])
 
+    def select(self, pod: Pod, found: Candidates) -> int:
+        """The chosen position among ``found`` (at least one) by :attr:`rules`: :meth:`pick` over
+        :meth:`totals`, asking fit scores only of the positions that can still reach the top total;
+        with ``tie_break="name"`` the node :func:`best_node` picks over the same totals."""
+        rows, numa = found.rows, found.numa_scores
+        numa_weight, fit_weight = self.rules.numa_weight, self.rules.fit_weight
+        if numa is not None and fit_weight == 0:
+            return self.pick(rows, numa_weight * numa)
+        if numa is not None and numa_weight and self.fit.scores_bounded(pod):
+            # fit scores lie in 0..100: a row whose weighted NUMA score trails the best by more
+            # than fit_weight * 100 cannot reach the top total, so its fit score is not needed
+            weighted = numa_weight * numa
+            keep = weighted >= weighted.max() - fit_weight * 100
+            found = Candidates(rows[keep], numa[keep])
+        return self.pick(found.rows, self.totals(pod, found))
+
     def decide(self, pod: Pod) -> int | None:
-        """One cycle: the chosen row, or ``None`` when the search found no feasible node."""
+        """One cycle: the chosen position, or ``None`` when the search found no feasible node."""
         found = self.candidates(pod)
         return self.select(pod, found) if len(found.rows) else None
 
+    # --- the NUMA plugin's verdicts on every node, for explanations and the extender ----------------
 
-class NumaArrays:
-    """The NUMA plugin's vectorised verdicts over a changing set of nodes (rows by name): the pipeline
-    over the cached NRT data and its *emptied* twin, the same nodes with every zone's ``available``
-    raised to its ``allocatable`` ("would evicting pods help?").
-
-    Invariant (after :meth:`refresh` of the nodes the cache reports changed): each known node's row is
-    ``cache.get(name)`` with its Node object ``infos[name]``."""
-
-    def __init__(self, strategy: ScoringStrategy, options: FilterOptions = DEFAULT_OPTIONS) -> None:
-        self.pipeline = Pipeline(strategy, options)
-        self._emptied = Pipeline(strategy, options)
-
-    def refresh(self, cache: NRTCache, infos: Mapping[str, NodeInfo], names: Iterable[str]) -> None:
-        """Reload ``names`` from ``cache`` (a name missing from ``infos`` is removed)."""
-        for name in sorted(set(names)):
-            node = infos.get(name)
-            if node is None:
-                self.remove(name)
-                continue
-            cached = cache.get(name)
-            self.set_node(name, cached.topology, node, fresh=cached.fresh)
-
-    def set_node(self, name: str, topology: NodeTopology | None, node: NodeInfo, *, fresh: bool = True) -> None:
-        """(Re)load one node: its NUMA data (``None``: no NRT) and Node, and whether the data is trusted."""
-        self.pipeline.update_node(name, topology, node, fresh=fresh)
-        if topology is not None and topology.problem is None:
-            zones = tuple(replace(z, available=dict(z.allocatable)) for z in topology.zones)
-            topology = replace(topology, zones=zones)
-        self._emptied.update_node(name, topology, node)
-
-    def remove(self, name: str) -> None:
-        """Forget a node."""
-        self.pipeline.remove_node(name)
-        self._emptied.remove_node(name)
-
-    def evaluate(self, pod: Pod) -> Evaluation:
-        """Every known node's NUMA verdict and score for ``pod``."""
+    def numa_evaluation(self, pod: Pod) -> Evaluation:
+        """Every node's NUMA verdict and score for ``pod`` (after :meth:`sync`), indexed by name."""
+        if self.pipeline is None:
+            raise ValueError("this cycle has no NUMA plugin")
+        self.sync()
         return self.pipeline.evaluate(pod)
 
-    def evaluate_emptied(self, pod: Pod) -> Evaluation:
-        """Every known node's NUMA verdict for ``pod`` were the node emptied of pods."""
+    def emptied_evaluation(self, pod: Pod) -> Evaluation:
+        """Every node's NUMA verdict for ``pod`` were the node emptied of pods: the same nodes with
+        every zone's ``available`` raised to its ``allocatable`` ("would evicting pods help?")."""
+        if self._numa is None:
+            raise ValueError("this cycle has no NUMA plugin")
+        self.sync()
+        if self._emptied is None:
+            self._emptied = Pipeline(self._numa.strategy, self._numa.options, zones=self._numa.zones)
+            for name in self.names:
+                self._load(name)
         return self._emptied.evaluate(pod)
 
     def reason_codes(self, pod: Pod, ev: Evaluation) -> npt.NDArray[np.int8]:
-        """The reason code (module constants) of every row of ``ev`` (this pod's :meth:`evaluate`),
-        read from the arrays the decision used. A rejection follows from the data alone when the data
-        is untrusted (``UNTRUSTED``) or unreadable (``MALFORMED``), or, on usable ``single-numa-node``
-        data with zones, in pod scope (``CANNOT_ALIGN_POD``) and in container scope for a pod without
-        init containers (``CANNOT_ALIGN_CONTAINER``: upstream reports every app container so); any
-        other rejection is ``EXPLAIN``."""
-        cl = self.pipeline.cluster
-        n = len(ev.feasible)
-        fresh, problem = cl.fresh[:n], cl.problem[:n]
-        snn = cl.has_nrt[:n] & ~problem & (cl.policy[:n] == _SNN) & (cl.nzones[:n] > 0)
-        codes = np.full(n, EXPLAIN, np.int8)
-        codes[snn & cl.scope_pod[:n]] = CANNOT_ALIGN_POD
-        if not pod.init_containers:
-            codes[snn & ~cl.scope_pod[:n]] = CANNOT_ALIGN_CONTAINER
-        codes[problem] = MALFORMED
-        codes[~fresh] = UNTRUSTED
-        codes[ev.feasible] = FITS
-        return codes
+        """:func:`reason_codes` of this cycle's NUMA arrays for ``ev`` (this pod's :meth:`numa_evaluation`)."""
+        if self.pipeline is None:
+            raise ValueError("this cycle has no NUMA plugin")
+        return reason_codes(self.pipeline, pod, ev)
+
+    def fits(self, pod: Pod) -> npt.NDArray[np.bool_]:
+        """NodeResourcesFit's verdict of ``pod`` on every node, by position."""
+        self._layout()
+        return self.fit.feasible(pod)[self._fit_rows]
+
+
+def _emptied(topology: NodeTopology | None) -> NodeTopology | None:
+    """``topology`` with every zone's ``available`` raised to its ``allocatable`` (usable data only)."""
+    if topology is None or topology.problem is not None:
+        return topology
+    return replace(topology, zones=tuple(replace(z, available=dict(z.allocatable)) for z in topology.zones))

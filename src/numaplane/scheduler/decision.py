@@ -1,11 +1,12 @@
 """One standalone scheduling decision, and how an unschedulable pod is reported.
 
-:func:`decide` — kube-scheduler's basic predicates on every node
-(:meth:`SchedulerState.basic_filter`), the NUMA filter and score on the nodes that passed
-(:meth:`SchedulerState.evaluate`), then the node the shared selection rule picks
-(:func:`numaplane.placement.cycle.best_node` over :func:`numaplane.placement.cycle.totals` with the
-configured weights: the same rule the simulator applies). :class:`Decision` keeps the per-node
-reasons, and :func:`fit_error_message` turns them into kube-scheduler's ``FitError`` text.
+:func:`decide` drives the state's :class:`~numaplane.placement.cycle.Cycle` — the one the simulator
+drives: the node-level predicates (:meth:`SchedulerState.node_mask`) are its input mask, the cycle
+searches (``percentageOfNodesToScore``), filters (NodeResourcesFit and the NUMA filter, feeding
+rejections back to the cache), scores and picks by the configured :class:`SelectionRules`.
+:class:`Decision` keeps the totals of the feasible nodes found, or, when there is none, every node's
+reasons (the NUMA reasons from the arrays' reason codes, the basic predicates' asked per node only when
+read), and :func:`fit_error_message` turns them into kube-scheduler's ``FitError`` text.
 
 No I/O; the only side effect of :func:`decide` is the NUMA filter's feedback to the cache.
 """
@@ -15,10 +16,11 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+import numpy as np
 import structlog
 
-from numaplane.placement.cycle import best_node, totals
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.state import SchedulerState
 
@@ -46,17 +48,18 @@ def fit_error_message(total_nodes: int, reasons: Mapping[str, list[str]]) -> str
 class Decision:
     """The outcome of one scheduling cycle: a node, or the per-node reasons none fits.
 
-    ``reasons`` holds every rejected node's reasons: those given, and those of the ``unexplained``
-    nodes, asked of ``explain`` (in that order, ahead of the given ones) when :attr:`reasons` is first
-    read — so read it before the scheduler's state changes (the loop does, in the same cycle).
-    :attr:`rejected` counts the rejected nodes without asking.
+    ``scores``: the total score of each feasible node the cycle found (every feasible node at
+    ``percentageOfNodesToScore`` 100).     ``reasons`` holds every rejected node's reasons: those given (or returned by the given function),
+    and those of the ``unexplained`` nodes, asked of ``explain`` (in that order, ahead of the given
+    ones) when :attr:`reasons` is first read — so read it before the scheduler's state changes (the
+    loop does, in the same cycle). :attr:`rejected` counts the nodes of ``total`` not in ``scores``.
     """
 
     def __init__(
         self,
         node: str | None,
         scores: Mapping[str, int],
-        reasons: Mapping[str, list[str]],
+        reasons: Mapping[str, list[str]] | Callable[[], Mapping[str, list[str]]],
         total: int,
         *,
         unexplained: Sequence[str] = (),
@@ -66,13 +69,16 @@ class Decision:
             raise ValueError("unexplained nodes need an explain function")
         self.node = node
         self.scores = dict(scores)
-        self._reasons = dict(reasons)
+        self._given = reasons if callable(reasons) else None
+        self._reasons = {} if callable(reasons) else dict(reasons)
         self._unexplained = list(unexplained)
         self._explain = explain
         self.total = total
 
     @property
     def reasons(self) -> dict[str, list[str]]:
+        if self._given is not None:
+            self._reasons, self._given = dict(self._given()), None
         if self._unexplained and self._explain is not None:
             explained = {name: self._explain(name) for name in self._unexplained}
             for name, why in explained.items():
@@ -84,8 +90,8 @@ class Decision:
 
     @property
     def rejected(self) -> int:
-        """How many nodes were rejected."""
-        return len(self._reasons) + len(self._unexplained)
+        """How many nodes were rejected: those of ``total`` not in ``scores``."""
+        return self.total - len(self.scores)
 
     @property
     def message(self) -> str:
@@ -93,17 +99,34 @@ class Decision:
 
 
 def decide(state: SchedulerState, pod: Pod) -> Decision:
-    """Predicates, NUMA filter and scores of ``pod`` over every node, and the chosen node (module
-    docstring); no side effect but the cache's filter feedback."""
-    basic = state.basic_filter(pod)
-    reasons: dict[str, list[str]] = {}
-    ev = state.evaluate(pod, basic.passed)
-    for name in ev.failed:
-        reasons[name] = [ev.reason(name)]
-    for name in ev.unknown:
-        reasons[name] = ["node not found"]
-    fit_scores = dict(zip(ev.scores, state.fit_scores(pod, list(ev.scores)), strict=True))
-    scores = totals(state.config.selection, ev.scores, fit_scores)
-    total = len(basic.passed) + len(basic.failed)
+    """One cycle of ``pod`` over every node (module docstring); no side effect but the cycle's
+    start index and the cache's filter feedback."""
+    cycle = state.cycle
+    passed = state.node_mask(pod)
+    found = cycle.candidates(pod, passed)
+    names = cycle.names
+    positions = found.rows.tolist()
+    chosen: str | None = None
+    totals: dict[str, int] = {}
+    if positions:
+        if cycle.fit.scores_bounded(pod):
+            scores: Any = cycle.totals(pod, found)
+        else:  # fit scores beyond 0..100 and int64 (negative amounts): exact per node, Python integers
+            scores = np.array(state.fit_scores(pod, [names[i] for i in positions]), dtype=object)
+            if found.numa_scores is not None:
+                rules = cycle.rules
+                scores = rules.numa_weight * found.numa_scores.astype(object) + rules.fit_weight * scores
+        chosen = names[cycle.pick(found.rows, scores)]
+        totals = {names[i]: int(t) for i, t in zip(positions, scores.tolist(), strict=True)}
+    ok = passed & cycle.fits(pod)
+    numa_failed = sorted(name for name, good in zip(names, ok.tolist(), strict=True) if good and name not in totals)
+    basic_ok = set(numa_failed).union(totals)
+    basic_failed = [name for name in sorted(state.nodes) if name not in basic_ok]
+
+    def numa_reasons() -> dict[str, list[str]]:
+        ev = state.evaluate(pod, numa_failed, mark=False)
+        return {name: [ev.reason(name)] for name in ev.failed}
+
     explain = functools.partial(state.verdicts.basic_reasons, pod)
-    return Decision(best_node(scores), scores, reasons, total, unexplained=basic.failed, explain=explain)
+    total = len(state.nodes)
+    return Decision(chosen, totals, numa_reasons, total, unexplained=basic_failed, explain=explain)

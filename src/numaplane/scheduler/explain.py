@@ -1,7 +1,8 @@
 """``numaplane explain``: per node, does the pod fit its NUMA zones, and if not, which zone lacks what.
 
 :func:`explain_pod` takes the NUMA verdict, score and reason of one pod on every node from the
-production arrays (:class:`numaplane.placement.cycle.NumaArrays`, as the scheduler decides), the details
+production arrays (:func:`numaplane.placement.cycle.numa_verdicts`, what the scheduler's cycle decides
+with), the details
 from the per-node filter (:func:`numaplane.placement.filter.filter`), and returns an
 :class:`ExplainReport`: per node the verdict with the upstream reason
 (``cannot align container`` ...), the failing container and resource, each zone's shortfall
@@ -18,6 +19,13 @@ Node without NRT passes unchecked, as upstream) and NRTs of unknown nodes are li
 without Node objects the NRTs define the nodes, each assumed to advertise the resources its zones list
 (so device requests are not rejected for a missing ``status.allocatable``).
 
+Why the per-node filter runs here too, and why it is not a second decision: the arrays answer, per
+node, only fits or not, the score and a reason *code*; they reduce each container's check to one
+boolean per node and keep neither which container failed, nor which resource in which zone fell short
+by how much, nor the zone the kubelet would choose. Those details exist only in the per-node filter's
+:class:`~numaplane.placement.result.Reject`. The verdict, score and reason shown are the arrays'; the
+per-node result adds the details only (were the two ever to disagree, the arrays' verdict is shown).
+
 Pure: inputs are plain dicts; :func:`fetch_cluster` is the only I/O (through the kube port).
 """
 
@@ -31,7 +39,7 @@ from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
-from numaplane.placement.cycle import REASON_MESSAGES, NumaArrays
+from numaplane.placement.cycle import REASON_MESSAGES, numa_verdicts
 from numaplane.placement.errors import NodeDataError
 from numaplane.placement.filter import FilterOptions, as_topology
 from numaplane.placement.filter import filter as numa_filter
@@ -282,16 +290,15 @@ def explain_pod(
         names = sorted(node_infos)
     else:
         names = sorted(by_node)
-    arrays = NumaArrays(strategy, options)
     inputs: dict[str, tuple[NodeTopology | None, NodeInfo, list[str]]] = {}
     for name in names:
         notes = list(node_notes.get(name, ()))
         topology, node = _inputs(name, by_node[name][1] if name in by_node else None, node_infos.get(name), notes)
         inputs[name] = (topology, node, notes)
-        arrays.set_node(name, topology, node)
     # the verdicts, scores and reasons are the production arrays' (as the scheduler decides)
-    ev = arrays.evaluate(pod)
-    codes = arrays.reason_codes(pod, ev)
+    ev, codes = numa_verdicts(
+        pod, {name: (topology, node) for name, (topology, node, _) in inputs.items()}, strategy, options
+    )
     results = []
     for name, (topology, node, notes) in inputs.items():
         row = ev.index[name]

@@ -15,6 +15,33 @@ never replaced: it holds references to them and changes none).
   fit: only when the pod fits the node's zones with every zone's ``available`` raised to its
   ``allocatable`` (the node emptied of pods). Untrusted, missing or malformed data never qualifies.
 
+Why these per-node functions stay in production, and why none is a second decision path: every
+verdict that places or rejects a pod comes from the cycle's arrays
+(:class:`~numaplane.placement.cycle.Cycle`); the functions here run only afterwards, and only for the
+cases the arrays cannot answer:
+
+* the *text* of a rejection. The arrays keep one boolean per node and plugin, and a reason code
+  (:func:`~numaplane.placement.cycle.reason_codes`) that settles only untrusted or unreadable NRT data
+  and the ``cannot align pod/container`` rejections of ``single-numa-node`` nodes. Which container
+  kind failed (init, sidecar, app), inconsistent or unusable zones, other policies, and which basic
+  predicate failed with which resources (``Insufficient cpu``, taints, affinity) exist only in the
+  per-node results — asked when a ``FitError``/``FailedScheduling`` message or an extender failure is
+  reported, never to decide;
+* nodes the arrays have no row for: a Node object that does not parse (its problem is the reason, its
+  LeastAllocated score 0);
+* the extender's prioritize of a node our NUMA filter rejected: kube-scheduler scores the nodes *its*
+  filters passed, and upstream's Score scores any node; :class:`NumaEvaluation` keeps the scores of
+  passing nodes only, so such a node's score is asked per node (a known gap: the arrays' evaluation
+  holds a score for every row, which could answer it);
+* LeastAllocated scores beyond 0..100 (negative cpu or memory amounts, see
+  :meth:`~numaplane.placement.fit.FitArrays.scores_bounded`): Python integers, exact where the int64
+  arrays clip.
+
+:meth:`NodeVerdicts.preemption_may_help` is the per-node form of :attr:`NumaEvaluation.preemptible`
+(which the arrays' emptied twin, :meth:`Cycle.emptied_evaluation`, decides) that the tests compare it
+with. Were a per-node verdict ever to disagree with the arrays', the arrays' verdict stands (see
+:meth:`NumaEvaluation.reason`).
+
 No I/O.
 """
 
@@ -88,7 +115,7 @@ class NumaEvaluation:
         only explains it).
 
         ``codes`` holds the failed nodes' reason codes read from the arrays that took the decision
-        (:meth:`numaplane.placement.cycle.NumaArrays.reason_codes`): untrusted or unreadable data, and
+        (:meth:`numaplane.placement.cycle.Cycle.reason_codes`): untrusted or unreadable data, and
         the ``cannot align`` rejections that follow from the data alone, give their message at once.
         Everything else (code ``EXPLAIN``, or a node without a row) asks :meth:`reject`, whose verdict
         equals the vectorised one (the property tests compare them on random clusters); were it ever a
