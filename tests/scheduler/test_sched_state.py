@@ -195,6 +195,8 @@ def test_evaluate_agrees_with_the_per_node_functions(mode: str) -> None:
                 continue
             assert isinstance(verdict, Reject)
             assert ev.reason(name) == verdict.reason, (mode, pod.name, name)
+            # the score the extender gives a node kube-scheduler asks about although our filter rejected it
+            assert ev.rejected_scores[name] == score_with_cache(pod, state.cache, name, state.config.strategy)
             helps = state.verdicts.preemption_may_help(pod, name, verdict)
             assert (name in ev.preemptible and verdict.reason in ALIGN_REASONS) == helps, (mode, pod.name, name)
 

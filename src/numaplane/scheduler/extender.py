@@ -7,6 +7,11 @@ shapes in :mod:`numaplane.scheduler.wire`. A body that cannot be used gets HTTP 
 
 Semantics:
 
+Filter and prioritize read the verdicts and scores of the state's scheduling cycle
+(:class:`~numaplane.placement.cycle.Cycle`, the one the standalone scheduler and the simulator drive):
+kube-scheduler has already searched, applied its other filters and chosen the candidates, so the
+extender asks the cycle's NUMA arrays about exactly those nodes (:meth:`SchedulerState.evaluate`).
+
 * **filter** — the NUMA filter of the pod on every node of the request, from the state's cache.
   Node objects always come from our informer, with either ``nodeCacheCapable`` setting: a request
   body never adds or changes a node (a name we do not know fails with ``node not found``), so made-up
@@ -23,7 +28,8 @@ Semantics:
   A pod refused on every node is reported to ``on_refused`` (:class:`~numaplane.scheduler.requeue.RequeueSignal`:
   kube-scheduler is asked to retry it once an NRT change makes it fit).
 * **prioritize** — our 0..100 NUMA score scaled to 0..10 (nearest, halves up); a node we reject gets
-  the score upstream's Score computes for it (kube-scheduler only asks about nodes that passed).
+  the score upstream's Score computes for it (kube-scheduler only asks about nodes that passed), the
+  arrays' score of that row (per node only for a Node object too malformed to have a row).
 * **bind** — only a pod of one of our scheduler names, only to a node that exists and passed this
   extender's last filter for the pod (anything else is refused in ``Error``: the caller may be anyone
   who can reach the port — serve TLS with client-certificate verification, see ``enableHTTPS`` /
@@ -200,7 +206,9 @@ class Extender:
                 name,
                 ev.scores[name]
                 if name in ev.scores
-                else self.state.verdicts.numa_score(args.pod, name)
+                else ev.rejected_scores[name]
+                if name in ev.rejected_scores
+                else self.state.verdicts.numa_score(args.pod, name)  # no row: Node object unusable
                 if name in known
                 else 0,
             )

@@ -263,6 +263,7 @@ class SchedulerState:
         ev = self.cycle.numa_evaluation(pod)
         rows = ev.index
         scores: dict[str, int] = {}
+        rejected_scores: dict[str, int] = {}
         failed: list[str] = []
         unknown: list[str] = []
         for name in names:
@@ -275,6 +276,7 @@ class SchedulerState:
                 scores[name] = int(ev.scores[row])
             else:
                 failed.append(name)
+                rejected_scores[name] = int(ev.scores[row])
                 if not mark:
                     continue
                 cached = self.cache.get(name, pod)
@@ -295,7 +297,7 @@ class SchedulerState:
         if failed:  # the reasons come from the arrays that took the decision (Cycle.reason_codes)
             all_codes = self.cycle.reason_codes(pod, ev)
             codes = {name: int(all_codes[row]) for name in failed if (row := rows.get(name)) is not None}
-        return NumaEvaluation(pod, scores, failed, unknown, self.verdicts, preemptible, codes)
+        return NumaEvaluation(pod, scores, failed, unknown, self.verdicts, preemptible, codes, rejected_scores)
 
     def _trusted_zone_data(self, name: str, pod: Pod) -> bool:
         cached = self.cache.get(name, pod)

@@ -28,11 +28,8 @@ cases the arrays cannot answer:
   per-node results — asked when a ``FitError``/``FailedScheduling`` message or an extender failure is
   reported, never to decide;
 * nodes the arrays have no row for: a Node object that does not parse (its problem is the reason, its
-  LeastAllocated score 0);
-* the extender's prioritize of a node our NUMA filter rejected: kube-scheduler scores the nodes *its*
-  filters passed, and upstream's Score scores any node; :class:`NumaEvaluation` keeps the scores of
-  passing nodes only, so such a node's score is asked per node (a known gap: the arrays' evaluation
-  holds a score for every row, which could answer it);
+  LeastAllocated score 0, and, should kube-scheduler ask the extender to score it, its NUMA score from
+  the cached NRT per node);
 * LeastAllocated scores beyond 0..100 (negative cpu or memory amounts, see
   :meth:`~numaplane.placement.fit.FitArrays.scores_bounded`): Python integers, exact where the int64
   arrays clip.
@@ -94,7 +91,9 @@ def plugin_of_reason(reason: str) -> str:
 class NumaEvaluation:
     """The NUMA verdicts of one pod over candidate nodes.
 
-    ``scores`` maps each passing candidate to its NUMA score (0..100, higher is better); ``failed``
+    ``scores`` maps each passing candidate to its NUMA score (0..100, higher is better),
+    ``rejected_scores`` each failed candidate with a row in the arrays to the arrays' score (upstream's
+    Score scores any node kube-scheduler passes it); ``failed``
     lists rejected candidates in input order; ``unknown`` candidates the state has no Node for;
     ``preemptible`` (when asked for) the failed candidates that eviction could make fit
     (:meth:`NodeVerdicts.preemption_may_help`). :meth:`reason` gives a failed node's upstream message
@@ -108,6 +107,7 @@ class NumaEvaluation:
     _verdicts: NodeVerdicts = field(repr=False)
     preemptible: frozenset[str] = frozenset()
     codes: dict[str, int] = field(default_factory=dict)
+    rejected_scores: dict[str, int] = field(default_factory=dict)
     _rejects: dict[str, Reject | Fit] = field(default_factory=dict, repr=False)
 
     def reason(self, name: str) -> str:
