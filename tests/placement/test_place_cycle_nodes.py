@@ -54,7 +54,7 @@ def test_a_mutated_cycle_decides_as_one_built_at_once(seed: int) -> None:
             new = name not in alloc or rng.random() < 0.5
             if new:
                 alloc[name] = _allocatable(rng)
-            known = mutated.position(name) is not None
+            known = name in mutated
             mutated.set_node(name, NodeInfo(name), alloc[name] if new or not known else None)
             if not known:
                 usage[name] = ({}, 0)

@@ -174,7 +174,7 @@ class Cycle:
         """Add node ``name`` (at the end of the search order, with no usage) or change it: its Node
         object ``info`` and, unless ``None`` (unchanged), its allocatable (a new node needs one). Its
         NUMA rows are reloaded from the cache."""
-        known = self.fit.row(name) is not None
+        known = name in self
         if not known:
             if allocatable is None:
                 raise ValueError(f"node {name!r} is new: its allocatable is needed")
@@ -187,7 +187,7 @@ class Cycle:
 
     def remove_node(self, name: str) -> None:
         """Forget node ``name`` (no-op when unknown)."""
-        if self.fit.row(name) is None:
+        if name not in self:
             return
         self.names.remove(name)
         self._stale = True
@@ -200,6 +200,10 @@ class Cycle:
     def set_usage(self, name: str, used: Mapping[str, Quantity], pods: int) -> None:
         """Node ``name``'s usage: the exact sum of its pods' effective requests and their number."""
         self.fit.set_usage(name, used, pods)
+
+    def __contains__(self, name: object) -> bool:
+        """Whether node ``name`` is in the cycle (cheap: never rebuilds the layout)."""
+        return name in self.fit.index
 
     def position(self, name: str) -> int | None:
         """The position of ``name`` in the search order (``None`` if unknown)."""

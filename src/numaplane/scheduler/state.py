@@ -126,7 +126,7 @@ class SchedulerState:
             self._restricted.discard(name)
             return record
         old_basic = old.basic if old is not None else None
-        known = self.cycle.position(name) is not None
+        known = name in self.cycle
         changed = old_basic is None or old_basic.allocatable != basic.allocatable
         self.cycle.set_node(name, numa, basic.allocatable if changed or not known else None)
         if not known:
