@@ -12,10 +12,11 @@ from numaplane.kube.clock import FakeClock
 from numaplane.kube.memory import InMemoryKube
 from numaplane.nrt.fingerprint import compute_fingerprint
 from numaplane.placement.cache import filter_with_cache, score_with_cache
+from numaplane.placement.filter import filter as numa_filter
 from numaplane.placement.overreserve import OverReserveCache
 from numaplane.placement.reasons import MALFORMED, UNTRUSTED
-from numaplane.placement.result import Reject
-from numaplane.resources.pod import parse_pod
+from numaplane.placement.result import Fit, Reject
+from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.decision import fit_error_message
 from numaplane.scheduler.informers import ClusterInformers
@@ -118,7 +119,7 @@ def test_placements_bound_by_others_under_our_name_are_learned() -> None:
     assert ev.failed == ["n"] and isinstance(verdict, Reject)
     assert verdict.reason == "invalid node topology data"
     assert ev.codes == {"n": UNTRUSTED} and ev.reason("n") == verdict.reason  # from the arrays
-    assert not state.verdicts.preemption_may_help(ev.pod, "n", verdict)
+    assert not preemption_may_help(state, ev.pod, "n", verdict)
 
 
 def test_evaluate_feeds_rejections_back_to_the_cache() -> None:
@@ -148,8 +149,8 @@ def test_preemption_may_help_only_when_an_emptied_node_fits() -> None:
     ev = state.evaluate(pod)
     busy, small = ev.reject("busy"), ev.reject("small")
     assert isinstance(busy, Reject) and isinstance(small, Reject)
-    assert state.verdicts.preemption_may_help(pod, "busy", busy)
-    assert not state.verdicts.preemption_may_help(pod, "small", small)
+    assert preemption_may_help(state, pod, "busy", busy)
+    assert not preemption_may_help(state, pod, "small", small)
 
 
 @pytest.mark.parametrize("mode", ["passthrough", "overreserve", "discard-reserved"])
@@ -197,8 +198,23 @@ def test_evaluate_agrees_with_the_per_node_functions(mode: str) -> None:
             assert ev.reason(name) == verdict.reason, (mode, pod.name, name)
             # the score the extender gives a node kube-scheduler asks about although our filter rejected it
             assert ev.rejected_scores[name] == score_with_cache(pod, state.cache, name, state.config.strategy)
-            helps = state.verdicts.preemption_may_help(pod, name, verdict)
+            helps = preemption_may_help(state, pod, name, verdict)
             assert (name in ev.preemptible and verdict.reason in ALIGN_REASONS) == helps, (mode, pod.name, name)
+
+
+def preemption_may_help(state: SchedulerState, pod: Pod, name: str, verdict: Reject) -> bool:
+    """Reference for :attr:`NumaEvaluation.preemptible`, per node: an alignment rejection on trusted,
+    readable data, and the pod fits the node's zones with every zone's ``available`` raised to its
+    ``allocatable`` (the node emptied of pods)."""
+    if verdict.reason not in ALIGN_REASONS:
+        return False
+    record = state.nodes.get(name)
+    cached = state.cache.get(name, pod)
+    topology = cached.topology
+    if record is None or record.numa is None or not cached.fresh or topology is None or topology.problem:
+        return False
+    emptied = replace(topology, zones=tuple(replace(z, available=dict(z.allocatable)) for z in topology.zones))
+    return isinstance(numa_filter(pod, emptied, record.numa, options=state.config.filter_options), Fit)
 
 
 def test_queue_backoff_and_unschedulable_moves() -> None:

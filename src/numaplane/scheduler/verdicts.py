@@ -2,7 +2,7 @@
 
 :class:`NodeVerdicts` (``SchedulerState.verdicts``) answers for one pod on one node, by the
 per-node functions: the explained NUMA verdict (:meth:`NodeVerdicts.explain`), the NUMA
-score, whether preemption may help, and the basic predicates' reasons and LeastAllocated score.
+score, and the basic predicates' reasons and LeastAllocated score.
 :class:`NumaEvaluation` is the result of ``SchedulerState.evaluate``; it asks these per-node answers
 on demand. It reads the scheduler state's ``config``, ``cache``, ``nodes`` and ``usage`` (the same objects,
 never replaced: it holds references to them and changes none).
@@ -11,9 +11,6 @@ never replaced: it holds references to them and changes none).
   failing plugin in kube-scheduler's order (NodeUnschedulable, NodeName, TaintToleration,
   NodeAffinity, NodeResourcesFit), as the framework stops at the first failing filter plugin (per
   node, :func:`~numaplane.placement.predicates.fits_node`: asked only when reasons are reported).
-* :meth:`NodeVerdicts.preemption_may_help` — whether evicting pods could make a NUMA-rejected node
-  fit: only when the pod fits the node's zones with every zone's ``available`` raised to its
-  ``allocatable`` (the node emptied of pods). Untrusted, missing or malformed data never qualifies.
 
 Why these per-node functions stay in production, and why none is a second decision path: every
 verdict that places or rejects a pod comes from the cycle's arrays
@@ -21,7 +18,7 @@ verdict that places or rejects a pod comes from the cycle's arrays
 cases the arrays cannot answer:
 
 * the *text* of a rejection. The arrays keep one boolean per node and plugin, and a reason code
-  (:func:`~numaplane.placement.cycle.reason_codes`) that settles only untrusted or unreadable NRT data
+  (:func:`~numaplane.placement.reasons.reason_codes`) that settles only untrusted or unreadable NRT data
   and the ``cannot align pod/container`` rejections of ``single-numa-node`` nodes. Which container
   kind failed (init, sidecar, app), inconsistent or unusable zones, other policies, and which basic
   predicate failed with which resources (``Insufficient cpu``, taints, affinity) exist only in the
@@ -34,9 +31,9 @@ cases the arrays cannot answer:
   :meth:`~numaplane.placement.fit.FitArrays.scores_bounded`): Python integers, exact where the int64
   arrays clip.
 
-:meth:`NodeVerdicts.preemption_may_help` is the per-node form of :attr:`NumaEvaluation.preemptible`
-(which the arrays' emptied twin, :meth:`Cycle.emptied_evaluation`, decides) that the tests compare it
-with. Were a per-node verdict ever to disagree with the arrays', the arrays' verdict stands (see
+Whether eviction could help (:attr:`NumaEvaluation.preemptible`) is the arrays' alone (the emptied
+twin, :meth:`Cycle.emptied_evaluation`); its per-node form is a reference in the tests. Were a
+per-node verdict ever to disagree with the arrays', the arrays' verdict stands (see
 :meth:`NumaEvaluation.reason`).
 
 No I/O.
@@ -45,7 +42,7 @@ No I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from numaplane.placement.cachebase import NRTCache
 from numaplane.placement.cycle import EXPLAIN, REASON_MESSAGES
@@ -96,7 +93,8 @@ class NumaEvaluation:
     Score scores any node kube-scheduler passes it); ``failed``
     lists rejected candidates in input order; ``unknown`` candidates the state has no Node for;
     ``preemptible`` (when asked for) the failed candidates that eviction could make fit
-    (:meth:`NodeVerdicts.preemption_may_help`). :meth:`reason` gives a failed node's upstream message
+    (the pod fits the node's zones with every zone's ``available`` raised to its ``allocatable``, the node
+    emptied of pods; untrusted, missing or malformed data never qualifies). :meth:`reason` gives a failed node's upstream message
     cheaply, :meth:`reject` the fully explained rejection (both computed on demand).
     """
 
@@ -163,20 +161,6 @@ class NodeVerdicts:
         """The NUMA score (0..100) of ``pod`` on ``name`` by the per-node function."""
         cached = self.cache.get(name, pod)
         return score(pod, cached.topology, None, self.config.strategy, fresh=cached.fresh)
-
-    def preemption_may_help(self, pod: Pod, name: str, verdict: Reject) -> bool:
-        """Whether evicting pods could make ``name`` pass the NUMA filter (module docstring); the
-        per-node form of :attr:`NumaEvaluation.preemptible`."""
-        if verdict.reason not in ALIGN_REASONS:
-            return False
-        record = self.nodes.get(name)
-        cached = self.cache.get(name, pod)
-        topology = cached.topology
-        if record is None or record.numa is None or not cached.fresh or topology is None or topology.problem:
-            return False
-        emptied = replace(topology, zones=tuple(replace(z, available=dict(z.allocatable)) for z in topology.zones))
-        result = numa_filter(pod, emptied, record.numa, options=self.config.filter_options)
-        return isinstance(result, Fit)
 
     def basic_reasons(self, pod: Pod, name: str) -> list[str]:
         """Reasons the basic predicates reject ``pod`` on ``name`` (first failing plugin only)."""
