@@ -7,9 +7,8 @@ The rule (:class:`SelectionRules`), as kube-scheduler's framework applies it wit
   0..100; weights are the plugins' weights in the profile, integers ``>= 0``);
 * the highest total wins; ties go to the lowest node name (``tie_break="name"``, the standalone
   scheduler's rule) or to the first node in search order (``"search-order"``, the simulator's stand-in
-  for kube-scheduler's own default scheduler, which picks among ties at random). :func:`best_node`
-  states the name rule over names, :meth:`Cycle.select` applies either to array rows (the same
-  answer, checked by property tests);
+  for kube-scheduler's own default scheduler, which picks among ties at random). :meth:`Cycle.select`
+  applies either to array rows (the tests state the name rule over names and check both agree);
 * which nodes are filtered at all follows ``percentage_of_nodes_to_score``
   (:mod:`numaplane.placement.sampling`): from a rotating start, window by window, until enough feasible
   nodes are found (every node below 100 nodes or at 100 %). Only the nodes the search processed report
@@ -61,10 +60,8 @@ __all__ = [
     "Evaluation",
     "NumaSetup",
     "SelectionRules",
-    "best_node",
     "numa_verdicts",
     "reason_codes",
-    "totals",
 ]
 
 I64 = npt.NDArray[np.int64]
@@ -90,22 +87,6 @@ class SelectionRules:
             raise ValueError("percentageOfNodesToScore must be within 0..100")
         if self.tie_break not in ("name", "search-order"):
             raise ValueError(f"unknown tie break {self.tie_break!r} (name, search-order)")
-
-
-def totals(
-    rules: SelectionRules, numa_scores: Mapping[str, int] | None, fit_scores: Mapping[str, int]
-) -> dict[str, int]:
-    """Each node's total score (module docstring): every node of ``fit_scores``, with its NUMA score
-    from ``numa_scores`` (``None``: a scheduler without the NUMA plugin; then the total is the fit
-    score alone, unweighted)."""
-    if numa_scores is None:
-        return dict(fit_scores)
-    return {n: rules.numa_weight * numa_scores[n] + rules.fit_weight * s for n, s in fit_scores.items()}
-
-
-def best_node(scores: Mapping[str, int]) -> str | None:
-    """The node with the highest total, the lowest name on ties; ``None`` when there is none."""
-    return min(scores, key=lambda n: (-scores[n], n)) if scores else None
 
 
 @dataclass(frozen=True)
@@ -309,7 +290,7 @@ class Cycle:
     def select(self, pod: Pod, found: Candidates) -> int:
         """The chosen position among ``found`` (at least one) by :attr:`rules`: :meth:`pick` over
         :meth:`totals`, asking fit scores only of the positions that can still reach the top total;
-        with ``tie_break="name"`` the node :func:`best_node` picks over the same totals."""
+        with ``tie_break="name"`` the highest total, the lowest node name on ties."""
         rows, numa = found.rows, found.numa_scores
         numa_weight, fit_weight = self.rules.numa_weight, self.rules.fit_weight
         if numa is not None and fit_weight == 0:
