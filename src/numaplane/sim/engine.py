@@ -12,8 +12,8 @@ Events (time in simulated seconds; ties in insertion order):
 * ``recreate`` a pod rejected by its node's admission is recreated by its controller;
 * ``sample``   metrics are sampled.
 
-A scheduling attempt is one :class:`~numaplane.placement.cycle.Cycle`, the selection rule the
-standalone scheduler applies (:mod:`numaplane.placement.cycle`): NodeResourcesFit and, for a
+A scheduling attempt is one decision of a :class:`~numaplane.placement.cycle.Cycle`, the class the
+standalone scheduler drives too (:mod:`numaplane.placement.cycle`): NodeResourcesFit and, for a
 NUMA-aware scheduler, the NUMA filter through the real cache (:mod:`numaplane.placement.cache`) and
 the vectorised pipeline, searched following ``percentageOfNodesToScore``; the highest
 ``numa_weight * NUMA score + fit_weight * LeastAllocated score`` wins (the scheduler's default weights,
