@@ -1,6 +1,6 @@
 """Benchmark: the standalone scheduler's per-decision latency over 5,000 nodes (p50 / p99).
 
-Setup (no API server: the informers' events are fed to :class:`SchedulerCore` directly): 5,000 Nodes
+Setup (no API server: the informers' events are fed to :class:`SchedulerState` directly): 5,000 Nodes
 (64 CPUs, 256 GiB, 110 pods, 4 NICs; 2 % cordoned, 5 % tainted ``NoSchedule``, three zone labels)
 with two-zone NRTs (``single-numa-node``, container scope; a quarter of the nodes with zones too full
 for the pod), the over-reserve cache, and 20,000 pods already bound (1–4 CPUs, 1–8 GiB each), so
@@ -28,9 +28,9 @@ from numaplane.kube.memory import InMemoryKube
 from numaplane.observability.logs import configure_logging
 from numaplane.resources.pod import parse_pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core import SchedulerCore
 from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.loop import StandaloneScheduler
+from numaplane.scheduler.state import SchedulerState
 
 GI = 1 << 30
 SCHEDULER = "numaplane-scheduler"
@@ -95,15 +95,15 @@ def main() -> None:
     configure_logging("json", "warning")
     rng = random.Random(7)
     started = time.perf_counter()
-    core = SchedulerCore(SchedulerConfig(scheduler_names=(SCHEDULER,)))
+    state = SchedulerState(SchedulerConfig(scheduler_names=(SCHEDULER,)))
     for i in range(args.nodes):
-        core.node_upserted(node_doc(i, rng))
-        core.nrt_upserted(nrt_doc(i, rng))
+        state.node_upserted(node_doc(i, rng))
+        state.nrt_upserted(nrt_doc(i, rng))
     for k in range(4 * args.nodes):
         node = f"worker-{rng.randrange(args.nodes):05d}"
-        core.pod_upserted(None, pod_doc(f"bound-{k}", str(rng.randint(1, 4)), f"{rng.randint(1, 8)}Gi", node=node))
+        state.pod_upserted(None, pod_doc(f"bound-{k}", str(rng.randint(1, 4)), f"{rng.randint(1, 8)}Gi", node=node))
     kube = InMemoryKube()
-    scheduler = StandaloneScheduler(kube, core, ClusterInformers(kube, core))
+    scheduler = StandaloneScheduler(kube, state, ClusterInformers(kube, state))
     setup_s = time.perf_counter() - started
 
     rounds = 20 if args.quick else 200
@@ -115,7 +115,7 @@ def main() -> None:
         decision = scheduler.decide(pod)
         elapsed = time.perf_counter() - start
         assert decision.node is not None
-        core.assume(pod, decision.node)
+        state.assume(pod, decision.node)
         if r >= 0:
             placed.append(elapsed * 1000)
             feasible = len(decision.scores)

@@ -19,7 +19,8 @@ import time
 
 from numaplane.placement.sampling import num_feasible_nodes_to_find
 from numaplane.sim.cluster import DEFAULT_CLUSTER, build_templates, scale_cluster
-from numaplane.sim.engine import SchedulerSpec, SimConfig, run_scheduler
+from numaplane.sim.engine import run_scheduler
+from numaplane.sim.spec import SchedulerSpec, SimConfig
 from numaplane.sim.workload import WorkloadMix, generate_workload
 
 

@@ -15,15 +15,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "src"
 
-#: Known offenders whose fix is in a module other work in progress is rewriting; each entry is
-#: "importing module: imported module.name". Empty this list as those modules get public names.
-ALLOWED: frozenset[str] = frozenset(
-    {
-        # sim/engine.py is being rebuilt on the shared scheduling cycle (issue 18); rename them there.
-        "numaplane.sim.whatif: numaplane.sim.engine._Run",
-        "numaplane.sim.whatif: numaplane.sim.engine._cyclic_gc_paused",
-    }
-)
+#: Known offenders, each "importing module: imported module.name" (none left: keep it that way).
+ALLOWED: frozenset[str] = frozenset()
 
 
 def _module_name(path: Path) -> str:

@@ -12,9 +12,9 @@ from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.resources import POD
 from numaplane.resources.pod import parse_pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core import SchedulerCore
 from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.loop import EVENT_REPEAT_WRITE_SECONDS, StandaloneScheduler
+from numaplane.scheduler.state import SchedulerState
 
 
 async def _settle(scheduler: StandaloneScheduler) -> None:
@@ -25,8 +25,8 @@ async def _settle(scheduler: StandaloneScheduler) -> None:
 async def test_repeated_failed_scheduling_is_one_event_object() -> None:
     store = InMemoryKube()
     clock = FakeClock()
-    core = SchedulerCore(SchedulerConfig(scheduler_names=("numa",)))
-    scheduler = StandaloneScheduler(store, core, ClusterInformers(store, core, clock=clock), clock=clock)
+    state = SchedulerState(SchedulerConfig(scheduler_names=("numa",)))
+    scheduler = StandaloneScheduler(store, state, ClusterInformers(store, state, clock=clock), clock=clock)
     pod = parse_pod(await store.create(POD, pod_doc("p", 3, scheduler="numa")))
     for _ in range(3):
         scheduler._post_event(pod, "FailedScheduling", "0/1 nodes are available: 1 cannot align container.", "Warning")

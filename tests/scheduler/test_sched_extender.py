@@ -304,7 +304,7 @@ async def test_not_ready_until_the_nrt_crd_exists(server: FakeApiServer, shared_
 
 
 async def _has_nodes(service: ExtenderService, count: int) -> bool:
-    return len(service.core.nodes) >= count
+    return len(service.state.nodes) >= count
 
 
 async def _informer_tried(service: ExtenderService) -> bool:

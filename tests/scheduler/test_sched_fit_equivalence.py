@@ -1,5 +1,5 @@
 """The standalone scheduler's decisions with the vectorised basic predicates and fit scores
-(:meth:`SchedulerCore.basic_filter`, :meth:`SchedulerCore.fit_scores`, lazily explained rejections)
+(:meth:`SchedulerState.basic_filter`, :meth:`SchedulerState.fit_scores`, lazily explained rejections)
 are those of the previous per-node code (:func:`per_node_decision`, kept verbatim from the loop as it
 was): same node, totals, reasons and message, through random streams of Node, NRT and Pod events,
 assumptions, failed bindings and deletions."""
@@ -19,9 +19,10 @@ from numaplane.resources.errors import PodSpecError
 from numaplane.resources.pod import Container, Pod, parse_pod
 from numaplane.resources.quantity import parse_quantity
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core import SchedulerCore
+from numaplane.scheduler.decision import fit_error_message
 from numaplane.scheduler.informers import ClusterInformers
-from numaplane.scheduler.loop import StandaloneScheduler, fit_error_message
+from numaplane.scheduler.loop import StandaloneScheduler
+from numaplane.scheduler.state import SchedulerState
 
 STATS = {"decisions": 0, "placed": 0, "basic_rejections": 0}
 
@@ -57,30 +58,26 @@ def per_node_decision(
 ) -> tuple[str | None, dict[str, int], dict[str, list[str]], int]:
     """``StandaloneScheduler.decide`` as it was before the fit arrays (basic predicates and the fit
     score asked per node)."""
-    core = scheduler.core
-    names = sorted(core.nodes)
+    state = scheduler.state
+    names = sorted(state.nodes)
     reasons: dict[str, list[str]] = {}
     candidates: list[str] = []
     for name in names:
-        basic = core.basic_reasons(pod, name)
+        basic = state.verdicts.basic_reasons(pod, name)
         if basic:
             reasons[name] = basic
         else:
             candidates.append(name)
-    ev = core.evaluate(pod, candidates)
+    ev = state.evaluate(pod, candidates)
     numa_scores = dict(ev.scores)
     for name in ev.failed:
-        reason = ev.reason(name)
-        if reason is None:
-            numa_scores[name] = core.numa_score(pod, name)
-        else:
-            reasons[name] = [reason]
+        reasons[name] = [ev.reason(name)]
     for name in ev.unknown:
         reasons[name] = ["node not found"]
     totals: dict[str, int] = {}
     cfg = scheduler.config
     for name, numa_score in numa_scores.items():
-        totals[name] = cfg.numa_score_weight * numa_score + cfg.fit_score_weight * core.fit_score(pod, name)
+        totals[name] = cfg.numa_score_weight * numa_score + cfg.fit_score_weight * state.verdicts.fit_score(pod, name)
     best = min(totals, key=lambda n: (-totals[n], n)) if totals else None
     return best, totals, reasons, len(names)
 
@@ -160,43 +157,43 @@ def test_decisions_equal_the_per_node_code(
     cache_mode: str, initial: list[dict[str, Any]], events: list[tuple[str, Any]]
 ) -> None:
     def scheduler() -> StandaloneScheduler:
-        core = SchedulerCore(replace(SchedulerConfig(), cache_mode=cache_mode))  # type: ignore[arg-type]
-        return StandaloneScheduler(InMemoryKube(), core, ClusterInformers(InMemoryKube(), core))
+        state = SchedulerState(replace(SchedulerConfig(), cache_mode=cache_mode))  # type: ignore[arg-type]
+        return StandaloneScheduler(InMemoryKube(), state, ClusterInformers(InMemoryKube(), state))
 
     new, old = scheduler(), scheduler()  # fed the same events; decided by the new and the old code
     bound: list[dict[str, Any]] = []
     assumed: list[tuple[Pod, str]] = []
     for s in (new, old):
         for i, doc in enumerate(initial):
-            s.core.node_upserted(doc)
+            s.state.node_upserted(doc)
             if i % 2:
-                s.core.nrt_upserted(nrt(doc["metadata"]["name"], 2 + i))
+                s.state.nrt_upserted(nrt(doc["metadata"]["name"], 2 + i))
     for serial, (kind, arg) in enumerate(events):
         for s in (new, old):
-            core = s.core
+            state = s.state
             if kind == "node":
-                core.node_upserted(arg)
+                state.node_upserted(arg)
             elif kind == "delete-node":
-                core.node_deleted({"metadata": {"name": arg}})
+                state.node_deleted({"metadata": {"name": arg}})
             elif kind == "nrt":
-                core.nrt_upserted(nrt(*arg))
+                state.nrt_upserted(nrt(*arg))
             elif kind == "bound":
                 doc, node = arg
                 doc = {**doc, "metadata": {"name": f"b{serial}", "namespace": "default"}}
                 doc["spec"] = {**doc["spec"], "nodeName": node}
                 doc["status"] = {"phase": "Running"}
-                core.pod_upserted(None, doc)
+                state.pod_upserted(None, doc)
                 if s is new:
                     bound.append(doc)
             elif kind == "finish" and bound:
                 doc = bound[arg % len(bound)]
                 if arg % 2:
-                    core.pod_deleted(doc)
+                    state.pod_deleted(doc)
                 else:
-                    core.pod_upserted(doc, {**doc, "status": {"phase": "Succeeded"}})
+                    state.pod_upserted(doc, {**doc, "status": {"phase": "Succeeded"}})
             elif kind == "forget" and assumed:
                 pod, node = assumed[arg % len(assumed)]
-                core.forget(pod, node)
+                state.forget(pod, node)
         if kind == "decide":
             doc = {**arg, "metadata": {"name": f"d{serial}", "namespace": "default"}}
             pod = decided_pod(doc)
@@ -212,33 +209,33 @@ def test_decisions_equal_the_per_node_code(
             assert got.message == fit_error_message(total, reasons)
             if got.node is not None:
                 for s in (new, old):
-                    assert s.core.assume(pod, got.node)
+                    assert s.state.assume(pod, got.node)
                 assumed.append((pod, got.node))
 
 
 def test_usage_follows_binds_node_changes_and_late_nodes() -> None:
-    core = SchedulerCore(SchedulerConfig())
-    core.node_upserted(node_doc("a", cpu=4))
+    state = SchedulerState(SchedulerConfig())
+    state.node_upserted(node_doc("a", cpu=4))
     early = pod_doc("early", 3)
     early["spec"]["nodeName"] = "b"
     early["status"] = {"phase": "Running"}
-    core.pod_upserted(None, early)  # bound to a node not listed yet
-    core.node_upserted(node_doc("b", cpu=4))
+    state.pod_upserted(None, early)  # bound to a node not listed yet
+    state.node_upserted(node_doc("b", cpu=4))
     pod = parse_pod(pod_doc("p", 2))
-    assert core.basic_filter(pod).passed == ["a"]
-    assert core.assume(pod, "a")
-    assert core.basic_filter(parse_pod(pod_doc("q", 2))).passed == ["a"]  # a: 2 of 4 left
-    assert core.basic_filter(parse_pod(pod_doc("r", 3))).passed == []
-    core.forget(pod, "a")
-    core.node_upserted(node_doc("a", cpu=2))  # allocatable shrank
-    assert core.basic_filter(parse_pod(pod_doc("r", 3))).passed == []
-    assert core.basic_filter(parse_pod(pod_doc("s", 1))).passed == ["a", "b"]
-    core.pod_deleted(early)
-    assert core.basic_filter(parse_pod(pod_doc("r", 3))).passed == ["b"]
-    core.node_deleted(node_doc("b"))
-    assert core.basic_filter(parse_pod(pod_doc("r", 3))).failed == ["a"]
-    assert core.fit_scores(parse_pod(pod_doc("s", 1)), ["a", "gone"]) == [
-        core.fit_score(parse_pod(pod_doc("s", 1)), "a"),
+    assert state.basic_filter(pod).passed == ["a"]
+    assert state.assume(pod, "a")
+    assert state.basic_filter(parse_pod(pod_doc("q", 2))).passed == ["a"]  # a: 2 of 4 left
+    assert state.basic_filter(parse_pod(pod_doc("r", 3))).passed == []
+    state.forget(pod, "a")
+    state.node_upserted(node_doc("a", cpu=2))  # allocatable shrank
+    assert state.basic_filter(parse_pod(pod_doc("r", 3))).passed == []
+    assert state.basic_filter(parse_pod(pod_doc("s", 1))).passed == ["a", "b"]
+    state.pod_deleted(early)
+    assert state.basic_filter(parse_pod(pod_doc("r", 3))).passed == ["b"]
+    state.node_deleted(node_doc("b"))
+    assert state.basic_filter(parse_pod(pod_doc("r", 3))).failed == ["a"]
+    assert state.fit_scores(parse_pod(pod_doc("s", 1)), ["a", "gone"]) == [
+        state.verdicts.fit_score(parse_pod(pod_doc("s", 1)), "a"),
         0,
     ]
 

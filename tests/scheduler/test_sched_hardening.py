@@ -78,22 +78,22 @@ async def test_request_nodes_never_enter_the_cache_nor_pass(server: FakeApiServe
     try:
         port = service.ports["extender"]
         request = load_capture(shared_dir, "nodecachecapable-false.filter.guaranteed.json")
-        known = set(service.core.nodes)
+        known = set(service.state.nodes)
         made_up = fake_nodes(request["Nodes"]["items"][1], 500)
         request["Nodes"]["items"] = made_up + request["Nodes"]["items"]
         status, body = await post(port, "filter", json.dumps(request).encode())
         assert status == 200
-        assert set(service.core.nodes) == known
+        assert set(service.state.nodes) == known
         assert [n["metadata"]["name"] for n in body["Nodes"]["items"]] == ["rig-node"]
         assert sum(1 for v in body["FailedAndUnresolvableNodes"].values() if v == "node not found") == 500
         # a known node's object with another resourceVersion does not replace ours either
         rig = copy.deepcopy(request["Nodes"]["items"][-1])
         rig["metadata"]["resourceVersion"] = "999999"
         rig["status"]["allocatable"]["cpu"] = "512"
-        before = service.core.nodes["rig-node"].doc
+        before = service.state.nodes["rig-node"].doc
         request["Nodes"]["items"] = [rig]
         await post(port, "filter", json.dumps(request).encode())
-        assert service.core.nodes["rig-node"].doc is before
+        assert service.state.nodes["rig-node"].doc is before
     finally:
         await service.close()
 
@@ -120,7 +120,7 @@ async def test_bind_only_our_pods_to_real_nodes_that_passed_our_filter(server: F
         await server.store.replace(_pod(), other)
 
         async def foreign() -> bool:
-            pod = service.core.pods.get("numaplane-wire/gu-ncc-false")
+            pod = service.state.pods.get("numaplane-wire/gu-ncc-false")
             return pod is not None and pod.scheduler_name == "someone-else"
 
         await eventually(foreign)
@@ -244,7 +244,7 @@ async def test_rss_stays_flat_under_hostile_bodies(server: FakeApiServer, shared
             before = _rss_bytes()
             await burst(300)
             after = _rss_bytes()
-        assert len(service.core.nodes) == 2
+        assert len(service.state.nodes) == 2
         assert after - before < 64 * 1024**2, (before, after)
     finally:
         await service.close()
@@ -351,20 +351,20 @@ def test_an_unparseable_nrt_update_makes_the_node_fail_with_a_reason(bad_zone: d
     from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
 
     from numaplane.resources.pod import parse_pod
-    from numaplane.scheduler.core import SchedulerCore
+    from numaplane.scheduler.state import SchedulerState
 
-    core = SchedulerCore(SchedulerConfig(cache_mode="passthrough"))
-    core.node_upserted(node_doc("n", 8))
-    core.nrt_upserted(nrt_doc("n", [zone_doc(0, {"cpu": (4, 4), "memory": ("8Gi", "8Gi")})]))
+    state = SchedulerState(SchedulerConfig(cache_mode="passthrough"))
+    state.node_upserted(node_doc("n", 8))
+    state.nrt_upserted(nrt_doc("n", [zone_doc(0, {"cpu": (4, 4), "memory": ("8Gi", "8Gi")})]))
     pod = parse_pod(pod_doc("p", 2))
-    assert "n" in core.evaluate(pod, ["n"]).scores
+    assert "n" in state.evaluate(pod, ["n"]).scores
     bad = nrt_doc("n", [zone_doc(0, bad_zone)])
     if isinstance(bad_zone["cpu"][0], list):
         for r in bad["zones"][0]["resources"]:
             if r["name"] == "cpu":
                 r["capacity"] = r["allocatable"] = r["available"] = [1]
-    core.nrt_upserted(bad)
-    ev = core.evaluate(pod, ["n"])
+    state.nrt_upserted(bad)
+    ev = state.evaluate(pod, ["n"])
     assert "n" not in ev.scores and "n" in ev.failed
     reason = ev.reason("n")
     assert reason and len(reason) < 500
@@ -374,13 +374,13 @@ def test_a_zone_named_with_5000_digits_replaces_the_old_nrt() -> None:
     from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
 
     from numaplane.resources.pod import parse_pod
-    from numaplane.scheduler.core import SchedulerCore
+    from numaplane.scheduler.state import SchedulerState
 
-    core = SchedulerCore(SchedulerConfig(cache_mode="passthrough"))
-    core.node_upserted(node_doc("n", 8))
-    core.nrt_upserted(nrt_doc("n", [zone_doc(0, {"cpu": (4, 4), "memory": ("8Gi", "8Gi")})]))
+    state = SchedulerState(SchedulerConfig(cache_mode="passthrough"))
+    state.node_upserted(node_doc("n", 8))
+    state.nrt_upserted(nrt_doc("n", [zone_doc(0, {"cpu": (4, 4), "memory": ("8Gi", "8Gi")})]))
     pod = parse_pod(pod_doc("p", 2))
-    assert "n" in core.evaluate(pod, ["n"]).scores
-    core.nrt_upserted(nrt_doc("n", [zone_doc("node-" + "9" * 5000, {"cpu": (4, 0), "memory": ("8Gi", "8Gi")})]))
-    ev = core.evaluate(pod, ["n"])
+    assert "n" in state.evaluate(pod, ["n"]).scores
+    state.nrt_upserted(nrt_doc("n", [zone_doc("node-" + "9" * 5000, {"cpu": (4, 0), "memory": ("8Gi", "8Gi")})]))
+    ev = state.evaluate(pod, ["n"])
     assert "n" not in ev.scores  # no usable NUMA zone left: the old zone 0 is not in force

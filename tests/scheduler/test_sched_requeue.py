@@ -14,8 +14,8 @@ from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.resources import POD
 from numaplane.resources.pod import parse_pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core import SchedulerCore
 from numaplane.scheduler.requeue import CONDITION_TYPE, RequeueSignal
+from numaplane.scheduler.state import SchedulerState
 
 
 def _zones(free0: int, free1: int) -> list[dict[str, Any]]:
@@ -25,14 +25,14 @@ def _zones(free0: int, free1: int) -> list[dict[str, Any]]:
     ]
 
 
-async def _setup(scheduler: str = "numa") -> tuple[InMemoryKube, SchedulerCore, RequeueSignal, dict[str, Any]]:
+async def _setup(scheduler: str = "numa") -> tuple[InMemoryKube, SchedulerState, RequeueSignal, dict[str, Any]]:
     store = InMemoryKube()
-    core = SchedulerCore(SchedulerConfig(scheduler_names=("numa",), cache_mode="passthrough"))
-    core.node_upserted(node_doc("n1", 8, "16Gi"))
-    core.nrt_upserted(nrt_doc("n1", _zones(1, 1)))
+    state = SchedulerState(SchedulerConfig(scheduler_names=("numa",), cache_mode="passthrough"))
+    state.node_upserted(node_doc("n1", 8, "16Gi"))
+    state.nrt_upserted(nrt_doc("n1", _zones(1, 1)))
     pod = await store.create(POD, pod_doc("waits", 3, scheduler=scheduler))
-    core.pod_upserted(None, pod)
-    return store, core, RequeueSignal(core, store, debounce_seconds=0), pod
+    state.pod_upserted(None, pod)
+    return store, state, RequeueSignal(state, store, debounce_seconds=0), pod
 
 
 def _condition(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -40,13 +40,13 @@ def _condition(pod: dict[str, Any]) -> dict[str, Any] | None:
 
 
 async def test_refused_pod_is_signalled_once_an_nrt_change_makes_it_fit() -> None:
-    store, core, signal, doc = await _setup()
+    store, state, signal, doc = await _setup()
     pod = parse_pod(doc)
     signal.refused(pod)
     assert list(signal.waiting) == ["default/waits"]
     assert await signal.check() == 0  # still nowhere to go: nothing written
     assert _condition(await store.get(POD, "waits", namespace="default")) is None
-    core.nrt_upserted(nrt_doc("n1", _zones(4, 1)))
+    state.nrt_upserted(nrt_doc("n1", _zones(4, 1)))
     assert await signal.check() == 1
     condition = _condition(await store.get(POD, "waits", namespace="default"))
     assert condition is not None and condition["status"] == "True" and "n1" in condition["message"]
@@ -58,12 +58,12 @@ async def test_refused_pod_is_signalled_once_an_nrt_change_makes_it_fit() -> Non
 
 
 async def test_changes_wake_the_loop_which_checks_only_the_changed_nodes() -> None:
-    store, core, signal, doc = await _setup()
+    store, state, signal, doc = await _setup()
     signal.refused(parse_pod(doc))
     task = asyncio.get_running_loop().create_task(signal.run())
     try:
         freed = nrt_doc("n1", _zones(4, 1))
-        core.nrt_upserted(freed)
+        state.nrt_upserted(freed)
         signal.object_changed(freed)
         deadline = time.monotonic() + 5
         while signal.signalled == 0 and time.monotonic() < deadline:

@@ -203,3 +203,17 @@ def test_upstream_difference_switches_reach_the_over_reserve_cache() -> None:
 def test_upstream_difference_switch_must_be_a_boolean() -> None:
     with pytest.raises(SchedulerConfigError, match="rechargeUncovered must be true or false"):
         config_from_document({"cache": {"rechargeUncovered": "yes"}})
+
+
+def test_percentage_of_nodes_to_score_is_a_scheduler_setting() -> None:
+    """Default 100 (every node); plugin args or a KubeSchedulerConfiguration's top-level field set it."""
+    assert SchedulerConfig().selection.percentage_of_nodes_to_score == 100
+    assert config_from_document({"percentageOfNodesToScore": 0}).selection.percentage_of_nodes_to_score == 0
+    doc = {
+        "kind": "KubeSchedulerConfiguration",
+        "percentageOfNodesToScore": 40,
+        "profiles": [{"schedulerName": "s", "pluginConfig": [{"name": "NodeResourceTopologyMatch", "args": {}}]}],
+    }
+    assert config_from_document(doc).selection.percentage_of_nodes_to_score == 40
+    with pytest.raises(SchedulerConfigError, match="percentageOfNodesToScore"):
+        config_from_document({"percentageOfNodesToScore": 101})

@@ -11,6 +11,9 @@ checks the arrays against ``fits_node`` there."""
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -83,32 +86,49 @@ def test_random_streams_match_the_reference(seed: int) -> None:
         assert np.array_equal(new.count * 1000, ref.used[:, pods])
 
 
+def totals(rules: Any, numa_scores: Mapping[str, int] | None, fit_scores: Mapping[str, int]) -> dict[str, int]:
+    """Reference: each node's total score; without NUMA scores the fit score alone, unweighted."""
+    if numa_scores is None:
+        return dict(fit_scores)
+    return {n: rules.numa_weight * numa_scores[n] + rules.fit_weight * s for n, s in fit_scores.items()}
+
+
+def best_node(scores: Mapping[str, int]) -> str | None:
+    """Reference: the node with the highest total, the lowest name on ties."""
+    return min(scores, key=lambda n: (-scores[n], n)) if scores else None
+
+
 @pytest.mark.parametrize("seed", range(20))
-def test_best_node_is_the_argmax_of_the_combined_score(seed: int) -> None:
-    from numaplane.sim.engine import best_node
+def test_cycle_selection_on_rows_is_the_rule_on_names(seed: int) -> None:
+    """The simulator's array selection (:meth:`Cycle.select`) picks exactly the node the standalone
+    scheduler's rule stated over names (:func:`best_node` over :func:`totals`) picks from the same scores."""
+    from numaplane.placement.cycle import Candidates, Cycle, SelectionRules
 
     rng = random.Random(seed)
     nodes = [_allocatable(rng) for _ in range(rng.randint(1, 60))]
-    fit = FitArrays([f"n{i}" for i in range(len(nodes))], nodes)
+    names = [f"n{rng.randrange(10_000)}-{i}" for i in range(len(nodes))]  # rows not in name order
+    rules = SelectionRules(numa_weight=rng.choice((0, 1, 2, 1000)), fit_weight=rng.choice((0, 1, 3)))
+    cycle = Cycle(names, nodes, {}, rules)
     for i in range(40):
         row = rng.randrange(len(nodes))
-        fit.add(row, _pod(rng, 1000 + i).effective_requests())
+        cycle.fit.add(row, _pod(rng, 1000 + i).effective_requests())
     for i in range(200):
         pod = _pod(rng, i)
         feasible = np.array([rng.random() < 0.6 for _ in nodes])
         if not feasible.any():
             feasible[rng.randrange(len(nodes))] = True
         numa = np.array([rng.choice((0, 50, 100, rng.randint(0, 100))) for _ in nodes], dtype=np.int64)
-        if rng.random() < 0.2:  # negative NUMA scores (never produced today) take the direct formula
-            numa -= rng.choice((1, 300, 1000))
-        # the cycle's feasible rows in search order: from a rotating start, as sampling gives them
         start = rng.randrange(len(nodes))
         rows = np.array([r for r in (*range(start, len(nodes)), *range(start)) if feasible[r]], dtype=np.int64)
-        combined = [int(numa[r]) * 1000 + int(fit.scores(pod)[r]) for r in rows]
-        want = int(rows[combined.index(max(combined))])  # the first in search order on ties
-        assert best_node(fit, pod, rows, numa[rows]) == want
-        plain = [int(fit.scores(pod)[r]) for r in rows]
-        assert best_node(fit, pod, rows, None) == int(rows[plain.index(max(plain))])
+        fit = {names[r]: int(cycle.fit.scores(pod)[r]) for r in rows}
+        with_numa = totals(rules, {names[r]: int(numa[r]) for r in rows}, fit)
+        assert names[cycle.select(pod, Candidates(rows, numa[rows]))] == best_node(with_numa)
+        assert names[cycle.select(pod, Candidates(rows, None))] == best_node(totals(rules, None, fit))
+        # the default scheduler's stand-in for random ties: the first node in search order
+        first = Cycle(names, nodes, {}, replace(rules, tie_break="search-order"))
+        first.fit = cycle.fit
+        combined = [with_numa[names[r]] for r in rows]
+        assert first.select(pod, Candidates(rows, numa[rows])) == int(rows[combined.index(max(combined))])
 
 
 @pytest.mark.parametrize("seed", [1, 7])

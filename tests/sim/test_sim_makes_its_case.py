@@ -79,8 +79,8 @@ def test_one_name_is_one_machine_in_admit_and_simulate(tmp_path: Path) -> None:
 
 
 def test_verdict_with_only_the_default_scheduler_names_no_numa_aware_one() -> None:
-    from numaplane.sim.engine import RunResult
     from numaplane.sim.report import verdict
+    from numaplane.sim.spec import RunResult
 
     text = verdict([RunResult("default", pods=10, placed=8, rejections={"TopologyAffinityError": 3}, failed=2)])
     assert "NUMA-aware scheduler," not in text and "rejected 3 bindings" in text and "--schedulers" in text

@@ -8,7 +8,8 @@ import pytest
 
 from numaplane.policy.manager import ResourceManager
 from numaplane.sim.cluster import build_templates
-from numaplane.sim.engine import SchedulerSpec, SimConfig, run_scheduler
+from numaplane.sim.engine import run_scheduler
+from numaplane.sim.spec import SchedulerSpec, SimConfig
 from numaplane.sim.workload import parse_workload
 from numaplane.topology.model import synthetic
 

@@ -47,8 +47,9 @@ def _expand(paths: tuple[str, ...]) -> list[Path]:
     type=click.Choice(["both", "reference", "production"]),
     default="both",
     show_default=True,
-    help="reference: the per-node core functions; production: the scheduler pipeline and the exporter's "
-    "scanner, for the kinds that have separate production code (tallied as '<kind> (production)').",
+    help="reference: each kind's runner (nrt-filter/score: the scheduler's vectorised arrays, nrt-zones: the "
+    "exporter's scanner); production: also the agent's admission path for cpu-static and memory-static "
+    "(tallied as '<kind> (production)').",
 )
 def command(
     files: tuple[str, ...],

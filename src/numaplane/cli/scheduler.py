@@ -98,48 +98,21 @@ def _common(func: F) -> F:
 
 
 def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConfig:
-    from numaplane.documents import DocumentError, read_document
+    """The parsed options as a configuration (:func:`~numaplane.scheduler.settings.settings_from_options`)."""
     from numaplane.placement.errors import PlacementConfigError
-    from numaplane.placement.score import ScoringStrategy
-    from numaplane.scheduler.config import SchedulerConfig, config_from_document, parse_period
     from numaplane.scheduler.errors import SchedulerConfigError
+    from numaplane.scheduler.settings import settings_from_options
 
     try:
-        config = SchedulerConfig(scheduler_names=default_names)
-        path: Path | None = kw["config_file"]
-        if path is not None:
-            try:
-                doc = read_document(path)
-            except DocumentError as exc:
-                raise SchedulerConfigError(f"cannot read {exc}") from exc
-            config = config_from_document(doc, config)
-        strategy = config.strategy
-        if kw["scoring_strategy"] or kw["resource_weight"]:
-            weights = dict(strategy.weights)
-            if kw["resource_weight"]:
-                weights = {}
-                for item in kw["resource_weight"]:
-                    name, sep, value = str(item).partition("=")
-                    if not sep or not name or not value.strip().isdigit():
-                        raise SchedulerConfigError(f"--resource-weight {item!r} must be NAME=INTEGER")
-                    weights[name] = int(value)
-            strategy = ScoringStrategy(kw["scoring_strategy"] or strategy.type, weights)
-        cache_mode = kw["cache_mode"]
-        period: float | None = None
-        if kw["resync_period"] is not None:
-            period = parse_period(str(kw["resync_period"]))
-            if period <= 0:
-                period = None
-                cache_mode = cache_mode or "passthrough"
-            else:
-                cache_mode = cache_mode or ("overreserve" if config.cache_mode == "passthrough" else None)
-        informer = kw["informer_mode"]
-        return config.with_overrides(
-            scheduler_names=tuple(kw["scheduler_names"]) or None,
-            cache_mode=cache_mode,
-            resync_period_seconds=period,
-            informer_mode=str(informer).capitalize() if informer else None,
-            strategy=strategy,
+        return settings_from_options(
+            default_names,
+            config_file=kw["config_file"],
+            scheduler_names=kw["scheduler_names"],
+            scoring_strategy=kw["scoring_strategy"],
+            resource_weight=kw["resource_weight"],
+            cache_mode=kw["cache_mode"],
+            resync_period=None if kw["resync_period"] is None else str(kw["resync_period"]),
+            informer_mode=kw["informer_mode"],
             foreign_pods_detect=kw["foreign_pods_detect"],
             kubelet_admission=kw["kubelet_admission"],
         )

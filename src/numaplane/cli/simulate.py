@@ -26,9 +26,10 @@ from numaplane.sim.cluster import (
     parse_cluster_spec,
     scale_cluster,
 )
-from numaplane.sim.engine import DEFAULT_SCHEDULERS, RunResult, SchedulerSpec, SimConfig, run_scheduler
+from numaplane.sim.engine import run_scheduler
 from numaplane.sim.errors import SimulationError, WorkloadError
 from numaplane.sim.report import render_table, summary_document, write_report
+from numaplane.sim.spec import DEFAULT_SCHEDULERS, RunResult, SchedulerSpec, SimConfig
 from numaplane.sim.workload import PodArrival, WorkloadMix, generate_workload, parse_workload
 
 POLICIES = ("none", "best-effort", "restricted", "single-numa-node")

@@ -10,10 +10,10 @@ import click
 
 from numaplane.cli._output import console, emit_document
 from numaplane.documents import DocumentError, read_document
-from numaplane.sim.engine import SchedulerSpec
 from numaplane.sim.errors import ScenarioError, SimulationError
 from numaplane.sim.scenario import Scenario, parse_policy_flag, parse_scenario, parse_schedulers
 from numaplane.sim.snapshot import read_snapshot
+from numaplane.sim.spec import SchedulerSpec
 from numaplane.sim.whatif import load_cluster, run_whatif
 from numaplane.sim.whatif_report import render_whatif, whatif_document
 from numaplane.sim.workload import parse_workload

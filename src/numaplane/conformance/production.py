@@ -1,6 +1,6 @@
 """The production paths the conformance kinds also run through (see :mod:`numaplane.conformance.runner`).
 
-* :func:`scheduler_core` — a :class:`~numaplane.scheduler.core.SchedulerCore` (passthrough cache, as the
+* :func:`scheduler_state` — a :class:`~numaplane.scheduler.state.SchedulerState` (passthrough cache, as the
   cases assume) fed the case's Node and NRT objects the way its informers feed it; decisions then come
   from the vectorised :class:`~numaplane.placement.pipeline.Pipeline` (kernels, LeastNUMANodes search),
   exactly what the extender and the standalone scheduler run.
@@ -21,9 +21,9 @@ from numaplane.nrt.podresources import AllocatableResources, PodResources, alloc
 from numaplane.nrt.zones import MachineView
 from numaplane.placement.score import ScoringStrategy
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core import SchedulerCore
+from numaplane.scheduler.state import SchedulerState
 
-__all__ = ["scan_zones", "scheduler_core"]
+__all__ = ["scan_zones", "scheduler_state"]
 
 
 def _named(doc: Mapping[str, Any] | None, name: str) -> dict[str, Any] | None:
@@ -36,20 +36,20 @@ def _named(doc: Mapping[str, Any] | None, name: str) -> dict[str, Any] | None:
     return out
 
 
-def scheduler_core(
+def scheduler_state(
     nodes: Mapping[str, tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]],
     strategy: ScoringStrategy | None = None,
-) -> SchedulerCore:
-    """A scheduler core knowing ``nodes`` (name → (NRT or None, Node)), synced and ready to evaluate."""
-    core = SchedulerCore(SchedulerConfig(strategy=strategy or ScoringStrategy(), cache_mode="passthrough"))
+) -> SchedulerState:
+    """A scheduler state knowing ``nodes`` (name → (NRT or None, Node)), synced and ready to evaluate."""
+    state = SchedulerState(SchedulerConfig(strategy=strategy or ScoringStrategy(), cache_mode="passthrough"))
     for name, (nrt, node) in nodes.items():
         node_doc = _named(node, name) or {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
-        core.node_upserted(node_doc)
+        state.node_upserted(node_doc)
         nrt_doc = _named(nrt, name)
         if nrt_doc is not None:
-            core.nrt_upserted(nrt_doc)
-    core.sync()
-    return core
+            state.nrt_upserted(nrt_doc)
+    state.sync()
+    return state
 
 
 class _Responses:

@@ -1,12 +1,13 @@
 """Load case files, run each case through its kind module, and tally results.
 
-Reading files happens here (this is a component). Every kind module has ``run`` — the *reference*
-path: the plain per-node / per-call functions of the pure core. Kinds whose decision is also taken
-by different production code have ``run_production`` too — the *production* path: the vectorised
-scheduler pipeline behind :class:`~numaplane.scheduler.core.SchedulerCore` (nrt-filter, nrt-score)
-the exporter's :class:`~numaplane.exporter.scan.Scanner` (nrt-zones) and the resource manager's
-built-in CPU and memory plugins as the agent's admission builds and calls them (cpu-static,
-memory-static). Both must pass; a production result is tallied under
+Reading files happens here (this is a component). Every kind module has ``run``: the code production
+runs. For nrt-filter and nrt-score that is the scheduler state's vectorised NUMA arrays
+(:class:`~numaplane.scheduler.state.SchedulerState`), for nrt-zones the exporter's
+:class:`~numaplane.exporter.scan.Scanner`; the plain per-node functions are reference implementations
+checked in ``tests/`` only. For the other kinds the pure core's functions are what production calls.
+cpu-static and memory-static also have ``run_production``: the resource manager's built-in CPU and
+memory plugins as the agent's admission builds and calls them (a second caller of the same code, not a
+second implementation); both paths must pass; a production result is tallied under
 ``"<kind> (production)"``; a production runner returns ``None`` for a case its path does not apply to.
 """
 
@@ -132,7 +133,8 @@ def run_files(
     """Run every case of every file (optionally only some kinds or ids) through each of ``paths_to_run``
     (``reference``, ``production``: module docstring).
 
-    Unknown kinds and crashing cases count as failures; a kind without a production path is run once.
+    Unknown kinds and crashing cases count as failures; a kind without a production path is run once
+    (also when only ``production`` is asked for).
     """
     wanted = [p for p in PATHS if p in set(paths_to_run)]
     report = Report()
@@ -147,9 +149,11 @@ def run_files(
             for which in wanted:
                 runner = kind_runner(kind, which) if kind else None
                 outcome: Outcome | None
+                if runner is None and which != "reference" and kind and kind_runner(kind) is not None:
+                    if "reference" in wanted:
+                        continue  # no second caller for this kind: its one runner already ran
+                    which, runner = "reference", kind_runner(kind)  # never skipped: run its one runner
                 if runner is None:
-                    if which != "reference" and kind and kind_runner(kind) is not None:
-                        continue  # no separate production code for this kind
                     outcome = Outcome.fail("a runner for this kind", f"unknown kind {kind!r}", "kind")
                 else:
                     outcome = _run_one(runner, case, ctx)

@@ -19,6 +19,9 @@ depend on the representation.
 
 Updates are incremental: :meth:`ClusterArrays.upsert` rewrites one row (a few fancy-indexed writes),
 :meth:`ClusterArrays.remove` frees it for reuse. Pure data structure, no I/O.
+
+Why one module over 400 lines: the arrays' layout (rows, slots, columns, flags), their growth and the
+writers of a row must change together; the cell and distance-cost helpers only feed :meth:`upsert`.
 """
 
 from __future__ import annotations

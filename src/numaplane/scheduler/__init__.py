@@ -1,11 +1,13 @@
 """numaplane.scheduler: the NUMA-aware scheduler component (imports nothing on its own; import the modules).
 
-Two modes over one core:
+Two modes over one state:
 
-* :mod:`~numaplane.scheduler.core` — cluster state from the informers → NRT cache → vectorised
+* :mod:`~numaplane.scheduler.state` — cluster state from the informers → NRT cache → vectorised
   placement pipeline; basic kube-scheduler predicates; per-node usage (:mod:`~numaplane.scheduler.usage`);
-  per-node records in :mod:`~numaplane.scheduler.core_records`, per-node verdicts and explanations in
-  :mod:`~numaplane.scheduler.core_verdicts`;
+  per-node records in :mod:`~numaplane.scheduler.records`, per-node verdicts and explanations in
+  :mod:`~numaplane.scheduler.verdicts`; one standalone decision in :mod:`~numaplane.scheduler.decision`
+  (the node-selection rule it shares with the simulator: :mod:`numaplane.placement.cycle`);
+  the command line's settings in :mod:`~numaplane.scheduler.settings`;
 * :mod:`~numaplane.scheduler.extender` + :mod:`~numaplane.scheduler.wire` — the kube-scheduler extender
   (filter, prioritize, bind) and its wire format;
 * :mod:`~numaplane.scheduler.loop` + :mod:`~numaplane.scheduler.queue` — the standalone secondary

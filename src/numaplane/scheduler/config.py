@@ -16,12 +16,14 @@ fields (:meth:`SchedulerConfig.with_overrides`):
       kubeletAdmission: false                    # also check restricted / best-effort nodes
       numaScoreWeight: 1                         # standalone only: weight of the NUMA score
       fitScoreWeight: 1                          # standalone only: weight of LeastAllocated node fit
+      percentageOfNodesToScore: 100              # standalone only: 100 every node; 0 adaptive (kube-scheduler's)
       podInitialBackoffSeconds: 1
       podMaxBackoffSeconds: 10
       podMaxInUnschedulablePodsSeconds: 60
 
 * a ``KubeSchedulerConfiguration``: the profiles whose ``pluginConfig`` has ``NodeResourceTopologyMatch``
-  args give the scheduler names, and the first such args give the plugin keys above.
+  args give the scheduler names, and the first such args give the plugin keys above (its top-level
+  ``percentageOfNodesToScore`` too).
 
 Cache mode follows the plugin (scheduler-nrt.md D): ``discardReservedNodes`` wins, else a positive
 ``cacheResyncPeriodSeconds`` selects over-reserve, else passthrough. Without any document the default
@@ -38,6 +40,7 @@ from typing import Any, Literal, get_args
 
 from numaplane.placement.cache import make_cache
 from numaplane.placement.cachebase import NRTCache
+from numaplane.placement.cycle import SelectionRules
 from numaplane.placement.errors import PlacementConfigError
 from numaplane.placement.filter import FilterOptions
 from numaplane.placement.overreserve import (
@@ -74,7 +77,7 @@ PLUGIN_NAME = "NodeResourceTopologyMatch"
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """Everything the scheduler core and loops need to know (module docstring). Times in seconds."""
+    """Everything the scheduler state and loops need to know (module docstring). Times in seconds."""
 
     scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER_NAME,)
     strategy: ScoringStrategy = field(default_factory=ScoringStrategy)
@@ -90,6 +93,7 @@ class SchedulerConfig:
     kubelet_admission: bool = False
     numa_score_weight: int = 1
     fit_score_weight: int = 1
+    percentage_of_nodes_to_score: int = 100
     backoff_initial_seconds: float = 1.0
     backoff_max_seconds: float = 10.0
     max_unschedulable_seconds: float = 60.0
@@ -112,10 +116,22 @@ class SchedulerConfig:
                 raise SchedulerConfigError(f"{name} must be one of {', '.join(options)}, not {value!r}")
         if self.numa_score_weight < 0 or self.fit_score_weight < 0:
             raise SchedulerConfigError("score weights must be >= 0")
+        if not 0 <= self.percentage_of_nodes_to_score <= 100:
+            raise SchedulerConfigError("percentageOfNodesToScore must be within 0..100")
         if not 0 < self.backoff_initial_seconds <= self.backoff_max_seconds:
             raise SchedulerConfigError("need 0 < podInitialBackoffSeconds <= podMaxBackoffSeconds")
         if self.max_unschedulable_seconds <= 0 or self.bind_concurrency < 1:
             raise SchedulerConfigError("podMaxInUnschedulablePodsSeconds must be > 0 and bind concurrency >= 1")
+
+    @property
+    def selection(self) -> SelectionRules:
+        """The standalone scheduler's node-selection rule: the configured weights and search share
+        (``percentage_of_nodes_to_score``: 100, the default, filters and scores every node)."""
+        return SelectionRules(
+            self.numa_score_weight,
+            self.fit_score_weight,
+            percentage_of_nodes_to_score=self.percentage_of_nodes_to_score,
+        )
 
     @property
     def filter_options(self) -> FilterOptions:
@@ -245,6 +261,8 @@ def config_from_document(doc: Any, base: SchedulerConfig | None = None) -> Sched
     names: tuple[str, ...] | None
     if doc.get("kind") == "KubeSchedulerConfiguration":
         args, names = _from_kube_scheduler_configuration(doc)
+        if "percentageOfNodesToScore" in doc:  # a top-level KubeSchedulerConfiguration field
+            args = {**args, "percentageOfNodesToScore": doc["percentageOfNodesToScore"]}
     else:
         args, names = dict(doc), _names(doc)
     values: dict[str, Any] = {"scheduler_names": names}
@@ -284,6 +302,7 @@ def config_from_document(doc: Any, base: SchedulerConfig | None = None) -> Sched
     values["kubelet_admission"] = _bool(args, "kubeletAdmission")
     values["numa_score_weight"] = _int(args, "numaScoreWeight")
     values["fit_score_weight"] = _int(args, "fitScoreWeight")
+    values["percentage_of_nodes_to_score"] = _int(args, "percentageOfNodesToScore")
     values["backoff_initial_seconds"] = _number(args, "podInitialBackoffSeconds")
     values["backoff_max_seconds"] = _number(args, "podMaxBackoffSeconds")
     values["max_unschedulable_seconds"] = _number(args, "podMaxInUnschedulablePodsSeconds")

@@ -1,7 +1,10 @@
 """``numaplane explain``: per node, does the pod fit its NUMA zones, and if not, which zone lacks what.
 
-:func:`explain_pod` runs the NUMA filter (:func:`numaplane.placement.filter.filter`) and score of one pod
-on every node and returns an :class:`ExplainReport`: per node the verdict with the upstream reason
+:func:`explain_pod` takes the NUMA verdict, score and reason of one pod on every node from the
+production arrays (:func:`numaplane.placement.cycle.numa_verdicts`, what the scheduler's cycle decides
+with), the details
+from the per-node filter (:func:`numaplane.placement.filter.filter`), and returns an
+:class:`ExplainReport`: per node the verdict with the upstream reason
 (``cannot align container`` ...), the failing container and resource, each zone's shortfall
 (requested vs available), the NUMA zone the kubelet would most likely pick when it fits, the topology
 manager policy and scope read from the NRT, and what was ignored on the way:
@@ -16,6 +19,13 @@ Node without NRT passes unchecked, as upstream) and NRTs of unknown nodes are li
 without Node objects the NRTs define the nodes, each assumed to advertise the resources its zones list
 (so device requests are not rejected for a missing ``status.allocatable``).
 
+Why the per-node filter runs here too, and why it is not a second decision: the arrays answer, per
+node, only fits or not, the score and a reason *code*; they reduce each container's check to one
+boolean per node and keep neither which container failed, nor which resource in which zone fell short
+by how much, nor the zone the kubelet would choose. Those details exist only in the per-node filter's
+:class:`~numaplane.placement.result.Reject`. The verdict, score and reason shown are the arrays'; the
+per-node result adds the details only (were the two ever to disagree, the arrays' verdict is shown).
+
 Pure: inputs are plain dicts; :func:`fetch_cluster` is the only I/O (through the kube port).
 """
 
@@ -29,13 +39,14 @@ from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
+from numaplane.placement.cycle import REASON_MESSAGES, numa_verdicts
 from numaplane.placement.errors import NodeDataError
 from numaplane.placement.filter import FilterOptions, as_topology
 from numaplane.placement.filter import filter as numa_filter
 from numaplane.placement.node import NodeInfo, node_info
 from numaplane.placement.requests import pod_request
-from numaplane.placement.result import Fit, Reject
-from numaplane.placement.score import ScoringStrategy, score
+from numaplane.placement.result import Fit
+from numaplane.placement.score import ScoringStrategy
 from numaplane.placement.view import NodeTopology, malformed
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
@@ -168,39 +179,49 @@ def unreported_resource_note(resource: str) -> str:
     )
 
 
-def _explain_node(
-    pod: Pod,
-    name: str,
-    doc: Mapping[str, Any] | None,
-    source: str | None,
-    node: NodeInfo | None,
-    strategy: ScoringStrategy,
-    options: FilterOptions,
-    extra_notes: tuple[str, ...],
-) -> NodeExplanation:
+def _inputs(
+    name: str, doc: Mapping[str, Any] | None, node: NodeInfo | None, notes: list[str]
+) -> tuple[NodeTopology | None, NodeInfo]:
+    """The node's NUMA data (``None``: no NRT; malformed: a view with its problem) and Node."""
     topology: NodeTopology | None = None
     if doc is not None:
         try:
             topology = as_topology(NodeResourceTopology.from_dict(doc))
         except NRTFormatError as exc:
             topology = malformed(name, str(exc))
-    notes = list(extra_notes)
     if node is None:
         node = _synthetic_node(name, topology) if topology is not None else NodeInfo(name)
         notes.append("no Node object: assuming it advertises the resources its NUMA zones list")
+    return topology, node
+
+
+def _explain_node(
+    pod: Pod,
+    name: str,
+    topology: NodeTopology | None,
+    node: NodeInfo,
+    decided: tuple[bool, int, str | None],
+    source: str | None,
+    options: FilterOptions,
+    notes: list[str],
+) -> NodeExplanation:
+    """``decided``: the production arrays' verdict, score and reason (``None``: ask the explanation);
+    the per-node function adds the details (placements, failing unit, shortfalls)."""
+    fits, numa_score, reason = decided
     verdict = numa_filter(pod, topology, node, options=options)
     ignored = tuple(Ignored(z.name, z.reason) for z in topology.ignored) if topology is not None else ()
-    # the skipped zones are reported structurally (ignored_zones); drop the filter's prose copy
-    verdict_notes = tuple(n for n in verdict.notes if not n.startswith("ignored zones:"))
     policy = scope = None
     if topology is not None and topology.problem is None:
         policy, scope = topology.config.policy, topology.config.scope
     if isinstance(verdict, Fit):
+        # the skipped zones are reported structurally (ignored_zones); drop the filter's prose copy
+        verdict_notes = tuple(n for n in verdict.notes if not n.startswith("ignored zones:"))
         return NodeExplanation(
             name,
-            True,
+            fits,
             verdict.checked,
-            score(pod, topology, None, strategy),
+            numa_score,
+            reason=None if fits else reason,
             placements=verdict.placements,
             notes=(*verdict_notes, *notes),
             ignored_zones=ignored,
@@ -208,16 +229,15 @@ def _explain_node(
             scope=scope,
             source=source,
         )
-    assert isinstance(verdict, Reject)
     if topology is not None and verdict.resource is not None and _unreported(verdict.resource, topology):
         notes.append(unreported_resource_note(verdict.resource))
     return NodeExplanation(
         name,
-        False,
+        fits,
         True,
         # upstream's Score on a node the pod fits no zone of (kube-scheduler never asks, we answer)
-        score(pod, topology, None, strategy),
-        reason=verdict.reason,
+        numa_score,
+        reason=reason or verdict.reason,
         code=verdict.code,
         unit=verdict.unit,
         resource=verdict.resource,
@@ -270,16 +290,21 @@ def explain_pod(
         names = sorted(node_infos)
     else:
         names = sorted(by_node)
-    results = []
+    inputs: dict[str, tuple[NodeTopology | None, NodeInfo, list[str]]] = {}
     for name in names:
-        entry = by_node.get(name)
-        nrt_source = entry[0] if entry is not None else None
-        nrt_doc = entry[1] if entry is not None else None
-        results.append(
-            _explain_node(
-                pod, name, nrt_doc, nrt_source, node_infos.get(name), strategy, options, node_notes.get(name, ())
-            )
-        )
+        notes = list(node_notes.get(name, ()))
+        topology, node = _inputs(name, by_node[name][1] if name in by_node else None, node_infos.get(name), notes)
+        inputs[name] = (topology, node, notes)
+    # the verdicts, scores and reasons are the production arrays' (as the scheduler decides)
+    ev, codes = numa_verdicts(
+        pod, {name: (topology, node) for name, (topology, node, _) in inputs.items()}, strategy, options
+    )
+    results = []
+    for name, (topology, node, notes) in inputs.items():
+        row = ev.index[name]
+        decided = (bool(ev.feasible[row]), int(ev.scores[row]), REASON_MESSAGES.get(int(codes[row])))
+        nrt_source = by_node[name][0] if name in by_node else None
+        results.append(_explain_node(pod, name, topology, node, decided, nrt_source, options, notes))
     results.sort(key=lambda r: (not r.fits, -(r.score or 0), r.node))
     return ExplainReport(pod, tuple(results), tuple(ignored), strategy.type, pod_request(pod))
 

@@ -7,7 +7,12 @@ shapes in :mod:`numaplane.scheduler.wire`. A body that cannot be used gets HTTP 
 
 Semantics:
 
-* **filter** — the NUMA filter of the pod on every node of the request, from the core's cache.
+Filter and prioritize read the verdicts and scores of the state's scheduling cycle
+(:class:`~numaplane.placement.cycle.Cycle`, the one the standalone scheduler and the simulator drive):
+kube-scheduler has already searched, applied its other filters and chosen the candidates, so the
+extender asks the cycle's NUMA arrays about exactly those nodes (:meth:`SchedulerState.evaluate`).
+
+* **filter** — the NUMA filter of the pod on every node of the request, from the state's cache.
   Node objects always come from our informer, with either ``nodeCacheCapable`` setting: a request
   body never adds or changes a node (a name we do not know fails with ``node not found``), so made-up
   nodes cost nothing and never pass. The nodes that pass are remembered per pod for bind.
@@ -23,7 +28,8 @@ Semantics:
   A pod refused on every node is reported to ``on_refused`` (:class:`~numaplane.scheduler.requeue.RequeueSignal`:
   kube-scheduler is asked to retry it once an NRT change makes it fit).
 * **prioritize** — our 0..100 NUMA score scaled to 0..10 (nearest, halves up); a node we reject gets
-  the score upstream's Score computes for it (kube-scheduler only asks about nodes that passed).
+  the score upstream's Score computes for it (kube-scheduler only asks about nodes that passed), the
+  arrays' score of that row (per node only for a Node object too malformed to have a row).
 * **bind** — only a pod of one of our scheduler names, only to a node that exists and passed this
   extender's last filter for the pod (anything else is refused in ``Error``: the caller may be anyone
   who can reach the port — serve TLS with client-certificate verification, see ``enableHTTPS`` /
@@ -61,10 +67,10 @@ from numaplane.limits import (
 )
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
-from numaplane.scheduler.core import SchedulerCore
-from numaplane.scheduler.core_verdicts import ALIGN_REASONS
 from numaplane.scheduler.errors import ExtenderRequestError
 from numaplane.scheduler.metrics import SchedulerMetrics
+from numaplane.scheduler.state import SchedulerState
+from numaplane.scheduler.verdicts import ALIGN_REASONS
 from numaplane.scheduler.wire import (
     BindingArgs,
     ExtenderArgs,
@@ -116,7 +122,7 @@ def _json_response(doc: Any, status: int = 200) -> web.Response:
 
 
 class Extender:
-    """The extender verbs over a :class:`SchedulerCore` (module docstring).
+    """The extender verbs over a :class:`SchedulerState` (module docstring).
 
     ``ready()`` says whether the informers have synced. The verb methods (:meth:`filter`,
     :meth:`prioritize`, :meth:`bind`) take parsed arguments and return the reply documents; the HTTP
@@ -125,14 +131,14 @@ class Extender:
 
     def __init__(
         self,
-        core: SchedulerCore,
+        state: SchedulerState,
         kube: KubePort,
         metrics: SchedulerMetrics,
         *,
         ready: Callable[[], bool],
         on_refused: Callable[[Pod], None] | None = None,
     ) -> None:
-        self.core = core
+        self.state = state
         self.kube = kube
         self.metrics = metrics
         self.ready = ready
@@ -161,16 +167,12 @@ class Extender:
             return filter_result(args, [], {}, {}, NOT_READY)
         pod = args.pod
         names = args.names
-        ev = self.core.evaluate(pod, names, preemption=True)
+        ev = self.state.evaluate(pod, names, preemption=True)
         passing = set(ev.scores)
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
         for name in ev.failed:
             reason = ev.reason(name)
-            if reason is None:  # the per-node functions disagree with the vectorised path
-                log.error("pipeline and filter disagree; trusting the filter", pod=pod.key, node=name)
-                passing.add(name)
-                continue
             if name in ev.preemptible and reason in ALIGN_REASONS:
                 failed[name] = reason
             else:
@@ -197,12 +199,18 @@ class Extender:
         if not self.ready():
             return None
         names = args.names
-        ev = self.core.evaluate(args.pod, names, mark=False)
-        known = self.core.nodes
+        ev = self.state.evaluate(args.pod, names, mark=False)
+        known = self.state.nodes
         scores = [
             (
                 name,
-                ev.scores[name] if name in ev.scores else self.core.numa_score(args.pod, name) if name in known else 0,
+                ev.scores[name]
+                if name in ev.scores
+                else ev.rejected_scores[name]
+                if name in ev.rejected_scores
+                else self.state.verdicts.numa_score(args.pod, name)  # no row: Node object unusable
+                if name in known
+                else 0,
             )
             for name in names
         ]
@@ -210,7 +218,7 @@ class Extender:
         return priority_list(scores)
 
     async def _pod_for(self, args: BindingArgs) -> Pod:
-        pod = self.core.pods.get(args.key)
+        pod = self.state.pods.get(args.key)
         if pod is not None and (not args.pod_uid or pod.uid == args.pod_uid):
             return pod
         doc = await self.kube.get(POD, args.pod_name, namespace=args.pod_namespace)
@@ -237,16 +245,16 @@ class Extender:
             self.metrics.binds.labels(result="refused").inc()
             log.warning("bind refused", pod=args.key, podUID=args.pod_uid, node=args.node, reason=refusal)
             return bind_result(refusal)
-        assumed = self.core.assume(pod, args.node)
+        assumed = self.state.assume(pod, args.node)
         try:
             await self.kube.bind(args.pod_name, args.node, namespace=args.pod_namespace, pod_uid=args.pod_uid or None)
         except KubeError as exc:
             if assumed:  # a repeated request for a pod already bound must not undo its reservation
-                self.core.forget(pod, args.node)
+                self.state.forget(pod, args.node)
             self.metrics.binds.labels(result="error").inc()
             log.warning("bind failed", pod=args.key, podUID=args.pod_uid, node=args.node, error=str(exc))
             return bind_result(str(exc))
-        self.core.bound(pod, args.node)
+        self.state.bound(pod, args.node)
         passed = self._passed.pop(pod.key, None)
         if passed is not None:
             self._passed_names -= len(passed)
@@ -256,9 +264,9 @@ class Extender:
 
     def _refusal(self, pod: Pod, node: str) -> str:
         """Why binding ``pod`` to ``node`` is not ours to do ("" when it is)."""
-        if not self.core.is_ours(pod):
+        if not self.state.is_ours(pod):
             return f"pod {pod.key} has schedulerName {pod.scheduler_name!r}, not one this extender serves"
-        if node not in self.core.nodes:
+        if node not in self.state.nodes:
             return f"node {node!r} not found"
         if node not in self._passed.get(pod.key, frozenset()):
             return f"node {node!r} did not pass this extender's filter for pod {pod.key}"

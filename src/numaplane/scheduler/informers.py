@@ -1,9 +1,9 @@
-"""Informers on Pods, Nodes and NodeResourceTopologies feeding a :class:`SchedulerCore`.
+"""Informers on Pods, Nodes and NodeResourceTopologies feeding a :class:`SchedulerState`.
 
 :class:`ClusterInformers` runs one informer per resource through the kube port (list, then watch,
-relist on 410, backoff on errors; :mod:`numaplane.kube.informer`) and registers the core's handlers
-first, so every later handler (the standalone scheduler's queue) sees the core already updated.
-Pods are watched in every namespace: the core needs bound pods for usage, fingerprints and foreign
+relist on 410, backoff on errors; :mod:`numaplane.kube.informer`) and registers the scheduler state's handlers
+first, so every later handler (the standalone scheduler's queue) sees the state already updated.
+Pods are watched in every namespace: the state needs bound pods for usage, fingerprints and foreign
 pod detection. :attr:`ClusterInformers.synced` is true once all three have listed once; a missing
 NodeResourceTopology CRD keeps the NRT informer retrying and the process not ready.
 
@@ -13,8 +13,8 @@ often the largest part of a Node; no filter or score here reads them); the strin
 and NRTs are interned (:func:`interned`: thousands of objects repeat the same names and
 quantities); the NRT informer caches only a stub (kind, name, ``resourceVersion``) holding the
 parsed :class:`~numaplane.nrt.model.NodeResourceTopology` under :data:`PARSED_NRT`, which goes to
-the core's NRT cache as is (its handlers read no other field). An NRT that does not parse is
-cached whole and reaches the core as before (which reports it malformed).
+the scheduler state's NRT cache as is (its handlers read no other field). An NRT that does not parse is
+cached whole and reaches the state as before (which reports it malformed).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY, POD
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
-from numaplane.scheduler.core import SchedulerCore
+from numaplane.scheduler.state import SchedulerState
 
 __all__ = [
     "PARSED_NRT",
@@ -103,47 +103,47 @@ class ClusterInformers:
     """The three informers of a scheduler process (module docstring)."""
 
     def __init__(
-        self, kube: KubePort, core: SchedulerCore, *, clock: Clock | None = None, backoff_max_seconds: float = 10.0
+        self, kube: KubePort, state: SchedulerState, *, clock: Clock | None = None, backoff_max_seconds: float = 10.0
     ) -> None:
         common: dict[str, Any] = {"clock": clock, "backoff_max_seconds": backoff_max_seconds}
-        self.core = core
+        self.state = state
         self.nodes = Informer(kube, NODE, name="nodes", transform=node_view, **common)
         self.nrts = Informer(kube, NODE_RESOURCE_TOPOLOGY, name="noderesourcetopologies", transform=nrt_stub, **common)
         self.pods = Informer(kube, POD, name="pods", transform=pod_view, **common)
         self.nodes.add_handler(
             EventHandlers(
-                on_add=core.node_upserted,
-                on_update=lambda old, new: core.node_upserted(new),
-                on_delete=core.node_deleted,
+                on_add=state.node_upserted,
+                on_update=lambda old, new: state.node_upserted(new),
+                on_delete=state.node_deleted,
             )
         )
         self.nrts.add_handler(
             EventHandlers(
                 on_add=self._nrt_upserted,
                 on_update=lambda old, new: self._nrt_upserted(new),
-                on_delete=core.nrt_deleted,
+                on_delete=state.nrt_deleted,
             )
         )
         self.pods.add_handler(
             EventHandlers(
                 on_add=self._pod_added,
                 on_update=self._pod_updated,
-                on_delete=core.pod_deleted,
+                on_delete=state.pod_deleted,
             )
         )
 
     def _nrt_upserted(self, obj: JsonObj) -> None:
         parsed = obj.get(PARSED_NRT)
         if isinstance(parsed, NodeResourceTopology):
-            self.core.cache.nrt_updated(parsed)  # what core.nrt_upserted does with a document
+            self.state.cache.nrt_updated(parsed)  # what state.nrt_upserted does with a document
         else:
-            self.core.nrt_upserted(obj)
+            self.state.nrt_upserted(obj)
 
     def _pod_added(self, obj: JsonObj) -> None:
-        self.core.pod_upserted(None, obj)
+        self.state.pod_upserted(None, obj)
 
     def _pod_updated(self, old: JsonObj, new: JsonObj) -> None:
-        self.core.pod_upserted(old, new)
+        self.state.pod_upserted(old, new)
 
     @property
     def all(self) -> tuple[Informer, ...]:

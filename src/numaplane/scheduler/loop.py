@@ -4,21 +4,19 @@ One scheduling cycle per pod, one pod at a time (like kube-scheduler's schedulin
 
 1. take a key off the :class:`~numaplane.scheduler.queue.SchedulingQueue`; skip pods that are gone,
    bound, terminating, gated (``spec.schedulingGates``), not ours, or already assumed (binding in flight);
-2. basic predicates on every node (:meth:`SchedulerCore.basic_filter`: unschedulable nodes,
-   ``nodeName``, taints, ``nodeSelector`` / required node affinity, resources against allocatable minus
-   bound and assumed pods; the reasons of the nodes that failed, :meth:`SchedulerCore.basic_reasons`,
-   are worked out only when they are reported);
-3. the NUMA filter and score on the nodes that passed (:meth:`SchedulerCore.evaluate`);
+2. decide (:func:`~numaplane.scheduler.decision.decide`): the basic predicates on every node
+   (unschedulable nodes, ``nodeName``, taints, ``nodeSelector`` / required node affinity, resources
+   against allocatable minus bound and assumed pods), the NUMA filter and score on the nodes that
+   passed, and the node the shared selection rule picks;
+3. the reasons of the nodes that failed are worked out only when they are reported;
 4. no node left → ``FailedScheduling`` Warning Event with kube-scheduler's aggregated message
-   (:func:`fit_error_message`: ``0/5 nodes are available: 2 Insufficient cpu, 3 cannot align
+   (:func:`~numaplane.scheduler.decision.fit_error_message`: ``0/5 nodes are available: 2 Insufficient cpu, 3 cannot align
    container.``), the pod condition ``PodScheduled=False`` reason ``Unschedulable`` with that message
    (written when it changes; cluster-autoscaler and ``kubectl describe`` read it), and the pod waits
    in the unschedulable queue. An identical FailedScheduling of the same pod is aggregated into the
    previous Event object (``count``, ``lastTimestamp``; written at most every 30 s), not a new one;
-5. otherwise the node with the highest ``numa_score_weight * NUMA score + fit_score_weight *
-   LeastAllocated fit score`` wins (ties: lowest node name, so runs are reproducible), the pod is
-   *assumed* there (cache Reserve + usage) and its binding runs in the background (at most
-   ``bind_concurrency`` at once) while the next pod is scheduled. A successful binding is followed by
+5. otherwise the pod is *assumed* there (cache Reserve + usage) and its binding runs in the background
+   (at most ``bind_concurrency`` at once) while the next pod is scheduled. A successful binding is followed by
    PostBind and a ``Scheduled`` Normal Event; a failed one by Unreserve and a retry after backoff.
 
 Structured logs explain each decision (``pod``, ``podUID``, ``node``, scores, reasons).
@@ -30,8 +28,7 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections import Counter
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -46,13 +43,14 @@ from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import EVENT
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core import SchedulerCore
-from numaplane.scheduler.core_records import TERMINAL_PHASES, pod_key
+from numaplane.scheduler.decision import Decision, decide
 from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.metrics import SchedulerMetrics
 from numaplane.scheduler.queue import SchedulingQueue
+from numaplane.scheduler.records import TERMINAL_PHASES, pod_key
+from numaplane.scheduler.state import SchedulerState
 
-__all__ = ["Decision", "StandaloneScheduler", "fit_error_message"]
+__all__ = ["StandaloneScheduler"]
 
 log = structlog.get_logger("numaplane.scheduler")
 
@@ -76,77 +74,12 @@ class _LastEvent:
     written_at: float
 
 
-def fit_error_message(total_nodes: int, reasons: Mapping[str, list[str]]) -> str:
-    """kube-scheduler's ``FitError`` text: ``0/N nodes are available: <count> <reason>, ....``
-
-    Counts each reason once per node; the ``"<count> <reason>"`` strings are sorted as strings, as
-    kube-scheduler does. With no node at all: ``no nodes available to schedule pods``.
-    """
-    if total_nodes == 0:
-        return "no nodes available to schedule pods"
-    counts = Counter(r for node_reasons in reasons.values() for r in node_reasons)
-    parts = sorted(f"{count} {reason}" for reason, count in counts.items())
-    message = f"0/{total_nodes} nodes are available:"
-    if parts:
-        message += f" {', '.join(parts)}."
-    return message
-
-
-class Decision:
-    """The outcome of one scheduling cycle: a node, or the per-node reasons none fits.
-
-    ``reasons`` holds every rejected node's reasons: those given, and those of the ``unexplained``
-    nodes, asked of ``explain`` (in that order, ahead of the given ones) when :attr:`reasons` is first
-    read — so read it before the scheduler's state changes (the loop does, in the same cycle).
-    :attr:`rejected` counts the rejected nodes without asking.
-    """
-
-    def __init__(
-        self,
-        node: str | None,
-        scores: Mapping[str, int],
-        reasons: Mapping[str, list[str]],
-        total: int,
-        *,
-        unexplained: Sequence[str] = (),
-        explain: Callable[[str], list[str]] | None = None,
-    ) -> None:
-        if unexplained and explain is None:
-            raise ValueError("unexplained nodes need an explain function")
-        self.node = node
-        self.scores = dict(scores)
-        self._reasons = dict(reasons)
-        self._unexplained = list(unexplained)
-        self._explain = explain
-        self.total = total
-
-    @property
-    def reasons(self) -> dict[str, list[str]]:
-        if self._unexplained and self._explain is not None:
-            explained = {name: self._explain(name) for name in self._unexplained}
-            for name, why in explained.items():
-                if not why:  # the fit arrays and the per-node predicates disagree (never seen)
-                    log.error("basic predicates disagree: node rejected without a reason", node=name)
-            self._reasons = {**explained, **self._reasons}
-            self._unexplained = []
-        return self._reasons
-
-    @property
-    def rejected(self) -> int:
-        """How many nodes were rejected."""
-        return len(self._reasons) + len(self._unexplained)
-
-    @property
-    def message(self) -> str:
-        return fit_error_message(self.total, self.reasons)
-
-
-def _pending_and_ours(pod: Pod, core: SchedulerCore) -> bool:
+def _pending_and_ours(pod: Pod, state: SchedulerState) -> bool:
     raw = pod.raw
     meta = raw.get("metadata") or {}
     spec = raw.get("spec") or {}
     return (
-        core.is_ours(pod)
+        state.is_ours(pod)
         and not pod.node_name
         and pod.phase not in TERMINAL_PHASES
         and not meta.get("deletionTimestamp")
@@ -160,15 +93,15 @@ class StandaloneScheduler:
     def __init__(
         self,
         kube: KubePort,
-        core: SchedulerCore,
+        state: SchedulerState,
         informers: ClusterInformers,
         *,
         metrics: SchedulerMetrics | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.kube = kube
-        self.core = core
-        self.config: SchedulerConfig = core.config
+        self.state = state
+        self.config: SchedulerConfig = state.config
         self.informers = informers
         self.metrics = metrics or SchedulerMetrics()
         self.clock: Clock = clock or SystemClock()
@@ -208,8 +141,8 @@ class StandaloneScheduler:
         self._consider_key(pod_key(obj))
 
     def _consider_key(self, key: str) -> None:
-        pod = self.core.pods.get(key)
-        if pod is not None and _pending_and_ours(pod, self.core) and not self.core.usage.is_assumed(key):
+        pod = self.state.pods.get(key)
+        if pod is not None and _pending_and_ours(pod, self.state) and not self.state.usage.is_assumed(key):
             self.queue.add(key)
 
     def _pod_added(self, obj: JsonObj) -> None:
@@ -252,37 +185,13 @@ class StandaloneScheduler:
     # --- one cycle ---------------------------------------------------------------------------------
 
     def decide(self, pod: Pod) -> Decision:
-        """Predicates, NUMA filter and scores of ``pod`` over every node (no side effect but the cache's
-        filter feedback)."""
-        core = self.core
-        basic = core.basic_filter(pod)
-        reasons: dict[str, list[str]] = {}
-        ev = core.evaluate(pod, basic.passed)
-        numa_scores = dict(ev.scores)
-        for name in ev.failed:
-            reason = ev.reason(name)
-            if reason is None:  # the per-node functions disagree with the vectorised path
-                log.error("pipeline and filter disagree; trusting the filter", node=name)
-                numa_scores[name] = core.numa_score(pod, name)
-            else:
-                reasons[name] = [reason]
-        for name in ev.unknown:
-            reasons[name] = ["node not found"]
-        cfg = self.config
-        fit_scores = core.fit_scores(pod, list(numa_scores))
-        totals = {
-            name: cfg.numa_score_weight * numa_score + cfg.fit_score_weight * fit_score
-            for (name, numa_score), fit_score in zip(numa_scores.items(), fit_scores, strict=True)
-        }
-        best = min(totals, key=lambda n: (-totals[n], n)) if totals else None
-        total = len(basic.passed) + len(basic.failed)
-        explain = functools.partial(core.basic_reasons, pod)
-        return Decision(best, totals, reasons, total, unexplained=basic.failed, explain=explain)
+        """This instance's cycle for ``pod`` (:func:`~numaplane.scheduler.decision.decide`)."""
+        return decide(self.state, pod)
 
     async def schedule_one(self, key: str) -> None:
         """One scheduling cycle for ``key`` (module docstring)."""
-        pod = self.core.pods.get(key)
-        if pod is None or not _pending_and_ours(pod, self.core) or self.core.usage.is_assumed(key):
+        pod = self.state.pods.get(key)
+        if pod is None or not _pending_and_ours(pod, self.state) or self.state.usage.is_assumed(key):
             self.queue.forget(key)
             return
         started = time.perf_counter()
@@ -293,7 +202,7 @@ class StandaloneScheduler:
                 self._unschedulable(pod, decision, started)
                 return
             node = decision.node
-            if not self.core.assume(pod, node):  # a binding of this pod is already in flight or done
+            if not self.state.assume(pod, node):  # a binding of this pod is already in flight or done
                 log.warning("pod already reserved; retrying later", node=node)
                 self.queue.error(key)
                 return
@@ -305,9 +214,7 @@ class StandaloneScheduler:
                 rejected=decision.rejected,
                 flow="schedule",
             )
-            task = asyncio.get_running_loop().create_task(self._bind(pod, node, started))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._spawn_background(self._bind(pod, node, started))
         finally:
             structlog.contextvars.unbind_contextvars("pod", "podUID")
 
@@ -353,9 +260,7 @@ class StandaloneScheduler:
             except KubeError as exc:
                 log.info("PodScheduled condition not recorded", pod=pod.key, error=str(exc))
 
-        task = asyncio.get_running_loop().create_task(patch())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._spawn_background(patch())
 
     async def _bind(self, pod: Pod, node: str, started: float) -> None:
         key = pod.key
@@ -364,7 +269,7 @@ class StandaloneScheduler:
                 await self.kube.bind(pod.name, node, namespace=pod.namespace, pod_uid=pod.uid or None)
             except (NotFound, Conflict) as exc:
                 # Gone, recreated or bound by someone else: nothing to retry for this object.
-                self.core.forget(pod, node)
+                self.state.forget(pod, node)
                 self.metrics.binds.labels(result="error").inc()
                 self.metrics.attempt_seconds.labels(result="error").observe(time.perf_counter() - started)
                 log.warning("binding refused", pod=key, node=node, error=str(exc))
@@ -372,13 +277,13 @@ class StandaloneScheduler:
                 self._consider_key(key)
                 return
             except KubeError as exc:
-                self.core.forget(pod, node)
+                self.state.forget(pod, node)
                 self.metrics.binds.labels(result="error").inc()
                 self.metrics.attempt_seconds.labels(result="error").observe(time.perf_counter() - started)
                 delay = self.queue.error(key)
                 log.warning("binding failed", pod=key, node=node, error=str(exc), backoff_seconds=delay)
                 return
-        self.core.bound(pod, node)
+        self.state.bound(pod, node)
         self.queue.forget(key)
         self.metrics.binds.labels(result="success").inc()
         self.metrics.attempt_seconds.labels(result="scheduled").observe(time.perf_counter() - started)
@@ -445,9 +350,7 @@ class StandaloneScheduler:
             except KubeError as exc:
                 log.info("event not recorded", reason=reason, pod=pod.key, error=str(exc))
 
-        task = asyncio.get_running_loop().create_task(post())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._spawn_background(post())
 
     # --- run ---------------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ so one write to the pod moves it to the backoff or active queue — whatever oth
 What :class:`RequeueSignal` does: the extender's filter reports each pod of our profiles it refused on
 every node (:meth:`RequeueSignal.refused`). After a change that can free room — an NRT added or
 updated, a Node added or updated, an over-reserve resync flush — it evaluates each waiting pod with
-the same core (kube-scheduler's basic predicates, then the NUMA filter) on the nodes that changed;
+the same state (kube-scheduler's basic predicates, then the NUMA filter) on the nodes that changed;
 for a pod that now fits one of them it applies (server-side apply on ``pods/status``, field manager ``numaplane-scheduler``) the pod
 condition ``numaplane.io/NUMAResourcesAvailable=True`` naming that node, and forgets the pod (a later
 refusal registers it again). ``pods/status`` patch is already in kube-scheduler's RBAC, which the
@@ -45,9 +45,9 @@ from numaplane.kube.conditions import apply_pod_condition
 from numaplane.kube.errors import KubeError, NotFound
 from numaplane.kube.port import KubePort
 from numaplane.resources.pod import Pod
-from numaplane.scheduler.core import SchedulerCore
-from numaplane.scheduler.core_records import TERMINAL_PHASES, object_name
 from numaplane.scheduler.metrics import SchedulerMetrics
+from numaplane.scheduler.records import TERMINAL_PHASES, object_name
+from numaplane.scheduler.state import SchedulerState
 
 __all__ = ["CONDITION_TYPE", "FIELD_MANAGER", "RequeueSignal"]
 
@@ -74,7 +74,7 @@ class RequeueSignal:
 
     def __init__(
         self,
-        core: SchedulerCore,
+        state: SchedulerState,
         kube: KubePort,
         *,
         clock: Clock | None = None,
@@ -82,7 +82,7 @@ class RequeueSignal:
         debounce_seconds: float = 0.1,
         max_waiting: int = 10_000,
     ) -> None:
-        self.core = core
+        self.state = state
         self.kube = kube
         self.clock: Clock = clock or SystemClock()
         self.metrics = metrics
@@ -97,7 +97,7 @@ class RequeueSignal:
 
     def refused(self, pod: Pod) -> None:
         """The extender refused ``pod`` on every node it was asked about."""
-        if not self.core.is_ours(pod) or pod.node_name:
+        if not self.state.is_ours(pod) or pod.node_name:
             return
         known = self.waiting.get(pod.key)
         if known is not None and known.uid == pod.uid:
@@ -126,14 +126,14 @@ class RequeueSignal:
         entry = self.waiting.get(key)
         if entry is None:
             return None
-        pod = self.core.pods.get(key)
+        pod = self.state.pods.get(key)
         if pod is None or pod.uid != entry.uid or pod.node_name or pod.phase in TERMINAL_PHASES:
             del self.waiting[key]
             return None
-        candidates = [n for n in self.core.basic_filter(pod).passed if nodes is None or n in nodes]
+        candidates = [n for n in self.state.basic_filter(pod).passed if nodes is None or n in nodes]
         if not candidates:
             return None
-        ev = self.core.evaluate(pod, candidates, mark=False)
+        ev = self.state.evaluate(pod, candidates, mark=False)
         if not ev.scores:
             return None
         return pod, max(sorted(ev.scores), key=lambda n: ev.scores[n])

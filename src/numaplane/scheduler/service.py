@@ -1,15 +1,15 @@
 """Process wiring of the two scheduler modes: informers, cache resync, HTTP endpoints, leader election.
 
-* :class:`ExtenderService` — ``numaplane scheduler extender``: informers → core, the over-reserve
+* :class:`ExtenderService` — ``numaplane scheduler extender``: informers → state, the over-reserve
   resync loop, the :class:`~numaplane.scheduler.requeue.RequeueSignal` (NRT, Node and flush changes
   → pods the extender refused that now fit get a condition, which makes kube-scheduler retry them),
   and an HTTP server on ``address`` serving the extender verbs under ``prefix``, plus
   ``/metrics`` and ``/healthz``/``/readyz`` there too unless they get addresses of their own.
-* :class:`SchedulerService` — ``numaplane scheduler run``: informers → core, the resync loop, the
+* :class:`SchedulerService` — ``numaplane scheduler run``: informers → state, the resync loop, the
   :class:`~numaplane.scheduler.loop.StandaloneScheduler` (only while leading when a
   :class:`~numaplane.kube.leader.LeaderElectionConfig` is given), ``/metrics`` and the probes on their
   addresses. HTTP is served by :class:`numaplane.observability.http.ProbeServer`. Informers and the cache run on standby instances too, so a new leader starts warm; a
-  standby learns the leader's placements from the pod informer (:class:`SchedulerCore`).
+  standby learns the leader's placements from the pod informer (:class:`SchedulerState`).
 
 Tasks (informers, resync loop, requeue signal, scheduling or leader election) are children of one
 :class:`~numaplane.supervisor.Supervisor`: the first one that fails stops the process (one
@@ -42,12 +42,12 @@ from numaplane.kube.port import KubePort
 from numaplane.limits import MAX_EXTENDER_BODY_BYTES
 from numaplane.observability.http import ProbeServer
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core import SchedulerCore
 from numaplane.scheduler.extender import Extender
 from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.loop import StandaloneScheduler
 from numaplane.scheduler.metrics import SchedulerMetrics
 from numaplane.scheduler.requeue import RequeueSignal
+from numaplane.scheduler.state import SchedulerState
 from numaplane.supervisor import Supervisor, TaskFailed
 
 __all__ = [
@@ -77,22 +77,22 @@ def default_identity() -> str:
 
 
 async def resync_loop(
-    core: SchedulerCore, clock: Clock, metrics: SchedulerMetrics, on_flush: Callable[[tuple[str, ...]], None]
+    state: SchedulerState, clock: Clock, metrics: SchedulerMetrics, on_flush: Callable[[tuple[str, ...]], None]
 ) -> None:
     """Tick the over-reserve cache (a quarter of its period, at most every second) until cancelled."""
-    if core.config.cache_mode != "overreserve":
+    if state.config.cache_mode != "overreserve":
         return
-    interval = max(0.02, min(1.0, core.config.resync_period_seconds / 4))
+    interval = max(0.02, min(1.0, state.config.resync_period_seconds / 4))
     while True:
         await clock.sleep(interval)
         try:
-            flushed = core.tick(clock.monotonic())
+            flushed = state.tick(clock.monotonic())
         except Exception:
             log.exception("cache resync failed")
             continue
         if flushed:
             metrics.flushed_nodes(len(flushed))
-            log.info("cache resynced", nodes=list(flushed), generation=getattr(core.cache, "generation", None))
+            log.info("cache resynced", nodes=list(flushed), generation=getattr(state.cache, "generation", None))
             try:
                 on_flush(flushed)
             except Exception:
@@ -100,7 +100,7 @@ async def resync_loop(
 
 
 class _Process:
-    """What both modes share: core, informers, metrics, tasks, stop signal."""
+    """What both modes share: state, informers, metrics, tasks, stop signal."""
 
     mode = ""
 
@@ -118,8 +118,8 @@ class _Process:
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.metrics = metrics or SchedulerMetrics()
-        self.core = SchedulerCore(config)
-        self.informers = ClusterInformers(kube, self.core, clock=self.clock)
+        self.state = SchedulerState(config)
+        self.informers = ClusterInformers(kube, self.state, clock=self.clock)
         self.http = ProbeServer(
             self.metrics.registry, liveness=self._liveness, readiness=self._readiness, max_body_bytes=MAX_BODY_BYTES
         )
@@ -159,7 +159,7 @@ class _Process:
         await self._tasks.start()
         for informer in self.informers.all:
             self._tasks.spawn(informer.run(), f"informer-{informer.name}")
-        self._tasks.spawn(resync_loop(self.core, self.clock, self.metrics, self._on_flush), "resync")
+        self._tasks.spawn(resync_loop(self.state, self.clock, self.metrics, self._on_flush), "resync")
         if self.freeze_gc:
             self._tasks.spawn(self._freeze_gc_after_sync(), "gc-freeze")
 
@@ -210,9 +210,9 @@ class ExtenderService(_Process):
         self.prefix = prefix
         self.metrics_address = metrics_address
         self.health_address = health_address
-        self.requeue = RequeueSignal(self.core, kube, clock=self.clock, metrics=self.metrics)
+        self.requeue = RequeueSignal(self.state, kube, clock=self.clock, metrics=self.metrics)
         self.extender = Extender(
-            self.core, kube, self.metrics, ready=lambda: self.ready, on_refused=self.requeue.refused
+            self.state, kube, self.metrics, ready=lambda: self.ready, on_refused=self.requeue.refused
         )
         changed = self.requeue.object_changed
         for informer in (self.informers.nrts, self.informers.nodes):
@@ -261,7 +261,7 @@ class SchedulerService(_Process):
         self.leader_election = leader_election
         self.metrics_address = metrics_address
         self.health_address = health_address
-        self.scheduler = StandaloneScheduler(kube, self.core, self.informers, metrics=self.metrics, clock=self.clock)
+        self.scheduler = StandaloneScheduler(kube, self.state, self.informers, metrics=self.metrics, clock=self.clock)
         self.elector: LeaderElector | None = None
         self.leading = False
         self._work_ended = False

@@ -12,16 +12,14 @@ Events (time in simulated seconds; ties in insertion order):
 * ``recreate`` a pod rejected by its node's admission is recreated by its controller;
 * ``sample``   metrics are sampled.
 
-A scheduling attempt is a kube-scheduler cycle: NodeResourcesFit (:class:`~numaplane.placement.fit.FitArrays`)
-and, for a NUMA-aware scheduler, the NUMA filter through the real cache
-(:mod:`numaplane.placement.cache`) and the vectorised :class:`~numaplane.placement.pipeline.Pipeline`
-give every node's verdict at once; the cycle's search over them follows ``percentageOfNodesToScore``
-(:func:`numaplane.placement.sampling.search`: from a rotating start, window by window, until enough
-feasible nodes are found —
-every node below 100 nodes or at 100 %); only the nodes it processed report NUMA rejections to the
-cache and only the nodes it found are scored; the best node wins (NUMA score first, then
-LeastAllocated, then the first in search order, :func:`best_node`; kube-scheduler picks among ties at
-random). Binding calls
+A scheduling attempt is one decision of a :class:`~numaplane.placement.cycle.Cycle`, the class the
+standalone scheduler drives too (:mod:`numaplane.placement.cycle`): NodeResourcesFit and, for a
+NUMA-aware scheduler, the NUMA filter through the real cache (:mod:`numaplane.placement.cache`) and
+the vectorised pipeline, searched following ``percentageOfNodesToScore``; the highest
+``numa_weight * NUMA score + fit_weight * LeastAllocated score`` wins (the scheduler's default weights,
+1 and 1), the lowest node name on ties; the ``default`` scheduler (kube-scheduler without the NUMA
+plugin) takes the highest LeastAllocated score, the first in search order on ties (kube-scheduler
+picks among ties at random). Binding calls
 the node's :class:`~numaplane.policy.manager.ResourceManager` ``admit`` at once (the kubelet's
 admission); a rejection is counted with its reason and the pod is recreated after
 ``recreate_delay_s``, at most ``max_recreates`` times. NRTs are produced by
@@ -37,141 +35,27 @@ import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from numaplane.nrt.from_manager import NRTPublisher
-from numaplane.placement.cache import make_cache, nodes_maybe_overreserved
+from numaplane.placement.cache import make_cache
 from numaplane.placement.cachebase import NRTCache
-from numaplane.placement.fit import FitArrays
+from numaplane.placement.cycle import Cycle, NumaSetup, SelectionRules
 from numaplane.placement.node import node_info
 from numaplane.placement.overreserve import OverReserveConfig
-from numaplane.placement.pipeline import Pipeline
-from numaplane.placement.sampling import num_feasible_nodes_to_find, search
 from numaplane.placement.score import ScoringStrategy
 from numaplane.resources.pod import Pod
 from numaplane.sim.cluster import NodeTemplate, SimNode, instantiate
+from numaplane.sim.spec import RunResult, SchedulerSpec, SimConfig
 from numaplane.sim.workload import PodArrival
 
-__all__ = ["DEFAULT_SCHEDULERS", "RunResult", "SchedulerSpec", "SimConfig", "best_node", "run_scheduler"]
+__all__ = ["Run", "cyclic_gc_paused", "run_scheduler"]
 
 NUMA_SCHEDULER_NAME = "topo-aware-scheduler"
-MIN_WINDOW = 256  # nodes per verdict window of a cycle's search
 REFRESH_BUCKETS = 10
-
-
-@dataclass(frozen=True)
-class SchedulerSpec:
-    """A scheduler configuration: ``numa_aware`` with a scoring ``strategy`` and a ``cache`` mode."""
-
-    name: str
-    numa_aware: bool = False
-    strategy: str = "LeastAllocated"
-    cache: str = "passthrough"  # passthrough | overreserve | discard-reserved
-
-    @staticmethod
-    def parse(text: str) -> SchedulerSpec:
-        """``default`` or ``numa:<Strategy>[:<cache>]`` or one of the built-in names."""
-        for spec in DEFAULT_SCHEDULERS + EXTRA_SCHEDULERS:
-            if spec.name == text:
-                return spec
-        parts = text.split(":")
-        if parts[0] == "default" and len(parts) == 1:
-            return SchedulerSpec("default")
-        if parts[0] == "numa" and 2 <= len(parts) <= 3:
-            strategy = parts[1]
-            cache = parts[2] if len(parts) == 3 else "overreserve"
-            ScoringStrategy(strategy)  # type: ignore[arg-type]  # validates the name
-            if cache not in ("passthrough", "overreserve", "discard-reserved"):
-                raise ValueError(f"unknown cache mode {cache!r} (passthrough, overreserve, discard-reserved)")
-            return SchedulerSpec(f"numa-{strategy}-{cache}", True, strategy, cache)
-        known = ", ".join(s.name for s in DEFAULT_SCHEDULERS + EXTRA_SCHEDULERS)
-        raise ValueError(f"unknown scheduler {text!r}: use one of {known} or numa:<Strategy>[:<cache>]")
-
-
-DEFAULT_SCHEDULERS: tuple[SchedulerSpec, ...] = (
-    SchedulerSpec("default"),
-    SchedulerSpec("numa-LeastAllocated-passthrough", True, "LeastAllocated", "passthrough"),
-    SchedulerSpec("numa-LeastAllocated-overreserve", True, "LeastAllocated", "overreserve"),
-    SchedulerSpec("numa-MostAllocated-overreserve", True, "MostAllocated", "overreserve"),
-    SchedulerSpec("numa-BalancedAllocation-overreserve", True, "BalancedAllocation", "overreserve"),
-    SchedulerSpec("numa-LeastNUMANodes-overreserve", True, "LeastNUMANodes", "overreserve"),
-)
-EXTRA_SCHEDULERS: tuple[SchedulerSpec, ...] = (
-    SchedulerSpec("numa-LeastAllocated-discard-reserved", True, "LeastAllocated", "discard-reserved"),
-)
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    """Engine parameters (seconds). ``duration_s`` None: until the last arrival + ``drain_s``."""
-
-    duration_s: float | None = None
-    drain_s: float = 60.0
-    refresh_period_s: float = 10.0
-    resync_period_s: float = 5.0
-    retry_interval_s: float = 15.0
-    recreate_delay_s: float = 1.0
-    max_recreates: int = 3
-    max_backoff_s: float = 10.0
-    samples: int = 120
-    sample_zones: bool = True
-    fragmentation_cpus: int = 4
-    percentage_of_nodes_to_score: int = 0  # kube-scheduler's setting; 0 = its adaptive default
-
-
-@dataclass
-class RunResult:
-    """Outcome of one scheduler run (counts are pods unless said otherwise)."""
-
-    scheduler: str
-    pods: int = 0
-    placed: int = 0
-    rejections: dict[str, int] = field(default_factory=dict)
-    failed: int = 0
-    pending: int = 0
-    aligned: int = 0
-    exclusive: int = 0
-    attempts: int = 0
-    unschedulable_attempts: int = 0
-    cpu_utilisation: float = 0.0
-    fragmentation: float = 0.0
-    wall_seconds: float = 0.0
-    events: int = 0
-    times: list[float] = field(default_factory=list)
-    rejections_over_time: list[int] = field(default_factory=list)
-    utilisation_over_time: list[float] = field(default_factory=list)
-    pending_over_time: list[int] = field(default_factory=list)
-    zone_utilisation: dict[str, list[float]] = field(default_factory=dict)
-    admissions: list[tuple[str, str, bool, str]] = field(default_factory=list)
-
-    @property
-    def rejected(self) -> int:
-        return sum(self.rejections.values())
-
-    @property
-    def aligned_share(self) -> float:
-        return self.aligned / self.exclusive if self.exclusive else 1.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "scheduler": self.scheduler,
-            "pods": self.pods,
-            "placed": self.placed,
-            "rejectedAtNode": self.rejected,
-            "rejectionsByReason": dict(sorted(self.rejections.items())),
-            "failedAfterRecreates": self.failed,
-            "pending": self.pending,
-            "numaAlignedShare": round(self.aligned_share, 4),
-            "exclusivePods": self.exclusive,
-            "cpuUtilisation": round(self.cpu_utilisation, 4),
-            "fragmentation": round(self.fragmentation, 4),
-            "schedulingAttempts": self.attempts,
-            "unschedulableAttempts": self.unschedulable_attempts,
-            "wallSeconds": round(self.wall_seconds, 3),
-        }
 
 
 @dataclass
@@ -185,7 +69,10 @@ class _PodState:
     vector: np.ndarray[Any, Any] | None = None  # NodeResourcesFit request vector while bound
 
 
-class _Run:
+class Run:
+    """One scheduler's run over fresh nodes built from ``templates`` (or the prepared ``nodes``, one per
+    template, e.g. already holding pods): :meth:`run` processes the events (module docstring)."""
+
     def __init__(
         self,
         spec: SchedulerSpec,
@@ -193,14 +80,13 @@ class _Run:
         arrivals: Sequence[PodArrival],
         config: SimConfig,
         progress: Callable[[float], None] | None,
+        nodes: Sequence[SimNode] | None = None,
     ) -> None:
         self.spec = spec
         self.config = config
         self.progress = progress
-        self.nodes: list[SimNode] = [instantiate(t) for t in templates]
+        self.nodes: list[SimNode] = list(nodes) if nodes is not None else [instantiate(t) for t in templates]
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
-        self.fit = FitArrays([n.name for n in self.nodes], [n.allocatable for n in self.nodes])
-        self.node_infos = {n.name: node_info(n.node_doc) for n in self.nodes}  # parsed once, reused by every sync
         self.arrivals = arrivals
         self.result = RunResult(spec.name, pods=len(arrivals))
         self.queue: list[tuple[float, int, str, Any]] = []
@@ -209,14 +95,9 @@ class _Run:
         self.retry_scheduled = False
         self.cache: NRTCache | None = None
         self.publishers: dict[str, NRTPublisher] = {}
-        self.pipeline: Pipeline | None = None
-        self._names = np.array([n.name for n in self.nodes], dtype=object)
-        self._to_find = num_feasible_nodes_to_find(config.percentage_of_nodes_to_score, len(self.nodes))
-        self._start = 0  # kube-scheduler's nextStartNodeIndex
-        # verdicts are computed a window of nodes at a time (a window usually ends the search)
-        self._window = max(2 * (self._to_find + 1), MIN_WINDOW)
         last = max((a.arrival_s for a in arrivals), default=0.0)
         self.end = config.duration_s if config.duration_s is not None else last + config.drain_s
+        numa: NumaSetup | None = None
         if spec.numa_aware:
             if spec.cache == "overreserve":
                 self.cache = make_cache(
@@ -227,10 +108,20 @@ class _Run:
                 self.cache = make_cache(discard_reserved_nodes=spec.cache == "discard-reserved")
             # as many zone slots as the largest machine has NUMA nodes (the arrays grow if needed)
             zones = max((len(t.topology.numa_nodes) for t in templates), default=1)
-            self.pipeline = Pipeline(ScoringStrategy(spec.strategy), zones=zones)  # type: ignore[arg-type]
-            for node in self.nodes:  # pipeline rows in our node order: results need no permutation
-                self.pipeline.update_node(node.name, None, self.node_infos[node.name])
-            assert dict(self.pipeline.cluster.index) == self.index  # nodes are never removed in a run
+            numa = NumaSetup(self.cache, ScoringStrategy(spec.strategy), zones=zones)  # type: ignore[arg-type]
+        # NUMA-aware: the standalone scheduler's rule; default: kube-scheduler's (random ties: search order)
+        rules = SelectionRules(
+            percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
+            tie_break="name" if spec.numa_aware else "search-order",
+        )
+        self.cycle = Cycle(
+            [n.name for n in self.nodes],
+            [n.allocatable for n in self.nodes],
+            {n.name: node_info(n.node_doc) for n in self.nodes},  # parsed once, reused by every sync
+            rules,
+            numa,
+        )
+        self.fit = self.cycle.fit
         self._util_acc = 0.0
         self._frag_acc = 0.0
         self._samples = 0
@@ -367,49 +258,17 @@ class _Run:
         self.cache.nrt_updated(publisher.publish())
         node.dirty = False
 
-    def _candidates(self, pod: Pod) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]:
-        """(the feasible nodes this cycle found, in search order; their NUMA scores or ``None`` for a
-        scheduler without them).
-
-        kube-scheduler's search (:func:`~numaplane.placement.sampling.search`): NodeResourcesFit and,
-        for a NUMA-aware scheduler, the NUMA filter give the verdicts of a window of nodes at a time
-        (vectorised), from the rotating start, until enough feasible nodes are found. Only the nodes
-        the search processed were filtered, so only those report NUMA rejections to the cache, and
-        only the nodes it found are scored."""
-        pipeline, cache = self.pipeline, self.cache
-        if pipeline is not None and cache is not None:
-            pipeline.sync_from_cache(cache, self.node_infos)
-
-        def verdicts(rows: slice) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]:
-            fit = self.fit.feasible(pod, rows)
-            if pipeline is None:
-                return fit, None
-            numa = pipeline.feasible(pod, rows)  # pipeline rows are our rows (__init__)
-            return fit & numa, fit & ~numa
-
-        found = search(len(self.nodes), self._start, self._to_find, self._window, verdicts)
-        self._start = found.next_start
-        if pipeline is None or cache is None:
-            return found.rows, None
-        # the plugin reports every per-zone rejection back to its cache (node maybe over-reserved);
-        # processed nodes failing only the NUMA check are those rejections here
-        if len(found.reported):
-            nodes_maybe_overreserved(cache, self._names[found.reported].tolist(), pod)
-        if not len(found.rows):
-            return found.rows, None
-        return found.rows, pipeline.scores(pod, found.rows)
-
     def _try(self, now: float, state: _PodState) -> bool:
         self.result.attempts += 1
         pod = state.pod
-        rows, numa_scores = self._candidates(pod)
-        if not len(rows):
+        row = self.cycle.decide(pod)
+        if row is None:
             self.result.unschedulable_attempts += 1
             # kube-scheduler's per-pod backoff: 1 s doubling up to 10 s
             state.failures += 1
             state.next_try = now + min(self.config.max_backoff_s, 2.0 ** (state.failures - 1))
             return False
-        self._bind(now, state, best_node(self.fit, pod, rows, numa_scores))
+        self._bind(now, state, row)
         return True
 
     def _bind(self, now: float, state: _PodState, row: int) -> None:
@@ -457,27 +316,8 @@ class _Run:
             self.result.failed += 1
 
 
-def best_node(fit: FitArrays, pod: Pod, rows: np.ndarray[Any, Any], numa_scores: np.ndarray[Any, Any] | None) -> int:
-    """The node of ``rows`` (the cycle's feasible nodes in search order, at least one) with the
-    highest ``NUMA score * 1000 + LeastAllocated score``, the first in search order on ties
-    (``numa_scores``: one per row of ``rows``, or ``None``).
-
-    Default scores lie in 0..100 (``fit.bounded``), so when the best NUMA score is not negative the
-    sum orders nodes by NUMA score first: only the nodes with the top NUMA score need a default
-    score. Otherwise the sum itself is computed."""
-    if numa_scores is not None and fit.bounded:
-        top = int(numa_scores.max())
-        if top >= 0:
-            tied = rows[numa_scores == top]
-            return int(tied[int(np.argmax(fit.scores(pod, tied)))])
-    scores = fit.scores(pod, rows)
-    if numa_scores is not None:
-        scores = numa_scores * 1000 + scores
-    return int(rows[int(np.argmax(scores))])
-
-
 @contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
+def cyclic_gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector (restored afterwards).
 
     A run keeps millions of objects alive and replaces many of them (NRT objects, views, pods), so
@@ -497,9 +337,10 @@ def run_scheduler(
     spec: SchedulerSpec,
     templates: Sequence[NodeTemplate],
     arrivals: Sequence[PodArrival],
-    config: SimConfig = SimConfig(),
+    config: SimConfig | None = None,
     progress: Callable[[float], None] | None = None,
 ) -> RunResult:
-    """Run ``arrivals`` through ``spec`` on fresh nodes built from ``templates``."""
-    with _cyclic_gc_paused():
-        return _Run(spec, templates, arrivals, config, progress).run()
+    """Run ``arrivals`` through ``spec`` on fresh nodes built from ``templates`` (``config``: default
+    :class:`SimConfig` when ``None``)."""
+    with cyclic_gc_paused():
+        return Run(spec, templates, arrivals, config or SimConfig(), progress).run()

@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from numaplane.sim.engine import RunResult
+from numaplane.sim.spec import RunResult
 
 __all__ = ["legend", "render_table", "summary_document", "verdict", "write_report"]
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from numaplane.kube.selectors import LabelSelector, SelectorError
-from numaplane.sim.engine import SchedulerSpec
 from numaplane.sim.errors import ScenarioError, WorkloadError
+from numaplane.sim.spec import SchedulerSpec
 from numaplane.sim.workload import PodArrival, parse_workload
 
 __all__ = ["KIND", "PolicyChange", "Scenario", "parse_policy_flag", "parse_scenario"]

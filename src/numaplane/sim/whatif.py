@@ -28,18 +28,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from numaplane.nrt.from_manager import node_nrt
-from numaplane.placement.fit import FitArrays
-from numaplane.placement.node import node_info
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.errors import PodSpecError
 from numaplane.resources.pod import Pod, parse_pod
-from numaplane.sim.cluster import NodeTemplate
-from numaplane.sim.engine import RunResult, SchedulerSpec, SimConfig, _cyclic_gc_paused, _Run
+from numaplane.sim.cluster import NodeTemplate, instantiate
+from numaplane.sim.engine import Run, cyclic_gc_paused
 from numaplane.sim.errors import ScenarioError, SnapshotFormatError
 from numaplane.sim.rebuild import NodeModel, check_model, creation_order, model_node, zone_available
 from numaplane.sim.scenario import Scenario
 from numaplane.sim.snapshot import Snapshot
+from numaplane.sim.spec import RunResult, SchedulerSpec, SimConfig
 from numaplane.sim.workload import PodArrival
 
 __all__ = ["ClusterModel", "NodeOutcome", "WhatIfResult", "load_cluster", "run_whatif"]
@@ -112,7 +111,7 @@ def _config(model: NodeModel, scenario: Scenario) -> Any:
         raise ScenarioError(f"policy change on node {model.name}", str(exc)) from exc
 
 
-class _SeededRun(_Run):
+class _SeededRun(Run):
     """The engine's run over nodes that already hold the snapshot's pods (admitted at construction)."""
 
     def __init__(
@@ -125,8 +124,8 @@ class _SeededRun(_Run):
         progress: Callable[[float], None] | None,
     ) -> None:
         templates = [NodeTemplate(m.name, m.topology, _config(m, scenario)) for m in cluster.nodes]
-        super().__init__(spec, templates, arrivals, config, progress)
-        for node, model in zip(self.nodes, cluster.nodes, strict=True):
+        nodes = [instantiate(t) for t in templates]
+        for node, model in zip(nodes, cluster.nodes, strict=True):
             node.allocatable = dict(model.allocatable)
             node.node_doc = {
                 "apiVersion": "v1",
@@ -134,11 +133,7 @@ class _SeededRun(_Run):
                 "metadata": {"name": model.name, "labels": dict(model.labels)},
                 "status": {k: {r: str(q) for r, q in model.allocatable.items()} for k in ("capacity", "allocatable")},
             }
-        self.fit = FitArrays([n.name for n in self.nodes], [n.allocatable for n in self.nodes])
-        self.node_infos = {n.name: node_info(n.node_doc) for n in self.nodes}
-        if self.pipeline is not None:
-            for node in self.nodes:
-                self.pipeline.update_node(node.name, None, self.node_infos[node.name])
+        super().__init__(spec, templates, arrivals, config, progress, nodes)
         self.refused: dict[str, list[tuple[str, str]]] = {}
         for row, node in enumerate(self.nodes):
             pods = cluster.bound.get(node.name, [])
@@ -219,7 +214,7 @@ def run_whatif(
     outcomes = []
     for spec in scenario.schedulers or (SchedulerSpec("default"),):
         report = None if progress is None else (lambda f, name=spec.name: progress(name, f))
-        with _cyclic_gc_paused():
+        with cyclic_gc_paused():
             run = _SeededRun(spec, cluster, scenario, arrivals, config, report)
             result = run.run()
         now_failing = [

@@ -1,18 +1,18 @@
 """Conformance kind ``nrt-filter``: the NodeResourceTopologyMatch Filter (SCHEMA.md §4.6).
 
-The case's NRT is handed to :func:`numaplane.placement.filter.filter` as fresh data (Passthrough cache).
-``reason`` is compared by prefix and ``code`` exactly. :func:`run_production` takes the decision with
-the scheduler core's vectorised pipeline instead (the explanation of a rejection is the per-node one,
-as in production).
+The one production path: the scheduler state (passthrough cache, fresh data) takes the decision with
+its vectorised NUMA arrays, as the extender and the standalone scheduler do; a rejection's reason and
+code are the ones production reports. ``reason`` is compared by prefix and ``code`` exactly. (The
+per-node reference function is checked against the same cases in ``tests/``.)
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from numaplane.conformance.outcome import CaseContext, Outcome
-from numaplane.conformance.production import scheduler_core
-from numaplane.placement.filter import filter as nrt_filter
+from numaplane.conformance.production import scheduler_state
 from numaplane.placement.result import Fit, Reject
 from numaplane.resources.pod import parse_pod
 
@@ -20,21 +20,19 @@ _NODE = "node0"
 
 
 def run(case: dict[str, Any], ctx: CaseContext) -> Outcome:
-    verdict = nrt_filter(parse_pod(case["pod"]), case.get("nrt"), case["node"])
-    return _compare(case["expect"], verdict)
-
-
-def run_production(case: dict[str, Any], ctx: CaseContext) -> Outcome:
     pod = parse_pod(case["pod"])
-    core = scheduler_core({_NODE: (case.get("nrt"), case["node"])})
-    ev = core.evaluate(pod, [_NODE], mark=False)
-    verdict: Fit | Reject = Fit() if _NODE in ev.scores else ev.reject(_NODE)
-    if isinstance(verdict, Fit) and _NODE not in ev.scores:
-        return Outcome.fail(case["expect"], "pipeline rejects, per-node filter fits", "production")
-    return _compare(case["expect"], verdict)
+    state = scheduler_state({_NODE: (case.get("nrt"), case["node"])})
+    ev = state.evaluate(pod, [_NODE], mark=False)
+    if _NODE in ev.scores:
+        return compare(case["expect"], Fit())
+    verdict = ev.reject(_NODE)
+    if isinstance(verdict, Fit):  # the decision is the pipeline's: its explanation must agree
+        return Outcome.fail(case["expect"], "pipeline rejects, its explanation fits", "explanation")
+    return compare(case["expect"], replace(verdict, reason=ev.reason(_NODE)))  # the reason production reports
 
 
-def _compare(expect: dict[str, Any], verdict: Fit | Reject) -> Outcome:
+def compare(expect: dict[str, Any], verdict: Fit | Reject) -> Outcome:
+    """The outcome of ``verdict`` against a case's ``expect`` (module docstring)."""
     if isinstance(verdict, Fit):
         got: dict[str, Any] = {"fit": True}
         return Outcome.ok() if expect == got else Outcome.fail(expect, got)

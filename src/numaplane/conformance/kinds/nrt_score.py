@@ -1,8 +1,8 @@
 """Conformance kind ``nrt-score``: the NodeResourceTopologyMatch Score (SCHEMA.md §4.7).
 
-Every node is scored with :func:`numaplane.placement.score.score` on fresh data (Passthrough cache);
-``expect.scores`` is compared exactly. :func:`run_production` scores all the case's nodes at once with
-the scheduler core's vectorised pipeline (every node, feasible or not).
+The one production path: the scheduler state (passthrough cache, fresh data) scores all the case's
+nodes at once with its vectorised NUMA arrays (every node, feasible or not); ``expect.scores`` is
+compared exactly. (The per-node reference function is checked against the same cases in ``tests/``.)
 """
 
 from __future__ import annotations
@@ -10,24 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from numaplane.conformance.outcome import CaseContext, Outcome
-from numaplane.conformance.production import scheduler_core
-from numaplane.placement.score import ScoringStrategy, score
+from numaplane.conformance.production import scheduler_state
+from numaplane.placement.score import ScoringStrategy
 from numaplane.resources.pod import parse_pod
 
 
 def run(case: dict[str, Any], ctx: CaseContext) -> Outcome:
     strategy = ScoringStrategy.from_dict(case["strategy"])
     pod = parse_pod(case["pod"])
-    got = {name: score(pod, entry.get("nrt"), entry.get("node"), strategy) for name, entry in case["nodes"].items()}
-    expect = case["expect"]["scores"]
-    return Outcome.ok() if got == expect else Outcome.fail(expect, got, "expect.scores")
-
-
-def run_production(case: dict[str, Any], ctx: CaseContext) -> Outcome:
-    strategy = ScoringStrategy.from_dict(case["strategy"])
-    pod = parse_pod(case["pod"])
-    core = scheduler_core({name: (e.get("nrt"), e.get("node")) for name, e in case["nodes"].items()}, strategy)
-    ev = core.pipeline.evaluate(pod)
+    state = scheduler_state({name: (e.get("nrt"), e.get("node")) for name, e in case["nodes"].items()}, strategy)
+    ev = state.cycle.numa_evaluation(pod)
     got = {name: ev.result(name)[1] for name in case["nodes"]}
     expect = case["expect"]["scores"]
     return Outcome.ok() if got == expect else Outcome.fail(expect, got, "expect.scores")

@@ -1,34 +1,33 @@
-"""The scheduler core shared by the extender and the standalone scheduler: cluster state → cache → pipeline.
+"""The scheduler's state, shared by the extender and the standalone scheduler: cluster → NRT cache → NUMA arrays.
 
-:class:`SchedulerCore` is fed the objects the informers see (Nodes, NodeResourceTopologies, Pods, as
+:class:`SchedulerState` is fed the objects the informers see (Nodes, NodeResourceTopologies, Pods, as
 plain dicts) and the scheduler's own decisions (assume, forget, bound). It keeps:
 
 * the NRT cache of the configured mode (:meth:`SchedulerConfig.make_cache`): NRT objects, pod events
   (foreign pods, fingerprints), reservations;
-* the vectorised :class:`~numaplane.placement.pipeline.Pipeline`, refreshed from the cache for the nodes
-  whose cached view changed before every evaluation;
+* :attr:`SchedulerState.cycle`, the one scheduling cycle (:class:`~numaplane.placement.cycle.Cycle`,
+  the class the simulator drives) over the nodes whose Node object parses: its node set follows the
+  informer (:meth:`Cycle.set_node` / :meth:`Cycle.remove_node`), its NodeResourcesFit usage is
+  :meth:`NodeUsage.used` / :meth:`NodeUsage.count` (usage changes are written when the next decision
+  asks: :meth:`NodeUsage.drain_changed`), its NUMA rows are reloaded from the cache before every
+  evaluation;
 * per-node usage of bound and assumed pods (:class:`~numaplane.scheduler.usage.NodeUsage`) and the
-  parsed Node objects, for the basic kube-scheduler predicates the standalone scheduler applies;
-* :class:`~numaplane.placement.fit.FitArrays` with one row per node that parses, for NodeResourcesFit
-  and the LeastAllocated score over every node at once. Invariant (before every use): its allocatable
-  is the node's, its usage :meth:`NodeUsage.used` / :meth:`NodeUsage.count` — node changes are written
-  at once, usage changes when the next decision asks (:meth:`NodeUsage.drain_changed`).
+  parsed Node objects (:class:`~numaplane.scheduler.records.NodeRecord`), with the nodes whose
+  node-level predicates can reject a pod without node constraints.
 
-Decisions:
+Decisions (the standalone one is :func:`numaplane.scheduler.decision.decide`, a driver of the cycle):
 
-* :meth:`SchedulerCore.evaluate` — the NUMA filter and score of one pod over candidate nodes. Exactly
-  what :func:`numaplane.placement.cache.filter_with_cache` / ``score_with_cache`` give per node,
-  including the feedback upstream gives its cache: a candidate rejected by the per-zone check on
-  trusted data is reported with ``node_maybe_overreserved`` (it becomes a resync candidate).
-* :meth:`SchedulerCore.basic_filter` — kube-scheduler's basic predicates over every node: the same
-  verdicts as :func:`~numaplane.placement.predicates.fits_node` per node, with the resources checked
-  by the fit arrays and the node-level predicates asked per node only where they can fail
-  (:func:`~numaplane.placement.predicates.has_node_constraints`); :meth:`SchedulerCore.fit_scores` the
-  LeastAllocated scores likewise.
-* per node (:class:`~numaplane.scheduler.core_verdicts.NodeVerdicts`, a base class):
-  :meth:`~numaplane.scheduler.core_verdicts.NodeVerdicts.basic_reasons` and
-  :meth:`~numaplane.scheduler.core_verdicts.NodeVerdicts.preemption_may_help` (that module's
-  docstring), the explained NUMA verdict and the per-node scores.
+* :meth:`SchedulerState.node_mask` — kube-scheduler's node-level predicates (NodeUnschedulable,
+  NodeName, TaintToleration, NodeAffinity), the cycle's input mask: they run per node in Python,
+  only where they can fail (:func:`~numaplane.placement.predicates.has_node_constraints`);
+* :meth:`SchedulerState.evaluate` — the cycle's NUMA verdicts and scores of one pod over the nodes
+  kube-scheduler (the extender) or the requeue check names, with the cache feedback upstream gives: a
+  candidate rejected on trusted data is reported with ``node_maybe_overreserved``;
+* :meth:`SchedulerState.basic_filter` / :meth:`SchedulerState.fit_scores` — the basic predicates
+  (NodeResourcesFit from the cycle's fit arrays, the rest :meth:`~SchedulerState.node_mask`) and the
+  LeastAllocated scores by node name;
+* per node (:attr:`SchedulerState.verdicts`, :mod:`~numaplane.scheduler.verdicts`): the reasons only,
+  asked when a rejection is reported (that module's docstring says why they are per node).
 
 Learning placements: a pod of one of our scheduler names that the informer shows going from unbound to
 bound, and that this process did not assume itself (another replica bound it, or kube-scheduler bound it
@@ -38,10 +37,10 @@ are not charged (the exporter's data accounts for them) unless a flush finds the
 set (still ``Pending``): the cache then charges them (its flush invariant).
 
 What lives where: here the state and its bookkeeping (informer input, assume/forget/bound, cache
-resync, pipeline and fit-array refresh) and the decisions over many nodes; the records kept per node
-and the object keys in :mod:`~numaplane.scheduler.core_records`; the per-node verdicts, their
-explanations and :class:`~numaplane.scheduler.core_verdicts.NumaEvaluation` in
-:mod:`~numaplane.scheduler.core_verdicts`.
+resync, the cycle's node set and usage) and the verdicts over many nodes; the records kept per node
+and the object keys in :mod:`~numaplane.scheduler.records`; the per-node verdicts, their
+explanations and :class:`~numaplane.scheduler.verdicts.NumaEvaluation` in
+:mod:`~numaplane.scheduler.verdicts`.
 
 Not thread-safe: call from one event loop. No I/O.
 """
@@ -49,38 +48,28 @@ Not thread-safe: call from one event loop. No I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import structlog
 
+from numaplane.placement.cycle import Cycle, NumaSetup
 from numaplane.placement.errors import NodeDataError
-from numaplane.placement.fit import FitArrays
 from numaplane.placement.node import NodeInfo as NumaNode
 from numaplane.placement.node import node_info
-from numaplane.placement.pipeline import Pipeline
 from numaplane.placement.predicates import BasicNode, has_node_constraints, is_restricted, node_reasons, parse_node
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core_records import TERMINAL_PHASES, NodeRecord, NodesLayout, object_name, pod_key
-from numaplane.scheduler.core_verdicts import NodeVerdicts, NumaEvaluation
+from numaplane.scheduler.records import TERMINAL_PHASES, NodeRecord, object_name, pod_key
 from numaplane.scheduler.usage import NodeUsage
+from numaplane.scheduler.verdicts import NodeVerdicts, NumaEvaluation
 
-__all__ = ["BasicVerdicts", "SchedulerCore"]
+__all__ = ["BasicVerdicts", "SchedulerState"]
 
 log = structlog.get_logger("numaplane.scheduler")
-
-
-def _rows(ev: object) -> Mapping[str, int]:
-    """Name → row of a pipeline ``Evaluation`` (its ``index``; builds before it had ``names``/``present``)."""
-    index = getattr(ev, "index", None)
-    if isinstance(index, Mapping):
-        return index
-    names: Sequence[str | None] = getattr(ev, "names", ())
-    present = getattr(ev, "present", None)
-    return {n: i for i, n in enumerate(names) if n is not None and (present is None or bool(present[i]))}
 
 
 @dataclass(frozen=True)
@@ -92,23 +81,22 @@ class BasicVerdicts:
     failed: list[str]
 
 
-class SchedulerCore(NodeVerdicts):
+class SchedulerState:
     """Cluster state, NRT cache and pipeline of one scheduler process (module docstring)."""
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
         self.cache = config.make_cache()
-        self.pipeline = Pipeline(config.strategy, config.filter_options)
-        # The same nodes with every zone's available raised to its allocatable: "would eviction help?"
-        self._emptied = Pipeline(config.strategy, config.filter_options)
+        #: The scheduling cycle (its nodes: those whose Node object parses; module docstring).
+        self.cycle = Cycle([], [], {}, config.selection, NumaSetup(self.cache, config.strategy, config.filter_options))
         self.nodes: dict[str, NodeRecord] = {}
         self.pods: dict[str, Pod] = {}
         self.usage = NodeUsage()
-        self.fit = FitArrays([], [])
-        self._layout: NodesLayout | None = None
-        self._numa_nodes: dict[str, NumaNode] = {}
+        self._restricted: set[str] = set()  # nodes whose node-level predicates can reject any pod
         self._reserved: set[str] = set()
         self._names = frozenset(config.scheduler_names)
+        #: Per-node verdicts and explanations over this state (reads it, changes nothing).
+        self.verdicts = NodeVerdicts(config, self.cache, self.nodes, self.usage)
 
     # --- informer input ----------------------------------------------------------------------------
 
@@ -133,41 +121,28 @@ class SchedulerCore(NodeVerdicts):
         record = NodeRecord(name, doc, numa, basic, problem)
         old = self.nodes.get(name)
         self.nodes[name] = record
-        self._fit_node(name, old.basic if old is not None else None, basic, known=old is not None)
-        if numa is not None:
-            self._numa_nodes[name] = numa
-            self._refresh([name])
+        if numa is None or basic is None:
+            self.cycle.remove_node(name)
+            self._restricted.discard(name)
+            return record
+        old_basic = old.basic if old is not None else None
+        known = name in self.cycle
+        changed = old_basic is None or old_basic.allocatable != basic.allocatable
+        self.cycle.set_node(name, numa, basic.allocatable if changed or not known else None)
+        if not known:
+            self.cycle.set_usage(name, self.usage.used(name), self.usage.count(name))
+        if is_restricted(basic):
+            self._restricted.add(name)
         else:
-            self._numa_nodes.pop(name, None)
-            self.pipeline.remove_node(name)
-            self._emptied.remove_node(name)
+            self._restricted.discard(name)
         return record
-
-    def _fit_node(self, name: str, old: BasicNode | None, new: BasicNode | None, *, known: bool) -> None:
-        """Mirror a Node change in the fit arrays (a new row gets the node's usage) and the layout."""
-        if new is None:
-            self.fit.remove_node(name)
-        elif old is None or old.allocatable != new.allocatable:
-            fresh = self.fit.row(name) is None
-            self.fit.set_node(name, new.allocatable)
-            if fresh:
-                self.fit.set_usage(name, self.usage.used(name), self.usage.count(name))
-        if (
-            not known
-            or (old is None) != (new is None)
-            or (old is not None and new is not None and is_restricted(old) != is_restricted(new))
-        ):
-            self._layout = None
 
     def node_deleted(self, doc: Mapping[str, Any]) -> None:
         name = object_name(doc)
-        if self.nodes.pop(name, None) is not None:
-            self._layout = None
-        self.fit.remove_node(name)
-        self._numa_nodes.pop(name, None)
+        self.nodes.pop(name, None)
+        self._restricted.discard(name)
+        self.cycle.remove_node(name)
         self.cache.node_deleted(name)
-        self.pipeline.remove_node(name)
-        self._emptied.remove_node(name)
         self.usage.drop_node(name)
 
     def nrt_upserted(self, doc: Mapping[str, Any]) -> None:
@@ -271,25 +246,10 @@ class SchedulerCore(NodeVerdicts):
 
     # --- evaluation --------------------------------------------------------------------------------
 
-    def _refresh(self, names: Iterable[str]) -> None:
-        todo = sorted(set(names))
-        self.pipeline.sync_from_cache(self.cache, self._numa_nodes, names=todo)
-        for name in todo:
-            node = self._numa_nodes.get(name)
-            if node is None:
-                self._emptied.remove_node(name)
-                continue
-            topology = self.cache.get(name).topology
-            if topology is not None and topology.problem is None:
-                zones = tuple(replace(z, available=dict(z.allocatable)) for z in topology.zones)
-                topology = replace(topology, zones=zones)
-            self._emptied.update_node(name, topology, node)
-
     def sync(self) -> None:
-        """Refresh the pipeline rows of the nodes whose cached view changed."""
-        changed = self.cache.drain_changed()
-        if changed:
-            self._refresh(changed)
+        """Refresh the cycle's NUMA rows of the nodes whose cached view changed, and its usage."""
+        self.cycle.sync()
+        self._usage_synced()
 
     def evaluate(
         self, pod: Pod, candidates: Iterable[str] | None = None, *, mark: bool = True, preemption: bool = False
@@ -299,11 +259,11 @@ class SchedulerCore(NodeVerdicts):
         ``mark=False`` skips the filter's cache feedback (for scoring-only calls such as prioritize);
         ``preemption=True`` also fills :attr:`NumaEvaluation.preemptible`.
         """
-        self.sync()
         names = list(self.nodes) if candidates is None else list(candidates)
-        ev = self.pipeline.evaluate(pod)
-        rows = _rows(ev)
+        ev = self.cycle.numa_evaluation(pod)
+        rows = ev.index
         scores: dict[str, int] = {}
+        rejected_scores: dict[str, int] = {}
         failed: list[str] = []
         unknown: list[str] = []
         for name in names:
@@ -316,6 +276,7 @@ class SchedulerCore(NodeVerdicts):
                 scores[name] = int(ev.scores[row])
             else:
                 failed.append(name)
+                rejected_scores[name] = int(ev.scores[row])
                 if not mark:
                     continue
                 cached = self.cache.get(name, pod)
@@ -323,8 +284,8 @@ class SchedulerCore(NodeVerdicts):
                     self.cache.node_maybe_overreserved(name, pod)
         preemptible: frozenset[str] = frozenset()
         if preemption and failed:
-            emptied = self._emptied.evaluate(pod)
-            emptied_rows = _rows(emptied)
+            emptied = self.cycle.emptied_evaluation(pod)
+            emptied_rows = emptied.index
             preemptible = frozenset(
                 name
                 for name in failed
@@ -332,48 +293,54 @@ class SchedulerCore(NodeVerdicts):
                 and emptied.feasible[row]
                 and self._trusted_zone_data(name, pod)
             )
-        return NumaEvaluation(pod, scores, failed, unknown, self, preemptible)
+        codes: dict[str, int] = {}
+        if failed:  # the reasons come from the arrays that took the decision (Cycle.reason_codes)
+            all_codes = self.cycle.reason_codes(pod, ev)
+            codes = {name: int(all_codes[row]) for name in failed if (row := rows.get(name)) is not None}
+        return NumaEvaluation(pod, scores, failed, unknown, self.verdicts, preemptible, codes, rejected_scores)
 
     def _trusted_zone_data(self, name: str, pod: Pod) -> bool:
         cached = self.cache.get(name, pod)
         topology = cached.topology
         return cached.fresh and topology is not None and topology.problem is None and bool(topology.zones)
 
-    def _fit_synced(self) -> FitArrays:
-        """The fit arrays with every usage change written (module docstring)."""
+    def _usage_synced(self) -> None:
+        """Write every usage change to the cycle's fit arrays (module docstring)."""
         usage = self.usage
         for name in usage.drain_changed():
-            self.fit.set_usage(name, usage.used(name), usage.count(name))
-        return self.fit
+            self.cycle.set_usage(name, usage.used(name), usage.count(name))
 
-    def _nodes_layout(self) -> NodesLayout:
-        layout = self._layout
-        if layout is None:
-            layout = self._layout = NodesLayout(self.nodes, self.fit)
-        return layout
+    def node_mask(self, pod: Pod) -> npt.NDArray[np.bool_]:
+        """Whether kube-scheduler's node-level predicates
+        (:func:`~numaplane.placement.predicates.node_reasons`) let ``pod`` onto each node of the cycle,
+        by position: asked on every node, or only on the restricted ones for a pod without node
+        constraints (the others cannot reject it). Writes pending usage changes to the cycle."""
+        self._usage_synced()
+        cycle = self.cycle
+        passed = np.ones(len(cycle.names), dtype=np.bool_)
+        ask = cycle.names if has_node_constraints(pod) else sorted(self._restricted)
+        for name in ask:
+            basic = self.nodes[name].basic
+            if basic is not None and node_reasons(pod, basic):
+                position = cycle.position(name)
+                if position is not None:
+                    passed[position] = False
+        return passed
 
     def basic_filter(self, pod: Pod) -> BasicVerdicts:
         """The basic predicates of ``pod`` on every node: exactly the nodes where :meth:`basic_reasons`
-        is empty pass. NodeResourcesFit comes from the fit arrays; the node-level predicates
-        (:func:`~numaplane.placement.predicates.node_reasons`) are asked on every usable node, or only on
-        the restricted ones for a pod without node constraints (the others cannot reject it)."""
-        fit = self._fit_synced()
-        layout = self._nodes_layout()
-        passed = np.zeros(len(layout.names), dtype=np.bool_)
-        if len(passed):
-            passed[layout.usable] = fit.feasible(pod)[layout.rows[layout.usable]]
-            ask = layout.restricted if not has_node_constraints(pod) else layout.usable
-            for i in np.flatnonzero(ask).tolist():
-                basic = self.nodes[layout.names[i]].basic
-                if basic is not None and node_reasons(pod, basic):
-                    passed[i] = False
-        return BasicVerdicts(layout.names_array[passed].tolist(), layout.names_array[~passed].tolist())
+        is empty pass (NodeResourcesFit from the cycle's fit arrays, the rest :meth:`node_mask`)."""
+        passed_mask = self.node_mask(pod) & self.cycle.fits(pod)
+        passed = {name for name, ok in zip(self.cycle.names, passed_mask.tolist(), strict=True) if ok}
+        names = sorted(self.nodes)
+        return BasicVerdicts([n for n in names if n in passed], [n for n in names if n not in passed])
 
     def fit_scores(self, pod: Pod, names: Sequence[str]) -> list[int]:
         """:meth:`fit_score` of ``pod`` on each of ``names`` (the same values, from the fit arrays)."""
-        fit = self._fit_synced()
+        self._usage_synced()
+        fit = self.cycle.fit
         if not fit.scores_bounded(pod):  # scores beyond 0..100 (negative amounts): exact per node
-            return [self.fit_score(pod, name) for name in names]
+            return [self.verdicts.fit_score(pod, name) for name in names]
         rows = [fit.row(name) for name in names]
         known = np.array([r for r in rows if r is not None], dtype=np.intp)
         scores = iter(fit.scores(pod, known).tolist() if len(known) else [])
@@ -385,4 +352,4 @@ class SchedulerCore(NodeVerdicts):
 
     def node_names(self) -> Sequence[str]:
         """Every known node name, sorted."""
-        return self._nodes_layout().names
+        return sorted(self.nodes)

@@ -1,4 +1,4 @@
-"""The scheduler core without an API server: predicates, NUMA evaluation, cache feedback, learning, queue."""
+"""The scheduler state without an API server: predicates, NUMA evaluation, cache feedback, learning, queue."""
 
 from __future__ import annotations
 
@@ -12,28 +12,31 @@ from numaplane.kube.clock import FakeClock
 from numaplane.kube.memory import InMemoryKube
 from numaplane.nrt.fingerprint import compute_fingerprint
 from numaplane.placement.cache import filter_with_cache, score_with_cache
+from numaplane.placement.filter import filter as numa_filter
 from numaplane.placement.overreserve import OverReserveCache
-from numaplane.placement.result import Reject
-from numaplane.resources.pod import parse_pod
+from numaplane.placement.reasons import MALFORMED, UNTRUSTED
+from numaplane.placement.result import Fit, Reject
+from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.core import SchedulerCore
-from numaplane.scheduler.core_verdicts import ALIGN_REASONS
+from numaplane.scheduler.decision import fit_error_message
 from numaplane.scheduler.informers import ClusterInformers
-from numaplane.scheduler.loop import StandaloneScheduler, fit_error_message
+from numaplane.scheduler.loop import StandaloneScheduler
 from numaplane.scheduler.queue import SchedulingQueue
+from numaplane.scheduler.state import SchedulerState
+from numaplane.scheduler.verdicts import ALIGN_REASONS
 
 
 def two_zone_nrt(name: str, cpu: tuple[int, int] = (4, 4), alloc: int = 4, **kw: Any) -> dict[str, Any]:
     return nrt_doc(name, [zone_doc(i, {"cpu": (alloc, c), "memory": ("8Gi", "8Gi")}) for i, c in enumerate(cpu)], **kw)
 
 
-def core_with(nodes: list[dict[str, Any]], nrts: list[dict[str, Any]], **config: Any) -> SchedulerCore:
-    core = SchedulerCore(replace(SchedulerConfig(), **config))
+def state_with(nodes: list[dict[str, Any]], nrts: list[dict[str, Any]], **config: Any) -> SchedulerState:
+    state = SchedulerState(replace(SchedulerConfig(), **config))
     for n in nodes:
-        core.node_upserted(n)
+        state.node_upserted(n)
     for t in nrts:
-        core.nrt_upserted(t)
-    return core
+        state.nrt_upserted(t)
+    return state
 
 
 def bound_doc(
@@ -69,83 +72,85 @@ def test_basic_reasons_stop_at_the_first_failing_plugin() -> None:
         node_doc("tiny", cpu=1, memory="1Mi"),
         node_doc("good", labels={"zone": "a"}),
     ]
-    core = core_with(nodes, [])
+    state = state_with(nodes, [])
     pod = parse_pod(pod_doc("p", 2, node_selector={"zone": "a"}))
-    assert core.basic_reasons(pod, "cordoned") == ["node(s) were unschedulable"]
-    assert core.basic_reasons(pod, "tainted") == ["node(s) had untolerated taint {gpu: yes}"]
-    assert core.basic_reasons(pod, "other-zone") == ["node(s) didn't match Pod's node affinity/selector"]
+    assert state.verdicts.basic_reasons(pod, "cordoned") == ["node(s) were unschedulable"]
+    assert state.verdicts.basic_reasons(pod, "tainted") == ["node(s) had untolerated taint {gpu: yes}"]
+    assert state.verdicts.basic_reasons(pod, "other-zone") == ["node(s) didn't match Pod's node affinity/selector"]
     free = parse_pod(pod_doc("q", 2))
-    assert core.basic_reasons(free, "tiny") == ["Insufficient cpu", "Insufficient memory"]
-    assert core.basic_reasons(pod, "good") == []
-    assert core.basic_reasons(pod, "ghost") == ["node not found"]
+    assert state.verdicts.basic_reasons(free, "tiny") == ["Insufficient cpu", "Insufficient memory"]
+    assert state.verdicts.basic_reasons(pod, "good") == []
+    assert state.verdicts.basic_reasons(pod, "ghost") == ["node not found"]
 
 
 def test_usage_counts_assumed_then_bound_pods_once() -> None:
-    core = core_with([node_doc("n", cpu=4)], [])
+    state = state_with([node_doc("n", cpu=4)], [])
     pod = parse_pod(bound_doc("p", "", cpu=3) | {"status": {"phase": "Pending"}})
-    core.pod_upserted(None, pod_doc("p", 3))
-    core.assume(pod, "n")
-    assert core.usage.used("n")["cpu"].amount == 3 and core.usage.is_assumed("default/p")
-    core.pod_upserted(pod_doc("p", 3), pod_doc("p", 3))  # a pending update does not drop the assumption
-    assert core.usage.count("n") == 1
-    core.pod_upserted(pod_doc("p", 3), bound_doc("p", "n", 3))
-    assert core.usage.count("n") == 1 and not core.usage.is_assumed("default/p")
-    assert core.basic_reasons(parse_pod(pod_doc("q", 2)), "n") == ["Insufficient cpu"]
-    core.pod_upserted(bound_doc("p", "n", 3), bound_doc("p", "n", 3, phase="Succeeded"))
-    assert core.usage.count("n") == 0
-    core.pod_deleted(bound_doc("p", "n", 3))
-    assert "default/p" not in core.pods
+    state.pod_upserted(None, pod_doc("p", 3))
+    state.assume(pod, "n")
+    assert state.usage.used("n")["cpu"].amount == 3 and state.usage.is_assumed("default/p")
+    state.pod_upserted(pod_doc("p", 3), pod_doc("p", 3))  # a pending update does not drop the assumption
+    assert state.usage.count("n") == 1
+    state.pod_upserted(pod_doc("p", 3), bound_doc("p", "n", 3))
+    assert state.usage.count("n") == 1 and not state.usage.is_assumed("default/p")
+    assert state.verdicts.basic_reasons(parse_pod(pod_doc("q", 2)), "n") == ["Insufficient cpu"]
+    state.pod_upserted(bound_doc("p", "n", 3), bound_doc("p", "n", 3, phase="Succeeded"))
+    assert state.usage.count("n") == 0
+    state.pod_deleted(bound_doc("p", "n", 3))
+    assert "default/p" not in state.pods
 
 
 def test_placements_bound_by_others_under_our_name_are_learned() -> None:
-    core = core_with([node_doc("n")], [two_zone_nrt("n")])
-    cache = core.cache
+    state = state_with([node_doc("n")], [two_zone_nrt("n")])
+    cache = state.cache
     assert isinstance(cache, OverReserveCache)
     pending = pod_doc("p", 3)
-    core.pod_upserted(None, pending)
-    core.pod_upserted(pending, bound_doc("p", "n", 3, phase="Pending"))
+    state.pod_upserted(None, pending)
+    state.pod_upserted(pending, bound_doc("p", "n", 3, phase="Pending"))
     assert str(cache.assumed("n")["default/p"]["cpu"]) == "3"
     # already bound at first sight (initial list): the exporter's data has it, no charge
-    core.pod_upserted(None, bound_doc("old", "n", 1))
+    state.pod_upserted(None, bound_doc("old", "n", 1))
     assert "default/old" not in cache.assumed("n")
     # a pod of another scheduler is foreign: the node is untrusted until a resync
-    core.pod_upserted(None, bound_doc("foreign", "n", 1, scheduler="default-scheduler"))
+    state.pod_upserted(None, bound_doc("foreign", "n", 1, scheduler="default-scheduler"))
     assert cache.get("n").fresh is False
-    ev = core.evaluate(parse_pod(pod_doc("x", 1)), ["n"])
+    ev = state.evaluate(parse_pod(pod_doc("x", 1)), ["n"])
     verdict = ev.reject("n")
     assert ev.failed == ["n"] and isinstance(verdict, Reject)
     assert verdict.reason == "invalid node topology data"
-    assert not core.preemption_may_help(ev.pod, "n", verdict)
+    assert ev.codes == {"n": UNTRUSTED} and ev.reason("n") == verdict.reason  # from the arrays
+    assert not preemption_may_help(state, ev.pod, "n", verdict)
 
 
 def test_evaluate_feeds_rejections_back_to_the_cache() -> None:
     nodes = [node_doc(n) for n in ("full", "broken", "bare")]
     broken = two_zone_nrt("broken")
     broken["zones"][0]["resources"][0]["available"] = "lots"
-    core = core_with(nodes, [two_zone_nrt("full", (1, 1)), broken])
+    state = state_with(nodes, [two_zone_nrt("full", (1, 1)), broken])
     pod = parse_pod(pod_doc("p", 2))
-    ev = core.evaluate(pod, mark=False)
+    ev = state.evaluate(pod, mark=False)
     assert sorted(ev.failed) == ["broken", "full"] and set(ev.scores) == {"bare"}
-    cache = core.cache
+    cache = state.cache
     assert isinstance(cache, OverReserveCache)
     assert cache.dirty("full")["maybe_overreserved"] == 0
-    ev = core.evaluate(pod)
+    ev = state.evaluate(pod)
     assert cache.dirty("full")["maybe_overreserved"] == 1
     assert cache.dirty("broken")["maybe_overreserved"] == 0
     assert ev.reject("broken").reason == "malformed node topology data"
+    assert ev.codes["broken"] == MALFORMED and ev.reason("broken") == "malformed node topology data"
     assert ev.reject("full").reason == "cannot align container"
     assert ev.scores == {"bare": 0}  # Guaranteed pod, no NRT: passes, scores 0
 
 
 def test_preemption_may_help_only_when_an_emptied_node_fits() -> None:
     nodes = [node_doc(n) for n in ("busy", "small")]
-    core = core_with(nodes, [two_zone_nrt("busy", (0, 1), alloc=4), two_zone_nrt("small", (2, 2), alloc=2)])
+    state = state_with(nodes, [two_zone_nrt("busy", (0, 1), alloc=4), two_zone_nrt("small", (2, 2), alloc=2)])
     pod = parse_pod(pod_doc("p", 3))
-    ev = core.evaluate(pod)
+    ev = state.evaluate(pod)
     busy, small = ev.reject("busy"), ev.reject("small")
     assert isinstance(busy, Reject) and isinstance(small, Reject)
-    assert core.preemption_may_help(pod, "busy", busy)
-    assert not core.preemption_may_help(pod, "small", small)
+    assert preemption_may_help(state, pod, "busy", busy)
+    assert not preemption_may_help(state, pod, "small", small)
 
 
 @pytest.mark.parametrize("mode", ["passthrough", "overreserve", "discard-reserved"])
@@ -163,9 +168,9 @@ def test_evaluate_agrees_with_the_per_node_functions(mode: str) -> None:
     ]
     broken = two_zone_nrt("n7")
     broken["zones"][1]["resources"][0]["available"] = "-"
-    core = core_with(nodes, [*nrts, broken], cache_mode=mode, kubelet_admission=mode == "passthrough")
+    state = state_with(nodes, [*nrts, broken], cache_mode=mode, kubelet_admission=mode == "passthrough")
     reserved = parse_pod(bound_doc("r", "n0", 2))
-    core.assume(reserved, "n0")
+    state.assume(reserved, "n0")
     with_init = pod_doc("i", 2)
     with_init["spec"]["initContainers"] = [
         {
@@ -181,18 +186,35 @@ def test_evaluate_agrees_with_the_per_node_functions(mode: str) -> None:
         parse_pod(pod_doc("huge", 5)),
     ]
     for pod in pods:
-        ev = core.evaluate(pod, names, mark=False, preemption=True)
+        ev = state.evaluate(pod, names, mark=False, preemption=True)
         for name in names:
-            node = core.nodes[name].doc
-            verdict = filter_with_cache(pod, core.cache, node, options=core.config.filter_options)
+            node = state.nodes[name].doc
+            verdict = filter_with_cache(pod, state.cache, node, options=state.config.filter_options)
             assert (name in ev.scores) == verdict.fit, (mode, pod.name, name, verdict)
             if verdict.fit:
-                assert ev.scores[name] == score_with_cache(pod, core.cache, name, core.config.strategy)
+                assert ev.scores[name] == score_with_cache(pod, state.cache, name, state.config.strategy)
                 continue
             assert isinstance(verdict, Reject)
             assert ev.reason(name) == verdict.reason, (mode, pod.name, name)
-            helps = core.preemption_may_help(pod, name, verdict)
+            # the score the extender gives a node kube-scheduler asks about although our filter rejected it
+            assert ev.rejected_scores[name] == score_with_cache(pod, state.cache, name, state.config.strategy)
+            helps = preemption_may_help(state, pod, name, verdict)
             assert (name in ev.preemptible and verdict.reason in ALIGN_REASONS) == helps, (mode, pod.name, name)
+
+
+def preemption_may_help(state: SchedulerState, pod: Pod, name: str, verdict: Reject) -> bool:
+    """Reference for :attr:`NumaEvaluation.preemptible`, per node: an alignment rejection on trusted,
+    readable data, and the pod fits the node's zones with every zone's ``available`` raised to its
+    ``allocatable`` (the node emptied of pods)."""
+    if verdict.reason not in ALIGN_REASONS:
+        return False
+    record = state.nodes.get(name)
+    cached = state.cache.get(name, pod)
+    topology = cached.topology
+    if record is None or record.numa is None or not cached.fresh or topology is None or topology.problem:
+        return False
+    emptied = replace(topology, zones=tuple(replace(z, available=dict(z.allocatable)) for z in topology.zones))
+    return isinstance(numa_filter(pod, emptied, record.numa, options=state.config.filter_options), Fit)
 
 
 def test_queue_backoff_and_unschedulable_moves() -> None:
@@ -228,8 +250,8 @@ async def test_queue_events_respect_the_remaining_backoff() -> None:
 def test_decision_prefers_the_best_total_then_the_lowest_name() -> None:
     nodes = [node_doc(n, cpu=8) for n in ("b", "a", "c")]
     nrts = [two_zone_nrt("a", (4, 4)), two_zone_nrt("b", (4, 4)), two_zone_nrt("c", (2, 4))]
-    core = core_with(nodes, nrts)
-    scheduler = StandaloneScheduler(InMemoryKube(), core, ClusterInformers(InMemoryKube(), core))
+    state = state_with(nodes, nrts)
+    scheduler = StandaloneScheduler(InMemoryKube(), state, ClusterInformers(InMemoryKube(), state))
     decision = scheduler.decide(parse_pod(pod_doc("p", 2)))
     assert decision.node == "a"  # a and b tie (same data), c's zones are fuller
     assert decision.scores["a"] == decision.scores["b"] > decision.scores["c"]
@@ -242,18 +264,18 @@ def test_a_flush_keeps_charging_pods_the_fingerprint_cannot_cover() -> None:
     """The NRT's fingerprint matches the node's Running pods; a pod still being bound (assumed) and one
     bound but not yet admitted (Pending) are in neither set, so the flush must not forget them."""
     nrt = two_zone_nrt("n", (4, 4), fingerprint=compute_fingerprint([("default", "running")]))
-    core = core_with([node_doc("n")], [nrt], resync_period_seconds=1.0)
-    cache = core.cache
+    state = state_with([node_doc("n")], [nrt], resync_period_seconds=1.0)
+    cache = state.cache
     assert isinstance(cache, OverReserveCache)
-    core.pod_upserted(None, bound_doc("running", "n", 1))
+    state.pod_upserted(None, bound_doc("running", "n", 1))
     binding = parse_pod(pod_doc("binding", 2))
-    core.pod_upserted(None, pod_doc("binding", 2))
-    assert core.assume(binding, "n")
+    state.pod_upserted(None, pod_doc("binding", 2))
+    assert state.assume(binding, "n")
     waiting = pod_doc("waiting", 1, scheduler="default-scheduler")
-    core.pod_upserted(None, waiting)
-    core.pod_upserted(waiting, bound_doc("waiting", "n", 1, scheduler="default-scheduler", phase="Pending"))
-    core.evaluate(parse_pod(pod_doc("big", 4)))  # rejected: the node becomes a resync candidate
-    assert core.tick(100.0) == ("n",)
+    state.pod_upserted(None, waiting)
+    state.pod_upserted(waiting, bound_doc("waiting", "n", 1, scheduler="default-scheduler", phase="Pending"))
+    state.evaluate(parse_pod(pod_doc("big", 4)))  # rejected: the node becomes a resync candidate
+    assert state.tick(100.0) == ("n",)
     assert set(cache.assumed("n")) == {"default/binding", "default/waiting"}
     assert cache.get("n").fresh  # the foreign mark was cleared by the flush
     zones = cache.get("n").topology

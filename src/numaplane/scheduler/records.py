@@ -1,10 +1,8 @@
-"""What :class:`~numaplane.scheduler.core.SchedulerCore` keeps per node and pod, and their keys.
+"""What :class:`~numaplane.scheduler.state.SchedulerState` keeps per node and pod, and their keys.
 
 * :func:`object_name` / :func:`pod_key` — the names the informer objects are stored under;
 * :class:`NodeRecord` — a Node as the informer last showed it, parsed for the NUMA filter and for the
-  basic predicates;
-* :class:`NodesLayout` — the nodes in name order with their fit-array rows, for the basic filter over
-  every node at once.
+  basic predicates.
 
 No I/O.
 """
@@ -15,14 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-from numaplane.placement.fit import FitArrays
 from numaplane.placement.node import NodeInfo as NumaNode
-from numaplane.placement.predicates import BasicNode, is_restricted
+from numaplane.placement.predicates import BasicNode
 
-__all__ = ["TERMINAL_PHASES", "NodeRecord", "NodesLayout", "object_name", "pod_key"]
+__all__ = ["TERMINAL_PHASES", "NodeRecord", "object_name", "pod_key"]
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -53,21 +47,3 @@ class NodeRecord:
     numa: NumaNode | None
     basic: BasicNode | None
     problem: str | None = None
-
-
-class NodesLayout:
-    """The nodes in name order with their fit-array rows (-1: no usable Node object) and whether the
-    node-level predicates can reject an unconstrained pod there (:func:`is_restricted`). Valid until a
-    node is added, deleted, becomes (un)usable or (un)restricted."""
-
-    __slots__ = ("names", "names_array", "restricted", "rows", "usable")
-
-    def __init__(self, nodes: Mapping[str, NodeRecord], fit: FitArrays) -> None:
-        self.names = tuple(sorted(nodes))
-        self.names_array: npt.NDArray[np.object_] = np.array(self.names, dtype=object)
-        rows = [fit.row(name) for name in self.names]
-        self.rows: npt.NDArray[np.intp] = np.array([-1 if r is None else r for r in rows], dtype=np.intp)
-        self.usable: npt.NDArray[np.bool_] = self.rows >= 0
-        self.restricted: npt.NDArray[np.bool_] = np.array(
-            [(basic := nodes[name].basic) is not None and is_restricted(basic) for name in self.names], dtype=np.bool_
-        )

@@ -1,0 +1,348 @@
+"""One scheduling cycle of one pod over many nodes: the node-selection rule the scheduler and the simulator share.
+
+The rule (:class:`SelectionRules`), as kube-scheduler's framework applies it with two score plugins:
+
+* every feasible node gets ``total = numa_weight * NUMA score + fit_weight * LeastAllocated score``
+  (NodeResourceTopologyMatch, 0..100, and NodeResourcesFit with kube-scheduler's non-zero defaults,
+  0..100; weights are the plugins' weights in the profile, integers ``>= 0``);
+* the highest total wins; ties go to the lowest node name (``tie_break="name"``, the standalone
+  scheduler's rule) or to the first node in search order (``"search-order"``, the simulator's stand-in
+  for kube-scheduler's own default scheduler, which picks among ties at random). :meth:`Cycle.select`
+  applies either to array rows (the tests state the name rule over names and check both agree);
+* which nodes are filtered at all follows ``percentage_of_nodes_to_score``
+  (:mod:`numaplane.placement.sampling`): from a rotating start, window by window, until enough feasible
+  nodes are found (every node below 100 nodes or at 100 %). Only the nodes the search processed report
+  NUMA rejections to the cache; only the nodes it found are scored.
+
+:class:`Cycle` is that one cycle, and owns the state such a decision reads: the NodeResourcesFit
+arrays (:class:`~numaplane.placement.fit.FitArrays`) and, for a NUMA-aware scheduler, the NRT cache and
+the vectorised :class:`~numaplane.placement.pipeline.Pipeline` refreshed from it before every decision.
+Its node set is mutable state (:meth:`Cycle.set_node`, :meth:`Cycle.remove_node`, :meth:`Cycle.set_usage`).
+The simulator drives it over a fixed node set; the standalone scheduler
+(:func:`numaplane.scheduler.decision.decide`) over the informers' nodes, with the result of
+kube-scheduler's node-level predicates (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity,
+per node in Python) as an input mask of :meth:`Cycle.candidates`; the extender, whose filter and
+score kube-scheduler asks for its own candidate nodes, reads the same arrays' verdicts of every node
+(:meth:`Cycle.numa_evaluation`, :meth:`Cycle.emptied_evaluation`, :meth:`Cycle.reason_codes`).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from numaplane.placement.cache import nodes_maybe_overreserved
+from numaplane.placement.cachebase import NRTCache
+from numaplane.placement.filter import DEFAULT_OPTIONS, FilterOptions
+from numaplane.placement.fit import FitArrays
+from numaplane.placement.node import NodeInfo
+from numaplane.placement.pipeline import Evaluation, Pipeline
+from numaplane.placement.reasons import EXPLAIN, FITS, REASON_MESSAGES, numa_verdicts, reason_codes
+from numaplane.placement.sampling import num_feasible_nodes_to_find, search
+from numaplane.placement.score import ScoringStrategy
+from numaplane.placement.view import NodeTopology
+from numaplane.resources.pod import Pod
+from numaplane.resources.quantity import Quantity
+
+__all__ = [
+    "EXPLAIN",
+    "FITS",
+    "MIN_WINDOW",
+    "REASON_MESSAGES",
+    "Candidates",
+    "Cycle",
+    "Evaluation",
+    "NumaSetup",
+    "SelectionRules",
+    "numa_verdicts",
+    "reason_codes",
+]
+
+I64 = npt.NDArray[np.int64]
+
+#: Nodes per verdict window of a cycle's search (a window usually ends the search).
+MIN_WINDOW = 256
+
+
+@dataclass(frozen=True)
+class SelectionRules:
+    """How a cycle picks a node (module docstring). ``percentage_of_nodes_to_score``: kube-scheduler's
+    setting, 0 = its adaptive default, 100 = every node."""
+
+    numa_weight: int = 1
+    fit_weight: int = 1
+    percentage_of_nodes_to_score: int = 100
+    tie_break: Literal["name", "search-order"] = "name"
+
+    def __post_init__(self) -> None:
+        if self.numa_weight < 0 or self.fit_weight < 0:
+            raise ValueError("score weights must be >= 0")
+        if not 0 <= self.percentage_of_nodes_to_score <= 100:
+            raise ValueError("percentageOfNodesToScore must be within 0..100")
+        if self.tie_break not in ("name", "search-order"):
+            raise ValueError(f"unknown tie break {self.tie_break!r} (name, search-order)")
+
+
+@dataclass(frozen=True)
+class NumaSetup:
+    """The NUMA plugin of a cycle: its NRT cache, scoring strategy and filter options. ``zones``: the
+    pipeline's initial zone slots (the arrays grow when a node has more)."""
+
+    cache: NRTCache
+    strategy: ScoringStrategy
+    options: FilterOptions = DEFAULT_OPTIONS
+    zones: int = 8
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The feasible nodes one cycle found (``rows``, in search order) and their NUMA scores
+    (``numa_scores``, one per row; ``None`` for a scheduler without the NUMA plugin)."""
+
+    rows: I64
+    numa_scores: I64 | None
+
+
+class Cycle:
+    """The one scheduling cycle (module docstring) over a set of nodes that may change.
+
+    State: ``fit`` (NodeResourcesFit arrays; usage is the caller's to charge:
+    :meth:`FitArrays.add_vector` by row, or :meth:`set_usage` by name), ``cache`` and ``pipeline`` (the
+    NUMA plugin's NRT cache and vectorised arrays; ``None`` without NUMA plugin), ``infos`` (each node's
+    Node object for the NUMA filter), ``names`` (the search order: the order the nodes were added).
+
+    Invariants: ``fit`` and ``pipeline`` hold a row for exactly the nodes of ``names``; the maps from a
+    node's position in ``names`` to those rows (and the name rank used for ties) are rebuilt lazily,
+    on the first use after the node set changed. While the set never changed (the simulator), position
+    ``i`` is row ``i`` of both. ``start`` is kube-scheduler's ``nextStartNodeIndex``. Before every
+    decision the pipeline reloads the nodes the cache reports changed (:meth:`sync`)."""
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        allocatable: Sequence[Mapping[str, Quantity]],
+        infos: Mapping[str, NodeInfo],
+        rules: SelectionRules,
+        numa: NumaSetup | None = None,
+    ) -> None:
+        self.rules = rules
+        self.names = list(names)
+        self.infos = dict(infos)
+        self.fit = FitArrays(self.names, list(allocatable))
+        self.cache: NRTCache | None = None if numa is None else numa.cache
+        self.pipeline: Pipeline | None = None
+        self._numa = numa
+        self._emptied: Pipeline | None = None  # made on the first emptied evaluation, then kept in sync
+        if numa is not None:
+            self.pipeline = Pipeline(numa.strategy, numa.options, zones=numa.zones)
+            for name in self.names:
+                self.pipeline.update_node(name, None, self.infos[name])
+            if list(self.pipeline.cluster.index) != self.names:
+                raise ValueError("node names must be unique")
+        self.start = 0
+        self._stale = True
+        self._layout()
+
+    # --- the node set ------------------------------------------------------------------------------
+
+    def set_node(self, name: str, info: NodeInfo, allocatable: Mapping[str, Quantity] | None = None) -> None:
+        """Add node ``name`` (at the end of the search order, with no usage) or change it: its Node
+        object ``info`` and, unless ``None`` (unchanged), its allocatable (a new node needs one). Its
+        NUMA rows are reloaded from the cache."""
+        known = name in self
+        if not known:
+            if allocatable is None:
+                raise ValueError(f"node {name!r} is new: its allocatable is needed")
+            self.names.append(name)
+            self._stale = True
+        if allocatable is not None:
+            self.fit.set_node(name, allocatable)
+        self.infos[name] = info
+        self._load(name)
+
+    def remove_node(self, name: str) -> None:
+        """Forget node ``name`` (no-op when unknown)."""
+        if name not in self:
+            return
+        self.names.remove(name)
+        self._stale = True
+        self.fit.remove_node(name)
+        self.infos.pop(name, None)
+        for pipeline in (self.pipeline, self._emptied):
+            if pipeline is not None:
+                pipeline.remove_node(name)
+
+    def set_usage(self, name: str, used: Mapping[str, Quantity], pods: int) -> None:
+        """Node ``name``'s usage: the exact sum of its pods' effective requests and their number."""
+        self.fit.set_usage(name, used, pods)
+
+    def __contains__(self, name: object) -> bool:
+        """Whether node ``name`` is in the cycle (cheap: never rebuilds the layout)."""
+        return name in self.fit.index
+
+    def position(self, name: str) -> int | None:
+        """The position of ``name`` in the search order (``None`` if unknown)."""
+        self._layout()
+        return self._positions.get(name)
+
+    def sync(self) -> None:
+        """Reload the NUMA rows of the nodes whose cached view changed (no-op without NUMA plugin)."""
+        if self.cache is not None:
+            for name in sorted(self.cache.drain_changed()):
+                if name in self.infos:
+                    self._load(name)
+
+    def _load(self, name: str) -> None:
+        if self.cache is None or self.pipeline is None:
+            return
+        cached = self.cache.get(name)
+        topology, info = cached.topology, self.infos[name]
+        self.pipeline.cluster.upsert(name, topology, info, fresh=cached.fresh)
+        if self._emptied is not None:
+            self._emptied.cluster.upsert(name, _emptied(topology), info)
+
+    def _layout(self) -> None:
+        """Rebuild the position → row maps after the node set changed (class docstring)."""
+        if not self._stale:
+            return
+        n = len(self.names)
+        self._names = np.array(self.names, dtype=object)
+        self._positions = {name: i for i, name in enumerate(self.names)}
+        self._fit_rows = np.array([self.fit.index[name] for name in self.names], dtype=np.int64)
+        identity = np.arange(n, dtype=np.int64)
+        self._numa_rows = identity
+        if self.pipeline is not None:
+            index = self.pipeline.cluster.index
+            self._numa_rows = np.array([index[name] for name in self.names], dtype=np.int64)
+        self._direct = bool(np.array_equal(self._fit_rows, identity) and np.array_equal(self._numa_rows, identity))
+        # rank of each position in node-name order: ties go to the lowest rank
+        self._rank = np.empty(n, dtype=np.int64)
+        self._rank[np.argsort(self._names, kind="stable")] = identity
+        self.to_find = num_feasible_nodes_to_find(self.rules.percentage_of_nodes_to_score, n)
+        self.window = max(2 * (self.to_find + 1), MIN_WINDOW)
+        self._stale = False
+
+    # --- one decision ------------------------------------------------------------------------------
+
+    def candidates(self, pod: Pod, passed: npt.NDArray[np.bool_] | None = None) -> Candidates:
+        """Search, filter and NUMA-score ``pod`` (module docstring); moves :attr:`start` on and reports
+        the processed nodes that failed only the NUMA filter on trusted, readable NRT data to the cache
+        (node maybe over-reserved). ``passed``: by position, the nodes the caller's other filter plugins
+        (kube-scheduler's node-level predicates) let through; ``None``: all."""
+        self.sync()
+        self._layout()
+        pipeline, cache, direct = self.pipeline, self.cache, self._direct
+        fit_all = numa_all = None
+        if not direct:
+            fit_all = self.fit.feasible(pod)
+            numa_all = pipeline.feasible(pod) if pipeline is not None else None
+
+        def verdicts(rows: slice) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]:
+            fit = self.fit.feasible(pod, rows) if fit_all is None else fit_all[self._fit_rows[rows]]
+            if passed is not None:
+                fit = fit & passed[rows]
+            if pipeline is None:
+                return fit, None
+            if numa_all is None:
+                numa = pipeline.feasible(pod, rows)
+                trusted = self._trusted(np.arange(rows.start, rows.stop))
+            else:
+                numa = numa_all[self._numa_rows[rows]]
+                trusted = self._trusted(self._numa_rows[rows])
+            return fit & numa, fit & ~numa & trusted
+
+        found = search(len(self.names), self.start, self.to_find, self.window, verdicts)
+        self.start = found.next_start
+        if pipeline is None or cache is None:
+            return Candidates(found.rows, None)
+        if len(found.reported):
+            nodes_maybe_overreserved(cache, self._names[found.reported].tolist(), pod)
+        if not len(found.rows):
+            return Candidates(found.rows, None)
+        return Candidates(found.rows, pipeline.scores(pod, self._numa_rows[found.rows]))
+
+    def _trusted(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Whether each NUMA row holds trusted, readable NRT data (the rejections the cache hears of)."""
+        assert self.pipeline is not None
+        cl = self.pipeline.cluster
+        return np.asarray(cl.fresh[rows] & cl.has_nrt[rows] & ~cl.problem[rows], dtype=np.bool_)
+
+    def totals(self, pod: Pod, found: Candidates) -> I64:
+        """The total score (module docstring) of every position of ``found``."""
+        fit = self.fit.scores(pod, self._fit_rows[found.rows])
+        if found.numa_scores is None:
+            return fit
+        return self.rules.numa_weight * found.numa_scores + self.rules.fit_weight * fit
+
+    def pick(self, rows: I64, scores: I64) -> int:
+        """The position :attr:`rules` choose among ``rows`` (at least one) with total ``scores``."""
+        if self.rules.tie_break == "search-order":
+            return int(rows[int(np.argmax(scores))])
+        tied = rows[scores == scores.max()]
+        return int(tied[int(np.argmin(self._rank[tied]))])
+
+    def select(self, pod: Pod, found: Candidates) -> int:
+        """The chosen position among ``found`` (at least one) by :attr:`rules`: :meth:`pick` over
+        :meth:`totals`, asking fit scores only of the positions that can still reach the top total;
+        with ``tie_break="name"`` the highest total, the lowest node name on ties."""
+        rows, numa = found.rows, found.numa_scores
+        numa_weight, fit_weight = self.rules.numa_weight, self.rules.fit_weight
+        if numa is not None and fit_weight == 0:
+            return self.pick(rows, numa_weight * numa)
+        if numa is not None and numa_weight and self.fit.scores_bounded(pod):
+            # fit scores lie in 0..100: a row whose weighted NUMA score trails the best by more
+            # than fit_weight * 100 cannot reach the top total, so its fit score is not needed
+            weighted = numa_weight * numa
+            keep = weighted >= weighted.max() - fit_weight * 100
+            found = Candidates(rows[keep], numa[keep])
+        return self.pick(found.rows, self.totals(pod, found))
+
+    def decide(self, pod: Pod) -> int | None:
+        """One cycle: the chosen position, or ``None`` when the search found no feasible node."""
+        found = self.candidates(pod)
+        return self.select(pod, found) if len(found.rows) else None
+
+    # --- the NUMA plugin's verdicts on every node, for explanations and the extender ----------------
+
+    def numa_evaluation(self, pod: Pod) -> Evaluation:
+        """Every node's NUMA verdict and score for ``pod`` (after :meth:`sync`), indexed by name."""
+        if self.pipeline is None:
+            raise ValueError("this cycle has no NUMA plugin")
+        self.sync()
+        return self.pipeline.evaluate(pod)
+
+    def emptied_evaluation(self, pod: Pod) -> Evaluation:
+        """Every node's NUMA verdict for ``pod`` were the node emptied of pods: the same nodes with
+        every zone's ``available`` raised to its ``allocatable`` ("would evicting pods help?")."""
+        if self._numa is None:
+            raise ValueError("this cycle has no NUMA plugin")
+        self.sync()
+        if self._emptied is None:
+            self._emptied = Pipeline(self._numa.strategy, self._numa.options, zones=self._numa.zones)
+            for name in self.names:
+                self._load(name)
+        return self._emptied.evaluate(pod)
+
+    def reason_codes(self, pod: Pod, ev: Evaluation) -> npt.NDArray[np.int8]:
+        """:func:`reason_codes` of this cycle's NUMA arrays for ``ev`` (this pod's :meth:`numa_evaluation`)."""
+        if self.pipeline is None:
+            raise ValueError("this cycle has no NUMA plugin")
+        return reason_codes(self.pipeline, pod, ev)
+
+    def fits(self, pod: Pod) -> npt.NDArray[np.bool_]:
+        """NodeResourcesFit's verdict of ``pod`` on every node, by position."""
+        self._layout()
+        return self.fit.feasible(pod)[self._fit_rows]
+
+
+def _emptied(topology: NodeTopology | None) -> NodeTopology | None:
+    """``topology`` with every zone's ``available`` raised to its ``allocatable`` (usable data only)."""
+    if topology is None or topology.problem is not None:
+        return topology
+    return replace(topology, zones=tuple(replace(z, available=dict(z.allocatable)) for z in topology.zones))
