@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -14,7 +15,7 @@ from numaplane.policy.config import CONFIG_SCHEMA
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.errors import PodSpecError
-from numaplane.resources.pod import pod_from_manifest
+from numaplane.resources.pod import Pod, pod_from_manifest
 from numaplane.sim.cluster import load_topology
 from numaplane.sim.errors import ClusterSpecError
 
@@ -76,6 +77,30 @@ def command(
         return
     if not pods:
         raise click.UsageError("give at least one POD file")
+    manager = _manager(topology_spec, config_path)
+    parsed = [pod for path in pods for pod in _read_pods(path)]
+    results = [manager.admit(pod).to_dict() | {"name": pod.key} for pod in parsed]
+    rejected = sum(not r["admitted"] for r in results)
+    if output != "table":
+        emit_document(
+            {
+                "apiVersion": "numaplane.io/v1",
+                "kind": "AdmissionReport",
+                "topology": manager.topology.name,
+                "admissions": results,
+                "available": {str(numa): dict(resources) for numa, resources in sorted(manager.available().items())},
+            },
+            output,
+        )
+    else:
+        console().print(_table(manager, results))
+        if rejected:
+            console().print(f"{rejected} of {len(results)} pod(s) rejected")
+    _exit(rejected, exit_zero)
+
+
+def _manager(topology_spec: str, config_path: str | None) -> ResourceManager:
+    """The resource manager of ``--topology`` and ``--config`` (bad input: :class:`InputError`)."""
     try:
         topology = load_topology(topology_spec)
     except ClusterSpecError as exc:
@@ -87,71 +112,50 @@ def command(
             raise InputError(f"{config_path}: {len(docs)} documents; the config is one document")
         config_doc = docs[0]
     try:
-        manager = ResourceManager(topology, config_doc)
+        return ResourceManager(topology, config_doc)
     except PolicyConfigError as exc:
         raise InputError(f"{config_path or 'config'}: {exc}") from exc
-    parsed = []
-    for path in pods:
-        for i, doc in enumerate(_read_yaml_documents(path)):
-            try:
-                parsed.append(pod_from_manifest(doc))
-            except PodSpecError as exc:
-                raise InputError(f"{path} (document {i}): {exc}") from exc
-    results = [manager.admit(pod).to_dict() | {"name": pod.key} for pod in parsed]
-    rejected = sum(not r["admitted"] for r in results)
-    if output != "table":
-        emit_document(
-            {
-                "apiVersion": "numaplane.io/v1",
-                "kind": "AdmissionReport",
-                "topology": topology.name,
-                "admissions": results,
-                "available": {str(numa): dict(resources) for numa, resources in sorted(manager.available().items())},
-            },
-            output,
-        )
-        _exit(rejected, exit_zero)
-        return
-    table = Table(
-        title=f"admission on {topology.name} ({manager.config.topology_policy}/{manager.config.topology_scope})"
-    )
+
+
+def _read_pods(path: str) -> list[Pod]:
+    """The pods of one file, defaulted as the API server does (bad input: :class:`InputError`)."""
+    pods = []
+    for i, doc in enumerate(_read_yaml_documents(path)):
+        try:
+            pods.append(pod_from_manifest(doc))
+        except PodSpecError as exc:
+            raise InputError(f"{path} (document {i}): {exc}") from exc
+    return pods
+
+
+def _table(manager: ResourceManager, results: list[dict[str, Any]]) -> Table:
+    """One row per admitted container, one per rejected pod."""
+    config = manager.config
+    table = Table(title=f"admission on {manager.topology.name} ({config.topology_policy}/{config.topology_scope})")
     for col in ("pod", "container", "result", "NUMA hint", "exclusive CPUs", "memory", "devices"):
         table.add_column(col, overflow="fold")
     for r in results:
         if not r["admitted"]:
-            table.add_row(
-                escape(r["name"]),
-                escape(r.get("container") or "-"),
-                f"[red]{escape(r['reason'])}[/]: {escape(r['message'])}",
-                "",
-                "",
-                "",
-                "",
-            )
+            failure = f"[red]{escape(r['reason'])}[/]: {escape(r['message'])}"
+            table.add_row(escape(r["name"]), escape(r.get("container") or "-"), failure, "", "", "", "")
             continue
         for c in r["containers"]:
-            hint = c["hint"]
-            cpus = next((a["cpus"] for a in c["allocations"] if "cpus" in a), "shared")
-            mem = "; ".join(
-                f"{b['type']} {format_bytes(b['size'])} on NUMA {','.join(map(str, b['numa']))}"
-                for a in c["allocations"]
-                for b in a.get("memory", [])
-            )
-            devs = "; ".join(f"{k}: {','.join(v)}" for a in c["allocations"] for k, v in a.get("devices", {}).items())
-            hint_text = "-" if hint is None else f"{hint['numa']}{'' if hint['preferred'] else ' (not preferred)'}"
-            table.add_row(
-                escape(r["name"]),
-                escape(c["name"]),
-                "[green]admitted[/]",
-                hint_text,
-                cpus,
-                mem or "-",
-                escape(devs or "-"),
-            )
-    console().print(table)
-    if rejected:
-        console().print(f"{rejected} of {len(results)} pod(s) rejected")
-    _exit(rejected, exit_zero)
+            table.add_row(escape(r["name"]), escape(c["name"]), "[green]admitted[/]", *_container_cells(c))
+    return table
+
+
+def _container_cells(c: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """NUMA hint, exclusive CPUs, memory blocks and devices of one admitted container."""
+    hint = c["hint"]
+    hint_text = "-" if hint is None else f"{hint['numa']}{'' if hint['preferred'] else ' (not preferred)'}"
+    cpus = next((a["cpus"] for a in c["allocations"] if "cpus" in a), "shared")
+    mem = "; ".join(
+        f"{b['type']} {format_bytes(b['size'])} on NUMA {','.join(map(str, b['numa']))}"
+        for a in c["allocations"]
+        for b in a.get("memory", [])
+    )
+    devs = "; ".join(f"{k}: {','.join(v)}" for a in c["allocations"] for k, v in a.get("devices", {}).items())
+    return hint_text, cpus, mem or "-", escape(devs or "-")
 
 
 def _exit(rejected: int, exit_zero: bool) -> None:

@@ -252,48 +252,71 @@ def structural_problems(schema: Mapping[str, Any], path: str = "", *, root: bool
     (:func:`numaplane.kube.crdschema.crd_rule_problems`)."""
     where = path or "<root>"
     problems: list[str] = crd_rule_problems(schema, path) if root else []
-    for key in sorted(set(schema) & _FORBIDDEN):
-        problems.append(f"{where}: keyword {key!r} is not allowed")
-    free = schema.get("x-kubernetes-preserve-unknown-fields") is True or schema.get("x-kubernetes-int-or-string")
-    typ = schema.get("type")
-    if typ is None and not free:
-        problems.append(f"{where}: no type")
-    elif typ is not None and (not isinstance(typ, str) or typ not in _TYPES):
-        problems.append(f"{where}: type {typ!r} is not a single OpenAPI type")
+    problems += [f"{where}: keyword {key!r} is not allowed" for key in sorted(set(schema) & _FORBIDDEN)]
+    problems += [f"{where}: {p}" for p in _type_problems(schema, path)]
+    problems += [f"{where}: {p}" for p in _list_map_problems(schema)]
+    problems += [f"{where}: {p}" for p in _validation_problems(schema)]
     props = schema.get("properties")
-    extra = schema.get("additionalProperties")
-    if props is not None and extra is not None:
-        problems.append(f"{where}: properties and additionalProperties are mutually exclusive")
-    if isinstance(extra, bool):
-        problems.append(f"{where}: additionalProperties must be a schema, not a boolean")
-    if typ == "array" and "items" not in schema:
-        problems.append(f"{where}: array without items")
-    if typ == "object" and props is None and extra is None and not free and path != ".metadata":
-        problems.append(f"{where}: object without properties would prune every field")
-    for combinator in ("anyOf", "oneOf", "allOf", "not"):
-        if combinator in schema and not schema.get("x-kubernetes-int-or-string"):
-            problems.append(f"{where}: {combinator} is not used by numaplane's schemas")
-    if schema.get("x-kubernetes-list-type") == "map":
-        keys = schema.get("x-kubernetes-list-map-keys") or []
-        item = schema.get("items") or {}
-        if not keys:
-            problems.append(f"{where}: list-type map without list-map-keys")
-        for key in keys:
-            if key not in (item.get("required") or []) and "default" not in (item.get("properties") or {}).get(key, {}):
-                problems.append(f"{where}: map key {key!r} must be required or defaulted")
-    for i, r in enumerate(schema.get("x-kubernetes-validations") or []):
-        if not isinstance(r.get("rule"), str) or not r["rule"]:
-            problems.append(f"{where}: validation {i} has no rule")
-        if "reason" in r and r["reason"] not in _RULE_REASONS:
-            problems.append(f"{where}: validation {i} reason {r['reason']!r} is not allowed")
-    if root and props is not None and "metadata" in props:
-        meta = props["metadata"]
-        if set(meta.get("properties") or {}) - {"name", "generateName"}:
-            problems.append(f"{where}: metadata may only constrain name and generateName")
+    meta = (props or {}).get("metadata") if root else None
+    if meta is not None and set(meta.get("properties") or {}) - {"name", "generateName"}:
+        problems.append(f"{where}: metadata may only constrain name and generateName")
     for name, child in (props or {}).items():
         problems.extend(structural_problems(child, f"{path}.{name}", root=False))
+    extra = schema.get("additionalProperties")
     if isinstance(extra, Mapping):
         problems.extend(structural_problems(extra, f"{path}.*", root=False))
     if isinstance(schema.get("items"), Mapping):
         problems.extend(structural_problems(schema["items"], f"{path}[]", root=False))
+    return problems
+
+
+def _type_problems(schema: Mapping[str, Any], path: str) -> list[str]:
+    """One node's type and shape: a single OpenAPI type (unless free-form), properties or
+    additionalProperties (a schema) but not both, arrays with items, no combinators."""
+    problems = []
+    free = schema.get("x-kubernetes-preserve-unknown-fields") is True or schema.get("x-kubernetes-int-or-string")
+    typ = schema.get("type")
+    if typ is None and not free:
+        problems.append("no type")
+    elif typ is not None and (not isinstance(typ, str) or typ not in _TYPES):
+        problems.append(f"type {typ!r} is not a single OpenAPI type")
+    props = schema.get("properties")
+    extra = schema.get("additionalProperties")
+    if props is not None and extra is not None:
+        problems.append("properties and additionalProperties are mutually exclusive")
+    if isinstance(extra, bool):
+        problems.append("additionalProperties must be a schema, not a boolean")
+    if typ == "array" and "items" not in schema:
+        problems.append("array without items")
+    if typ == "object" and props is None and extra is None and not free and path != ".metadata":
+        problems.append("object without properties would prune every field")
+    problems += [
+        f"{combinator} is not used by numaplane's schemas"
+        for combinator in ("anyOf", "oneOf", "allOf", "not")
+        if combinator in schema and not schema.get("x-kubernetes-int-or-string")
+    ]
+    return problems
+
+
+def _list_map_problems(schema: Mapping[str, Any]) -> list[str]:
+    """A ``list-type: map`` names its keys, and every key is required or defaulted in the items."""
+    if schema.get("x-kubernetes-list-type") != "map":
+        return []
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    item = schema.get("items") or {}
+    problems = [] if keys else ["list-type map without list-map-keys"]
+    for key in keys:
+        if key not in (item.get("required") or []) and "default" not in (item.get("properties") or {}).get(key, {}):
+            problems.append(f"map key {key!r} must be required or defaulted")
+    return problems
+
+
+def _validation_problems(schema: Mapping[str, Any]) -> list[str]:
+    """Every ``x-kubernetes-validations`` entry has a rule and, if any, an allowed reason."""
+    problems = []
+    for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):
+        if not isinstance(rule.get("rule"), str) or not rule["rule"]:
+            problems.append(f"validation {i} has no rule")
+        if "reason" in rule and rule["reason"] not in _RULE_REASONS:
+            problems.append(f"validation {i} reason {rule['reason']!r} is not allowed")
     return problems
