@@ -154,9 +154,16 @@ def _container(doc: Any, init: bool) -> dict[str, Any]:
 
 def reduce_pod(doc: Mapping[str, Any]) -> dict[str, Any]:
     """A pod reduced to what placement and admission need (see the module docstring)."""
-    meta = doc.get("metadata") or {}
-    spec = doc.get("spec") or {}
     status = doc.get("status") or {}
+    return {
+        "metadata": _reduce_pod_metadata(doc.get("metadata") or {}),
+        "spec": _reduce_pod_spec(doc.get("spec") or {}),
+        "status": {k: str(status[k]) for k in ("phase", "qosClass") if status.get(k)},
+    }
+
+
+def _reduce_pod_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Name, namespace, uid, creation time, numaplane's preference annotations, the controller owner."""
     rmeta: dict[str, Any] = {
         "name": str(meta.get("name", "")),
         "namespace": str(meta.get("namespace") or "default"),
@@ -174,6 +181,11 @@ def reduce_pod(doc: Mapping[str, Any]) -> dict[str, Any]:
     ]
     if owners:
         rmeta["ownerReferences"] = owners[:1]
+    return rmeta
+
+
+def _reduce_pod_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Binding, scheduling constraints (captured, not evaluated), pod-level resources, containers."""
     rspec: dict[str, Any] = {}
     for key in ("nodeName", "schedulerName", "priority"):
         if spec.get(key) not in (None, ""):
@@ -193,8 +205,7 @@ def reduce_pod(doc: Mapping[str, Any]) -> dict[str, Any]:
     if spec.get("initContainers"):
         rspec["initContainers"] = [_container(c, True) for c in spec["initContainers"]]
     rspec["containers"] = [_container(c, False) for c in spec.get("containers") or ()]
-    rstatus = {k: str(status[k]) for k in ("phase", "qosClass") if status.get(k)}
-    return {"metadata": rmeta, "spec": rspec, "status": rstatus}
+    return rspec
 
 
 # ---------------------------------------------------------------------------------------- writing
