@@ -251,31 +251,11 @@ def apply_config(
     subtree, exclude = _scope(status_subresource, subresource)
     desired = leaf_paths(applied, subtree, exclude)
     key = _Key(manager, "Apply", subresource)
-    conflicts: list[tuple[str, Path]] = []
-    for path, value in desired.items():
-        current = _get(live, path) if live is not None else _MISSING
-        if current == value or current is _MISSING:
-            continue
-        for other, owned in owners.others(manager):
-            if any(_related(q, path) for q in owned):
-                conflicts.append((other.manager, path))
+    conflicts = _conflicts(live, desired, owners, manager)
     if conflicts and not force:
-        detail = "; ".join(f'conflict with "{m}": .{".".join(p)}' for m, p in sorted(set(conflicts)))
-        raise Conflict(f"Apply failed with {len(set(conflicts))} conflict(s): {detail}")
-    # Restrict the applied document to the fields this write may touch.
-    scoped: dict[str, Any] = {}
-    for top, value in applied.items():
-        if top in ("apiVersion", "kind"):
-            continue
-        if (subtree is not None and top not in (subtree, "metadata")) or (exclude is not None and top == exclude):
-            continue
-        if top == "metadata" and isinstance(value, Mapping):
-            scoped[top] = {k: v for k, v in value.items() if k not in _SYSTEM_META}
-            if subtree is not None:
-                scoped[top] = {}
-        else:
-            scoped[top] = value
-    result: dict[str, Any] = merge_patch(live or {}, scoped)
+        detail = "; ".join(f'conflict with "{m}": .{".".join(p)}' for m, p in conflicts)
+        raise Conflict(f"Apply failed with {len(conflicts)} conflict(s): {detail}")
+    result: dict[str, Any] = merge_patch(live or {}, _scoped(applied, subtree, exclude))
     previously = set(owners.owned.get(key, set()))
     # Fields this manager shares with nobody and no longer applies are removed.
     for path in previously - set(desired):
@@ -291,3 +271,35 @@ def apply_config(
     result.setdefault("metadata", {})["managedFields"] = owners.to_managed_fields(api_version, now)
     out: dict[str, Any] = clone(result)
     return out
+
+
+def _conflicts(
+    live: Mapping[str, Any] | None, desired: Mapping[Path, Any], owners: Ownership, manager: str
+) -> list[tuple[str, Path]]:
+    """``(other manager, path)`` of every field another manager owns whose value the apply changes
+    (sorted, without repeats; a field ``live`` does not have conflicts with nobody)."""
+    conflicts: set[tuple[str, Path]] = set()
+    for path, value in desired.items():
+        current = _get(live, path) if live is not None else _MISSING
+        if current == value or current is _MISSING:
+            continue
+        for other, owned in owners.others(manager):
+            if any(_related(q, path) for q in owned):
+                conflicts.add((other.manager, path))
+    return sorted(conflicts)
+
+
+def _scoped(applied: Mapping[str, Any], subtree: str | None, exclude: str | None) -> dict[str, Any]:
+    """The applied document restricted to the fields this write may touch (no type fields, no system
+    metadata; a subresource write only its subtree, a main-resource write never the excluded one)."""
+    scoped: dict[str, Any] = {}
+    for top, value in applied.items():
+        if top in ("apiVersion", "kind"):
+            continue
+        if (subtree is not None and top not in (subtree, "metadata")) or (exclude is not None and top == exclude):
+            continue
+        if top == "metadata" and isinstance(value, Mapping):
+            scoped[top] = {} if subtree is not None else {k: v for k, v in value.items() if k not in _SYSTEM_META}
+        else:
+            scoped[top] = value
+    return scoped
