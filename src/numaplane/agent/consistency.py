@@ -12,9 +12,9 @@ The invariants of :class:`~numaplane.agent.state.NodeAgentState`:
   sandbox; every manager pod belongs to exactly one live record or one pod entry;
 * a record's ``exclusive`` CPUs equal the exclusive CPUs the plugins' ``allocations()`` give it
   (whichever plugin: the built-in CPU plugin or a vendor one, a remote one's from the driver's
-  cache — ``ResourceManager.held_cpus``); the exclusive CPUs of different pods (or one-at-a-time containers) are disjoint and disjoint from the shared pool — no
-  CPU is held twice (within one pod a later container may reuse a regular init container's CPUs,
-  as on the kubelet);
+  cache — ``ResourceManager.held_cpus``); the exclusive CPUs of different pods (or one-at-a-time
+  containers) are disjoint and disjoint from the shared pool — no CPU is held twice (within one
+  pod a later container may reuse a regular init container's CPUs, as on the kubelet);
 * a container's desired cpuset is its exclusive set, else the current shared pool; desired memory
   nodes are those of its pinned memory (``None``: the agent leaves ``cpuset.mems`` alone).
 """
