@@ -5,6 +5,7 @@ pool, exactly as the built-in static plugin's would (``test_agent_nri``: the sam
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -17,7 +18,6 @@ from test_agent_plugins import wait_plugin
 
 from numaplane.nri.fake_runtime import FakeRuntime
 from numaplane.nri.proto import api_pb2
-from numaplane.policy.errors import ReconfigureRejected
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -64,11 +64,18 @@ async def test_the_plugins_exclusive_cpus_are_pinned_and_leave_the_shared_pool(s
             r = await create(runtime, late_pod, container(late_pod, cpu_milli=500))
             assert r.adjust.linux.resources.cpu.cpus == "0,2-8,10-15"
             assert agent.state.check() == []
-            # the built-in CPU plugin cannot be switched back on under the vendor plugin
-            with pytest.raises(ReconfigureRejected, match="manages \\['cpu'\\]"):
-                agent.state.reconfigure(
-                    {"topologyManager": TM, "cpuManager": {"policy": "static", "reservedCPUs": "0"}}
-                )
+            # the built-in CPU plugin cannot be switched back on under the vendor plugin: the watched
+            # config file's change is refused whole and the old config stays
+            watcher = agent.watcher
+            assert watcher is not None
+            (short_tmp / "config.json").write_text(
+                json.dumps({"topologyManager": TM, "cpuManager": {"policy": "static", "reservedCPUs": "0"}})
+            )
+            async with asyncio.timeout(5):
+                while watcher.rejected < 1:
+                    await asyncio.sleep(0.02)
+            assert f"plugin '{NAME}' manages ['cpu']" in watcher.last_error
+            assert agent.state.manager.config.cpu_policy == "none"
             # removing the pod gives its CPUs back to the shared pool (and the plugin releases them)
             await runtime.state_change(api_pb2.REMOVE_POD_SANDBOX, g_pod)
             await agent.sender.wait_idle()  # type: ignore[union-attr]
