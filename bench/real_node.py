@@ -22,9 +22,10 @@ Configurations:
   single-numa-node Topology Manager;
 * ``b`` — the kubelet's managers off (CPU 0 still reserved, so allocatable CPU is the same) and
   ``numaplane agent`` (a real process) enforcing the same policy through NRI, built-in plugins;
-* ``c`` — the same with the CPU policy out of process: ``examples/plugins/cpu_static_plugin.py``
-  serving over gRPC in the agent's plugin directory, registered with the agent. Today the agent
-  refuses it (its built-in CPU plugin always manages ``cpu``): ``c`` is then reported unavailable.
+* ``c`` — the same with the CPU policy out of process: the agent's built-in CPU plugin off
+  (``cpuManager.policy: none``) and ``examples/plugins/cpu_static_plugin.py`` (static, CPU 0
+  reserved: ``--cpu-manager``) serving over gRPC in the agent's plugin directory, registered with the
+  agent; a refusal of the registration reports ``c`` unavailable with the agent's words.
 
 The agent runs as the operator would start it where it matters here (``--watch-pods``, the
 ``--kubelet-config`` take-over check, default log level) but as the cluster admin: the rendered
@@ -103,6 +104,9 @@ memoryManager:
   policy: Static
   reservedMemory: [{numaNode: 0, limits: {memory: 100Mi}}]
 """
+#: configuration c: the agent's built-in CPU plugin off, the example plugin's own section in its place
+OUT_OF_PROCESS_CONFIG = AGENT_CONFIG.replace('{policy: static, reservedCPUs: "0"}', "{policy: none}")
+PLUGIN_CPU_MANAGER = '{"policy": "static", "reservedCPUs": "0"}'
 POD_CPU, POD_MEMORY = "1", "64Mi"
 #: PID 1 of a container ignores SIGTERM unless it traps it; with the trap a pod is gone in well under 1 s
 POD_COMMAND = ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
@@ -223,9 +227,9 @@ def wait_ready(process: subprocess.Popen[bytes], port: int, log: Path, timeout: 
 
 
 @contextlib.contextmanager
-def running_agent(kubelet: RealKubelet, folder: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """``numaplane agent`` on the kubelet's containerd, the Pods watched, ready."""
-    (folder / "config.yaml").write_text(AGENT_CONFIG)
+def running_agent(kubelet: RealKubelet, folder: Path, config: str = AGENT_CONFIG) -> Iterator[subprocess.Popen[bytes]]:
+    """``numaplane agent`` on the kubelet's containerd with ``config``, the Pods watched, ready."""
+    (folder / "config.yaml").write_text(config)
     (folder / "plugins").mkdir(exist_ok=True)
     port = free_port()
     args = [
@@ -264,7 +268,11 @@ def cpu_plugin(folder: Path) -> Iterator[subprocess.Popen[bytes]]:
     """
     socket_path = folder / "plugins" / "cpu-static.sock"
     process = subprocess.Popen(
-        [sys.executable, str(EXAMPLE_CPU_PLUGIN), "--socket", str(socket_path), "--no-register"],
+        [
+            sys.executable,
+            str(EXAMPLE_CPU_PLUGIN),
+            *("--socket", str(socket_path), "--no-register", "--cpu-manager", PLUGIN_CPU_MANAGER),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -309,7 +317,7 @@ def run_config(kubelet: RealKubelet, config: str, pods: int, folder: Path, idle_
         return run_pods(kubelet, config, pods, process_groups(kubelet, None, None), idle_seconds)
     work = Path(tempfile.mkdtemp(prefix=f"npb{config}-", dir=folder))
     with (
-        running_agent(kubelet, work) as agent,
+        running_agent(kubelet, work, OUT_OF_PROCESS_CONFIG if config == "c" else AGENT_CONFIG) as agent,
         cpu_plugin(work) if config == "c" else contextlib.nullcontext() as plugin,
     ):
         return run_pods(kubelet, config, pods, process_groups(kubelet, agent, plugin), idle_seconds)

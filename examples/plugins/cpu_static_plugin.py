@@ -10,28 +10,35 @@ it registered (``numaplane.grpcapi.pluginapi.server.run_plugin``). The project's
 Configuration: the ``cpuManager`` section of the agent's NodeResourceConfig document —
 ``reservedCPUs`` (explicit list) and/or ``reservedCPUCount`` (count; the set is then chosen by
 topology, as the kubelet does), ``options`` (static policy options) — and ``topologyManager.policy``
-when present. An inconsistent reservation is refused with the kubelet's own message.
+when present, or the section given with ``--cpu-manager`` (JSON), which replaces the agent's. The
+agent's ``policy: none`` means its built-in CPU plugin is off and ``cpu`` is this plugin's: the static
+policy runs with the section's reservation. An inconsistent reservation is refused with the
+kubelet's own message.
 
 Usage::
 
     python examples/plugins/cpu_static_plugin.py --plugin-dir /var/lib/numaplane/plugins
     python examples/plugins/cpu_static_plugin.py --socket /tmp/cpu.sock --no-register   # serve only
 
-Note: the agent refuses a plugin whose resources another plugin already manages, and its built-in
-CPU plugin manages ``cpu``; this example is meant for running the CPU policy as a separate process
-(conformance, experiments) and as a template for vendor policies on their own resources.
+The agent accepts this plugin for ``cpu`` only when its built-in CPU plugin is off
+(``cpuManager.policy: none``); it then takes containers' exclusive CPUs from this plugin's
+allocations and leaves them out of the shared pool. For example::
+
+    python examples/plugins/cpu_static_plugin.py --plugin-dir /var/lib/numaplane/plugins \
+        --cpu-manager '{"reservedCPUs": "0"}'
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
 
-from numaplane.grpcapi.pluginapi.server import PluginServer, run_plugin
+from numaplane.grpcapi.pluginapi.server import PluginFactory, PluginServer, run_plugin
 from numaplane.grpcapi.pluginapi.v1 import api_pb2 as pb
 from numaplane.policy.config import NodeResourceConfig
 from numaplane.policy.cpu import ReservedCPUs, StaticPolicy
@@ -47,10 +54,11 @@ NAME = "example.numaplane.io/cpu-static"
 OPTIONS = pb.PluginOptions(pod_hints=True, validate_state=True, exclusive_amounts=True)
 
 
-def _policy(topology: Topology, doc: Mapping[str, Any]) -> StaticPolicy:
-    """The static policy for the ``cpuManager`` section of a config document (kubelet's errors)."""
-    cpu = doc.get("cpuManager") or {}
-    if cpu.get("policy", "static") != "static":
+def _policy(topology: Topology, doc: Mapping[str, Any], own: Mapping[str, Any] | None = None) -> StaticPolicy:
+    """The static policy for the ``cpuManager`` section of a config document, or ``own`` instead
+    (kubelet's errors). ``policy: none`` (the agent's built-in CPU plugin is off) runs it too."""
+    cpu = own if own is not None else doc.get("cpuManager") or {}
+    if cpu.get("policy", "static") not in ("static", "none"):
         raise PolicyConfigError(f"this plugin runs the static policy, not {cpu.get('policy')!r}")
     raw_cpus = cpu.get("reservedCPUs")
     cpus = None if raw_cpus is None else CPUSet.parse(str(raw_cpus))
@@ -67,10 +75,13 @@ class StaticCPUPlugin:
 
     resources = frozenset({"cpu"})
 
-    def __init__(self, topology: Topology, config: Mapping[str, Any], name: str = NAME) -> None:
+    def __init__(
+        self, topology: Topology, config: Mapping[str, Any], name: str = NAME, own: Mapping[str, Any] | None = None
+    ) -> None:
         self.name = name
         self.topology = topology
-        self.policy = _policy(topology, config)
+        self.own = own  # a cpuManager section replacing the agent's (``--cpu-manager``)
+        self.policy = _policy(topology, config, own)
         self.state = self.policy.new_state()
 
     # -- hints and allocation
@@ -118,7 +129,7 @@ class StaticCPUPlugin:
     # -- configuration
     def check_config(self, config: NodeResourceConfig) -> list[str]:
         try:
-            policy = _policy(self.topology, config.to_dict())
+            policy = _policy(self.topology, config.to_dict(), self.own)
         except (PolicyConfigError, ValueError) as exc:
             return [str(exc)]
         held = policy.reserved.mask & self.state.assigned().mask
@@ -127,7 +138,7 @@ class StaticCPUPlugin:
         return []
 
     def reconfigure(self, config: NodeResourceConfig) -> None:
-        policy = _policy(self.topology, config.to_dict())
+        policy = _policy(self.topology, config.to_dict(), self.own)
         assigned = self.state.assigned().mask
         default = self.topology.all_cpus.mask & ~assigned
         if policy.options.strict_cpu_reservation:
@@ -154,6 +165,15 @@ def factory(topology: Topology, config: Mapping[str, Any]) -> StaticCPUPlugin:
     return StaticCPUPlugin(topology, config)
 
 
+def factory_with(own: Mapping[str, Any] | None) -> PluginFactory:
+    """A factory whose plugins use the ``cpuManager`` section ``own`` instead of the agent's (``None``: the agent's)."""
+
+    def make(topology: Topology, config: Mapping[str, Any]) -> StaticCPUPlugin:
+        return StaticCPUPlugin(topology, config, own=own)
+
+    return make
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--plugin-dir", default="/var/lib/numaplane/plugins", help="the agent's plugin directory")
@@ -162,13 +182,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--name", default=NAME)
     parser.add_argument("--no-register", action="store_true", help="serve only; do not register with the agent")
+    parser.add_argument(
+        "--cpu-manager",
+        type=json.loads,
+        default=None,
+        help='a cpuManager section (JSON) used instead of the agent\'s, e.g. \'{"reservedCPUs": "0"}\'',
+    )
     args = parser.parse_args(argv)
+    make = factory_with(args.cpu_manager)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     if args.no_register:
         server = PluginServer(
-            factory, name=args.name, resources=StaticCPUPlugin.resources, socket_path=args.socket, options=OPTIONS
+            make, name=args.name, resources=StaticCPUPlugin.resources, socket_path=args.socket, options=OPTIONS
         )
         server.start()
         print(f"serving {args.name} on {args.socket}", flush=True)
@@ -177,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     endpoint = None if args.socket is None else args.socket.rsplit("/", 1)[-1]
     with run_plugin(
-        factory,
+        make,
         name=args.name,
         resources=StaticCPUPlugin.resources,
         plugin_dir=args.plugin_dir,

@@ -3,10 +3,9 @@
 * The probes (:mod:`numaplane_harness.nodeprobes`): nearest-rank percentiles, ``/proc`` parsing, and
   the CPU sampler on real processes — one that burns CPU and exits inside the block still counts.
 * The bench's configurations on the module's real kubelet, 2 pods each: ``a`` (the kubelet's managers)
-  and ``b`` (the managers off, ``numaplane agent``) measure a latency per pod and the CPU of every
-  process group, and give every container the same cpuset; ``c`` (the CPU policy out of process) is
-  refused by the agent today, with its reason on one line — when the agent accepts it, this test must
-  expect figures instead.
+  and ``b`` (the managers off, ``numaplane agent``) and ``c`` (the agent's built-in CPU plugin off,
+  the example CPU plugin out of process) measure a latency per pod and the CPU of every process
+  group, and give every container the same cpuset.
 """
 
 from __future__ import annotations
@@ -91,24 +90,24 @@ def test_bench_configurations_on_the_real_kubelet(real_kubelet: RealKubelet, sho
     kubelet.delete_pods()
     a = bench.run_config(kubelet, "a", 2, short_tmp, idle_seconds=1)
     b = bench.run_config(kubelet, "b", 2, short_tmp, idle_seconds=1)
-    for result in (a, b):
+    # c: the agent's built-in CPU plugin off, the example CPU plugin out of process registered for 'cpu'
+    c = bench.run_config(kubelet, "c", 2, short_tmp, idle_seconds=1)
+    for result in (a, b, c):
         assert len(result.latencies_ms) == 2 and all(0 < ms < 120_000 for ms in result.latencies_ms), result
         assert result.cpu_ms["kubelet"] > 0 and result.cpu_ms["containerd"] > 0, result
         # every pod got an exclusive CPU: never the reserved CPU 0
         for cpuset in result.cpusets:
             cpus, mems = (CPUSet.parse(part.split("=")[1]) for part in cpuset.split())
             assert cpus.size() == 1 and 0 not in cpus and mems.size() == 1, result
-    assert b.cpu_ms["agent"] > 0 and "agent" not in a.cpu_ms
-    assert set(b.idle_ms_per_s) == {"kubelet", "containerd", "agent", "total"}
-    assert all(rate >= 0 for rate in b.idle_ms_per_s.values())
-    assert bench.mismatches(a, b) == []
-    assert a.cpusets == b.cpusets
-    rows = {metric: unit for metric, _, unit in b.metrics()}
-    assert rows["b_latency_p99"] == "ms" and rows["b_cpu_total"] == "ms" and rows["b_wall"] == "s"
-    assert rows["b_idle_cpu_agent"] == "ms/s" and rows["b_cpu_per_pod_net"] == "ms"
-    # the agent keeps 'cpu' for its built-in plugin (agent/plugins.py): the out-of-process policy is refused
-    with pytest.raises(bench.ConfigUnavailable) as refused:
-        bench.run_config(kubelet, "c", 2, short_tmp, idle_seconds=0.1)
-    assert "ALREADY_EXISTS" in str(refused.value) and "\n" not in str(refused.value)
+    assert b.cpu_ms["agent"] > 0 and c.cpu_ms["agent"] > 0 and "agent" not in a.cpu_ms
+    for result in (b, c):
+        assert set(result.idle_ms_per_s) == {"kubelet", "containerd", "agent", "total"}
+        assert all(rate >= 0 for rate in result.idle_ms_per_s.values())
+        assert bench.mismatches(a, result) == []
+        assert a.cpusets == result.cpusets
+        rows = {metric: unit for metric, _, unit in result.metrics()}
+        n = result.name
+        assert rows[f"{n}_latency_p99"] == "ms" and rows[f"{n}_cpu_total"] == "ms" and rows[f"{n}_wall"] == "s"
+        assert rows[f"{n}_idle_cpu_agent"] == "ms/s" and rows[f"{n}_cpu_per_pod_net"] == "ms"
     assert not kubelet.control_plane.request("GET", "/api/v1/namespaces/default/pods")["items"]
-    print(f"\n{bench.table([a, b])}\ntest duration {time.monotonic() - began:.1f} s")
+    print(f"\n{bench.table([a, b, c])}\ntest duration {time.monotonic() - began:.1f} s")

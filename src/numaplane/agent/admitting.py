@@ -56,7 +56,7 @@ class ManagerAdmissions:
         admission = self.admit(info.pod, where)
         record.managed = True
         (container,) = admission.containers
-        record.exclusive = self.manager.cpu.state.get(info.key, info.name)
+        record.exclusive = container.exclusive_cpus  # whichever plugin gave them
         numa = container.memory_numa
         if numa:
             record.mems = CPUSet(numa)

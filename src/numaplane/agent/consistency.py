@@ -10,10 +10,11 @@ The invariants of :class:`~numaplane.agent.state.NodeAgentState`:
 * a container admitted one at a time (``managed``, not ``whole_pod``) holds the manager pod
   ``<pod uid>/<container name>``; a ``whole_pod`` container belongs to the pod entry of its uid and
   sandbox; every manager pod belongs to exactly one live record or one pod entry;
-* a record's ``exclusive`` CPUs equal the CPU plugin's assignment for it; the exclusive CPUs of
-  different pods (or one-at-a-time containers) are disjoint and disjoint from the shared pool — no
-  CPU is held twice (within one pod a later container may reuse a regular init container's CPUs,
-  as on the kubelet);
+* a record's ``exclusive`` CPUs equal the exclusive CPUs the plugins' ``allocations()`` give it
+  (whichever plugin: the built-in CPU plugin or a vendor one, a remote one's from the driver's
+  cache — ``ResourceManager.held_cpus``); the exclusive CPUs of different pods (or one-at-a-time
+  containers) are disjoint and disjoint from the shared pool — no CPU is held twice (within one
+  pod a later container may reuse a regular init container's CPUs, as on the kubelet);
 * a container's desired cpuset is its exclusive set, else the current shared pool; desired memory
   nodes are those of its pinned memory (``None``: the agent leaves ``cpuset.mems`` alone).
 """
@@ -79,7 +80,10 @@ def violations(
     problems: list[str] = []
     keys: dict[str, str] = {}
     owners: dict[str, int] = {}  # holder (a whole pod's uid, else a container key) → exclusive CPUs
-    cpu_state = manager.cpu.state
+    held = manager.held_cpus()
+    by_pod: dict[str, int] = {}
+    for (uid, _name), cpus in held.items():
+        by_pod[uid] = by_pod.get(uid, 0) | cpus.mask
     for cid, r in records.items():
         if r.container_id != cid:
             problems.append(f"record {cid} names container {r.container_id}")
@@ -90,16 +94,16 @@ def violations(
             if r.key in keys:
                 problems.append(f"{r.key} is held by containers {keys[r.key]} and {cid}")
             keys[r.key] = cid
-            if cpu_state.get(r.pod_uid, r.name) != r.exclusive:
-                problems.append(f"container {cid} ({r.key}): exclusive CPUs differ from the CPU state")
+            if held.get((r.pod_uid, r.name)) != r.exclusive:
+                problems.append(f"container {cid} ({r.key}): exclusive CPUs differ from the plugins' allocations")
         elif r.managed:
             if r.key in keys:
                 problems.append(f"{r.key} is held by containers {keys[r.key]} and {cid}")
             keys[r.key] = cid
             if r.key not in manager.pods:
                 problems.append(f"container {cid} ({r.key}) is not admitted in the resource manager")
-            if cpu_state.get(r.key, r.name) != r.exclusive:
-                problems.append(f"container {cid} ({r.key}): exclusive CPUs differ from the CPU state")
+            if held.get((r.key, r.name)) != r.exclusive:
+                problems.append(f"container {cid} ({r.key}): exclusive CPUs differ from the plugins' allocations")
         elif r.exclusive is not None:
             problems.append(f"container {cid} holds exclusive CPUs without an admission")
         if r.exclusive is not None:
@@ -109,10 +113,9 @@ def violations(
         if entry.uid != uid or uid not in manager.pods:
             problems.append(f"pod {uid} admitted as a whole is not admitted in the resource manager")
         for name in entry.released:
-            if cpu_state.get(uid, name) is not None:
+            if (uid, name) in held:
                 problems.append(f"pod {uid}: released init container {name} still holds CPUs")
-        held = cpu_state.pod_cpus(uid).mask  # also containers not created yet
-        owners[uid] = owners.get(uid, 0) | held
+        owners[uid] = owners.get(uid, 0) | by_pod.get(uid, 0)  # also containers not created yet
     seen = 0
     for mask in owners.values():
         if mask & seen:

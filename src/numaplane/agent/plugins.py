@@ -10,7 +10,11 @@ only if all of these hold (else the call fails with the status in parentheses):
   resolves inside the directory (PERMISSION_DENIED);
 * the socket file is owned by the expected uid, **and** the process serving it runs as that uid —
   checked by connecting to it and reading ``SO_PEERCRED`` (PERMISSION_DENIED);
-* no other plugin (built-in or registered) manages one of the resources (ALREADY_EXISTS);
+* no other plugin manages one of the resources (ALREADY_EXISTS): neither another registered plugin
+  nor an active built-in one — a built-in switched off by the node config (CPU with
+  ``cpuManager.policy: none``, memory and hugepages with ``memoryManager.policy: None``) leaves its
+  resources to a vendor plugin (``ResourceManager.active_resources``); a reconfiguration switching it
+  back on is then refused (``ResourceManager.check_config``);
 * the plugin answers ``Configure`` with the agent's topology and config (UNAVAILABLE / FAILED_PRECONDITION).
 
 A new plugin is added to the resource manager; the manager never calls it for I/O (its asks are
@@ -234,12 +238,9 @@ class PluginRegistry:
         resources = frozenset(request.resources)
         path = await asyncio.to_thread(check_endpoint, self.plugin_dir, request.endpoint, self.expected_uid)
         state = self.runner.state
-        for other in state.manager.plugins:
-            overlap = resources & other.resources
-            if other.name != request.name and overlap:
-                raise RegistrationError(
-                    grpc.StatusCode.ALREADY_EXISTS, f"resources {sorted(overlap)} are managed by plugin {other.name!r}"
-                )
+        conflicts = state.manager.resource_conflicts(request.name, resources)
+        if conflicts:
+            raise RegistrationError(grpc.StatusCode.ALREADY_EXISTS, "; ".join(conflicts))
         existing = self.plugins.get(request.name)
         if existing is not None:
             if existing.resources != resources:

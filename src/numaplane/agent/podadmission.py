@@ -97,7 +97,7 @@ def bind(state: NodeAgentState, entry: PodEntry, sandbox: Sandbox, container: Ru
         record.error = "InitContainerReleased: its allocation was released when it completed"
     elif entry.knows(name):
         record.managed = record.whole_pod = True
-        record.exclusive = state.manager.cpu.state.get(entry.uid, name)
+        record.exclusive = state.manager.exclusive_cpus(entry.uid, name)
         record.mems = state.admissions.mems(entry.uid, name)
     entry.note_created(name)
     state.register(record)

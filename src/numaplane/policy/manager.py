@@ -16,7 +16,16 @@ Beyond the kubelet:
   while existing allocations stay untouched; a config that is invalid or conflicts with existing
   allocations is rejected as a whole (:class:`ReconfigureRejected` lists every problem) and the old
   one stays;
-* :meth:`snapshot` / :meth:`restore` reproduce the state exactly (JSON-ready).
+* :meth:`snapshot` / :meth:`restore` reproduce the state exactly (JSON-ready);
+* a vendor plugin may manage a resource whose built-in plugin the config switches off
+  (:meth:`active_resources`): ``cpu`` with ``cpuManager.policy: none``, ``memory`` and the hugepages
+  with ``memoryManager.policy: None``. An "off" built-in still answers the protocol (no hints, no
+  allocations) and still reports the machine's amounts. The device plugin is never off: it manages
+  only the devices the config lists. Containers' exclusive CPUs and the shared pool are taken from
+  the plugins' allocations, whichever plugin gave them (:meth:`exclusive_cpus`, :meth:`shared_pool`).
+
+Over 400 lines on purpose: admission, release, views, reconfiguration and snapshots share the
+manager's bookkeeping (plugins, admissions, topology managers) and its invariants.
 """
 
 from __future__ import annotations
@@ -146,9 +155,37 @@ class ResourceManager:
     def _is_builtin(self, plugin: ResourcePlugin) -> bool:
         return self._builtin.get(plugin.name) is plugin
 
+    def active_resources(self, plugin: ResourcePlugin, config: NodeResourceConfig | None = None) -> frozenset[str]:
+        """The resources ``plugin`` manages under ``config`` (default: the current one).
+
+        A built-in plugin switched off by the config manages none: the CPU plugin with
+        ``cpuManager.policy: none``, the memory plugin with ``memoryManager.policy: None``. Any other
+        plugin (devices, vendor) manages all its declared resources."""
+        config = config or self.config
+        if plugin is self._builtin.get("cpu") and config.cpu_policy == "none":
+            return frozenset()
+        if plugin is self._builtin.get("memory") and config.memory_policy != "Static":
+            return frozenset()
+        return frozenset(plugin.resources)
+
+    def resource_conflicts(self, name: str, resources: frozenset[str]) -> list[str]:
+        """Why a plugin ``name`` may not manage ``resources`` now: one line per other plugin managing
+        one of them (empty: none does; a plugin of the same name is the one itself)."""
+        problems = []
+        for other in self.plugins:
+            overlap = resources & self.active_resources(other)
+            if other.name != name and overlap:
+                problems.append(f"resources {sorted(overlap)} are managed by plugin {other.name!r}")
+        return problems
+
     def add_plugin(self, plugin: ResourcePlugin) -> None:
+        """Add a vendor plugin; refused if one of that name is there or its resources are managed
+        by another plugin (:meth:`resource_conflicts`)."""
         if any(p.name == plugin.name for p in self.plugins):
             raise PolicyConfigError(f"a plugin named {plugin.name!r} is already registered")
+        problems = self.resource_conflicts(plugin.name, frozenset(plugin.resources))
+        if problems:
+            raise PolicyConfigError("; ".join(problems))
         self.plugins.append(plugin)
 
     def remove_plugin(self, name: str) -> None:
@@ -262,12 +299,42 @@ class ResourceManager:
 
     # -- views --------------------------------------------------------------------------------------
     def shared_pool(self) -> CPUSet:
-        """CPUs shared (non-exclusive) containers run on."""
-        return self.cpu.shared_pool
+        """CPUs shared (non-exclusive) containers run on: the built-in CPU plugin's pool (all CPUs less
+        its exclusive ones, less the reserved ones with ``strict-cpu-reservation``, as the kubelet's;
+        all CPUs when it is off) less every vendor plugin's exclusive CPUs (its ``allocations()``)."""
+        pool = self.cpu.shared_pool
+        taken = 0
+        for plugin in self.plugins:
+            if not self._is_builtin(plugin):
+                for allocation in plugin.allocations().values():
+                    if allocation.cpus is not None:
+                        taken |= allocation.cpus.mask
+        return CPUSet.from_mask(pool.mask & ~taken) if taken & pool.mask else pool
+
+    def exclusive_cpus(self, pod_uid: str, container_name: str) -> CPUSet | None:
+        """The container's exclusive CPUs from its admission's allocations, whichever plugin gave them
+        (``None``: it runs in the shared pool, or is not admitted here)."""
+        admission = self.admissions.get(pod_uid)
+        if admission is not None:
+            for container in admission.containers:
+                if container.name == container_name:
+                    return container.exclusive_cpus
+        return None
+
+    def held_cpus(self) -> dict[tuple[str, str], CPUSet]:
+        """Every plugin's exclusive CPUs by ``(pod uid, container name)``, from the plugins' own
+        ``allocations()`` answers (a remote plugin's: the driver's cache) — the view the agent's
+        consistency checks compare its records and admissions with."""
+        held: dict[tuple[str, str], CPUSet] = {}
+        for plugin in self.plugins:
+            for key, allocation in plugin.allocations().items():
+                if allocation.cpus is not None:
+                    held[key] = allocation.cpus
+        return held
 
     def cpuset_for(self, pod_uid: str, container_name: str) -> CPUSet:
         """The CPUs a container may run on: its exclusive set, or the shared pool."""
-        cpus = self.cpu.state.get(pod_uid, container_name)
+        cpus = self.exclusive_cpus(pod_uid, container_name)
         return cpus if cpus is not None else self.shared_pool()
 
     def allocatable(self) -> dict[int, dict[str, int]]:
@@ -294,7 +361,19 @@ class ResourceManager:
             problems.append(f"topology manager: {exc}")
         for plugin in self.plugins:
             problems.extend(plugin.check_config(parsed))
+            if self._is_builtin(plugin):
+                problems.extend(self._switched_on_conflicts(plugin, parsed))
         return problems
+
+    def _switched_on_conflicts(self, builtin: ResourcePlugin, config: NodeResourceConfig) -> list[str]:
+        """A built-in plugin ``config`` would switch on may not take resources a vendor plugin manages."""
+        gained = self.active_resources(builtin, config) - self.active_resources(builtin)
+        return [
+            f"{builtin.name}: the config switches the built-in {builtin.name} plugin on, but plugin "
+            f"{other.name!r} manages {sorted(gained & other.resources)} (unregister it first)"
+            for other in self.plugins
+            if not self._is_builtin(other) and gained & other.resources
+        ]
 
     def reconfigure(self, config: NodeResourceConfig | Mapping[str, Any]) -> NodeResourceConfig:
         """Apply ``config`` to new admissions, or raise :class:`ReconfigureRejected` and change nothing."""
