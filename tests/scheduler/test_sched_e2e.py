@@ -117,6 +117,12 @@ async def test_stream_of_guaranteed_pods_with_fresh_nrts(api: FakeApiServer) -> 
         assert last["message"] == "0/4 nodes are available: 1 Insufficient cpu, 3 cannot align container."
         assert last["type"] == "Warning"
         assert last["involvedObject"]["kind"] == "Pod"
+
+        async def condition_set() -> bool:  # the event and the condition are two independent writes
+            status = (await api.store.get(POD, pending[0], namespace="default"))["status"]
+            return any(c["type"] == "PodScheduled" for c in status.get("conditions") or ())
+
+        await eventually(condition_set, timeout=10)
         status = (await api.store.get(POD, pending[0], namespace="default"))["status"]
         condition = next(c for c in status["conditions"] if c["type"] == "PodScheduled")
         assert (condition["status"], condition["reason"], condition["message"]) == (
