@@ -14,7 +14,7 @@ from numaplane.policy.config import CONFIG_SCHEMA
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.errors import PodSpecError
-from numaplane.resources.pod import pod_from_manifest
+from numaplane.resources.manifest import pod_from_manifest
 from numaplane.sim.cluster import load_topology
 from numaplane.sim.errors import ClusterSpecError
 
