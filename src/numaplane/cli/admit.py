@@ -10,7 +10,7 @@ from rich.table import Table
 
 from numaplane.cli._output import InputError, console, emit_document, format_bytes
 from numaplane.documents import DocumentError, read_documents
-from numaplane.policy.config import CONFIG_SCHEMA
+from numaplane.policy.config_schema import CONFIG_SCHEMA
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.errors import PodSpecError
