@@ -61,9 +61,6 @@ DEFAULT_SOCKET_PATH = "/var/run/nri/nri.sock"
 _IDX_RE = re.compile(r"[0-9]{2}\Z")
 
 
-# ---- the runtime ---------------------------------------------------------------------------------
-
-
 class NRIPlugin:
     """One NRI plugin: registers ``name``/``idx`` with the runtime and serves ``handler``.
 
