@@ -48,8 +48,9 @@ from numaplane.agent.metrics import AgentMetrics
 from numaplane.agent.state import NodeAgentState
 from numaplane.nri.errors import StatusError
 from numaplane.nri.fake_runtime import FakeRuntime
-from numaplane.nri.plugin import PLUGIN_METHODS, NRIPlugin
+from numaplane.nri.plugin import NRIPlugin
 from numaplane.nri.proto import api_pb2
+from numaplane.nri.service import PLUGIN_METHODS
 from numaplane.observability.logs import configure_logging
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import Pod, parse_pod

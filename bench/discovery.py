@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 from numaplane.topology.render import render
-from numaplane.topology.sysfs import discover, unpack_snapshot
+from numaplane.topology.snapshot import unpack_snapshot
+from numaplane.topology.sysfs import discover
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("NUMAPLANE_SHARED", str(REPO.parent / "shared")))

@@ -25,9 +25,10 @@ from pathlib import Path
 
 from numaplane.nri.example import FixedCpusetHandler
 from numaplane.nri.fake_runtime import FakeRuntime
-from numaplane.nri.plugin import PLUGIN_SERVICE, NRIPlugin, dispatch
+from numaplane.nri.plugin import NRIPlugin
 from numaplane.nri.proto import api_pb2
 from numaplane.nri.protocol import Connection, RequestReceived, Role
+from numaplane.nri.service import PLUGIN_SERVICE, dispatch
 
 CAPTURE = "wire/captures/nri/21-c1-s19-CreateContainer-request-gu-ncc-true.bin"
 

@@ -40,6 +40,7 @@ MODULES = (
     "numaplane/policy/cpu.py",
     "numaplane/policy/cpu_assignment.py",
     "numaplane/policy/cpu_state.py",
+    "numaplane/policy/hint_merge.py",
     "numaplane/policy/hints.py",
     "numaplane/policy/memory.py",
     "numaplane/policy/memory_state.py",

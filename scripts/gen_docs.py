@@ -5,7 +5,7 @@ everything between the markers is replaced by what :data:`SECTIONS` renders for 
 
 * ``cli:<command>``       the options of a ``numaplane`` command (its click definition: flags, default, help);
 * ``schema:<name>``       the fields of a JSON / OpenAPI schema: the agent's ``NodeResourceConfig``
-                          (``numaplane.policy.config.CONFIG_SCHEMA``) and the ``spec`` of each
+                          (``numaplane.policy.config_schema.CONFIG_SCHEMA``) and the ``spec`` of each
                           ``numaplane.io`` CRD as the operator renders it (``numaplane.operator.crds``).
 
 ``python scripts/gen_docs.py`` rewrites the pages; ``--check`` exits 1 naming the stale sections
@@ -125,7 +125,7 @@ def _crd_spec(factory: str) -> Mapping[str, Any]:
 
 
 def _config_schema() -> Mapping[str, Any]:
-    from numaplane.policy.config import CONFIG_SCHEMA
+    from numaplane.policy.config_schema import CONFIG_SCHEMA
 
     return CONFIG_SCHEMA
 

@@ -17,7 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from numaplane.topology.sysfs import discover, unpack_snapshot
+from numaplane.topology.snapshot import unpack_snapshot
+from numaplane.topology.sysfs import discover
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "src" / "numaplane" / "sim" / "data" / "topologies"

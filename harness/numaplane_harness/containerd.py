@@ -8,7 +8,7 @@ What :func:`run_containerd` does (DESIGN.md, "Tests and real components"; wire/n
    needs a newer glibc), bookworm's ``busybox-static`` and trixie's ``golang-github-kubernetes-cri-api-dev``
    (the CRI api.proto), then ``dpkg -x`` each into the cache. The cache is ``$NUMAPLANE_CACHE/containerd``
    or ``~/.cache/numaplane/containerd``; once filled, no network is needed.
-2. :func:`build_busybox_image` — an OCI image layout tar written by hand: one uncompressed layer with
+2. :func:`~numaplane_harness.busyboximage.build_busybox_image` — an OCI image layout tar written by hand: one uncompressed layer with
    ``/bin/busybox`` and its applet links, two tags over it (``busybox`` and a ``sleep infinity`` "pause"
    image used as the CRI sandbox image).
 3. A private config (root, state, sockets, NRI socket, runc root, cgroupfs driver — all under a temp
@@ -25,32 +25,36 @@ session-scoped pytest fixture that skips LOUDLY with that reason (or fails, if
 
     from numaplane_harness.containerd import make_containerd_fixture
     containerd = make_containerd_fixture()
+
+Why one module over 400 lines: it is one fixture whose start (steps 1 and 3) and clean-up (step 4)
+act on the same state of a shared machine — processes, cgroups, mounts, ``/run/containerd``; in one
+file a reviewer can check that the clean-up undoes every change the start makes and touches nothing
+of another instance. (The image and the host clean-up primitives live in
+:mod:`numaplane_harness.busyboximage` and :mod:`numaplane_harness.hostcleanup`.)
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import io
-import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
 
+from numaplane_harness.busyboximage import BUSYBOX_IMAGE, PAUSE_IMAGE, build_busybox_image
 from numaplane_harness.cri import CRI_PROTO_PATH, CRIClient, CRIError, load_cri_module
-from numaplane_harness.debian import DebianUnavailable, cache_base, debian_arch, fetch_debs, run_tool
+from numaplane_harness.debian import DebianUnavailable, cache_base, fetch_debs, run_tool
+from numaplane_harness.hostcleanup import cgroup_dirs, kill_cgroup_members, pids_naming, unmount_under
 from numaplane_harness.processes import terminate_process
 from numaplane_harness.unavailable import component_unavailable
 
@@ -60,21 +64,15 @@ __all__ = [
     "ContainerdInstance",
     "ContainerdPackages",
     "ContainerdUnavailable",
-    "build_busybox_image",
     "cache_root",
-    "cgroup_dirs",
     "containerd_unavailable_reason",
     "cpuset_of_container",
     "fetch_packages",
-    "kill_cgroup_members",
     "make_containerd_fixture",
     "run_containerd",
     "terminate_process",
-    "unmount_under",
 ]
 
-BUSYBOX_IMAGE = "localhost/numaplane/busybox:test"
-PAUSE_IMAGE = "localhost/numaplane/pause:test"
 K8S_NAMESPACE = "k8s.io"
 
 #: (package, Debian suite) fetched by :func:`fetch_packages`.
@@ -136,135 +134,6 @@ def fetch_packages(cache: Path | None = None) -> ContainerdPackages:
         cri_proto=unpacked / "golang-github-kubernetes-cri-api-dev" / CRI_PROTO_PATH,
         cache=cache,
     )
-
-
-# ---- 2. the image ------------------------------------------------------------------------------
-
-
-def _tar_bytes(build: Callable[[tarfile.TarFile], None]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        build(tar)
-    return buf.getvalue()
-
-
-def _add_file(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    info.mode = mode
-    info.mtime = 0
-    tar.addfile(info, io.BytesIO(data))
-
-
-def _add_dir(tar: tarfile.TarFile, name: str, mode: int = 0o755) -> None:
-    info = tarfile.TarInfo(name)
-    info.type = tarfile.DIRTYPE
-    info.mode = mode
-    info.mtime = 0
-    tar.addfile(info)
-
-
-def _add_symlink(tar: tarfile.TarFile, name: str, target: str) -> None:
-    info = tarfile.TarInfo(name)
-    info.type = tarfile.SYMTYPE
-    info.linkname = target
-    info.mode = 0o777
-    info.mtime = 0
-    tar.addfile(info)
-
-
-def _busybox_layer(busybox: Path) -> bytes:
-    listed = _run([str(busybox), "--list"], timeout=30)
-    applets = (
-        sorted({a.strip() for a in listed.stdout.split() if a.strip() and "/" not in a})
-        if listed.returncode == 0
-        else []
-    )
-    for needed in ("sh", "sleep", "cat"):
-        if needed not in applets:
-            applets.append(needed)
-    binary = busybox.read_bytes()
-
-    def build(tar: tarfile.TarFile) -> None:
-        for d in ("bin", "dev", "etc", "proc", "sys", "tmp", "root", "var", "run"):
-            _add_dir(tar, d, 0o1777 if d == "tmp" else 0o755)
-        _add_file(tar, "bin/busybox", binary, 0o755)
-        for applet in sorted(set(applets)):
-            if applet != "busybox":
-                _add_symlink(tar, f"bin/{applet}", "busybox")
-        _add_file(tar, "etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
-        _add_file(tar, "etc/group", b"root:x:0:\n")
-
-    return _tar_bytes(build)
-
-
-def build_busybox_image(busybox: Path, out: Path) -> Path:
-    """Write an OCI image layout tar with ``BUSYBOX_IMAGE`` and ``PAUSE_IMAGE`` (same layer) to ``out``."""
-    layer = _busybox_layer(busybox)
-    layer_digest = hashlib.sha256(layer).hexdigest()
-    blobs: dict[str, bytes] = {layer_digest: layer}
-    manifests = []
-
-    def blob(data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
-        blobs[digest] = data
-        return digest
-
-    for ref, cmd in ((BUSYBOX_IMAGE, ["sh"]), (PAUSE_IMAGE, ["sleep", "infinity"])):
-        config = json.dumps(
-            {
-                "architecture": debian_arch(),
-                "os": "linux",
-                "config": {"Env": ["PATH=/bin"], "Cmd": cmd, "WorkingDir": "/"},
-                "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
-                "history": [{"created_by": "numaplane_harness.containerd (busybox-static)"}],
-            },
-            sort_keys=True,
-        ).encode()
-        config_digest = blob(config)
-        manifest = json.dumps(
-            {
-                "schemaVersion": 2,
-                "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "config": {
-                    "mediaType": "application/vnd.oci.image.config.v1+json",
-                    "digest": f"sha256:{config_digest}",
-                    "size": len(config),
-                },
-                "layers": [
-                    {
-                        "mediaType": "application/vnd.oci.image.layer.v1.tar",
-                        "digest": f"sha256:{layer_digest}",
-                        "size": len(layer),
-                    }
-                ],
-            },
-            sort_keys=True,
-        ).encode()
-        manifest_digest = blob(manifest)
-        manifests.append(
-            {
-                "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "digest": f"sha256:{manifest_digest}",
-                "size": len(manifest),
-                "annotations": {
-                    "io.containerd.image.name": ref,
-                    "org.opencontainers.image.ref.name": ref.rsplit(":", 1)[1],
-                },
-            }
-        )
-    index = json.dumps({"schemaVersion": 2, "manifests": manifests}, sort_keys=True).encode()
-
-    def build(tar: tarfile.TarFile) -> None:
-        _add_file(tar, "oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
-        _add_file(tar, "index.json", index)
-        _add_dir(tar, "blobs")
-        _add_dir(tar, "blobs/sha256")
-        for digest, data in sorted(blobs.items()):
-            _add_file(tar, f"blobs/sha256/{digest}", data)
-
-    out.write_bytes(_tar_bytes(build))
-    return out
 
 
 # ---- 3. running it -----------------------------------------------------------------------------
@@ -415,55 +284,6 @@ disabled_plugins = [
 """
 
 
-def _pids_naming(text: str) -> list[int]:
-    """Pids of processes whose command line contains ``text``."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            pids.append(int(proc.name))
-    return pids
-
-
-def cgroup_dirs(cgroup_root: str) -> list[Path]:
-    """Every existing folder of ``cgroup_root`` in every mounted hierarchy, deepest first."""
-    rel = cgroup_root.strip("/")
-    dirs: list[Path] = []
-    hierarchies = [p for p in CGROUP_ROOT.iterdir() if p.is_dir()] if CGROUP_ROOT.is_dir() else []
-    hierarchies.append(CGROUP_ROOT)
-    for hierarchy in hierarchies:
-        top = hierarchy / rel
-        if top.is_dir() and not top.is_symlink():
-            dirs.extend(p for p in top.rglob("*") if p.is_dir())
-            dirs.append(top)
-    return sorted(set(dirs), key=lambda p: len(p.parts), reverse=True)
-
-
-def kill_cgroup_members(cgroup_root: str) -> None:
-    for d in cgroup_dirs(cgroup_root):
-        with contextlib.suppress(OSError):
-            for line in (d / "cgroup.procs").read_text().split():
-                with contextlib.suppress(ProcessLookupError, ValueError):
-                    os.kill(int(line), signal.SIGKILL)
-
-
-def unmount_under(path: Path) -> None:
-    prefix = str(path.resolve())
-    mounts = []
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            point = line.split()[4].replace("\\040", " ")
-            if point == prefix or point.startswith(prefix + "/"):
-                mounts.append(point)
-    for point in sorted(mounts, key=len, reverse=True):
-        _run(["umount", "-l", point], timeout=30)
-
-
 @contextlib.contextmanager
 def run_containerd(
     packages: ContainerdPackages | None = None,
@@ -573,7 +393,7 @@ def _teardown(instance: ContainerdInstance, run_before: set[str] | None) -> None
     instance.remove_all_pods()
     terminate_process(instance.process)
     # Shims outlive containerd: they name our socket path on their command line.
-    for pid in _pids_naming(str(instance.workdir)):
+    for pid in pids_naming(str(instance.workdir)):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     kill_cgroup_members(instance.cgroup_root)

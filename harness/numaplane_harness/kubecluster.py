@@ -2,8 +2,8 @@
 
 What :func:`run_control_plane` does (DESIGN.md, "Tests and real components"; ``shared/k8s/README.md``):
 
-1. :func:`k8s_assets` — the Kubernetes binaries: a folder named by ``KUBEBUILDER_ASSETS`` (the envtest
-   convention, for users with their own binaries), else the xz-compressed v1.36.2 binaries of
+1. :func:`~numaplane_harness.k8sassets.k8s_assets` — the Kubernetes binaries: a folder named by
+   ``KUBEBUILDER_ASSETS`` (the envtest convention, for users with their own binaries), else the xz-compressed v1.36.2 binaries of
    ``$NUMAPLANE_SHARED/k8s`` unpacked once into ``<cache>/k8s/<version>`` and checked against
    ``SHA256SUMS``. etcd comes from that folder too if it holds one, else Debian trixie's ``etcd-server``
    3.5 fetched with the private apt configuration (:mod:`numaplane_harness.debian`).
@@ -18,6 +18,12 @@ What :func:`run_control_plane` does (DESIGN.md, "Tests and real components"; ``s
 
 :func:`make_control_plane_fixture` builds a session-scoped pytest fixture that skips LOUDLY with the
 reason where the machine cannot run it (or fails, if ``NUMAPLANE_REQUIRE_KUBE=1``).
+
+Why one module over 400 lines: :class:`ControlPlane` is the one handle tests get, and its API helpers
+(requests with the cluster's client certificates, kubeconfigs, fake Nodes) and its process control
+(stop, restart, the on-demand scheduler) use the certificates, ports and work folder that
+:func:`run_control_plane` creates and removes; read together, a reviewer can check that every process
+and file it makes is gone at the end.
 """
 
 from __future__ import annotations
@@ -26,7 +32,6 @@ import base64
 import contextlib
 import hashlib
 import json
-import lzma
 import os
 import shutil
 import socket
@@ -44,92 +49,23 @@ from typing import Any, NoReturn
 
 import yaml
 
-from numaplane_harness.debian import DebianUnavailable, cache_base, fetch_debs
+from numaplane_harness.k8sassets import KubeUnavailable, etcd_binary, k8s_assets, shared_dir
 from numaplane_harness.kubecerts import ClusterPKI, make_pki
 from numaplane_harness.processes import terminate_process
 from numaplane_harness.unavailable import component_unavailable
 
+# KubeUnavailable is re-exported: the fixtures' users catch it from here.
 __all__ = [
-    "K8S_BINARIES",
     "ControlPlane",
     "KubeUnavailable",
-    "k8s_assets",
     "make_control_plane_fixture",
     "run_control_plane",
 ]
 
-K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl")
 SERVICE_CIDR = "10.0.0.0/24"
 #: Controllers left out: nothing heart-beats for kubelet-less Nodes, so the lifecycle controller
 #: would mark them NotReady and the taint manager evict their pods.
 DISABLED_CONTROLLERS = ("node-lifecycle-controller", "taint-eviction-controller")
-
-
-class KubeUnavailable(Exception):
-    """This machine cannot run the real control plane; the message says why."""
-
-
-def _shared_dir() -> Path:
-    shared = os.environ.get("NUMAPLANE_SHARED")
-    if shared:
-        return Path(shared)
-    return Path(__file__).resolve().parents[2].parent / "shared"
-
-
-def _unpack_xz(source: Path, target: Path, sha256: str | None) -> None:
-    partial = target.with_name(target.name + ".partial")
-    digest = hashlib.sha256()
-    with lzma.open(source) as src, open(partial, "wb") as dst:
-        while chunk := src.read(1 << 20):
-            digest.update(chunk)
-            dst.write(chunk)
-    if sha256 is not None and digest.hexdigest() != sha256:
-        partial.unlink()
-        raise KubeUnavailable(f"{source.name}: sha256 {digest.hexdigest()} does not match SHA256SUMS ({sha256})")
-    partial.chmod(0o755)
-    partial.replace(target)
-
-
-def k8s_assets() -> Path:
-    """The folder holding ``kube-apiserver`` and the other binaries (see the module docstring)."""
-    named = os.environ.get("KUBEBUILDER_ASSETS")
-    if named:
-        folder = Path(named)
-        missing = [b for b in ("kube-apiserver",) if not (folder / b).is_file()]
-        if missing:
-            raise KubeUnavailable(f"KUBEBUILDER_ASSETS={folder} has no {', '.join(missing)}")
-        return folder
-    source = _shared_dir() / "k8s"
-    sums_file = source / "SHA256SUMS"
-    if not sums_file.is_file():
-        raise KubeUnavailable(f"no Kubernetes binaries: set KUBEBUILDER_ASSETS or provide {source}/*.xz")
-    sums = {}
-    for line in sums_file.read_text().splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            sums[parts[1]] = parts[0]
-    version = hashlib.sha256(sums_file.read_bytes()).hexdigest()[:12]
-    folder = cache_base() / "k8s" / version
-    folder.mkdir(parents=True, exist_ok=True)
-    for binary in K8S_BINARIES:
-        target = folder / binary
-        packed = source / f"{binary}.xz"
-        if target.is_file() or not packed.is_file():
-            continue
-        _unpack_xz(packed, target, sums.get(binary))
-    return folder
-
-
-def etcd_binary(assets: Path) -> Path:
-    """``etcd`` from the assets folder, else Debian trixie's ``etcd-server`` (fetched once)."""
-    own = assets / "etcd"
-    if own.is_file():
-        return own
-    try:
-        unpacked = fetch_debs(cache_base() / "etcd", [("etcd-server", "trixie")])
-    except DebianUnavailable as exc:
-        raise KubeUnavailable(f"etcd: {exc}") from exc
-    return unpacked / "etcd-server" / "usr" / "bin" / "etcd"
 
 
 def free_port() -> int:
@@ -479,8 +415,8 @@ def control_plane_unavailable_reason() -> str | None:
     """Why this machine cannot run the control plane, or None if it can (downloads aside)."""
     if sys.platform != "linux":
         return f"needs Linux, this is {sys.platform}"
-    if not os.environ.get("KUBEBUILDER_ASSETS") and not (_shared_dir() / "k8s" / "kube-apiserver.xz").is_file():
-        return f"no Kubernetes binaries (set KUBEBUILDER_ASSETS or provide {_shared_dir()}/k8s)"
+    if not os.environ.get("KUBEBUILDER_ASSETS") and not (shared_dir() / "k8s" / "kube-apiserver.xz").is_file():
+        return f"no Kubernetes binaries (set KUBEBUILDER_ASSETS or provide {shared_dir()}/k8s)"
     return None
 
 

@@ -28,6 +28,11 @@ What :func:`run_kubelet` does (``shared/k8s/README.md``, "kubelet as a real node
 
 :func:`make_kubelet_fixture` builds a session-scoped pytest fixture that skips LOUDLY with the reason
 where the machine cannot run it (or fails, if ``NUMAPLANE_REQUIRE_KUBELET=1``).
+
+Why one module over 400 lines: it is one fixture whose start (steps 1–5) and clean-up (step 6) act on
+the same state of a shared machine — cgroups, kernel tunables, mounts, the device manager's socket,
+``/var/log/containers``; in one file a reviewer can check that the clean-up undoes every change the
+start makes and nothing else.
 """
 
 from __future__ import annotations
@@ -50,16 +55,11 @@ from typing import Any, Literal, NoReturn
 
 import yaml
 
-from numaplane_harness.containerd import (
-    BUSYBOX_IMAGE,
-    ContainerdInstance,
-    cgroup_dirs,
-    containerd_unavailable_reason,
-    kill_cgroup_members,
-    terminate_process,
-    unmount_under,
-)
+from numaplane_harness.busyboximage import BUSYBOX_IMAGE
+from numaplane_harness.containerd import ContainerdInstance, containerd_unavailable_reason
+from numaplane_harness.hostcleanup import cgroup_dirs, kill_cgroup_members, unmount_under
 from numaplane_harness.kubecluster import ApiStatus, ControlPlane, free_port, kubeconfig
+from numaplane_harness.processes import terminate_process
 from numaplane_harness.unavailable import component_unavailable
 
 __all__ = [

@@ -11,7 +11,7 @@ import yaml
 from cli_helpers import numaplane
 
 from numaplane.resources.errors import PodSpecError
-from numaplane.resources.pod import apply_api_defaults, pod_from_manifest
+from numaplane.resources.manifest import apply_api_defaults, pod_from_manifest
 from numaplane.sim.errors import WorkloadError
 from numaplane.sim.workload import parse_workload
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from numaplane.e2e.checks import ClusterView, check_daemon_sets, check_nrt, check_operator
+from numaplane.e2e.checks import check_daemon_sets, check_nrt, check_operator
 from numaplane.e2e.report import Status
+from numaplane.e2e.view import ClusterView
 from numaplane.operator.api.numaresources import NUMAResourcesOperator
 
 NRO = {

@@ -47,7 +47,7 @@ from numaplane.sim.workload import parse_workload
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import CPUSetParseError, SysfsError, TopologyFormatError
 from numaplane.topology.model import Topology, synthetic
-from numaplane.topology.sysfs import unpack_snapshot
+from numaplane.topology.snapshot import unpack_snapshot
 
 #: Longest any single input may take (the daemons must stay responsive).
 MAX_SECONDS = 1.0

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from numaplane_harness import busyboximage
 from numaplane_harness import containerd as ctrd
 from numaplane_harness.cri import strip_gogoproto
 
@@ -32,12 +33,12 @@ def test_busybox_image_layout(tmp_path: Path) -> None:
     fake = tmp_path / "busybox"
     fake.write_text("#!/bin/sh\necho 'sh\nsleep\nls'\n")
     fake.chmod(0o755)
-    out = ctrd.build_busybox_image(fake, tmp_path / "img.tar")
+    out = busyboximage.build_busybox_image(fake, tmp_path / "img.tar")
     with tarfile.open(out) as tar:
         files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
     index = json.loads(files["index.json"])
     names = {m["annotations"]["io.containerd.image.name"] for m in index["manifests"]}
-    assert names == {ctrd.BUSYBOX_IMAGE, ctrd.PAUSE_IMAGE}
+    assert names == {busyboximage.BUSYBOX_IMAGE, busyboximage.PAUSE_IMAGE}
     for path, data in files.items():
         if path.startswith("blobs/sha256/"):
             assert hashlib.sha256(data).hexdigest() == path.rsplit("/", 1)[1]
@@ -50,7 +51,9 @@ def test_busybox_image_layout(tmp_path: Path) -> None:
             members = {m.name: m for m in lt.getmembers()}
         assert members["bin/busybox"].isfile() and members["bin/sleep"].issym()
         assert members["bin/ls"].linkname == "busybox"
-    pause = next(m for m in index["manifests"] if m["annotations"]["io.containerd.image.name"] == ctrd.PAUSE_IMAGE)
+    pause = next(
+        m for m in index["manifests"] if m["annotations"]["io.containerd.image.name"] == busyboximage.PAUSE_IMAGE
+    )
     pause_manifest = json.loads(files[f"blobs/sha256/{pause['digest'].split(':')[1]}"])
     pause_config = json.loads(files[f"blobs/sha256/{pause_manifest['config']['digest'].split(':')[1]}"])
     assert pause_config["config"]["Cmd"] == ["sleep", "infinity"]

@@ -19,7 +19,7 @@ from google.protobuf import unknown_fields
 from google.protobuf.message import Message
 
 from numaplane.nri.errors import TruncatedStream
-from numaplane.nri.plugin import PLUGIN_METHODS, PLUGIN_SERVICE, RUNTIME_SERVICE
+from numaplane.nri.plugin import RUNTIME_SERVICE
 from numaplane.nri.proto import api_pb2, ttrpc_pb2
 from numaplane.nri.protocol import (
     Connection,
@@ -31,6 +31,7 @@ from numaplane.nri.protocol import (
     Role,
     encode_message,
 )
+from numaplane.nri.service import PLUGIN_METHODS, PLUGIN_SERVICE
 
 
 @dataclass(frozen=True)

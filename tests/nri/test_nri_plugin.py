@@ -21,8 +21,9 @@ from numaplane.nri.errors import (
 )
 from numaplane.nri.example import FixedCpusetHandler, cpuset_update
 from numaplane.nri.fake_runtime import FakeRuntime
-from numaplane.nri.plugin import PLUGIN_SERVICE, BaseHandler, NRIPlugin, event_mask
+from numaplane.nri.plugin import NRIPlugin
 from numaplane.nri.proto import api_pb2
+from numaplane.nri.service import PLUGIN_SERVICE, BaseHandler, event_mask
 
 
 def _pod(name: str = "pod-a") -> api_pb2.PodSandbox:

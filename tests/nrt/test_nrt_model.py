@@ -18,11 +18,11 @@ from numaplane.nrt.model import (
     ResourceInfo,
     Zone,
     merge_attributes,
-    parse_lenient,
     set_attribute,
     zone_name,
     zone_numa_id,
 )
+from numaplane.nrt.parse import parse_lenient
 
 
 def _foreign() -> dict[str, Any]:

@@ -27,7 +27,7 @@ from numaplane.operator.crds import (
 from numaplane.operator.errors import SpecError
 from numaplane.operator.render import parse_resources, sample_resources
 from numaplane.operator.schema import from_json_schema, structural_problems
-from numaplane.policy.config import CONFIG_SCHEMA
+from numaplane.policy.config_schema import CONFIG_SCHEMA
 
 CRDS = {c["spec"]["names"]["kind"]: c for c in all_crds()}
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from numaplane.topology.model import Topology
-from numaplane.topology.sysfs import discover, unpack_snapshot
+from numaplane.topology.snapshot import unpack_snapshot
+from numaplane.topology.sysfs import discover
 
 
 @pytest.fixture(scope="session")

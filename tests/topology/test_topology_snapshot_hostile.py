@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from numaplane.limits import MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_MEMBERS
 from numaplane.topology.errors import SysfsError
-from numaplane.topology.sysfs import unpack_snapshot
+from numaplane.topology.snapshot import unpack_snapshot
 
 Member = tuple[str, str, bytes | str | None]  # (kind, name, data or link target)
 
@@ -76,7 +76,7 @@ def test_nothing_escapes_the_destination(tmp_path: Path, members: list[Member]) 
 
 def test_member_count_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert MAX_SNAPSHOT_MEMBERS >= 5 * 8669  # the largest real snapshot's members, with room
-    monkeypatch.setattr("numaplane.topology.sysfs.MAX_SNAPSHOT_MEMBERS", 100)
+    monkeypatch.setattr("numaplane.topology.snapshot.MAX_SNAPSHOT_MEMBERS", 100)
     archive = tmp_path / "many.tar"
     archive.write_bytes(_tar([("dir", f"m/{i}", None) for i in range(101)], "w"))
     with pytest.raises(SysfsError, match="members"):

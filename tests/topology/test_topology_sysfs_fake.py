@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import SysfsError
-from numaplane.topology.sysfs import discover, discover_with_warnings, unpack_snapshot
+from numaplane.topology.snapshot import unpack_snapshot
+from numaplane.topology.sysfs import discover, discover_with_warnings
 
 CPU = "sys/devices/system/cpu"
 NODE = "sys/devices/system/node"

@@ -11,11 +11,12 @@ from rich.table import Table
 
 from numaplane.cli._output import InputError, console, emit_document, format_bytes
 from numaplane.documents import DocumentError, read_documents
-from numaplane.policy.config import CONFIG_SCHEMA
+from numaplane.policy.config_schema import CONFIG_SCHEMA
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.errors import PodSpecError
-from numaplane.resources.pod import Pod, pod_from_manifest
+from numaplane.resources.manifest import pod_from_manifest
+from numaplane.resources.pod import Pod
 from numaplane.sim.cluster import load_topology
 from numaplane.sim.errors import ClusterSpecError
 

@@ -49,7 +49,7 @@ def _documents(path: Path, kind: str) -> tuple[list[tuple[str, Any]], list[tuple
 
 def _load_pod(path: Path) -> Any:
     from numaplane.resources.errors import ResourceError
-    from numaplane.resources.pod import pod_from_manifest
+    from numaplane.resources.manifest import pod_from_manifest
 
     try:
         doc = read_document(path)

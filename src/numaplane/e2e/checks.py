@@ -1,8 +1,8 @@
 """The read-only checks of ``numaplane e2e``: GET and LIST requests only, nothing written.
 
-:func:`gather` reads what the checks look at once (CRDs, the operator's custom resources, Nodes,
-NRTs, the install namespace's workloads and pods); every check is then a function of that
-:class:`ClusterView` (and, for the kubelet's configuration, one ``configz`` read per node through the
+:func:`~numaplane.e2e.view.gather` reads what the checks look at once (CRDs, the operator's custom
+resources, Nodes, NRTs, the install namespace's workloads and pods); every check is then a function of
+that :class:`~numaplane.e2e.view.ClusterView` (and, for the kubelet's configuration, one ``configz`` read per node through the
 API server's node proxy). What each check asserts:
 
 ``crds``          the four CRDs exist, are ``Established`` with their names accepted, and a LIST on
@@ -25,123 +25,29 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from numaplane.e2e.report import CheckResult, Status
+from numaplane.e2e.view import CRD_NAMES, ClusterView, attribute, condition, is_true, pod_ready
 from numaplane.kube.client import LightkubePort
-from numaplane.kube.errors import KubeError, NotFound
-from numaplane.kube.resources import CRD, DAEMON_SET, DEPLOYMENT, NODE, NODE_RESOURCE_TOPOLOGY, POD
+from numaplane.kube.errors import KubeError
 from numaplane.operator.api import numaresources as nro_api
 from numaplane.operator.api import scheduler as nrs_api
-from numaplane.operator.api.numaresources import Enforcement, NodeGroup, NUMAResourcesOperator
-from numaplane.operator.controller import NUMA_RESOURCES_OPERATOR, NUMA_RESOURCES_SCHEDULER
-from numaplane.operator.errors import SpecError
+from numaplane.operator.api.numaresources import Enforcement
 from numaplane.operator.render import OPERATOR_NAME
-from numaplane.operator.render_common import LABEL_COMPONENT
 from numaplane.operator.render_nodes import agent_name, exporter_name
 from numaplane.operator.render_scheduler import NAME as SCHEDULER_DEPLOYMENT
 from numaplane.operator.status import POLICY_CONDITION
 from numaplane.resources.errors import QuantityError
 from numaplane.resources.quantity import parse_quantity
 
-__all__ = ["CRD_NAMES", "ClusterView", "gather", "read_only_checks"]
+__all__ = ["read_only_checks"]
 
-CRD_NAMES = (
-    "noderesourcetopologies.topology.node.k8s.io",
-    "numaresourcesoperators.numaplane.io",
-    "numaresourcesschedulers.numaplane.io",
-    "noderesourcepolicies.numaplane.io",
-)
 #: Topology-manager attributes every NRT must carry (the scheduler filters by them).
 REQUIRED_ATTRIBUTES = ("topologyManagerPolicy", "topologyManagerScope")
 
 
-@dataclass
-class ClusterView:
-    """What the checks read, fetched once by :func:`gather`."""
-
-    namespace: str
-    crds: dict[str, dict[str, Any] | None] = field(default_factory=dict)
-    nro: dict[str, Any] | None = None
-    nro_model: NUMAResourcesOperator | None = None
-    nro_problem: str = ""
-    nrs: dict[str, Any] | None = None
-    nodes: list[dict[str, Any]] = field(default_factory=list)
-    nrts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    pods: list[dict[str, Any]] = field(default_factory=list)
-    daemon_sets: dict[str, dict[str, Any]] = field(default_factory=dict)
-    deployments: dict[str, dict[str, Any]] = field(default_factory=dict)
-    node_selector: str | None = None
-
-    def groups(self) -> tuple[NodeGroup, ...]:
-        return self.nro_model.node_groups if self.nro_model else ()
-
-    def group_of(self, node: Mapping[str, Any]) -> NodeGroup | None:
-        labels = node.get("metadata", {}).get("labels") or {}
-        return next((g for g in self.groups() if g.node_selector.matches(labels)), None)
-
-    def selected_nodes(self) -> list[dict[str, Any]]:
-        """``--node-selector``'s nodes if given, else every node some node group selects."""
-        if self.node_selector is not None:
-            return self.nodes
-        return [n for n in self.nodes if self.group_of(n) is not None]
-
-    def component_pod(self, component: str, node: str) -> dict[str, Any] | None:
-        for pod in self.pods:
-            labels = pod.get("metadata", {}).get("labels") or {}
-            if labels.get(LABEL_COMPONENT) == component and pod.get("spec", {}).get("nodeName") == node:
-                return pod
-        return None
-
-
-async def _optional(call: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:
-    try:
-        return await call
-    except NotFound:
-        return None
-
-
-async def gather(port: LightkubePort, namespace: str, node_selector: str | None) -> ClusterView:
-    """Read everything the checks need (raises :class:`KubeError` when the cluster cannot be read)."""
-    view = ClusterView(namespace=namespace, node_selector=node_selector)
-    for name in CRD_NAMES:
-        view.crds[name] = await _optional(port.get(CRD, name))
-    if view.crds.get(CRD_NAMES[1]):
-        view.nro = await _optional(port.get(NUMA_RESOURCES_OPERATOR, nro_api.SINGLETON_NAME))
-        if view.nro is not None:
-            try:
-                view.nro_model = NUMAResourcesOperator.from_dict(view.nro)
-            except SpecError as exc:
-                view.nro_problem = str(exc)
-    if view.crds.get(CRD_NAMES[2]):
-        view.nrs = await _optional(port.get(NUMA_RESOURCES_SCHEDULER, nrs_api.SINGLETON_NAME))
-    view.nodes = (await port.list(NODE, label_selector=node_selector)).items
-    if view.crds.get(CRD_NAMES[0]):
-        view.nrts = {o["metadata"]["name"]: o for o in (await port.list(NODE_RESOURCE_TOPOLOGY)).items}
-    view.pods = (await port.list(POD, namespace=namespace)).items
-    view.daemon_sets = {d["metadata"]["name"]: d for d in (await port.list(DAEMON_SET, namespace=namespace)).items}
-    view.deployments = {d["metadata"]["name"]: d for d in (await port.list(DEPLOYMENT, namespace=namespace)).items}
-    return view
-
-
 # ---------------------------------------------------------------- helpers
-
-
-def condition(obj: Mapping[str, Any] | None, kind: str) -> dict[str, Any] | None:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return dict(cond)
-    return None
-
-
-def _is_true(obj: Mapping[str, Any] | None, kind: str) -> bool:
-    cond = condition(obj, kind)
-    return cond is not None and cond.get("status") == "True"
-
-
-def pod_ready(pod: Mapping[str, Any] | None) -> bool:
-    return pod is not None and _is_true(pod, "Ready")
 
 
 def _pod_state(pod: Mapping[str, Any]) -> str:
@@ -185,10 +91,6 @@ def _zone_sum(nrt: Mapping[str, Any], resource: str, column: str) -> float | Non
     return total if seen else None
 
 
-def attribute(nrt: Mapping[str, Any], name: str) -> str | None:
-    return next((str(a.get("value")) for a in nrt.get("attributes") or [] if a.get("name") == name), None)
-
-
 def _timed(name: str, started: float, status: Status, message: str, *details: str) -> CheckResult:
     return CheckResult(name, status, message, time.monotonic() - started, tuple(details))
 
@@ -205,7 +107,7 @@ async def check_crds(port: LightkubePort, view: ClusterView) -> list[CheckResult
             problems.append(f"{name}: not installed (kubectl apply -k deploy/crd, or numaplane render | kubectl apply)")
             continue
         for kind in ("Established", "NamesAccepted"):
-            if not _is_true(crd, kind):
+            if not is_true(crd, kind):
                 cond = condition(crd, kind) or {}
                 problems.append(f"{name}: {kind} is not True ({cond.get('reason', 'no condition')})")
         spec = crd.get("spec") or {}
@@ -257,7 +159,7 @@ def check_operator(view: ClusterView) -> list[CheckResult]:
         ]
     if view.nro_problem:
         return [_timed("operator", started, Status.FAIL, f"NUMAResourcesOperator is invalid: {view.nro_problem}")]
-    if not _is_true(view.nro, "Available"):
+    if not is_true(view.nro, "Available"):
         return [_timed("operator", started, Status.FAIL, f"NUMAResourcesOperator is not Available: {_story(view.nro)}")]
     groups = ", ".join(g.name for g in view.groups())
     return [_timed("operator", started, Status.PASS, f"operator available; node groups: {groups or '(none)'}")]
@@ -375,7 +277,7 @@ def check_scheduler(view: ClusterView) -> list[CheckResult]:
                 f"check: kubectl -n {view.namespace} logs deploy/{SCHEDULER_DEPLOYMENT} --all-containers",
             )
         ]
-    if not _is_true(view.nrs, "Available"):
+    if not is_true(view.nrs, "Available"):
         return [
             _timed("scheduler", started, Status.FAIL, f"NUMAResourcesScheduler is not Available: {_story(view.nrs)}")
         ]

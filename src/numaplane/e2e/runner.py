@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from numaplane.e2e.checks import gather, read_only_checks
+from numaplane.e2e.checks import read_only_checks
 from numaplane.e2e.errors import SetupError
 from numaplane.e2e.report import CheckResult, Report, Status
 from numaplane.e2e.serial import SerialOptions, serial_checks
+from numaplane.e2e.view import gather
 from numaplane.kube.client import LightkubePort
 from numaplane.kube.errors import KubeError
 

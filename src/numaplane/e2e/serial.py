@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from numaplane.e2e.checks import ClusterView, attribute, condition, pod_ready
 from numaplane.e2e.report import CheckResult, Status
+from numaplane.e2e.view import ClusterView, attribute, condition, pod_ready
 from numaplane.kube.client import LightkubePort
 from numaplane.kube.errors import KubeError, NotFound
 from numaplane.kube.resources import NAMESPACE, NODE_RESOURCE_TOPOLOGY, POD

@@ -1,4 +1,4 @@
-"""A tiny example :class:`~numaplane.nri.plugin.Handler`: pins every container to one fixed cpuset.
+"""A tiny example :class:`~numaplane.nri.service.Handler`: pins every container to one fixed cpuset.
 
 Used by the tests and the benchmark; also the smallest illustration of the handler contract:
 
@@ -20,8 +20,8 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 from numaplane.nri.errors import StatusCode, StatusError
-from numaplane.nri.plugin import BaseHandler
 from numaplane.nri.proto import api_pb2
+from numaplane.nri.service import BaseHandler
 from numaplane.topology.cpuset import CPUSet
 
 __all__ = ["FixedCpusetHandler", "Updater", "cpuset_adjustment", "cpuset_update"]

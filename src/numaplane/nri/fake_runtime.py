@@ -23,9 +23,11 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from numaplane.nri.errors import ConnectionClosed, StatusCode
-from numaplane.nri.plugin import PLUGIN_SERVICE, RUNTIME_SERVICE
+from numaplane.nri.plugin import RUNTIME_SERVICE
 from numaplane.nri.proto import api_pb2
-from numaplane.nri.protocol import AsyncConnection, Reply, RequestReceived, Role
+from numaplane.nri.protocol import RequestReceived, Role
+from numaplane.nri.service import PLUGIN_SERVICE
+from numaplane.nri.transport import AsyncConnection, Reply
 
 __all__ = ["FakeRuntime", "FakeSession"]
 

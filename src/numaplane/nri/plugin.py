@@ -1,6 +1,6 @@
 """An asyncio NRI plugin runtime: connect, register, serve the ``Plugin`` service, reconnect.
 
-The resource logic lives in a :class:`Handler` (written elsewhere, e.g. the node agent); this module only
+The resource logic lives in a :class:`~numaplane.nri.service.Handler` (written elsewhere, e.g. the node agent); this module only
 speaks NRI. Lifecycle of :meth:`NRIPlugin.run`::
 
     loop until stop():
@@ -12,7 +12,7 @@ speaks NRI. Lifecycle of :meth:`NRIPlugin.run`::
         a runtime-provided fd cannot be redialled: then run() returns after the first session.
 
 Each request is served in its own task; a handler still running a grace period (1 s) past the
-runtime's deadline (``timeout_nano``) is cancelled (see :func:`dispatch` for why not at the deadline). A
+runtime's deadline (``timeout_nano``) is cancelled (see :func:`~numaplane.nri.service.dispatch` for why not at the deadline). A
 handler that raises :class:`~numaplane.nri.errors.StatusError` answers with that status, any other
 exception answers UNKNOWN with the exception text (for CreateContainer the runtime then fails the
 container with that message). Handlers must not block the event loop: CPU-heavy work belongs in
@@ -28,10 +28,7 @@ import logging
 import os
 import re
 import socket
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Protocol, TypeVar
-
-from google.protobuf.message import DecodeError, Message
+from collections.abc import Iterable, Mapping
 
 from numaplane.nri.errors import (
     CallTimeout,
@@ -43,181 +40,25 @@ from numaplane.nri.errors import (
     StatusError,
 )
 from numaplane.nri.proto import api_pb2
-from numaplane.nri.protocol import AsyncConnection, Reply, RequestReceived, Role
+from numaplane.nri.protocol import RequestReceived, Role
+from numaplane.nri.service import (
+    DEADLINE_GRACE_SECONDS,
+    BaseHandler,
+    Handler,
+    dispatch,
+    event_mask,
+    parse_message,
+)
+from numaplane.nri.transport import AsyncConnection, Reply
 
-__all__ = [
-    "ALL_EVENTS",
-    "DEFAULT_SOCKET_PATH",
-    "PLUGIN_SERVICE",
-    "RUNTIME_SERVICE",
-    "BaseHandler",
-    "Handler",
-    "NRIPlugin",
-    "event_mask",
-]
+# BaseHandler and event_mask are re-exported for the agent's handler, which imports them from here.
+__all__ = ["DEFAULT_SOCKET_PATH", "RUNTIME_SERVICE", "BaseHandler", "NRIPlugin", "event_mask"]
 
 log = logging.getLogger(__name__)
 
-PLUGIN_SERVICE = "nri.pkg.api.v1alpha1.Plugin"
 RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
 DEFAULT_SOCKET_PATH = "/var/run/nri/nri.sock"
-ALL_EVENTS = 0  # ConfigureResponse.events == 0 subscribes to every event
 _IDX_RE = re.compile(r"[0-9]{2}\Z")
-
-
-def event_mask(*events: int) -> int:
-    """The ``ConfigureResponse.events`` bits for ``events`` (``api_pb2.CREATE_CONTAINER`` …)."""
-    mask = 0
-    for event in events:
-        if not api_pb2.UNKNOWN < event < api_pb2.LAST:
-            raise ValueError(f"not a subscribable NRI event: {event}")
-        mask |= 1 << (event - 1)
-    return mask
-
-
-class Handler(Protocol):
-    """What the plugin runtime calls. Every method is a coroutine; messages are the protobuf types.
-
-    A handler only receives the events it subscribed to in :meth:`configure` (0 = all). ``configure``
-    and ``synchronize`` run again after every reconnect.
-    """
-
-    async def configure(self, request: api_pb2.ConfigureRequest) -> api_pb2.ConfigureResponse: ...
-
-    async def synchronize(self, request: api_pb2.SynchronizeRequest) -> api_pb2.SynchronizeResponse: ...
-
-    async def create_container(self, request: api_pb2.CreateContainerRequest) -> api_pb2.CreateContainerResponse: ...
-
-    async def update_container(self, request: api_pb2.UpdateContainerRequest) -> api_pb2.UpdateContainerResponse: ...
-
-    async def stop_container(self, request: api_pb2.StopContainerRequest) -> api_pb2.StopContainerResponse: ...
-
-    async def state_change(self, event: api_pb2.StateChangeEvent) -> None: ...
-
-    async def shutdown(self) -> None: ...
-
-
-class BaseHandler:
-    """A :class:`Handler` that subscribes to ``events`` and answers everything with an empty response.
-
-    Subclass it and override what you need.
-    """
-
-    events: int = ALL_EVENTS
-
-    async def configure(self, request: api_pb2.ConfigureRequest) -> api_pb2.ConfigureResponse:
-        return api_pb2.ConfigureResponse(events=self.events)
-
-    async def synchronize(self, request: api_pb2.SynchronizeRequest) -> api_pb2.SynchronizeResponse:
-        return api_pb2.SynchronizeResponse()
-
-    async def create_container(self, request: api_pb2.CreateContainerRequest) -> api_pb2.CreateContainerResponse:
-        return api_pb2.CreateContainerResponse()
-
-    async def update_container(self, request: api_pb2.UpdateContainerRequest) -> api_pb2.UpdateContainerResponse:
-        return api_pb2.UpdateContainerResponse()
-
-    async def stop_container(self, request: api_pb2.StopContainerRequest) -> api_pb2.StopContainerResponse:
-        return api_pb2.StopContainerResponse()
-
-    async def state_change(self, event: api_pb2.StateChangeEvent) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-
-# ---- dispatch ------------------------------------------------------------------------------------
-
-_M = TypeVar("_M", bound=Message)
-
-
-def _parse(cls: type[_M], payload: bytes) -> _M:
-    msg = cls()
-    try:
-        msg.ParseFromString(payload)
-    except DecodeError as exc:
-        raise StatusError(StatusCode.INVALID_ARGUMENT, f"undecodable {cls.__name__}: {exc}") from None
-    return msg
-
-
-_EMPTY = b""
-
-
-async def _configure(h: Handler, p: bytes) -> bytes:
-    return (await h.configure(_parse(api_pb2.ConfigureRequest, p))).SerializeToString()
-
-
-async def _synchronize(h: Handler, p: bytes) -> bytes:
-    return (await h.synchronize(_parse(api_pb2.SynchronizeRequest, p))).SerializeToString()
-
-
-async def _create(h: Handler, p: bytes) -> bytes:
-    return (await h.create_container(_parse(api_pb2.CreateContainerRequest, p))).SerializeToString()
-
-
-async def _update(h: Handler, p: bytes) -> bytes:
-    return (await h.update_container(_parse(api_pb2.UpdateContainerRequest, p))).SerializeToString()
-
-
-async def _stop(h: Handler, p: bytes) -> bytes:
-    return (await h.stop_container(_parse(api_pb2.StopContainerRequest, p))).SerializeToString()
-
-
-async def _state_change(h: Handler, p: bytes) -> bytes:
-    await h.state_change(_parse(api_pb2.StateChangeEvent, p))
-    return _EMPTY
-
-
-async def _shutdown(h: Handler, p: bytes) -> bytes:
-    _parse(api_pb2.Empty, p)
-    await h.shutdown()
-    return _EMPTY
-
-
-#: ``Plugin`` method name → coroutine decoding the request, calling the handler, encoding the response.
-PLUGIN_METHODS: Mapping[str, Callable[[Handler, bytes], Awaitable[bytes]]] = {
-    "Configure": _configure,
-    "Synchronize": _synchronize,
-    "CreateContainer": _create,
-    "UpdateContainer": _update,
-    "StopContainer": _stop,
-    "StateChange": _state_change,
-    "Shutdown": _shutdown,
-}
-
-
-#: How long past the runtime's deadline a handler may still run before it is cancelled.
-DEADLINE_GRACE_SECONDS = 1.0
-
-
-async def dispatch(
-    handler: Handler, request: RequestReceived, *, deadline_grace_seconds: float = DEADLINE_GRACE_SECONDS
-) -> Reply:
-    """Serve one ``Plugin`` request with ``handler``.
-
-    A handler still running ``deadline_grace_seconds`` after the runtime's deadline (``timeout_nano``) is
-    cancelled and answered DEADLINE_EXCEEDED. The grace is deliberate: containerd gives up at its
-    deadline by dropping the connection and creating the container *without* the adjustment; an error
-    answer racing that timer could instead fail the creation, so we never answer first.
-    """
-    if request.service != PLUGIN_SERVICE:
-        return Reply(code=StatusCode.UNIMPLEMENTED, message=f"service {request.service!r} is not served here")
-    method = PLUGIN_METHODS.get(request.method)
-    if method is None:
-        return Reply(code=StatusCode.UNIMPLEMENTED, message=f"method {request.method!r} is not implemented")
-    timeout = request.timeout_nano / 1e9 + deadline_grace_seconds if request.timeout_nano > 0 else None
-    try:
-        async with asyncio.timeout(timeout):
-            return Reply(await method(handler, request.payload))
-    except TimeoutError:
-        deadline = request.timeout_nano / 1e9
-        return Reply(
-            code=StatusCode.DEADLINE_EXCEEDED, message=f"{request.method} exceeded the {deadline:.3f} s deadline"
-        )
-
-
-# ---- the runtime ---------------------------------------------------------------------------------
 
 
 class NRIPlugin:
@@ -322,7 +163,7 @@ class NRIPlugin:
             request.SerializeToString(),
             timeout_seconds=self.call_timeout_seconds,
         )
-        return list(_parse(api_pb2.UpdateContainersResponse, payload).failed)
+        return list(parse_message(api_pb2.UpdateContainersResponse, payload).failed)
 
     # -- lifecycle
 

@@ -1,7 +1,7 @@
 """NodeResourceTopology (NRT): object model, per-zone accounting, pod-set fingerprint, CRD (pure core).
 
-Modules: ``model`` (the v1alpha2 object), ``podresources`` (kubelet PodResources values), ``state``
-(abstract allocation state), ``zones`` (per-NUMA-zone computation), ``fingerprint`` (``pfp0v001``),
+Modules: ``model`` (the v1alpha2 object), ``parse`` (reading it from JSON), ``podresources`` (kubelet
+PodResources values), ``state`` (abstract allocation state), ``zones`` (per-NUMA-zone computation), ``fingerprint`` (``pfp0v001``),
 ``crd`` (our CRD manifest and a JSON Schema for validation), ``errors``.
 """
 
@@ -25,10 +25,10 @@ from numaplane.nrt.model import (
     ResourceInfo,
     Zone,
     find_attribute,
-    parse_lenient,
     zone_name,
     zone_numa_id,
 )
+from numaplane.nrt.parse import parse_lenient
 from numaplane.nrt.state import ContainerAllocation, DeviceAssignment, MemoryBlock, NodeAllocationState
 from numaplane.nrt.zones import MachineView, NUMANodeView, ZoneConfig, compute_zones, make_nrt, zones_from_state
 

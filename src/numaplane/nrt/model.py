@@ -22,7 +22,7 @@ Invariants and conventions:
 * Zone names are free strings: a consumer decides what to do with zones that are not
   ``node-<id>`` (see :func:`zone_numa_id`) or whose ``type`` is not ``Node``.
 * Parsing never raises anything but :class:`~numaplane.nrt.errors.NRTFormatError` (naming the field)
-  for malformed input; :func:`parse_lenient` drops malformed zones, rows and attributes instead and
+  for malformed input; :func:`~numaplane.nrt.parse.parse_lenient` drops malformed zones, rows and attributes instead and
   reports them, for consumers that must keep going on foreign objects.
 * Dict-valued fields are excluded from hashing; everything else is hashable.
 """
@@ -34,9 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from numaplane.nrt.errors import NRTFormatError
-from numaplane.resources.errors import QuantityError
-from numaplane.resources.quantity import Quantity, format_quantity, parse_quantity
+from numaplane.resources.quantity import Quantity, format_quantity
 
 __all__ = [
     "API_VERSION",
@@ -53,7 +51,6 @@ __all__ = [
     "Zone",
     "find_attribute",
     "merge_attributes",
-    "parse_lenient",
     "set_attribute",
     "zone_name",
     "zone_numa_id",
@@ -254,17 +251,9 @@ class NodeResourceTopology:
 
         Raises :class:`NRTFormatError` naming the first malformed field.
         """
-        nrt, _ = _parse(doc, lenient=False)
-        return nrt
+        from numaplane.nrt.parse import parse_strict  # it imports this module
 
-
-def parse_lenient(doc: Any) -> tuple[NodeResourceTopology, tuple[NRTFormatError, ...]]:
-    """Parse, dropping malformed zones, resource rows, costs and attributes instead of failing.
-
-    Only a document that is not an object, or whose ``metadata.name`` is unusable, still raises
-    :class:`NRTFormatError`. Returns the object and the problems found (in document order).
-    """
-    return _parse(doc, lenient=True)
+        return parse_strict(doc)
 
 
 def zone_numa_id(name: str) -> int | None:
@@ -310,176 +299,5 @@ def merge_attributes(existing: Sequence[Attribute], updated: Iterable[Attribute]
     return out
 
 
-# --- parsing -----------------------------------------------------------------------------------------
-
-
-class _Problems:
-    """Collects problems in lenient mode; raises at the first one in strict mode."""
-
-    def __init__(self, lenient: bool) -> None:
-        self.lenient = lenient
-        self.found: list[NRTFormatError] = []
-
-    def report(self, error: NRTFormatError) -> None:
-        if not self.lenient:
-            raise error
-        self.found.append(error)
-
-
-def _parse(doc: Any, *, lenient: bool) -> tuple[NodeResourceTopology, tuple[NRTFormatError, ...]]:
-    if not isinstance(doc, Mapping):
-        raise NRTFormatError("$", f"expected an object, got {type(doc).__name__}")
-    problems = _Problems(lenient)
-    api_version = doc.get("apiVersion", API_VERSION)
-    if api_version not in (API_VERSION, API_VERSION_V1ALPHA1):
-        problems.report(NRTFormatError("$.apiVersion", f"expected {API_VERSION!r}, got {api_version!r}"))
-        api_version = API_VERSION
-    kind = doc.get("kind", KIND)
-    if kind != KIND:
-        problems.report(NRTFormatError("$.kind", f"expected {KIND!r}, got {kind!r}"))
-    metadata = _meta(doc.get("metadata"), problems)
-    policies: list[str] = []
-    for i, item in _items(doc, "topologyPolicies", "$", problems):
-        if isinstance(item, str):
-            policies.append(item)
-        else:
-            problems.report(NRTFormatError(f"$.topologyPolicies[{i}]", f"expected a string, got {item!r}"))
-    attributes = _attrs(doc, "$", problems)
-    if "zones" not in doc or doc["zones"] is None:
-        problems.report(NRTFormatError("$.zones", "missing (required)"))
-    zones: list[Zone] = []
-    for i, item in _items(doc, "zones", "$", problems):
-        try:
-            zones.append(_zone(item, f"$.zones[{i}]", problems))
-        except NRTFormatError as error:
-            problems.report(error)
-    nrt = NodeResourceTopology(metadata, tuple(zones), attributes, tuple(policies), str(api_version))
-    return nrt, tuple(problems.found)
-
-
-def _meta(doc: Any, problems: _Problems) -> ObjectMeta:
-    if not isinstance(doc, Mapping):
-        raise NRTFormatError("$.metadata", "missing or not an object")
-    name = doc.get("name")
-    if not isinstance(name, str) or not name:
-        raise NRTFormatError("$.metadata.name", f"expected a non-empty string, got {name!r}")
-    labels = _str_map(doc, "labels", problems)
-    annotations = _str_map(doc, "annotations", problems)
-    owners: list[OwnerReference] = []
-    for i, item in _items(doc, "ownerReferences", "$.metadata", problems):
-        where = f"$.metadata.ownerReferences[{i}]"
-        try:
-            if not isinstance(item, Mapping):
-                raise NRTFormatError(where, "not an object")
-            owners.append(
-                OwnerReference(
-                    _str(item, "apiVersion", where),
-                    _str(item, "kind", where),
-                    _str(item, "name", where),
-                    _str(item, "uid", where),
-                    _opt_bool(item, "controller", where),
-                    _opt_bool(item, "blockOwnerDeletion", where),
-                )
-            )
-        except NRTFormatError as error:
-            problems.report(error)
-    extra = {k: v for k, v in doc.items() if k not in ("name", "labels", "annotations", "ownerReferences")}
-    return ObjectMeta(name, labels, annotations, tuple(owners), extra)
-
-
-def _zone(doc: Any, where: str, problems: _Problems) -> Zone:
-    if not isinstance(doc, Mapping):
-        raise NRTFormatError(where, "not an object")
-    name = _str(doc, "name", where, allow_empty=True)
-    ztype = _str(doc, "type", where, allow_empty=True)
-    parent = doc.get("parent") or ""
-    if not isinstance(parent, str):
-        raise NRTFormatError(f"{where}.parent", f"expected a string, got {parent!r}")
-    costs: list[CostInfo] = []
-    for i, item in _items(doc, "costs", where, problems):
-        here = f"{where}.costs[{i}]"
-        try:
-            if not isinstance(item, Mapping):
-                raise NRTFormatError(here, "not an object")
-            value = item.get("value")
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise NRTFormatError(f"{here}.value", f"expected an integer, got {value!r}")
-            costs.append(CostInfo(_str(item, "name", here), value))
-        except NRTFormatError as error:
-            problems.report(error)
-    resources: list[ResourceInfo] = []
-    for i, item in _items(doc, "resources", where, problems):
-        try:
-            resources.append(_resource(item, f"{where}.resources[{i}]"))
-        except NRTFormatError as error:
-            problems.report(error)
-    return Zone(name, ztype, parent, tuple(costs), _attrs(doc, where, problems), tuple(resources))
-
-
-def _resource(doc: Any, where: str) -> ResourceInfo:
-    if not isinstance(doc, Mapping):
-        raise NRTFormatError(where, "not an object")
-    name = _str(doc, "name", where)
-    raws: list[QuantityText] = []
-    values: list[Quantity] = []
-    for key in ("capacity", "allocatable", "available"):
-        raw = doc.get(key)
-        if isinstance(raw, bool) or not isinstance(raw, str | int):
-            raise NRTFormatError(f"{where}.{key}", f"expected a quantity string or integer, got {raw!r}")
-        try:
-            values.append(parse_quantity(raw))
-        except QuantityError as error:
-            raise NRTFormatError(f"{where}.{key}", error.reason) from error
-        raws.append(raw)
-    return ResourceInfo(name, values[0], values[1], values[2], (raws[0], raws[1], raws[2]))
-
-
-def _attrs(doc: Mapping[str, Any], where: str, problems: _Problems) -> tuple[Attribute, ...]:
-    out: list[Attribute] = []
-    for i, item in _items(doc, "attributes", where, problems):
-        here = f"{where}.attributes[{i}]"
-        try:
-            if not isinstance(item, Mapping):
-                raise NRTFormatError(here, "not an object")
-            out.append(Attribute(_str(item, "name", here), _str(item, "value", here, allow_empty=True)))
-        except NRTFormatError as error:
-            problems.report(error)
-    return tuple(out)
-
-
 def _attrs_to_list(attributes: Iterable[Attribute]) -> list[dict[str, str]]:
     return [{"name": a.name, "value": a.value} for a in attributes]
-
-
-def _items(doc: Mapping[str, Any], key: str, where: str, problems: _Problems) -> Iterable[tuple[int, Any]]:
-    value = doc.get(key)
-    if value is None:
-        return ()
-    if not isinstance(value, list | tuple):
-        problems.report(NRTFormatError(f"{where}.{key}", f"expected a list, got {type(value).__name__}"))
-        return ()
-    return enumerate(value)
-
-
-def _str(doc: Mapping[str, Any], key: str, where: str, *, allow_empty: bool = False) -> str:
-    value = doc.get(key)
-    if not isinstance(value, str) or (not value and not allow_empty):
-        raise NRTFormatError(f"{where}.{key}", f"expected a non-empty string, got {value!r}")
-    return value
-
-
-def _opt_bool(doc: Mapping[str, Any], key: str, where: str) -> bool | None:
-    value = doc.get(key)
-    if value is not None and not isinstance(value, bool):
-        raise NRTFormatError(f"{where}.{key}", f"expected true or false, got {value!r}")
-    return value
-
-
-def _str_map(doc: Mapping[str, Any], key: str, problems: _Problems) -> dict[str, str]:
-    value = doc.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        problems.report(NRTFormatError(f"$.metadata.{key}", "expected an object of strings"))
-        return {}
-    return dict(value)

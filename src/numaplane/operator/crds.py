@@ -43,7 +43,7 @@ from numaplane.operator.schema import (
     rule,
     string,
 )
-from numaplane.policy.config import CONFIG_SCHEMA
+from numaplane.policy.config_schema import CONFIG_SCHEMA
 
 __all__ = ["all_crds", "node_resource_policy_crd", "numa_resources_operator_crd", "numa_resources_scheduler_crd"]
 

@@ -32,7 +32,8 @@ from numaplane.placement.filter import DEFAULT_OPTIONS, FilterOptions, NRTInput,
 from numaplane.placement.filter import filter as filter_node
 from numaplane.placement.kernels import Requests, Rows, align, charge, count_of, unit_score
 from numaplane.placement.node import NodeInfo, node_info
-from numaplane.placement.pipeline_numa import MAX_VECTOR_SLOTS, Distances, least_numa_scores
+from numaplane.placement.numa_combos import Distances
+from numaplane.placement.pipeline_numa import MAX_VECTOR_SLOTS, least_numa_scores
 from numaplane.placement.requests import (
     include_non_native,
     is_numa_affine,

@@ -34,20 +34,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from numaplane.limits import MAX_CPU_ID
+from numaplane.policy.config_schema import (
+    API_VERSION,
+    CONFIG_SCHEMA,
+    CPU_POLICIES,
+    KIND,
+    MEMORY_POLICIES,
+    TM_POLICIES,
+    TM_SCOPES,
+)
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.resources.errors import QuantityError
 from numaplane.resources.quantity import parse_quantity
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import CPUSetParseError
 
-__all__ = ["CONFIG_SCHEMA", "DeviceSpec", "NodeResourceConfig", "parse_config"]
-
-API_VERSION = "numaplane.io/v1"
-KIND = "NodeResourceConfig"
-TM_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
-TM_SCOPES = ("container", "pod")
-CPU_POLICIES = ("static", "none")
-MEMORY_POLICIES = ("Static", "None")
+__all__ = ["DeviceSpec", "NodeResourceConfig", "parse_config"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,72 +340,3 @@ def _devices(raw: Any, problems: list[str]) -> dict[str, tuple[DeviceSpec, ...]]
             )
         out[str(resource)] = tuple(specs)
     return out
-
-
-_OPTIONS_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": {"type": ["string", "boolean", "integer"]}}
-
-CONFIG_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "title": "numaplane NodeResourceConfig",
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "apiVersion": {"const": API_VERSION},
-        "kind": {"const": KIND},
-        "metadata": {"type": "object"},
-        "topologyManager": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "policy": {"enum": list(TM_POLICIES)},
-                "scope": {"enum": list(TM_SCOPES)},
-                "options": _OPTIONS_SCHEMA,
-            },
-        },
-        "cpuManager": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "policy": {"enum": list(CPU_POLICIES)},
-                "reservedCPUs": {"type": "string"},
-                "reservedCPUCount": {"type": "integer", "minimum": 0},
-                "options": _OPTIONS_SCHEMA,
-            },
-        },
-        "memoryManager": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "policy": {"enum": list(MEMORY_POLICIES)},
-                "reservedMemory": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "required": ["numaNode", "limits"],
-                        "properties": {
-                            "numaNode": {"type": "integer", "minimum": 0},
-                            "limits": {"type": "object", "additionalProperties": {"type": ["string", "integer"]}},
-                        },
-                    },
-                },
-            },
-        },
-        "devices": {
-            "type": "object",
-            "additionalProperties": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "required": ["id"],
-                    "properties": {
-                        "id": {"type": "string"},
-                        "numa": {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0}},
-                        "healthy": {"type": "boolean"},
-                    },
-                },
-            },
-        },
-    },
-}

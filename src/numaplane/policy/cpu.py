@@ -18,6 +18,11 @@ Errors: option / construction problems raise :class:`PolicyConfigError`; ``start
 
 Non-determinism of upstream (map order while validating state) is resolved as lowest ids / sorted
 names first.
+
+Why one module over 400 lines: :class:`StaticPolicy` follows ``pkg/kubelet/cm/cpumanager/policy_static.go``
+function by function (``Start``/``validateState``, ``Allocate``, ``GetTopologyHints``,
+``generateCPUTopologyHints``, ``RemoveContainer``) so a reviewer can read the two side by side; the options
+and reserved-CPU spec above it are only that policy's constructor inputs.
 """
 
 from __future__ import annotations

@@ -24,6 +24,11 @@ Invariants and conventions (kubelet-managers.md A.3–A.6):
 
 The per-topology :class:`TopologyIndex` (masks and membership lists) is built once per ``Topology``
 object and cached; all hot loops work on ints.
+
+Why one module over 400 lines: it follows ``pkg/kubelet/cm/cpumanager/cpu_assignment.go`` step for step
+(the ``cpuAccumulator`` and its orderings, ``takeByTopologyNUMAPacked``, ``takeByTopologyNUMADistributed``)
+so a reviewer can read the two side by side; :class:`TopologyIndex` is that file's ``CPUDetails`` queries
+precomputed as bitmasks.
 """
 
 from __future__ import annotations

@@ -14,6 +14,13 @@ empty node list; both mean "no NUMA affinity", but only ``None`` lets an init co
 reused under any mask (as upstream). Devices are freed per pod (:meth:`DevicePolicy.remove_pod`,
 like the kubelet); :meth:`DevicePolicy.remove_container` also exists for the resource manager.
 Allocation is all-or-nothing: on error nothing changes.
+
+Why one module over 400 lines: :class:`DevicePolicy` follows the kubelet's device manager function by
+function — ``pkg/kubelet/cm/devicemanager/topology_hints.go`` (``GetTopologyHints``,
+``GetPodTopologyHints``, ``generateDeviceTopologyHints``) and the allocation half of ``manager.go``
+(``devicesToAllocate``, ``filterByAffinity``, the init-container reuse) — and all of it reads and writes
+one allocation table, so a reviewer can check each step against upstream and the all-or-nothing rule
+in one place.
 """
 
 from __future__ import annotations

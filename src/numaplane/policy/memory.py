@@ -16,6 +16,10 @@ naming a NUMA node absent from the machine state is refused with a :class:`Memor
 gets a negative allocatable (upstream's unsigned arithmetic wraps around to a huge value); when no
 hint list for ``memory`` exists (hugepages requested without memory), the default hint comes from the
 first requested type (upstream would dereference a nil mask).
+
+Why one module over 400 lines: :class:`MemoryPolicy` follows ``pkg/kubelet/cm/memorymanager/policy_static.go``
+function by function (``Start``/``validateState``, ``Allocate``, ``GetTopologyHints``/``calculateHints``,
+``extendTopologyManagerHint``, the init-container reuse) so a reviewer can read the two side by side.
 """
 
 from __future__ import annotations

@@ -19,11 +19,8 @@ Rules implemented (upstream references in parentheses):
   the API server refuses such a pod, so it never exists); :func:`parse_pod` raises
   :class:`PodSpecError` naming the quantity, e.g. ``spec.containers[1].resources.requests.cpu``.
   Pods built directly from :class:`Pod` / :class:`Container` are not checked.
-* A Pod read from a user's file (``admit``, ``explain``, simulator workloads) goes through
-  :func:`pod_from_manifest`: the API server's defaulting first (:func:`apply_api_defaults`: a
-  container's missing request for a resource is its limit, ``SetDefaults_Pod``), then what the API
-  server would refuse is refused: another ``kind``, no containers, a request above its limit
-  (``ValidateResourceRequirements``). Pods read from the API server are already defaulted and valid.
+* A Pod read from a user's file goes through :func:`~numaplane.resources.manifest.pod_from_manifest`
+  (the API server's defaulting and validation first).
 """
 
 from __future__ import annotations
@@ -43,11 +40,9 @@ __all__ = [
     "QOSClass",
     "ResourceList",
     "add_resources",
-    "apply_api_defaults",
     "max_resources",
     "parse_pod",
     "parse_resource_list",
-    "pod_from_manifest",
 ]
 
 QOSClass = Literal["Guaranteed", "Burstable", "BestEffort"]
@@ -338,66 +333,3 @@ def parse_pod(doc: Any) -> Pod:
         phase=_opt_str(status.get("phase"), "status.phase") or "",
         raw=doc,
     )
-
-
-def apply_api_defaults(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of Pod JSON with the API server's resource defaulting applied (the input is not changed).
-
-    ``SetDefaults_Pod``: for every init and app container, each resource that has a limit but no
-    request gets the limit as its request (so ``limits: {cpu: 2, memory: 1Gi}`` alone is Guaranteed).
-    Anything malformed is left as it is for :func:`parse_pod` to report.
-    """
-    out = dict(doc)
-    spec = doc.get("spec")
-    if not isinstance(spec, Mapping):
-        return out
-    new_spec = dict(spec)
-    for key in ("initContainers", "containers"):
-        containers = spec.get(key)
-        if not isinstance(containers, list):
-            continue
-        new_spec[key] = [_default_container(c) for c in containers]
-    out["spec"] = new_spec
-    return out
-
-
-def _default_container(container: Any) -> Any:
-    if not isinstance(container, Mapping):
-        return container
-    resources = container.get("resources")
-    if not isinstance(resources, Mapping):
-        return container
-    limits = resources.get("limits")
-    requests = resources.get("requests") or {}
-    if not isinstance(limits, Mapping) or not limits or not isinstance(requests, Mapping):
-        return container
-    merged = dict(requests)
-    for name, value in limits.items():
-        merged.setdefault(name, value)
-    return {**container, "resources": {**resources, "requests": merged}}
-
-
-def pod_from_manifest(doc: Any) -> Pod:
-    """A Pod from a user's manifest, as the API server would store it (see the module docstring).
-
-    Raise :class:`PodSpecError` naming the field for another kind, no containers, a request above
-    its limit, or anything :func:`parse_pod` refuses."""
-    if not isinstance(doc, Mapping):
-        raise PodSpecError("$", "a pod must be a JSON object")
-    kind = doc.get("kind")
-    if kind is not None and kind != "Pod":
-        raise PodSpecError("kind", f"expected a Pod, got {kind!r}")
-    parse_pod(doc)  # errors name the field as the user wrote it (before defaulting copies a limit)
-    pod = parse_pod(apply_api_defaults(doc))
-    if not pod.containers:
-        raise PodSpecError("spec.containers", "a pod needs at least one container")
-    for prefix, containers in (("spec.initContainers", pod.init_containers), ("spec.containers", pod.containers)):
-        for i, c in enumerate(containers):
-            for name, request in c.requests.items():
-                limit = c.limits.get(name)
-                if limit is not None and request.amount > limit.amount:
-                    raise PodSpecError(
-                        f"{prefix}[{i}].resources.requests.{name}",
-                        f"{request} must be less than or equal to the {name} limit {limit}",
-                    )
-    return pod

@@ -23,7 +23,7 @@ Trace format (YAML or JSON)::
 An invalid entry raises :class:`WorkloadError` naming the file, the entry and the field; an unknown
 field is an error too (as ``kubectl --validate=strict``: a misspelt ``durration`` must not run pods
 forever). Times are seconds (floats). Each pod is defaulted and checked as the API server would
-(:func:`~numaplane.resources.pod.pod_from_manifest`): a request missing for a resource is its limit.
+(:func:`~numaplane.resources.manifest.pod_from_manifest`): a request missing for a resource is its limit.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from typing import Any
 
 from numaplane.limits import MAX_WORKLOAD_PODS
 from numaplane.resources.errors import PodSpecError
-from numaplane.resources.pod import Pod, parse_pod, pod_from_manifest
+from numaplane.resources.manifest import pod_from_manifest
+from numaplane.resources.pod import Pod, parse_pod
 from numaplane.sim.errors import WorkloadError
 
 __all__ = ["PodArrival", "WorkloadMix", "generate_workload", "parse_workload"]

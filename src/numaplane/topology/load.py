@@ -6,7 +6,7 @@ One place for the four inputs (DESIGN.md, "Topology"):
   what a name means belongs to the caller's layer);
 * a **topology document**: JSON or YAML, the format of ``Topology.to_dict`` (``--from`` output feeds
   back); a document without a name takes the file's stem;
-* a **sysfs folder**: a sysfs root or a snapshot folder holding one (:func:`~numaplane.topology.sysfs.find_sysfs_root`);
+* a **sysfs folder**: a sysfs root or a snapshot folder holding one (:func:`~numaplane.topology.snapshot.find_sysfs_root`);
 * a **snapshot archive** (``.tar.gz`` and the other tar forms), unpacked into a temporary folder that is
   removed afterwards; the machine is named after the archive and its ``source`` is ``sysfs:<archive>``.
 
@@ -27,7 +27,8 @@ from pathlib import Path
 from numaplane.documents import DocumentError, read_document
 from numaplane.topology.errors import TopologyFormatError, TopologyLoadError
 from numaplane.topology.model import Topology
-from numaplane.topology.sysfs import discover, find_sysfs_root, unpack_snapshot
+from numaplane.topology.snapshot import find_sysfs_root, unpack_snapshot
+from numaplane.topology.sysfs import discover
 
 __all__ = ["ARCHIVE_SUFFIXES", "archive_stem", "load_sysfs", "load_topology", "load_topology_file"]
 

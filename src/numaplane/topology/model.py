@@ -1,8 +1,9 @@
 """The machine model: logical CPUs, cores, sockets, NUMA nodes, caches, memory and PCI devices.
 
 Pure data (no I/O). A :class:`Topology` is built from a sysfs tree (``topology/sysfs.py``), from a
-topology JSON document (:func:`Topology.from_dict`, a superset of the conformance fixture format of
-``shared/conformance/SCHEMA.md`` §3) or synthetically (:func:`synthetic`).
+topology JSON document (:func:`Topology.from_dict`; the format, a superset of the conformance fixture
+format of ``shared/conformance/SCHEMA.md`` §3, is in :mod:`numaplane.topology.document`) or
+synthetically (:func:`synthetic`).
 
 Identity rules (the kubelet's, via cAdvisor):
 
@@ -28,7 +29,6 @@ from functools import cached_property
 from typing import Any
 
 from numaplane.topology.cpuset import CPUSet
-from numaplane.topology.errors import TopologyFormatError
 
 __all__ = [
     "CPUInfo",
@@ -263,133 +263,19 @@ class Topology:
         node = self.numa_by_id.get(a)
         return node.distances.get(b) if node else None
 
-    # -- serialisation ----------------------------------------------------------------------------
+    # -- serialisation (the document format lives in :mod:`numaplane.topology.document`) --------------
     def to_dict(self) -> dict[str, Any]:
         """The topology JSON document (superset of the conformance fixture format)."""
-        doc: dict[str, Any] = {"name": self.name}
-        if self.source:
-            doc["source"] = self.source
-        doc.update(
-            num_cpus=self.num_cpus,
-            num_cores=self.num_cores,
-            num_sockets=self.num_sockets,
-            num_numa_nodes=self.num_numa_nodes,
-            num_uncore_caches=self.num_uncore_caches,
-        )
-        for key, value in sorted(self.upstream.items()):
-            doc[f"upstream_{key}"] = value
-        if self.note:
-            doc["note"] = self.note
-        cpus: list[dict[str, Any]] = []
-        for c in self.cpus:
-            entry: dict[str, Any] = {
-                "cpu": c.cpu,
-                "core": c.core,
-                "socket": c.socket,
-                "numa": c.numa,
-                "uncore": c.uncore,
-            }
-            if c.die:
-                entry["die"] = c.die
-            if not c.online:
-                entry["online"] = False
-            if c.raw_core_id is not None:
-                entry["raw_core_id"] = c.raw_core_id
-            if c.raw_socket_id is not None:
-                entry["raw_socket_id"] = c.raw_socket_id
-            if c.core_type is not None:
-                entry["core_type"] = c.core_type
-            cpus.append(entry)
-        doc["cpus"] = cpus
-        if self.numa_nodes:
-            doc["numa_nodes"] = [_numa_to_dict(n) for n in self.numa_nodes]
-        if self.pci_devices:
-            doc["pci_devices"] = [_pci_to_dict(d) for d in self.pci_devices]
-        if self.isolated_cpus:
-            doc["isolated_cpus"] = self.isolated_cpus.format()
-        if self.attributes:
-            doc["attributes"] = dict(self.attributes)
-        return doc
+        from numaplane.topology.document import topology_to_dict  # it imports this module
+
+        return topology_to_dict(self)
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> Topology:
         """Build from a topology JSON document; raise :class:`TopologyFormatError` naming the field."""
-        if not isinstance(doc, Mapping):
-            raise TopologyFormatError("$", "a topology document must be a JSON object")
-        raw_cpus = doc.get("cpus")
-        if not isinstance(raw_cpus, list):
-            raise TopologyFormatError("$.cpus", "missing or not a list")
-        cpus: list[CPUInfo] = []
-        seen: set[int] = set()
-        for i, entry in enumerate(raw_cpus):
-            where = f"$.cpus[{i}]"
-            if not isinstance(entry, Mapping):
-                raise TopologyFormatError(where, "not an object")
-            cpu = _int(entry, "cpu", where)
-            if cpu in seen:
-                raise TopologyFormatError(where, f"CPU {cpu} listed twice")
-            seen.add(cpu)
-            cpus.append(
-                CPUInfo(
-                    cpu=cpu,
-                    core=_int(entry, "core", where),
-                    socket=_int(entry, "socket", where),
-                    numa=_int(entry, "numa", where),
-                    uncore=_int(entry, "uncore", where, default=0),
-                    die=_int(entry, "die", where, default=0),
-                    online=_bool(entry, "online", where, default=True),
-                    raw_core_id=_opt_int(entry, "raw_core_id", where),
-                    raw_socket_id=_opt_int(entry, "raw_socket_id", where),
-                    core_type=_opt_str(entry, "core_type", where),
-                )
-            )
-        cpus.sort(key=lambda c: c.cpu)
-        nodes = [_numa_from_dict(n, f"$.numa_nodes[{i}]") for i, n in enumerate(_list(doc, "numa_nodes"))]
-        node_ids = {n.id for n in nodes}
-        # Fixtures carry no NUMA node list: derive one (CPUs only) so every consumer sees the nodes.
-        by_numa: dict[int, int] = {}
-        for c in cpus:
-            if c.online:
-                by_numa[c.numa] = by_numa.get(c.numa, 0) | (1 << c.cpu)
-        for nid in sorted(set(by_numa) - node_ids):
-            nodes.append(NUMANode(id=nid, cpus=CPUSet.from_mask(by_numa[nid])))
-        nodes = [
-            n if n.cpus.mask == by_numa.get(n.id, 0) else _with_cpus(n, CPUSet.from_mask(by_numa.get(n.id, 0)))
-            for n in nodes
-        ]
-        nodes.sort(key=lambda n: n.id)
-        devices = [_pci_from_dict(d, f"$.pci_devices[{i}]") for i, d in enumerate(_list(doc, "pci_devices"))]
-        isolated_text = doc.get("isolated_cpus", "")
-        if not isinstance(isolated_text, str):
-            raise TopologyFormatError("$.isolated_cpus", "not a cpuset string")
-        try:
-            isolated = CPUSet.parse(isolated_text)
-        except ValueError as exc:
-            raise TopologyFormatError("$.isolated_cpus", str(exc)) from exc
-        upstream = {
-            key.removeprefix("upstream_"): _int(doc, key, "$")
-            for key in doc
-            if isinstance(key, str) and key.startswith("upstream_")
-        }
-        attributes = doc.get("attributes", {})
-        if not isinstance(attributes, Mapping):
-            raise TopologyFormatError("$.attributes", "not an object")
-        return cls(
-            cpus=tuple(cpus),
-            numa_nodes=tuple(nodes),
-            pci_devices=tuple(devices),
-            isolated_cpus=isolated,
-            name=str(doc.get("name", "")),
-            source=str(doc.get("source", "")),
-            note=str(doc.get("note", "")),
-            num_cpus_override=_opt_int(doc, "num_cpus", "$"),
-            num_cores_override=_opt_int(doc, "num_cores", "$"),
-            num_sockets_override=_opt_int(doc, "num_sockets", "$"),
-            num_numa_nodes_override=_opt_int(doc, "num_numa_nodes", "$"),
-            num_uncore_caches_override=_opt_int(doc, "num_uncore_caches", "$"),
-            upstream=upstream,
-            attributes=dict(attributes),
-        )
+        from numaplane.topology.document import topology_from_dict  # it imports this module
+
+        return topology_from_dict(doc)
 
 
 def synthetic(
@@ -454,149 +340,3 @@ def _group(cpus: Iterable[CPUInfo], key: Any) -> Mapping[int, CPUSet]:
         k = key(c)
         masks[k] = masks.get(k, 0) | (1 << c.cpu)
     return {k: CPUSet.from_mask(masks[k]) for k in sorted(masks)}
-
-
-def _with_cpus(node: NUMANode, cpus: CPUSet) -> NUMANode:
-    return NUMANode(
-        id=node.id,
-        cpus=cpus,
-        memory_total_bytes=node.memory_total_bytes,
-        memory_free_bytes=node.memory_free_bytes,
-        hugepages=node.hugepages,
-        distances=node.distances,
-        online=node.online,
-    )
-
-
-def _numa_to_dict(n: NUMANode) -> dict[str, Any]:
-    doc: dict[str, Any] = {"id": n.id, "cpus": n.cpus.format(), "memory_total_bytes": n.memory_total_bytes}
-    if n.memory_free_bytes is not None:
-        doc["memory_free_bytes"] = n.memory_free_bytes
-    if n.hugepages:
-        doc["hugepages"] = [
-            {"page_size_bytes": h.page_size_bytes, "total": h.total} | ({"free": h.free} if h.free is not None else {})
-            for h in n.hugepages
-        ]
-    if n.distances:
-        doc["distances"] = {str(k): v for k, v in sorted(n.distances.items())}
-    if not n.online:
-        doc["online"] = False
-    return doc
-
-
-def _numa_from_dict(doc: Any, where: str) -> NUMANode:
-    if not isinstance(doc, Mapping):
-        raise TopologyFormatError(where, "not an object")
-    cpus_text = doc.get("cpus", "")
-    if not isinstance(cpus_text, str):
-        raise TopologyFormatError(f"{where}.cpus", "not a cpuset string")
-    try:
-        cpus = CPUSet.parse(cpus_text)
-    except ValueError as exc:
-        raise TopologyFormatError(f"{where}.cpus", str(exc)) from exc
-    hugepages = []
-    for i, h in enumerate(_list(doc, "hugepages", where)):
-        hw = f"{where}.hugepages[{i}]"
-        if not isinstance(h, Mapping):
-            raise TopologyFormatError(hw, "not an object")
-        hugepages.append(
-            HugePages(
-                page_size_bytes=_int(h, "page_size_bytes", hw),
-                total=_int(h, "total", hw),
-                free=_opt_int(h, "free", hw),
-            )
-        )
-    raw_dist = doc.get("distances", {})
-    if not isinstance(raw_dist, Mapping):
-        raise TopologyFormatError(f"{where}.distances", "not an object")
-    distances: dict[int, int] = {}
-    for k, v in raw_dist.items():
-        try:
-            distances[int(k)] = int(v)
-        except (TypeError, ValueError) as exc:
-            raise TopologyFormatError(f"{where}.distances.{k}", "not an integer") from exc
-    return NUMANode(
-        id=_int(doc, "id", where),
-        cpus=cpus,
-        memory_total_bytes=_int(doc, "memory_total_bytes", where, default=0),
-        memory_free_bytes=_opt_int(doc, "memory_free_bytes", where),
-        hugepages=tuple(hugepages),
-        distances=distances,
-        online=_bool(doc, "online", where, default=True),
-    )
-
-
-def _pci_to_dict(d: PCIDevice) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "address": d.address,
-        "vendor": d.vendor,
-        "device": d.device,
-        "class": d.class_code,
-        "numa_node": d.numa_node,
-    }
-    if d.driver is not None:
-        doc["driver"] = d.driver
-    if d.sriov_totalvfs is not None:
-        doc["sriov_totalvfs"] = d.sriov_totalvfs
-    if d.physfn is not None:
-        doc["physfn"] = d.physfn
-    return doc
-
-
-def _pci_from_dict(doc: Any, where: str) -> PCIDevice:
-    if not isinstance(doc, Mapping):
-        raise TopologyFormatError(where, "not an object")
-    address = doc.get("address")
-    if not isinstance(address, str) or not address:
-        raise TopologyFormatError(f"{where}.address", "missing or not a string")
-    return PCIDevice(
-        address=address,
-        vendor=str(doc.get("vendor", "")),
-        device=str(doc.get("device", "")),
-        class_code=str(doc.get("class", "")),
-        numa_node=_int(doc, "numa_node", where, default=-1),
-        driver=_opt_str(doc, "driver", where),
-        sriov_totalvfs=_opt_int(doc, "sriov_totalvfs", where),
-        physfn=_opt_str(doc, "physfn", where),
-    )
-
-
-_MISSING = object()
-
-
-def _int(doc: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) -> int:
-    value = doc.get(key, default)
-    if value is _MISSING:
-        raise TopologyFormatError(f"{where}.{key}", "missing")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TopologyFormatError(f"{where}.{key}", f"expected an integer, got {value!r}")
-    return value
-
-
-def _opt_int(doc: Mapping[str, Any], key: str, where: str) -> int | None:
-    if doc.get(key) is None:
-        return None
-    return _int(doc, key, where)
-
-
-def _opt_str(doc: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = doc.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise TopologyFormatError(f"{where}.{key}", f"expected a string, got {value!r}")
-    return value
-
-
-def _bool(doc: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
-    value = doc.get(key, default)
-    if not isinstance(value, bool):
-        raise TopologyFormatError(f"{where}.{key}", f"expected true or false, got {value!r}")
-    return value
-
-
-def _list(doc: Mapping[str, Any], key: str, where: str = "$") -> list[Any]:
-    value = doc.get(key, [])
-    if not isinstance(value, list):
-        raise TopologyFormatError(f"{where}.{key}", "not a list")
-    return value

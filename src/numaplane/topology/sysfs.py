@@ -1,7 +1,7 @@
 """Discover a machine's topology from a Linux sysfs tree (an adapter: this module reads files).
 
 ``root`` is ``/`` (this machine) or an unpacked snapshot whose top folder holds ``sys/`` (and maybe
-``proc/``). :func:`discover` returns a :class:`Topology` following the identity rules of
+``proc/``; :mod:`numaplane.topology.snapshot` finds and unpacks those). :func:`discover` returns a :class:`Topology` following the identity rules of
 ``topology/model.py``; :func:`discover_with_warnings` also returns what discovery had to guess. The
 warnings are stored in ``Topology.attributes["warnings"]`` as well, next to
 ``attributes["sysfs"]`` (the raw CPU and node lists: ``cpu_possible``, ``cpu_offline``,
@@ -40,17 +40,10 @@ Sources and rules (fallbacks are warned about, malformed content raises :class:`
 
 from __future__ import annotations
 
-import lzma
-import os
-import posixpath
 import re
-import tarfile
-import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from numaplane.limits import MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_MEMBERS
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import SysfsError
 from numaplane.topology.model import CPUInfo, NUMANode, PCIDevice, Topology
@@ -58,7 +51,7 @@ from numaplane.topology.sysfs_numa import read_numa
 from numaplane.topology.sysfs_parse import parse_bool, parse_cpulist
 from numaplane.topology.sysfs_reader import Reader
 
-__all__ = ["Discovery", "discover", "discover_with_warnings", "find_sysfs_root", "unpack_snapshot"]
+__all__ = ["Discovery", "discover", "discover_with_warnings"]
 
 CPU_DIR = "sys/devices/system/cpu"
 NODE_DIR = "sys/devices/system/node"
@@ -138,115 +131,6 @@ def discover_with_warnings(root: str | Path = "/") -> Discovery:
         attributes={"warnings": list(warnings), "sysfs": raw_lists},
     )
     return Discovery(topology, tuple(warnings))
-
-
-def find_sysfs_root(folder: str | Path) -> Path:
-    """``folder`` if it holds ``sys/``, else its only sub-folder that does (a snapshot's top folder).
-
-    Raises :class:`SysfsError` when neither is the case.
-    """
-    base = Path(folder)
-    if (base / "sys").is_dir():
-        return base
-    try:
-        candidates = [d for d in base.iterdir() if d.is_dir() and (d / "sys").is_dir()]
-    except OSError as exc:
-        raise SysfsError(str(base), exc.strerror or str(exc)) from None
-    if len(candidates) == 1:
-        return candidates[0]
-    reason = "several snapshot folders" if candidates else "no sys/ folder"
-    raise SysfsError(str(base), f"{reason}: expected a sysfs root (a folder holding sys/)")
-
-
-def unpack_snapshot(archive: str | Path, dest: str | Path) -> Path:
-    """Unpack a snapshot archive (``.tar``, ``.tar.gz``, …) into ``dest``; return its sysfs root.
-
-    Untrusted archives are safe to unpack (even as root): every member first passes the standard
-    library's ``data`` extraction filter (no absolute names, no ``..``, nothing resolving outside
-    ``dest`` on disk, no device or set-id files, no ownership taken from the archive), then ours:
-    names are normalised (``./a//b`` is ``a/b``) before any check, only regular files, directories
-    and symlinks are extracted (no hard links), a name may appear once (a symlink cannot be re-pointed
-    after its check), no member goes through an extracted symlink, and a symlink's target must stay
-    inside ``dest`` both lexically and resolved. At most ``MAX_SNAPSHOT_MEMBERS`` members and
-    ``MAX_SNAPSHOT_BYTES`` of file data (:mod:`numaplane.limits`). Errors are :class:`SysfsError`.
-    """
-    target = Path(dest)
-    target.mkdir(parents=True, exist_ok=True)
-    check = _SafeMembers(target)
-    try:
-        with tarfile.open(archive) as tar:
-            tar.extractall(target, members=check.bounded(tar), filter=check)
-    except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, RecursionError) as exc:
-        raise SysfsError(str(archive), f"cannot unpack snapshot: {exc}") from None
-    return find_sysfs_root(target)
-
-
-_MAX_NAME_CHARS = 1024  # sysfs paths are < 200 characters; far below PATH_MAX (realpath's blind spot)
-
-
-class _SafeMembers:
-    """A tarfile extraction filter for untrusted snapshots (see :func:`unpack_snapshot`)."""
-
-    def __init__(self, dest: Path) -> None:
-        self.root = os.path.realpath(dest)
-        self.links: set[str] = set()
-        self.seen: set[str] = set()
-
-    def bounded(self, tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
-        """The members, read one at a time, refusing the archive past the count and size limits."""
-        count = size = 0
-        while (member := tar.next()) is not None:
-            count += 1
-            size += max(member.size, 0)
-            if count > MAX_SNAPSHOT_MEMBERS:
-                raise tarfile.TarError(f"more than {MAX_SNAPSHOT_MEMBERS} members")
-            if size > MAX_SNAPSHOT_BYTES:
-                raise tarfile.TarError(f"more than {MAX_SNAPSHOT_BYTES} bytes of files")
-            yield member
-
-    def __call__(self, member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-        raw = member.name
-        if len(raw) > _MAX_NAME_CHARS or "\0" in raw:
-            raise tarfile.TarError(f"{raw[:80]}...: name too long")
-        if raw.startswith("/") or ".." in raw.split("/"):
-            raise tarfile.TarError(f"{raw}: path leaves the destination")
-        name = posixpath.normpath(raw)
-        if name == ".":
-            return None  # the archive's own top folder entry
-        parts = name.split("/")
-        if ".." in parts:
-            raise tarfile.TarError(f"{raw}: path leaves the destination")
-        if name in self.seen:
-            raise tarfile.TarError(f"{raw}: appears twice in the archive")
-        self.seen.add(name)
-        if any("/".join(parts[:i]) in self.links for i in range(1, len(parts))):
-            raise tarfile.TarError(f"{raw}: path goes through a symlink")
-        if not (member.isfile() or member.isdir() or member.issym()):
-            raise tarfile.TarError(f"{raw}: not a regular file, directory or symlink")
-        on_disk = os.path.join(self.root, *parts)
-        parent = os.path.dirname(on_disk)
-        if os.path.lexists(parent) and not os.path.isdir(parent):
-            raise tarfile.TarError(f"{raw}: its parent is not a directory")
-        if not member.isdir() and os.path.lexists(on_disk):
-            # tarfile would replace it, and fall back to copying the link's target when a symlink
-            # cannot be made (recursively, for a link to its own folder)
-            raise tarfile.TarError(f"{raw}: already exists")
-        filtered = tarfile.data_filter(member.replace(name=name, deep=False), dest)
-        if filtered is None:  # pragma: no cover - data_filter refuses by raising
-            return None
-        if member.issym():
-            link = member.linkname
-            lexical = posixpath.normpath(posixpath.join(posixpath.dirname(name), link))
-            if link.startswith("/") or lexical == ".." or lexical.startswith("../"):
-                raise tarfile.TarError(f"{raw}: link target {link} leaves the destination")
-            resolved = os.path.realpath(os.path.join(self.root, *parts[:-1], link))
-            if os.path.commonpath([resolved, self.root]) != self.root:
-                raise tarfile.TarError(f"{raw}: link target {link} leaves the destination")
-            self.links.add(name)
-            return filtered
-        if member.isdir():
-            return filtered.replace(mode=((filtered.mode or 0o755) | 0o700) & 0o755, deep=False)
-        return filtered
 
 
 # -- CPUs -----------------------------------------------------------------------------------------

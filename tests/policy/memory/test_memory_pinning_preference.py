@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from numaplane.policy.manager import ResourceManager
-from numaplane.resources.pod import pod_from_manifest
+from numaplane.resources.manifest import pod_from_manifest
 from numaplane.sim.cluster import load_topology
 
 STATIC = {

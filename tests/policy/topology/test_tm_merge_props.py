@@ -8,13 +8,9 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from numaplane.policy.hint_merge import ProviderHints, filter_providers_hints
 from numaplane.policy.hints import NUMAMask, TopologyHint, achievable_ands
-from numaplane.policy.topology_manager import (
-    POLICY_SINGLE_NUMA_NODE,
-    ProviderHints,
-    TopologyManager,
-    filter_providers_hints,
-)
+from numaplane.policy.topology_manager import POLICY_SINGLE_NUMA_NODE, TopologyManager
 
 POLICIES = ["best-effort", "restricted", "single-numa-node"]
 

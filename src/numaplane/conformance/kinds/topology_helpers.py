@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from numaplane.conformance.outcome import CaseContext, Outcome
+from numaplane.policy.hint_merge import HintMerger, max_of_min_affinity_counts
 from numaplane.policy.hints import TopologyHint
-from numaplane.policy.topology_manager import HintMerger, max_of_min_affinity_counts
 
 
 def run(case: dict[str, Any], ctx: CaseContext) -> Outcome:

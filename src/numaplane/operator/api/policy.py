@@ -2,7 +2,7 @@
 
 ``spec.nodeGroup`` names a node group of the ``NUMAResourcesOperator`` whose enforcement mode is
 ``agent``; ``spec.config`` is the agent's configuration document (the schema is
-:data:`numaplane.policy.config.CONFIG_SCHEMA`, without ``apiVersion``/``kind``/``metadata``, which
+:data:`numaplane.policy.config_schema.CONFIG_SCHEMA`, without ``apiVersion``/``kind``/``metadata``, which
 the operator fills in). The operator renders it into the ConfigMap the group's agents read; the
 agents reload it without restarting, and report per node whether they applied it.
 
@@ -21,9 +21,9 @@ from typing import Any
 
 from numaplane.operator.api.meta import API_VERSION, ObjectMeta, Problems, valid_dns_label
 from numaplane.operator.errors import SpecError
-from numaplane.policy.config import API_VERSION as CONFIG_API_VERSION
-from numaplane.policy.config import KIND as CONFIG_KIND
 from numaplane.policy.config import parse_config
+from numaplane.policy.config_schema import API_VERSION as CONFIG_API_VERSION
+from numaplane.policy.config_schema import KIND as CONFIG_KIND
 from numaplane.policy.errors import PolicyConfigError
 
 __all__ = ["KIND", "NodeResourcePolicy", "config_revision", "default_config_document"]
