@@ -54,8 +54,8 @@ from numaplane.agent.metrics import AgentMetrics
 from numaplane.agent.runner import StateRunner, UpdateSender
 from numaplane.agent.state import CpusetUpdate, NodeAgentState, cpuset_text
 from numaplane.nri.errors import StatusCode, StatusError
-from numaplane.nri.plugin import BaseHandler, event_mask
 from numaplane.nri.proto import api_pb2
+from numaplane.nri.service import BaseHandler, event_mask
 from numaplane.nri.translate import container_from_pb, linux_cpu, sandbox_from_pb, update_to_pb
 
 __all__ = ["EVENTS", "AgentHandler", "StateRunner", "UpdateSender"]
@@ -84,7 +84,7 @@ def _event_name(kind: int) -> str:
 
 
 class AgentHandler(BaseHandler):
-    """The NRI :class:`~numaplane.nri.plugin.Handler` of the agent (see the module docstring)."""
+    """The NRI :class:`~numaplane.nri.service.Handler` of the agent (see the module docstring)."""
 
     events = EVENTS
 

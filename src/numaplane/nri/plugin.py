@@ -43,16 +43,13 @@ from numaplane.nri.proto import api_pb2
 from numaplane.nri.protocol import RequestReceived, Role
 from numaplane.nri.service import (
     DEADLINE_GRACE_SECONDS,
-    BaseHandler,
     Handler,
     dispatch,
-    event_mask,
     parse_message,
 )
 from numaplane.nri.transport import AsyncConnection, Reply
 
-# BaseHandler and event_mask are re-exported for the agent's handler, which imports them from here.
-__all__ = ["DEFAULT_SOCKET_PATH", "RUNTIME_SERVICE", "BaseHandler", "NRIPlugin", "event_mask"]
+__all__ = ["DEFAULT_SOCKET_PATH", "RUNTIME_SERVICE", "NRIPlugin"]
 
 log = logging.getLogger(__name__)
 
