@@ -261,8 +261,6 @@ class NRTPublisher:
         pods = self.manager.pods
         known = self._known
         hashes = self._hashes
-        for uid in known.keys() - pods.keys():
-            del hashes[bisect_left(hashes, known.pop(uid)[1])]
         for uid, pod in pods.items():
             seen = known.get(uid)
             if seen is None or seen[0] is not pod:
@@ -271,6 +269,9 @@ class NRTPublisher:
                 value = _pod_hash(pod.namespace, pod.name)
                 known[uid] = (pod, value)
                 insort(hashes, value)
+        if len(known) > len(pods):  # every pod is known now: the extra uids are the ones that went
+            for uid in known.keys() - pods.keys():
+                del hashes[bisect_left(hashes, known.pop(uid)[1])]
         return sign_sorted(hashes)
 
 
