@@ -198,6 +198,7 @@ class NRTPublisher:
         self._machine = MachineView.from_topology(manager.topology)
         self._basis: ZoneBasis | None = None
         self._zones: dict[tuple[int, tuple[tuple[str, int], ...]], Zone] = {}  # (numa, used) → zone
+        self._last: list[tuple[Mapping[str, int], Zone] | None] = []  # per template: last used amounts, zone
         self._known: dict[str, tuple[Pod, int]] = {}  # uid → (pod, hash) as last published
         self._hashes: list[int] = []  # the hashes of ``_known``, sorted
 
@@ -208,6 +209,7 @@ class NRTPublisher:
             allocatable, _ = allocation_state(manager).to_podresources()
             self._basis = ZoneBasis(self.node_name, self._machine, allocatable)
             self._zones = {}
+            self._last = [None] * len(self._basis.templates)
         return self._basis
 
     def publish(self) -> NodeResourceTopology:
@@ -234,9 +236,14 @@ class NRTPublisher:
                 )
         used = usage.totals()
         memo = self._zones
+        last = self._last
         zones = []
-        for template in basis.templates:
+        for i, template in enumerate(basis.templates):
             node_used = used.get(template.numa, _NOTHING)
+            previous = last[i]
+            if previous is not None and previous[0] == node_used:  # this zone's use is unchanged
+                zones.append(previous[1])
+                continue
             key = (template.numa, tuple(node_used.items()))
             zone = memo.get(key)
             if zone is None:
@@ -244,6 +251,7 @@ class NRTPublisher:
                 if len(memo) >= _ZONE_MEMO:
                     memo.clear()
                 memo[key] = zone
+            last[i] = (node_used, zone)
             zones.append(zone)
         if vendor_plugins(manager):
             zones = _with_vendor_rows(zones, vendor_amounts(manager))

@@ -1,17 +1,14 @@
 """Per-NUMA-zone capacity / allocatable / available, as the upstream exporter (RTE) computes them.
 
-Inputs: the machine view (CPU → NUMA map, distances, MemTotal and hugepages per node), the kubelet
+Inputs: the machine view (CPU → NUMA map, distances, MemTotal and hugepages per node) and a
+:class:`ZoneConfig` (both in :mod:`numaplane.nrt.zone_inputs`, re-exported here), the kubelet
 PodResources ``GetAllocatableResources`` and ``List`` responses (:mod:`numaplane.nrt.podresources`
-values, or their JSON), and a :class:`ZoneConfig` (the machine view and the config are in
-:mod:`numaplane.nrt.zone_inputs`, re-exported here). A second entry point, :func:`zones_from_state`,
-takes an abstract :class:`NodeAllocationState` (what our resource manager holds).
+values, or their JSON); :func:`zones_from_state` takes an abstract :class:`NodeAllocationState` instead.
 
-The rules below are written once, in three parts that every zone computation drives:
-:class:`ZoneBasis` (the allocatable side: one :class:`ZoneTemplate` per NUMA node), :class:`ZoneUsage`
-(the exclusive use per NUMA node) and :meth:`ZoneTemplate.zone` (one zone from its node's use).
-:func:`compute_zones` feeds them the PodResources answers and builds every zone;
-:class:`numaplane.nrt.from_manager.NRTPublisher` keeps one basis per configuration, feeds a fresh
-:class:`ZoneUsage` from the resource manager's state and rebuilds only the zones whose use changed.
+The rules below are written once, in :class:`ZoneBasis` (the allocatable side, a :class:`ZoneTemplate`
+per NUMA node), :class:`ZoneUsage` (exclusive use per NUMA node) and :meth:`ZoneTemplate.zone` (one
+zone). :func:`compute_zones` drives them; so does :class:`~numaplane.nrt.from_manager.NRTPublisher`,
+incrementally (it rebuilds only the zones whose use changed).
 
 Rules (units: CPUs and devices are counts, memory and hugepages bytes):
 
@@ -53,6 +50,7 @@ Decisions where upstream exporters disagree or are loose (kubelet-consistent cho
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -93,6 +91,7 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True, slots=True)
 class ZoneTemplate:
     """The fixed part of one NUMA node's zone: name, costs, attributes and its rows
     ``(resource, capacity, allocatable)`` (sorted by name, excluded resources dropped).
@@ -100,28 +99,16 @@ class ZoneTemplate:
     :meth:`zone` is the one per-zone rule: available = allocatable − used, clamped at 0.
     """
 
-    __slots__ = ("attributes", "costs", "name", "numa", "rows")
-
-    def __init__(
-        self,
-        numa: int,
-        costs: tuple[CostInfo, ...],
-        attributes: tuple[Attribute, ...],
-        rows: tuple[tuple[str, int, int], ...],
-    ) -> None:
-        self.numa = numa
-        self.name = zone_name(numa)
-        self.costs = costs
-        self.attributes = attributes
-        self.rows = rows
+    numa: int
+    name: str
+    costs: tuple[CostInfo, ...]
+    attributes: tuple[Attribute, ...]
+    rows: tuple[tuple[str, int, int], ...]
 
     def zone(self, used: Mapping[str, int]) -> Zone:
         """This zone with ``used`` (resource → exclusive amount on this NUMA node) charged."""
-        resources = tuple(
-            resource_row(name, capacity, alloc, max(alloc - used.get(name, 0), 0))
-            for name, capacity, alloc in self.rows
-        )
-        return Zone(self.name, ZONE_TYPE_NODE, "", self.costs, self.attributes, resources)
+        rows = [resource_row(name, cap, alloc, max(alloc - used.get(name, 0), 0)) for name, cap, alloc in self.rows]
+        return Zone(self.name, ZONE_TYPE_NODE, "", self.costs, self.attributes, tuple(rows))
 
 
 class ZoneBasis:
@@ -166,6 +153,7 @@ class ZoneBasis:
         self.templates = tuple(
             ZoneTemplate(
                 node.id,
+                zone_name(node.id),
                 tuple(CostInfo(zone_name(dst), d) for dst, d in sorted(node.distances.items()) if dst >= 0),
                 tuple(config.zone_attributes.get(node.id, ())),
                 _template_rows(node, alloc.get(node.id), excluded),
@@ -262,10 +250,11 @@ def compute_zones(
         for container in pod.containers:
             usage.add_cpu_ids(container.cpu_ids)
             if container.devices:
-                usage.add_devices((d.resource_name, d.device_ids, d.numa_nodes) for d in container.devices)
+                usage.add_devices([(d.resource_name, d.device_ids, d.numa_nodes) for d in container.devices])
             if not pod.memory:
                 blocks.extend(container.memory)
-        usage.add_memory((b.memory_type, b.size_bytes, b.numa_nodes) for b in blocks)
+        if blocks:
+            usage.add_memory([(b.memory_type, b.size_bytes, b.numa_nodes) for b in blocks])
     return basis.zones(usage.totals())
 
 
@@ -320,7 +309,7 @@ def _span(
     spans: dict[tuple[int, ...], tuple[int, ...]], numa_ids: frozenset[int], affinity: tuple[int, ...]
 ) -> tuple[int, ...]:
     """The machine's nodes of ``affinity``, ascending and once each (remembered in ``spans``)."""
-    nodes = spans[affinity] = tuple(sorted({n for n in affinity if n in numa_ids}))
+    spans[affinity] = nodes = tuple(sorted({n for n in affinity if n in numa_ids}))
     return nodes
 
 
