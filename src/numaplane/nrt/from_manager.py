@@ -186,9 +186,10 @@ class NRTPublisher:
     has not seen, then adds the vendor rows and the pod fingerprint. Tests check that it equals
     :func:`node_nrt` on random allocation streams.
 
-    Between publishes it keeps: each zone object per set of used amounts (zones are immutable) and the
-    sorted hashes of the pods it last saw (per uid: the pod object and its hash), updated by the uids
-    that went and the pods that are new.
+    Between publishes it keeps: per NUMA node the used amounts and zone of the last publish, each zone
+    object per set of used amounts (zones are immutable; at most ``_ZONE_MEMO``; both dropped with
+    the basis when the configuration changes), and the sorted hashes of the pods it last saw (per uid: the
+    pod object and its hash), updated by the pods that are new and the uids that went.
     """
 
     def __init__(self, manager: ResourceManager, node_name: str) -> None:
