@@ -79,3 +79,21 @@ def test_publisher_equals_node_nrt(stream: Any, policy: str) -> None:
         slow = node_nrt(rm, "n1")
         assert fast.to_dict() == slow.to_dict() and fast == slow
         jsonschema.validate(fast.to_dict(), schema)
+
+
+def test_publisher_rebuilds_only_the_zones_whose_use_changed() -> None:
+    topo = synthetic(sockets=2, numa_per_socket=2, cores_per_numa=4, threads_per_core=2)
+    rm = ResourceManager(
+        topo, {"topologyManager": {"policy": "single-numa-node"}, "cpuManager": {"reservedCPUCount": 2}}
+    )
+    publisher = NRTPublisher(rm, "n1")
+    before = publisher.publish().zones
+    assert rm.admit(_pod("p1", 2, 1, 0, 0, True)).admitted
+    after = publisher.publish().zones
+    changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a is not b]
+    assert len(changed) == 1  # a single-numa-node pod changes one zone; the others are the same objects
+    row = after[changed[0]].resource("cpu")
+    assert row is not None and row.allocatable.value() - row.available.value() == 2
+    assert after == node_nrt(rm, "n1").zones
+    rm.remove("p1")
+    assert publisher.publish().zones == before

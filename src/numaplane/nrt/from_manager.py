@@ -15,7 +15,8 @@ out-of-process plugin answers them from the cache its driver keeps, see ``grpcap
 Vendor plugins' ``allocatable()`` / ``available()`` per-NUMA amounts become rows of the NRT zones
 (:func:`vendor_amounts`); their devices (inventory and allocations) are in the PodResources answers
 (``allocation_state(..., vendor_devices=True)``), the zone computation leaves them out.
-:class:`NRTPublisher`'s incremental path still reads the built-in plugins' states directly (it is
+:class:`NRTPublisher` is an incremental driver of the same zone rules (:mod:`numaplane.nrt.zones`):
+only its reading of what is in use differs — it reads the built-in plugins' states directly (it is
 checked equal to :func:`node_nrt`).
 """
 
@@ -27,10 +28,9 @@ from dataclasses import replace
 from functools import lru_cache
 
 from numaplane.nrt.fingerprint import METHOD_ALL, compute_fingerprint, pod_hash, sign_sorted
-from numaplane.nrt.model import ZONE_TYPE_NODE, CostInfo, NodeResourceTopology, ResourceInfo, Zone
-from numaplane.nrt.podresources import ContainerMemory
+from numaplane.nrt.model import NodeResourceTopology, Zone
 from numaplane.nrt.state import ContainerAllocation, DeviceAssignment, MemoryBlock, NodeAllocationState
-from numaplane.nrt.zones import MachineView, ZoneConfig, charge_spanning, make_nrt, zones_from_state
+from numaplane.nrt.zones import MachineView, ZoneBasis, ZoneConfig, make_nrt, resource_row, zones_from_state
 from numaplane.policy.manager import ResourceManager
 from numaplane.policy.plugin import PluginAllocation, ResourcePlugin, inventory_of
 from numaplane.resources.pod import Pod
@@ -71,7 +71,7 @@ def _with_vendor_rows(zones: Sequence[Zone], rows: Mapping[int, Mapping[str, tup
             out.append(zone)
             continue
         kept = [r for r in zone.resources if r.name not in extra]
-        added = [_row(name, alloc, alloc, free) for name, (alloc, free) in extra.items()]
+        added = [resource_row(name, alloc, alloc, free) for name, (alloc, free) in extra.items()]
         out.append(replace(zone, resources=tuple(sorted([*kept, *added], key=lambda r: r.name))))
     return out
 
@@ -176,104 +176,83 @@ def node_nrt(
 class NRTPublisher:
     """Fast, incremental :func:`node_nrt` for one node: same object, a fraction of the cost.
 
-    The allocatable side (per-zone allocatable and capacity, costs) is computed once through
-    :func:`node_nrt`'s own path and reused while the manager's configuration is unchanged; each
-    :meth:`publish` then only recomputes what is in use — exclusive CPUs, pinned memory blocks
-    (multi-node blocks charged as :mod:`numaplane.nrt.zones` does) and devices — and the pod
-    fingerprint. Tests check that it equals :func:`node_nrt` on random allocation streams.
+    It drives the zone rules of :mod:`numaplane.nrt.zones` (no rule of its own): the
+    :class:`~numaplane.nrt.zones.ZoneBasis` (per-zone allocatable, capacity, costs) is built from
+    :func:`allocation_state`'s allocatable side and kept while the manager's configuration object is
+    unchanged; each :meth:`publish` feeds a fresh :class:`~numaplane.nrt.zones.ZoneUsage` what is in
+    use — the cpu plugin's exclusive CPUs, the memory plugin's pinned blocks, the devices plugin's
+    healthy allocated devices, read from their states (cheaper than their ``allocations()`` records)
+    — and calls :meth:`~numaplane.nrt.zones.ZoneTemplate.zone` only for a zone whose used amounts it
+    has not seen, then adds the vendor rows and the pod fingerprint. Tests check that it equals
+    :func:`node_nrt` on random allocation streams.
 
-    Between publishes it keeps: each zone object per set of used amounts (zones are immutable), the
-    NUMA nodes of each memory block's affinity, and the sorted hashes of the pods it last saw (per
-    uid: the pod object and its hash), updated by the uids that went and the pods that are new.
+    Between publishes it keeps: per NUMA node the used amounts and zone of the last publish, each zone
+    object per set of used amounts (zones are immutable; at most ``_ZONE_MEMO``; both dropped with
+    the basis when the configuration changes), and the sorted hashes of the pods it last saw (per uid: the
+    pod object and its hash), updated by the pods that are new and the uids that went.
     """
 
     def __init__(self, manager: ResourceManager, node_name: str) -> None:
         self.manager = manager
         self.node_name = node_name
         self._config: object = None
-        self._static: list[tuple[int, str, tuple[CostInfo, ...], list[tuple[str, int, int]]]] = []
         self._machine = MachineView.from_topology(manager.topology)
-        self._alloc: dict[int, dict[str, int]] = {}
-        self._alloc_cpu_mask = 0
-        self._numa_ids = frozenset(n.id for n in self._machine.numa_nodes)
-        self._block_nodes: dict[tuple[int, ...], tuple[int, ...]] = {}  # block affinity → known nodes
+        self._basis: ZoneBasis | None = None
         self._zones: dict[tuple[int, tuple[tuple[str, int], ...]], Zone] = {}  # (numa, used) → zone
+        self._last: list[tuple[Mapping[str, int], Zone] | None] = []  # per template: last used amounts, zone
         self._known: dict[str, tuple[Pod, int]] = {}  # uid → (pod, hash) as last published
         self._hashes: list[int] = []  # the hashes of ``_known``, sorted
 
-    def _prepare(self) -> None:
+    def _prepare(self) -> ZoneBasis:
         manager = self.manager
-        if self._config is manager.config:
-            return
-        self._config = manager.config
-        base = node_nrt(manager, self.node_name, machine=self._machine)
-        state = allocation_state(manager)
-        self._alloc_cpu_mask = state.allocatable_cpus.mask
-        self._alloc = {}
-        self._static = []
-        self._zones = {}
-        for zone in base.zones:
-            numa = zone.numa_id
-            assert numa is not None
-            rows = [(r.name, r.capacity.value(), r.allocatable.value()) for r in zone.resources]
-            self._alloc[numa] = {name: alloc for name, _, alloc in rows}
-            self._static.append((numa, zone.name, zone.costs, rows))
+        if self._basis is None or self._config is not manager.config:
+            self._config = manager.config
+            allocatable, _ = allocation_state(manager).to_podresources()
+            self._basis = ZoneBasis(self.node_name, self._machine, allocatable)
+            self._zones = {}
+            self._last = [None] * len(self._basis.templates)
+        return self._basis
 
     def publish(self) -> NodeResourceTopology:
         """The node's NRT now (equal to ``node_nrt(manager, node_name)``)."""
-        self._prepare()
+        basis = self._prepare()
         manager = self.manager
-        used: dict[int, dict[str, int]] = {}
-        assigned = manager.cpu.state.assigned().mask & self._alloc_cpu_mask
-        if assigned:
-            for node in self._machine.numa_nodes:
-                count = (assigned & node.cpus.mask).bit_count()
-                if count:
-                    used.setdefault(node.id, {})["cpu"] = count
-        numa_ids = self._numa_ids
+        usage = basis.usage()
+        usage.add_cpu_mask(manager.cpu.state.assigned().mask)
         memory = manager.memory.policy
         if memory is not None:
-            multi: list[ContainerMemory] = []
-            block_nodes = self._block_nodes
-            for containers in memory.state.entries.values():
-                for blocks in containers.values():
-                    for block in blocks:
-                        nodes = block_nodes.get(block.numa)
-                        if nodes is None:
-                            nodes = block_nodes[block.numa] = tuple(sorted({n for n in block.numa if n in numa_ids}))
-                        if len(nodes) == 1:
-                            row = used.setdefault(nodes[0], {})
-                            row[block.type] = row.get(block.type, 0) + block.size
-                        elif nodes:
-                            multi.append(ContainerMemory(block.type, block.size, nodes))
-            for spanning in multi:
-                charge_spanning(spanning, self._alloc, used)
+            usage.add_memory(
+                [(b.type, b.size, b.numa) for cs in memory.state.entries.values() for bs in cs.values() for b in bs]
+            )
         devices = manager.devices.policy
         for resource in devices.resources:
             taken = devices.allocated(resource)
-            if not taken:
-                continue
-            seen: set[tuple[str, int]] = set()
-            for dev in devices.devices(resource):
-                if dev.id in taken and dev.healthy:
-                    for numa in dev.numa or ():
-                        if numa in numa_ids and (dev.id, numa) not in seen:
-                            seen.add((dev.id, numa))
-                            row = used.setdefault(numa, {})
-                            row[resource] = row.get(resource, 0) + 1
-        zones = []
-        for numa, name, costs, rows in self._static:
-            node_used = used.get(numa, {})
-            key = (numa, tuple(node_used.items()))
-            zone = self._zones.get(key)
-            if zone is None:
-                resources = tuple(
-                    _row(r, capacity, alloc, max(alloc - node_used.get(r, 0), 0)) for r, capacity, alloc in rows
+            if taken:
+                usage.add_devices(
+                    [
+                        (resource, (dev.id,), dev.numa)
+                        for dev in devices.devices(resource)
+                        if dev.id in taken and dev.healthy and dev.numa
+                    ]
                 )
-                zone = Zone(name, ZONE_TYPE_NODE, "", costs, (), resources)
-                if len(self._zones) >= _ZONE_MEMO:
-                    self._zones.clear()
-                self._zones[key] = zone
+        used = usage.totals()
+        memo = self._zones
+        last = self._last
+        zones = []
+        for i, template in enumerate(basis.templates):
+            node_used = used.get(template.numa, _NOTHING)
+            previous = last[i]
+            if previous is not None and previous[0] == node_used:  # this zone's use is unchanged
+                zones.append(previous[1])
+                continue
+            key = (template.numa, tuple(node_used.items()))
+            zone = memo.get(key)
+            if zone is None:
+                zone = template.zone(node_used)
+                if len(memo) >= _ZONE_MEMO:
+                    memo.clear()
+                memo[key] = zone
+            last[i] = (node_used, zone)
             zones.append(zone)
         if vendor_plugins(manager):
             zones = _with_vendor_rows(zones, vendor_amounts(manager))
@@ -291,8 +270,6 @@ class NRTPublisher:
         pods = self.manager.pods
         known = self._known
         hashes = self._hashes
-        for uid in known.keys() - pods.keys():
-            del hashes[bisect_left(hashes, known.pop(uid)[1])]
         for uid, pod in pods.items():
             seen = known.get(uid)
             if seen is None or seen[0] is not pod:
@@ -301,15 +278,14 @@ class NRTPublisher:
                 value = _pod_hash(pod.namespace, pod.name)
                 known[uid] = (pod, value)
                 insort(hashes, value)
+        if len(known) > len(pods):  # every pod is known now: the extra uids are the ones that went
+            for uid in known.keys() - pods.keys():
+                del hashes[bisect_left(hashes, known.pop(uid)[1])]
         return sign_sorted(hashes)
 
 
 _ZONE_MEMO = 4096  # zones remembered per publisher
-
-
-@lru_cache(maxsize=65536)
-def _row(name: str, capacity: int, allocatable: int, available: int) -> ResourceInfo:
-    return ResourceInfo.of_ints(name, capacity, allocatable, available)
+_NOTHING: Mapping[str, int] = {}
 
 
 @lru_cache(maxsize=262144)

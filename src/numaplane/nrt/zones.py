@@ -1,9 +1,14 @@
 """Per-NUMA-zone capacity / allocatable / available, as the upstream exporter (RTE) computes them.
 
-Inputs: the machine view (CPU → NUMA map, distances, MemTotal and hugepages per node), the kubelet
+Inputs: the machine view (CPU → NUMA map, distances, MemTotal and hugepages per node) and a
+:class:`ZoneConfig` (both in :mod:`numaplane.nrt.zone_inputs`, re-exported here), the kubelet
 PodResources ``GetAllocatableResources`` and ``List`` responses (:mod:`numaplane.nrt.podresources`
-values, or their JSON), and a :class:`ZoneConfig`. A second entry point, :func:`zones_from_state`,
-takes an abstract :class:`NodeAllocationState` (what our resource manager holds).
+values, or their JSON); :func:`zones_from_state` takes an abstract :class:`NodeAllocationState` instead.
+
+The rules below are written once, in :class:`ZoneBasis` (the allocatable side, a :class:`ZoneTemplate`
+per NUMA node), :class:`ZoneUsage` (exclusive use per NUMA node) and :meth:`ZoneTemplate.zone` (one
+zone). :func:`compute_zones` drives them; so does :class:`~numaplane.nrt.from_manager.NRTPublisher`,
+incrementally (it rebuilds only the zones whose use changed).
 
 Rules (units: CPUs and devices are counts, memory and hugepages bytes):
 
@@ -45,11 +50,11 @@ Decisions where upstream exporters disagree or are loose (kubelet-consistent cho
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from numaplane.nrt import fingerprint as fp
-from numaplane.nrt.errors import ZoneInputError
 from numaplane.nrt.model import (
     ZONE_TYPE_NODE,
     Attribute,
@@ -69,99 +74,161 @@ from numaplane.nrt.podresources import (
     list_from_dict,
 )
 from numaplane.nrt.state import NodeAllocationState
-from numaplane.topology.cpuset import CPUSet
-from numaplane.topology.model import Topology
+from numaplane.nrt.zone_inputs import MachineView, NUMANodeView, ZoneConfig
 
 __all__ = [
     "MachineView",
     "NUMANodeView",
+    "ZoneBasis",
     "ZoneConfig",
+    "ZoneTemplate",
+    "ZoneUsage",
     "compute_zones",
     "make_nrt",
+    "resource_row",
     "zones_from_dicts",
     "zones_from_state",
 ]
 
 
 @dataclass(frozen=True, slots=True)
-class NUMANodeView:
-    """What the exporter reads from sysfs for one NUMA node (bytes; 0 = unknown)."""
+class ZoneTemplate:
+    """The fixed part of one NUMA node's zone: name, costs, attributes and its rows
+    ``(resource, capacity, allocatable)`` (sorted by name, excluded resources dropped).
 
-    id: int
-    cpus: CPUSet = field(default_factory=CPUSet)
-    distances: Mapping[int, int] = field(default_factory=dict, hash=False)
-    memory_bytes: int = 0
-    hugepages_bytes: Mapping[str, int] = field(default_factory=dict, hash=False)
-
-
-@dataclass(frozen=True, slots=True)
-class MachineView:
-    """The NUMA nodes of the machine, ascending by id."""
-
-    numa_nodes: tuple[NUMANodeView, ...]
-
-    @staticmethod
-    def from_topology(topology: Topology) -> MachineView:
-        """From the machine model (online CPUs, MemTotal, hugepages totals, SLIT distances)."""
-        nodes = []
-        for node in sorted(topology.numa_nodes, key=lambda n: n.id):
-            pages: dict[str, int] = {}
-            for hp in node.hugepages:
-                pages[hp.resource_name] = pages.get(hp.resource_name, 0) + hp.total_bytes
-            nodes.append(NUMANodeView(node.id, node.cpus, dict(node.distances), node.memory_total_bytes, pages))
-        return MachineView(tuple(nodes))
-
-    @staticmethod
-    def from_dict(doc: Any) -> MachineView:
-        """``{"numa_nodes": [{"id", "cpus": "<set>", "distances": {"<id>": d}, "memory"?, "hugepages"?}]}``."""
-        if not isinstance(doc, Mapping) or not isinstance(doc.get("numa_nodes"), list):
-            raise ZoneInputError("$.machine.numa_nodes", "expected a list")
-        nodes = []
-        for i, item in enumerate(doc["numa_nodes"]):
-            where = f"$.machine.numa_nodes[{i}]"
-            try:
-                nodes.append(
-                    NUMANodeView(
-                        int(item["id"]),
-                        CPUSet.parse(str(item.get("cpus", ""))),
-                        {int(k): int(v) for k, v in (item.get("distances") or {}).items()},
-                        int(item.get("memory") or 0),
-                        {str(k): int(v) for k, v in (item.get("hugepages") or {}).items()},
-                    )
-                )
-            except (KeyError, TypeError, ValueError) as error:
-                raise ZoneInputError(where, str(error)) from error
-        return MachineView(tuple(sorted(nodes, key=lambda n: n.id)))
-
-
-@dataclass(frozen=True, slots=True)
-class ZoneConfig:
-    """Exporter options that change the zones.
-
-    ``resource_exclude``: ``{node name or "*": [resource names]}``. ``namespace``: only pods of this
-    namespace are charged (RTE ``--watch-namespace``). ``shared_pool_cpus``: subtracted from every
-    reported CPU set (RTE's reference container). ``zone_attributes``: attributes per NUMA id.
+    :meth:`zone` is the one per-zone rule: available = allocatable − used, clamped at 0.
     """
 
-    resource_exclude: Mapping[str, Sequence[str]] = field(default_factory=dict, hash=False)
-    namespace: str | None = None
-    shared_pool_cpus: CPUSet | None = None
-    zone_attributes: Mapping[int, Sequence[Attribute]] = field(default_factory=dict, hash=False)
+    numa: int
+    name: str
+    costs: tuple[CostInfo, ...]
+    attributes: tuple[Attribute, ...]
+    rows: tuple[tuple[str, int, int], ...]
 
-    def excluded(self, node_name: str) -> frozenset[str]:
-        return frozenset(self.resource_exclude.get("*", ())) | frozenset(self.resource_exclude.get(node_name, ()))
+    def zone(self, used: Mapping[str, int]) -> Zone:
+        """This zone with ``used`` (resource → exclusive amount on this NUMA node) charged."""
+        rows = [resource_row(name, cap, alloc, max(alloc - used.get(name, 0), 0)) for name, cap, alloc in self.rows]
+        return Zone(self.name, ZONE_TYPE_NODE, "", self.costs, self.attributes, tuple(rows))
 
-    @staticmethod
-    def from_dict(doc: Any) -> ZoneConfig:
-        """``{"resource_exclude": {...}, "namespace"?: str}`` (other keys are ignored)."""
-        if doc is None:
-            return ZoneConfig()
-        if not isinstance(doc, Mapping):
-            raise ZoneInputError("$.config", "expected an object")
-        excludes = doc.get("resource_exclude") or {}
-        if not isinstance(excludes, Mapping) or not all(isinstance(v, list) for v in excludes.values()):
-            raise ZoneInputError("$.config.resource_exclude", "expected {node: [resource names]}")
-        return ZoneConfig({str(k): tuple(str(x) for x in v) for k, v in excludes.items()}, doc.get("namespace"))
+
+class ZoneBasis:
+    """The allocatable side of one node's zones, from the machine view, the allocatable answer and
+    the config: a :class:`ZoneTemplate` per NUMA node (machine order) and the tables
+    :class:`ZoneUsage` charges against. Immutable after construction (``spans`` only memoises).
+
+    ``allocatable``: NUMA id → resource → allocatable amount (CPUs and devices counts, memory bytes);
+    ``cpu_mask``: the allocatable CPUs that are on a NUMA node of the machine.
+    """
+
+    __slots__ = ("allocatable", "cpu_mask", "node_masks", "numa_ids", "shared_pool_mask", "spans", "templates")
+
+    def __init__(
+        self, node_name: str, machine: MachineView, allocatable: AllocatableResources, config: ZoneConfig | None = None
+    ) -> None:
+        config = config or ZoneConfig()
+        cpu_numa = {cpu: node.id for node in machine.numa_nodes for cpu in node.cpus}
+        numa_ids = {node.id for node in machine.numa_nodes}
+        alloc: dict[int, dict[str, int]] = {}
+        alloc_cpu_mask = 0
+        for cpu in allocatable.cpu_ids:
+            numa = cpu_numa.get(cpu)
+            if numa is not None and not alloc_cpu_mask >> cpu & 1:
+                alloc_cpu_mask |= 1 << cpu
+                row = alloc.setdefault(numa, {})
+                row["cpu"] = row.get("cpu", 0) + 1
+        self.numa_ids = frozenset(numa_ids)
+        self.spans: dict[tuple[int, ...], tuple[int, ...]] = {}  # affinity → its machine nodes, ascending
+        groups = ((d.resource_name, d.device_ids, d.numa_nodes) for d in allocatable.devices)
+        _count_devices(alloc, set(), groups, self.spans, self.numa_ids)
+        for block in allocatable.memory:
+            for numa in set(block.numa_nodes):
+                if numa in numa_ids:
+                    row = alloc.setdefault(numa, {})
+                    row[block.memory_type] = row.get(block.memory_type, 0) + block.size_bytes
+        self.allocatable: Mapping[int, Mapping[str, int]] = alloc
+        self.cpu_mask = alloc_cpu_mask
+        self.node_masks = tuple((node.id, node.cpus.mask) for node in machine.numa_nodes)
+        self.shared_pool_mask = config.shared_pool_cpus.mask if config.shared_pool_cpus is not None else 0
+        excluded = config.excluded(node_name)
+        self.templates = tuple(
+            ZoneTemplate(
+                node.id,
+                zone_name(node.id),
+                tuple(CostInfo(zone_name(dst), d) for dst, d in sorted(node.distances.items()) if dst >= 0),
+                tuple(config.zone_attributes.get(node.id, ())),
+                _template_rows(node, alloc.get(node.id), excluded),
+            )
+            for node in machine.numa_nodes
+        )
+
+    def usage(self) -> ZoneUsage:
+        """An empty tally of exclusive use against this basis."""
+        return ZoneUsage(self)
+
+    def zones(self, used: Mapping[int, Mapping[str, int]]) -> tuple[Zone, ...]:
+        """Every zone (machine order) with ``used`` (NUMA id → resource → amount) charged."""
+        return tuple(t.zone(used.get(t.numa, _NOTHING)) for t in self.templates)
+
+
+class ZoneUsage:
+    """Exclusive use per NUMA node, accumulated under the module's rules: CPUs as a set (allocatable
+    ones only, the shared pool subtracted), devices once per ``(resource, id, node)``, single-node
+    memory blocks first and then the spanning blocks in the order given. Feed it, then read
+    :meth:`totals` once."""
+
+    __slots__ = ("_basis", "_cpu_mask", "_devices", "_spanning", "_used")
+
+    def __init__(self, basis: ZoneBasis) -> None:
+        self._basis = basis
+        self._cpu_mask = 0
+        self._used: dict[int, dict[str, int]] = {}
+        self._devices: set[tuple[str, str, int]] = set()
+        self._spanning: list[ContainerMemory] = []
+
+    def add_cpu_ids(self, cpu_ids: Iterable[int]) -> None:
+        mask = self._cpu_mask
+        for cpu in cpu_ids:
+            mask |= 1 << cpu
+        self._cpu_mask = mask
+
+    def add_cpu_mask(self, mask: int) -> None:
+        self._cpu_mask |= mask
+
+    def add_memory(self, blocks: Iterable[tuple[str, int, tuple[int, ...]]]) -> None:
+        """Pinned blocks ``(resource, bytes, NUMA nodes)``; nodes outside the machine are ignored, a
+        block on none of the machine's nodes is dropped."""
+        spans = self._basis.spans
+        numa_ids = self._basis.numa_ids
+        used = self._used
+        for resource, size_bytes, numa_nodes in blocks:
+            nodes = spans.get(numa_nodes)
+            if nodes is None:
+                nodes = _span(spans, numa_ids, numa_nodes)
+            if len(nodes) == 1:
+                row = used.get(nodes[0])
+                if row is None:
+                    row = used[nodes[0]] = {}
+                row[resource] = row.get(resource, 0) + size_bytes
+            elif nodes:
+                self._spanning.append(ContainerMemory(resource, size_bytes, nodes))
+
+    def add_devices(self, groups: Iterable[tuple[str, Iterable[str], tuple[int, ...]]]) -> None:
+        """Allocated devices, as groups ``(resource, device ids, NUMA nodes)``."""
+        _count_devices(self._used, self._devices, groups, self._basis.spans, self._basis.numa_ids)
+
+    def totals(self) -> dict[int, dict[str, int]]:
+        """NUMA id → resource → exclusive amount used (only nodes with some use)."""
+        basis = self._basis
+        used = self._used
+        mask = self._cpu_mask & ~basis.shared_pool_mask & basis.cpu_mask
+        if mask:
+            for numa, node_mask in basis.node_masks:
+                count = (mask & node_mask).bit_count()
+                if count:
+                    used.setdefault(numa, {})["cpu"] = count
+        for block in self._spanning:
+            _charge_spanning(block, basis.allocatable, used)
+        return used
 
 
 def compute_zones(
@@ -173,84 +240,22 @@ def compute_zones(
 ) -> tuple[Zone, ...]:
     """The zones of ``node_name`` (ascending NUMA id; resources sorted by name). See the module rules."""
     config = config or ZoneConfig()
-    cpu_numa = {cpu: node.id for node in machine.numa_nodes for cpu in node.cpus}
-    numa_ids = {node.id for node in machine.numa_nodes}
-
-    # allocatable per NUMA node
-    alloc: dict[int, dict[str, int]] = {}
-    alloc_cpu_mask = 0
-    for cpu in allocatable.cpu_ids:
-        numa = cpu_numa.get(cpu)
-        if numa is not None and not alloc_cpu_mask >> cpu & 1:
-            alloc_cpu_mask |= 1 << cpu
-            row = alloc.setdefault(numa, {})
-            row["cpu"] = row.get("cpu", 0) + 1
-    seen_devices: set[tuple[str, str, int]] = set()
-    for dev in allocatable.devices:
-        _count_devices(alloc, seen_devices, dev.resource_name, dev.device_ids, dev.numa_nodes, numa_ids)
-    for block in allocatable.memory:
-        for numa in set(block.numa_nodes):
-            if numa in numa_ids:
-                row = alloc.setdefault(numa, {})
-                row[block.memory_type] = row.get(block.memory_type, 0) + block.size_bytes
-
-    # used (exclusive allocations only)
-    used: dict[int, dict[str, int]] = {}
-    used_cpu_mask = 0
-    used_devices: set[tuple[str, str, int]] = set()
-    multi_blocks: list[ContainerMemory] = []
+    basis = ZoneBasis(node_name, machine, allocatable, config)
+    usage = basis.usage()
     for pod in pods:
         if config.namespace is not None and pod.namespace != config.namespace:
             continue
-        for cpu in pod.cpu_ids:
-            used_cpu_mask |= 1 << cpu
+        usage.add_cpu_ids(pod.cpu_ids)
         blocks: list[ContainerMemory] = list(pod.memory)
         for container in pod.containers:
-            for cpu in container.cpu_ids:
-                used_cpu_mask |= 1 << cpu
-            for dev in container.devices:
-                _count_devices(used, used_devices, dev.resource_name, dev.device_ids, dev.numa_nodes, numa_ids)
+            usage.add_cpu_ids(container.cpu_ids)
+            if container.devices:
+                usage.add_devices([(d.resource_name, d.device_ids, d.numa_nodes) for d in container.devices])
             if not pod.memory:
                 blocks.extend(container.memory)
-        for block in blocks:
-            nodes = sorted({n for n in block.numa_nodes if n in numa_ids})
-            if len(nodes) == 1:
-                row = used.setdefault(nodes[0], {})
-                row[block.memory_type] = row.get(block.memory_type, 0) + block.size_bytes
-            elif nodes:
-                multi_blocks.append(ContainerMemory(block.memory_type, block.size_bytes, tuple(nodes)))
-    if config.shared_pool_cpus is not None:
-        used_cpu_mask &= ~config.shared_pool_cpus.mask
-    used_cpu_mask &= alloc_cpu_mask
-    for node in machine.numa_nodes:
-        count = (used_cpu_mask & node.cpus.mask).bit_count()
-        if count:
-            used.setdefault(node.id, {})["cpu"] = count
-    for block in multi_blocks:
-        charge_spanning(block, alloc, used)
-
-    excluded = config.excluded(node_name)
-    zones = []
-    for node in machine.numa_nodes:
-        resources = []
-        node_alloc = alloc.get(node.id)
-        if node_alloc is None:
-            if "cpu" not in excluded:
-                resources.append(ResourceInfo.of_ints("cpu", len(node.cpus), 0, 0))
-        else:
-            node_used = used.get(node.id, {})
-            for name in sorted(node_alloc):
-                if name in excluded:
-                    continue
-                allocatable_amount = node_alloc[name]
-                capacity = _capacity(node, name) or allocatable_amount
-                capacity = max(capacity, allocatable_amount)
-                available = max(allocatable_amount - node_used.get(name, 0), 0)
-                resources.append(ResourceInfo.of_ints(name, capacity, allocatable_amount, available))
-        costs = tuple(CostInfo(zone_name(dst), d) for dst, d in sorted(node.distances.items()) if dst >= 0)
-        attributes = tuple(config.zone_attributes.get(node.id, ()))
-        zones.append(Zone(zone_name(node.id), ZONE_TYPE_NODE, "", costs, attributes, tuple(resources)))
-    return tuple(zones)
+        if blocks:
+            usage.add_memory([(b.memory_type, b.size_bytes, b.numa_nodes) for b in blocks])
+    return basis.zones(usage.totals())
 
 
 def zones_from_dicts(
@@ -266,6 +271,30 @@ def zones_from_dicts(
     )
 
 
+_NOTHING: Mapping[str, int] = {}
+
+
+def _template_rows(
+    node: NUMANodeView, alloc: Mapping[str, int] | None, excluded: frozenset[str]
+) -> tuple[tuple[str, int, int], ...]:
+    """``(resource, capacity, allocatable)`` per resource of the node; a node with no allocatable
+    entry gets the single ``cpu`` row (all its CPUs, none allocatable)."""
+    if alloc is None:
+        return () if "cpu" in excluded else (("cpu", len(node.cpus), 0),)
+    rows = []
+    for name in sorted(alloc):
+        if name not in excluded:
+            amount = alloc[name]
+            rows.append((name, max(_capacity(node, name) or amount, amount), amount))
+    return tuple(rows)
+
+
+@lru_cache(maxsize=65536)
+def resource_row(name: str, capacity: int, allocatable: int, available: int) -> ResourceInfo:
+    """``ResourceInfo.of_ints`` memoised (rows are immutable and repeat across zones and publishes)."""
+    return ResourceInfo.of_ints(name, capacity, allocatable, available)
+
+
 def _capacity(node: NUMANodeView, name: str) -> int:
     if name == "cpu":
         return len(node.cpus)
@@ -276,25 +305,39 @@ def _capacity(node: NUMANodeView, name: str) -> int:
     return 0  # devices: no independent source, capacity = allocatable
 
 
+def _span(
+    spans: dict[tuple[int, ...], tuple[int, ...]], numa_ids: frozenset[int], affinity: tuple[int, ...]
+) -> tuple[int, ...]:
+    """The machine's nodes of ``affinity``, ascending and once each (remembered in ``spans``)."""
+    spans[affinity] = nodes = tuple(sorted({n for n in affinity if n in numa_ids}))
+    return nodes
+
+
 def _count_devices(
     table: dict[int, dict[str, int]],
     seen: set[tuple[str, str, int]],
-    resource: str,
-    device_ids: Iterable[str],
-    numa_nodes: Iterable[int],
-    numa_ids: set[int],
+    groups: Iterable[tuple[str, Iterable[str], tuple[int, ...]]],
+    spans: dict[tuple[int, ...], tuple[int, ...]],
+    numa_ids: frozenset[int],
 ) -> None:
-    nodes = [n for n in numa_nodes if n in numa_ids]
-    for device_id in device_ids:
-        for numa in nodes:
-            key = (resource, device_id, numa)
-            if key not in seen:
-                seen.add(key)
-                row = table.setdefault(numa, {})
-                row[resource] = row.get(resource, 0) + 1
+    """Count each ``(resource, device id, machine NUMA node)`` once into ``table`` (``seen`` carries
+    the keys already counted)."""
+    for resource, device_ids, affinity in groups:
+        nodes = spans.get(affinity)
+        if nodes is None:
+            nodes = _span(spans, numa_ids, affinity)
+        for device_id in device_ids:
+            for numa in nodes:
+                key = (resource, device_id, numa)
+                if key not in seen:
+                    seen.add(key)
+                    row = table.get(numa)
+                    if row is None:
+                        row = table[numa] = {}
+                    row[resource] = row.get(resource, 0) + 1
 
 
-def charge_spanning(
+def _charge_spanning(
     block: ContainerMemory, alloc: Mapping[int, Mapping[str, int]], used: dict[int, dict[str, int]]
 ) -> None:
     """Charge a multi-node block in ascending node order, as the kubelet's Static memory policy does."""
