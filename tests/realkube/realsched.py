@@ -85,6 +85,12 @@ def apply_rbac(cp: ControlPlane, docs: list[dict[str, Any]]) -> None:
     """Create the rendered identity and RBAC objects (nothing more: the grants are exactly these)."""
     wanted = [d for d in docs if d["kind"] in RBAC_KINDS]
     assert {d["kind"] for d in wanted} == set(RBAC_KINDS), sorted({d["kind"] for d in docs})
+    # An earlier test's operator may have created these objects with an owner reference to a custom
+    # resource that is gone: applying over them keeps that reference, and the garbage collector then
+    # deletes them under this test. Start from fresh objects (the Namespace is kept).
+    owned = [d for d in wanted if d["kind"] != "Namespace"]
+    gone = cp.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", "-", stdin=yaml.safe_dump_all(owned))
+    assert gone.returncode == 0, gone.stderr
     got = cp.kubectl(
         "apply", "--server-side", "--force-conflicts", "--field-manager=numaplane-test", "-f", "-",
         stdin=yaml.safe_dump_all(wanted),
