@@ -116,9 +116,12 @@ class ResourceInfo:
         return {"name": self.name, "capacity": values[0], "allocatable": values[1], "available": values[2]}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Zone:
-    """A topology zone; ``type == "Node"`` and name ``node-<id>`` for a NUMA node. ``parent`` "" = unset."""
+    """A topology zone; ``type == "Node"`` and name ``node-<id>`` for a NUMA node. ``parent`` "" = unset.
+
+    Weakly referenceable: equal zones are shared between objects (:mod:`numaplane.nrt.sharing`).
+    """
 
     name: str
     type: str = ZONE_TYPE_NODE
