@@ -67,3 +67,16 @@ def test_the_table_forgets_a_zone_no_object_holds_any_more() -> None:
     gc.collect()
     assert len(table) == 2  # only the zones of ``kept``
     assert table.shared(NodeResourceTopology.from_dict(doc("c", 6))).zones[1] is kept.zones[1]
+
+
+def test_a_zone_whose_hash_is_taken_by_other_content_stays_unshared_and_keeps_its_value() -> None:
+    assert hash(-1) == hash(-2)  # CPython: so the two zones' keys below hash alike
+    table = ZoneTable()
+    first, second = doc("a", 6), doc("b", 6)
+    first["zones"][0]["costs"] = [{"name": "node-0", "value": -1}]
+    second["zones"][0]["costs"] = [{"name": "node-0", "value": -2}]
+    shared_first = table.shared(NodeResourceTopology.from_dict(first))
+    shared_second = table.shared(NodeResourceTopology.from_dict(second))
+    assert shared_second.zones[0] is not shared_first.zones[0]
+    assert shared_second.zones[0].cost_to("node-0") == -2
+    assert shared_second.zones[1] is shared_first.zones[1]
