@@ -104,7 +104,7 @@ class IgnoredZone:
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeTopology:
     """What the scheduler reads from a node's NRT: config, usable NUMA zones, skipped zones."""
 
