@@ -34,7 +34,7 @@ def test_equal_zones_of_two_nodes_are_one_object_and_the_objects_stay_equal() ->
     second = NodeResourceTopology.from_dict(doc("b", 6))
     assert first.zones[0] is not second.zones[0]
     shared_first, shared_second = table.shared(first), table.shared(second)
-    assert shared_first is first  # the first holder of each content keeps its own zones
+    assert shared_first == first and shared_first.to_dict() == first.to_dict()
     assert shared_second == second and shared_second.name == "b"
     assert all(a is b for a, b in zip(shared_first.zones, shared_second.zones, strict=True))
     assert shared_second.to_dict() == second.to_dict()
@@ -80,3 +80,14 @@ def test_a_zone_whose_hash_is_taken_by_other_content_stays_unshared_and_keeps_it
     assert shared_second.zones[0] is not shared_first.zones[0]
     assert shared_second.zones[0].cost_to("node-0") == -2
     assert shared_second.zones[1] is shared_first.zones[1]
+
+
+def test_equal_rows_and_cost_lists_of_different_zones_are_shared() -> None:
+    table = ZoneTable()
+    first = table.shared(NodeResourceTopology.from_dict(doc("a", 6)))
+    second = table.shared(NodeResourceTopology.from_dict(doc("b", 5)))  # other cpu row, same memory row
+    assert first.zones[0] is not second.zones[0]
+    assert first.zones[0].resources[1] is second.zones[0].resources[1]  # memory
+    assert first.zones[0].resources[0] is not second.zones[0].resources[0]  # cpu
+    assert first.zones[0].costs is second.zones[0].costs
+    assert second.to_dict() == NodeResourceTopology.from_dict(doc("b", 5)).to_dict()

@@ -88,9 +88,11 @@ class CostInfo:
     value: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class ResourceInfo:
     """One resource row of a zone. Counts for CPUs/devices, bytes for memory/hugepages.
+
+    Weakly referenceable: equal rows are shared between zones (:mod:`numaplane.nrt.sharing`).
 
     ``raw`` holds the original JSON values of (capacity, allocatable, available) when parsed; it is
     ignored by equality.
