@@ -21,7 +21,9 @@ the load was handled), ``<daemon>_idle_peak_rss`` / ``<daemon>_loaded_peak_rss``
 Targets (issue "Performance"): <= 80 MB idle each, <= 150 MB for the scheduler holding 5,000 nodes'
 NRTs.
 
-Usage: ``python bench/daemons.py [--quick] [--only NAME ...]`` (``--quick``: 500 nodes, 100 pods).
+Usage: ``python bench/daemons.py [--quick] [--distinct-zones] [--only NAME ...]`` (``--quick``: 500
+nodes, 100 pods; ``--distinct-zones``: no two NRT zones alike, so the schedulers share none of them —
+the default cluster has 32 distinct zones, as many identical idle nodes would).
 """
 
 from __future__ import annotations
@@ -171,11 +173,13 @@ def node_doc(i: int) -> dict[str, Any]:
     }
 
 
-def nrt_doc(i: int) -> dict[str, Any]:
+def nrt_doc(i: int, distinct: bool = False) -> dict[str, Any]:
+    """Node ``i``'s NRT: 4 zones; 32 distinct zone contents among all nodes, or with ``distinct``
+    every zone of every node different (its free memory), the worst case for sharing equal zones."""
     zones = [
         {
             "cpu": (31, 31 - (i + z) % 8),
-            "memory": (125 * GI, (100 - z) * GI),
+            "memory": (125 * GI, (100 - z) * GI - (4 * i + z + 1) * (1 << 20) * distinct),
             "hugepages-1Gi": (8 * GI, 8 * GI),
             "vendor.com/nic": (2, 1 + (i + z) % 2),
         }
@@ -198,10 +202,10 @@ def pod_doc(i: int, scheduler: str) -> dict[str, Any]:
     }
 
 
-async def fill_nodes(server: FakeApiServer, nodes: int) -> None:
+async def fill_nodes(server: FakeApiServer, nodes: int, distinct: bool = False) -> None:
     for i in range(nodes):
         await server.store.create(NODE, node_doc(i))
-        await server.store.create(NODE_RESOURCE_TOPOLOGY, nrt_doc(i))
+        await server.store.create(NODE_RESOURCE_TOPOLOGY, nrt_doc(i, distinct))
 
 
 # --- daemons ------------------------------------------------------------------------------------------
@@ -222,12 +226,12 @@ def scheduler_args(kind: str, server: FakeApiServer, port: int) -> list[str]:
     return [*args, "--no-leader-elect", "--metrics-address", "", "--health-address", f"127.0.0.1:{port}"]
 
 
-async def bench_schedulers(server: FakeApiServer, work: Path, nodes: int, pods: int) -> None:
+async def bench_schedulers(server: FakeApiServer, work: Path, nodes: int, pods: int, distinct: bool) -> None:
     for name, kind in (("extender", "extender"), ("scheduler", "run")):
         port = free_port()
         await measure(Daemon(name, scheduler_args(kind, server, port), work, port), None)
     started = time.perf_counter()
-    await fill_nodes(server, nodes)
+    await fill_nodes(server, nodes, distinct)
     report("cluster_nodes", nodes, "nodes")
     report("cluster_fill_seconds", time.perf_counter() - started, "s")
 
@@ -399,6 +403,9 @@ async def bench_agent(server: FakeApiServer, work: Path, containers: int) -> Non
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="500 nodes and 100 pods for the schedulers")
+    parser.add_argument(
+        "--distinct-zones", action="store_true", help="every NRT zone different (no two nodes share a zone)"
+    )
     parser.add_argument("--only", action="append", choices=["operator", "schedulers", "exporter", "agent"])
     opts = parser.parse_args()
     nodes, pods = (500, 100) if opts.quick else (5000, 1000)
@@ -416,7 +423,7 @@ async def main() -> None:
             if "exporter" in only:
                 await bench_exporter(server, work, 200)
             if "schedulers" in only:
-                await bench_schedulers(server, work, nodes, pods)
+                await bench_schedulers(server, work, nodes, pods, opts.distinct_zones)
     print(f"# load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
 

@@ -7,6 +7,7 @@ from sched_helpers import GI, node_doc, nrt_doc, zone_doc
 from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY
 from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.sharing import ZoneTable
 from numaplane.scheduler.informers import PARSED_NRT, node_view, nrt_stub, without_managed_fields
 
 
@@ -49,3 +50,12 @@ def test_equal_strings_of_two_nodes_become_one_object() -> None:
     node_view(second)
     assert first["status"]["allocatable"]["cpu"] is second["status"]["allocatable"]["cpu"]
     assert first["status"]["allocatable"] == second["status"]["allocatable"]
+
+
+def test_the_nrt_informer_shares_equal_zones_between_nodes() -> None:
+    zones = ZoneTable()
+    rows = {"cpu": (8, 6), "memory": (GI, GI)}
+    first = nrt_stub(nrt_doc("n1", [zone_doc(0, rows)]), zones)[PARSED_NRT]
+    second = nrt_stub(nrt_doc("n2", [zone_doc(0, rows)]), zones)[PARSED_NRT]
+    assert first.zones[0] is second.zones[0]
+    assert second == NodeResourceTopology.from_dict(nrt_doc("n2", [zone_doc(0, rows)]))

@@ -85,9 +85,11 @@ class CostInfo:
     value: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class ResourceInfo:
     """One resource row of a zone. Counts for CPUs/devices, bytes for memory/hugepages.
+
+    Weakly referenceable: equal rows are shared between zones (:mod:`numaplane.nrt.sharing`).
 
     ``raw`` holds the original JSON values of (capacity, allocatable, available) when parsed; it is
     ignored by equality.
@@ -113,9 +115,12 @@ class ResourceInfo:
         return {"name": self.name, "capacity": values[0], "allocatable": values[1], "available": values[2]}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Zone:
-    """A topology zone; ``type == "Node"`` and name ``node-<id>`` for a NUMA node. ``parent`` "" = unset."""
+    """A topology zone; ``type == "Node"`` and name ``node-<id>`` for a NUMA node. ``parent`` "" = unset.
+
+    Weakly referenceable: equal zones are shared between objects (:mod:`numaplane.nrt.sharing`).
+    """
 
     name: str
     type: str = ZONE_TYPE_NODE

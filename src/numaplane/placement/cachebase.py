@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
-from numaplane.placement.view import NodeTopology, ZoneMemo, malformed, node_topology
+from numaplane.placement.view import NodeTopology, malformed, node_topology
 from numaplane.resources.pod import Pod
 
 __all__ = ["CachedTopology", "LatestNRTs", "NRTCache", "NRTEvent"]
@@ -75,13 +75,14 @@ class LatestNRTs:
 
     Views of readable objects are computed on first use (:meth:`view`) and kept until the node's
     next object: a cache that reads few of the objects it is fed (over-reserve) parses only those.
-    Each node keeps the zones of the last object read, so zones reused by the next one are read once.
+    Zones are read through :data:`~numaplane.placement.view.SHARED_READINGS`: a zone object held by
+    several objects (the node's next one, other nodes' through :class:`~numaplane.nrt.sharing.ZoneTable`)
+    is read once and its views share one :class:`~numaplane.placement.view.NUMAZone`.
     """
 
     def __init__(self, initial: Iterable[NRTEvent] = ()) -> None:
         self.objects: dict[str, NodeResourceTopology | None] = {}
         self._views: dict[str, NodeTopology] = {}  # computed views (always set for unreadable objects)
-        self._zone_memo: dict[str, ZoneMemo] = {}  # per node: the zones of the last object read
         self.changed: set[str] = set()
         for nrt in initial:
             self.put(nrt)
@@ -105,7 +106,7 @@ class LatestNRTs:
             obj = self.objects.get(node)
             if obj is None:
                 return None
-            view = self._views[node] = node_topology(obj, self._zone_memo.setdefault(node, {}))
+            view = self._views[node] = node_topology(obj)
         return view
 
     def view_of(self, node: str, nrt: NodeResourceTopology) -> NodeTopology:
@@ -114,12 +115,11 @@ class LatestNRTs:
             view = self.view(node)
             assert view is not None
             return view
-        return node_topology(nrt, self._zone_memo.setdefault(node, {}))
+        return node_topology(nrt)
 
     def drop(self, node: str) -> None:
         self.objects.pop(node, None)
         self._views.pop(node, None)
-        self._zone_memo.pop(node, None)
         self.changed.add(node)
 
     def drain(self) -> set[str]:

@@ -30,6 +30,7 @@ with :attr:`NodeTopology.problem` set stands for an object that could not be par
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -40,12 +41,16 @@ from numaplane.resources.quantity import ZERO, Quantity
 __all__ = [
     "DEFAULT_MAX_NUMA_NODES",
     "MAX_NUMA_ID",
+    "SHARED_READINGS",
     "IgnoredZone",
     "NUMAZone",
     "NodeTopology",
     "Policy",
     "Scope",
     "TopologyManagerConfig",
+    "ZoneMemo",
+    "ZoneReading",
+    "ZoneReadings",
     "malformed",
     "node_topology",
     "topology_manager_config",
@@ -99,7 +104,7 @@ class IgnoredZone:
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeTopology:
     """What the scheduler reads from a node's NRT: config, usable NUMA zones, skipped zones."""
 
@@ -170,7 +175,51 @@ def topology_manager_config(nrt: NodeResourceTopology) -> TopologyManagerConfig:
     return TopologyManagerConfig(policy, scope, max_numa)
 
 
-ZoneMemo = dict[int, tuple[Zone, "NUMAZone | IgnoredZone | str"]]  # id(zone) → (zone, how it reads)
+ZoneReading = NUMAZone | IgnoredZone | str  # how a zone reads: usable, ignored, or the problem
+ZoneMemo = dict[int, tuple[Zone, ZoneReading]]  # id(zone) → (zone, how it reads)
+
+
+class _ReadingRef(weakref.ref[Zone]):
+    """A weak reference to a zone carrying its id and how it reads (one object per table entry)."""
+
+    __slots__ = ("key", "reading")
+    key: int
+    reading: ZoneReading
+
+
+class ZoneReadings:
+    """How each live zone object reads, by identity, shared by every object holding the zone.
+
+    Zones are immutable and shared between objects (publishers reuse them between a node's
+    objects; :class:`numaplane.nrt.sharing.ZoneTable` shares equal zones between nodes), so the
+    views of all those objects share one :class:`NUMAZone` per zone object and read it once. An
+    entry goes when its zone is freed (weak reference): the table never outgrows the live zones,
+    and an id is never reused while its entry exists.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, _ReadingRef] = {}
+        self._forget = self._dropped  # one bound method shared by every reference
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def read(self, zone: Zone) -> ZoneReading:
+        entry = self._entries.get(id(zone))
+        if entry is not None and entry() is zone:
+            return entry.reading
+        entry = _ReadingRef(zone, self._forget)
+        entry.key, entry.reading = id(zone), _zone(zone)
+        self._entries[entry.key] = entry
+        return entry.reading
+
+    def _dropped(self, ref: _ReadingRef) -> None:
+        if self._entries.get(ref.key) is ref:
+            del self._entries[ref.key]
+
+
+#: The process's readings (pure memo: readings depend only on the zone object, which never changes).
+SHARED_READINGS = ZoneReadings()
 
 
 def node_topology(nrt: NodeResourceTopology, memo: ZoneMemo | None = None) -> NodeTopology:
@@ -179,14 +228,19 @@ def node_topology(nrt: NodeResourceTopology, memo: ZoneMemo | None = None) -> No
     ``memo`` (optional, the caller's) maps ``id(zone)`` to ``(zone, how it reads)``: Zone objects are
     immutable and publishers reuse them between objects, so a caller that keeps the memo of a node's
     previous object reads each reused zone once. On return it holds this object's zones (an entry
-    holds its zone, so the id cannot be reused while it exists)."""
+    holds its zone, so the id cannot be reused while it exists). Without ``memo``, zones are read
+    through :data:`SHARED_READINGS` (equal results; views of objects sharing a zone share its
+    :class:`NUMAZone`)."""
     zones: list[NUMAZone] = []
     ignored: list[IgnoredZone] = []
     seen: ZoneMemo = {}
     problem: str | None = None
     for zone in nrt.zones:
-        known = memo.get(id(zone)) if memo else None
-        parsed = known[1] if known is not None and known[0] is zone else _zone(zone)
+        if memo is None:
+            parsed = SHARED_READINGS.read(zone)
+        else:
+            known = memo.get(id(zone))
+            parsed = known[1] if known is not None and known[0] is zone else _zone(zone)
         if memo is not None:
             seen[id(zone)] = (zone, parsed)
         if isinstance(parsed, NUMAZone):
@@ -204,7 +258,7 @@ def node_topology(nrt: NodeResourceTopology, memo: ZoneMemo | None = None) -> No
     return NodeTopology(nrt.name, topology_manager_config(nrt), tuple(zones), tuple(ignored))
 
 
-def _zone(zone: Zone) -> NUMAZone | IgnoredZone | str:
+def _zone(zone: Zone) -> ZoneReading:
     """One zone as the view reads it: a usable NUMA zone, an ignored one, or the problem making the
     whole object unusable."""
     if zone.type != ZONE_TYPE_NODE:

@@ -14,7 +14,9 @@ and NRTs are interned (:func:`interned`: thousands of objects repeat the same na
 quantities); the NRT informer caches only a stub (kind, name, ``resourceVersion``) holding the
 parsed :class:`~numaplane.nrt.model.NodeResourceTopology` under :data:`PARSED_NRT`, which goes to
 the scheduler state's NRT cache as is (its handlers read no other field). An NRT that does not parse is
-cached whole and reaches the state as before (which reports it malformed).
+cached whole and reaches the state as before (which reports it malformed). The parsed objects share
+their zones through one :class:`~numaplane.nrt.sharing.ZoneTable` per process (nodes of the same
+hardware and load publish equal zones; 5,000 idle nodes of one kind hold one set of zones).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY, POD
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.sharing import ZoneTable
 from numaplane.scheduler.state import SchedulerState
 
 __all__ = [
@@ -83,13 +86,18 @@ def pod_view(obj: JsonObj) -> JsonObj:
     return obj
 
 
-def nrt_stub(obj: JsonObj) -> JsonObj:
-    """The NRT informer's transform: a stub with the parsed object, or ``obj`` itself when malformed."""
+def nrt_stub(obj: JsonObj, zones: ZoneTable | None = None) -> JsonObj:
+    """The NRT informer's transform: a stub with the parsed object, or ``obj`` itself when malformed.
+
+    With ``zones``, the parsed object's zones are the table's shared ones (an equal object).
+    """
     interned(without_managed_fields(obj))
     try:
         parsed = NodeResourceTopology.from_dict(obj)
     except NRTFormatError:
         return obj
+    if zones is not None:
+        parsed = zones.shared(parsed)
     meta = obj.get("metadata") or {}
     return {
         "apiVersion": obj.get("apiVersion"),
@@ -107,8 +115,11 @@ class ClusterInformers:
     ) -> None:
         common: dict[str, Any] = {"clock": clock, "backoff_max_seconds": backoff_max_seconds}
         self.state = state
+        self.zones = ZoneTable()
         self.nodes = Informer(kube, NODE, name="nodes", transform=node_view, **common)
-        self.nrts = Informer(kube, NODE_RESOURCE_TOPOLOGY, name="noderesourcetopologies", transform=nrt_stub, **common)
+        self.nrts = Informer(
+            kube, NODE_RESOURCE_TOPOLOGY, name="noderesourcetopologies", transform=self._nrt_stub, **common
+        )
         self.pods = Informer(kube, POD, name="pods", transform=pod_view, **common)
         self.nodes.add_handler(
             EventHandlers(
@@ -131,6 +142,9 @@ class ClusterInformers:
                 on_delete=state.pod_deleted,
             )
         )
+
+    def _nrt_stub(self, obj: JsonObj) -> JsonObj:
+        return nrt_stub(obj, self.zones)
 
     def _nrt_upserted(self, obj: JsonObj) -> None:
         parsed = obj.get(PARSED_NRT)
