@@ -1,0 +1,142 @@
+"""The extender's NUMA verdicts on one request's candidate names, read as arrays.
+
+kube-scheduler asks the extender about up to :data:`~numaplane.limits.MAX_EXTENDER_NODES` names per
+request. :func:`candidate_verdicts` maps the names to the rows of the cycle's NUMA evaluation once, with
+one gather (``-1``: no row), and answers every question of filter and prioritize from arrays indexed by
+the name's position in the request:
+
+* ``feasible`` / ``scores`` — the row's verdict and 0..100 score (a name without a row fails; its score
+  is the per-node function's for a known node, ``0`` for an unknown one);
+* ``known`` — the state holds a Node for the name (with or without a row);
+* :meth:`CandidateVerdicts.reasons` — the upstream message of each failed position, one shared string
+  per reason code (:data:`~numaplane.placement.reasons.REASON_MESSAGES`), the per-node explanation only
+  for code ``EXPLAIN`` and nodes without a row;
+* :meth:`CandidateVerdicts.preemptible` — failed positions on trusted zone data that fit once the node is
+  emptied of pods (:meth:`~numaplane.placement.cycle.Cycle.emptied_evaluation`).
+
+With ``mark=True`` the failed positions on trusted, readable data are reported to the NRT cache in one
+call (:func:`~numaplane.placement.cache.nodes_maybe_overreserved`), in request order. These are the
+answers :meth:`SchedulerState.evaluate <numaplane.scheduler.state.SchedulerState.evaluate>` gives name by
+name: the arrays are the ones the cache was synced into just before (the cycle's ``fresh``, ``has_nrt``,
+``problem`` and ``nzones`` are the cached view's freshness, presence, problem and zones), so the
+per-name cache reads of that loop are not needed. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from numaplane.placement.cache import nodes_maybe_overreserved
+from numaplane.placement.cycle import EXPLAIN, FITS, REASON_MESSAGES, Evaluation
+from numaplane.placement.result import Reject
+from numaplane.resources.pod import Pod
+from numaplane.scheduler.state import SchedulerState
+from numaplane.scheduler.verdicts import MSG_UNEXPLAINED
+
+__all__ = ["CandidateVerdicts", "candidate_verdicts"]
+
+I64 = npt.NDArray[np.int64]
+B = npt.NDArray[np.bool_]
+Objects = npt.NDArray[np.object_]
+
+#: Message of each reason code (``None`` where the per-node explanation gives it), indexable by code.
+_CODE_MESSAGES: Objects = np.array(
+    [REASON_MESSAGES.get(code) for code in range(max(FITS, EXPLAIN, *REASON_MESSAGES) + 1)], dtype=object
+)
+
+
+def _rows(index: Any, names: list[str]) -> I64:
+    """The row of each name in ``index`` (a name → row mapping), ``-1`` for a name without one."""
+    return np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
+
+
+@dataclass(frozen=True)
+class CandidateVerdicts:
+    """One pod's NUMA verdicts on a request's names (module docstring); arrays by request position."""
+
+    state: SchedulerState
+    pod: Pod
+    names: Objects
+    rows: I64
+    feasible: B
+    known: B
+    evaluation: Evaluation
+
+    @property
+    def failed(self) -> B:
+        """Known names the NUMA filter rejects (with or without a row)."""
+        return self.known & ~self.feasible
+
+    def scores(self) -> I64:
+        """The 0..100 NUMA score of every position (module docstring)."""
+        has_row = self.rows >= 0
+        out = np.zeros(len(self.rows), dtype=np.int64)
+        out[has_row] = self.evaluation.scores[self.rows[has_row]]
+        for pos in np.flatnonzero(self.known & ~has_row).tolist():  # Node object unusable: no row
+            out[pos] = self.state.verdicts.numa_score(self.pod, str(self.names[pos]))
+        return out
+
+    def reasons(self) -> Objects:
+        """The upstream message of every failed position (``None`` elsewhere)."""
+        failed = self.failed
+        has_row = self.rows >= 0
+        codes = np.full(len(self.rows), EXPLAIN, dtype=np.int8)
+        with_row = failed & has_row
+        if with_row.any():
+            all_codes = self.state.cycle.reason_codes(self.pod, self.evaluation)
+            codes[with_row] = all_codes[self.rows[with_row]]
+        messages: Objects = np.full(len(self.rows), None, dtype=object)
+        messages[failed] = _CODE_MESSAGES[codes[failed]]
+        for pos in np.flatnonzero(failed & (codes == EXPLAIN)).tolist():
+            verdict = self.state.verdicts.explain(self.pod, str(self.names[pos]))
+            messages[pos] = verdict.reason if isinstance(verdict, Reject) else MSG_UNEXPLAINED
+        return messages
+
+    def preemptible(self) -> B:
+        """Failed positions that evicting pods could make fit (module docstring)."""
+        failed = self.failed & (self.rows >= 0)
+        out = np.zeros(len(self.rows), dtype=np.bool_)
+        if not failed.any():
+            return out
+        cl = self.state.cycle.pipeline.cluster if self.state.cycle.pipeline is not None else None
+        assert cl is not None
+        rows = self.rows[failed]
+        trusted = cl.fresh[rows] & cl.has_nrt[rows] & ~cl.problem[rows] & (cl.nzones[rows] > 0)
+        emptied = self.state.cycle.emptied_evaluation(self.pod)
+        emptied_rows = _rows(emptied.index, self.names[failed].tolist())
+        fits = np.zeros(len(rows), dtype=np.bool_)
+        fits[emptied_rows >= 0] = emptied.feasible[emptied_rows[emptied_rows >= 0]]
+        out[failed] = fits & trusted
+        return out
+
+
+def candidate_verdicts(state: SchedulerState, pod: Pod, names: list[str], *, mark: bool) -> CandidateVerdicts:
+    """``pod``'s verdicts on ``names`` (module docstring); ``mark``: report rejections to the cache."""
+    ev = state.cycle.numa_evaluation(pod)
+    rows = _rows(ev.index, names)
+    has_row = rows >= 0
+    feasible = np.zeros(len(names), dtype=np.bool_)
+    feasible[has_row] = ev.feasible[rows[has_row]]
+    known = has_row.copy()
+    nodes = state.nodes
+    for pos in np.flatnonzero(~has_row).tolist():
+        known[pos] = names[pos] in nodes
+    array: Objects = np.empty(len(names), dtype=object)
+    array[:] = names
+    verdicts = CandidateVerdicts(state, pod, array, rows, feasible, known, ev)
+    if mark:
+        rejected = has_row & ~feasible
+        if rejected.any():
+            cl = state.cycle.pipeline.cluster if state.cycle.pipeline is not None else None
+            assert cl is not None
+            r = rows[rejected]
+            trusted = cl.fresh[r] & cl.has_nrt[r] & ~cl.problem[r]
+            report = array[rejected][trusted].tolist()
+            if report:
+                nodes_maybe_overreserved(state.cache, report, pod)
+    return verdicts

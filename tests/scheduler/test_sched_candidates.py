@@ -1,0 +1,124 @@
+"""The extender's array verdicts on a request's names give SchedulerState.evaluate's answers, name by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
+
+from numaplane.placement.overreserve import OverReserveCache
+from numaplane.resources.pod import Pod, parse_pod
+from numaplane.scheduler.candidates import candidate_verdicts
+from numaplane.scheduler.config import SchedulerConfig
+from numaplane.scheduler.state import SchedulerState
+
+#: Nodes covering every reason: fits, cannot align (container and pod scope; evictions help or not),
+#: malformed and untrusted data, no NRT, a policy the plugin does not align, a Node object
+#: too malformed for a row; plus a name the state does not know.
+NAMES = ("fits", "busy", "small", "podscope", "broken", "foreign", "bare", "restricted", "badnode", "ghost")
+
+
+def zones(name: str, cpu: tuple[int, int], alloc: int, **kw: Any) -> dict[str, Any]:
+    return nrt_doc(name, [zone_doc(i, {"cpu": (alloc, c), "memory": ("8Gi", "8Gi")}) for i, c in enumerate(cpu)], **kw)
+
+
+def make_state() -> SchedulerState:
+    state = SchedulerState(SchedulerConfig())
+    for name in NAMES[:-2]:
+        state.node_upserted(node_doc(name))
+    state.node_upserted(node_doc("badnode", cpu="lots"))
+    broken = zones("broken", (4, 4), 4)
+    broken["zones"][0]["resources"][0]["available"] = "lots"
+    for nrt in (
+        zones("fits", (4, 4), 4),
+        zones("busy", (0, 1), 4),
+        zones("small", (2, 2), 2),
+        zones("podscope", (1, 1), 4, scope="pod"),
+        broken,
+        zones("foreign", (4, 4), 4),
+        zones("restricted", (1, 1), 4, policy="restricted"),
+    ):
+        state.nrt_upserted(nrt)
+    other = pod_doc("other", 1, scheduler="default-scheduler")  # a foreign pod: the node is untrusted
+    other["metadata"]["uid"] = "uid-other"
+    other["spec"]["nodeName"] = "foreign"
+    other["status"] = {"phase": "Running"}
+    state.pod_upserted(None, other)
+    return state
+
+
+def expected(state: SchedulerState, pod: Pod, names: list[str], mark: bool) -> dict[str, Any]:
+    ev = state.evaluate(pod, names, mark=mark, preemption=True)
+    scores = [
+        ev.scores.get(n, ev.rejected_scores.get(n, state.verdicts.numa_score(pod, n) if n in state.nodes else 0))
+        for n in names
+    ]
+    return {
+        "feasible": [n in ev.scores for n in names],
+        "known": [n not in ev.unknown for n in names],
+        "scores": scores,
+        "reasons": [ev.reason(n) if n in ev.failed else None for n in names],
+        "preemptible": [n in ev.preemptible for n in names],
+    }
+
+
+def actual(state: SchedulerState, pod: Pod, names: list[str], mark: bool) -> dict[str, Any]:
+    cv = candidate_verdicts(state, pod, names, mark=mark)
+    return {
+        "feasible": cv.feasible.tolist(),
+        "known": cv.known.tolist(),
+        "scores": cv.scores().tolist(),
+        "reasons": cv.reasons().tolist(),
+        "preemptible": cv.preemptible().tolist(),
+    }
+
+
+def marks(state: SchedulerState) -> dict[str, int]:
+    cache = state.cache
+    assert isinstance(cache, OverReserveCache)
+    return {n: cache.dirty(n)["maybe_overreserved"] for n in NAMES}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    names=st.lists(st.sampled_from(NAMES), max_size=14),
+    cpu=st.integers(1, 5),
+    init=st.booleans(),
+    mark=st.booleans(),
+)
+def test_array_verdicts_equal_the_per_name_evaluation(names: list[str], cpu: int, init: bool, mark: bool) -> None:
+    doc = pod_doc("p", cpu)
+    if init:  # container-scope rejections then need the per-node explanation
+        doc["spec"]["initContainers"] = [dict(doc["spec"]["containers"][0], name="init")]
+    pod = parse_pod(doc)
+    by_name, by_array = make_state(), make_state()
+    assert actual(by_array, pod, names, mark) == expected(by_name, pod, names, mark)
+    assert marks(by_array) == marks(by_name)  # the same rejections reported to the cache
+
+
+def test_every_reason_is_covered() -> None:
+    state = make_state()
+    pod = parse_pod(pod_doc("p", 3))
+    got = actual(state, pod, list(NAMES), mark=True)
+    reasons = dict(zip(NAMES, got["reasons"], strict=True))
+    assert reasons["fits"] is None and reasons["bare"] is None  # passes (Guaranteed pod, no NRT)
+    assert reasons["busy"] == reasons["small"] == "cannot align container"
+    assert reasons["podscope"] == "cannot align pod"
+    assert reasons["broken"] == "malformed node topology data"
+    assert reasons["foreign"] == "invalid node topology data"
+    assert reasons["restricted"] is None  # the plugin only aligns single-numa-node
+    assert reasons["badnode"].startswith("malformed node object")  # no row: explained per node
+    assert reasons["ghost"] is None and not got["known"][NAMES.index("ghost")]
+    assert {n for n, p in zip(NAMES, got["preemptible"], strict=True) if p} == {"busy", "podscope"}
+    assert marks(state)["busy"] == marks(state)["small"] == 1 and marks(state)["broken"] == 0
+
+
+def test_container_scope_with_init_containers_is_explained_per_node() -> None:
+    doc = pod_doc("p", 3)
+    doc["spec"]["initContainers"] = [dict(doc["spec"]["containers"][0], name="init")]
+    pod = parse_pod(doc)
+    got = actual(make_state(), pod, ["busy", "small"], mark=False)
+    assert got == expected(make_state(), pod, ["busy", "small"], mark=False)
+    assert got["reasons"][0] == "cannot align init container"
