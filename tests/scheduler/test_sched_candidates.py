@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
 
 from numaplane.placement.overreserve import OverReserveCache
 from numaplane.resources.pod import Pod, parse_pod
-from numaplane.scheduler.candidates import candidate_verdicts
+from numaplane.scheduler.candidates import candidate_scores, candidate_verdicts
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.state import SchedulerState
 
@@ -24,7 +25,9 @@ def zones(name: str, cpu: tuple[int, int], alloc: int, **kw: Any) -> dict[str, A
     return nrt_doc(name, [zone_doc(i, {"cpu": (alloc, c), "memory": ("8Gi", "8Gi")}) for i, c in enumerate(cpu)], **kw)
 
 
-def make_state() -> SchedulerState:
+def make_state(churn: bool = False) -> SchedulerState:
+    """The state of :data:`NAMES`; ``churn``: the first node removed and added again, so that the
+    emptied arrays (made later, in search order) have other rows than the cycle's."""
     state = SchedulerState(SchedulerConfig())
     for name in NAMES[:-2]:
         state.node_upserted(node_doc(name))
@@ -46,6 +49,10 @@ def make_state() -> SchedulerState:
     other["spec"]["nodeName"] = "foreign"
     other["status"] = {"phase": "Running"}
     state.pod_upserted(None, other)
+    if churn:
+        state.node_deleted(node_doc("fits"))
+        state.node_upserted(node_doc("fits"))
+        state.nrt_upserted(zones("fits", (4, 4), 4))
     return state
 
 
@@ -69,7 +76,7 @@ def actual(state: SchedulerState, pod: Pod, names: list[str], mark: bool) -> dic
     return {
         "feasible": cv.feasible.tolist(),
         "known": cv.known.tolist(),
-        "scores": cv.scores().tolist(),
+        "scores": candidate_scores(state, pod, names).tolist(),
         "reasons": cv.reasons().tolist(),
         "preemptible": cv.preemptible().tolist(),
     }
@@ -87,13 +94,16 @@ def marks(state: SchedulerState) -> dict[str, int]:
     cpu=st.integers(1, 5),
     init=st.booleans(),
     mark=st.booleans(),
+    churn=st.booleans(),
 )
-def test_array_verdicts_equal_the_per_name_evaluation(names: list[str], cpu: int, init: bool, mark: bool) -> None:
+def test_array_verdicts_equal_the_per_name_evaluation(
+    names: list[str], cpu: int, init: bool, mark: bool, churn: bool
+) -> None:
     doc = pod_doc("p", cpu)
     if init:  # container-scope rejections then need the per-node explanation
         doc["spec"]["initContainers"] = [dict(doc["spec"]["containers"][0], name="init")]
     pod = parse_pod(doc)
-    by_name, by_array = make_state(), make_state()
+    by_name, by_array = make_state(churn), make_state(churn)
     assert actual(by_array, pod, names, mark) == expected(by_name, pod, names, mark)
     assert marks(by_array) == marks(by_name)  # the same rejections reported to the cache
 
@@ -122,3 +132,27 @@ def test_container_scope_with_init_containers_is_explained_per_node() -> None:
     got = actual(make_state(), pod, ["busy", "small"], mark=False)
     assert got == expected(make_state(), pod, ["busy", "small"], mark=False)
     assert got["reasons"][0] == "cannot align init container"
+
+
+def test_churned_rows_differ_and_still_agree() -> None:
+    state = make_state(churn=True)
+    pod = parse_pod(pod_doc("p", 3))
+    index, _ = state.cycle.numa_feasible(pod)
+    assert state.cycle.emptied_feasible(pod)[0] != index  # the second gather is exercised
+    assert actual(state, pod, list(NAMES), mark=False) == expected(make_state(churn=True), pod, list(NAMES), False)
+
+
+def test_the_cycles_partial_evaluations_are_parts_of_the_full_ones() -> None:
+    state = make_state(churn=True)
+    cycle, pod = state.cycle, parse_pod(pod_doc("p", 3))
+    ev, emptied = cycle.numa_evaluation(pod), cycle.emptied_evaluation(pod)
+    index, feasible = cycle.numa_feasible(pod)
+    assert dict(index) == dict(ev.index) and feasible.tolist() == ev.feasible.tolist()
+    index, scores = cycle.numa_scores(pod)
+    assert dict(index) == dict(ev.index) and scores.tolist() == ev.scores.tolist()
+    index, feasible = cycle.emptied_feasible(pod)
+    assert dict(index) == dict(emptied.index) and feasible.tolist() == emptied.feasible.tolist()
+    assert cycle.reason_codes(pod, ev.feasible).tolist() == cycle.reason_codes(pod, ev).tolist()
+    rows = np.array(sorted(ev.index.values()), dtype=np.int64)
+    trusted = dict(zip(sorted(ev.index, key=ev.index.__getitem__), cycle.trusted_rows(rows).tolist(), strict=True))
+    assert trusted == {n: n not in ("broken", "foreign", "bare", "badnode") for n in ev.index}

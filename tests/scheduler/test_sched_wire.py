@@ -16,6 +16,7 @@ from numaplane.scheduler.errors import ExtenderRequestError, SchedulerConfigErro
 from numaplane.scheduler.wire import (
     bind_result,
     decode_body,
+    encode,
     field_value,
     filter_result,
     parse_binding_args,
@@ -120,12 +121,11 @@ def test_node_names_decode_the_same_raw_or_decoded() -> None:
     assert raw.names == ["b", "a", "b", "\u00e9"]
 
 
-def test_priority_scores_equal_the_per_pair_list() -> None:
+def test_priority_scores_encode_as_the_per_pair_list() -> None:
     scores = list(range(-5, 106))
     hosts = [f"n{i}" for i in range(len(scores))]
-    assert priority_scores(hosts, np.array(scores, dtype=np.int64)) == priority_list(
-        list(zip(hosts, scores, strict=True))
-    )
+    pairs = list(zip(hosts, scores, strict=True))
+    assert encode(priority_scores(hosts, np.array(scores, dtype=np.int64))) == encode(priority_list(pairs))
 
 
 def test_scale_score_is_monotonic_and_bounded() -> None:

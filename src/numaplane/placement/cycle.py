@@ -267,11 +267,22 @@ class Cycle:
             return Candidates(found.rows, None)
         return Candidates(found.rows, pipeline.scores(pod, self._numa_rows[found.rows]))
 
-    def _trusted(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """Whether each NUMA row holds trusted, readable NRT data (the rejections the cache hears of)."""
+    def _trusted(self, rows: npt.NDArray[np.int64], *, zones: bool = False) -> npt.NDArray[np.bool_]:
+        """Whether each NUMA row holds trusted, readable NRT data (the rejections the cache hears of);
+        ``zones``: and at least one zone."""
         assert self.pipeline is not None
         cl = self.pipeline.cluster
-        return np.asarray(cl.fresh[rows] & cl.has_nrt[rows] & ~cl.problem[rows], dtype=np.bool_)
+        trusted = cl.fresh[rows] & cl.has_nrt[rows] & ~cl.problem[rows]
+        if zones:
+            trusted &= cl.nzones[rows] > 0
+        return np.asarray(trusted, dtype=np.bool_)
+
+    def trusted_rows(self, rows: npt.NDArray[np.int64], *, zones: bool = False) -> npt.NDArray[np.bool_]:
+        """Whether each of the NUMA ``rows`` (:meth:`numa_feasible`'s index) holds trusted, readable NRT
+        data — with at least one zone when ``zones`` — as the cache last reported it (after :meth:`sync`)."""
+        if self.pipeline is None:
+            raise ValueError("this cycle has no NUMA plugin")
+        return self._trusted(rows, zones=zones)
 
     def totals(self, pod: Pod, found: Candidates) -> I64:
         """The total score (module docstring) of every position of ``found``."""
@@ -320,6 +331,9 @@ class Cycle:
     def emptied_evaluation(self, pod: Pod) -> Evaluation:
         """Every node's NUMA verdict for ``pod`` were the node emptied of pods: the same nodes with
         every zone's ``available`` raised to its ``allocatable`` ("would evicting pods help?")."""
+        return self._emptied_pipeline().evaluate(pod)
+
+    def _emptied_pipeline(self) -> Pipeline:
         if self._numa is None:
             raise ValueError("this cycle has no NUMA plugin")
         self.sync()
@@ -327,10 +341,32 @@ class Cycle:
             self._emptied = Pipeline(self._numa.strategy, self._numa.options, zones=self._numa.zones)
             for name in self.names:
                 self._load(name)
-        return self._emptied.evaluate(pod)
+        return self._emptied
 
-    def reason_codes(self, pod: Pod, ev: Evaluation) -> npt.NDArray[np.int8]:
-        """:func:`reason_codes` of this cycle's NUMA arrays for ``ev`` (this pod's :meth:`numa_evaluation`)."""
+    def numa_feasible(self, pod: Pod) -> tuple[Mapping[str, int], npt.NDArray[np.bool_]]:
+        """:meth:`numa_evaluation` without the scores: the name → row index and every row's verdict."""
+        pipeline = self._synced_pipeline()
+        return pipeline.cluster.index_snapshot(), pipeline.feasible(pod)
+
+    def numa_scores(self, pod: Pod) -> tuple[Mapping[str, int], I64]:
+        """:meth:`numa_evaluation` without the verdicts: the name → row index and every row's score."""
+        pipeline = self._synced_pipeline()
+        return pipeline.cluster.index_snapshot(), pipeline.scores(pod)
+
+    def emptied_feasible(self, pod: Pod) -> tuple[Mapping[str, int], npt.NDArray[np.bool_]]:
+        """:meth:`emptied_evaluation` without the scores (its own name → row index, and verdicts)."""
+        pipeline = self._emptied_pipeline()
+        return pipeline.cluster.index_snapshot(), pipeline.feasible(pod)
+
+    def _synced_pipeline(self) -> Pipeline:
+        if self.pipeline is None:
+            raise ValueError("this cycle has no NUMA plugin")
+        self.sync()
+        return self.pipeline
+
+    def reason_codes(self, pod: Pod, ev: Evaluation | npt.NDArray[np.bool_]) -> npt.NDArray[np.int8]:
+        """:func:`reason_codes` of this cycle's NUMA arrays for ``ev`` (this pod's :meth:`numa_evaluation`,
+        or its verdicts alone: :meth:`numa_feasible`)."""
         if self.pipeline is None:
             raise ValueError("this cycle has no NUMA plugin")
         return reason_codes(self.pipeline, pod, ev)

@@ -2,11 +2,13 @@
 
 kube-scheduler asks the extender about up to :data:`~numaplane.limits.MAX_EXTENDER_NODES` names per
 request. :func:`candidate_verdicts` maps the names to the rows of the cycle's NUMA evaluation once, with
-one gather (``-1``: no row), and answers every question of filter and prioritize from arrays indexed by
-the name's position in the request:
+one gather (``-1``: no row), and answers every question of filter (:func:`candidate_verdicts`) and
+prioritize (:func:`candidate_scores`) from arrays indexed by the name's position in the request, each
+asking the cycle only for what it needs (verdicts, or scores):
 
-* ``feasible`` / ``scores`` — the row's verdict and 0..100 score (a name without a row fails; its score
-  is the per-node function's for a known node, ``0`` for an unknown one);
+* ``feasible`` — the row's verdict (a name without a row fails);
+* :func:`candidate_scores` — the row's 0..100 score (for a name without a row the per-node function's
+  for a known node, ``0`` for an unknown one);
 * ``known`` — the state holds a Node for the name (with or without a row);
 * :meth:`CandidateVerdicts.reasons` — the upstream message of each failed position, one shared string
   per reason code (:data:`~numaplane.placement.reasons.REASON_MESSAGES`), the per-node explanation only
@@ -19,11 +21,12 @@ call (:func:`~numaplane.placement.cache.nodes_maybe_overreserved`), in request o
 answers :meth:`SchedulerState.evaluate <numaplane.scheduler.state.SchedulerState.evaluate>` gives name by
 name: the arrays are the ones the cache was synced into just before (the cycle's ``fresh``, ``has_nrt``,
 ``problem`` and ``nzones`` are the cached view's freshness, presence, problem and zones), so the
-per-name cache reads of that loop are not needed. Pure: no I/O.
+per-name cache reads of that loop are not needed (:meth:`~numaplane.placement.cycle.Cycle.trusted_rows`). Pure: no I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
@@ -32,13 +35,13 @@ import numpy as np
 import numpy.typing as npt
 
 from numaplane.placement.cache import nodes_maybe_overreserved
-from numaplane.placement.cycle import EXPLAIN, FITS, REASON_MESSAGES, Evaluation
+from numaplane.placement.cycle import EXPLAIN, FITS, REASON_MESSAGES
 from numaplane.placement.result import Reject
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.state import SchedulerState
 from numaplane.scheduler.verdicts import MSG_UNEXPLAINED
 
-__all__ = ["CandidateVerdicts", "candidate_verdicts"]
+__all__ = ["CandidateVerdicts", "candidate_scores", "candidate_verdicts"]
 
 I64 = npt.NDArray[np.int64]
 B = npt.NDArray[np.bool_]
@@ -55,9 +58,19 @@ def _rows(index: Any, names: list[str]) -> I64:
     return np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
 
 
+def _known(state: SchedulerState, names: list[str], rows: I64) -> B:
+    """Whether the state holds a Node for each name (every name with a row does)."""
+    known = rows >= 0
+    nodes = state.nodes
+    for pos in np.flatnonzero(~known).tolist():
+        known[pos] = names[pos] in nodes
+    return known
+
+
 @dataclass(frozen=True)
 class CandidateVerdicts:
-    """One pod's NUMA verdicts on a request's names (module docstring); arrays by request position."""
+    """One pod's NUMA filter verdicts on a request's names (module docstring); arrays by request
+    position, ``all_feasible`` by row of the cycle's NUMA arrays (``index``: name → row)."""
 
     state: SchedulerState
     pod: Pod
@@ -65,21 +78,13 @@ class CandidateVerdicts:
     rows: I64
     feasible: B
     known: B
-    evaluation: Evaluation
+    index: Mapping[str, int]
+    all_feasible: B
 
     @property
     def failed(self) -> B:
         """Known names the NUMA filter rejects (with or without a row)."""
         return self.known & ~self.feasible
-
-    def scores(self) -> I64:
-        """The 0..100 NUMA score of every position (module docstring)."""
-        has_row = self.rows >= 0
-        out = np.zeros(len(self.rows), dtype=np.int64)
-        out[has_row] = self.evaluation.scores[self.rows[has_row]]
-        for pos in np.flatnonzero(self.known & ~has_row).tolist():  # Node object unusable: no row
-            out[pos] = self.state.verdicts.numa_score(self.pod, str(self.names[pos]))
-        return out
 
     def reasons(self) -> Objects:
         """The upstream message of every failed position (``None`` elsewhere)."""
@@ -88,7 +93,7 @@ class CandidateVerdicts:
         codes = np.full(len(self.rows), EXPLAIN, dtype=np.int8)
         with_row = failed & has_row
         if with_row.any():
-            all_codes = self.state.cycle.reason_codes(self.pod, self.evaluation)
+            all_codes = self.state.cycle.reason_codes(self.pod, self.all_feasible)
             codes[with_row] = all_codes[self.rows[with_row]]
         messages: Objects = np.full(len(self.rows), None, dtype=object)
         messages[failed] = _CODE_MESSAGES[codes[failed]]
@@ -103,40 +108,46 @@ class CandidateVerdicts:
         out = np.zeros(len(self.rows), dtype=np.bool_)
         if not failed.any():
             return out
-        cl = self.state.cycle.pipeline.cluster if self.state.cycle.pipeline is not None else None
-        assert cl is not None
         rows = self.rows[failed]
-        trusted = cl.fresh[rows] & cl.has_nrt[rows] & ~cl.problem[rows] & (cl.nzones[rows] > 0)
-        emptied = self.state.cycle.emptied_evaluation(self.pod)
-        emptied_rows = _rows(emptied.index, self.names[failed].tolist())
+        trusted = self.state.cycle.trusted_rows(rows, zones=True)
+        index, emptied = self.state.cycle.emptied_feasible(self.pod)
+        if index == self.index:  # the same rows (the usual case): no second gather
+            out[failed] = emptied[rows] & trusted
+            return out
+        emptied_rows = _rows(index, self.names[failed].tolist())
         fits = np.zeros(len(rows), dtype=np.bool_)
-        fits[emptied_rows >= 0] = emptied.feasible[emptied_rows[emptied_rows >= 0]]
+        fits[emptied_rows >= 0] = emptied[emptied_rows[emptied_rows >= 0]]
         out[failed] = fits & trusted
         return out
 
 
 def candidate_verdicts(state: SchedulerState, pod: Pod, names: list[str], *, mark: bool) -> CandidateVerdicts:
-    """``pod``'s verdicts on ``names`` (module docstring); ``mark``: report rejections to the cache."""
-    ev = state.cycle.numa_evaluation(pod)
-    rows = _rows(ev.index, names)
+    """``pod``'s filter verdicts on ``names`` (module docstring); ``mark``: report rejections to the cache."""
+    index, all_feasible = state.cycle.numa_feasible(pod)
+    rows = _rows(index, names)
     has_row = rows >= 0
     feasible = np.zeros(len(names), dtype=np.bool_)
-    feasible[has_row] = ev.feasible[rows[has_row]]
-    known = has_row.copy()
-    nodes = state.nodes
-    for pos in np.flatnonzero(~has_row).tolist():
-        known[pos] = names[pos] in nodes
+    feasible[has_row] = all_feasible[rows[has_row]]
     array: Objects = np.empty(len(names), dtype=object)
     array[:] = names
-    verdicts = CandidateVerdicts(state, pod, array, rows, feasible, known, ev)
+    verdicts = CandidateVerdicts(state, pod, array, rows, feasible, _known(state, names, rows), index, all_feasible)
     if mark:
         rejected = has_row & ~feasible
         if rejected.any():
-            cl = state.cycle.pipeline.cluster if state.cycle.pipeline is not None else None
-            assert cl is not None
-            r = rows[rejected]
-            trusted = cl.fresh[r] & cl.has_nrt[r] & ~cl.problem[r]
+            trusted = state.cycle.trusted_rows(rows[rejected])
             report = array[rejected][trusted].tolist()
             if report:
                 nodes_maybe_overreserved(state.cache, report, pod)
     return verdicts
+
+
+def candidate_scores(state: SchedulerState, pod: Pod, names: list[str]) -> I64:
+    """The 0..100 NUMA score of ``pod`` on each of ``names`` (module docstring), in request order."""
+    index, all_scores = state.cycle.numa_scores(pod)
+    rows = _rows(index, names)
+    has_row = rows >= 0
+    out = np.zeros(len(names), dtype=np.int64)
+    out[has_row] = all_scores[rows[has_row]]
+    for pos in np.flatnonzero(_known(state, names, rows) & ~has_row).tolist():  # Node object unusable
+        out[pos] = state.verdicts.numa_score(pod, names[pos])
+    return out

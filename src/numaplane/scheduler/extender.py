@@ -67,7 +67,7 @@ from numaplane.limits import (
 )
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
-from numaplane.scheduler.candidates import candidate_verdicts
+from numaplane.scheduler.candidates import candidate_scores, candidate_verdicts
 from numaplane.scheduler.errors import ExtenderRequestError
 from numaplane.scheduler.metrics import SchedulerMetrics
 from numaplane.scheduler.state import SchedulerState
@@ -75,6 +75,7 @@ from numaplane.scheduler.verdicts import ALIGN_REASONS
 from numaplane.scheduler.wire import (
     BindingArgs,
     ExtenderArgs,
+    HostPriority,
     bind_result,
     decode_body,
     encode,
@@ -196,12 +197,12 @@ class Extender:
         )
         return result
 
-    def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]] | None:
+    def prioritize(self, args: ExtenderArgs) -> list[HostPriority] | None:
         """The ``HostPriorityList`` for ``args``; ``None`` when not ready (the handler answers 503)."""
         if not self.ready():
             return None
         names = args.names
-        scores = candidate_verdicts(self.state, args.pod, names, mark=False).scores()
+        scores = candidate_scores(self.state, args.pod, names)
         log.debug("prioritize", pod=args.pod.key, scores=dict(zip(names, scores.tolist(), strict=True)))
         return priority_scores(names, scores)
 

@@ -39,6 +39,7 @@ __all__ = [
     "MAX_EXTENDER_PRIORITY",
     "BindingArgs",
     "ExtenderArgs",
+    "HostPriority",
     "bind_result",
     "decode_body",
     "encode",
@@ -344,11 +345,19 @@ def priority_list(scores: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
     return [{"Host": host, "Score": scale_score(score)} for host, score in scores]
 
 
-def priority_scores(hosts: Sequence[str], scores: npt.NDArray[np.int64]) -> list[dict[str, Any]]:
-    """:func:`priority_list` of ``hosts`` with their 0..100 ``scores`` (one array, same order): the
-    scaling of :func:`scale_score` done on the whole array."""
+class HostPriority(msgspec.Struct):
+    """One entry of a ``HostPriorityList`` (:func:`encode` writes ``{"Host": ..., "Score": ...}``, as
+    for the dicts of :func:`priority_list`, and makes one without a Python call per entry)."""
+
+    Host: str
+    Score: int
+
+
+def priority_scores(hosts: Sequence[str], scores: npt.NDArray[np.int64]) -> list[HostPriority]:
+    """:func:`priority_list` of ``hosts`` with their 0..100 ``scores`` (one array, same order; the same
+    JSON once encoded): the scaling of :func:`scale_score` done on the whole array."""
     scaled = np.clip((scores * MAX_EXTENDER_PRIORITY + MAX_NODE_SCORE // 2) // MAX_NODE_SCORE, 0, MAX_EXTENDER_PRIORITY)
-    return [{"Host": host, "Score": score} for host, score in zip(hosts, scaled.tolist(), strict=True)]
+    return list(map(HostPriority, hosts, scaled.tolist()))
 
 
 def bind_result(error: str = "") -> dict[str, Any]:
