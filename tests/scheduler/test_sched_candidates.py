@@ -14,6 +14,7 @@ from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.candidates import candidate_scores, candidate_verdicts
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.state import SchedulerState
+from numaplane.scheduler.verdicts import ALIGN_REASONS
 
 #: Nodes covering every reason: fits, cannot align (container and pod scope; evictions help or not),
 #: malformed and untrusted data, no NRT, a policy the plugin does not align, a Node object
@@ -67,17 +68,20 @@ def expected(state: SchedulerState, pod: Pod, names: list[str], mark: bool) -> d
         "known": [n not in ev.unknown for n in names],
         "scores": scores,
         "reasons": [ev.reason(n) if n in ev.failed else None for n in names],
+        "aligning": [n in ev.failed and ev.reason(n) in ALIGN_REASONS for n in names],
         "preemptible": [n in ev.preemptible for n in names],
     }
 
 
 def actual(state: SchedulerState, pod: Pod, names: list[str], mark: bool) -> dict[str, Any]:
     cv = candidate_verdicts(state, pod, names, mark=mark)
+    messages, codes = cv.reasons()
     return {
         "feasible": cv.feasible.tolist(),
         "known": cv.known.tolist(),
         "scores": candidate_scores(state, pod, names).tolist(),
-        "reasons": cv.reasons().tolist(),
+        "reasons": messages.tolist(),
+        "aligning": (cv.aligning(messages, codes) & cv.failed).tolist(),
         "preemptible": cv.preemptible().tolist(),
     }
 

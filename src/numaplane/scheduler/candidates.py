@@ -39,7 +39,7 @@ from numaplane.placement.cycle import EXPLAIN, FITS, REASON_MESSAGES
 from numaplane.placement.result import Reject
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.state import SchedulerState
-from numaplane.scheduler.verdicts import MSG_UNEXPLAINED
+from numaplane.scheduler.verdicts import ALIGN_REASONS, MSG_UNEXPLAINED
 
 __all__ = ["CandidateVerdicts", "candidate_scores", "candidate_verdicts"]
 
@@ -51,6 +51,9 @@ Objects = npt.NDArray[np.object_]
 _CODE_MESSAGES: Objects = np.array(
     [REASON_MESSAGES.get(code) for code in range(max(FITS, EXPLAIN, *REASON_MESSAGES) + 1)], dtype=object
 )
+
+#: Whether each reason code's message is a ``cannot align`` one, indexable by code.
+_CODE_ALIGNS: B = np.array([message in ALIGN_REASONS for message in _CODE_MESSAGES.tolist()], dtype=np.bool_)
 
 
 def _rows(index: Any, names: list[str]) -> I64:
@@ -86,8 +89,9 @@ class CandidateVerdicts:
         """Known names the NUMA filter rejects (with or without a row)."""
         return self.known & ~self.feasible
 
-    def reasons(self) -> Objects:
-        """The upstream message of every failed position (``None`` elsewhere)."""
+    def reasons(self) -> tuple[Objects, npt.NDArray[np.int8]]:
+        """The upstream message of every failed position (``None`` elsewhere), and its reason code
+        (``EXPLAIN`` for a message from the per-node explanation)."""
         failed = self.failed
         has_row = self.rows >= 0
         codes = np.full(len(self.rows), EXPLAIN, dtype=np.int8)
@@ -100,7 +104,16 @@ class CandidateVerdicts:
         for pos in np.flatnonzero(failed & (codes == EXPLAIN)).tolist():
             verdict = self.state.verdicts.explain(self.pod, str(self.names[pos]))
             messages[pos] = verdict.reason if isinstance(verdict, Reject) else MSG_UNEXPLAINED
-        return messages
+        return messages, codes
+
+    @staticmethod
+    def aligning(messages: Objects, codes: npt.NDArray[np.int8]) -> B:
+        """Whether each position's message (:meth:`reasons`) is a ``cannot align`` one (``ALIGN_REASONS``):
+        by reason code, the explained messages one by one."""
+        out = _CODE_ALIGNS[codes]
+        for pos in np.flatnonzero(codes == EXPLAIN).tolist():
+            out[pos] = messages[pos] in ALIGN_REASONS
+        return out
 
     def preemptible(self) -> B:
         """Failed positions that evicting pods could make fit (module docstring)."""

@@ -71,7 +71,6 @@ from numaplane.scheduler.candidates import candidate_scores, candidate_verdicts
 from numaplane.scheduler.errors import ExtenderRequestError
 from numaplane.scheduler.metrics import SchedulerMetrics
 from numaplane.scheduler.state import SchedulerState
-from numaplane.scheduler.verdicts import ALIGN_REASONS
 from numaplane.scheduler.wire import (
     BindingArgs,
     ExtenderArgs,
@@ -171,10 +170,10 @@ class Extender:
         names = args.names
         cv = candidate_verdicts(self.state, pod, names, mark=True)
         failed_at, unknown_at = cv.failed, ~cv.known
-        reasons = cv.reasons()
+        reasons, codes = cv.reasons()
         preemptible = cv.preemptible() & failed_at
         if preemptible.any():  # only the cannot-align rejections are worth an eviction
-            preemptible[preemptible] = [reason in ALIGN_REASONS for reason in reasons[preemptible].tolist()]
+            preemptible[preemptible] = cv.aligning(reasons[preemptible], codes[preemptible])
         to_unresolvable = failed_at & ~preemptible
         failed = dict(zip(cv.names[preemptible].tolist(), reasons[preemptible].tolist(), strict=True))
         unresolvable: dict[str, str] = dict(
