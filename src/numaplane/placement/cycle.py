@@ -139,6 +139,7 @@ class Cycle:
         self.pipeline: Pipeline | None = None
         self._numa = numa
         self._emptied: Pipeline | None = None  # made on the first emptied evaluation, then kept in sync
+        self._emptied_rows: I64 | None = None  # NUMA row -> emptied row; None: to rebuild (node set changed)
         if numa is not None:
             self.pipeline = Pipeline(numa.strategy, numa.options, zones=numa.zones)
             for name in self.names:
@@ -161,6 +162,7 @@ class Cycle:
                 raise ValueError(f"node {name!r} is new: its allocatable is needed")
             self.names.append(name)
             self._stale = True
+            self._emptied_rows = None
         if allocatable is not None:
             self.fit.set_node(name, allocatable)
         self.infos[name] = info
@@ -172,6 +174,7 @@ class Cycle:
             return
         self.names.remove(name)
         self._stale = True
+        self._emptied_rows = None
         self.fit.remove_node(name)
         self.infos.pop(name, None)
         for pipeline in (self.pipeline, self._emptied):
@@ -353,10 +356,18 @@ class Cycle:
         pipeline = self._synced_pipeline()
         return pipeline.cluster.index_snapshot(), pipeline.scores(pod)
 
-    def emptied_feasible(self, pod: Pod) -> tuple[Mapping[str, int], npt.NDArray[np.bool_]]:
-        """:meth:`emptied_evaluation` without the scores (its own name → row index, and verdicts)."""
-        pipeline = self._emptied_pipeline()
-        return pipeline.cluster.index_snapshot(), pipeline.feasible(pod)
+    def emptied_feasible(self, pod: Pod) -> npt.NDArray[np.bool_]:
+        """:meth:`emptied_evaluation`'s verdicts alone, by row of the cycle's NUMA arrays (the rows of
+        :meth:`numa_feasible`'s index; the emptied arrays have rows of their own)."""
+        emptied = self._emptied_pipeline()
+        if self._emptied_rows is None:
+            assert self.pipeline is not None
+            index = emptied.cluster.index
+            rows = np.zeros(self.pipeline.cluster.n, dtype=np.int64)
+            for name, row in self.pipeline.cluster.index.items():
+                rows[row] = index[name]
+            self._emptied_rows = rows
+        return emptied.feasible(pod)[self._emptied_rows]
 
     def _synced_pipeline(self) -> Pipeline:
         if self.pipeline is None:

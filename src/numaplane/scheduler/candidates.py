@@ -21,12 +21,12 @@ call (:func:`~numaplane.placement.cache.nodes_maybe_overreserved`), in request o
 answers :meth:`SchedulerState.evaluate <numaplane.scheduler.state.SchedulerState.evaluate>` gives name by
 name: the arrays are the ones the cache was synced into just before (the cycle's ``fresh``, ``has_nrt``,
 ``problem`` and ``nzones`` are the cached view's freshness, presence, problem and zones), so the
-per-name cache reads of that loop are not needed (:meth:`~numaplane.placement.cycle.Cycle.trusted_rows`). Pure: no I/O.
+per-name cache reads of that loop are not needed (:meth:`~numaplane.placement.cycle.Cycle.trusted_rows`).
+Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
@@ -73,7 +73,7 @@ def _known(state: SchedulerState, names: list[str], rows: I64) -> B:
 @dataclass(frozen=True)
 class CandidateVerdicts:
     """One pod's NUMA filter verdicts on a request's names (module docstring); arrays by request
-    position, ``all_feasible`` by row of the cycle's NUMA arrays (``index``: name → row)."""
+    position, ``all_feasible`` by row of the cycle's NUMA arrays."""
 
     state: SchedulerState
     pod: Pod
@@ -81,7 +81,6 @@ class CandidateVerdicts:
     rows: I64
     feasible: B
     known: B
-    index: Mapping[str, int]
     all_feasible: B
 
     @property
@@ -123,14 +122,7 @@ class CandidateVerdicts:
             return out
         rows = self.rows[failed]
         trusted = self.state.cycle.trusted_rows(rows, zones=True)
-        index, emptied = self.state.cycle.emptied_feasible(self.pod)
-        if index == self.index:  # the same rows (the usual case): no second gather
-            out[failed] = emptied[rows] & trusted
-            return out
-        emptied_rows = _rows(index, self.names[failed].tolist())
-        fits = np.zeros(len(rows), dtype=np.bool_)
-        fits[emptied_rows >= 0] = emptied[emptied_rows[emptied_rows >= 0]]
-        out[failed] = fits & trusted
+        out[failed] = self.state.cycle.emptied_feasible(self.pod)[rows] & trusted
         return out
 
 
@@ -143,7 +135,7 @@ def candidate_verdicts(state: SchedulerState, pod: Pod, names: list[str], *, mar
     feasible[has_row] = all_feasible[rows[has_row]]
     array: Objects = np.empty(len(names), dtype=object)
     array[:] = names
-    verdicts = CandidateVerdicts(state, pod, array, rows, feasible, _known(state, names, rows), index, all_feasible)
+    verdicts = CandidateVerdicts(state, pod, array, rows, feasible, _known(state, names, rows), all_feasible)
     if mark:
         rejected = has_row & ~feasible
         if rejected.any():
