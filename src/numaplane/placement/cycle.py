@@ -347,14 +347,17 @@ class Cycle:
         return self._emptied
 
     def numa_feasible(self, pod: Pod) -> tuple[Mapping[str, int], npt.NDArray[np.bool_]]:
-        """:meth:`numa_evaluation` without the scores: the name → row index and every row's verdict."""
+        """:meth:`numa_evaluation` without the scores: the name → row index and every row's verdict.
+        The index is the arrays' own (no copy, so lookups are plain dict ones): valid until the node
+        set changes, read it at once."""
         pipeline = self._synced_pipeline()
-        return pipeline.cluster.index_snapshot(), pipeline.feasible(pod)
+        return pipeline.cluster.index, pipeline.feasible(pod)
 
     def numa_scores(self, pod: Pod) -> tuple[Mapping[str, int], I64]:
-        """:meth:`numa_evaluation` without the verdicts: the name → row index and every row's score."""
+        """:meth:`numa_evaluation` without the verdicts: the name → row index (as for
+        :meth:`numa_feasible`) and every row's score."""
         pipeline = self._synced_pipeline()
-        return pipeline.cluster.index_snapshot(), pipeline.scores(pod)
+        return pipeline.cluster.index, pipeline.scores(pod)
 
     def emptied_feasible(self, pod: Pod) -> npt.NDArray[np.bool_]:
         """:meth:`emptied_evaluation`'s verdicts alone, by row of the cycle's NUMA arrays (the rows of
