@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from sched_helpers import captures, load_capture
 
+from numaplane.limits import MAX_EXTENDER_NODES, MAX_JSON_DEPTH
 from numaplane.scheduler.config import SchedulerConfig, config_from_document, parse_cache_mode
 from numaplane.scheduler.errors import ExtenderRequestError, SchedulerConfigError
 from numaplane.scheduler.wire import (
     bind_result,
     decode_body,
+    encode,
     field_value,
     filter_result,
     parse_binding_args,
     parse_extender_args,
     priority_list,
+    priority_scores,
     scale_score,
 )
 
@@ -81,6 +86,46 @@ def test_reply_shapes(shared_dir: Path) -> None:
         {"Host": "c", "Score": 5},
     ]
     assert bind_result() == {"Error": ""}
+
+
+_POD = '{"metadata": {"name": "p"}}'
+NODE_NAMES_REASONS = [
+    ('["a", ""]', "NodeNames must be a list of non-empty strings"),
+    ('["a", 1]', "NodeNames must be a list of non-empty strings"),
+    ('{"a": "b"}', "NodeNames must be a list of non-empty strings"),
+    ('"a"', "NodeNames must be a list of non-empty strings"),
+    (json.dumps(["n"] * (MAX_EXTENDER_NODES + 1)), f"more than {MAX_EXTENDER_NODES} nodes"),
+]
+
+
+@pytest.mark.parametrize(("names", "reason"), NODE_NAMES_REASONS)
+def test_node_names_are_refused_with_the_same_reason_raw_or_decoded(names: str, reason: str) -> None:
+    body = f'{{"Pod": {_POD}, "NodeNames": {names}}}'.encode()
+    for doc in (decode_body(body), json.loads(body)):  # raw: the typed decode, then the general path
+        with pytest.raises(ExtenderRequestError) as raised:
+            parse_extender_args(doc)
+        assert raised.value.reason == reason
+
+
+def test_deep_node_names_in_a_body_are_refused_for_their_depth() -> None:
+    body = f'{{"Pod": {_POD}, "NodeNames": {"[" * 100 + "]" * 100}}}'.encode()
+    with pytest.raises(ExtenderRequestError) as raised:
+        parse_extender_args(decode_body(body))
+    assert raised.value.reason == f"NodeNames nests deeper than {MAX_JSON_DEPTH} levels"
+
+
+def test_node_names_decode_the_same_raw_or_decoded() -> None:
+    body = json.dumps({"Pod": {"metadata": {"name": "p"}}, "NodeNames": ["b", "a", "b", "\u00e9"]}).encode()
+    raw, decoded = parse_extender_args(decode_body(body)), parse_extender_args(json.loads(body))
+    assert raw.node_names == decoded.node_names == ("b", "a", "b", "\u00e9")
+    assert raw.names == ["b", "a", "b", "\u00e9"]
+
+
+def test_priority_scores_encode_as_the_per_pair_list() -> None:
+    scores = list(range(-5, 106))
+    hosts = [f"n{i}" for i in range(len(scores))]
+    pairs = list(zip(hosts, scores, strict=True))
+    assert encode(priority_scores(hosts, np.array(scores, dtype=np.int64))) == encode(priority_list(pairs))
 
 
 def test_scale_score_is_monotonic_and_bounded() -> None:

@@ -139,6 +139,7 @@ class Cycle:
         self.pipeline: Pipeline | None = None
         self._numa = numa
         self._emptied: Pipeline | None = None  # made on the first emptied evaluation, then kept in sync
+        self._emptied_rows: I64 | None = None  # NUMA row -> emptied row; None: to rebuild (node set changed)
         if numa is not None:
             self.pipeline = Pipeline(numa.strategy, numa.options, zones=numa.zones)
             for name in self.names:
@@ -161,6 +162,7 @@ class Cycle:
                 raise ValueError(f"node {name!r} is new: its allocatable is needed")
             self.names.append(name)
             self._stale = True
+            self._emptied_rows = None
         if allocatable is not None:
             self.fit.set_node(name, allocatable)
         self.infos[name] = info
@@ -172,6 +174,7 @@ class Cycle:
             return
         self.names.remove(name)
         self._stale = True
+        self._emptied_rows = None
         self.fit.remove_node(name)
         self.infos.pop(name, None)
         for pipeline in (self.pipeline, self._emptied):
@@ -267,11 +270,22 @@ class Cycle:
             return Candidates(found.rows, None)
         return Candidates(found.rows, pipeline.scores(pod, self._numa_rows[found.rows]))
 
-    def _trusted(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """Whether each NUMA row holds trusted, readable NRT data (the rejections the cache hears of)."""
+    def _trusted(self, rows: npt.NDArray[np.int64], *, zones: bool = False) -> npt.NDArray[np.bool_]:
+        """Whether each NUMA row holds trusted, readable NRT data (the rejections the cache hears of);
+        ``zones``: and at least one zone."""
         assert self.pipeline is not None
         cl = self.pipeline.cluster
-        return np.asarray(cl.fresh[rows] & cl.has_nrt[rows] & ~cl.problem[rows], dtype=np.bool_)
+        trusted = cl.fresh[rows] & cl.has_nrt[rows] & ~cl.problem[rows]
+        if zones:
+            trusted &= cl.nzones[rows] > 0
+        return np.asarray(trusted, dtype=np.bool_)
+
+    def trusted_rows(self, rows: npt.NDArray[np.int64], *, zones: bool = False) -> npt.NDArray[np.bool_]:
+        """Whether each of the NUMA ``rows`` (:meth:`numa_feasible`'s index) holds trusted, readable NRT
+        data — with at least one zone when ``zones`` — as the cache last reported it (after :meth:`sync`)."""
+        if self.pipeline is None:
+            raise ValueError("this cycle has no NUMA plugin")
+        return self._trusted(rows, zones=zones)
 
     def totals(self, pod: Pod, found: Candidates) -> I64:
         """The total score (module docstring) of every position of ``found``."""
@@ -320,6 +334,9 @@ class Cycle:
     def emptied_evaluation(self, pod: Pod) -> Evaluation:
         """Every node's NUMA verdict for ``pod`` were the node emptied of pods: the same nodes with
         every zone's ``available`` raised to its ``allocatable`` ("would evicting pods help?")."""
+        return self._emptied_pipeline().evaluate(pod)
+
+    def _emptied_pipeline(self) -> Pipeline:
         if self._numa is None:
             raise ValueError("this cycle has no NUMA plugin")
         self.sync()
@@ -327,10 +344,43 @@ class Cycle:
             self._emptied = Pipeline(self._numa.strategy, self._numa.options, zones=self._numa.zones)
             for name in self.names:
                 self._load(name)
-        return self._emptied.evaluate(pod)
+        return self._emptied
 
-    def reason_codes(self, pod: Pod, ev: Evaluation) -> npt.NDArray[np.int8]:
-        """:func:`reason_codes` of this cycle's NUMA arrays for ``ev`` (this pod's :meth:`numa_evaluation`)."""
+    def numa_feasible(self, pod: Pod) -> tuple[Mapping[str, int], npt.NDArray[np.bool_]]:
+        """:meth:`numa_evaluation` without the scores: the name → row index and every row's verdict.
+        The index is the arrays' own (no copy, so lookups are plain dict ones): valid until the node
+        set changes, read it at once."""
+        pipeline = self._synced_pipeline()
+        return pipeline.cluster.index, pipeline.feasible(pod)
+
+    def numa_scores(self, pod: Pod) -> tuple[Mapping[str, int], I64]:
+        """:meth:`numa_evaluation` without the verdicts: the name → row index (as for
+        :meth:`numa_feasible`) and every row's score."""
+        pipeline = self._synced_pipeline()
+        return pipeline.cluster.index, pipeline.scores(pod)
+
+    def emptied_feasible(self, pod: Pod) -> npt.NDArray[np.bool_]:
+        """:meth:`emptied_evaluation`'s verdicts alone, by row of the cycle's NUMA arrays (the rows of
+        :meth:`numa_feasible`'s index; the emptied arrays have rows of their own)."""
+        emptied = self._emptied_pipeline()
+        if self._emptied_rows is None:
+            assert self.pipeline is not None
+            index = emptied.cluster.index
+            rows = np.zeros(self.pipeline.cluster.n, dtype=np.int64)
+            for name, row in self.pipeline.cluster.index.items():
+                rows[row] = index[name]
+            self._emptied_rows = rows
+        return emptied.feasible(pod)[self._emptied_rows]
+
+    def _synced_pipeline(self) -> Pipeline:
+        if self.pipeline is None:
+            raise ValueError("this cycle has no NUMA plugin")
+        self.sync()
+        return self.pipeline
+
+    def reason_codes(self, pod: Pod, ev: Evaluation | npt.NDArray[np.bool_]) -> npt.NDArray[np.int8]:
+        """:func:`reason_codes` of this cycle's NUMA arrays for ``ev`` (this pod's :meth:`numa_evaluation`,
+        or its verdicts alone: :meth:`numa_feasible`)."""
         if self.pipeline is None:
             raise ValueError("this cycle has no NUMA plugin")
         return reason_codes(self.pipeline, pod, ev)

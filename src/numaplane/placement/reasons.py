@@ -39,15 +39,17 @@ REASON_MESSAGES: Mapping[int, str] = {
 _SNN = POLICY_CODES["single-numa-node"]
 
 
-def reason_codes(pipeline: Pipeline, pod: Pod, ev: Evaluation) -> npt.NDArray[np.int8]:
-    """The reason code (module constants) of every row of ``ev`` (``pipeline.evaluate(pod)``), read
+def reason_codes(pipeline: Pipeline, pod: Pod, ev: Evaluation | npt.NDArray[np.bool_]) -> npt.NDArray[np.int8]:
+    """The reason code (module constants) of every row of ``ev`` (``pipeline.evaluate(pod)``, or its
+    ``feasible`` verdicts alone), read
     from the arrays that took the decision. A rejection follows from the data alone when the data is
     untrusted (``UNTRUSTED``) or unreadable (``MALFORMED``), or, on usable ``single-numa-node`` data
     with zones, in pod scope (``CANNOT_ALIGN_POD``) and in container scope for a pod without init
     containers (``CANNOT_ALIGN_CONTAINER``: upstream reports every app container so); any other
     rejection is ``EXPLAIN`` (the per-node explanation gives the message)."""
+    feasible = ev.feasible if isinstance(ev, Evaluation) else ev
     cl = pipeline.cluster
-    n = len(ev.feasible)
+    n = len(feasible)
     fresh, problem = cl.fresh[:n], cl.problem[:n]
     snn = cl.has_nrt[:n] & ~problem & (cl.policy[:n] == _SNN) & (cl.nzones[:n] > 0)
     codes = np.full(n, EXPLAIN, np.int8)
@@ -56,7 +58,7 @@ def reason_codes(pipeline: Pipeline, pod: Pod, ev: Evaluation) -> npt.NDArray[np
         codes[snn & ~cl.scope_pod[:n]] = CANNOT_ALIGN_CONTAINER
     codes[problem] = MALFORMED
     codes[~fresh] = UNTRUSTED
-    codes[ev.feasible] = FITS
+    codes[feasible] = FITS
     return codes
 
 

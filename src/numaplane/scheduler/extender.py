@@ -67,20 +67,21 @@ from numaplane.limits import (
 )
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
+from numaplane.scheduler.candidates import candidate_scores, candidate_verdicts
 from numaplane.scheduler.errors import ExtenderRequestError
 from numaplane.scheduler.metrics import SchedulerMetrics
 from numaplane.scheduler.state import SchedulerState
-from numaplane.scheduler.verdicts import ALIGN_REASONS
 from numaplane.scheduler.wire import (
     BindingArgs,
     ExtenderArgs,
+    HostPriority,
     bind_result,
     decode_body,
     encode,
     filter_result,
     parse_binding_args,
     parse_extender_args,
-    priority_list,
+    priority_scores,
 )
 
 __all__ = ["NOT_READY", "Extender", "normalize_prefix"]
@@ -167,21 +168,22 @@ class Extender:
             return filter_result(args, [], {}, {}, NOT_READY)
         pod = args.pod
         names = args.names
-        ev = self.state.evaluate(pod, names, preemption=True)
-        passing = set(ev.scores)
-        failed: dict[str, str] = {}
-        unresolvable: dict[str, str] = {}
-        for name in ev.failed:
-            reason = ev.reason(name)
-            if name in ev.preemptible and reason in ALIGN_REASONS:
-                failed[name] = reason
-            else:
-                unresolvable[name] = reason
-        for name in ev.unknown:
+        cv = candidate_verdicts(self.state, pod, names, mark=True)
+        failed_at, unknown_at = cv.failed, ~cv.known
+        reasons, codes = cv.reasons()
+        preemptible = cv.preemptible() & failed_at
+        if preemptible.any():  # only the cannot-align rejections are worth an eviction
+            preemptible[preemptible] = cv.aligning(reasons[preemptible], codes[preemptible])
+        to_unresolvable = failed_at & ~preemptible
+        failed = dict(zip(cv.names[preemptible].tolist(), reasons[preemptible].tolist(), strict=True))
+        unresolvable: dict[str, str] = dict(
+            zip(cv.names[to_unresolvable].tolist(), reasons[to_unresolvable].tolist(), strict=True)
+        )
+        for name in cv.names[unknown_at].tolist():
             unresolvable[name] = "node not found"
-        passed = [n for n in names if n in passing]
-        self._remember(pod.key, frozenset(passed))
-        result = filter_result(args, passed, failed, unresolvable)
+        passing = cv.names[cv.feasible].tolist()
+        self._remember(pod.key, frozenset(passing))
+        result = filter_result(args, passing, failed, unresolvable)
         if not passing and names and self.on_refused is not None:
             self.on_refused(pod)
         log.debug(
@@ -194,28 +196,14 @@ class Extender:
         )
         return result
 
-    def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]] | None:
+    def prioritize(self, args: ExtenderArgs) -> list[HostPriority] | None:
         """The ``HostPriorityList`` for ``args``; ``None`` when not ready (the handler answers 503)."""
         if not self.ready():
             return None
         names = args.names
-        ev = self.state.evaluate(args.pod, names, mark=False)
-        known = self.state.nodes
-        scores = [
-            (
-                name,
-                ev.scores[name]
-                if name in ev.scores
-                else ev.rejected_scores[name]
-                if name in ev.rejected_scores
-                else self.state.verdicts.numa_score(args.pod, name)  # no row: Node object unusable
-                if name in known
-                else 0,
-            )
-            for name in names
-        ]
-        log.debug("prioritize", pod=args.pod.key, scores=dict(scores))
-        return priority_list(scores)
+        scores = candidate_scores(self.state, args.pod, names)
+        log.debug("prioritize", pod=args.pod.key, scores=dict(zip(names, scores.tolist(), strict=True)))
+        return priority_scores(names, scores)
 
     async def _pod_for(self, args: BindingArgs) -> Pod:
         pod = self.state.pods.get(args.key)

@@ -23,9 +23,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 
 from numaplane.boundedjson import JSONInputError, check_depth
 from numaplane.limits import MAX_EXTENDER_DECODED_BYTES, MAX_EXTENDER_NODES, MAX_JSON_DEPTH
@@ -37,6 +39,7 @@ __all__ = [
     "MAX_EXTENDER_PRIORITY",
     "BindingArgs",
     "ExtenderArgs",
+    "HostPriority",
     "bind_result",
     "decode_body",
     "encode",
@@ -45,6 +48,7 @@ __all__ = [
     "parse_binding_args",
     "parse_extender_args",
     "priority_list",
+    "priority_scores",
     "scale_score",
 ]
 
@@ -72,6 +76,8 @@ class _NodeHead(msgspec.Struct):
 
 
 _NODE_HEAD = msgspec.json.Decoder(_NodeHead)
+#: ``NodeNames`` as it should be: a flat list of non-empty strings (validated while decoding).
+_NAMES = msgspec.json.Decoder(list[Annotated[str, msgspec.Meta(min_length=1)]])
 
 
 def decode_body(body: bytes) -> dict[str, Any]:
@@ -214,7 +220,7 @@ def parse_extender_args(doc: Any) -> ExtenderArgs:
     if not pod.name:
         raise ExtenderRequestError("Pod: metadata.name is missing")
     nodes_doc = _value_or_none(field_value(doc, "Nodes"))
-    names_doc = _value(_value_or_none(field_value(doc, "NodeNames")), "NodeNames")
+    names_doc, names_checked = _names_doc(field_value(doc, "NodeNames"))
     nodes: tuple[Any, ...] | None = None
     item_names: tuple[str, ...] = ()
     node_list: dict[str, Any] = {}
@@ -234,7 +240,9 @@ def parse_extender_args(doc: Any) -> ExtenderArgs:
         node_list = {k: v for k, v in node_list.items() if not (isinstance(k, str) and k.lower() == "items")}
     names: tuple[str, ...] | None = None
     if names_doc is not None:
-        if not isinstance(names_doc, list) or not all(isinstance(n, str) and n for n in names_doc):
+        if not names_checked and (
+            not isinstance(names_doc, list) or not all(isinstance(n, str) and n for n in names_doc)
+        ):
             raise ExtenderRequestError("NodeNames must be a list of non-empty strings")
         if len(names_doc) > MAX_EXTENDER_NODES:
             raise ExtenderRequestError(f"more than {MAX_EXTENDER_NODES} nodes")
@@ -242,6 +250,20 @@ def parse_extender_args(doc: Any) -> ExtenderArgs:
     if nodes is None and names is None:
         raise ExtenderRequestError("neither Nodes nor NodeNames is given")
     return ExtenderArgs(pod, nodes, names, node_list, item_names)
+
+
+def _names_doc(value: Any) -> tuple[Any, bool]:
+    """The ``NodeNames`` value decoded, and whether it is known to be a list of non-empty strings.
+
+    A raw value is first decoded as exactly that (:data:`_NAMES`: typed, in one pass of msgspec, no
+    Python per name); anything else takes :func:`_value`, whose checks give the reason of the 400."""
+    value = _value_or_none(value)
+    if isinstance(value, msgspec.Raw):
+        try:
+            return _NAMES.decode(value), True
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+            pass  # not a flat list of non-empty strings: the general path says why
+    return _value(value, "NodeNames"), False
 
 
 def _value_or_none(value: Any) -> Any:
@@ -321,6 +343,21 @@ def scale_score(score: int) -> int:
 def priority_list(scores: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
     """A ``HostPriorityList`` from ``(node, 0..100 score)`` pairs, in the given order."""
     return [{"Host": host, "Score": scale_score(score)} for host, score in scores]
+
+
+class HostPriority(msgspec.Struct):
+    """One entry of a ``HostPriorityList`` (:func:`encode` writes ``{"Host": ..., "Score": ...}``, as
+    for the dicts of :func:`priority_list`, and makes one without a Python call per entry)."""
+
+    Host: str
+    Score: int
+
+
+def priority_scores(hosts: Sequence[str], scores: npt.NDArray[np.int64]) -> list[HostPriority]:
+    """:func:`priority_list` of ``hosts`` with their 0..100 ``scores`` (one array, same order; the same
+    JSON once encoded): the scaling of :func:`scale_score` done on the whole array."""
+    scaled = np.clip((scores * MAX_EXTENDER_PRIORITY + MAX_NODE_SCORE // 2) // MAX_NODE_SCORE, 0, MAX_EXTENDER_PRIORITY)
+    return list(map(HostPriority, hosts, scaled.tolist()))
 
 
 def bind_result(error: str = "") -> dict[str, Any]:
