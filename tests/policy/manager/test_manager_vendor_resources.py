@@ -148,3 +148,23 @@ class TestViewsFromTheVendorsAllocations:
             for uid in builtin.pods:
                 assert vendor.exclusive_cpus(uid, "c") == builtin.exclusive_cpus(uid, "c")
             assert vendor.held_cpus() == builtin.held_cpus()
+
+
+class TestTheNRTCountsAVendorPluginsCPUs:
+    """The simulator's incremental publisher and ``node_nrt`` report a vendor CPU plugin's CPUs alike: its
+    ``allocatable()``/``available()`` rows stand for ``cpu`` in every zone (``_with_vendor_rows``)."""
+
+    def test_publisher_equals_node_nrt_with_the_cpu_plugin_out_of_the_builtin(self) -> None:
+        from numaplane.nrt.from_manager import NRTPublisher, node_nrt
+
+        manager = ResourceManager(TOPOLOGY, OFF, extra_plugins=[_vendor()])
+        publisher = NRTPublisher(manager, "n1")
+        free_before = {z.name: z.resources for z in publisher.publish().zones}
+        for uid, cpu in (("a", "2"), ("b", "3"), ("c", "1")):
+            assert manager.admit(_pod(uid, cpu)).admitted
+            assert publisher.publish() == node_nrt(manager, "n1")
+        used = {z.name: {r.name: r.available.value() for r in z.resources} for z in publisher.publish().zones}
+        before = {name: {r.name: r.available.value() for r in rows} for name, rows in free_before.items()}
+        assert sum(before[z]["cpu"] - used[z]["cpu"] for z in used) == 6  # the vendor plugin's 6 CPUs
+        manager.remove("b")
+        assert publisher.publish() == node_nrt(manager, "n1")
