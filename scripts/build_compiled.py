@@ -74,8 +74,7 @@ def build(out: Path) -> list[Path]:
         ignore = shutil.ignore_patterns("*.so", "*.pyd", "__pycache__")
         shutil.copytree(SRC / "numaplane", work / "numaplane", ignore=ignore)
         subprocess.run([sys.executable, "-m", "mypyc", *MODULES], cwd=work, check=True, stdout=subprocess.DEVNULL)
-        if out.resolve() != SRC.resolve():
-            shutil.copytree(work / "numaplane", out / "numaplane", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(work / "numaplane", out / "numaplane", ignore=shutil.ignore_patterns("__pycache__"))
         for path in compiled(work):
             target = out / path.relative_to(work)
             target.parent.mkdir(parents=True, exist_ok=True)
