@@ -2,7 +2,10 @@
 
 :func:`filter` reproduces the NodeResourceTopologyMatch Filter (scheduler-nrt.md A), in this order:
 
-1. no node → ``Error`` ``node not found``;
+1. no node → ``Error`` ``node not found``; a pod whose ``numaplane.io/`` preferences are invalid, or
+   would relax the node's policy, → ``invalid pod preference`` (the node rejects it with
+   ``InvalidPreference``); the pod's own ``topology-scope``/``topology-policy`` replace the NRT's
+   (:mod:`numaplane.placement.effective`) in the steps below;
 2. a BestEffort pod that names no non-native resource in any container passes unchecked;
 3. data the cache does not trust (``fresh=False``) → ``Unschedulable`` ``invalid node topology data``;
 4. no NRT object → pass (partial coverage is allowed);
@@ -41,6 +44,13 @@ from typing import Any
 
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
+from numaplane.placement.effective import (
+    MSG_INVALID_PREFERENCE,
+    effective_placement,
+    judged_policy,
+    judged_scope,
+    relaxes,
+)
 from numaplane.placement.errors import NodeDataError
 from numaplane.placement.node import NodeInfo, node_info
 from numaplane.placement.requests import include_non_native, is_host_level, is_numa_affine, pod_request
@@ -215,6 +225,14 @@ def filter(
     """
     if node is None:
         return Reject(MSG_NODE_NOT_FOUND, "Error")
+    wanted = effective_placement(pod)
+    if wanted.invalid is not None:  # the node rejects it with InvalidPreference, whatever its state
+        return Reject(MSG_INVALID_PREFERENCE, notes=(wanted.invalid,))
+    if wanted.preferences.topology_policy is not None and nrt is not None and fresh:
+        seen = as_topology(nrt)
+        relaxing = None if seen.problem is not None else relaxes(pod, seen.config.policy)
+        if relaxing is not None:
+            return Reject(MSG_INVALID_PREFERENCE, notes=(relaxing,))
     qos = pod.qos_class
     if qos == "BestEffort" and not include_non_native(pod):
         return Fit(False, notes=("BestEffort pod without devices is not NUMA-checked",))
@@ -229,7 +247,7 @@ def filter(
     topology = as_topology(nrt)
     if topology.problem is not None:
         return Reject(MSG_MALFORMED, notes=(topology.problem,))
-    policy = topology.config.policy
+    policy = judged_policy(pod, topology.config.policy)
     if policy != "single-numa-node":
         if options.kubelet_admission and policy in ("restricted", "best-effort"):
             from numaplane.placement.admission import admit
@@ -237,7 +255,7 @@ def filter(
             return admit(pod, topology, info)
         return Fit(False, notes=(f"topology manager policy {policy!r} is not filtered",))
     guaranteed = qos == "Guaranteed"
-    if topology.config.scope == "pod":
+    if judged_scope(pod, topology.config.scope) == "pod":
         verdict = _pod_scope(pod, topology, info, guaranteed)
     else:
         verdict = _container_scope(pod, topology, info, guaranteed)

@@ -21,13 +21,14 @@ per-node functions instead; results are identical either way. Pure: no I/O, no c
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from numaplane.placement.cachebase import NRTCache
 from numaplane.placement.cluster import I64, POLICY_CODES, B, ClusterArrays
+from numaplane.placement.effective import EffectivePlacement, effective_placement
 from numaplane.placement.filter import DEFAULT_OPTIONS, FilterOptions, NRTInput, as_topology
 from numaplane.placement.filter import filter as filter_node
 from numaplane.placement.kernels import Requests, Rows, align, charge, count_of, unit_score
@@ -198,6 +199,11 @@ class Pipeline:
         assert isinstance(sel, slice)
         qos = pod.qos_class
         exotic = self._exotic(pod)
+        wanted = effective_placement(pod)
+        if wanted.invalid is not None:  # every node rejects it (InvalidPreference)
+            return np.zeros(count, bool)
+        if not wanted.is_default:
+            m = self._judged_masks(wanted, m)
         if qos == "BestEffort" and not include_non_native(pod):
             feasible = np.ones(count, bool)
         elif exotic:
@@ -212,7 +218,30 @@ class Pipeline:
                 assert src is not None
                 verdict = filter_node(pod, src.topology, src.node, fresh=src.fresh, options=self.options)
                 feasible[pos] = isinstance(verdict, Fit)
+        asked = wanted.preferences.topology_policy
+        if asked is not None:  # a node whose known policy is stricter rejects the pod (InvalidPreference)
+            known = cl.fresh[:n] & cl.has_nrt[:n] & ~cl.problem[:n]
+            feasible &= ~(known & (cl.policy[:n] > POLICY_CODES[asked]))[sel]
         return feasible
+
+    def _judged_masks(self, wanted: EffectivePlacement, m: _Masks) -> _Masks:
+        """The filter's row selections for a pod with its own scope or policy (``placement/effective.py``):
+        a ``single-numa-node`` pod is checked on every readable NRT; its scope replaces each row's."""
+        cl = self.cluster
+        n = cl.n
+        checked = m.check_pod | m.check_ctr
+        passthrough = m.passthrough
+        if wanted.policy == "single-numa-node":
+            readable = cl.has_nrt[:n] & ~cl.problem[:n]
+            checked = cl.fresh[:n] & readable
+            if self.options.reject_without_zones:
+                checked = checked & (cl.nzones[:n] > 0)
+            passthrough = cl.fresh[:n] & ~cl.has_nrt[:n]
+        if wanted.scope is None:
+            pod_scope = cl.scope_pod[:n]
+        else:
+            pod_scope = np.full(n, wanted.scope == "pod", bool)
+        return replace(m, passthrough=passthrough, check_pod=checked & pod_scope, check_ctr=checked & ~pod_scope)
 
     def scores(self, pod: Pod, rows: I64 | None = None) -> I64:
         """The NUMA score (0..100) of ``pod`` on every row ``0 .. n-1``, or on ``rows`` only (in that
