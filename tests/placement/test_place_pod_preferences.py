@@ -12,6 +12,7 @@ from place_helpers import container, node_doc, nrt_doc, zone
 from numaplane.placement.filter import filter as filter_node
 from numaplane.placement.pipeline import Pipeline
 from numaplane.placement.result import Fit, Reject
+from numaplane.placement.score import ScoringStrategy, score
 from numaplane.resources.pod import Pod, parse_pod
 
 
@@ -81,3 +82,20 @@ def test_a_policy_laxer_than_the_nodes_is_refused_as_the_node_refuses_it() -> No
     assert not vec
     laxer_node, vec2 = verdicts(pod, nrt_doc("n1", zones(), policy="none"))
     assert isinstance(laxer_node, Fit) and vec2
+
+
+@pytest.mark.parametrize("strategy", ["LeastAllocated", "LeastNUMANodes"])
+def test_a_pod_scope_pod_is_scored_at_pod_scope_by_the_pipeline_and_the_per_node_code(strategy: str) -> None:
+    """Scored as the same pod on a pod-scope node would be (its own scope replaces the NRT's)."""
+    small = [container("a", {"cpu": 1, "memory": "1Gi"}), container("b", {"cpu": 2, "memory": "1Gi"})]
+    fits = small if strategy == "LeastAllocated" else TWO_CONTAINERS  # the pod spans two zones
+    own = annotated_pod({"numaplane.io/topology-scope": "pod"}, fits)
+    plain = annotated_pod({}, fits)
+    strat = ScoringStrategy(strategy)
+    at_pod = score(plain, nrt_doc("n1", zones(), scope="pod"), None, strat)
+    at_ctr = score(plain, nrt_doc("n1", zones(), scope="container"), None, strat)
+    assert at_pod != at_ctr  # the case tells the scopes apart
+    doc = nrt_doc("n1", zones(), scope="container")
+    pipe = Pipeline(strat)
+    pipe.update_node("n1", doc, node_doc("n1"))
+    assert score(own, doc, None, strat) == at_pod == int(pipe.scores(own)[0])

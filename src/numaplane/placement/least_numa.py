@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from itertools import combinations
 
+from numaplane.placement.effective import judged_scope
 from numaplane.placement.filter import WorkZone, suitable, work_zones
 from numaplane.placement.requests import pod_request
 from numaplane.placement.view import NodeTopology
@@ -130,7 +131,7 @@ def least_numa_score(pod: Pod, topology: NodeTopology) -> int:
     costs = [z.costs for z in topology.zones]
     max_numa = topology.config.max_numa_nodes
     guaranteed = pod.qos_class == "Guaranteed"
-    if topology.config.scope == "pod":
+    if judged_scope(pod, topology.config.scope) == "pod":
         reqs = pod_request(pod)
         if only_non_numa(zones, reqs):
             return MAX_SCORE

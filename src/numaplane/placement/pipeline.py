@@ -253,7 +253,9 @@ class Pipeline:
         m = self._masks()
         sel, count = count_of(cl, rows)
         exotic = self._exotic(pod)
-        scalar = exotic or (self.strategy.type == "LeastNUMANodes" and cl.slots > MAX_VECTOR_SLOTS)
+        # a pod with its own scope or policy is scored by the per-node code (it reads placement/effective.py)
+        own = not effective_placement(pod).is_default
+        scalar = exotic or own or (self.strategy.type == "LeastNUMANodes" and cl.slots > MAX_VECTOR_SLOTS)
         if pod.qos_class != "Guaranteed":
             scores = np.full(count, MAX_SCORE, np.int64)
         elif scalar:

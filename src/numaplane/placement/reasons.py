@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from numaplane.placement.cluster import POLICY_CODES
+from numaplane.placement.effective import effective_placement
 from numaplane.placement.filter import DEFAULT_OPTIONS, FilterOptions
 from numaplane.placement.node import NodeInfo
 from numaplane.placement.pipeline import Evaluation, Pipeline
@@ -46,16 +47,19 @@ def reason_codes(pipeline: Pipeline, pod: Pod, ev: Evaluation | npt.NDArray[np.b
     untrusted (``UNTRUSTED``) or unreadable (``MALFORMED``), or, on usable ``single-numa-node`` data
     with zones, in pod scope (``CANNOT_ALIGN_POD``) and in container scope for a pod without init
     containers (``CANNOT_ALIGN_CONTAINER``: upstream reports every app container so); any other
-    rejection is ``EXPLAIN`` (the per-node explanation gives the message)."""
+    rejection (every one of a pod with its own ``numaplane.io/`` scope or policy) is ``EXPLAIN`` (the per-node explanation gives the message)."""
     feasible = ev.feasible if isinstance(ev, Evaluation) else ev
     cl = pipeline.cluster
     n = len(feasible)
     fresh, problem = cl.fresh[:n], cl.problem[:n]
     snn = cl.has_nrt[:n] & ~problem & (cl.policy[:n] == _SNN) & (cl.nzones[:n] > 0)
     codes = np.full(n, EXPLAIN, np.int8)
-    codes[snn & cl.scope_pod[:n]] = CANNOT_ALIGN_POD
-    if not pod.init_containers:
-        codes[snn & ~cl.scope_pod[:n]] = CANNOT_ALIGN_CONTAINER
+    wanted = effective_placement(pod)
+    if wanted.is_default and wanted.preferences.topology_policy is None:
+        codes[snn & cl.scope_pod[:n]] = CANNOT_ALIGN_POD
+        if not pod.init_containers:
+            codes[snn & ~cl.scope_pod[:n]] = CANNOT_ALIGN_CONTAINER
+    # else: the pod's own scope/policy (or an invalid preference) decided; the per-node explanation says how
     codes[problem] = MALFORMED
     codes[~fresh] = UNTRUSTED
     codes[feasible] = FITS

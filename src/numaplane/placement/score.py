@@ -45,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from numaplane.placement.effective import judged_policy, judged_scope
 from numaplane.placement.errors import PlacementConfigError
 from numaplane.placement.filter import NRTInput, as_topology
 from numaplane.placement.least_numa import least_numa_score
@@ -201,9 +202,9 @@ def score(
         return 0
     if strategy.type == "LeastNUMANodes":
         return least_numa_score(pod, topology)
-    if topology.config.policy != "single-numa-node":
+    if judged_policy(pod, topology.config.policy) != "single-numa-node":
         return 0
-    if topology.config.scope == "pod":
+    if judged_scope(pod, topology.config.scope) == "pod":
         return _clamp(_unit_score(pod_request(pod), topology, strategy))
     containers = pod.all_containers()
     if not containers:
