@@ -20,7 +20,10 @@ Reach of each preference in the scheduler (the node honours all of them):
 * ``cpu-strategy``, ``full-pcpus``, ``isolated-cpus``, ``memory-pinning``: they choose *which* CPUs
   and memory of a fitting zone set are used; they do not change the NRT's per-zone amounts the filter
   compares. ``full-pcpus``/``isolated-cpus: require`` can make a node reject a pod that the NRT says
-  fits (the NRT does not describe cores or isolation); this is the documented exception.
+  fits (the NRT does not describe cores or isolation); this is a documented exception.
+* ``memory-pinning: true`` on a pod that is not Guaranteed: the node refuses it, so does the filter.
+  On a Guaranteed pod it needs the node's memory manager policy ``Static``, which an NRT does not
+  state: the second documented exception (a node with memory manager ``None`` refuses the pod).
 * an invalid preference: the node rejects the pod with ``InvalidPreference``, so the filter rejects it
   on every node, with the annotation's message.
 """
@@ -72,6 +75,12 @@ def effective_placement(pod: Pod) -> EffectivePlacement:
         prefs = parse_preferences(pod.annotations)
     except InvalidPreferenceError as exc:
         return EffectivePlacement(invalid=str(exc))
+    if prefs.memory_pinning and pod.qos_class != "Guaranteed":  # the node refuses it whatever its state
+        return EffectivePlacement(
+            invalid=f"annotation numaplane.io/memory-pinning='true': only a Guaranteed pod's memory can be "
+            f"pinned; this pod is {pod.qos_class}",
+            preferences=prefs,
+        )
     policy = prefs.topology_policy
     if policy in ("none", "best-effort"):
         policy = None  # never relaxes a node (admission refuses a relaxing one; see judged_policy)
