@@ -47,7 +47,7 @@ def summary_document(results: Sequence[RunResult], meta: Mapping[str, Any]) -> d
         "apiVersion": "numaplane.io/v1",
         "kind": "SimulationReport",
         "inputs": dict(meta),
-        "verdict": verdict(results),
+        "verdict": verdict(results, policy=str(meta.get("topologyManager", "")).split(" / ")[0] or None),
         "schedulers": [r.to_dict() for r in results],
     }
 
@@ -56,8 +56,34 @@ def _reasons(r: RunResult) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(r.rejections.items(), key=lambda kv: -kv[1]))
 
 
-def verdict(results: Sequence[RunResult]) -> str:
-    """What the comparison shows, in one plain-words paragraph (the first thing a user reads)."""
+def _cause(r: RunResult, policy: str | None) -> str:
+    """Why a NUMA-aware scheduler still had rejections, from the run's own facts: the reasons and the
+    nodes' topology manager policy (``None``: not known to the caller)."""
+    reasons = set(r.rejections)
+    if reasons == {"InvalidPreference"}:
+        return (
+            "every rejection is InvalidPreference: the pods' numaplane.io/ annotations are invalid, no node "
+            "admits them (`numaplane admit` prints the annotation's message)"
+        )
+    if policy is not None and policy != "single-numa-node":
+        return (
+            f"the nodes' topology manager policy is {policy!r}, where the NUMA filter does not apply "
+            "(upstream semantics), so no NUMA-aware scheduler can foresee these rejections"
+        )
+    if "InvalidPreference" in reasons:
+        return (
+            "some pods' numaplane.io/ annotations are invalid (InvalidPreference); the rest: a stale view of the nodes"
+        )
+    if policy is None:
+        return "its view of the nodes (NRT refresh period) is stale, if the NUMA filter applies (single-numa-node)"
+    return "its view of the nodes (NRT refresh period) is stale"
+
+
+def verdict(results: Sequence[RunResult], policy: str | None = None) -> str:
+    """What the comparison shows, in one plain-words paragraph (the first thing a user reads).
+
+    ``policy`` is the nodes' topology manager policy when the caller knows it (the cause of a NUMA-aware
+    scheduler's rejections depends on whether the NUMA filter applies)."""
     if not results:
         return "No scheduler ran."
     pods = results[0].pods
@@ -93,7 +119,14 @@ def verdict(results: Sequence[RunResult]) -> str:
     else:
         parts.append(
             f"The best NUMA-aware scheduler, {best.scheduler}, still had {best.rejected} rejections "
-            f"({_reasons(best)}) and {best.failed} pods lost: its view of the nodes (NRT refresh period) is stale."
+            f"({_reasons(best)}) and {best.failed} pods lost: {_cause(best, policy)}."
+        )
+    troubled = [r for r in others if r is not best and (r.rejected or r.failed)]
+    if troubled:
+        parts.append(
+            "NUMA-aware scheduler(s) with rejections or lost pods: "
+            + ", ".join(f"{r.scheduler} ({r.rejected} rejected, {r.failed} lost)" for r in troubled)
+            + "."
         )
     if base is not None:
         diff = best.placed - base.placed
