@@ -51,3 +51,15 @@ def test_verdict_says_invalid_preferences_are_the_cause() -> None:
     results = [_run("default", {"InvalidPreference": 16}, 4, 0), _run("numa-a", {"InvalidPreference": 16}, 4, 0)]
     text = verdict(results, policy="single-numa-node")
     assert "stale" not in text and "numaplane.io/ annotations are invalid" in text
+
+
+def test_simulation_verdict_shows_an_invalid_preference_with_its_message(tmp_path: Path) -> None:
+    workload = tmp_path / "bad.yaml"
+    workload.write_text(
+        "apiVersion: numaplane.io/v1\nkind: Workload\npods:\n  - name: bad\n    count: 4\n    interval: 1\n"
+        "    annotations: {numaplane.io/cpu-strategy: fastest}\n    spec:\n      containers:\n        - name: c\n"
+        "          resources:\n            requests: {cpu: '2', memory: 2Gi}\n            limits: {cpu: '2', memory: 2Gi}\n"
+    )
+    doc = json.loads(numaplane("simulate", "-q", "--workload", str(workload), "-o", "json").stdout)
+    assert "numaplane.io/cpu-strategy='fastest'" in doc["verdict"] and "stale" not in doc["verdict"]
+    assert "refuse them" in doc["verdict"]

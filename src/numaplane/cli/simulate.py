@@ -274,7 +274,7 @@ def _run(opts: dict[str, Any]) -> None:
     if opts["output"] == "table":
         title = f"numaplane simulation — {meta['nodes']} nodes, {meta['pods']} pods, {meta['topologyManager']}"
         if results:
-            render_table(results, out, title=title)
+            render_table(results, out, title=title, policy=opts["policy"])
     else:
         emit_document(summary_document(results, meta), opts["output"])
     if opts["report_dir"] and results:

@@ -281,6 +281,8 @@ class Run:
             self.cache.pod_updated(bound)
         admission = node.manager.admit(bound)
         self.result.admissions.append((bound.uid, node.name, admission.admitted, admission.reason))
+        if not admission.admitted and admission.reason and admission.message:
+            self.result.messages.setdefault(admission.reason, admission.message)
         if admission.admitted:
             state.node = row
             state.pod = bound

@@ -101,7 +101,9 @@ def verdict(results: Sequence[RunResult], policy: str | None = None) -> str:
     parts = []
     if base is not None and base.rejected:
         parts.append(
-            f"The default scheduler (blind to NUMA zones) sent pods to nodes that could not align them: the nodes "
+            "The default scheduler (blind to NUMA zones) sent pods to nodes that "
+            + ("refuse them" if set(base.rejections) == {"InvalidPreference"} else "could not align them")
+            + ": the nodes "
             f"rejected {base.rejected} bindings ({_reasons(base)}) and {base.failed} of {pods} pods were lost for "
             f"good after 3 recreations."
         )
@@ -141,6 +143,9 @@ def verdict(results: Sequence[RunResult], policy: str | None = None) -> str:
                 f"{best.scheduler} placed {abs(diff)} {'more' if diff > 0 else 'fewer'} pods than default "
                 f"({best.placed} vs {base.placed}); {best.pending} wait pending (vs {base.pending} with default)."
             )
+    invalid = next((r.messages["InvalidPreference"] for r in results if "InvalidPreference" in r.messages), None)
+    if invalid is not None:
+        parts.append(f"Invalid pod preference (the node's message): {invalid}.")
     return " ".join(parts)
 
 
@@ -155,12 +160,16 @@ def legend(results: Sequence[RunResult], shown: Sequence[str], dropped: Mapping[
     return lines
 
 
-def render_table(results: Sequence[RunResult], console: Console, title: str = "numaplane simulation") -> None:
-    """Print the verdict, the comparison table (one row per scheduler, columns that differ) and a legend."""
+def render_table(
+    results: Sequence[RunResult], console: Console, title: str = "numaplane simulation", policy: str | None = None
+) -> None:
+    """Print the verdict, the comparison table (one row per scheduler, columns that differ) and a legend.
+
+    ``policy``: the nodes' topology manager policy, for the verdict's cause (:func:`verdict`)."""
     from rich.markup import escape
     from rich.padding import Padding
 
-    console.print(Padding(f"[bold]Verdict.[/] {escape(verdict(results))}", (0, 0, 1, 0)))
+    console.print(Padding(f"[bold]Verdict.[/] {escape(verdict(results, policy))}", (0, 0, 1, 0)))
     best_rejected = min((r.rejected for r in results), default=0)
     cells: dict[str, list[str]] = {
         "placed": [f"{r.placed}/{r.pods}" for r in results],

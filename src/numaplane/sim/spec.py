@@ -99,6 +99,8 @@ class RunResult:
     pending_over_time: list[int] = field(default_factory=list)
     zone_utilisation: dict[str, list[float]] = field(default_factory=dict)
     admissions: list[tuple[str, str, bool, str]] = field(default_factory=list)
+    # the first message the nodes gave for each rejection reason (e.g. an invalid annotation's text)
+    messages: dict[str, str] = field(default_factory=dict)
 
     @property
     def rejected(self) -> int:
