@@ -68,3 +68,26 @@ def test_set_policy_selector_matching_no_node_is_an_error(tmp_path: Path) -> Non
     ok = numaplane("simulate", "--from", str(snap), "--set-policy", "single-numa-node@pool=numa", "-o", "json")
     assert ok.code == 0, ok.stderr
     assert json.loads(ok.stdout)["schedulers"]
+
+
+# ---- issue 25 item 4: YAML alias bombs ------------------------------------------------------------
+
+_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
+)
+
+
+def test_yaml_alias_bomb_is_refused_by_the_document_reader() -> None:
+    from numaplane.documents import DocumentError, load_yaml
+
+    with pytest.raises(DocumentError, match="aliases"):
+        load_yaml(_BOMB)
+    assert load_yaml("a: &x 1\nb: *x\n") == {"a": 1, "b": 1}  # an alias to a scalar expands to nothing
+
+
+def test_yaml_alias_bomb_snapshot_is_refused_quickly(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text("apiVersion: numaplane.io/v1\nkind: ClusterSnapshot\n" + _BOMB.replace("a:", "nodes:", 1))
+    run = numaplane("simulate", "--from", str(path), timeout=30)
+    assert run.code == 2, run.stderr
+    assert str(path) in run.error_line and "aliases" in run.error_line
