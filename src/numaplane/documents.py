@@ -11,7 +11,8 @@ on the error:
 * bounds: text larger than :data:`MAX_DOCUMENT_BYTES`, nesting deeper than
   :data:`numaplane.limits.MAX_JSON_DEPTH` (which would otherwise raise ``RecursionError``) and
   integers over 4,300 digits (a plain ``ValueError`` from ``int()``) are refused before or while
-  parsing; YAML is loaded with the safe loader only;
+  parsing; YAML is loaded with the safe loader only, and an alias to a mapping or list (the
+  "billion laughs" expansion) is refused (:func:`check_tree`);
 * a problem raises :class:`DocumentError`, whose ``path`` names the file (or the source given for
   text, or ``None`` for bare text) and whose message is ``"<path>: <reason>"`` on one line. It is both
   a ``yaml.YAMLError`` and a ``ValueError``, so the handlers callers already have keep catching it.
@@ -32,6 +33,7 @@ from numaplane.limits import MAX_JSON_DEPTH
 __all__ = [
     "MAX_DOCUMENT_BYTES",
     "DocumentError",
+    "check_tree",
     "load_json",
     "load_yaml",
     "load_yaml_all",
@@ -59,12 +61,34 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _checked(doc: Any, source: str | None) -> Any:
-    try:
-        boundedjson.check_depth(doc, MAX_JSON_DEPTH)
-    except boundedjson.JSONInputError as exc:
-        raise DocumentError(source, str(exc)) from None
+def check_tree(doc: Any, source: str | None) -> Any:
+    """``doc`` when it is a tree: no mapping or list reached twice (a YAML alias ``*ref`` to an
+    ``&anchor``ed collection), nesting at most :data:`MAX_JSON_DEPTH`; else :class:`DocumentError`.
+
+    Aliases are refused, not expanded: a < 1 KB "billion laughs" document shares subtrees so that any
+    walk over it visits 9⁹ nodes. The walk visits each collection once (bounded by the text's size).
+    """
+    seen: set[int] = set()
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if id(value) in seen:
+            raise DocumentError(source, "YAML aliases (*name) to mappings or lists are not accepted")
+        seen.add(id(value))
+        if depth > MAX_JSON_DEPTH:
+            raise DocumentError(source, f"nested deeper than {MAX_JSON_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return doc
+
+
+def _checked(doc: Any, source: str | None) -> Any:
+    return check_tree(doc, source)
 
 
 def _size(text: str | bytes, source: str | None) -> None:

@@ -306,7 +306,7 @@ async def test_snapshot_and_simulate_from_commands(fake_apiserver: FakeApiServer
     assert "matches the NRT objects" in text and "Per-zone headroom" in text and "What changes" in text
     bad = await asyncio.create_subprocess_exec(*CLI, "simulate", "--from", str(tmp_path / "none.yaml"), stderr=PIPE)
     _, err = await bad.communicate()
-    assert bad.returncode == 1 and "cannot read" in err.decode()
+    assert bad.returncode == 2 and "cannot read" in err.decode()
 
 
 def test_an_unusable_nrt_is_noted_and_the_node_modelled_from_capacity() -> None:

@@ -34,6 +34,7 @@ from typing import Any, Final
 import yaml
 
 from numaplane.agent.errors import AgentConfigError
+from numaplane.documents import DocumentError, parse_document
 from numaplane.kube.clock import format_time
 from numaplane.kube.errors import Conflict, KubeError
 from numaplane.kube.events import make_event
@@ -129,7 +130,9 @@ def read_kubelet_config(where: str, *, timeout_seconds: float = 5.0) -> tuple[Ma
                 text = answer.read().decode()
         else:
             text = Path(where).read_text(encoding="utf-8")
-        doc = yaml.safe_load(text) if text.strip() else {}  # /configz answers JSON, which YAML reads
+        doc = parse_document(text, "kubelet-config.yaml") if text.strip() else {}  # /configz: JSON, YAML reads it
+    except DocumentError as exc:
+        raise AgentConfigError(f"kubelet configuration {where}: {exc.reason}") from exc
     except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
         raise AgentConfigError(f"kubelet configuration {where}: {exc}") from exc
     if isinstance(doc, Mapping) and isinstance(doc.get("kubeletconfig"), Mapping):

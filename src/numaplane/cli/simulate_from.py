@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
-from numaplane.cli._output import console, emit_document
+from numaplane.cli._output import InputError, console, emit_document
 from numaplane.documents import DocumentError, read_document
-from numaplane.sim.errors import ScenarioError, SimulationError
+from numaplane.sim.errors import ScenarioError, SimulationError, SnapshotFormatError, WorkloadError
 from numaplane.sim.scenario import Scenario, parse_policy_flag, parse_scenario, parse_schedulers
 from numaplane.sim.snapshot import read_snapshot
 from numaplane.sim.spec import SchedulerSpec
@@ -88,6 +88,8 @@ def run_from(opts: dict[str, Any], *, schedulers_given: bool) -> None:
         if not quiet:
             err.print(f"loaded {opts['from_snapshot']} in {time.perf_counter() - started:.1f} s")
         result = run_whatif(cluster, scenario)
+    except (ScenarioError, SnapshotFormatError, WorkloadError, DocumentError) as exc:
+        raise InputError(str(exc)) from exc  # a bad input: exit 2
     except (SimulationError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     meta = {"file": opts["from_snapshot"], **{k: v for k, v in snapshot.metadata.items() if isinstance(v, str)}}

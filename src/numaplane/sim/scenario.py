@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from numaplane.kube.selectors import LabelSelector, SelectorError
+from numaplane.policy.config_schema import CONFIG_SCHEMA
 from numaplane.sim.errors import ScenarioError, WorkloadError
 from numaplane.sim.spec import SchedulerSpec
 from numaplane.sim.workload import PodArrival, parse_workload
@@ -42,6 +43,8 @@ class PolicyChange:
     selector: str
     config: Mapping[str, Any] = field(hash=False)
     _parsed: LabelSelector = field(default_factory=LabelSelector, compare=False, repr=False)
+    #: where the change was given (``FILE: policies[0]`` or ``--set-policy '...'``), for errors
+    where: str = field(default="", compare=False)
 
     @staticmethod
     def make(selector: str, config: Mapping[str, Any], where: str) -> PolicyChange:
@@ -49,7 +52,7 @@ class PolicyChange:
             parsed = LabelSelector.parse(selector or None)
         except SelectorError as exc:
             raise ScenarioError(where, f"invalid node selector {selector!r}: {exc}") from exc
-        return PolicyChange(selector, config, parsed)
+        return PolicyChange(selector, config, parsed, where)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         return self._parsed.matches({"metadata": {"labels": labels}})
@@ -71,6 +74,18 @@ class Scenario:
                 for section, value in change.config.items():
                     out.setdefault(section, {}).update(value)
         return out
+
+    def check_selectors(self, labels: Sequence[Mapping[str, str]]) -> None:
+        """Refuse a policy change whose node selector matches none of the nodes (``labels``, one per node).
+
+        A change that applies nowhere would answer a what-if that changes nothing, with no word said.
+        """
+        for change in self.policies:
+            if not any(change.matches(node) for node in labels):
+                raise ScenarioError(
+                    change.where or "policy change",
+                    f"node selector {change.selector!r} matches none of the snapshot's {len(labels)} node(s)",
+                )
 
     def combined(self, other: Scenario) -> Scenario:
         return Scenario(
@@ -103,6 +118,24 @@ def parse_schedulers(names: Sequence[str], where: str) -> tuple[SchedulerSpec, .
     return tuple(out)
 
 
+def _refuse_unknown(doc: Mapping[Any, Any], known: Sequence[str], where: str) -> None:
+    unknown = sorted(str(k) for k in doc if k not in known)
+    if unknown:
+        raise ScenarioError(f"{where}.{unknown[0]}", f"unknown field (known: {', '.join(known)})")
+
+
+def _check_config_shape(config: Mapping[Any, Any], where: str) -> None:
+    """A partial NodeResourceConfig: known sections, each a mapping of its schema's known fields."""
+    sections = {k: v for k, v in CONFIG_SCHEMA["properties"].items() if k not in ("apiVersion", "kind", "metadata")}
+    _refuse_unknown(config, tuple(sections), where)
+    for name, value in config.items():
+        if not isinstance(value, Mapping):
+            raise ScenarioError(f"{where}.{name}", "every section must be a mapping")
+        schema = sections[name]
+        if schema.get("additionalProperties") is False:
+            _refuse_unknown(value, tuple(schema.get("properties", {})), f"{where}.{name}")
+
+
 def parse_scenario(doc: Any, source: str) -> Scenario:
     """Validate a scenario document (see the module docstring)."""
     if doc is None:
@@ -113,16 +146,22 @@ def parse_scenario(doc: Any, source: str) -> Scenario:
         raise ScenarioError(f"{source}: kind", f"expected {KIND!r}, got {doc.get('kind')!r}")
     unknown = set(doc) - {"apiVersion", "kind", "policies", "workload", "schedulers"}
     if unknown:
-        raise ScenarioError(source, f"unknown keys {sorted(unknown)}")
+        raise ScenarioError(source, f"unknown keys {sorted(map(str, unknown))}")
     policies = []
-    for i, item in enumerate(doc.get("policies") or ()):
+    raw_policies = doc.get("policies") or []
+    if not isinstance(raw_policies, list):
+        raise ScenarioError(f"{source}: policies", "expected a list of {nodeSelector?, config: {...}}")
+    for i, item in enumerate(raw_policies):
         where = f"{source}: policies[{i}]"
         if not isinstance(item, Mapping) or not isinstance(item.get("config"), Mapping):
             raise ScenarioError(where, "expected {nodeSelector?, config: {...}}")
+        _refuse_unknown(item, ("nodeSelector", "config"), where)
+        selector = item.get("nodeSelector")
+        if selector is not None and not isinstance(selector, str):
+            raise ScenarioError(f"{where}.nodeSelector", "expected a label selector string, e.g. 'pool=numa'")
         config = item["config"]
-        if not all(isinstance(v, Mapping) for v in config.values()):
-            raise ScenarioError(f"{where}.config", "every section must be a mapping")
-        policies.append(PolicyChange.make(str(item.get("nodeSelector") or ""), dict(config), where))
+        _check_config_shape(config, f"{where}.config")
+        policies.append(PolicyChange.make(selector or "", dict(config), where))
     workload: list[PodArrival] = []
     if doc.get("workload") is not None:
         try:

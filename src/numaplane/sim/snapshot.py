@@ -42,6 +42,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from numaplane.documents import DocumentError, check_tree
 from numaplane.sim.errors import SnapshotFormatError
 
 __all__ = [
@@ -353,9 +354,13 @@ def _read_fast(stream: TextIO, source: str) -> Snapshot:
 def _read_yaml(stream: TextIO, source: str) -> Snapshot:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        doc = yaml.load(stream, Loader=loader)
+        doc = check_tree(yaml.load(stream, Loader=loader), source)
+    except DocumentError as exc:
+        raise SnapshotFormatError(source, "", exc.reason) from exc
     except yaml.YAMLError as exc:
         raise SnapshotFormatError(source, "", f"not valid YAML: {exc}") from exc
+    except (RecursionError, ValueError) as exc:  # deep nesting; an integer over 4,300 digits
+        raise SnapshotFormatError(source, "", f"not a usable YAML document: {type(exc).__name__}") from exc
     _check_header(doc, source)
     snap = Snapshot(metadata=dict(doc.get("metadata") or {}), source=source)
     for section, attr in _SECTION_ATTR.items():

@@ -206,6 +206,7 @@ def run_whatif(
 ) -> WhatIfResult:
     """Baseline, then each scheduler of ``scenario`` over the changed cluster (module docstring)."""
     config = config or SimConfig(samples=4, sample_zones=False, percentage_of_nodes_to_score=100)
+    scenario.check_selectors([m.labels for m in cluster.nodes])
     before, mismatches = baseline(cluster)
     arrivals = [PodArrival(0.0, None, pod.with_changes(phase=""), "pending") for pod in cluster.pending]
     arrivals += list(scenario.workload)
