@@ -51,10 +51,31 @@ def _damaged(change: str) -> dict[str, Any]:
     elif change == "int-device-id":
         manager["plugins"]["devices"]["devices"] = {"example.com/gpu": {"7": [0]}}
         manager["plugins"]["devices"]["podDevices"] = {"x": {"main": {"example.com/gpu": [7]}}}
+    elif change == "int-device-id-in-reuse":  # issue 25 item 3: TypeError in device_sort_key
+        first = next(iter(manager["admissions"]))
+        manager["plugins"]["devices"]["reuse"] = {first: {"example.com/gpu": [7]}}
+    elif change == "cpu-the-machine-lacks":  # issue 25 item 3: KeyError: 19 in policy/builtin.py
+        uid = next(iter(manager["admissions"]))
+        manager["plugins"]["cpu"]["entries"][uid]["main"] = "1,19"
+        manager["admissions"][uid]["containers"][0]["allocations"][0]["cpus"] = "1,19"
+        snap["containers"][0]["exclusive"] = snap["containers"][0]["applied"] = "1,19"
+    elif change == "shared-cpu-the-machine-lacks":
+        manager["plugins"]["cpu"]["defaultCpuSet"] += ",19"
+    elif change == "cpu-2**40":
+        manager["plugins"]["cpu"]["defaultCpuSet"] += f",{2**40}"
     return snap
 
 
-DAMAGE = ["plugins-string", "admission-without-pod", "numa-2**32", "int-device-id"]
+DAMAGE = [
+    "plugins-string",
+    "admission-without-pod",
+    "numa-2**32",
+    "int-device-id",
+    "int-device-id-in-reuse",
+    "cpu-the-machine-lacks",
+    "shared-cpu-the-machine-lacks",
+    "cpu-2**40",
+]
 
 
 @pytest.mark.parametrize("change", DAMAGE)
@@ -119,7 +140,18 @@ def test_fuzz_restore_raises_only_checkpoint_corrupted(edits: list[tuple[int, An
     encode(node_state.snapshot(), ME)
 
 
-@pytest.mark.parametrize("change", ["nested", "plugins-string", "admission-without-pod", "numa-2**32"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        "nested",
+        "plugins-string",
+        "admission-without-pod",
+        "numa-2**32",
+        "int-device-id-in-reuse",
+        "cpu-the-machine-lacks",
+        "shared-cpu-the-machine-lacks",
+    ],
+)
 async def test_the_agent_sets_a_bad_checkpoint_aside_and_rebuilds(short_tmp: Path, change: str) -> None:
     opts = options(short_tmp)
     state = opts.state_dir / "agent_state.json"

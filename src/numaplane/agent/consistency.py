@@ -22,6 +22,7 @@ The invariants of :class:`~numaplane.agent.state.NodeAgentState`:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,11 +35,27 @@ __all__ = ["NUMA_KEYS", "canonical_check", "validate_manager_doc", "violations"]
 
 #: Keys of a manager snapshot whose values are NUMA node ids.
 NUMA_KEYS = frozenset({"numa", "numaAffinity", "cells", "numaNode", "numaNodes"})
+#: Keys of a manager snapshot whose string values are CPU sets ("1,9", "0-3"); under ``entries`` every
+#: string leaf is one (the CPU plugin's ``{"<pod>": {"<container>": "<cpuset>"}}``).
+CPU_KEYS = frozenset({"cpus", "defaultCpuSet"})
+_NUMBER = re.compile(r"\d+")
 
 
-def validate_manager_doc(doc: Any, numa_ids: set[int]) -> None:
+def _check_cpus(where: str, text: str, cpu_ids: set[int]) -> None:
+    """Every CPU id written in ``text`` is one of ``cpu_ids`` (checked on the digits, before any CPU set is
+    built from them: ``0-1099511627775`` would make a 2**40-bit mask)."""
+    for digits in _NUMBER.findall(text):
+        if len(digits) > 7 or int(digits) not in cpu_ids:
+            raise ValueError(f"{where}: CPU {digits[:24]} is not one of this machine's")
+
+
+def validate_manager_doc(doc: Any, numa_ids: set[int], cpu_ids: set[int] | None = None) -> None:
     """Check a manager snapshot's shape and every NUMA id in it against this machine, before restoring
-    (an id such as 2**32 would make bitmask arithmetic slow and large); raises ``ValueError``."""
+    (an id such as 2**32 would make bitmask arithmetic slow and large); raises ``ValueError``.
+
+    ``"numa": null`` is the snapshot of "no NUMA affinity" (a hint, a device without a NUMA node) and
+    is accepted; ``null`` inside a list of ids is not. With ``cpu_ids``, every CPU set in it (``cpus``,
+    ``defaultCpuSet``, the CPU plugin's ``entries``) names only this machine's CPUs."""
     if not isinstance(doc, Mapping):
         raise ValueError("manager is not an object")
     for key in ("plugins", "pods", "admissions"):
@@ -54,7 +71,16 @@ def validate_manager_doc(doc: Any, numa_ids: set[int]) -> None:
         value = stack.pop()
         if isinstance(value, Mapping):
             for key, child in value.items():
+                if cpu_ids is not None and key in CPU_KEYS and isinstance(child, str):
+                    _check_cpus(str(key), child, cpu_ids)
+                elif cpu_ids is not None and key == "entries" and isinstance(child, Mapping):
+                    for pod, containers in child.items():
+                        for name, cpus in containers.items() if isinstance(containers, Mapping) else ():
+                            if isinstance(cpus, str):
+                                _check_cpus(f"entries.{str(pod)[:64]}.{str(name)[:64]}", cpus, cpu_ids)
                 if key in NUMA_KEYS:
+                    if child is None and key == "numa":
+                        continue  # a hint or device with no NUMA affinity (``TopologyHint.to_dict``)
                     ids = child if isinstance(child, list) else [child]
                     for i in ids:
                         if not isinstance(i, int) or isinstance(i, bool) or i not in numa_ids:

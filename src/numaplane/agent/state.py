@@ -364,15 +364,35 @@ class NodeAgentState:
         }
 
     def restore(self, doc: Mapping[str, Any]) -> None:
-        """Restore a :meth:`snapshot`; raise :class:`CheckpointCorrupted` if it is inconsistent."""
+        """Restore a :meth:`snapshot`; raise :class:`CheckpointCorrupted` if it is inconsistent.
+
+        Every problem of the document — its shape, an id the machine lacks, an inconsistency between the
+        parts, a value the agent could not serve or write back — is a :class:`CheckpointCorrupted`
+        (the caller quarantines the file and rebuilds from the runtime); no other exception escapes.
+        On failure the container registry and whole pods are as before; the manager may hold part of the
+        document: the caller discards this state."""
+        before = (self.records, self.pods, self.holders, self._pool, self.saved_plugin_states)
         try:
-            manager_doc = doc["manager"]
-            validate_manager_doc(manager_doc, {n.id for n in self.manager.topology.numa_nodes})
-            records = [ContainerRecord.from_dict(r) for r in doc.get("containers", [])]
-            self.manager.restore(manager_doc)
-            entries = [PodEntry.from_dict(e, self.manager.pods) for e in doc.get("pods", [])]
+            problems = self._restore(doc)
         except Exception as exc:
-            raise CheckpointCorrupted(f"cannot restore the agent state: {type(exc).__name__}: {exc}") from exc
+            problems = [] if isinstance(exc, CheckpointCorrupted) else [f"{type(exc).__name__}: {exc}"]
+            self.records, self.pods, self.holders, self._pool, self.saved_plugin_states = before
+            if not problems:
+                raise
+            raise CheckpointCorrupted(f"cannot restore the agent state: {problems[0]}") from exc
+        if problems:
+            self.records, self.pods, self.holders, self._pool, self.saved_plugin_states = before
+            raise CheckpointCorrupted("inconsistent agent state: " + "; ".join(problems[:5]))
+        self.generation += 1
+
+    def _restore(self, doc: Mapping[str, Any]) -> list[str]:
+        """The restore itself (any exception is a corrupted checkpoint); the invariants it violates."""
+        manager_doc = doc["manager"]
+        topology = self.manager.topology
+        validate_manager_doc(manager_doc, {n.id for n in topology.numa_nodes}, {c.cpu for c in topology.cpus})
+        records = [ContainerRecord.from_dict(r) for r in doc.get("containers", [])]
+        self.manager.restore(manager_doc)
+        entries = [PodEntry.from_dict(e, self.manager.pods) for e in doc.get("pods", [])]
         plugins = manager_doc.get("plugins") or {}
         known = {p.name for p in self.manager.plugins}
         self.saved_plugin_states = {k: v for k, v in plugins.items() if k not in known}
@@ -390,9 +410,7 @@ class NodeAgentState:
                 canonical_check(self.snapshot())
             except Exception as exc:
                 problems.append(f"the restored state cannot be served: {type(exc).__name__}: {exc}")
-        if problems:
-            raise CheckpointCorrupted("inconsistent agent state: " + "; ".join(problems[:5]))
-        self.generation += 1
+        return problems
 
     # -- PodResources ---------------------------------------------------------------------------------
     def pod_resources(self) -> tuple[AllocatableResources, tuple[PodResources, ...]]:
