@@ -132,7 +132,11 @@ AllocateSteps = Generator[tuple[Ask, ...], Sequence[Answer], None]
 
 
 def wants(plugin: ResourcePlugin, container: Container) -> bool:
-    """Whether ``container`` requests (or limits) one of ``plugin``'s resources."""
+    """Whether ``container`` requests (or limits) one of ``plugin``'s resources; a plugin with a
+    ``wants_container(container)`` method decides itself (the DRA hint provider: containers using claims)."""
+    decide = getattr(plugin, "wants_container", None)
+    if decide is not None:
+        return bool(decide(container))
     return any(r in container.requests or r in container.limits for r in plugin.resources)
 
 

@@ -52,13 +52,17 @@ _QOS_RESOURCES = ("cpu", "memory")
 
 @dataclass(frozen=True, slots=True)
 class Container:
-    """One container of a pod. ``init`` marks an init container, ``sidecar`` a restartable one."""
+    """One container of a pod. ``init`` marks an init container, ``sidecar`` a restartable one.
+
+    ``claims``: the DRA claims it uses (``resources.claims``) as ``(pod claim name, request name)``
+    pairs; the request is ``""`` when the container uses every request of the claim."""
 
     name: str
     requests: ResourceList = field(default_factory=dict)
     limits: ResourceList = field(default_factory=dict)
     init: bool = False
     restart_policy: str | None = None
+    claims: tuple[tuple[str, str], ...] = ()
 
     @property
     def sidecar(self) -> bool:
@@ -269,7 +273,27 @@ def _parse_container(doc: Any, path: str, init: bool) -> Container:
         limits=_pod_resource_list(resources.get("limits"), f"{path}.resources.limits"),
         init=init,
         restart_policy=restart,
+        claims=_container_claims(resources.get("claims"), f"{path}.resources.claims"),
     )
+
+
+def _container_claims(doc: Any, path: str) -> tuple[tuple[str, str], ...]:
+    """``resources.claims`` as ``(name, request)`` pairs (request ``""``: the whole claim)."""
+    if doc is None:
+        return ()
+    if not isinstance(doc, list):
+        raise PodSpecError(path, "not a list")
+    out: list[tuple[str, str]] = []
+    for i, item in enumerate(doc):
+        if not isinstance(item, Mapping):
+            raise PodSpecError(f"{path}[{i}]", "not an object")
+        name, request = item.get("name"), item.get("request") or ""
+        if not isinstance(name, str) or not name:
+            raise PodSpecError(f"{path}[{i}].name", "missing or not a string")
+        if not isinstance(request, str):
+            raise PodSpecError(f"{path}[{i}].request", "not a string")
+        out.append((name, request))
+    return tuple(out)
 
 
 def _str_map(doc: Any, path: str) -> dict[str, str]:
