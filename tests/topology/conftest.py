@@ -60,12 +60,15 @@ def snapshot_root(real_dir: Path, snapshot_base: Path) -> Callable[[str], Path]:
 
 @pytest.fixture(scope="session")
 def discovered(snapshot_root: Callable[[str], Path]) -> Callable[[str], Topology]:
-    """``name → Topology`` discovered from the snapshot (once per session)."""
+    """``name → Topology`` discovered from the snapshot in the hwloc view (once per session).
+
+    The facts these tests check are lscpu/hwloc's; the kubelet's view is in test_kubelet_view.py.
+    """
     cache: dict[str, Topology] = {}
 
     def get(name: str) -> Topology:
         if name not in cache:
-            cache[name] = discover(snapshot_root(name))
+            cache[name] = discover(snapshot_root(name), view="hwloc")
         return cache[name]
 
     return get

@@ -22,7 +22,7 @@ from numaplane.topology.errors import TopologyError
 from numaplane.topology.load import load_sysfs, load_topology_file
 from numaplane.topology.model import Topology
 from numaplane.topology.render import FORMATS, OutputFormat, render, table_renderables
-from numaplane.topology.sysfs import discover
+from numaplane.topology.sysfs import View, discover
 
 SUFFIX_FORMATS: dict[str, OutputFormat] = {
     ".json": "json",
@@ -72,7 +72,9 @@ def command(sysfs: Path | None, from_file: Path | None, output: str | None, out_
     if sysfs is not None and from_file is not None:
         raise click.UsageError("--sysfs and --from are mutually exclusive")
     fmt = _format(output, out_file)
-    topology = _load(sysfs, from_file)
+    # Pictures and the table show the machine as hwloc/lscpu do; json/yaml are topology documents the
+    # managers load again (--from, --topology), so they carry the kubelet's view of cores and caches.
+    topology = _load(sysfs, from_file, view="kubelet" if fmt in ("json", "yaml") else "hwloc")
     if fmt == "table" and out_file is None:
         console = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 120)
         for renderable in table_renderables(topology):
@@ -101,15 +103,15 @@ def _format(output: str | None, out_file: Path | None) -> OutputFormat:
     return "table"
 
 
-def _load(sysfs: Path | None, from_file: Path | None) -> Topology:
+def _load(sysfs: Path | None, from_file: Path | None, *, view: View = "kubelet") -> Topology:
     try:
         if from_file is not None:
             return load_topology_file(from_file)
         if sysfs is None:
             if not sys.platform.startswith("linux"):
                 raise click.ClickException("reading this machine needs Linux sysfs; use --sysfs or --from")
-            return discover("/")
-        return load_sysfs(sysfs)
+            return discover("/", view=view)
+        return load_sysfs(sysfs, view=view)
     except TopologyError as exc:
         raise InputError(str(exc)) from None
     except OSError as exc:

@@ -28,7 +28,7 @@ from numaplane.documents import DocumentError, read_document
 from numaplane.topology.errors import TopologyFormatError, TopologyLoadError
 from numaplane.topology.model import Topology
 from numaplane.topology.snapshot import find_sysfs_root, unpack_snapshot
-from numaplane.topology.sysfs import discover
+from numaplane.topology.sysfs import View, discover
 
 __all__ = ["ARCHIVE_SUFFIXES", "archive_stem", "load_sysfs", "load_topology", "load_topology_file"]
 
@@ -61,19 +61,23 @@ def load_topology_file(path: str | Path) -> Topology:
     return topology if topology.name else dataclasses.replace(topology, name=file.stem)
 
 
-def load_sysfs(path: str | Path) -> Topology:
-    """The machine of a sysfs root or snapshot folder, or of a snapshot archive (unpacked meanwhile)."""
+def load_sysfs(path: str | Path, *, view: View = "kubelet") -> Topology:
+    """The machine of a sysfs root or snapshot folder, or of a snapshot archive (unpacked meanwhile).
+
+    ``view`` picks the resource managers' picture (``"kubelet"``) or the hwloc one for pictures and
+    lscpu-like output (``"hwloc"``); see :mod:`numaplane.topology.sysfs`.
+    """
     source = Path(path)
     try:
         if source.is_dir():
-            return discover(find_sysfs_root(source))
+            return discover(find_sysfs_root(source), view=view)
         if not source.exists():
             raise TopologyLoadError(source, "no such file or folder")
         if not tarfile.is_tarfile(source):
             raise TopologyLoadError(source, "not a folder or a tar archive")
         with tempfile.TemporaryDirectory(prefix="numaplane-sysfs-") as tmp:
             root = unpack_snapshot(source, tmp)
-            topology = discover(root)
+            topology = discover(root, view=view)
         name = archive_stem(source) if root == Path(tmp) else topology.name
         return dataclasses.replace(topology, name=name, source=f"sysfs:{source}")
     except (EOFError, tarfile.TarError) as exc:  # a truncated or corrupt archive

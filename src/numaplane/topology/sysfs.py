@@ -36,6 +36,19 @@ Sources and rules (fallbacks are warned about, malformed content raises :class:`
   ``0x``, ``numa_node`` (-1 when missing), the ``driver`` link's name (it may dangle in captures),
   ``sriov_totalvfs`` and the ``physfn`` link's name.
 * Hybrid parts: ``sys/devices/cpu_core/cpus`` → core type ``"P"``, ``cpu_atom/cpus`` → ``"E"``.
+
+Two views (``view=``), differing only in cores and uncore caches:
+
+* ``"kubelet"`` (the default; what the resource managers, the NRT exporter and the scheduler need):
+  built as cAdvisor v0.56.2 builds ``MachineInfo.Topology`` and the kubelet's ``topology.Discover``
+  reads it. Within one NUMA node, online CPUs with equal (``core_id``, ``physical_package_id``) form
+  a core (``thread_siblings`` is never read); the core id is its lowest CPU. For each core, the first
+  ``cache/index*`` (in name order) of its lowest CPU with ``level`` > 2 whose ``shared_cpu_map``
+  counts a number of CPUs other than (cores of the node × threads of this core) is its uncore cache,
+  id from ``id`` (-1 when missing); a core without one takes its NUMA node id as uncore id (the
+  kubelet's fallback). CPUs without ``core_id`` fall back to the hwloc grouping (warned).
+* ``"hwloc"`` (pictures and ``lscpu``-like output): cores by ``thread_siblings_list`` and the L3's
+  ``id`` as described above, as hwloc and lscpu show the machine.
 """
 
 from __future__ import annotations
@@ -43,6 +56,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import SysfsError
@@ -51,7 +65,10 @@ from numaplane.topology.sysfs_numa import read_numa
 from numaplane.topology.sysfs_parse import parse_bool, parse_cpulist
 from numaplane.topology.sysfs_reader import Reader
 
-__all__ = ["Discovery", "discover", "discover_with_warnings"]
+__all__ = ["Discovery", "View", "discover", "discover_with_warnings"]
+
+View = Literal["kubelet", "hwloc"]
+"""Which picture of cores and uncore caches to build (see the module docstring)."""
 
 CPU_DIR = "sys/devices/system/cpu"
 NODE_DIR = "sys/devices/system/node"
@@ -67,13 +84,15 @@ class Discovery:
     warnings: tuple[str, ...]
 
 
-def discover(root: str | Path = "/") -> Topology:
+def discover(root: str | Path = "/", *, view: View = "kubelet") -> Topology:
     """The topology of the sysfs tree under ``root``; warnings are in ``attributes["warnings"]``."""
-    return discover_with_warnings(root).topology
+    return discover_with_warnings(root, view=view).topology
 
 
-def discover_with_warnings(root: str | Path = "/") -> Discovery:
+def discover_with_warnings(root: str | Path = "/", *, view: View = "kubelet") -> Discovery:
     """Like :func:`discover`, also returning the warnings. Raises :class:`SysfsError` naming a file."""
+    if view not in ("kubelet", "hwloc"):
+        raise ValueError(f"view must be 'kubelet' or 'hwloc', not {view!r}")
     r = Reader(Path(root))
     warnings: list[str] = []
     raw_lists: dict[str, str] = {}
@@ -83,6 +102,9 @@ def discover_with_warnings(root: str | Path = "/") -> Discovery:
     socket = _sockets(r, raws, online, warnings)
     uncore = _uncore(r, online, warnings)
     numa, nodes = read_numa(r, universe, online, warnings, raw_lists)
+    if view == "kubelet":
+        core = _kubelet_cores(raws, online, numa, core, warnings)
+        uncore = _kubelet_uncore(r, online, numa, core)
     types = _core_types(r)
     cpus: list[CPUInfo] = []
     for cpu in universe:
@@ -128,7 +150,7 @@ def discover_with_warnings(root: str | Path = "/") -> Discovery:
         isolated_cpus=isolated,
         name=name,
         source=f"sysfs:{root}",
-        attributes={"warnings": list(warnings), "sysfs": raw_lists},
+        attributes={"warnings": list(warnings), "sysfs": raw_lists, "view": view},
     )
     return Discovery(topology, tuple(warnings))
 
@@ -292,6 +314,59 @@ def _uncore(r: Reader, online: CPUSet, warnings: list[str]) -> dict[int, int]:
         warnings.append("L3 caches report neither id nor shared_cpu_list: uncore cache ids set to 0")
         return {}
     return {cpu: caches[i][1].first() for cpu, i in owner.items()}
+
+
+def _kubelet_cores(
+    raws: dict[int, _RawCPU], online: CPUSet, numa: dict[int, int], hwloc: dict[int, int], warnings: list[str]
+) -> dict[int, int]:
+    """Online CPU → core id as cAdvisor groups threads: (NUMA node, ``core_id``, package); lowest CPU."""
+    first: dict[tuple[int, int, int | None], int] = {}
+    core: dict[int, int] = {}
+    without: list[int] = []
+    for cpu in online:  # ascending, so the first CPU of a group is its lowest
+        raw = raws[cpu]
+        if raw.core_id is None:
+            core[cpu] = hwloc[cpu]
+            without.append(cpu)
+            continue
+        core[cpu] = first.setdefault((numa.get(cpu, -1), raw.core_id, raw.package), cpu)
+    if without:
+        warnings.append(f"CPUs {CPUSet(without)} have no topology/core_id: their cores follow thread siblings")
+    return core
+
+
+def _kubelet_uncore(r: Reader, online: CPUSet, numa: dict[int, int], core: dict[int, int]) -> dict[int, int]:
+    """Online CPU → uncore cache id as the kubelet gets it from cAdvisor (module docstring)."""
+    threads: dict[int, list[int]] = {}
+    for cpu in online:
+        threads.setdefault(core[cpu], []).append(cpu)
+    cores_in_node: dict[int, int] = {}
+    for first in threads:
+        node = numa.get(first, -1)
+        cores_in_node[node] = cores_in_node.get(node, 0) + 1
+    uncore: dict[int, int] = {}
+    for first, members in threads.items():
+        node = numa.get(first, -1)
+        per_node = cores_in_node[node] * len(members)
+        cache_id = _kubelet_uncore_id(r, first, per_node)
+        for cpu in members:
+            uncore[cpu] = node if cache_id is None else cache_id
+    return uncore
+
+
+def _kubelet_uncore_id(r: Reader, cpu: int, threads_per_node: int) -> int | None:
+    """The id of ``cpu``'s first level>2 cache not shared by exactly its node's threads (None: none)."""
+    base = f"{CPU_DIR}/cpu{cpu}/cache"
+    names = sorted(n for n in r.listdir(base) or () if n.startswith("index"))
+    for name in names:
+        if (r.integer(f"{base}/{name}/level") or 0) <= 2:
+            continue
+        shared = r.cpus_mask(f"{base}/{name}/shared_cpu_map") or r.cpus(f"{base}/{name}/shared_cpu_list")
+        if shared is not None and len(shared) == threads_per_node:
+            continue  # a node-level cache: cAdvisor files it under the node, not the core
+        cache_id = r.integer(f"{base}/{name}/id")
+        return -1 if cache_id is None else cache_id
+    return None
 
 
 def _l3_index(r: Reader, cpu: int) -> str | None:
