@@ -36,6 +36,13 @@ MAX_EXTENDER_DECODED_BYTES: Final = 48 * 1024 * 1024
 #: Most nodes one filter/prioritize request may name (kube-scheduler's own cap is 5,000 scored nodes
 #: in practice; clusters are limited to 5,000 nodes by the Kubernetes scalability envelope).
 MAX_EXTENDER_NODES: Final = 15_000
+#: Largest ``Pod`` of an extender request: the API server refuses request bodies over 3 MiB, so no real
+#: Pod is larger. The Pod is the one part of a request decoded in full; the others are bounded by count.
+MAX_EXTENDER_POD_BYTES: Final = 3 * 1024 * 1024
+#: Most objects and arrays in that Pod (a real Pod with managedFields has a few hundred).
+MAX_EXTENDER_POD_CONTAINERS: Final = 50_000
+#: Most members of the request's top-level object and of its ``Nodes`` NodeList (real ones have 3-4).
+MAX_EXTENDER_OBJECT_MEMBERS: Final = 64
 #: Most filter results remembered for binding (pod -> nodes that passed), oldest dropped first ...
 MAX_REMEMBERED_FILTERS: Final = 10_000
 #: ... and most node names they hold together.

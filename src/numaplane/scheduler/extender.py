@@ -48,6 +48,7 @@ is passed; at most ``MAX_EXTENDER_NODES`` nodes per request.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -104,18 +105,39 @@ class BodyTooLarge(ExtenderRequestError):
     """A request body over its limit (HTTP 413)."""
 
 
+class BadContentEncoding(ExtenderRequestError):
+    """A body that does not decode as its ``Content-Encoding`` says (HTTP 400, connection closed)."""
+
+
+#: Request bodies decoded at the same time (each in a worker thread, off the event loop); the others
+#: wait their turn. Decoding is bounded per body (:mod:`numaplane.scheduler.wire`), so this bounds the
+#: memory all decoding together can take.
+MAX_CONCURRENT_DECODES = 2
+
+
 async def read_body(request: web.Request) -> bytes:
     """The (decompressed) body, refused as soon as it passes a limit (module docstring)."""
     if request.content_length is not None and request.content_length > MAX_EXTENDER_BODY_BYTES:
         raise BodyTooLarge(f"request body larger than {MAX_EXTENDER_BODY_BYTES} bytes")
     chunks: list[bytes] = []
     total = 0
-    async for chunk in request.content.iter_chunked(256 * 1024):
-        total += len(chunk)
-        if total > MAX_EXTENDER_DECODED_BYTES:
-            raise BodyTooLarge(f"request body larger than {MAX_EXTENDER_DECODED_BYTES} bytes once decoded")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.content.iter_chunked(256 * 1024):
+            total += len(chunk)
+            if total > MAX_EXTENDER_DECODED_BYTES:
+                raise BodyTooLarge(f"request body larger than {MAX_EXTENDER_DECODED_BYTES} bytes once decoded")
+            chunks.append(chunk)
+    except web.RequestPayloadError:  # aiohttp's parser could not inflate it, and reads no more of it
+        # The stream holds that error: end it, or aiohttp's drain of an unread body after the response
+        # re-raises it and logs a traceback per request.
+        request.content.feed_eof()
+        encoding = request.headers.get("Content-Encoding", "")
+        raise BadContentEncoding(f"request body is not valid {_short(encoding, 32)!r} content") from None
     return b"".join(chunks)
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _json_response(doc: Any, status: int = 200) -> web.Response:
@@ -147,6 +169,7 @@ class Extender:
         # pod key -> nodes that passed its last filter (bounded: entries and names, oldest dropped)
         self._passed: OrderedDict[str, frozenset[str]] = OrderedDict()
         self._passed_names = 0
+        self._decoding = asyncio.Semaphore(MAX_CONCURRENT_DECODES)
 
     # --- verbs -------------------------------------------------------------------------------------
 
@@ -267,23 +290,27 @@ class Extender:
         base = normalize_prefix(prefix)
 
         def adder(app: web.Application) -> None:
-            app.router.add_post(f"{base}/filter", self._wrap("filter", self._filter))
-            app.router.add_post(f"{base}/prioritize", self._wrap("prioritize", self._prioritize))
-            app.router.add_post(f"{base}/bind", self._wrap("bind", self._bind))
+            app.router.add_post(f"{base}/filter", self._wrap("filter", parse_extender_args, self._filter))
+            app.router.add_post(f"{base}/prioritize", self._wrap("prioritize", parse_extender_args, self._prioritize))
+            app.router.add_post(f"{base}/bind", self._wrap("bind", parse_binding_args, self._bind))
 
         return adder
 
     def _wrap(
-        self, verb: str, handler: Callable[[Any], Awaitable[web.Response]]
+        self, verb: str, parse: Callable[[Any], Any], handler: Callable[[Any], Awaitable[web.Response]]
     ) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(request: web.Request) -> web.Response:
             started = time.perf_counter()
             try:
-                doc = decode_body(await read_body(request))
-                response = await handler(doc)
+                body = await read_body(request)
+                async with self._decoding:  # decoded in a worker thread: the loop serves other requests
+                    args = await asyncio.to_thread(_decode, parse, body)
+                response = await handler(args)
             except ExtenderRequestError as exc:
                 log.warning("bad extender request", verb=verb, reason=exc.reason)
                 response = _json_response({"Error": exc.reason}, 413 if isinstance(exc, BodyTooLarge) else 400)
+                if isinstance(exc, BadContentEncoding | BodyTooLarge):
+                    response.force_close()  # the rest of the body is unread: the connection cannot be reused
             except Exception as exc:
                 log.exception("extender request failed", verb=verb)
                 response = _json_response({"Error": f"internal error: {type(exc).__name__}: {exc}"}, 500)
@@ -293,14 +320,19 @@ class Extender:
 
         return handle
 
-    async def _filter(self, doc: Any) -> web.Response:
-        return _json_response(self.filter(parse_extender_args(doc)))
+    async def _filter(self, args: ExtenderArgs) -> web.Response:
+        return _json_response(self.filter(args))
 
-    async def _prioritize(self, doc: Any) -> web.Response:
-        result = self.prioritize(parse_extender_args(doc))
+    async def _prioritize(self, args: ExtenderArgs) -> web.Response:
+        result = self.prioritize(args)
         if result is None:
             return _json_response({"Error": NOT_READY}, 503)
         return _json_response(result)
 
-    async def _bind(self, doc: Any) -> web.Response:
-        return _json_response(await self.bind(parse_binding_args(doc)))
+    async def _bind(self, args: BindingArgs) -> web.Response:
+        return _json_response(await self.bind(args))
+
+
+def _decode(parse: Callable[[Any], Any], body: bytes) -> Any:
+    """``parse`` of the decoded ``body`` (pure; runs in a worker thread)."""
+    return parse(decode_body(body))

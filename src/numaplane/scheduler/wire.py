@@ -30,7 +30,15 @@ import numpy as np
 import numpy.typing as npt
 
 from numaplane.boundedjson import JSONInputError, check_depth
-from numaplane.limits import MAX_EXTENDER_DECODED_BYTES, MAX_EXTENDER_NODES, MAX_JSON_DEPTH
+from numaplane.jsonshape import measure
+from numaplane.limits import (
+    MAX_EXTENDER_DECODED_BYTES,
+    MAX_EXTENDER_NODES,
+    MAX_EXTENDER_OBJECT_MEMBERS,
+    MAX_EXTENDER_POD_BYTES,
+    MAX_EXTENDER_POD_CONTAINERS,
+    MAX_JSON_DEPTH,
+)
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.errors import ExtenderRequestError
@@ -56,9 +64,22 @@ __all__ = [
 # level into msgspec.Raw slices of the body, the Pod in full, and each Node object only as far as its
 # name (the objects are echoed back untouched as the same slices). A body thus costs about its own size
 # in memory, not ~30 times that as a tree of Python objects (issue 15, item 2).
+#
+# Nothing is built before its structure is bounded (issue 25, item 1): the body is first validated by
+# decoding it into an empty Struct (msgspec skips every member without building it); the members of a
+# value that would be materialised one Python object each (the top-level object, the NodeList, its
+# items, NodeNames) are counted by :func:`numaplane.jsonshape.measure` before the list or dict is
+# built; the one value decoded in full, the Pod, is bounded in bytes, depth and containers first.
 _RAW_OBJECT = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _ANY = msgspec.json.Decoder()
+
+
+class _Anything(msgspec.Struct):
+    """No fields: decoding into it validates a JSON object and builds nothing of its members."""
+
+
+_VALIDATE = msgspec.json.Decoder(_Anything)
 _ENCODER = msgspec.json.Encoder()
 
 MAX_EXTENDER_PRIORITY = 10
@@ -81,30 +102,34 @@ _NAMES = msgspec.json.Decoder(list[Annotated[str, msgspec.Meta(min_length=1)]])
 
 
 def decode_body(body: bytes) -> dict[str, Any]:
-    """The top-level object of a request body; values stay undecoded (``msgspec.Raw``) until used."""
+    """The top-level object of a request body; values stay undecoded (``msgspec.Raw``) until used.
+
+    The body is validated and its top-level members counted before any Python object is built for
+    them; a body that is not an object is refused at its first token, without reading the rest."""
     if len(body) > MAX_EXTENDER_DECODED_BYTES:
         raise ExtenderRequestError(f"request body larger than {MAX_EXTENDER_DECODED_BYTES} bytes")
-    stripped = body.lstrip()
-    if not stripped:
+    if not body or body.isspace():  # (no copy of the body, unlike strip())
         raise ExtenderRequestError("empty request body")
-    if not stripped.startswith(b"{"):
-        if _is_json(body):
-            raise ExtenderRequestError("the request body must be a JSON object")
-        raise ExtenderRequestError("request body is not JSON")
     try:
-        return _RAW_OBJECT.decode(body)
+        _VALIDATE.decode(body)
     except RecursionError:
         raise ExtenderRequestError(f"request body nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except msgspec.ValidationError:  # valid JSON up to its first token, which does not open an object
+        raise ExtenderRequestError("the request body must be a JSON object") from None
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise ExtenderRequestError(f"request body is not JSON: {_short(str(exc))}") from None
+    _check_members(
+        body, MAX_EXTENDER_OBJECT_MEMBERS, f"the request body has more than {MAX_EXTENDER_OBJECT_MEMBERS} members"
+    )
+    return _RAW_OBJECT.decode(body)
 
 
-def _is_json(body: bytes) -> bool:
-    try:
-        _RAW_LIST.decode(body) if body.lstrip().startswith(b"[") else _ANY.decode(body)
-    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError, ValueError):
-        return False
-    return True
+def _check_members(data: bytes | msgspec.Raw, limit: int, reason: str) -> None:
+    """Refuse the valid JSON ``data`` (``reason``) when its top-level container has more than ``limit`` members.
+
+    A text of ``limit`` members needs at least ``2 * limit - 1`` bytes, so short texts are not scanned."""
+    if len(data) >= 2 * limit and measure(data).members > limit:
+        raise ExtenderRequestError(reason)
 
 
 def _short(text: str, limit: int = 200) -> str:
@@ -115,6 +140,13 @@ def _value(value: Any, what: str) -> Any:
     """``value`` decoded in full if it is still raw; nesting bounded (:data:`MAX_JSON_DEPTH`)."""
     if not isinstance(value, msgspec.Raw):
         return value
+    if len(value) > MAX_EXTENDER_POD_BYTES:
+        raise ExtenderRequestError(f"{what} is larger than {MAX_EXTENDER_POD_BYTES} bytes")
+    shape = measure(value)
+    if shape.depth > MAX_JSON_DEPTH:
+        raise ExtenderRequestError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
+    if shape.containers > MAX_EXTENDER_POD_CONTAINERS:
+        raise ExtenderRequestError(f"{what} has more than {MAX_EXTENDER_POD_CONTAINERS} objects and arrays")
     try:
         doc = _ANY.decode(value)
     except RecursionError:
@@ -187,6 +219,10 @@ def _node_name(node: Any) -> str:
 def _node_list(nodes_doc: Any) -> dict[str, Any]:
     if isinstance(nodes_doc, msgspec.Raw):
         try:
+            _VALIDATE.decode(nodes_doc)
+            _check_members(
+                nodes_doc, MAX_EXTENDER_OBJECT_MEMBERS, f"Nodes has more than {MAX_EXTENDER_OBJECT_MEMBERS} members"
+            )
             return _RAW_OBJECT.decode(nodes_doc)
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
             raise ExtenderRequestError("Nodes must be a NodeList object") from None
@@ -197,6 +233,7 @@ def _node_list(nodes_doc: Any) -> dict[str, Any]:
 
 def _items(items: Any) -> list[Any]:
     if isinstance(items, msgspec.Raw):
+        _check_members(items, MAX_EXTENDER_NODES, f"more than {MAX_EXTENDER_NODES} nodes")
         try:
             return _RAW_LIST.decode(items)
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
@@ -259,6 +296,7 @@ def _names_doc(value: Any) -> tuple[Any, bool]:
     Python per name); anything else takes :func:`_value`, whose checks give the reason of the 400."""
     value = _value_or_none(value)
     if isinstance(value, msgspec.Raw):
+        _check_members(value, MAX_EXTENDER_NODES, f"more than {MAX_EXTENDER_NODES} nodes")
         try:
             return _NAMES.decode(value), True
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
@@ -268,7 +306,7 @@ def _names_doc(value: Any) -> tuple[Any, bool]:
 
 def _value_or_none(value: Any) -> Any:
     """``None`` for an absent value or a JSON ``null`` (raw or decoded)."""
-    if isinstance(value, msgspec.Raw) and bytes(value).strip() == b"null":
+    if isinstance(value, msgspec.Raw) and len(value) <= 64 and bytes(value).strip() == b"null":
         return None
     return value
 
