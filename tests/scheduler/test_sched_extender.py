@@ -71,6 +71,14 @@ async def seed(server: FakeApiServer, shared: Path, *, resolvable: bool = True) 
     return uids
 
 
+def filter_with_uid(shared: Path, capture: str, uid: str) -> dict[str, Any]:
+    """The captured filter request ``capture`` for the seeded pod of UID ``uid`` (kube-scheduler sends
+    the pod as the API server holds it; the captures hold the UIDs of the captured cluster)."""
+    request = load_capture(shared, capture)
+    request["Pod"]["metadata"]["uid"] = uid
+    return request
+
+
 @pytest_asyncio.fixture
 async def server() -> AsyncIterator[FakeApiServer]:
     async with FakeApiServer() as api:
@@ -193,7 +201,9 @@ async def test_bind_creates_binding_and_cache_learns_synchronously(server: FakeA
         status, body = await post(port, "bind", {**captured, "PodUID": uids["gu-ncc-true"]})
         assert status == 200 and "did not pass this extender's filter" in body["Error"]
         status, body = await post(
-            port, "filter", load_capture(shared_dir, "nodecachecapable-true.filter.guaranteed.json")
+            port,
+            "filter",
+            filter_with_uid(shared_dir, "nodecachecapable-true.filter.guaranteed.json", uids["gu-ncc-true"]),
         )
         assert body["NodeNames"] == ["rig-node"]
         status, body = await post(port, "bind", {**captured, "PodUID": uids["gu-ncc-true"]})
@@ -210,10 +220,11 @@ async def test_bind_creates_binding_and_cache_learns_synchronously(server: FakeA
             "rig-node": "cannot align container",
         }
 
-        # binding an already bound pod again: refused (its filter result was used up) ...
+        # binding an already bound pod again: refused (its own reservation fills the node, and its
+        # filter result was used up) ...
         for node in ("numaplane-fake-node", "rig-node"):
             status, body = await post(port, "bind", {**captured, "PodUID": uids["gu-ncc-true"], "Node": node})
-            assert status == 200 and "did not pass" in body["Error"]
+            assert status == 200 and "does not fit" in body["Error"]
         # ... and the first binding's reservation stays
         status, body = await post(
             port, "filter", load_capture(shared_dir, "nodecachecapable-true.filter.guaranteed.json")

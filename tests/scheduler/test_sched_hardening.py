@@ -22,7 +22,7 @@ import pytest
 import pytest_asyncio
 from click.testing import CliRunner
 from sched_helpers import eventually, load_capture
-from test_sched_extender import PROFILE, seed
+from test_sched_extender import PROFILE, filter_with_uid, seed
 
 from numaplane.limits import MAX_EXTENDER_DECODED_BYTES
 from numaplane.observability.tls import server_context
@@ -107,11 +107,11 @@ async def test_bind_only_our_pods_to_real_nodes_that_passed_our_filter(server: F
         for node, reason in (("no-such-node", "not found"), ("rig-node", "did not pass")):
             status, body = await post(port, "bind", json.dumps({**bind, "Node": node}).encode())
             assert status == 200 and reason in body["Error"], body
-        filter_request = load_capture(shared_dir, "nodecachecapable-true.filter.guaranteed.json")
+        filter_request = filter_with_uid(shared_dir, "nodecachecapable-true.filter.guaranteed.json", uid)
         await post(port, "filter", json.dumps(filter_request).encode())
         # a node that did not pass (numaplane-fake-node is full) is refused, the one that passed is bound
         status, body = await post(port, "bind", json.dumps({**bind, "Node": "numaplane-fake-node"}).encode())
-        assert "did not pass" in body["Error"]
+        assert "does not fit node 'numaplane-fake-node'" in body["Error"]
         status, body = await post(port, "bind", json.dumps(bind).encode())
         assert body == {"Error": ""}
         # a pod of another scheduler: refused even after a filter

@@ -30,10 +30,15 @@ extender asks the cycle's NUMA arrays about exactly those nodes (:meth:`Schedule
 * **prioritize** — our 0..100 NUMA score scaled to 0..10 (nearest, halves up); a node we reject gets
   the score upstream's Score computes for it (kube-scheduler only asks about nodes that passed), the
   arrays' score of that row (per node only for a Node object too malformed to have a row).
-* **bind** — only a pod of one of our scheduler names, only to a node that exists and passed this
-  extender's last filter for the pod (anything else is refused in ``Error``: the caller may be anyone
-  who can reach the port — serve TLS with client-certificate verification, see ``enableHTTPS`` /
-  ``tlsConfig``). The pod (from our informer, or read from the API when unknown or recreated) is reserved in
+* **bind** — judges the real pod, never a request body: the pod comes from our informer (or is read
+  from the API when unknown or recreated), its UID must be the binding's ``PodUID``, and it is bound
+  only when it is one of our scheduler names' pods, the node exists, the NUMA filter of *that* pod
+  passes on the node now (against the cache of this moment, reservations included), and the node
+  passed this extender's last filter for the pod of that same UID. Anything else is refused in
+  ``Error`` naming the pod, the node and the reason: the caller may be anyone who can reach the port
+  (serve TLS with client-certificate verification, see ``enableHTTPS`` / ``tlsConfig``), and a filter
+  body is whatever its sender wrote — a made-up pod with the victim's name and no requests passes
+  every node, so a remembered filter alone never opens bind. The pod is reserved in
   the cache, the ``pods/binding`` subresource is created through the kube port, then PostBind (or
   Unreserve when the API refuses, whose message goes back in ``Error``). The reservation precedes the
   API call, so a filter request for the next pod arriving while the binding is in flight already sees
@@ -166,24 +171,28 @@ class Extender:
         self.metrics = metrics
         self.ready = ready
         self.on_refused = on_refused
-        # pod key -> nodes that passed its last filter (bounded: entries and names, oldest dropped)
-        self._passed: OrderedDict[str, frozenset[str]] = OrderedDict()
+        # pod key -> (the filtered pod's UID, nodes that passed its last filter); bounded: entries and
+        # names, oldest dropped
+        self._passed: OrderedDict[str, tuple[str, frozenset[str]]] = OrderedDict()
         self._passed_names = 0
         self._decoding = asyncio.Semaphore(MAX_CONCURRENT_DECODES)
 
     # --- verbs -------------------------------------------------------------------------------------
 
-    def _remember(self, key: str, passing: frozenset[str]) -> None:
-        old = self._passed.pop(key, None)
-        if old is not None:
-            self._passed_names -= len(old)
-        self._passed[key] = passing
+    def _remember(self, key: str, uid: str, passing: frozenset[str]) -> None:
+        self._forget_filter(key)
+        self._passed[key] = (uid, passing)
         self._passed_names += len(passing)
         while self._passed and (
             len(self._passed) > MAX_REMEMBERED_FILTERS or self._passed_names > MAX_REMEMBERED_FILTER_NODES
         ):
-            _key, dropped = self._passed.popitem(last=False)
+            _key, (_uid, dropped) = self._passed.popitem(last=False)
             self._passed_names -= len(dropped)
+
+    def _forget_filter(self, key: str) -> None:
+        old = self._passed.pop(key, None)
+        if old is not None:
+            self._passed_names -= len(old[1])
 
     def filter(self, args: ExtenderArgs) -> dict[str, Any]:
         """The ``ExtenderFilterResult`` for ``args`` (module docstring)."""
@@ -205,7 +214,7 @@ class Extender:
         for name in cv.names[unknown_at].tolist():
             unresolvable[name] = "node not found"
         passing = cv.names[cv.feasible].tolist()
-        self._remember(pod.key, frozenset(passing))
+        self._remember(pod.key, pod.uid, frozenset(passing))
         result = filter_result(args, passing, failed, unresolvable)
         if not passing and names and self.on_refused is not None:
             self.on_refused(pod)
@@ -266,9 +275,7 @@ class Extender:
             log.warning("bind failed", pod=args.key, podUID=args.pod_uid, node=args.node, error=str(exc))
             return bind_result(str(exc))
         self.state.bound(pod, args.node)
-        passed = self._passed.pop(pod.key, None)
-        if passed is not None:
-            self._passed_names -= len(passed)
+        self._forget_filter(pod.key)
         self.metrics.binds.labels(result="success").inc()
         log.info("bound", pod=args.key, podUID=pod.uid, node=args.node, flow="bind")
         return bind_result()
@@ -279,9 +286,29 @@ class Extender:
             return f"pod {pod.key} has schedulerName {pod.scheduler_name!r}, not one this extender serves"
         if node not in self.state.nodes:
             return f"node {node!r} not found"
-        if node not in self._passed.get(pod.key, frozenset()):
+        unfit = self._unfit(pod, node)
+        if unfit:
+            return f"pod {pod.key} does not fit node {node!r}: {unfit}"
+        filtered_uid, passed = self._passed.get(pod.key, ("", frozenset()))
+        if node not in passed:
             return f"node {node!r} did not pass this extender's filter for pod {pod.key}"
+        if filtered_uid != pod.uid:
+            return (
+                f"this extender's last filter for pod {pod.key} was for UID {filtered_uid or '(none)'!r}, "
+                f"not the pod's UID {pod.uid!r}"
+            )
         return ""
+
+    def _unfit(self, pod: Pod, node: str) -> str:
+        """The NUMA filter's reason for rejecting the real ``pod`` on ``node`` now ("" when it fits).
+
+        No cache feedback (``mark=False``): a bind-time check must not change what the next filter sees.
+        """
+        verdicts = candidate_verdicts(self.state, pod, [node], mark=False)
+        if bool(verdicts.feasible[0]):
+            return ""
+        reasons, _codes = verdicts.reasons()
+        return str(reasons[0])
 
     # --- HTTP --------------------------------------------------------------------------------------
 
