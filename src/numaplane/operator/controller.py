@@ -146,7 +146,7 @@ class Operator:
         # labels change (it may have left every node group).
         node_inf.add_handler(
             EventHandlers(
-                on_update=lambda old, new: self._node_labels_changed(old, new),
+                on_update=self._node_labels_changed,
                 on_delete=lambda _o: self.queue.add(NRT_GC_KEY),
             )
         )
