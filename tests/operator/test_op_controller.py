@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from collections.abc import AsyncIterator
 from typing import Any
@@ -261,6 +262,104 @@ async def test_nrt_of_deleted_nodes_are_garbage_collected(env: tuple[FakeApiServ
     names = [o["metadata"]["name"] for o in (await kube.list(NODE_RESOURCE_TOPOLOGY)).items]
     assert names == ["n1"]
     assert op.metrics.nrt_collected._value.get() == 1
+
+
+def _nrt(name: str, managed_by: str | None = "numaplane-exporter") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if managed_by is not None:
+        meta["labels"] = {"app.kubernetes.io/managed-by": managed_by}
+    return {
+        "apiVersion": "topology.node.k8s.io/v1alpha2",
+        "kind": "NodeResourceTopology",
+        "metadata": meta,
+        "zones": [],
+    }
+
+
+async def _nrt_names(kube: LightkubePort) -> list[str]:
+    return sorted(o["metadata"]["name"] for o in (await kube.list(NODE_RESOURCE_TOPOLOGY)).items)
+
+
+async def test_nrts_of_nodes_that_left_the_stack_are_collected(
+    env: tuple[FakeApiServer, LightkubePort, Operator],
+) -> None:
+    """Issue 23 item 3: an NRT of ours whose node no node group selects, or written while no
+    NUMAResourcesOperator exists, is deleted; a foreign writer's NRT is left alone."""
+    _, kube, op = env
+    group = {"numaplane.io/node-group": "worker"}
+    for name, labels in (("in", group), ("out", {}), ("foreign", {})):
+        await kube.create(NODE, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
+    await kube.create(NODE_RESOURCE_TOPOLOGY, _nrt("in"))
+    await kube.create(NODE_RESOURCE_TOPOLOGY, _nrt("out"))
+    await kube.create(NODE_RESOURCE_TOPOLOGY, _nrt("foreign", managed_by="rte"))
+    await kube.create(NUMA_RESOURCES_OPERATOR, samples()[0])
+    await op.reconcile("operator")
+    await op.reconcile(NRT_GC_KEY)
+    assert await _nrt_names(kube) == ["foreign", "in"]
+    # the node leaves its group: its labels change
+    node = await kube.get(NODE, "in")
+    node["metadata"]["labels"] = {}
+    await kube.replace(NODE, node)
+    await op.reconcile(NRT_GC_KEY)
+    assert await _nrt_names(kube) == ["foreign"]
+    # the operator CR is deleted: every NRT of ours goes (an exporter republished one meanwhile)
+    node = await kube.get(NODE, "in")
+    node["metadata"]["labels"] = group
+    await kube.replace(NODE, node)
+    await kube.create(NODE_RESOURCE_TOPOLOGY, _nrt("in"))
+    await op.reconcile(NRT_GC_KEY)
+    assert await _nrt_names(kube) == ["foreign", "in"]
+    await kube.delete(NUMA_RESOURCES_OPERATOR, "numaresourcesoperator")
+    await op.reconcile("operator")
+    await op.reconcile(NRT_GC_KEY)
+    assert await _nrt_names(kube) == ["foreign"]
+    assert op.metrics.nrt_collected._value.get() == 3
+
+
+async def test_nrts_are_kept_while_the_operator_cr_is_paused_or_invalid(
+    env: tuple[FakeApiServer, LightkubePort, Operator],
+) -> None:
+    _, kube, op = env
+    await kube.create(NODE, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "out"}})
+    await kube.create(NODE_RESOURCE_TOPOLOGY, _nrt("out"))
+    nro = samples()[0]
+    nro["metadata"].setdefault("annotations", {})["numaplane.io/pause-reconciliation"] = "true"
+    await kube.create(NUMA_RESOURCES_OPERATOR, nro)
+    await op.reconcile(NRT_GC_KEY)
+    assert await _nrt_names(kube) == ["out"]
+
+
+async def test_operator_queues_nrt_collection_when_an_nrt_appears_or_a_node_is_relabelled(
+    env: tuple[FakeApiServer, LightkubePort, Operator],
+) -> None:
+    """The informers enqueue collection: an exporter that republishes after its node left, and a
+    relabelled Node, are collected without waiting for a restart."""
+    _, kube, op = env
+    await kube.create(NODE, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"a": "b"}}})
+    task = asyncio.create_task(op.run())
+    try:
+        for _ in range(200):
+            if op.synced:
+                break
+            await asyncio.sleep(0.02)
+        assert op.synced
+        await kube.create(NODE_RESOURCE_TOPOLOGY, _nrt("n1"))  # no NUMAResourcesOperator: not in the stack
+        for _ in range(200):
+            if not await _nrt_names(kube):
+                break
+            await asyncio.sleep(0.05)
+        assert await _nrt_names(kube) == []
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+
+def test_the_operator_knows_the_exporters_managed_by_label() -> None:
+    from numaplane.exporter.scan import MANAGED_BY, MANAGED_BY_LABEL
+    from numaplane.operator.controller import EXPORTER_MANAGED_BY, EXPORTER_MANAGED_BY_LABEL
+
+    assert (EXPORTER_MANAGED_BY_LABEL, EXPORTER_MANAGED_BY) == (MANAGED_BY_LABEL, MANAGED_BY)
 
 
 async def test_scheduler_lifecycle(env: tuple[FakeApiServer, LightkubePort, Operator]) -> None:

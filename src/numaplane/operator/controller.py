@@ -15,7 +15,15 @@ Rules:
 * an API error → the key is retried with per-key exponential backoff (the queue's rate limiter);
 * a deleted resource → everything labelled as owned by it is pruned (a real cluster's garbage
   collector would also do it through ownerReferences; the explicit prune works without one);
-* NRT objects whose Node no longer exists are deleted (exporters only ever write their own node's).
+* NRT objects whose Node no longer exists are deleted (exporters only ever write their own node's);
+  so are NRT objects written by our exporter (``app.kubernetes.io/managed-by: numaplane-exporter``)
+  whose node left the stack: no NUMAResourcesOperator (deleted: its DaemonSets are pruned), or a
+  Node that no node group's selector selects any more. Nothing republishes such an object, and a
+  NUMA-aware scheduler would trust it forever (RTE#203). Objects of other writers are left alone,
+  and nothing is collected while the NUMAResourcesOperator is paused or invalid (its group
+  membership is then unknown). Collection runs at start, after every operator reconcile, on Node
+  deletions and label changes, and when an NRT object appears (an exporter still running on a node
+  that has just left republishes until its pod is gone: each such write is collected again).
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from numaplane.operator.api.meta import GROUP, VERSION, ObjectMeta
 from numaplane.operator.api.numaresources import NUMAResourcesOperator
 from numaplane.operator.api.policy import NodeResourcePolicy
 from numaplane.operator.api.scheduler import NUMAResourcesScheduler
+from numaplane.operator.api.selector import NodeSelector
 from numaplane.operator.apply import Applier, ObjectId, object_id
 from numaplane.operator.assignment import assign_policies
 from numaplane.operator.errors import SpecError
@@ -68,6 +77,10 @@ SHARED_OBJECTS: frozenset[ObjectId] = frozenset(
     {("CustomResourceDefinition", "", nrt_crd_manifest()["metadata"]["name"])}
 )
 PROGRESS_REQUEUE_SECONDS = 5.0
+#: The label our exporter puts on the NRT objects it writes (``numaplane.exporter.scan``; the
+#: operator may not import the exporter, a test checks the two agree).
+EXPORTER_MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+EXPORTER_MANAGED_BY = "numaplane-exporter"
 
 
 class Operator:
@@ -100,6 +113,7 @@ class Operator:
             Informer(kube, DEPLOYMENT, namespace=ns, label_selector=part_of, clock=self.clock),
             Informer(kube, POD, namespace=ns, label_selector=f"{LABEL_COMPONENT}=agent", clock=self.clock),
             Informer(kube, NODE, clock=self.clock),
+            Informer(kube, NODE_RESOURCE_TOPOLOGY, clock=self.clock),
         ]
         self._wire()
 
@@ -114,7 +128,7 @@ class Operator:
         )
 
     def _wire(self) -> None:
-        nro_inf, nrs_inf, nrp_inf, ds_inf, dep_inf, pod_inf, node_inf = self.informers
+        nro_inf, nrs_inf, nrp_inf, ds_inf, dep_inf, pod_inf, node_inf, nrt_inf = self.informers
         self._policies = nrp_inf
         nro_inf.add_handler(self._handlers(lambda _o: self.queue.add(OPERATOR_KEY)))
         nrs_inf.add_handler(self._handlers(lambda _o: self.queue.add(SCHEDULER_KEY)))
@@ -128,8 +142,22 @@ class Operator:
         dep_inf.add_handler(self._handlers(lambda _o: self.queue.add(SCHEDULER_KEY)))
         pod_inf.add_handler(self._handlers(lambda _o: self._enqueue_policies()))
         # Nothing the operator renders depends on Nodes (DaemonSets select them; their status says how
-        # many are ready): a Node event only matters when a Node goes, for its NRT object.
-        node_inf.add_handler(EventHandlers(on_delete=lambda _o: self.queue.add(NRT_GC_KEY)))
+        # many are ready): a Node event only matters for NRT collection, when a Node goes or its
+        # labels change (it may have left every node group).
+        node_inf.add_handler(
+            EventHandlers(
+                on_update=self._node_labels_changed,
+                on_delete=lambda _o: self.queue.add(NRT_GC_KEY),
+            )
+        )
+        # An NRT object that appears may belong to a node outside the stack (module docstring);
+        # updates are not watched for: an object of a node outside the stack was collected when it
+        # appeared or when its node left.
+        nrt_inf.add_handler(EventHandlers(on_add=lambda _o: self.queue.add(NRT_GC_KEY)))
+
+    def _node_labels_changed(self, old: JsonObj, new: JsonObj) -> None:
+        if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
+            self.queue.add(NRT_GC_KEY)
 
     def _enqueue_policies(self) -> None:
         for obj in self._policies.store.list_objects():
@@ -265,6 +293,7 @@ class Operator:
             # deleted (or never created): remove everything it owned; keep the namespace and the CRD
             pruned = await self.applier.prune(owner_label, set())
             self._count([], pruned)
+            self.queue.add(NRT_GC_KEY)  # its nodes left the stack: their NRT objects go too
             return None
         meta = ObjectMeta.read(live)
         if meta.paused:
@@ -296,21 +325,53 @@ class Operator:
             "relatedObjects": related_objects(desired, self.settings.namespace),
         }
         await self._write_status(NUMA_RESOURCES_OPERATOR, live, status)
+        self.queue.add(NRT_GC_KEY)  # a node group's selector may have changed
         return PROGRESS_REQUEUE_SECONDS if state.reason.endswith("IsUpdating") else None
 
+    async def _stack_selectors(self) -> list[NodeSelector] | None:
+        """The node groups' selectors (``[]``: no NUMAResourcesOperator, no node is in the stack);
+        ``None`` when membership is unknown (the resource is paused or invalid)."""
+        live = await self._get(NUMA_RESOURCES_OPERATOR, nro_api.SINGLETON_NAME)
+        if live is None:
+            return []
+        if ObjectMeta.read(live).paused:
+            return None
+        try:
+            nro = NUMAResourcesOperator.from_dict(live)
+        except SpecError:
+            return None
+        return [group.node_selector for group in nro.node_groups]
+
     async def _collect_nrt_garbage(self) -> None:
+        """Delete the NRT objects of nodes gone or outside the stack (module docstring)."""
         try:
             nrts = (await self.kube.list(NODE_RESOURCE_TOPOLOGY)).items
         except NotFound:  # the NRT CRD is not served (yet)
             return
-        nodes = {o["metadata"]["name"] for o in (await self.kube.list(NODE)).items}
+        if not nrts:
+            return
+        node_labels: dict[str, Mapping[str, str]] = {
+            o["metadata"]["name"]: (o["metadata"].get("labels") or {}) for o in (await self.kube.list(NODE)).items
+        }
+        selectors = await self._stack_selectors()
         for nrt in nrts:
-            name = nrt["metadata"]["name"]
-            if name not in nodes:
-                with contextlib.suppress(NotFound):
-                    await self.kube.delete(NODE_RESOURCE_TOPOLOGY, name)
-                    self.metrics.nrt_collected.inc()
-                    log.info("deleted NodeResourceTopology %s: its node is gone", name)
+            meta = nrt.get("metadata") or {}
+            name = meta["name"]
+            labels = node_labels.get(name)
+            if labels is None:
+                why = "its node is gone"
+            elif selectors is None or (meta.get("labels") or {}).get(EXPORTER_MANAGED_BY_LABEL) != EXPORTER_MANAGED_BY:
+                continue
+            elif not selectors:
+                why = "no NUMAResourcesOperator: its node left the stack"
+            elif not any(selector.matches(labels) for selector in selectors):
+                why = "no node group selects its node any more"
+            else:
+                continue
+            with contextlib.suppress(NotFound):
+                await self.kube.delete(NODE_RESOURCE_TOPOLOGY, name)
+                self.metrics.nrt_collected.inc()
+                log.info("deleted NodeResourceTopology %s: %s", name, why)
 
     # ------------------------------------------------------------------ NUMAResourcesScheduler
 
