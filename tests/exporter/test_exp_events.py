@@ -15,6 +15,7 @@ from numaplane.exporter.errors import ExporterConfigError
 from numaplane.exporter.events import (
     Batch,
     EventGate,
+    KubeletWatcher,
     NotifyFileWatcher,
     Trigger,
     inotify_available,
@@ -135,3 +136,82 @@ async def test_without_asyncinotify_auto_falls_back_to_polling(tmp_path: Path, m
     forced = NotifyFileWatcher(tmp_path / "notify", lambda: None, backend=NotifyBackend.INOTIFY)
     with pytest.raises(ExporterConfigError, match="inotify unavailable"):
         await forced.run()
+
+
+def _kubelet_write(path: Path, text: str) -> None:
+    """How the kubelet's checkpoint manager writes: a temporary file renamed over the checkpoint."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f".{path.name}.tmp")
+    scratch.write_text(text)
+    scratch.replace(path)
+
+
+@pytest.mark.parametrize("backend", [NotifyBackend.INOTIFY, NotifyBackend.POLL])
+async def test_kubelet_checkpoints_and_config_post_their_triggers(tmp_path: Path, backend: NotifyBackend) -> None:
+    if backend is NotifyBackend.INOTIFY and not inotify_available():
+        pytest.skip("asyncinotify is not installed")
+    root = tmp_path / "kubelet"
+    root.mkdir()
+    config = tmp_path / "etc" / "config.yaml"
+    _kubelet_write(config, "kind: KubeletConfiguration\n")
+    gate = EventGate()
+    watcher = KubeletWatcher(gate, state_dir=root, config_file=config, backend=backend, poll_seconds=0.01)
+    task = asyncio.create_task(watcher.run())
+    try:
+        await asyncio.wait_for(watcher.started.wait(), 2.0)
+        assert watcher.backend == backend.value
+        for name in ("cpu_manager_state", "memory_manager_state"):
+            _kubelet_write(root / name, "{}")
+            batch = await asyncio.wait_for(gate.next(), 2.0)
+            assert batch.triggers == {Trigger.KUBELET_STATE} and not batch.refresh
+        (root / "cpu_manager_state").unlink()  # the kubelet restarted with another policy
+        assert (await asyncio.wait_for(gate.next(), 2.0)).triggers == {Trigger.KUBELET_STATE}
+        _kubelet_write(config, "kind: KubeletConfiguration\ntopologyManagerPolicy: restricted\n")
+        batch = await asyncio.wait_for(gate.next(), 2.0)
+        assert Trigger.KUBELET_CONFIG in batch.triggers and batch.refresh  # the config is re-read
+        (root / "unrelated").write_text("x")  # other files of the kubelet's folder do not count
+        await asyncio.sleep(0.1)
+        assert not gate.pending
+    finally:
+        await stopped(task)
+
+
+async def test_a_lost_inotify_event_is_caught_by_the_bounded_check(tmp_path: Path) -> None:
+    """The device manager's folder does not exist when the watch starts (no inotify watch can be set
+    on it): its checkpoint appearing later is still seen, within the check interval."""
+    if not inotify_available():
+        pytest.skip("asyncinotify is not installed")
+    root = tmp_path / "kubelet"
+    root.mkdir()
+    gate = EventGate()
+    watcher = KubeletWatcher(gate, state_dir=root, config_file=None, check_seconds=0.05)
+    task = asyncio.create_task(watcher.run())
+    try:
+        await asyncio.wait_for(watcher.started.wait(), 2.0)
+        assert watcher.backend == "inotify"
+        _kubelet_write(root / "device-plugins" / "kubelet_internal_checkpoint", "{}")
+        started = time.monotonic()
+        batch = await asyncio.wait_for(gate.next(), 2.0)
+        assert batch.triggers == {Trigger.KUBELET_STATE}
+        assert time.monotonic() - started < 1.0
+    finally:
+        await stopped(task)
+
+
+def test_event_modes_need_an_event_source_and_the_state_folder_belongs_to_kubelet_mode(tmp_path: Path) -> None:
+    from numaplane.exporter.options import ExporterOptions, RefreshMode
+
+    with pytest.raises(ExporterConfigError, match="needs an event source"):
+        ExporterOptions(node_name="n", kubelet_config_file=tmp_path / "c", refresh_mode=RefreshMode.EVENTS)
+    with pytest.raises(ExporterConfigError, match="kubelet mode only"):
+        ExporterOptions(
+            node_name="n",
+            topology_manager_policy="none",
+            topology_manager_scope="container",
+            refresh_mode=RefreshMode.EVENTS,
+            kubelet_state_dir=tmp_path,
+        )
+    ok = ExporterOptions(
+        node_name="n", kubelet_config_file=tmp_path / "c", refresh_mode=RefreshMode.EVENTS, kubelet_state_dir=tmp_path
+    )
+    assert ok.notify_file is None

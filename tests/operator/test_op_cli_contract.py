@@ -208,11 +208,17 @@ def check_exporter(spec: Mapping[str, Any], container: Mapping[str, Any], ctx: c
     wiring = {"podresources": host_path(spec, container, socket_path(options.podresources_socket))}
     if options.kubelet_config_file is not None:
         host_path(spec, container, str(options.kubelet_config_file))
-    if options.refresh_mode.events:
-        assert options.notify_file is not None
+    if options.refresh_mode.events and options.kubelet_config_file is not None:
+        # kubelet mode: the event source is the kubelet's own checkpoints (nobody touches a notify file)
+        assert options.notify_file is None and options.kubelet_state_dir is not None
+        assert host_path(spec, container, str(options.kubelet_state_dir)) == Settings().kubelet_state_dir
+        mount = next(m for m in container["volumeMounts"] if m["mountPath"] == str(options.kubelet_state_dir))
+        assert mount["readOnly"]
+    elif options.refresh_mode.events:
+        assert options.notify_file is not None and options.kubelet_state_dir is None
         wiring["notify"] = host_path(spec, container, str(options.notify_file))
     else:
-        assert options.notify_file is None
+        assert options.notify_file is None and options.kubelet_state_dir is None
     return wiring
 
 

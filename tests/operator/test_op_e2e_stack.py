@@ -14,7 +14,8 @@ the NUMA zones so that a 3-CPU Guaranteed pod fits one zone of ``numa-b`` only, 
 room for it at node level. The pod, created for the rendered scheduler name and selecting the node
 group (a node without an NRT object passes the NUMA filter, as upstream's), must be bound to
 ``numa-b`` and admitted there by the node's resource manager on one NUMA node; the node's exporter
-then republishes at once on its notify file (touched as a runtime hook does).
+then republishes at once when the kubelet rewrites its CPU manager checkpoint (as a real kubelet
+does on every exclusive allocation), without waiting for its refresh period.
 """
 
 from __future__ import annotations
@@ -236,10 +237,13 @@ class SimNode:
         self.server = PodResourcesServer(self.provider, socket)
         await self.server.start()
 
-    def touch_notify(self) -> None:
-        """What an OCI hook does on a real node after a container starts or stops."""
-        notify = self.host / SETTINGS.run_dir.lstrip("/") / "notify"
-        notify.touch()
+    def write_cpu_manager_state(self) -> None:
+        """What a real kubelet does after an exclusive allocation: rewrite ``cpu_manager_state``
+        (a temporary file renamed over the old one, as its checkpoint manager writes)."""
+        folder = self.host / SETTINGS.kubelet_state_dir.lstrip("/")
+        scratch = folder / ".cpu_manager_state.tmp"
+        scratch.write_text('{"policyName":"static","defaultCpuSet":"","checksum":0}')
+        scratch.replace(folder / "cpu_manager_state")
 
 
 class ContainerRoot:
@@ -418,7 +422,7 @@ async def test_one_nro_and_one_nrs_give_nrts_and_a_numa_aware_scheduler(
             command, ctx = parse_args(root.args(container, env))
             assert command == "exporter"
             options = exporter_options(ctx.params)
-            assert options.refresh_mode.value == "both" and options.notify_file is not None
+            assert options.refresh_mode.value == "both" and options.kubelet_state_dir is not None
             exporter_kube = api.port_client()
             stack.push_async_callback(exporter_kube.close)
             exporter = exporters[name] = Exporter(options, kube=exporter_kube)
@@ -534,8 +538,8 @@ async def test_one_nro_and_one_nrs_give_nrts_and_a_numa_aware_scheduler(
         assert cpus is not None and cpus.size() == 3
         assert cpus.is_subset_of(TOPOLOGY.numa_nodes[1].cpus), cpus
         assert main.memory_numa == (1,)
-        # the runtime's hook touches the notify file: the exporter republishes without waiting a period
-        node.touch_notify()
+        # the kubelet rewrites its CPU manager checkpoint: the exporter republishes without waiting a period
+        node.write_cpu_manager_state()
 
         async def republished() -> bool:
             return zone_cpus_available((await nrts())["numa-b"]) == (0, 1)

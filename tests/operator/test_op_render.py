@@ -227,13 +227,13 @@ def test_daemonsets_per_group() -> None:
         ({"podsFingerprinting": "Enabled"}, ["--pods-fingerprint", "--pods-fingerprint-method=all"], []),
         (
             {"infoRefreshMode": "Events"},
-            ["--refresh-mode=events", "--notify-file=/host-run-numaplane/notify"],
-            ["--period=10"],
+            ["--refresh-mode=events", "--kubelet-state-dir=/host-kubelet-state"],
+            ["--period=10", "--notify-file=/host-run-numaplane/notify"],
         ),
         (
             {"infoRefreshMode": "PeriodicAndEvents", "infoRefreshPeriod": "32s"},
-            ["--period=32", "--notify-file=/host-run-numaplane/notify"],
-            [],
+            ["--period=32", "--kubelet-state-dir=/host-kubelet-state"],
+            ["--notify-file=/host-run-numaplane/notify"],
         ),
         ({"infoRefreshPause": "Enabled"}, ["--no-publish"], []),
     ],

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from node_helpers import ensure_nrt_crd, get_nrt, numaplane, wait_http_ready
+from node_helpers import ensure_nrt_crd, get_nrt, log_lines, numaplane, wait_http_ready
 
 from numaplane.nrt.fingerprint import ANNOTATION, compute_fingerprint
 from numaplane.topology.cpuset import CPUSet
 from numaplane_harness.kubecluster import ControlPlane, free_port
-from numaplane_harness.kubelet import KubeletPolicy, RealKubelet
+from numaplane_harness.kubelet import KubeletPolicy, RealKubelet, with_policy
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -136,3 +136,111 @@ def test_exporter_publishes_what_the_kubelet_checkpointed(
         assert allocatable - available == taken.get(node, 0)
     assert nrt["metadata"]["ownerReferences"][0]["name"] == kubelet.node_name
     print(f"\ntest duration {time.monotonic() - began:.1f} s; kubelet Ready in {kubelet.ready_history} s")
+
+
+def _attribute(nrt: dict[str, Any], name: str) -> str | None:
+    return next((a["value"] for a in nrt.get("attributes", []) if a["name"] == name), None)
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+@pytest.mark.parametrize("mode", ["events", "both"])
+def test_exporter_in_an_event_mode_follows_the_kubelet_within_a_second(
+    control_plane: ControlPlane, real_kubelet: RealKubelet, short_tmp: Path, mode: str
+) -> None:
+    """Issue 23, items 1 and 2: with ``--kubelet-state-dir`` the exporter scans when the kubelet
+    rewrites ``cpu_manager_state`` (each allocation and each release) and re-reads the kubelet's
+    configuration when it changes; no refresh period helps (``both`` has a 60 s one).
+
+    Latency: from the checkpoint's modification time (the kubelet's write) to the first NRT read
+    from the API server that matches it; p99 <= 1 s over the allocations and releases."""
+    kubelet = real_kubelet
+    kubelet.delete_pods()  # the node has one CPU to give: an earlier test's pods hold it
+    if kubelet.policy != POLICY:
+        kubelet.restart(POLICY)
+    ensure_nrt_crd(control_plane)
+    control_plane.wait_for(
+        "earlier exclusive CPUs released", lambda: not kubelet.cpu_manager_state().get("entries"), timeout=60
+    )
+    reserved = frozenset(CPUSet.parse(POLICY.reserved_system_cpus))
+    port = free_port()
+    log = short_tmp / "exporter.log"
+    args = [
+        "exporter",
+        f"--node-name={kubelet.node_name}",
+        f"--podresources-socket=unix://{kubelet.podresources_socket}",
+        f"--kubelet-config={kubelet.config_file}",
+        f"--kubelet-state-dir={kubelet.root_dir}",
+        "--sysfs-root=/",
+        f"--refresh-mode={mode}",
+        *(["--period=60"] if mode == "both" else []),
+        f"--kubeconfig={control_plane.admin_kubeconfig}",
+        f"--metrics-address=127.0.0.1:{port}",
+        f"--health-address=127.0.0.1:{port}",
+        "--log-level=debug",
+    ]
+    latencies: list[float] = []
+
+    def await_nrt_matching_state(what: str) -> None:
+        state = kubelet.cpu_manager_state()
+        written = kubelet.cpu_manager_state_file.stat().st_mtime
+        want = expected_cpu_rows(state, reserved)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            nrt = get_nrt(control_plane, kubelet.node_name)
+            if nrt is not None and rows(nrt, "cpu") == want:
+                latencies.append(time.time() - written)
+                return
+            time.sleep(0.02)
+        raise AssertionError(
+            f"{mode}: {what}: the NRT did not follow cpu_manager_state within 10 s; wanted {want}, got "
+            f"{get_nrt(control_plane, kubelet.node_name)}\n" + log.read_text(errors="replace")[-3000:]
+        )
+
+    with numaplane(args, log) as process:
+        wait_http_ready(process, port, log)
+        await_nrt_matching_state("start")
+        latencies.clear()
+        for round_ in range(3):
+            name = f"follow-{mode}-{round_}"
+            before = kubelet.cpu_manager_state_file.stat().st_mtime_ns
+            kubelet.create_pod(kubelet.pod_manifest(name, cpu="1", memory="64Mi"))
+            kubelet.wait_pod_running(name)
+            control_plane.wait_for(
+                "the allocation checkpointed",
+                lambda: kubelet.cpu_manager_state().get("entries") and True,
+                timeout=30,
+            )
+            assert kubelet.cpu_manager_state_file.stat().st_mtime_ns != before
+            await_nrt_matching_state(f"{name} allocated")
+            kubelet.delete_pods()
+            control_plane.wait_for(
+                "the release checkpointed", lambda: not kubelet.cpu_manager_state().get("entries"), timeout=60
+            )
+            await_nrt_matching_state(f"{name} released")
+        p50, p99 = _percentile(latencies, 0.5), _percentile(latencies, 0.99)
+        print(
+            f"\nkubelet allocation -> NRT, refresh mode {mode}: {len(latencies)} changes, p50 {p50:.3f} s, p99 {p99:.3f} s"
+        )
+        assert p99 <= 1.0, latencies
+        assert any("kubelet-state" in line for line in log_lines(log)), "no scan was triggered by the kubelet's files"
+
+        # item 2: the kubelet moves to another Topology Manager policy; the NRT follows, no exporter restart
+        restricted = with_policy(kubelet, topology_manager_policy="restricted")
+        changed_at = time.monotonic()
+        kubelet.restart(restricted)
+        try:
+            control_plane.wait_for(
+                "the NRT stating the kubelet's new policy",
+                lambda: (
+                    _attribute(get_nrt(control_plane, kubelet.node_name) or {}, "topologyManagerPolicy") == "restricted"
+                ),
+                timeout=30,
+            )
+        finally:
+            assert process.poll() is None, "the exporter exited"
+        print(f"policy change -> NRT attribute: {time.monotonic() - changed_at:.1f} s (kubelet restart included)")
+    kubelet.restart(POLICY)

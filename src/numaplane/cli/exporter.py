@@ -49,10 +49,25 @@ _REFRESH = ("periodic", "events", "both")
     "--refresh-mode",
     type=click.Choice(_REFRESH),
     default=None,
-    help="Default: both with --notify-file, else periodic.",
+    help="Default: both with --notify-file or --kubelet-state-dir, else periodic.",
 )
 @click.option("--period", type=float, default=10.0, show_default=True, help="Periodic refresh, seconds.")
 @click.option("--notify-file", type=click.Path(dir_okay=False), default=None, help="Touch this file to refresh now.")
+@click.option(
+    "--kubelet-state-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Kubelet mode: the kubelet's root folder (/var/lib/kubelet). Its managers' checkpoints "
+    "(cpu_manager_state, memory_manager_state, device-plugins/kubelet_internal_checkpoint) and "
+    "--kubelet-config are watched: each change is a scan (refresh mode events or both).",
+)
+@click.option(
+    "--kubelet-check-interval",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="With inotify, seconds between checks of the kubelet files that catch a lost event.",
+)
 @click.option("--notify-backend", type=click.Choice(["auto", "inotify", "poll"]), default="auto", show_default=True)
 @click.option("--notify-poll-interval", type=float, default=0.05, show_default=True, help="Poll backend, seconds.")
 @click.option(
@@ -148,7 +163,8 @@ def _options(kw: dict[str, Any]) -> ExporterOptions:
     from numaplane.topology.cpuset import CPUSet
 
     notify = Path(str(kw["notify_file"])) if kw["notify_file"] else None
-    mode = kw["refresh_mode"] or ("both" if notify is not None else "periodic")
+    state_dir = Path(str(kw["kubelet_state_dir"])) if kw["kubelet_state_dir"] else None
+    mode = kw["refresh_mode"] or ("both" if notify is not None or state_dir is not None else "periodic")
     reserved = CPUSet.parse(str(kw["reserved_cpus"])) if kw["reserved_cpus"] is not None else None
     excluded_resources = tuple(str(x) for x in kw["exclude_resource"])
     return ExporterOptions(
@@ -163,6 +179,8 @@ def _options(kw: dict[str, Any]) -> ExporterOptions:
         refresh_mode=RefreshMode(str(mode)),
         period_seconds=float(kw["period"]),
         notify_file=notify,
+        kubelet_state_dir=state_dir,
+        kubelet_check_seconds=float(kw["kubelet_check_interval"]),
         notify_backend=NotifyBackend(str(kw["notify_backend"])),
         notify_poll_seconds=float(kw["notify_poll_interval"]),
         max_events_per_second=float(kw["max_events_per_second"]),

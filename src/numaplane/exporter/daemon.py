@@ -4,6 +4,7 @@ Wiring (one node, one event loop)::
 
     periodic timer ─┐
     notify file ────┤                      ┌── Scanner (PodResources, sysfs, kubelet config)
+    kubelet files ──┤
     pod mirror ─────┼─► EventGate ─► cycle ┤
     NRT mirror ─────┤   (coalesce,         └── Publisher (KubePort) ─► API server
     retry timer ────┘    rate limit)
@@ -38,7 +39,7 @@ from typing import Any, Final
 import structlog
 
 from numaplane.exporter.errors import ExporterConfigError, ExporterError
-from numaplane.exporter.events import Batch, EventGate, NotifyFileWatcher, Trigger, periodic
+from numaplane.exporter.events import Batch, EventGate, KubeletWatcher, NotifyFileWatcher, Trigger, periodic
 from numaplane.exporter.kubelet import KubeletConfigSource
 from numaplane.exporter.metrics import ExporterMetrics
 from numaplane.exporter.mirror import Mirror
@@ -129,6 +130,16 @@ class Exporter:
                 lambda: self.gate.post(Trigger.REACTIVE),
                 backend=options.notify_backend,
                 poll_seconds=options.notify_poll_seconds,
+            )
+        self.kubelet_watch: KubeletWatcher | None = None
+        if options.refresh_mode.events and options.kubelet_state_dir is not None:
+            self.kubelet_watch = KubeletWatcher(
+                self.gate,
+                state_dir=options.kubelet_state_dir,
+                config_file=options.kubelet_config_file,
+                backend=options.notify_backend,
+                poll_seconds=options.notify_poll_seconds,
+                check_seconds=options.kubelet_check_seconds,
             )
         self.probes = ProbeServer(self.metrics.registry, liveness=self.liveness, readiness=self.readiness)
         self._tasks = Supervisor("exporter")
@@ -315,6 +326,10 @@ class Exporter:
             self._tasks.spawn(self.notify.run(), "notify")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.notify.started.wait(), 5.0)
+        if self.kubelet_watch is not None:
+            self._tasks.spawn(self.kubelet_watch.run(), "kubelet-watch")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.kubelet_watch.started.wait(), 5.0)
         self._started = True
         self.gate.post(Trigger.INITIAL)
         self._tasks.spawn(self._loop(), "loop")
@@ -331,6 +346,8 @@ class Exporter:
             period_seconds=opts.period_seconds,
             notify_file=str(opts.notify_file) if opts.notify_file else None,
             notify_backend=self.notify.backend if self.notify is not None else None,
+            kubelet_state_dir=str(opts.kubelet_state_dir) if self.kubelet_watch is not None else None,
+            kubelet_watch_backend=self.kubelet_watch.backend if self.kubelet_watch is not None else None,
             publish=self.publisher is not None,
             probes=self.probes.ports,
         )

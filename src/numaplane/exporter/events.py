@@ -13,9 +13,13 @@
 
 Sources: :func:`periodic` posts :attr:`Trigger.PERIODIC` every ``period_seconds``;
 :class:`NotifyFileWatcher` posts :attr:`Trigger.REACTIVE` when the notify file is written, touched,
-replaced or created. It uses inotify through ``asyncinotify`` (on the file's directory, so that
-replacing the file works) when that library is installed and the kernel allows it, and otherwise
-polls ``(mtime, ctime, size, inode)`` every ``poll_seconds``.
+replaced or created; :class:`KubeletWatcher` posts :attr:`Trigger.KUBELET_STATE` when the kubelet
+rewrites the checkpoint of one of its managers (it does so on every exclusive allocation and
+release) and :attr:`Trigger.KUBELET_CONFIG` when its configuration file changes. Both are
+:class:`FilesWatcher`: inotify through ``asyncinotify`` (on the files' folders, so that replacing a
+file works) when that library is installed and the kernel allows it, and otherwise polling of
+``(mtime, ctime, size, inode)`` every ``poll_seconds``; with inotify a bounded signature check
+catches a dropped event.
 
 Times are ``time.monotonic()`` seconds (the running loop's clock).
 """
@@ -26,7 +30,7 @@ import asyncio
 import enum
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +39,17 @@ import structlog
 from numaplane.exporter.errors import ExporterConfigError
 from numaplane.exporter.options import NotifyBackend
 
-__all__ = ["Batch", "EventGate", "NotifyFileWatcher", "Trigger", "inotify_available", "periodic"]
+__all__ = [
+    "KUBELET_STATE_FILES",
+    "Batch",
+    "EventGate",
+    "FilesWatcher",
+    "KubeletWatcher",
+    "NotifyFileWatcher",
+    "Trigger",
+    "inotify_available",
+    "periodic",
+]
 
 
 class Trigger(enum.StrEnum):
@@ -44,6 +58,8 @@ class Trigger(enum.StrEnum):
     INITIAL = "initial"  # start-up
     PERIODIC = "periodic"  # the refresh timer (also re-reads sysfs and the kubelet config)
     REACTIVE = "reactive"  # the notify file
+    KUBELET_STATE = "kubelet-state"  # the kubelet rewrote a checkpoint of its managers
+    KUBELET_CONFIG = "kubelet-config"  # the kubelet's configuration file changed (re-read it)
     POD_PHASE = "pod-phase"  # a pod of the node became Succeeded or Failed
     OBJECT = "object"  # our object was deleted or changed on the server
     RETRY = "retry"  # back-off after a failed cycle
@@ -52,6 +68,8 @@ class Trigger(enum.StrEnum):
 #: When several triggers are folded into a batch, the label is the first of these present.
 _PRIORITY = (
     Trigger.REACTIVE,
+    Trigger.KUBELET_STATE,
+    Trigger.KUBELET_CONFIG,
     Trigger.POD_PHASE,
     Trigger.OBJECT,
     Trigger.INITIAL,
@@ -78,7 +96,7 @@ class Batch:
     @property
     def refresh(self) -> bool:
         """Whether the slow inputs (sysfs, kubelet config) should be re-read."""
-        return bool(self.triggers & {Trigger.INITIAL, Trigger.PERIODIC})
+        return bool(self.triggers & {Trigger.INITIAL, Trigger.PERIODIC, Trigger.KUBELET_CONFIG})
 
     @property
     def update_kind(self) -> str:
@@ -158,7 +176,124 @@ def inotify_available() -> bool:
     return True
 
 
-class NotifyFileWatcher:
+_Signature = tuple[int, int, int, int]
+
+
+def _signature(path: Path) -> _Signature | None:
+    """``(mtime, ctime, size, inode)`` of ``path``, ``None`` when it cannot be stat'ed (absent)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
+class FilesWatcher:
+    """Calls ``on_change(path)`` when one of ``paths`` is written, touched, replaced, created or removed.
+
+    inotify (``asyncinotify``) watches each path's folder (so that a file replaced by a rename, as
+    the kubelet writes its checkpoints, is seen), when the library is installed and the kernel
+    allows it; otherwise the ``(mtime, ctime, size, inode)`` of every path is polled every
+    ``poll_seconds``. With inotify, a bounded check compares the same signatures every
+    ``check_seconds`` (``None``: never), so an event the kernel dropped or a folder that appeared
+    after the start (no watch could be set on it) is caught within that bound. A folder that
+    goes away ends the inotify watch (the poll backend then takes over under ``auto``).
+    ``backend`` is the backend in use once :meth:`run` started (``inotify`` or ``poll``).
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        on_change: Callable[[Path], None],
+        *,
+        backend: NotifyBackend = NotifyBackend.AUTO,
+        poll_seconds: float = 0.05,
+        check_seconds: float | None = None,
+        what: str = "watched file",
+    ) -> None:
+        if not paths:
+            raise ValueError("nothing to watch")
+        self.paths = tuple(Path(p) for p in paths)
+        self._on_change = on_change
+        self.requested = backend
+        self.backend: str = ""
+        self.poll_seconds = poll_seconds
+        self.check_seconds = check_seconds
+        self.what = what
+        self.started = asyncio.Event()
+        self._seen: dict[Path, _Signature | None] = {}
+        self._log = structlog.get_logger("numaplane.exporter")
+
+    async def run(self) -> None:
+        """Watch until cancelled."""
+        self._seen = {path: _signature(path) for path in self.paths}
+        if self.requested is not NotifyBackend.POLL:
+            try:
+                await self._run_inotify()
+                return
+            except (ImportError, OSError) as error:
+                if self.requested is NotifyBackend.INOTIFY:
+                    raise ExporterConfigError(
+                        f"inotify unavailable for {self.what} {self.paths[0]}: {error}"
+                    ) from error
+                self._log.warning(
+                    "watch_inotify_unavailable",
+                    what=self.what,
+                    path=str(self.paths[0]),
+                    error=str(error),
+                    fallback="poll",
+                )
+        self.backend = "poll"
+        self.started.set()
+        await self._check_every(self.poll_seconds)
+
+    def _changed(self, path: Path) -> None:
+        self._seen[path] = _signature(path)
+        self._on_change(path)
+
+    async def _check_every(self, seconds: float) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            for path in self.paths:
+                now = _signature(path)
+                if now != self._seen.get(path):
+                    self._changed(path)
+
+    async def _run_inotify(self) -> None:
+        from asyncinotify import Inotify, Mask  # type: ignore[import-not-found, unused-ignore]
+
+        mask = Mask.CLOSE_WRITE | Mask.ATTRIB | Mask.MOVED_TO | Mask.CREATE | Mask.MODIFY | Mask.DELETE
+        by_folder: dict[Path, dict[str, Path]] = {}
+        for path in self.paths:
+            by_folder.setdefault(path.parent, {})[path.name] = path
+        with Inotify() as inotify:
+            watched: dict[Path, dict[str, Path]] = {}
+            for folder, names in by_folder.items():
+                if folder.is_dir():
+                    inotify.add_watch(folder, mask | Mask.ONLYDIR)
+                    watched[folder] = names
+            if not watched:
+                raise OSError(f"none of the folders of the {self.what}s exists")
+            self.backend = "inotify"
+            self.started.set()
+            checker = (
+                asyncio.ensure_future(self._check_every(self.check_seconds)) if self.check_seconds is not None else None
+            )
+            try:
+                async for event in inotify:
+                    event_folder = Path(event.watch.path) if event.watch is not None else None
+                    if Mask.IGNORED in event.mask or Mask.DELETE_SELF in event.mask:
+                        raise OSError(f"a watched folder went away ({event_folder})")
+                    in_folder = watched.get(event_folder) if event_folder is not None else None
+                    changed = in_folder.get(str(event.name)) if in_folder is not None and event.name else None
+                    if changed is not None:
+                        self._changed(changed)
+            finally:
+                if checker is not None:
+                    checker.cancel()
+
+
+class NotifyFileWatcher(FilesWatcher):
     """Calls ``on_event()`` when the notify file is written, touched, replaced or created.
 
     :meth:`prepare` creates the file's folder (mode 0750) and an empty file if missing, and refuses
@@ -174,13 +309,10 @@ class NotifyFileWatcher:
         backend: NotifyBackend = NotifyBackend.AUTO,
         poll_seconds: float = 0.05,
     ) -> None:
-        self.path = Path(path)
-        self._on_event = on_event
-        self.requested = backend
-        self.backend: str = ""
-        self.poll_seconds = poll_seconds
-        self.started = asyncio.Event()
-        self._log = structlog.get_logger("numaplane.exporter")
+        super().__init__(
+            [path], lambda _path: on_event(), backend=backend, poll_seconds=poll_seconds, what="notify file"
+        )
+        self.path = self.paths[0]
 
     def prepare(self) -> None:
         try:
@@ -196,45 +328,42 @@ class NotifyFileWatcher:
     async def run(self) -> None:
         """Watch until cancelled."""
         self.prepare()
-        if self.requested is not NotifyBackend.POLL:
-            try:
-                await self._run_inotify()
-                return
-            except (ImportError, OSError) as error:
-                if self.requested is NotifyBackend.INOTIFY:
-                    raise ExporterConfigError(f"inotify unavailable for {self.path}: {error}") from error
-                self._log.warning("notify_inotify_unavailable", path=str(self.path), error=str(error), fallback="poll")
-        await self._run_poll()
+        await super().run()
 
-    async def _run_inotify(self) -> None:
-        from asyncinotify import Inotify, Mask  # type: ignore[import-not-found, unused-ignore]
 
-        mask = Mask.CLOSE_WRITE | Mask.ATTRIB | Mask.MOVED_TO | Mask.CREATE | Mask.MODIFY
-        with Inotify() as inotify:
-            inotify.add_watch(self.path.parent, mask | Mask.ONLYDIR)
-            self.backend = "inotify"
-            self.started.set()
-            name = self.path.name
-            async for event in inotify:
-                if event.name is not None and str(event.name) == name:
-                    self._on_event()
-                elif Mask.IGNORED in event.mask or Mask.DELETE_SELF in event.mask:
-                    raise OSError(f"the folder of {self.path} went away")
+#: The kubelet's checkpoint files under its root folder that change when it allocates exclusive
+#: resources (CPU, memory and device managers; DRA) — what RTE watches with ``--kubelet-state-dir``.
+KUBELET_STATE_FILES: tuple[str, ...] = (
+    "cpu_manager_state",
+    "memory_manager_state",
+    "device-plugins/kubelet_internal_checkpoint",
+    "dra_manager_state",
+)
 
-    def _signature(self) -> tuple[int, int, int, int] | None:
-        try:
-            st = self.path.stat()
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
-    async def _run_poll(self) -> None:
-        self.backend = "poll"
-        last = self._signature()
-        self.started.set()
-        while True:
-            await asyncio.sleep(self.poll_seconds)
-            now = self._signature()
-            if now != last and now is not None:
-                self._on_event()
-            last = now
+class KubeletWatcher(FilesWatcher):
+    """Posts :attr:`Trigger.KUBELET_STATE` when the kubelet rewrites one of its state files under
+    ``state_dir`` (:data:`KUBELET_STATE_FILES`), and :attr:`Trigger.KUBELET_CONFIG` when its
+    configuration file ``config_file`` changes (either may be ``None``, not both)."""
+
+    def __init__(
+        self,
+        gate: EventGate,
+        *,
+        state_dir: Path | None,
+        config_file: Path | None,
+        backend: NotifyBackend = NotifyBackend.AUTO,
+        poll_seconds: float = 0.05,
+        check_seconds: float = 5.0,
+    ) -> None:
+        paths = [state_dir / name for name in KUBELET_STATE_FILES] if state_dir is not None else []
+        if config_file is not None:
+            paths.append(config_file)
+        self.config_file = config_file
+
+        def changed(path: Path) -> None:
+            gate.post(Trigger.KUBELET_CONFIG if path == config_file else Trigger.KUBELET_STATE)
+
+        super().__init__(
+            paths, changed, backend=backend, poll_seconds=poll_seconds, check_seconds=check_seconds, what="kubelet file"
+        )

@@ -88,7 +88,10 @@ def parse_address(text: str) -> tuple[str, int]:
 class ExporterOptions:
     """Everything that configures one exporter (one node). See the CLI help for each field's meaning.
 
-    ``podresources_socket``: a socket path, ``unix://`` target, or ``fake://<dir>`` (JSON files
+    ``kubelet_state_dir``: the kubelet's root folder (``/var/lib/kubelet``), whose manager
+    checkpoints are watched in the events refresh modes (a change is a scan, at the latest
+    ``kubelet_check_seconds`` after it when an inotify event was lost); the kubelet config file is
+    watched too. ``podresources_socket``: a socket path, ``unix://`` target, or ``fake://<dir>`` (JSON files
     ``list.json`` and ``get_allocatable_resources.json``, as RTE's fake client). ``sysfs_root``:
     the folder holding ``sys/`` (``/`` on a node). ``max_events_per_second``: scans per second at
     most (token bucket of ``event_burst`` tokens; 0 = unlimited). ``retry_*_seconds``: back-off
@@ -106,6 +109,8 @@ class ExporterOptions:
     refresh_mode: RefreshMode = RefreshMode.PERIODIC
     period_seconds: float = 10.0
     notify_file: Path | None = None
+    kubelet_state_dir: Path | None = None
+    kubelet_check_seconds: float = 5.0
     notify_backend: NotifyBackend = NotifyBackend.AUTO
     notify_poll_seconds: float = 0.05
     max_events_per_second: float = 10.0
@@ -131,8 +136,18 @@ class ExporterOptions:
         """Raise :class:`ExporterConfigError` naming the first inconsistent option."""
         if not self.node_name:
             raise ExporterConfigError("node name is empty (set --node-name or NODE_NAME)")
-        if self.refresh_mode.events and self.notify_file is None:
-            raise ExporterConfigError(f"refresh mode {self.refresh_mode.value!r} needs a notify file")
+        if self.refresh_mode.events and self.notify_file is None and self.kubelet_state_dir is None:
+            raise ExporterConfigError(
+                f"refresh mode {self.refresh_mode.value!r} needs an event source: a notify file (agent mode) "
+                "or the kubelet's state folder (kubelet mode)"
+            )
+        if self.kubelet_state_dir is not None and self.kubelet_config_file is None:
+            raise ExporterConfigError(
+                "the kubelet's state folder is watched in kubelet mode only: give --kubelet-config too "
+                "(on agent nodes the agent's notify file is the event source)"
+            )
+        if not self.kubelet_check_seconds > 0:
+            raise ExporterConfigError("kubelet state check interval must be > 0 s")
         if self.refresh_mode.periodic and not self.period_seconds > 0:
             raise ExporterConfigError(f"refresh mode {self.refresh_mode.value!r} needs a period > 0 s")
         if self.max_events_per_second < 0:

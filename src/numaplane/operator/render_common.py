@@ -65,6 +65,7 @@ class Settings:
     image_pull_policy: str = "IfNotPresent"
     kubelet_podresources_dir: str = "/var/lib/kubelet/pod-resources"
     kubelet_config_file: str = "/var/lib/kubelet/config.yaml"
+    kubelet_state_dir: str = "/var/lib/kubelet"
     nri_socket_dir: str = "/var/run/nri"
     state_dir: str = "/var/lib/numaplane"
     run_dir: str = "/run/numaplane"
@@ -82,6 +83,11 @@ NODE_PATH_OPTIONS: tuple[tuple[str, str, str], ...] = (
         "kubelet_config_file",
         "--kubelet-config-file",
         "The kubelet's configuration file (kubelet-mode exporters read its policies).",
+    ),
+    (
+        "kubelet_state_dir",
+        "--kubelet-state-dir",
+        "The kubelet's root folder (kubelet-mode exporters watch its managers' checkpoints there).",
     ),
     ("nri_socket_dir", "--nri-socket-dir", "The folder of the runtime's NRI socket nri.sock (agents mount it)."),
     ("state_dir", "--agent-state-dir", "The agents' checkpoint folder (kept across agent restarts)."),

@@ -11,7 +11,9 @@ Command-line contract with the components (one image, ``ENTRYPOINT numaplane``):
 (the folder holding ``sys/``), ``--podresources-socket unix://...``, ``--kubelet-config`` (kubelet
 mode) or ``--topology-manager-policy``/``--topology-manager-scope`` (agent mode, from the policy),
 ``--refresh-mode periodic|events|both`` (``PeriodicAndEvents`` with a 0 period is ``events``:
-upstream's "explicit 0 disables"), ``--period <seconds>``, ``--notify-file``,
+upstream's "explicit 0 disables"), ``--period <seconds>``, ``--notify-file`` (agent mode: the agent
+touches it) or ``--kubelet-state-dir`` (kubelet mode: the kubelet's root folder, read-only, whose
+manager checkpoints change on every allocation) in the event modes,
 ``--pods-fingerprint``/``--no-pods-fingerprint``, ``--pods-fingerprint-method
 all|with-exclusive-resources``, ``--no-publish``, ``--exclude-pods <ns-glob>/<name-glob>`` (repeated),
 ``--metrics-address``, ``--health-address``, ``--log-level``.
@@ -94,6 +96,8 @@ POLICY_MOUNT = "/etc/numaplane/policy"
 POLICY_KEY = "config.yaml"
 #: Where the exporter (kubelet mode) and the agent see the kubelet's configuration file (read-only hostPath).
 KUBELET_CONFIG_MOUNT = "/host-kubelet/config.yaml"
+#: Where a kubelet-mode exporter sees the kubelet's root folder (read-only), to watch its managers' checkpoints.
+KUBELET_STATE_MOUNT = "/host-kubelet-state"
 #: The agent touches ``<run_dir>/notify`` after allocation changes; the exporter watches the same host file.
 NOTIFY_FILE = "notify"
 _EXPORTER_RUN_MOUNT = "/host-run-numaplane"
@@ -148,7 +152,10 @@ def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup, document: Mappin
     if mode is not InfoRefreshMode.EVENTS:
         args.append(f"--period={cfg.info_refresh_period_seconds:g}")
     if mode is not InfoRefreshMode.PERIODIC:
-        args.append(f"--notify-file={_EXPORTER_RUN_MOUNT}/{NOTIFY_FILE}")
+        if group.enforcement is Enforcement.AGENT:  # the agent touches the notify file on every change
+            args.append(f"--notify-file={_EXPORTER_RUN_MOUNT}/{NOTIFY_FILE}")
+        else:  # the kubelet rewrites its managers' checkpoints on every change
+            args.append(f"--kubelet-state-dir={KUBELET_STATE_MOUNT}")
     if cfg.pods_fingerprinting is PodsFingerprinting.DISABLED:
         args.append("--no-pods-fingerprint")
     else:
@@ -255,10 +262,12 @@ def exporter_daemonset(
         mounts += [
             {"name": "kubelet-podresources", "mountPath": "/host-podresources"},
             {"name": "kubelet-config", "mountPath": KUBELET_CONFIG_MOUNT, "readOnly": True},
+            {"name": "kubelet-state", "mountPath": KUBELET_STATE_MOUNT, "readOnly": True},
         ]
         volumes += [
             host_path_volume("kubelet-podresources", settings.kubelet_podresources_dir, "Directory"),
             host_path_volume("kubelet-config", settings.kubelet_config_file, "File"),
+            host_path_volume("kubelet-state", settings.kubelet_state_dir, "Directory"),
         ]
     mounts.append({"name": "run-numaplane", "mountPath": _EXPORTER_RUN_MOUNT})
     volumes.append(host_path_volume("run-numaplane", settings.run_dir, "DirectoryOrCreate"))
