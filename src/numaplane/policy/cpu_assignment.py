@@ -33,12 +33,14 @@ precomputed as bitmasks.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from numaplane.policy.cpu_combinations import AliasedSlice, iterate_combinations
+from numaplane.policy.cpu_combinations import kept_positions
 from numaplane.policy.errors import UnexpectedAdmissionError
 from numaplane.topology.model import Topology
 
@@ -367,37 +369,50 @@ def go_round3(value: float) -> float:
 
 def balance(values: list[int]) -> float:
     """Population standard deviation with the kubelet's rounding (mean and result to 3 decimals)."""
-    mean = go_round3(sum(float(v) for v in values) / len(values))
-    spread = sum((float(v) - mean) * (float(v) - mean) for v in values)
-    return go_round3(math.sqrt(spread / len(values)))
+    # The ints are small (CPU counts): their sum is exact as a float, so ``sum(values) / n`` is the
+    # kubelet's float sum divided by n, and ``v - mean`` its ``float64(v) - mean``; the squares are
+    # added left to right as the kubelet adds them.
+    n = len(values)
+    mean = go_round3(sum(values) / n)
+    spread = sum([(v - mean) * (v - mean) for v in values])
+    return go_round3(math.sqrt(spread / n))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _balance_of(values: tuple[int, ...]) -> float:
+    """:func:`balance` of ``values`` (the same floating-point operations in the same order; cached:
+    the distributed walk scores the same free-CPU vectors many times; 4,096 entries, about 1 MiB)."""
+    return balance(list(values))
+
+
+#: A remainder subset as the kubelet keeps it: (the candidates' positions, subset size, its index
+#: among the size's combinations) -- read back through :func:`kept_positions` once the walk is over.
+_KeptSubset = tuple[tuple[int, ...], int, int]
 
 
 def _best_remainder(
-    after: dict[int, int], candidates: list[int], remainder: int, group: int
-) -> tuple[float, AliasedSlice | None]:
-    """Best subset of ``candidates`` to take ``remainder`` CPUs from, ``group`` at a time (lowest balance).
-
-    The subset is returned as the kubelet keeps it: an aliased slice (see :mod:`.cpu_combinations`).
-    """
+    after: list[int], candidates: tuple[int, ...], remainder: int, group: int
+) -> tuple[float, _KeptSubset | None]:
+    """Best subset of ``candidates`` (positions into ``after``) to take ``remainder`` CPUs from,
+    ``group`` at a time (lowest balance; the first of equals, in the kubelet's order)."""
     best: float = math.inf
-    best_subset: AliasedSlice | None = None
+    best_subset: _KeptSubset | None = None
     for size in range(len(candidates), 0, -1):
-        for subset in iterate_combinations(candidates, size):
-            members = subset.values()
-            if sum(after[n] // group for n in members) * group < remainder:
+        for index, members in enumerate(itertools.combinations(candidates, size)):
+            if sum(after[p] // group for p in members) * group < remainder:
                 continue  # fix (b): capacity in whole groups, so the hand-out below always ends
-            local = dict(after)
+            local = after.copy()
             left = remainder
             while left > 0:
-                for n in members:
+                for p in members:
                     if left == 0:
                         break
-                    if local[n] >= group:
-                        local[n] -= group
+                    if local[p] >= group:
+                        local[p] -= group
                         left -= group
-            score = balance(list(local.values()))
+            score = _balance_of(tuple(local))
             if score < best:
-                best, best_subset = score, subset
+                best, best_subset = score, (candidates, size, index)
     return best, best_subset
 
 
@@ -405,6 +420,9 @@ def take_distributed(idx: TopologyIndex, available: int, count: int, group: int 
     """``takeByTopologyNUMADistributed``: spread ``count`` CPUs evenly over the fewest NUMA nodes.
 
     CPUs are handed out ``group`` at a time (1, or threads per core with ``full-pcpus-only``).
+    Combinations are scored by position with :func:`itertools.combinations` (the kubelet's order);
+    the NUMA nodes finally allocated from are those the kubelet reads from the slices it kept, Go's
+    aliasing included (:func:`~numaplane.policy.cpu_combinations.kept_positions`).
     """
     group = max(group, 1)
     if count % group != 0:
@@ -415,40 +433,46 @@ def take_distributed(idx: TopologyIndex, available: int, count: int, group: int 
     if acc.failed():
         raise _not_enough(count, available)
     numas = acc.sorted_numas()
-    free_of = {n: (acc.free & idx.numa_mask[n]).bit_count() for n in numas}
+    free_of = [(acc.free & idx.numa_mask[n]).bit_count() for n in numas]
+    groups_of = [free // group for free in free_of]
     total_groups = (idx.all_mask.bit_count() - 1) // group + 1
     per_numa = (total_groups - 1) // max(len(idx.numa_ids), 1) + 1
     needed = (count - 1) // group + 1
     lowest, highest = (needed - 1) // per_numa + 1, min(needed, len(numas))
     for k in range(lowest, highest + 1):
         best: float = math.inf
-        best_combo: AliasedSlice | None = None
-        best_rest: AliasedSlice | None = None
-        for aliased in iterate_combinations(numas, k):
+        best_at = -1
+        best_rest: _KeptSubset | None = None
+        handed_out = 0
+        share = (count // k // group) * group
+        remainder = count - share * k
+        for at, combo in enumerate(itertools.combinations(range(len(numas)), k)):
+            handed_out = at + 1
             if best == 0:
                 break
-            combo = aliased.values()
-            if sum(free_of[n] for n in combo) < count or sum(free_of[n] // group for n in combo) * group < count:
+            if sum(free_of[p] for p in combo) < count or sum(groups_of[p] for p in combo) * group < count:
                 continue
-            share = (count // k // group) * group
-            if any(free_of[n] < share for n in combo):
+            if any(free_of[p] < share for p in combo):
                 continue
-            after = dict(free_of)
-            for n in combo:
-                after[n] -= share
-            remainder = count - share * k
-            rest: AliasedSlice | None = None
+            after = free_of.copy()
+            for p in combo:
+                after[p] -= share
+            rest: _KeptSubset | None = None
             if remainder == 0:
-                local = balance(list(after.values()))
+                local = _balance_of(tuple(after))
             else:
-                local, rest = _best_remainder(after, [n for n in combo if after[n] >= group], remainder, group)
+                local, rest = _best_remainder(after, tuple(p for p in combo if after[p] >= group), remainder, group)
             if local < best:
-                best, best_combo, best_rest = local, aliased, rest
-        if best_combo is not None:
+                best, best_at, best_rest = local, at, rest
+        if best_at >= 0:
             # Read the kept slices only now, as the kubelet does: later combinations that shared their
             # backing arrays have overwritten them (cpu_combinations explains the aliasing).
-            rest_now = best_rest.values() if best_rest is not None else ()
-            return _allocate_distribution(acc, available, count, group, best_combo.values(), rest_now)
+            combo_now = tuple(numas[p] for p in kept_positions(len(numas), k, best_at, handed_out))
+            rest_now: tuple[int, ...] = ()
+            if best_rest is not None:
+                candidates, size, index = best_rest
+                rest_now = tuple(numas[candidates[p]] for p in kept_positions(len(candidates), size, index))
+            return _allocate_distribution(acc, available, count, group, combo_now, rest_now)
     return take_packed(idx, available, count, spread=spread)
 
 

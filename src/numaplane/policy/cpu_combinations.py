@@ -21,10 +21,12 @@ here (at most 64 NUMA nodes) that gives capacities 1, 2, 4, 8, 16, 32, 64.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-__all__ = ["AliasedSlice", "go_append_capacity", "iterate_combinations"]
+__all__ = ["AliasedSlice", "go_append_capacity", "iterate_combinations", "kept_positions"]
 
 # Go runtime malloc size classes (bytes) up to 2 KiB: enough for []int of up to 256 elements.
 _SIZE_CLASSES = (
@@ -85,3 +87,27 @@ def _helper(
             child = backing[:length] + [0] * (child_cap - length)
         child[length] = items[i]
         yield from _helper(items, k - 1, i + 1, child, length + 1, child_cap)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def kept_positions(n: int, k: int, kept: int, handed_out: int | None = None) -> tuple[int, ...]:
+    """What the ``kept``-th (0-based) k-combination of ``n`` items reads as, by position, once the
+    walk has handed out ``handed_out`` combinations (``None``: all of them, ``math.comb(n, k)``).
+
+    Callers that score combinations with :func:`itertools.combinations` (same lexicographic order,
+    no aliasing, no allocation per combination) keep only the winner's index and ask here which
+    items the kubelet then reads from the slice it kept. Pure function of its arguments (cached).
+    Precondition: ``0 <= kept < handed_out <= math.comb(n, k)``.
+    """
+    total = math.comb(n, k)
+    limit = total if handed_out is None else handed_out
+    if not 0 <= kept < limit <= total:
+        raise ValueError(f"combination {kept} of {limit} handed out ({n} choose {k} = {total})")
+    kept_slice: AliasedSlice | None = None
+    for at, aliased in enumerate(iterate_combinations(range(n), k)):
+        if at == kept:
+            kept_slice = aliased
+        if at + 1 == limit:
+            break
+    assert kept_slice is not None
+    return kept_slice.values()

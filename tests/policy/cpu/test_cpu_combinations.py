@@ -7,12 +7,16 @@ values worked out by hand from Go's ``append`` rules, and the allocation it lead
 
 from __future__ import annotations
 
+import math
 from itertools import combinations
 
+import pytest
 from helpers_cpu import fixture
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from numaplane.policy.cpu_assignment import index_for, take_distributed
-from numaplane.policy.cpu_combinations import go_append_capacity, iterate_combinations
+from numaplane.policy.cpu_combinations import go_append_capacity, iterate_combinations, kept_positions
 from numaplane.topology.cpuset import CPUSet
 
 
@@ -66,3 +70,26 @@ def test_remainder_may_come_from_a_node_outside_the_combination() -> None:
         str(got)
         == "0-14,16-30,32-46,48-62,64-78,80,96-109,112-125,128-141,144-157,160-173,176-189,192-205,224-237,240-253"
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_kept_positions_read_what_the_aliased_walk_leaves_in_the_kept_slice(data: st.DataObject) -> None:
+    """The fast distributed path scores with itertools and reads the winner back through
+    kept_positions: it must name exactly what the aliased slice holds once the walk stopped."""
+    n = data.draw(st.integers(1, 9), label="n")
+    k = data.draw(st.integers(1, n), label="k")
+    total = math.comb(n, k)
+    handed_out = data.draw(st.integers(1, total), label="handed_out")
+    kept = data.draw(st.integers(0, handed_out - 1), label="kept")
+    items = [10 * i + 3 for i in range(n)]
+    slices = []
+    for at, aliased in enumerate(iterate_combinations(items, k)):
+        slices.append(aliased)
+        if at + 1 == handed_out:
+            break
+    assert tuple(items[p] for p in kept_positions(n, k, kept, handed_out)) == slices[kept].values()
+    if handed_out == total:
+        assert kept_positions(n, k, kept) == kept_positions(n, k, kept, total)
+    with pytest.raises(ValueError):
+        kept_positions(n, k, handed_out, handed_out)
