@@ -407,7 +407,7 @@ class DRAPlugin:
 
     ``config``: with one, the node config switches it (``dra.enabled``; ``dra.numaAttributes`` in
     :attr:`numa_attributes`, which the lookup reads) and every reconfiguration follows it; without,
-    it is on (the pure-core tests and simulations that build it on purpose). ``requires``: why it
+    it is on until a reconfiguration (the pure-core tests and simulations that build it on purpose). ``requires``: why it
     cannot work here (e.g. the agent has no API access) — a config enabling it is then refused."""
 
     name = "dra"
