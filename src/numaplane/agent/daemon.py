@@ -41,6 +41,7 @@ from typing import Any
 import structlog
 
 from numaplane.agent.checkpoint import CheckpointIdentity, CheckpointStore, CheckpointWriter, topology_digest
+from numaplane.agent.claims import ClaimSource
 from numaplane.agent.configwatch import ConfigWatcher, read_config
 from numaplane.agent.errors import AgentConfigError, CheckpointError
 from numaplane.agent.handler import AgentHandler, StateRunner, UpdateSender
@@ -59,6 +60,7 @@ from numaplane.kube.resources import NODE
 from numaplane.nri.plugin import NRIPlugin
 from numaplane.observability.http import ProbeServer
 from numaplane.policy.config import NodeResourceConfig, parse_config
+from numaplane.policy.dra import DRAPlugin, PodClaims
 from numaplane.policy.errors import PolicyConfigError, ReconfigureRejected
 from numaplane.policy.manager import ResourceManager
 from numaplane.topology.errors import TopologyError
@@ -70,6 +72,8 @@ __all__ = ["CHECKPOINT_FILE", "Agent", "AgentOptions", "load_topology"]
 log = structlog.get_logger("numaplane.agent")
 
 CHECKPOINT_FILE = "agent_state.json"
+#: Why the DRA hint provider cannot work in an agent without API access.
+NO_API_FOR_DRA = "the agent reads ResourceClaims and ResourceSlices from the API: run it with --watch-pods"
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,7 @@ class Agent:
         self.podresources: PodResourcesServer | None = None
         self.probes: ProbeServer | None = None
         self.pods: PodSource | None = None
+        self.claims: ClaimSource | None = None
         self.notifier: ChangeNotifier | None = None
         self.reporter: PolicyReporter | None = None
         self._config_doc: Mapping[str, Any] | None = None
@@ -202,14 +207,18 @@ class Agent:
         if config is None and data is None:
             raise AgentConfigError(config_error)
         self.pods = PodSource(self.kube, opts.node_name) if self.kube is not None else None
+        if self.kube is not None:
+            self.claims = ClaimSource(self.kube, opts.node_name, sysfs_root=opts.sysfs_root)
+        elif config is not None and config.dra_enabled:
+            raise AgentConfigError(f"dra.enabled: {NO_API_FOR_DRA}")
         lookup = self.pods.lookup if self.pods is not None else None
-        state = NodeAgentState(ResourceManager(topology, config or NodeResourceConfig()), pod_lookup=lookup)
+        state = NodeAgentState(self._manager(topology, config), pod_lookup=lookup)
         if data is not None:
             try:
                 state.restore(data)
             except CheckpointError as exc:
                 self._bad_checkpoint(store, exc)
-                state = NodeAgentState(ResourceManager(topology, config or NodeResourceConfig()), pod_lookup=lookup)
+                state = NodeAgentState(self._manager(topology, config), pod_lookup=lookup)
             else:
                 self.checkpoint_status = "restored"
                 self.metrics.checkpoint_load.labels(result="restored").inc()
@@ -295,6 +304,7 @@ class Agent:
             self.watcher.start()
         if self.pods is not None:
             self.pods.start()
+        self._follow_dra()
         if self.reporter is not None:
             self.reporter.on_crash = self._task_crashed
             self.reporter.start()
@@ -302,6 +312,8 @@ class Agent:
             try:
                 async with asyncio.timeout(opts.pod_sync_timeout_seconds):
                     await self.pods.informer.wait_for_sync()
+                    if self.claims is not None and self.claims.started:
+                        await self.claims.wait_for_sync()
             except TimeoutError:
                 log.warning(
                     "the node's pods are not listed yet; pods unknown at Synchronize are adopted one container at a time",
@@ -320,6 +332,30 @@ class Agent:
             numa_nodes=topology.num_numa_nodes,
             checkpoint=self.checkpoint_status,
         )
+
+    def _manager(self, topology: Topology, config: NodeResourceConfig | None) -> ResourceManager:
+        """The resource manager with the DRA hint provider, which the node config switches on
+        (``dra.enabled``); it reads the pod's claims from :attr:`claims` (none without API access)."""
+        claims = self.claims
+        config = config or NodeResourceConfig()
+
+        def lookup(pod: Any) -> PodClaims:
+            if claims is None:
+                return PodClaims(
+                    unresolved={name: NO_API_FOR_DRA for c in pod.all_containers() for name, _ in c.claims}
+                )
+            return claims.resolve(pod, plugin.numa_attributes)
+
+        plugin = DRAPlugin(
+            topology.numa_ids, lookup, config=config, requires="" if claims is not None else NO_API_FOR_DRA
+        )
+        return ResourceManager(topology, config, extra_plugins=[plugin])
+
+    def _follow_dra(self) -> None:
+        """Start the claim and slice informers once the config enables DRA (not before: a cluster
+        without ``resource.k8s.io/v1``, or an agent role without read access to it, stays quiet)."""
+        if self.claims is not None and self.state is not None and self.state.manager.config.dra_enabled:
+            self.claims.start()
 
     async def _check_node_allocatable(self) -> None:
         """Warn once at start if the Node's allocatable CPU includes CPUs the policy reserves."""
@@ -390,6 +426,7 @@ class Agent:
             self._report(False, str(exc))
             raise
         self._report(True)
+        self._follow_dra()
         self.sender.submit((u.container_id for u in updates), "reconfigure")
         if state.take_deferred():
             self.sender.submit_shared("reconfigure")
@@ -443,7 +480,7 @@ class Agent:
         if self._nri_task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._nri_task, 5)
-        for closer in (self.watcher, self.pods, self.sender, self.reporter):
+        for closer in (self.watcher, self.pods, self.claims, self.sender, self.reporter):
             if closer is not None:
                 await closer.stop()
         if self.registry is not None:

@@ -124,6 +124,13 @@ NODE_RESOURCE_TOPOLOGY = Resource(
     short_names=("node-res-topo",),
 )
 
+#: Dynamic Resource Allocation (``resource.k8s.io/v1``, GA since Kubernetes 1.34).
+RESOURCE_CLAIM = Resource(
+    "resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", namespaced=True, status_subresource=True
+)
+RESOURCE_SLICE = Resource("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", namespaced=False)
+DEVICE_CLASS = Resource("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", namespaced=False)
+
 #: The built-in types every implementation serves without a CRD.
 BUILTIN_RESOURCES: tuple[Resource, ...] = (
     POD,
@@ -142,6 +149,9 @@ BUILTIN_RESOURCES: tuple[Resource, ...] = (
     ROLE_BINDING,
     NETWORK_POLICY,
     CRD,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    DEVICE_CLASS,
 )
 
 

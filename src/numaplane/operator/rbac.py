@@ -88,7 +88,12 @@ EXPORTER_CLUSTER_RULES: tuple[Rule, ...] = (
     Rule.of([NRT_GROUP], ["noderesourcetopologies"], ["get", "list", "watch", "create", "update", "patch"]),
     Rule.of([""], ["nodes", "pods"], READ),
 )
-AGENT_CLUSTER_RULES: tuple[Rule, ...] = (Rule.of([""], ["pods"], READ), Rule.of([""], ["nodes"], ["get"]))
+AGENT_CLUSTER_RULES: tuple[Rule, ...] = (
+    Rule.of([""], ["pods"], READ),
+    Rule.of([""], ["nodes"], ["get"]),
+    # the DRA hint provider (node config ``dra.enabled``): a pod's claims and the node's devices
+    Rule.of(["resource.k8s.io"], ["resourceclaims", "resourceslices"], READ),
+)
 #: The agent reports whether it applied its policy as a condition on its own pod, and a take-over
 #: refusal also as an Event on that pod (in the install namespace).
 AGENT_NAMESPACE_RULES: tuple[Rule, ...] = (

@@ -21,6 +21,9 @@ Example (every field optional; the defaults are the kubelet's defaults with the 
       vendor.com/gpu:
         - {id: gpu0, numa: [0]}
         - {id: gpu1, numa: [1]}
+    dra:                                # DRA devices as a topology hint provider (the agent: needs API access)
+      enabled: true
+      numaAttributes: [gpu.amd.com/numaNode]   # besides resource.kubernetes.io/numaNode, in this order
 
 The agent reads the same document from a file; the operator's ``NodeResourcePolicy`` renders it.
 Values are validated as a whole: :func:`parse_config` raises :class:`PolicyConfigError` listing every
@@ -29,6 +32,7 @@ problem found, so a user fixes everything in one go.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,6 +79,10 @@ class NodeResourceConfig:
     memory_policy: str = "None"
     reserved_memory: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
     devices: Mapping[str, tuple[DeviceSpec, ...]] = field(default_factory=dict)
+    #: ``dra.enabled``: a pod's allocated ResourceClaims take part in the topology manager's merge.
+    dra_enabled: bool = False
+    #: ``dra.numaAttributes``: driver-specific NUMA attributes (qualified names), after the standard one.
+    dra_numa_attributes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The document form (round-trips through :func:`parse_config`)."""
@@ -83,7 +91,7 @@ class NodeResourceConfig:
             cpu["reservedCPUs"] = self.reserved_cpus.format()
         if self.reserved_cpu_count is not None:
             cpu["reservedCPUCount"] = self.reserved_cpu_count
-        return {
+        doc: dict[str, Any] = {
             "apiVersion": API_VERSION,
             "kind": KIND,
             "topologyManager": {
@@ -103,6 +111,9 @@ class NodeResourceConfig:
                 for name, devs in sorted(self.devices.items())
             },
         }
+        if self.dra_enabled or self.dra_numa_attributes:  # absent by default: older documents stay as they were
+            doc["dra"] = {"enabled": self.dra_enabled, "numaAttributes": list(self.dra_numa_attributes)}
+        return doc
 
     @property
     def effective_reserved_count(self) -> int:
@@ -166,6 +177,7 @@ def parse_config(doc: Any) -> NodeResourceConfig:
     reserved_memory = _reserved_memory(mem, problems)
 
     devices = _devices(doc.get("devices"), problems)
+    dra_enabled, dra_attributes = _dra(_section(doc, "dra", problems), problems)
 
     if problems:
         raise PolicyConfigError(
@@ -182,7 +194,40 @@ def parse_config(doc: Any) -> NodeResourceConfig:
         memory_policy=mem_policy,
         reserved_memory=reserved_memory,
         devices=devices,
+        dra_enabled=dra_enabled,
+        dra_numa_attributes=dra_attributes,
     )
+
+
+#: A qualified DRA attribute name: ``<DNS subdomain>/<C identifier>`` (resource.k8s.io/v1 limits).
+_DRA_ATTRIBUTE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/[A-Za-z_][A-Za-z0-9_]{0,63}")
+MAX_DRA_ATTRIBUTES = 16
+
+
+def _dra(section: Mapping[str, Any], problems: list[str]) -> tuple[bool, tuple[str, ...]]:
+    enabled = section.get("enabled", False)
+    if not isinstance(enabled, bool):
+        problems.append("dra.enabled must be a boolean")
+        enabled = False
+    raw = section.get("numaAttributes")
+    if raw is None:
+        return enabled, ()
+    if not isinstance(raw, list):
+        problems.append("dra.numaAttributes must be a list of qualified attribute names")
+        return enabled, ()
+    if len(raw) > MAX_DRA_ATTRIBUTES:
+        problems.append(f"dra.numaAttributes: {len(raw)} names, at most {MAX_DRA_ATTRIBUTES}")
+        return enabled, ()
+    names: list[str] = []
+    for i, name in enumerate(raw):
+        if not isinstance(name, str) or not _DRA_ATTRIBUTE.fullmatch(name):
+            problems.append(
+                f"dra.numaAttributes[{i}]: {str(name)[:64]!r} is not a qualified attribute name "
+                "(<driver domain>/<name>, e.g. gpu.amd.com/numaNode)"
+            )
+        elif name not in names:
+            names.append(name)
+    return enabled, tuple(names)
 
 
 def _unknown_fields(doc: Mapping[str, Any]) -> list[str]:

@@ -69,6 +69,14 @@ CONFIG_SCHEMA: dict[str, Any] = {
                 },
             },
         },
+        "dra": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "enabled": {"type": "boolean"},
+                "numaAttributes": {"type": "array", "items": {"type": "string"}},
+            },
+        },
         "devices": {
             "type": "object",
             "additionalProperties": {

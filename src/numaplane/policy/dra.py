@@ -403,25 +403,46 @@ def _hints_by_driver(numa_nodes: tuple[int, ...], devices: Iterable[ClaimDevice]
 
 class DRAPlugin:
     """The DRA topology hint provider (see the module docstring). Owns the per-container records of
-    the devices it saw at admission; ``lookup`` gives a pod's claims (no I/O in this class)."""
+    the devices it saw at admission; ``lookup`` gives a pod's claims (no I/O in this class).
+
+    ``config``: with one, the node config switches it (``dra.enabled``; ``dra.numaAttributes`` in
+    :attr:`numa_attributes`, which the lookup reads) and every reconfiguration follows it; without,
+    it is on until a reconfiguration (the pure-core tests and simulations that build it on purpose). ``requires``: why it
+    cannot work here (e.g. the agent has no API access) — a config enabling it is then refused."""
 
     name = "dra"
     resources: frozenset[str] = frozenset()
 
-    def __init__(self, numa_nodes: Iterable[int], lookup: ClaimsLookup) -> None:
+    def __init__(
+        self,
+        numa_nodes: Iterable[int],
+        lookup: ClaimsLookup,
+        *,
+        config: NodeResourceConfig | None = None,
+        requires: str = "",
+    ) -> None:
         self.numa_nodes = tuple(sorted(set(numa_nodes)))
         self.lookup = lookup
+        self.requires = requires
+        self.enabled = True
+        self.numa_attributes: tuple[str, ...] = ()
+        if config is not None:
+            self.reconfigure(config)
         self._given: dict[tuple[str, str], PluginAllocation] = {}
 
     def wants_container(self, container: Container) -> bool:
-        """Only containers that use claims are asked about (``asks.wants``)."""
-        return bool(container.claims)
+        """Only containers that use claims are asked about (``asks.wants``), and only when enabled."""
+        return self.enabled and bool(container.claims)
 
     def hints(self, pod: Pod, container: Container) -> Hints | None:
+        if not self.enabled:
+            return None
         devices, _missing = self.lookup(pod).for_container(container)
         return _hints_by_driver(self.numa_nodes, devices) or None
 
     def pod_hints(self, pod: Pod) -> Hints | None:
+        if not self.enabled or not any(c.claims for c in pod.all_containers()):
+            return None
         claims = self.lookup(pod)
         devices: list[ClaimDevice] = []
         for container in pod.all_containers():
@@ -462,10 +483,14 @@ class DRAPlugin:
         return {}
 
     def check_config(self, config: NodeResourceConfig) -> list[str]:
+        if config.dra_enabled and self.requires:
+            return [f"dra.enabled: {self.requires}"]
         return []
 
     def reconfigure(self, config: NodeResourceConfig) -> None:
-        return None
+        """Follow the node config's ``dra`` section (admitted containers keep their records)."""
+        self.enabled = config.dra_enabled
+        self.numa_attributes = config.dra_numa_attributes
 
     def snapshot(self) -> dict[str, Any]:
         return {"containers": [{"pod": k[0], "name": k[1], **a.to_dict()} for k, a in sorted(self._given.items())]}

@@ -19,6 +19,11 @@ One scheduling cycle per pod, one pod at a time (like kube-scheduler's schedulin
    (at most ``bind_concurrency`` at once) while the next pod is scheduled. A successful binding is followed by
    PostBind and a ``Scheduled`` Normal Event; a failed one by Unreserve and a retry after backoff.
 
+A pod that uses DRA ResourceClaims (``spec.resourceClaims``) is never bound: this scheduler does not
+allocate claims, and binding it would leave the kubelet a pod whose claims nobody allocated. It stays
+pending with a ``FailedScheduling`` Warning Event and ``PodScheduled=False`` naming its claims
+(:func:`claims_message`), retried from the unschedulable queue like any other.
+
 Structured logs explain each decision (``pod``, ``podUID``, ``node``, scores, reasons).
 """
 
@@ -84,6 +89,19 @@ def _pending_and_ours(pod: Pod, state: SchedulerState) -> bool:
         and pod.phase not in TERMINAL_PHASES
         and not meta.get("deletionTimestamp")
         and not spec.get("schedulingGates")
+    )
+
+
+def claims_message(pod: Pod) -> str:
+    """Why ``pod`` is not scheduled here, if it uses ResourceClaims (``""``: it uses none)."""
+    entries = (pod.raw.get("spec") or {}).get("resourceClaims") or []
+    if not isinstance(entries, list) or not entries:
+        return ""
+    names = [str(e.get("name", "?")) if isinstance(e, dict) else "?" for e in entries[:8]]
+    more = f" and {len(entries) - 8} more" if len(entries) > 8 else ""
+    return (
+        f"pod uses ResourceClaims ({', '.join(names)}{more}) and numaplane scheduler run does not allocate "
+        "DRA claims: schedule it with kube-scheduler (DynamicResources plugin) and the numaplane extender"
     )
 
 
@@ -197,6 +215,10 @@ class StandaloneScheduler:
         started = time.perf_counter()
         structlog.contextvars.bind_contextvars(pod=key, podUID=pod.uid)
         try:
+            unsupported = claims_message(pod)
+            if unsupported:
+                self._left_pending(pod, unsupported, started)
+                return
             decision = self.decide(pod)
             if decision.node is None:
                 self._unschedulable(pod, decision, started)
@@ -223,6 +245,13 @@ class StandaloneScheduler:
         delay = self.queue.unschedulable(pod.key)
         self.metrics.attempt_seconds.labels(result="unschedulable").observe(time.perf_counter() - started)
         log.info("unschedulable", reasons=decision.reasons, message=message, backoff_seconds=delay)
+        self._post_event(pod, "FailedScheduling", message, "Warning")
+        self._mark_unschedulable(pod, message)
+
+    def _left_pending(self, pod: Pod, message: str, started: float) -> None:
+        delay = self.queue.unschedulable(pod.key)
+        self.metrics.attempt_seconds.labels(result="unschedulable").observe(time.perf_counter() - started)
+        log.info("unschedulable", message=message, backoff_seconds=delay)
         self._post_event(pod, "FailedScheduling", message, "Warning")
         self._mark_unschedulable(pod, message)
 

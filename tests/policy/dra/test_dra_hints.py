@@ -8,6 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from numaplane.policy.config import parse_config
 from numaplane.policy.devices import DevicePolicy
 from numaplane.policy.dra import (
     DRAError,
@@ -269,3 +270,34 @@ def test_a_device_without_numa_node_does_not_make_the_others_unsatisfiable() -> 
         ((0,), True),
         ((0, 1), False),
     ]
+
+
+# -- the node config switches the provider -------------------------------------------------------------
+def test_the_node_config_switches_the_provider_and_its_attributes() -> None:
+    seen: list[tuple[str, ...]] = []
+    devices = slice_devices([_slice({"accel1": 1})])
+
+    def lookup(pod: Pod) -> PodClaims:
+        seen.append(plugin.numa_attributes)
+        return resolve_pod_claims(pod, {("ns", "p-accel-x"): _claim(pod.uid, "accel1")}, devices)
+
+    base = {"topologyManager": {"policy": "single-numa-node"}, "cpuManager": {"reservedCPUCount": 1}}
+    off = parse_config(base)
+    plugin = DRAPlugin(TWO_NODES.numa_ids, lookup, config=off)
+    rm = ResourceManager(TWO_NODES, off, extra_plugins=[plugin])
+    first = rm.admit(_pod("u1"))
+    cpus = first.containers[0].exclusive_cpus
+    assert cpus is not None and set(cpus) <= set(TWO_NODES.cpus_by_numa[0])  # off: the kubelet's choice
+    assert not seen and not plugin.allocations()
+    rm.reconfigure({**base, "dra": {"enabled": True, "numaAttributes": ["gpu.amd.com/numaNode"]}})
+    second = rm.admit(_pod("u2"))
+    cpus = second.containers[0].exclusive_cpus
+    assert cpus is not None and set(cpus) <= set(TWO_NODES.cpus_by_numa[1])
+    assert seen and set(seen) == {("gpu.amd.com/numaNode",)}
+
+
+def test_a_provider_that_cannot_work_refuses_a_config_enabling_it() -> None:
+    plugin = DRAPlugin(TWO_NODES.numa_ids, lambda pod: PodClaims(), requires="no API access")
+    rm = ResourceManager(TWO_NODES, {}, extra_plugins=[plugin])
+    assert rm.check_config({"dra": {"enabled": True}}) == ["dra.enabled: no API access"]
+    assert rm.check_config({"dra": {"enabled": False}}) == []
