@@ -55,6 +55,8 @@ MAX_CPUSET_CHARS: Final = 64 * 1024
 MAX_CPU_ID: Final = 65_535
 #: Highest NUMA node id accepted (Linux ``MAX_NUMNODES`` is at most 1024).
 MAX_NUMA_ID: Final = 1023
+#: Longest device id accepted (device plugins report PCI addresses, UUIDs, names: tens of characters).
+MAX_DEVICE_ID_CHARS: Final = 253
 
 # --- sysfs snapshot archives -------------------------------------------------------------------------
 #: Most members of a snapshot archive (the largest real one, 2 sockets x 112 threads with PCI, has 8,669).

@@ -193,3 +193,112 @@ async def test_leading_work_that_fails_gives_up_the_lease() -> None:
         await asyncio.wait_for(elector.run(), 5)
     assert stopped == ["a"] and not elector.is_leader
     assert await holder(kube) == ""  # released: another candidate takes over at once
+
+
+# ---------------------------------------------------------------- renewals on a loaded node (issue 25 item 14)
+
+
+class Stuck(Flaky):
+    """A port whose next lease reads hang (a request on a dead keep-alive connection) while ``stuck`` is set."""
+
+    def __init__(self, inner: KubePort) -> None:
+        super().__init__(inner)
+        self.stuck = 0
+        self.reads = 0
+
+    async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> JsonObj:
+        self.reads += 1
+        if self.stuck:
+            self.stuck -= 1
+            await asyncio.Event().wait()
+        return await super().get(res, name, namespace=namespace)
+
+
+async def test_a_renewal_stuck_on_a_dead_connection_is_retried_within_the_deadline(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock()
+    kube = InMemoryKube(clock=clock)
+    stuck = Stuck(kube)
+    a = Candidate(stuck, "a", clock, release_on_cancel=False)
+    await clock.tick(0)
+    assert a.elector.is_leader
+    stuck.stuck = 1  # the next renewal's request never answers
+    for _ in range(30):
+        await clock.tick(1)
+        assert a.elector.is_leader, a.log  # the stuck attempt is abandoned and the retry renews
+    assert await holder(kube) == "a"
+    assert any("renewal attempt 1 failed: no answer within" in r.getMessage() for r in caplog.records)
+    await a.cancel()
+
+
+async def test_a_renewal_that_fails_transiently_then_succeeds_keeps_the_lease(
+    fake_apiserver: FakeApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    timings = {"lease_duration_seconds": 3.0, "renew_deadline_seconds": 2.0, "retry_period_seconds": 0.2}
+    a = Candidate(fake_apiserver.port_client(), "a", release_on_cancel=False, **timings)
+    await asyncio.wait_for(a.leading.wait(), 5)
+    fake_apiserver.faults.add(503, times=3, verb="update", resource="leases", message="etcd is slow")
+    fake_apiserver.faults.add(500, times=2, verb="get", resource="leases", message="overloaded")
+    await asyncio.sleep(3.5)
+    assert a.elector.is_leader and not a.task.done() and a.log[-1] == "started"
+    failed = [r.getMessage() for r in caplog.records if "renewal attempt" in r.getMessage()]
+    assert failed and all("failed" in m for m in failed)
+    lease = await fake_apiserver.store.get(LEASE, "numaplane", namespace="kube-system")
+    assert lease["spec"]["holderIdentity"] == "a" and lease["spec"]["leaseTransitions"] == 0
+    await a.cancel()
+
+
+async def test_a_blocked_event_loop_does_not_lose_a_lease_that_still_holds(
+    fake_apiserver: FakeApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """CPU-bound work holds the loop past the renew deadline (not past the lease): the lease is kept."""
+    import time
+
+    timings = {"lease_duration_seconds": 3.0, "renew_deadline_seconds": 1.5, "retry_period_seconds": 0.3}
+    blocked = asyncio.Event()
+
+    async def busy() -> None:
+        await asyncio.sleep(0.1)
+        time.sleep(1.8)  # a reconcile hogging the loop: longer than the renew deadline, shorter than the lease
+        blocked.set()
+        await asyncio.Event().wait()
+
+    elector = LeaderElector(fake_apiserver.port_client(), config("a", **timings), on_started_leading=busy)
+    task = asyncio.create_task(elector.run())
+    await asyncio.wait_for(blocked.wait(), 5)
+    await asyncio.sleep(1.5)
+    assert elector.is_leader and not task.done()
+    assert any("event loop blocked" in r.getMessage() for r in caplog.records)
+    lease = await fake_apiserver.store.get(LEASE, "numaplane", namespace="kube-system")
+    assert lease["spec"]["holderIdentity"] == "a"
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def test_a_lost_lease_is_logged_with_its_cause(caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    kube = InMemoryKube(clock=clock)
+    flaky = Flaky(kube)
+    a = Candidate(flaky, "a", clock, release_on_cancel=False)
+    await clock.tick(0)
+    flaky.broken = True
+    await clock.tick(15)
+    assert a.task.done() and not a.elector.is_leader
+    lost = [r.getMessage() for r in caplog.records if "lost the lease" in r.getMessage()]
+    assert len(lost) == 1
+    assert "no renewal succeeded for" in lost[0] and "last attempt: get failed: Unavailable: network down" in lost[0]
+    assert a.elector.lost_cause in lost[0]
+
+
+async def test_a_lease_taken_over_is_lost_at_once_naming_the_new_holder(caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    kube = InMemoryKube(clock=clock)
+    a = Candidate(kube, "a", clock, release_on_cancel=False)
+    await clock.tick(0)
+    lease = await kube.get(LEASE, "numaplane", namespace="kube-system")
+    await kube.replace(LEASE, dict(lease, spec={**lease["spec"], "holderIdentity": "intruder"}))
+    await clock.tick(3)
+    assert a.task.done()
+    assert a.elector.lost_cause == "the lease is held by intruder"

@@ -5,10 +5,20 @@
   the *local* clock from the moment this elector last saw the lease record change, plus the
   record's ``leaseDurationSeconds`` — never by comparing the other holder's timestamps with our
   wall clock, so clock skew between nodes does not matter.
-* **Renew**: while leading, write ``renewTime`` every ``retry_period_seconds``. If no renewal has
-  succeeded for ``renew_deadline_seconds``, leadership is lost: the ``on_started_leading`` task
-  is cancelled, ``on_stopped_leading`` is called and :meth:`LeaderElector.run` returns (callers
-  normally exit the process, as client-go users do).
+* **Renew**: while leading, write ``renewTime`` every ``retry_period_seconds``, in a task of its own.
+  A failed or unanswered attempt is retried inside the renew deadline: one attempt may use at most
+  half of what is left of the deadline (and at least a retry period), so a request stuck on a dead
+  connection is abandoned in time for another one. If no renewal has succeeded for
+  ``renew_deadline_seconds``, leadership is lost: the ``on_started_leading`` task is cancelled,
+  ``on_stopped_leading`` is called and :meth:`LeaderElector.run` returns (callers normally exit the
+  process, as client-go users do). The loss is logged with its cause (the last attempt's error,
+  the number of attempts, how late the event loop woke the renewal).
+* **A starved event loop** (CPU-bound work, a loaded node) wakes the renewal late. Time the loop
+  could not run is not a failed renewal: if the deadline passed while no attempt could be made,
+  one attempt is still made as long as the lease has not expired (``lease_duration_seconds`` since
+  the last renewal, less one retry period of margin). That is safe: every write is conditional,
+  so a renewal only succeeds when nobody took the lease over in between. A late wake-up is logged
+  (``event loop blocked``).
 * **Release**: when :meth:`LeaderElector.run` is cancelled while leading and
   ``release_on_cancel`` is set, the holder is cleared so another candidate takes over at once.
 
@@ -108,6 +118,9 @@ class LeaderElector:
         self._leading = False
         self.leader: str | None = None
         self.transitions_seen = 0
+        #: why leadership was lost (empty while leading or before)
+        self.lost_cause = ""
+        self._failure = ""
 
     @property
     def is_leader(self) -> bool:
@@ -132,7 +145,12 @@ class LeaderElector:
                     tasks.spawn(self._lead(self.on_started_leading), "lead")
                 tasks.spawn(self._renew_then_stop(tasks), "renew")
                 await tasks.wait()
-            log.warning("leader election %s: %s lost the lease", self.config.lease_name, self.config.identity)
+            log.warning(
+                "leader election %s: %s lost the lease: %s",
+                self.config.lease_name,
+                self.config.identity,
+                self.lost_cause or "the renewals stopped",
+            )
         finally:
             was_leading, self._leading = self._leading, False
             if was_leading:
@@ -150,7 +168,7 @@ class LeaderElector:
         await callback()
 
     async def _renew_then_stop(self, tasks: Supervisor) -> None:
-        await self._renew_until_lost()
+        self.lost_cause = await self._renew_until_lost()
         tasks.stop()
 
     async def _acquire(self) -> None:
@@ -159,27 +177,59 @@ class LeaderElector:
                 return
             await self.clock.sleep(self._jittered(self.config.retry_period_seconds))
 
-    async def _renew_until_lost(self) -> None:
-        """Renew every retry period; return once no renewal succeeded for the renew deadline."""
+    async def _renew_until_lost(self) -> str:
+        """Renew every retry period; return the cause once no renewal succeeded for the renew deadline."""
         cfg = self.config
         last_renew = self.clock.monotonic()
         while True:
+            planned = self.clock.monotonic() + cfg.retry_period_seconds
             await self.clock.sleep(cfg.retry_period_seconds)
+            late = self.clock.monotonic() - planned
+            if late >= cfg.retry_period_seconds:
+                log.warning(
+                    "leader election %s: event loop blocked: the renewal woke %.1f s late (%.1f s since the last renewal)",
+                    cfg.lease_name,
+                    late,
+                    self.clock.monotonic() - last_renew,
+                )
+            attempts = 0
+            cause = ""
             while True:
-                remaining = last_renew + cfg.renew_deadline_seconds - self.clock.monotonic()
-                if remaining <= 0:
-                    return
+                elapsed = self.clock.monotonic() - last_renew
+                left = cfg.renew_deadline_seconds - elapsed
+                if left <= 0:
+                    # starved past the deadline without a single attempt: one attempt while the lease holds
+                    left = cfg.lease_duration_seconds - cfg.retry_period_seconds - elapsed if attempts == 0 else 0.0
+                    if left <= 0:
+                        return (
+                            f"no renewal succeeded for {elapsed:.1f} s (renew deadline {cfg.renew_deadline_seconds:g} s;"
+                            f" {attempts} attempt(s), the loop woke {max(late, 0.0):.1f} s late)"
+                            + (f"; last attempt: {cause}" if cause else "")
+                        )
+                    budget = left
+                else:
+                    budget = max(min(left, cfg.retry_period_seconds), left / 2)
+                attempts += 1
+                started = self.clock.monotonic()
+                self._failure = ""
                 try:
-                    renewed = await self._within(self._try_acquire_or_renew(), remaining)
+                    renewed = await self._within(self._try_acquire_or_renew(), budget)
                 except TimeoutError:
                     renewed = False
+                    self._failure = f"no answer within {budget:.1f} s"
                 if renewed:
                     last_renew = self.clock.monotonic()
+                    if attempts > 1:
+                        log.info("leader election %s: renewed after %d attempts", cfg.lease_name, attempts)
                     break
-                remaining = last_renew + cfg.renew_deadline_seconds - self.clock.monotonic()
-                if remaining <= 0:
-                    return
-                await self.clock.sleep(min(cfg.retry_period_seconds, remaining))
+                cause = self._failure or "not renewed"
+                log.warning("leader election %s: renewal attempt %d failed: %s", cfg.lease_name, attempts, cause)
+                if self.leader not in (None, cfg.identity):
+                    return f"the lease is held by {self.leader}"
+                if self.clock.monotonic() - started < cfg.retry_period_seconds:
+                    left = last_renew + cfg.renew_deadline_seconds - self.clock.monotonic()
+                    if left > 0:
+                        await self.clock.sleep(min(cfg.retry_period_seconds, left))
 
     async def _within(self, coro: Awaitable[R], seconds: float) -> R:
         """Await ``coro`` but give up (TimeoutError) after ``seconds`` of the injected clock."""
@@ -241,14 +291,17 @@ class LeaderElector:
                     LEASE, {"metadata": {"name": cfg.lease_name, "namespace": cfg.namespace}, "spec": fresh}
                 )
             except (AlreadyExists, Conflict):
+                self._failure = "the lease was created by another candidate"
                 return False
             except KubeError as exc:
                 log.info("leader election %s: create failed: %s", cfg.lease_name, exc)
+                self._failure = f"create failed: {exc}"
                 return False
             self._observe(fresh)
             return True
         except KubeError as exc:
             log.info("leader election %s: get failed: %s", cfg.lease_name, exc)
+            self._failure = f"get failed: {type(exc).__name__}: {exc}"
             return False
 
         spec: JsonObj = dict(lease.get("spec") or {})
@@ -257,6 +310,7 @@ class LeaderElector:
         duration = float(spec.get("leaseDurationSeconds") or cfg.lease_duration_seconds)
         ours = holder == cfg.identity
         if holder and not ours and self._observed_at + duration > self.clock.monotonic():
+            self._failure = f"the lease is held by {holder}"
             return False  # someone else holds a lease that has not expired in our eyes
         transitions = int(spec.get("leaseTransitions") or 0)
         if ours:
@@ -267,9 +321,11 @@ class LeaderElector:
         try:
             await self.kube.replace(LEASE, updated)
         except Conflict:
+            self._failure = "update conflict: the lease changed since it was read"
             return False
         except KubeError as exc:
             log.info("leader election %s: update failed: %s", cfg.lease_name, exc)
+            self._failure = f"update failed: {type(exc).__name__}: {exc}"
             return False
         self._observe(record)
         return True

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from numaplane.limits import MAX_CPU_ID
+from numaplane.limits import MAX_CPU_ID, MAX_DEVICE_ID_CHARS
 from numaplane.policy.config_schema import (
     API_VERSION,
     CONFIG_SCHEMA,
@@ -372,6 +372,9 @@ def _devices(raw: Any, problems: list[str]) -> dict[str, tuple[DeviceSpec, ...]]
             where = f"devices.{resource}[{i}]"
             if not isinstance(d, Mapping) or not isinstance(d.get("id"), str):
                 problems.append(f"{where} must be a mapping with a string id")
+                continue
+            if not 0 < len(d["id"]) <= MAX_DEVICE_ID_CHARS:
+                problems.append(f"{where}.id must have 1 to {MAX_DEVICE_ID_CHARS} characters (got {len(d['id'])})")
                 continue
             numa = d.get("numa")
             if numa is not None and (

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from numaplane.limits import MAX_DEVICE_ID_CHARS
+
 __all__ = ["API_VERSION", "CONFIG_SCHEMA", "CPU_POLICIES", "KIND", "MEMORY_POLICIES", "TM_POLICIES", "TM_SCOPES"]
 
 API_VERSION = "numaplane.io/v1"
@@ -86,7 +88,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
                     "additionalProperties": False,
                     "required": ["id"],
                     "properties": {
-                        "id": {"type": "string"},
+                        "id": {"type": "string", "minLength": 1, "maxLength": MAX_DEVICE_ID_CHARS},
                         "numa": {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0}},
                         "healthy": {"type": "boolean"},
                     },

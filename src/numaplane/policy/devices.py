@@ -48,9 +48,22 @@ class DeviceError(PlainAllocationError):
 
 
 def device_sort_key(device_id: str) -> tuple[tuple[Any, ...], str]:
-    """Natural order of device ids (digit runs compared as numbers)."""
-    parts = _DIGITS.split(device_id)
-    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), device_id
+    """Natural order of device ids (digit runs compared as numbers); never raises for a string.
+
+    A digit run is compared by (number of significant digits, the digits) — the order of ``int()``
+    without converting, so a run of any length costs its length (``int()`` refuses runs over 4,300
+    digits). A non-string is a caller's bug (the parsers refuse it): ``TypeError``.
+    """
+    text = device_id
+    parts = _DIGITS.split(text)
+    key: list[Any] = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            digits = part.lstrip("0") or "0"
+            key.append((len(digits), digits))
+        else:
+            key.append(part)
+    return tuple(key), text
 
 
 def _sorted(ids: Iterable[str]) -> list[str]:

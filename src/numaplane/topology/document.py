@@ -8,6 +8,11 @@ counts derived from ``cpus`` when present. Fixtures carry no NUMA node list: one
 online CPUs, and a listed node's CPUs are always the online CPUs naming it. Units are the model's
 (bytes, bytes per page, SLIT distances). Reading raises :class:`TopologyFormatError` naming the field
 (``$.cpus[3].core``); reading :func:`topology_to_dict`'s output back gives the same document.
+Every number is bounded before it is used (CPU and NUMA node ids are never negative, other ids
+at least -1 (unknown, as sysfs reports for offline CPUs); CPU ids up to
+:data:`~numaplane.limits.MAX_CPU_ID`, NUMA ids up to :data:`~numaplane.limits.MAX_NUMA_ID`, SLIT
+distances 0-255 as the ACPI table stores them, sizes below 2**63), so a document costs work in
+proportion to its size, never to the value of a number in it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from numaplane.limits import MAX_CPU_ID, MAX_NUMA_ID
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import TopologyFormatError
 from numaplane.topology.model import CPUInfo, HugePages, NUMANode, PCIDevice, Topology
@@ -83,18 +89,18 @@ def topology_from_dict(doc: Mapping[str, Any]) -> Topology:
         where = f"$.cpus[{i}]"
         if not isinstance(entry, Mapping):
             raise TopologyFormatError(where, "not an object")
-        cpu = _int(entry, "cpu", where)
+        cpu = _int(entry, "cpu", where, maximum=MAX_CPU_ID)
         if cpu in seen:
             raise TopologyFormatError(where, f"CPU {cpu} listed twice")
         seen.add(cpu)
         cpus.append(
             CPUInfo(
                 cpu=cpu,
-                core=_int(entry, "core", where),
-                socket=_int(entry, "socket", where),
-                numa=_int(entry, "numa", where),
-                uncore=_int(entry, "uncore", where, default=0),
-                die=_int(entry, "die", where, default=0),
+                core=_int(entry, "core", where, minimum=-1, maximum=MAX_CPU_ID),
+                socket=_int(entry, "socket", where, minimum=-1, maximum=MAX_CPU_ID),
+                numa=_int(entry, "numa", where, minimum=-1, maximum=MAX_NUMA_ID),
+                uncore=_int(entry, "uncore", where, default=0, minimum=-1, maximum=MAX_CPU_ID),
+                die=_int(entry, "die", where, default=0, minimum=-1, maximum=MAX_CPU_ID),
                 online=_bool(entry, "online", where, default=True),
                 raw_core_id=_opt_int(entry, "raw_core_id", where),
                 raw_socket_id=_opt_int(entry, "raw_socket_id", where),
@@ -204,13 +210,19 @@ def _numa_from_dict(doc: Any, where: str) -> NUMANode:
     if not isinstance(raw_dist, Mapping):
         raise TopologyFormatError(f"{where}.distances", "not an object")
     distances: dict[int, int] = {}
+    if len(raw_dist) > MAX_NUMA_ID + 1:
+        raise TopologyFormatError(f"{where}.distances", f"more than {MAX_NUMA_ID + 1} NUMA nodes")
     for k, v in raw_dist.items():
-        try:
-            distances[int(k)] = int(v)
-        except (TypeError, ValueError) as exc:
-            raise TopologyFormatError(f"{where}.distances.{k}", "not an integer") from exc
+        key = str(k)
+        if not (key.isdigit() and len(key) <= 4 and int(key) <= MAX_NUMA_ID) and not (
+            isinstance(k, int) and not isinstance(k, bool) and 0 <= k <= MAX_NUMA_ID
+        ):
+            raise TopologyFormatError(f"{where}.distances.{key[:20]}", f"not a NUMA node id (0-{MAX_NUMA_ID})")
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 255:
+            raise TopologyFormatError(f"{where}.distances.{key}", f"expected a SLIT distance 0-255, got {_show(v)}")
+        distances[int(key)] = v
     return NUMANode(
-        id=_int(doc, "id", where),
+        id=_int(doc, "id", where, maximum=MAX_NUMA_ID),
         cpus=cpus,
         memory_total_bytes=_int(doc, "memory_total_bytes", where, default=0),
         memory_free_bytes=_opt_int(doc, "memory_free_bytes", where),
@@ -248,7 +260,7 @@ def _pci_from_dict(doc: Any, where: str) -> PCIDevice:
         vendor=str(doc.get("vendor", "")),
         device=str(doc.get("device", "")),
         class_code=str(doc.get("class", "")),
-        numa_node=_int(doc, "numa_node", where, default=-1),
+        numa_node=_int(doc, "numa_node", where, default=-1, minimum=-1, maximum=MAX_NUMA_ID),
         driver=_opt_str(doc, "driver", where),
         sriov_totalvfs=_opt_int(doc, "sriov_totalvfs", where),
         physfn=_opt_str(doc, "physfn", where),
@@ -258,19 +270,41 @@ def _pci_from_dict(doc: Any, where: str) -> PCIDevice:
 _MISSING = object()
 
 
-def _int(doc: Mapping[str, Any], key: str, where: str, default: Any = _MISSING) -> int:
+#: Largest size, count or raw id accepted (int64, as sysfs and the kubelet keep them).
+_MAX_VALUE = 2**63 - 1
+
+
+def _show(value: Any) -> str:
+    """``repr`` of a value, cut to 40 characters (a 5,000-digit number is not printed whole)."""
+    text = (
+        repr(value) if not isinstance(value, int) or abs(value) < 10**40 else f"an integer of {len(str(value))} digits"
+    )
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _int(
+    doc: Mapping[str, Any],
+    key: str,
+    where: str,
+    default: Any = _MISSING,
+    *,
+    minimum: int = 0,
+    maximum: int = _MAX_VALUE,
+) -> int:
     value = doc.get(key, default)
     if value is _MISSING:
         raise TopologyFormatError(f"{where}.{key}", "missing")
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TopologyFormatError(f"{where}.{key}", f"expected an integer, got {value!r}")
+        raise TopologyFormatError(f"{where}.{key}", f"expected an integer, got {_show(value)}")
+    if not minimum <= value <= maximum:
+        raise TopologyFormatError(f"{where}.{key}", f"{_show(value)} is out of range {minimum}-{maximum}")
     return value
 
 
 def _opt_int(doc: Mapping[str, Any], key: str, where: str) -> int | None:
     if doc.get(key) is None:
         return None
-    return _int(doc, key, where)
+    return _int(doc, key, where, minimum=-1)
 
 
 def _opt_str(doc: Mapping[str, Any], key: str, where: str) -> str | None:
