@@ -84,15 +84,19 @@ def test_cpu_request_from_shares_inverts_the_kubelet_encoding_exactly() -> None:
     )
 
 
-def test_burstable_and_hugepages_and_extended_resources_are_derived() -> None:
-    pod = sandbox("b", qos="Burstable", annotations={"resources.numaplane.io/main": '{"example.com/widget": 2}'})
+def test_burstable_and_hugepages_are_derived_and_an_annotation_grants_nothing() -> None:
+    pod = sandbox("b", qos="Burstable")
     c = container(pod, cpu_milli=1500, cpu_limit_milli=3000, memory=1 << 30, hugepages={"2MB": 4 << 20, "1GB": 0})
     info = derive(pod, c)
     spec = info.pod.containers[0]
-    assert info.qos == "Burstable" and info.needs_manager
+    assert info.qos == "Burstable" and not info.needs_manager
     assert spec.requests["cpu"].milli_value() == 1500 and spec.limits["cpu"].milli_value() == 3000
     assert spec.requests["hugepages-2Mi"].value() == 4 << 20 and "hugepages-1Gi" not in spec.requests
-    assert spec.requests["example.com/widget"].value() == 2 and info.extra_resources == {"example.com/widget": 2}
+    assert info.extra_resources == {}
+    claim = sandbox("b", qos="Burstable", annotations={"resources.numaplane.io/main": '{"example.com/widget": 2}'})
+    with pytest.raises(AdmissionRejected) as refused:
+        derive(claim, c)  # without the pod spec the claim cannot be checked (test_agent_annotations.py)
+    assert refused.value.reason == "UnverifiedResources"
     bad = sandbox("x", annotations={"resources.numaplane.io/main": "{not json"})
     with pytest.raises(AdmissionRejected) as exc:
         derive(bad, container(bad))

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["FINAL_REJECTIONS", "adopt", "retry_waiting", "synchronize", "unadmitted"]
 
 #: Rejections that retrying cannot cure (the others, such as a lack of CPUs, may pass later).
-FINAL_REJECTIONS = frozenset({"InvalidContainer", "DuplicateContainer", "InvalidPreference"})
+FINAL_REJECTIONS = frozenset({"InvalidContainer", "DuplicateContainer", "InvalidPreference", "ResourceNotRequested"})
 
 
 def synchronize(state: NodeAgentState, pods: Sequence[Sandbox], containers: Sequence[RuntimeContainer]) -> SyncResult:
