@@ -34,18 +34,21 @@ module at all: the state machine admits it as a whole, see ``wholepod.py``.)
 **One container at a time** — the fallback when the Pod is not known (no API access, or the informer
 has not seen the pod yet at its first container): each container becomes a single-container pod
 keyed ``<pod uid>/<container name>`` (:func:`manager_key`), carrying the real pod's name, namespace,
-annotations (per-pod preferences) and QoS class, admitted when it is created and released when it
-stops or goes. What this cannot do, exactly:
+annotations (per-pod preferences) and QoS class, admitted when it is created, kept across the
+container's restarts (a stopped container keeps it) and released when the container is removed or
+its sandbox stops (the kubelet's rule, ``state.py``). What this cannot do, exactly:
 
 * the pod is never judged as a whole: each container is admitted when it is created, so a pod whose
   app container cannot be aligned is refused only at that container, after its init containers ran
   (the kubelet refuses the pod before anything runs);
-* CRI and NRI do not say which containers are init containers or sidecars, nor their order: an init
-  container's exclusive CPUs (pinned memory, devices) are released when it stops (containerd 1.7
-  sends StopContainer also for a container that exits by itself) and go back to the shared pool —
-  the shared containers are moved onto them and off again — and the next container is allocated
-  afresh: it gets other CPUs than the kubelet's reuse would give (a subset of the init container's)
-  whenever the allocation order differs, and it may be refused for CPUs other pods took meanwhile;
+* CRI and NRI do not say which containers are init containers or sidecars, nor their order: a
+  stopped init container keeps its exclusive CPUs (pinned memory, devices) like any stopped
+  container, until the first creation of another container name in its sandbox releases them (the
+  kubelet creates that container only once the init containers before it completed); the next
+  container is then allocated afresh, not from a reuse set: it may get other CPUs than the kubelet's
+  reuse would give whenever the allocation order differs. A container of the pod that stopped
+  before the first creation of a later one (a crash inside the kubelet's first start of the pod) is
+  taken for a completed one and allocated afresh at its restart;
 * the topology manager's ``pod`` scope sees one container at a time: containers of one pod may be
   aligned to different NUMA nodes, and a pod is not refused as a whole;
 * NRI carries no pod-level ``spec.resources`` (KEP-2837): such a pod's containers are judged by their
