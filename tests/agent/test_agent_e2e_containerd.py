@@ -485,8 +485,9 @@ async def test_init_container_cpus_are_reused_by_the_app_container(
     the init container's exclusive CPU is reused by the app container (seen from inside the init
     container and in the app container's cgroup) and never returns to the shared pool in between.
     Without the Pod (one container at a time) the init container's exit — containerd 1.7 reports it
-    with StopContainer — gives CPU 1 back to the pool (the BestEffort container is moved onto it) and
-    the app container is allocated afresh."""
+    with StopContainer — keeps CPU 1 (a stopped container keeps its allocation for a restart); the
+    app container's creation, the first of another name in the sandbox, releases it and the app
+    container is allocated afresh (CPU 1 again): the BestEffort container is never moved onto it."""
     from numaplane.kube.resources import POD
 
     (short_tmp / "config.json").write_text(json.dumps(CONFIG))
@@ -535,7 +536,75 @@ async def test_init_container_cpus_are_reused_by_the_app_container(
         seen, app = await asyncio.to_thread(run_init_then_app, pods, uuid.uuid4().hex)
         assert "Cpus_allowed_list:\t1" in seen
         assert not app.error and cpus_of(app) == {1} and cpus_of(be) == {0}
-        assert moved_at_stop(agent) == 1  # the BestEffort container went onto CPU 1 and off again
+        assert moved_at_stop(agent) == 0  # CPU 1 stayed out of the pool between the two containers
         assert agent.state is not None and agent.state.check() == []
     finally:
         await agent.stop()
+
+
+async def test_a_stopped_container_keeps_its_cpu_for_its_restart_without_the_pod(
+    agent_containerd: ContainerdInstance, pods: Pods, short_tmp: Path
+) -> None:
+    """Issue 24 item 4, on the real containerd, without the node's Pods: a Guaranteed container that
+    stopped (a crash: CRI StopContainer, the NRI StopContainer event) keeps CPU 1; a pod bound
+    meanwhile is refused instead of taking it; the kubelet's restart (same pod and name, attempt 1)
+    runs on CPU 1 again; removing the old container releases nothing; the sandbox's stop releases
+    the CPU. Before: the stop gave CPU 1 to the pool, the new pod took it, the restart was refused."""
+    (short_tmp / "config.json").write_text(json.dumps(CONFIG))
+    agent = Agent(
+        AgentOptions(
+            nri_socket=agent_containerd.nri_socket,
+            state_dir=short_tmp / "state-restart",
+            config_file=short_tmp / "config.json",
+            node_name="e2e-node",
+            podresources_socket=None,
+            nri_backoff_initial_seconds=0.1,
+        ),
+        topology=TOPOLOGY,
+    )
+    await agent.start()
+    try:
+        await agent.wait_ready(10)
+        crash = await asyncio.to_thread(pods.pod, "crash", 1)
+        assert not crash.error and crash.container_id is not None and cpus_of(crash) == {1}
+        old_id = crash.container_id
+        await asyncio.to_thread(pods.cri.stop_container, old_id)
+        thief = await asyncio.to_thread(pods.pod, "thief", 1)
+        assert thief.container_id is None and "TopologyAffinityError" in thief.error, thief.error
+        await asyncio.to_thread(pods.delete, thief)
+
+        def restart() -> str:
+            uid = crash.cgroup_parent.rsplit("/pod", 1)[1]
+            logs = str(pods.containerd.workdir / "pod-logs" / uid)
+            config = pods.cri.pod_config(
+                "crash", uid, namespace="e2e", cgroup_parent=crash.cgroup_parent, log_directory=logs
+            )
+            return pods.cri.create_container(crash.pod_id, restarted_config(pods), config)
+
+        crash.container_id = await asyncio.to_thread(restart)
+        await asyncio.to_thread(pods.cri.start_container, crash.container_id)
+        assert cpus_of(crash) == {1}
+        await asyncio.to_thread(pods.cri.remove_container, old_id)
+        assert agent.state is not None and agent.state.check() == []
+        assert [r.container_id for r in agent.state.records.values() if r.exclusive] == [crash.container_id]
+        await asyncio.to_thread(pods.delete, crash)
+        after = await asyncio.to_thread(pods.pod, "after", 1)
+        assert not after.error and cpus_of(after) == {1}  # the sandbox's stop released it
+        assert agent.state.check() == []
+    finally:
+        await agent.stop()
+
+
+def restarted_config(pods: Pods) -> Any:
+    """The kubelet's restart of container ``main``: the same name, attempt 1."""
+    ctr = pods.cri.container_config(
+        "main",
+        BUSYBOX_IMAGE,
+        ["sleep", "3600"],
+        cpu_shares=1024,
+        cpu_quota=100000,
+        cpu_period=100000,
+        memory_limit_in_bytes=64 << 20,
+    )
+    ctr.metadata.attempt = 1
+    return ctr

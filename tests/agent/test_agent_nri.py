@@ -95,13 +95,17 @@ async def test_create_pin_reject_stop_remove(runtime: FakeRuntime, short_tmp: Pa
             api_pb2.StopContainerRequest(pod=g_pod, container=runtime.containers[1]),
             api_pb2.StopContainerResponse,
         )
-        assert [(u.container_id, u.linux.resources.cpu.cpus) for u in stop.update] == [("ctr-be-main", "0-15")]
+        assert list(stop.update) == []  # a stopped container keeps its CPUs until it is removed
         # a removal answered by StateChange: the pool growth goes out with UpdateContainers
+        await runtime.state_change(api_pb2.REMOVE_CONTAINER, g_pod, runtime.containers[1])
+        await agent.sender.wait_idle()  # type: ignore[union-attr]
+        sent = [(u.container_id, u.linux.resources.cpu.cpus) for req in session.updates for u in req.update]
+        assert sent == [("ctr-be-main", "0-15")]
         r = await create(runtime, g_pod, guaranteed(g_pod, "second", n=2))
         await runtime.state_change(api_pb2.REMOVE_POD_SANDBOX, g_pod)
         await agent.sender.wait_idle()  # type: ignore[union-attr]
         sent = [(u.container_id, u.linux.resources.cpu.cpus) for req in session.updates for u in req.update]
-        assert sent == [("ctr-be-main", "0-15")]
+        assert sent == [("ctr-be-main", "0-15")] * 2
         assert agent.state is not None and agent.state.check() == []
         text = await asyncio.to_thread(
             agent.metrics.registry.get_sample_value,

@@ -21,6 +21,7 @@ from numaplane.grpcapi.pluginapi.server import PluginServer, register
 from numaplane.nri.errors import StatusError
 from numaplane.nri.fake_runtime import FakeRuntime
 from numaplane.nri.proto import api_pb2
+from numaplane.resources.pod import Pod, parse_pod
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -50,9 +51,38 @@ async def wait_plugin(agent: Agent, name: str, reachable: bool = True, timeout_s
             await asyncio.sleep(0.02)
 
 
-def widget_pod(name: str) -> tuple[api_pb2.PodSandbox, api_pb2.Container]:
+def widget_pod(agent: Agent, name: str) -> tuple[api_pb2.PodSandbox, api_pb2.Container]:
+    """A Guaranteed 1-CPU pod whose spec requests one widget. Annotations never grant
+    (``test_agent_annotations.py``): the widget comes from the pod spec, which the agent knows here
+    as its Pod informer would give it (installed as the state's ``pod_lookup``); the annotation
+    only repeats the spec's request."""
     pod = sandbox(name, annotations=WANTS_WIDGET)
+    limits = {"cpu": "1", "memory": "64Mi", RESOURCE: "1"}
+    spec = parse_pod(
+        {
+            "metadata": {"name": name, "namespace": pod.namespace, "uid": pod.uid, "annotations": WANTS_WIDGET},
+            "spec": {
+                "containers": [{"name": "main", "image": "x", "resources": {"requests": limits, "limits": limits}}]
+            },
+        }
+    )
+    assert agent.state is not None
+    known = getattr(agent.state.pod_lookup, "pods", None)
+    if known is None:
+        known = {}
+        agent.state.pod_lookup = _Lookup(known)
+    known[spec.uid] = spec
     return pod, guaranteed(pod, n=1)
+
+
+class _Lookup:
+    """The Pod informer's role: pod uid → Pod."""
+
+    def __init__(self, pods: dict[str, Pod]) -> None:
+        self.pods = pods
+
+    def __call__(self, uid: str) -> Pod | None:
+        return self.pods.get(uid)
 
 
 def held_widgets(agent: Agent) -> dict[str, tuple[str, ...]]:
@@ -76,14 +106,14 @@ async def test_crash_isolates_then_reregistration_restores(short_tmp: Path) -> N
             await agent.wait_ready()
             process = start_widgets(plugin_dir)
             await wait_plugin(agent, "example.com/widgets")
-            pod, ctr = widget_pod("w1")
+            pod, ctr = widget_pod(agent, "w1")
             r = await create(runtime, pod, ctr)
             assert r.adjust.linux.resources.cpu.cpus == "8"  # node 0, beside reserved 0; the widget on node 0 too
-            assert held_widgets(agent) == {"uid-w1/main": ("w00",)}
+            assert held_widgets(agent) == {"uid-w1": ("w00",)}
             # crash: the plugin's resources fail admission with a clear reason, the rest keeps working
             process.kill()
             process.wait()
-            pod, ctr = widget_pod("w2")
+            pod, ctr = widget_pod(agent, "w2")
             with pytest.raises(StatusError) as exc:
                 await runtime.create_container(pod, ctr)
             assert "PluginUnavailable" in exc.value.message and "example.com/widgets" in exc.value.message
@@ -95,9 +125,9 @@ async def test_crash_isolates_then_reregistration_restores(short_tmp: Path) -> N
             # restart: it registers again, gets its state back, and allocates the next widget
             process = start_widgets(plugin_dir)
             await wait_plugin(agent, "example.com/widgets")
-            pod, ctr = widget_pod("w3")
+            pod, ctr = widget_pod(agent, "w3")
             await create(runtime, pod, ctr)
-            assert held_widgets(agent) == {"uid-w1/main": ("w00",), "uid-w3/main": ("w01",)}
+            assert held_widgets(agent) == {"uid-w1": ("w00",), "uid-w3": ("w01",)}
             assert agent.state is not None and agent.state.check() == []
             assert (
                 agent.metrics.registry.get_sample_value(
@@ -109,8 +139,8 @@ async def test_crash_isolates_then_reregistration_restores(short_tmp: Path) -> N
             await agent.writer.flush()  # type: ignore[union-attr]
             state = json.loads((short_tmp / "state" / "agent_state.json").read_text())
             assert state["data"]["manager"]["plugins"]["example.com/widgets"]["held"] == {
-                "uid-w1/main|main": ["w00"],
-                "uid-w3/main|main": ["w01"],
+                "uid-w1|main": ["w00"],
+                "uid-w3|main": ["w01"],
             }
     finally:
         if process is not None:
@@ -129,7 +159,7 @@ async def test_a_plugin_that_times_out_is_isolated(short_tmp: Path) -> None:
             await agent.wait_ready()
             process = start_widgets(plugin_dir, "--allocate-delay", "1.0")
             await wait_plugin(agent, "example.com/widgets")
-            pod, ctr = widget_pod("slow")
+            pod, ctr = widget_pod(agent, "slow")
             loop = asyncio.get_running_loop()
             started = loop.time()
             with pytest.raises(StatusError) as exc:
@@ -160,10 +190,10 @@ async def test_a_hung_plugin_delays_no_other_pod(short_tmp: Path) -> None:
             await wait_plugin(agent, "example.com/widgets")
             loop = asyncio.get_running_loop()
             started = loop.time()
-            pod, ctr = widget_pod("hung")
+            pod, ctr = widget_pod(agent, "hung")
             hung = asyncio.create_task(runtime.create_container(pod, ctr))
             await asyncio.sleep(0.1)  # its admission is parked, its Allocate call in flight
-            assert agent.state is not None and set(agent.state.parked) == {"uid-hung/main"}
+            assert agent.state is not None and set(agent.state.parked) == {"uid-hung"}
             latencies = []
             for i in range(60):
                 g = sandbox(f"g{i}")
@@ -173,6 +203,7 @@ async def test_a_hung_plugin_delays_no_other_pod(short_tmp: Path) -> None:
                 assert response.adjust.linux.resources.cpu.cpus
                 stopped = api_pb2.StopContainerRequest(pod=g, container=runtime.containers[-1])
                 await runtime.call("StopContainer", stopped, api_pb2.StopContainerResponse)
+                await runtime.state_change(api_pb2.STOP_POD_SANDBOX, g)  # releases its CPUs
             assert not hung.done()  # all of them were answered while the plugin hung
             p99 = statistics.quantiles(latencies, n=100)[98]
             assert p99 < 0.1, f"p99 {p99 * 1000:.1f} ms"
@@ -182,7 +213,7 @@ async def test_a_hung_plugin_delays_no_other_pod(short_tmp: Path) -> None:
             assert 0.9 < elapsed < 2.9  # the 1 s deadline, not the plugin's 3 s
             assert "PluginUnavailable" in exc.value.message and "DEADLINE_EXCEEDED" in exc.value.message
             assert agent.state.parked == {} and agent.state.check() == []
-            assert agent.state.manager.cpu.state.get("uid-hung/main", "main") is None  # nothing held
+            assert agent.state.manager.cpu.state.get("uid-hung", "main") is None  # nothing held
     finally:
         if process is not None:
             stop_process(process)

@@ -84,15 +84,19 @@ def test_cpu_request_from_shares_inverts_the_kubelet_encoding_exactly() -> None:
     )
 
 
-def test_burstable_and_hugepages_and_extended_resources_are_derived() -> None:
-    pod = sandbox("b", qos="Burstable", annotations={"resources.numaplane.io/main": '{"example.com/widget": 2}'})
+def test_burstable_and_hugepages_are_derived_and_an_annotation_grants_nothing() -> None:
+    pod = sandbox("b", qos="Burstable")
     c = container(pod, cpu_milli=1500, cpu_limit_milli=3000, memory=1 << 30, hugepages={"2MB": 4 << 20, "1GB": 0})
     info = derive(pod, c)
     spec = info.pod.containers[0]
-    assert info.qos == "Burstable" and info.needs_manager
+    assert info.qos == "Burstable" and not info.needs_manager
     assert spec.requests["cpu"].milli_value() == 1500 and spec.limits["cpu"].milli_value() == 3000
     assert spec.requests["hugepages-2Mi"].value() == 4 << 20 and "hugepages-1Gi" not in spec.requests
-    assert spec.requests["example.com/widget"].value() == 2 and info.extra_resources == {"example.com/widget": 2}
+    assert info.extra_resources == {}
+    claim = sandbox("b", qos="Burstable", annotations={"resources.numaplane.io/main": '{"example.com/widget": 2}'})
+    with pytest.raises(AdmissionRejected) as refused:
+        derive(claim, c)  # without the pod spec the claim cannot be checked (test_agent_annotations.py)
+    assert refused.value.reason == "UnverifiedResources"
     bad = sandbox("x", annotations={"resources.numaplane.io/main": "{not json"})
     with pytest.raises(AdmissionRejected) as exc:
         derive(bad, container(bad))
@@ -141,13 +145,14 @@ def test_exclusive_and_shared_cpusets_and_pool_updates() -> None:
     f_pod = sandbox("f")
     f = node_state.create(f_pod, container(f_pod, cpu_milli=500, cpu_limit_milli=500, memory=1 << 20))
     assert not f.exclusive and f.cpus == CPUSet.parse("0,2-8,10-15") and f.updates == ()
-    # stopping the exclusive container grows the pool for both shared containers
-    updates = node_state.stop("ctr-g-main")
+    # a stopped container keeps its CPUs (it may restart); removing it grows the pool for both shared containers
+    assert node_state.stop("ctr-g-main") == [] and node_state.records["ctr-g-main"].stopped
+    updates = node_state.remove_container("ctr-g-main")
     assert sorted((u.container_id, u.cpus.format()) for u in updates) == [
         ("ctr-be-main", "0-15"),
         ("ctr-f-main", "0-15"),
     ]
-    assert node_state.stop("ctr-g-main") == [] and node_state.check() == []
+    assert node_state.remove_container("ctr-g-main") == [] and node_state.check() == []
 
 
 def test_an_unalignable_container_is_rejected_with_the_typed_reason() -> None:
@@ -207,8 +212,7 @@ def test_synchronize_adopts_drops_and_repins() -> None:
         guaranteed(a, n=2, cpus="1,9", state=api_pb2.CONTAINER_RUNNING),
         container(be, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),  # created while we were away
         guaranteed(b, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),  # unpinned, created while away
-        guaranteed(gone, n=2, cpus="2,10", state=api_pb2.CONTAINER_STOPPED),
-    ]
+    ]  # gone's container was removed while the agent was away
     result = node_state.synchronize([a, be, b, gone], running)
     assert set(result.adopted) == {"ctr-be-main", "ctr-b-main"} and result.dropped == ("ctr-gone-main",)
     assert result.failed == ()

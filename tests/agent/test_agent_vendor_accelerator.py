@@ -17,6 +17,7 @@ from test_agent_plugins import wait_plugin
 
 from numaplane.grpcapi.podresources.client import PodResourcesClient
 from numaplane.nri.fake_runtime import FakeRuntime
+from numaplane.resources.pod import parse_pod
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -44,6 +45,16 @@ async def test_accelerator_allocation_is_enforced_and_visible(short_tmp: Path) -
             await agent.wait_ready()
             await wait_plugin(agent, NAME)
             pod = sandbox("ml", annotations={"resources.numaplane.io/main": json.dumps({RESOURCE: 2})})
+            # annotations never grant: the accelerators come from the pod spec (the informer's role here)
+            limits = {"cpu": "2", "memory": "64Mi", RESOURCE: "2"}
+            spec = parse_pod(
+                {
+                    "metadata": {"name": "ml", "namespace": pod.namespace, "uid": pod.uid},
+                    "spec": {"containers": [{"name": "main", "resources": {"requests": limits, "limits": limits}}]},
+                }
+            )
+            assert agent.state is not None
+            agent.state.pod_lookup = {spec.uid: spec}.get
             response = await create(runtime, pod, guaranteed(pod, n=2))
             env = {kv.key: kv.value for kv in response.adjust.env}
             devices = env["ACCELERATOR_VISIBLE_DEVICES"].split(",")

@@ -28,6 +28,7 @@ With the node's Pods from the API (``--watch-pods``) a pod that needs the resour
 as a whole, as the kubelet admits it (``wholepod``, ``podadmission``). Without them — or for a pod the informer
 has not seen at its first container — the agent admits one container at a time, and then cannot reuse
 init containers' resources, apply the topology manager's ``pod`` scope to the whole pod, or see
-pod-level ``spec.resources``; extended resources are then known only from the
-``resources.numaplane.io/<container>`` pod annotation (the exact list is in ``containers``).
+pod-level ``spec.resources``, and grants no extended resources at all: annotations never grant
+(a ``resources.numaplane.io/<container>`` pod annotation is a claim checked against the pod spec,
+refused when the spec does not back it or is not known; the exact list is in ``containers``).
 """

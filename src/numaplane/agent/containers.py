@@ -15,9 +15,16 @@ NRI passes the runtime's view, not the Pod spec (``wire/nri.md``, "What the agen
   containers with exclusive CPUs, so a Guaranteed container's limit is its request);
 * **memory limit** in bytes from ``memory.limit``; Guaranteed containers request what they limit;
 * **hugepages** from ``hugepage_limits`` (page size ``2MB`` → resource ``hugepages-2Mi``), zero limits skipped;
-* **extended resources**, which NRI never carries, from the pod annotation
-  ``resources.numaplane.io/<container name>`` holding a JSON object ``{"<resource>": <quantity>}``
-  (requests = limits), the way nri-plugins' resource annotator passes exact requests.
+* **extended resources** never: NRI does not carry them, and they are granted only from the pod
+  spec (below). **Annotations never grant**: the pod annotation ``resources.numaplane.io/<container
+  name>`` (a JSON object ``{"<resource>": <quantity>}``, the way nri-plugins' resource annotator passes
+  requests) is written by whoever creates the pod, so it is only a *claim* checked against the spec
+  (:func:`check_claims`): every resource it names must be requested by the container's spec in the same
+  amount, else the container is refused (``ResourceNotRequested``); without the spec (no
+  ``--watch-pods``, or the informer has not seen the pod yet) a claim cannot be checked and the
+  container is refused (``UnverifiedResources``, which a later retry can pass once the Pod is known).
+  A claim of ``cpu``, ``memory`` or hugepages is malformed (``InvalidContainer``): those amounts come from
+  the cgroup values the kubelet wrote from the spec.
 
 With the node's Pod from the Kubernetes API (``pod`` argument: the agent may watch its own node's pods
 read-only) the container's exact requests and limits, extended resources and the pod's QoS class
@@ -27,23 +34,26 @@ module at all: the state machine admits it as a whole, see ``wholepod.py``.)
 **One container at a time** — the fallback when the Pod is not known (no API access, or the informer
 has not seen the pod yet at its first container): each container becomes a single-container pod
 keyed ``<pod uid>/<container name>`` (:func:`manager_key`), carrying the real pod's name, namespace,
-annotations (per-pod preferences) and QoS class, admitted when it is created and released when it
-stops or goes. What this cannot do, exactly:
+annotations (per-pod preferences) and QoS class, admitted when it is created, kept across the
+container's restarts (a stopped container keeps it) and released when the container is removed or
+its sandbox stops (the kubelet's rule, ``state.py``). What this cannot do, exactly:
 
 * the pod is never judged as a whole: each container is admitted when it is created, so a pod whose
   app container cannot be aligned is refused only at that container, after its init containers ran
   (the kubelet refuses the pod before anything runs);
-* CRI and NRI do not say which containers are init containers or sidecars, nor their order: an init
-  container's exclusive CPUs (pinned memory, devices) are released when it stops (containerd 1.7
-  sends StopContainer also for a container that exits by itself) and go back to the shared pool —
-  the shared containers are moved onto them and off again — and the next container is allocated
-  afresh: it gets other CPUs than the kubelet's reuse would give (a subset of the init container's)
-  whenever the allocation order differs, and it may be refused for CPUs other pods took meanwhile;
+* CRI and NRI do not say which containers are init containers or sidecars, nor their order: a
+  stopped init container keeps its exclusive CPUs (pinned memory, devices) like any stopped
+  container, until the first creation of another container name in its sandbox releases them (the
+  kubelet creates that container only once the init containers before it completed); the next
+  container is then allocated afresh, not from a reuse set: it may get other CPUs than the kubelet's
+  reuse would give whenever the allocation order differs. A container of the pod that stopped
+  before the first creation of a later one (a crash inside the kubelet's first start of the pod) is
+  taken for a completed one and allocated afresh at its restart;
 * the topology manager's ``pod`` scope sees one container at a time: containers of one pod may be
   aligned to different NUMA nodes, and a pod is not refused as a whole;
 * NRI carries no pod-level ``spec.resources`` (KEP-2837): such a pod's containers are judged by their
   own cgroup values (the kubelet's static policies leave these pods shared);
-* extended resources are known only from the ``resources.numaplane.io/<container>`` annotation.
+* extended resources (devices, vendor resources) are never granted: only the pod spec grants them.
 
 If the Pod becomes known later, the pod's next container gets whole-pod admission when every
 container admitted alone so far is a completed regular init container (those are released first);
@@ -74,6 +84,7 @@ from numaplane.topology.cpuset import CPUSet
 __all__ = [
     "EXTRA_RESOURCES_ANNOTATION_PREFIX",
     "ContainerInfo",
+    "check_claims",
     "cpu_limit_milli",
     "cpu_request_milli",
     "derive",
@@ -258,10 +269,44 @@ def _from_runtime(
             limits["memory"] = str(memory)
     for name, amount in hugepages.items():
         requests[name] = limits[name] = amount
-    extra = _extra_resources(sandbox.annotations, container.name)
-    for name, amount in extra.items():
-        requests[name] = limits[name] = amount
-    return qos, requests, limits, extra
+    return qos, requests, limits, {}
+
+
+def check_claims(annotations: Mapping[str, str], container: str, spec: Pod | None, *, pod: str = "") -> None:
+    """Refuse a ``resources.numaplane.io/<container>`` annotation the pod spec does not back.
+
+    Annotations never grant resources (see the module docstring): every resource the annotation
+    names must be requested by the container ``container`` of ``spec`` in the same amount. Raises
+    :class:`AdmissionRejected`: ``InvalidContainer`` (a malformed annotation), ``ResourceNotRequested``
+    (the spec does not request it, or another amount), ``UnverifiedResources`` (``spec`` is ``None``:
+    the agent does not know the Pod, so the claim cannot be checked). No annotation: nothing to check.
+    ``pod`` (``namespace/name``) names the pod in the rejection.
+    """
+    claimed = _extra_resources(annotations, container)
+    at = {"pod": pod, "container": container} if pod else {}
+    if not claimed:
+        return
+    where = f"annotation {EXTRA_RESOURCES_ANNOTATION_PREFIX}{container}"
+    names = ", ".join(f"{k}={v}" for k, v in sorted(claimed.items()))
+    if spec is None:
+        raise AdmissionRejected(
+            "UnverifiedResources",
+            f"{where} claims {names}, but the agent does not know the pod spec (no --watch-pods, or the Pod "
+            "is not in its informer yet): annotations never grant resources, only the pod spec does",
+            **at,
+        )
+    found = _defaulted(spec).container(container)
+    requests = found.requests if found is not None else {}
+    for name, amount in sorted(claimed.items()):
+        asked = requests.get(name)
+        if asked is None or asked.value() != parse_quantity(amount).value():
+            has = "does not request it" if asked is None else f"requests {asked}"
+            raise AdmissionRejected(
+                "ResourceNotRequested",
+                f"{where} claims {name}={amount}, but the pod spec of container {container!r} {has}: "
+                "annotations never grant resources, only the pod spec does",
+                **at,
+            )
 
 
 def _defaulted(pod: Pod) -> Pod:
@@ -296,9 +341,14 @@ def _from_api(pod: Pod, name: str) -> tuple[QOSClass, dict[str, str], dict[str, 
 def derive(sandbox: Sandbox, container: RuntimeContainer, api_pod: Pod | None = None) -> ContainerInfo:
     """The :class:`ContainerInfo` of ``container``; ``api_pod`` (the Pod from the API, if known) wins.
 
-    Raises :class:`AdmissionRejected` (reason ``InvalidContainer``) for input the agent cannot admit
-    (a malformed resources annotation).
+    Raises :class:`AdmissionRejected` for input the agent cannot admit: ``InvalidContainer`` (a
+    malformed resources annotation), ``ResourceNotRequested`` / ``UnverifiedResources`` (a resources
+    annotation the pod spec does not back, :func:`check_claims`).
     """
+    at = f"{sandbox.namespace or (api_pod.namespace if api_pod is not None else 'default')}/{sandbox.name}"
+    check_claims(sandbox.annotations, container.name, api_pod, pod=at)
+    if api_pod is not None:
+        check_claims(api_pod.annotations, container.name, api_pod, pod=at)
     derived = _from_api(api_pod, container.name) if api_pod is not None else None
     source = "api"
     if derived is None:

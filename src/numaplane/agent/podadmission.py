@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from numaplane.agent.containers import check_claims
 from numaplane.agent.records import ContainerRecord
 from numaplane.agent.wholepod import PodEntry, admission_pod, pod_needs_manager
 from numaplane.nri.events import RuntimeContainer, Sandbox
@@ -57,6 +58,10 @@ def admit_pod(state: NodeAgentState, sandbox: Sandbox, name: str | None) -> PodE
     if api is None:
         return None
     pod = admission_pod(api)
+    where = f"{pod.namespace}/{pod.name}"
+    for c in pod.all_containers():  # annotations never grant: a claim the spec does not back is refused
+        check_claims(sandbox.annotations, c.name, pod, pod=where)
+        check_claims(api.annotations, c.name, pod, pod=where)
     if not pod_needs_manager(pod):
         return None
     mine = [r for r in state.records.values() if r.sandbox_id == sandbox.id]

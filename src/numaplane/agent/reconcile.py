@@ -26,16 +26,23 @@ if TYPE_CHECKING:
 __all__ = ["FINAL_REJECTIONS", "adopt", "retry_waiting", "synchronize", "unadmitted"]
 
 #: Rejections that retrying cannot cure (the others, such as a lack of CPUs, may pass later).
-FINAL_REJECTIONS = frozenset({"InvalidContainer", "DuplicateContainer", "InvalidPreference"})
+FINAL_REJECTIONS = frozenset({"InvalidContainer", "DuplicateContainer", "InvalidPreference", "ResourceNotRequested"})
 
 
 def synchronize(state: NodeAgentState, pods: Sequence[Sandbox], containers: Sequence[RuntimeContainer]) -> SyncResult:
     """Reconcile with the runtime's complete list of pods and containers (see the module docstring)."""
     sandboxes = {p.id: p for p in pods}
     live = {c.id: c for c in containers if c.state.live}
-    dropped = [cid for cid in state.records if cid not in live]
-    for cid in dropped:
-        state.release(state.records[cid])
+    present = {c.id for c in containers}
+    dropped = []
+    for cid, record in list(state.records.items()):
+        if cid in live:
+            record.stopped = False
+        elif cid in present and record.managed and not record.whole_pod and record.sandbox_id in sandboxes:
+            record.stopped = True  # stopped, not removed: keeps its allocation for a restart (state.stop)
+        else:
+            dropped.append(cid)
+            state.release(record)
     for entry in [e for e in state.pods.values() if e.sandbox_id not in sandboxes]:
         state.release_entry(entry)  # the pod went while the agent was away
     adopted: list[str] = []
@@ -55,11 +62,11 @@ def synchronize(state: NodeAgentState, pods: Sequence[Sandbox], containers: Sequ
                 state.waiting[c.id] = (sandbox, c)  # retried whenever resources are released
         adopted.append(c.id)
     # finished init containers removed while the agent was away: release them now
-    present: dict[str, set[str]] = {}
+    names_in: dict[str, set[str]] = {}
     for c in containers:
-        present.setdefault(c.pod_sandbox_id, set()).add(c.name)
+        names_in.setdefault(c.pod_sandbox_id, set()).add(c.name)
     for entry in list(state.pods.values()):
-        names = present.get(entry.sandbox_id, set())
+        names = names_in.get(entry.sandbox_id, set())
         for name in sorted(entry.regular_init - entry.released - names):
             if entry.finished(name) and f"{entry.uid}/{name}" not in state.holders:
                 state.release_init(entry, name)

@@ -59,7 +59,10 @@ class ContainerRecord:
     """A container the agent tracks. ``applied`` is the cpuset string the runtime was last told.
 
     ``whole_pod``: admitted with its whole pod (manager pod = ``pod_uid``), else one at a time
-    (manager pod = :attr:`key`, when ``managed``).
+    (manager pod = :attr:`key`, when ``managed``). ``stopped``: a one-at-a-time container that
+    stopped; it keeps its allocation (the kubelet's rule: an allocation is keyed by pod uid and
+    container name and lives until the container is removed or its sandbox stops), so a restart
+    of the container under the same pod and name gets it again.
     """
 
     container_id: str
@@ -76,6 +79,7 @@ class ContainerRecord:
     adjusted: bool = False
     error: str = ""
     whole_pod: bool = False
+    stopped: bool = False
 
     @property
     def key(self) -> str:
@@ -106,6 +110,8 @@ class ContainerRecord:
             doc["error"] = self.error
         if self.whole_pod:
             doc["wholePod"] = True
+        if self.stopped:
+            doc["stopped"] = True
         return doc
 
     @staticmethod
@@ -126,4 +132,5 @@ class ContainerRecord:
             applied=str(doc.get("applied", "")),
             error=str(doc.get("error", "")),
             whole_pod=bool(doc.get("wholePod", False)),
+            stopped=bool(doc.get("stopped", False)),
         )

@@ -27,8 +27,14 @@ Decisions:
   adjustment plus updates of running shared containers when the pool shrank (they travel in the
   CreateContainer answer, so the pool shrinks before the new container starts);
 * :meth:`stop` / :meth:`remove_container` / :meth:`remove_pod` — release, and return updates when
-  the pool grew; a container re-created under the same pod and name while its predecessor is still
-  registered (a restart without a StopContainer, e.g. a crash) inherits the predecessor's allocation;
+  the pool grew. Allocations are keyed by pod uid and container name and kept across a container's
+  restart, whatever the agent knows of the Pod (the kubelet's rule): a stopped container keeps its
+  allocation (a one-at-a-time record is marked ``stopped``; a whole pod's stays with the pod) until
+  the container is removed or its sandbox stops, and a container re-created under the same pod and
+  name inherits it. One exception, because the runtime does not say which containers are init
+  containers: the first creation of another container name in the sandbox releases the stopped
+  one-at-a-time containers of that sandbox first (the kubelet creates the next container only after
+  the init containers before it completed, and reuses their CPUs);
 * :meth:`synchronize` — reconcile with the runtime's full list (``reconcile.py``).
 
 The restart window: while no plugin is connected the runtime creates containers without NRI
@@ -150,6 +156,7 @@ class NodeAgentState:
             record = podadmission.bind(self, entry, sandbox, container)
         else:
             info = derive(sandbox, container, self.lookup(sandbox))
+            self._release_completed(info.sandbox_id, container.name)
             predecessor_id = self.holders.get(info.key)
             if predecessor_id is not None and predecessor_id != container.id:
                 record = self.transfer(predecessor_id, info)
@@ -180,7 +187,7 @@ class NodeAgentState:
 
     def transfer(self, old_id: str, info: ContainerInfo) -> ContainerRecord:
         """A container re-created under the same pod and name takes over its predecessor's allocation."""
-        old = self.records.pop(old_id)
+        old = self.records.pop(old_id)  # the predecessor: stopped, or gone without a StopContainer
         record = ContainerRecord(
             container_id=info.container_id,
             sandbox_id=info.sandbox_id,
@@ -224,13 +231,32 @@ class NodeAgentState:
         self.generation += 1
 
     def stop(self, container_id: str) -> list[CpusetUpdate]:
-        """StopContainer: forget the container (releasing a one-at-a-time container); updates for a grown pool."""
+        """StopContainer: a one-at-a-time container that holds an allocation keeps it (marked
+        ``stopped``, released at RemoveContainer or the sandbox's stop); any other is forgotten (a
+        whole pod's allocation stays with the pod). Updates for a grown pool."""
         record = self.records.get(container_id)
         if record is None:
             return []
-        self.release(record)
         self.waiting.pop(container_id, None)
+        if record.managed and not record.whole_pod:
+            if not record.stopped:
+                record.stopped = True
+                self.generation += 1
+            return []
+        self.release(record)
         return self._with_retries(self._pool_updates())
+
+    def _release_completed(self, sandbox_id: str, name: str) -> None:
+        """The first creation of ``name`` in the sandbox: release its stopped one-at-a-time containers
+        (completed init containers, see the module docstring)."""
+        if not sandbox_id:
+            return
+        mine = [r for r in self.records.values() if r.sandbox_id == sandbox_id]
+        if any(r.name == name for r in mine):
+            return  # a restart of a container this sandbox ran: nothing completed
+        for record in mine:
+            if record.stopped:
+                self.release(record)
 
     def remove_container(
         self, container_id: str, pod_uid: str = "", name: str = "", sandbox_id: str = ""
@@ -296,7 +322,7 @@ class NodeAgentState:
         shared: list[ContainerRecord] = []
         limit = self.inline_limit
         for cid, record in self.records.items():
-            if record.exclusive is None and cid != exclude:
+            if record.exclusive is None and cid != exclude and not record.stopped:
                 shared.append(record)
                 if limit is not None and len(shared) > limit:
                     self.pool_update_deferred = True
@@ -317,7 +343,7 @@ class NodeAgentState:
     def stale_shared(self) -> list[str]:
         """Shared containers not yet told the current pool."""
         text = cpuset_text(self._pool)
-        return [cid for cid, r in self.records.items() if r.exclusive is None and r.applied != text]
+        return [cid for cid, r in self.records.items() if r.exclusive is None and r.applied != text and not r.stopped]
 
     def update_for(self, container_id: str) -> CpusetUpdate | None:
         """The desired cpuset of one container as an update (e.g. to re-pin it at POST_START)."""
