@@ -216,6 +216,32 @@ class ControlPlane:
         path.write_text(kubeconfig(self.url, self.pki.ca_cert, {"token": token}, namespace=namespace))
         return path
 
+    def node_bound_kubeconfig(self, namespace: str, name: str, node: str) -> Path:
+        """A kubeconfig of ServiceAccount ``namespace/name`` whose token is bound to a pod on ``node``.
+
+        For a component run as a process on a kubelet-less node: a placeholder Pod
+        ``<name>-on-<node>`` of that ServiceAccount is created with ``spec.nodeName`` (nothing runs it),
+        so the token carries the node's name as a kubelet-mounted one does (the install's admission
+        policies refuse node components' writes without it).
+        """
+        pod = f"{name}-on-{node}"[:63].rstrip("-.")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod, "namespace": namespace},
+            "spec": {
+                "nodeName": node,
+                "serviceAccountName": name,
+                "containers": [{"name": "placeholder", "image": "localhost/busybox:1.35"}],
+            },
+        }
+        try:
+            self.request("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+        except ApiStatus as exc:
+            if exc.code != 409:
+                raise
+        return self.service_account_kubeconfig(namespace, name, pod=pod)
+
     # ---- nodes without a kubelet ----
 
     def register_node(
