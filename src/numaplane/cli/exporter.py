@@ -52,6 +52,13 @@ _REFRESH = ("periodic", "events", "both")
     help="Default: both with --notify-file, else periodic.",
 )
 @click.option("--period", type=float, default=10.0, show_default=True, help="Periodic refresh, seconds.")
+@click.option(
+    "--heartbeat",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Rewrite the NRT at least this often, seconds; schedulers treat it as stale after 3 heartbeats (0: off).",
+)
 @click.option("--notify-file", type=click.Path(dir_okay=False), default=None, help="Touch this file to refresh now.")
 @click.option("--notify-backend", type=click.Choice(["auto", "inotify", "poll"]), default="auto", show_default=True)
 @click.option("--notify-poll-interval", type=float, default=0.05, show_default=True, help="Poll backend, seconds.")
@@ -162,6 +169,7 @@ def _options(kw: dict[str, Any]) -> ExporterOptions:
         reserved_cpus=reserved,
         refresh_mode=RefreshMode(str(mode)),
         period_seconds=float(kw["period"]),
+        heartbeat_seconds=float(kw["heartbeat"]),
         notify_file=notify,
         notify_backend=NotifyBackend(str(kw["notify_backend"])),
         notify_poll_seconds=float(kw["notify_poll_interval"]),
