@@ -305,7 +305,9 @@ class Publisher:
         notes[TRIGGER_ANNOTATION] = update_kind
         bound = self.stale_after_seconds
         if bound is not None:
-            notes[HEARTBEAT_ANNOTATION] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            notes[HEARTBEAT_ANNOTATION] = datetime.datetime.now(datetime.UTC).strftime(
+                "%Y-%m-%dT%H:%M:%S.%fZ"
+            )  # a new value at every write: never a no-op update
             notes[STALE_AFTER_ANNOTATION] = str(bound)
         else:
             notes.pop(HEARTBEAT_ANNOTATION, None)
