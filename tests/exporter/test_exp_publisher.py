@@ -216,3 +216,34 @@ async def test_missing_node_means_no_owner_reference_yet(store: InMemoryKube) ->
     await store.delete(NRT, NODE)
     await off.publish(desired())
     assert "ownerReferences" not in (await store.get(NRT, NODE))["metadata"]
+
+
+async def test_a_heartbeat_rewrites_unchanged_content_and_publishes_the_staleness_bound(
+    store: InMemoryKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23 item 3: an exporter that publishes rewrites its object at least every heartbeat, so
+    one that stopped is visible (the scheduler's staleness gate reads the bound written here)."""
+    from numaplane.exporter import publisher as module
+
+    now = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    publisher = make(store, heartbeat_seconds=10.0)
+    assert (await publisher.publish(desired())).outcome is Outcome.CREATED
+    notes = (await store.get(NRT, NODE))["metadata"]["annotations"]
+    assert notes[module.STALE_AFTER_ANNOTATION] == "30" and notes[module.HEARTBEAT_ANNOTATION].endswith("Z")
+    version = (await store.get(NRT, NODE))["metadata"]["resourceVersion"]
+    now[0] += 9.0
+    assert (await publisher.publish(desired())).outcome is Outcome.UNCHANGED  # heartbeat not due
+    assert (await store.get(NRT, NODE))["metadata"]["resourceVersion"] == version
+    now[0] += 1.0
+    assert (await publisher.publish(desired())).outcome is Outcome.UPDATED  # same content, heartbeat due
+    assert (await store.get(NRT, NODE))["metadata"]["resourceVersion"] != version
+    assert publisher.matches(await store.get(NRT, NODE))  # the heartbeat is not content
+
+
+async def test_without_a_heartbeat_no_bound_is_published(store: InMemoryKube) -> None:
+    from numaplane.exporter import publisher as module
+
+    await make(store).publish(desired())
+    notes = (await store.get(NRT, NODE))["metadata"]["annotations"]
+    assert module.STALE_AFTER_ANNOTATION not in notes and module.HEARTBEAT_ANNOTATION not in notes

@@ -52,6 +52,13 @@ _REFRESH = ("periodic", "events", "both")
     help="Default: both with --notify-file or --kubelet-state-dir, else periodic.",
 )
 @click.option("--period", type=float, default=10.0, show_default=True, help="Periodic refresh, seconds.")
+@click.option(
+    "--heartbeat",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Rewrite the NRT at least this often, seconds; schedulers treat it as stale after 3 heartbeats (0: off).",
+)
 @click.option("--notify-file", type=click.Path(dir_okay=False), default=None, help="Touch this file to refresh now.")
 @click.option(
     "--kubelet-state-dir",
@@ -178,6 +185,7 @@ def _options(kw: dict[str, Any]) -> ExporterOptions:
         reserved_cpus=reserved,
         refresh_mode=RefreshMode(str(mode)),
         period_seconds=float(kw["period"]),
+        heartbeat_seconds=float(kw["heartbeat"]),
         notify_file=notify,
         kubelet_state_dir=state_dir,
         kubelet_check_seconds=float(kw["kubelet_check_interval"]),

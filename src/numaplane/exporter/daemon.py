@@ -114,6 +114,7 @@ class Exporter:
                 adopt=options.adopt,
                 view=self._view,
                 on_error=self.report,
+                heartbeat_seconds=options.heartbeat_seconds or None,
             )
         self.scanner = Scanner(
             options,
@@ -322,6 +323,10 @@ class Exporter:
             self._tasks.spawn(self.nrt_mirror.run(), "object-mirror")
         if opts.refresh_mode.periodic:
             self._tasks.spawn(periodic(self.gate, opts.period_seconds), "periodic")
+        if self.publisher is not None and opts.heartbeat_seconds > 0:
+            # a scan at least every heartbeat, whatever the refresh mode: the publisher rewrites the
+            # object when its heartbeat is due (the staleness bound schedulers honour)
+            self._tasks.spawn(periodic(self.gate, opts.heartbeat_seconds), "heartbeat")
         if self.notify is not None:
             self._tasks.spawn(self.notify.run(), "notify")
             with contextlib.suppress(TimeoutError):

@@ -124,6 +124,9 @@ class ExporterOptions:
     owner_reference: bool = True
     adopt: bool = False
     publish: bool = True
+    #: Rewrite the object at least this often, content unchanged or not (0: never; then no
+    #: staleness bound is published; :mod:`numaplane.exporter.publisher`).
+    heartbeat_seconds: float = 30.0
     retry_initial_seconds: float = 0.2
     retry_max_seconds: float = 10.0
     metrics_address: str | None = None
@@ -150,6 +153,8 @@ class ExporterOptions:
             raise ExporterConfigError("kubelet state check interval must be > 0 s")
         if self.refresh_mode.periodic and not self.period_seconds > 0:
             raise ExporterConfigError(f"refresh mode {self.refresh_mode.value!r} needs a period > 0 s")
+        if self.heartbeat_seconds < 0:
+            raise ExporterConfigError("heartbeat must be >= 0 s (0 = no heartbeat, no staleness bound)")
         if self.max_events_per_second < 0:
             raise ExporterConfigError("max events per second must be >= 0 (0 = unlimited)")
         if self.event_burst < 1:

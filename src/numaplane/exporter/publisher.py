@@ -24,6 +24,14 @@ Per :meth:`Publisher.publish`:
    :class:`~numaplane.exporter.errors.ApiWriteError` (the refresh loop backs off and retries, so the
    publisher never hammers a failing server).
 
+Heartbeat (``heartbeat_seconds``, ``None``: off): every write carries ``numaplane.io/heartbeat``
+(the wall-clock time of the write) and ``numaplane.io/stale-after-seconds`` (:attr:`Publisher.stale_after_seconds`,
+three heartbeats), and a publish at least ``heartbeat_seconds`` after this publisher's last write
+rewrites the object even when its content is unchanged. A scheduler treats an object not rewritten
+within its bound as stale (:mod:`numaplane.scheduler.staleness`): an exporter that stops publishing
+is visible, and nothing trusts its last object forever. Only the two annotations differ between
+heartbeat writes; they are not content (the mirror's echo of one does not trigger another).
+
 Ownership: an object is ours when it carries ``app.kubernetes.io/managed-by: numaplane-exporter``.
 One with another ``managed-by`` value is never touched (another exporter owns it: two writers
 fighting over one object is a known upstream failure). One without the label (left by the upstream
@@ -40,6 +48,7 @@ written without the reference and ``node_lookup`` is reported (looked up again a
 
 from __future__ import annotations
 
+import datetime
 import enum
 import time
 from collections.abc import Callable, Mapping
@@ -68,6 +77,11 @@ from numaplane.nrt.model import NodeResourceTopology, Zone
 __all__ = ["FIELD_MANAGER", "TRIGGER_ANNOTATION", "Outcome", "PublishResult", "Publisher", "View", "content_key"]
 
 TRIGGER_ANNOTATION: Final = "k8stopoawareschedwg/rte-update"
+#: The same names as :mod:`numaplane.scheduler.staleness` (components do not import each other; a test checks).
+HEARTBEAT_ANNOTATION: Final = "numaplane.io/heartbeat"
+STALE_AFTER_ANNOTATION: Final = "numaplane.io/stale-after-seconds"
+#: The staleness bound is this many heartbeats (a missed or slow write is not yet staleness).
+HEARTBEATS_PER_BOUND: Final = 3
 FIELD_MANAGER: Final = "numaplane-exporter"
 
 #: ``() → (live, object or None)``: the mirror's view of our object (``live`` per the mirror's invariant).
@@ -131,7 +145,12 @@ class Publisher:
         on_error: Callable[[ExporterError], None] | None = None,
         max_attempts: int = 4,
         node_retry_seconds: float = 30.0,
+        heartbeat_seconds: float | None = None,
     ) -> None:
+        if heartbeat_seconds is not None and not heartbeat_seconds > 0:
+            raise ValueError(f"heartbeat_seconds must be positive, not {heartbeat_seconds!r}")
+        self.heartbeat_seconds = heartbeat_seconds
+        self._last_write_at: float | None = None  # monotonic time of this publisher's last write
         self.kube = kube
         self.node_name = node_name
         self.owner_reference = owner_reference
@@ -146,6 +165,19 @@ class Publisher:
         self.desired: NodeResourceTopology | None = None
         self.last_written: JsonObj | None = None
         self._log = structlog.get_logger("numaplane.exporter").bind(node=node_name)
+
+    @property
+    def stale_after_seconds(self) -> int | None:
+        """The bound written on every object (whole seconds, at least 1), ``None`` without a heartbeat."""
+        if self.heartbeat_seconds is None:
+            return None
+        return max(1, int(-(-self.heartbeat_seconds * HEARTBEATS_PER_BOUND // 1)))
+
+    def heartbeat_due(self) -> bool:
+        """Whether the next publish must write even unchanged content (module docstring)."""
+        if self.heartbeat_seconds is None:
+            return False
+        return self._last_write_at is None or time.monotonic() - self._last_write_at >= self.heartbeat_seconds
 
     # ------------------------------------------------------------------ content
 
@@ -188,11 +220,12 @@ class Publisher:
         """Make the server hold ``nrt``'s content (see the module docstring for the steps)."""
         self.desired = nrt
         calls = 0
+        beat = self.heartbeat_due()
         # a live mirror's copy stands in for the first read: the write is conditional on its version anyway
         prefetched: tuple[JsonObj | None] | None = None
         if self._view is not None:
             live, seen = self._view()
-            if live and seen is not None and self._same(seen, nrt):
+            if live and seen is not None and not beat and self._same(seen, nrt):
                 return PublishResult(Outcome.UNCHANGED, seen, 0)
             if live:
                 prefetched = (seen,)
@@ -220,17 +253,19 @@ class Publisher:
                     calls += 1
                     written = await self.kube.create(NODE_RESOURCE_TOPOLOGY, body, field_manager=FIELD_MANAGER)
                     self.last_written = written
+                    self._last_write_at = time.monotonic()
                     return PublishResult(Outcome.CREATED, written, calls)
                 self._check_ownership(current)
                 if self._node_uid is None and self.owner_reference:
                     calls += 1 if await self._refresh_node_uid(force=False) else 0
-                if self._same(current, nrt):
+                if not beat and self._same(current, nrt):
                     return PublishResult(Outcome.UNCHANGED, current, calls)
                 body = self._body(nrt, current, update_kind)
                 self.validate(body)
                 calls += 1
                 written = await self.kube.replace(NODE_RESOURCE_TOPOLOGY, body, field_manager=FIELD_MANAGER)
                 self.last_written = written
+                self._last_write_at = time.monotonic()
                 return PublishResult(Outcome.UPDATED, written, calls)
             except (AlreadyExists, Conflict, Gone, NotFound) as error:
                 last_error = error
@@ -268,6 +303,15 @@ class Publisher:
         if fp.ANNOTATION not in (ours.get("annotations") or {}):
             notes.pop(fp.ANNOTATION, None)
         notes[TRIGGER_ANNOTATION] = update_kind
+        bound = self.stale_after_seconds
+        if bound is not None:
+            notes[HEARTBEAT_ANNOTATION] = datetime.datetime.now(datetime.UTC).strftime(
+                "%Y-%m-%dT%H:%M:%S.%fZ"
+            )  # a new value at every write: never a no-op update
+            notes[STALE_AFTER_ANNOTATION] = str(bound)
+        else:
+            notes.pop(HEARTBEAT_ANNOTATION, None)
+            notes.pop(STALE_AFTER_ANNOTATION, None)
         owners = [
             o
             for o in meta.get("ownerReferences") or ()

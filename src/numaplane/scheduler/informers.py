@@ -149,7 +149,7 @@ class ClusterInformers:
     def _nrt_upserted(self, obj: JsonObj) -> None:
         parsed = obj.get(PARSED_NRT)
         if isinstance(parsed, NodeResourceTopology):
-            self.state.cache.nrt_updated(parsed)  # what state.nrt_upserted does with a document
+            self.state.gate.nrt_updated(parsed)  # what state.nrt_upserted does with a document
         else:
             self.state.nrt_upserted(obj)
 

@@ -79,10 +79,11 @@ def default_identity() -> str:
 async def resync_loop(
     state: SchedulerState, clock: Clock, metrics: SchedulerMetrics, on_flush: Callable[[tuple[str, ...]], None]
 ) -> None:
-    """Tick the over-reserve cache (a quarter of its period, at most every second) until cancelled."""
-    if state.config.cache_mode != "overreserve":
-        return
-    interval = max(0.02, min(1.0, state.config.resync_period_seconds / 4))
+    """Tick the state until cancelled: every second (the staleness gate's resolution), and the
+    over-reserve cache at a quarter of its period when that is shorter."""
+    interval = 1.0
+    if state.config.cache_mode == "overreserve":
+        interval = max(0.02, min(1.0, state.config.resync_period_seconds / 4))
     while True:
         await clock.sleep(interval)
         try:

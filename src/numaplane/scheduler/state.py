@@ -4,7 +4,9 @@
 plain dicts) and the scheduler's own decisions (assume, forget, bound). It keeps:
 
 * the NRT cache of the configured mode (:meth:`SchedulerConfig.make_cache`): NRT objects, pod events
-  (foreign pods, fingerprints), reservations;
+  (foreign pods, fingerprints), reservations; behind :class:`~numaplane.scheduler.staleness.StalenessGate`
+  :attr:`SchedulerState.gate`, which hides the nodes whose exporter stopped rewriting their object
+  (:meth:`tick` feeds it the time; the cycle and the verdicts read the cache through it);
 * :attr:`SchedulerState.cycle`, the one scheduling cycle (:class:`~numaplane.placement.cycle.Cycle`,
   the class the simulator drives) over the nodes whose Node object parses: its node set follows the
   informer (:meth:`Cycle.set_node` / :meth:`Cycle.remove_node`), its NodeResourcesFit usage is
@@ -64,6 +66,7 @@ from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.records import TERMINAL_PHASES, NodeRecord, object_name, pod_key
+from numaplane.scheduler.staleness import StalenessGate
 from numaplane.scheduler.usage import NodeUsage
 from numaplane.scheduler.verdicts import NodeVerdicts, NumaEvaluation
 
@@ -87,10 +90,13 @@ class SchedulerState:
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
         self.cache = config.make_cache()
+        #: The cache as the decisions read it: stale nodes hidden (:mod:`~numaplane.scheduler.staleness`).
+        #: NRT events and the time go through it; the rest may go to :attr:`cache` directly.
+        self.gate = StalenessGate(self.cache)
         #: The scheduling cycle (its nodes: those whose Node object parses; module docstring).
         # One zone slot to start: the pipeline's arrays grow to the most zones a node has, so no slot
         # stays empty on every row (5,000 4-zone nodes in the default 8 slots: half the cells unused).
-        numa = NumaSetup(self.cache, config.strategy, config.filter_options, zones=1)
+        numa = NumaSetup(self.gate, config.strategy, config.filter_options, zones=1)
         self.cycle = Cycle([], [], {}, config.selection, numa)
         self.nodes: dict[str, NodeRecord] = {}
         self.pods: dict[str, Pod] = {}
@@ -99,7 +105,7 @@ class SchedulerState:
         self._reserved: set[str] = set()
         self._names = frozenset(config.scheduler_names)
         #: Per-node verdicts and explanations over this state (reads it, changes nothing).
-        self.verdicts = NodeVerdicts(config, self.cache, self.nodes, self.usage)
+        self.verdicts = NodeVerdicts(config, self.gate, self.nodes, self.usage)
 
     # --- informer input ----------------------------------------------------------------------------
 
@@ -145,15 +151,15 @@ class SchedulerState:
         self.nodes.pop(name, None)
         self._restricted.discard(name)
         self.cycle.remove_node(name)
-        self.cache.node_deleted(name)
+        self.gate.node_deleted(name)
         self.usage.drop_node(name)
 
     def nrt_upserted(self, doc: Mapping[str, Any]) -> None:
         """A NodeResourceTopology was added or changed (malformed objects make the node fail)."""
-        self.cache.nrt_updated(doc)
+        self.gate.nrt_updated(doc)
 
     def nrt_deleted(self, doc: Mapping[str, Any]) -> None:
-        self.cache.nrt_deleted(object_name(doc))
+        self.gate.nrt_deleted(object_name(doc))
 
     def pod_upserted(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> Pod | None:
         """A Pod was added (``old`` is ``None``) or changed; returns it parsed (``None`` if malformed)."""
@@ -233,7 +239,7 @@ class SchedulerState:
         A flush keeps charging the pods its NRT cannot account for (pods still being bound, pods bound
         but not yet admitted): the over-reserve cache does that itself (``numaplane.placement.overreserve``).
         """
-        report = self.cache.tick(now)
+        report = self.gate.tick(now)
         flushed = tuple(getattr(report, "flushed", ()) or ())
         skipped = getattr(report, "skipped", None)
         charged = getattr(report, "charged", None)
@@ -282,7 +288,7 @@ class SchedulerState:
                 rejected_scores[name] = int(ev.scores[row])
                 if not mark:
                     continue
-                cached = self.cache.get(name, pod)
+                cached = self.gate.get(name, pod)
                 if cached.fresh and cached.topology is not None and cached.topology.problem is None:
                     self.cache.node_maybe_overreserved(name, pod)
         preemptible: frozenset[str] = frozenset()
@@ -303,7 +309,7 @@ class SchedulerState:
         return NumaEvaluation(pod, scores, failed, unknown, self.verdicts, preemptible, codes, rejected_scores)
 
     def _trusted_zone_data(self, name: str, pod: Pod) -> bool:
-        cached = self.cache.get(name, pod)
+        cached = self.gate.get(name, pod)
         topology = cached.topology
         return cached.fresh and topology is not None and topology.problem is None and bool(topology.zones)
 
