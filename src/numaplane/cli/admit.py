@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from numaplane.cli._output import InputError, console, emit_document, format_bytes
+from numaplane.cli._validate import validate_option, warn_line
 from numaplane.documents import DocumentError, read_documents
 from numaplane.policy.config_schema import CONFIG_SCHEMA
 from numaplane.policy.errors import PolicyConfigError
@@ -17,6 +18,7 @@ from numaplane.policy.manager import ResourceManager
 from numaplane.resources.errors import PodSpecError
 from numaplane.resources.manifest import pod_from_manifest
 from numaplane.resources.pod import Pod
+from numaplane.resources.podschema import Validation
 from numaplane.sim.cluster import load_topology
 from numaplane.sim.errors import ClusterSpecError
 
@@ -51,6 +53,7 @@ def _read_yaml_documents(path: str) -> list[Any]:
 @click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
 @click.option("--print-config-schema", is_flag=True, help="Print the config document's JSON schema and exit.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when a pod is rejected (default: exit 1 when any pod is).")
+@validate_option
 def command(
     pods: tuple[str, ...],
     topology_spec: str,
@@ -58,6 +61,7 @@ def command(
     output: str,
     print_config_schema: bool,
     exit_zero: bool,
+    validation: Validation,
 ) -> None:
     """Admit POD files (YAML/JSON, several documents per file allowed) in order on one node.
 
@@ -79,7 +83,7 @@ def command(
     if not pods:
         raise click.UsageError("give at least one POD file")
     manager = _manager(topology_spec, config_path)
-    parsed = [pod for path in pods for pod in _read_pods(path)]
+    parsed = [pod for path in pods for pod in _read_pods(path, validation)]
     results = [manager.admit(pod).to_dict() | {"name": pod.key} for pod in parsed]
     rejected = sum(not r["admitted"] for r in results)
     if output != "table":
@@ -118,12 +122,18 @@ def _manager(topology_spec: str, config_path: str | None) -> ResourceManager:
         raise InputError(f"{config_path or 'config'}: {exc}") from exc
 
 
-def _read_pods(path: str) -> list[Pod]:
-    """The pods of one file, defaulted as the API server does (bad input: :class:`InputError`)."""
+def _read_pods(path: str, validation: Validation = "strict") -> list[Pod]:
+    """The pods of one file, checked against the Pod schema (``validation``) and defaulted as the API
+    server does (bad input: :class:`InputError`)."""
     pods = []
     for i, doc in enumerate(_read_yaml_documents(path)):
+        where = f"{path} (document {i})"
+
+        def warn(message: str, where: str = where) -> None:
+            warn_line(f"{where}: {message}")
+
         try:
-            pods.append(pod_from_manifest(doc))
+            pods.append(pod_from_manifest(doc, validation=validation, warn=warn))
         except PodSpecError as exc:
             raise InputError(f"{path} (document {i}): {exc}") from exc
     return pods

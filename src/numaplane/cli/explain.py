@@ -19,7 +19,9 @@ from typing import Any
 import click
 
 from numaplane.cli._output import OUTPUT_CHOICES, InputError, console, emit_document
+from numaplane.cli._validate import validate_option, warn_line
 from numaplane.documents import DocumentError, read_document, read_documents
+from numaplane.resources.podschema import Validation
 
 _SUFFIXES = (".yaml", ".yml", ".json")
 _STRATEGIES = ("MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNUMANodes")
@@ -47,7 +49,7 @@ def _documents(path: Path, kind: str) -> tuple[list[tuple[str, Any]], list[tuple
     return docs, problems
 
 
-def _load_pod(path: Path) -> Any:
+def _load_pod(path: Path, validation: Validation = "strict") -> Any:
     from numaplane.resources.errors import ResourceError
     from numaplane.resources.manifest import pod_from_manifest
 
@@ -60,7 +62,7 @@ def _load_pod(path: Path) -> Any:
     if not isinstance(doc, dict):
         raise InputError(f"--pod {path}: not a Pod object")
     try:
-        return pod_from_manifest(doc)
+        return pod_from_manifest(doc, validation=validation, warn=lambda m: warn_line(f"--pod {path}: {m}"))
     except (ResourceError, AttributeError, TypeError, ValueError) as exc:
         raise InputError(f"--pod {path}: {exc}") from exc
 
@@ -128,6 +130,7 @@ def _table(report: Any) -> None:
 @click.option("--kubelet-admission", is_flag=True, help="Also check restricted / best-effort nodes.")
 @click.option("--output", "-o", type=click.Choice(OUTPUT_CHOICES), default="table", show_default=True)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when the pod fits no node (default: exit 1).")
+@validate_option
 def command(
     pod_file: Path,
     nrt_path: Path | None,
@@ -138,6 +141,7 @@ def command(
     kubelet_admission: bool,
     output: str,
     exit_zero: bool,
+    validation: Validation,
 ) -> None:
     """Explain per node whether POD fits its NUMA zones, and which zone lacks what if not.
 
@@ -156,7 +160,7 @@ def command(
         raise click.UsageError("give --nrt PATH, or --kubeconfig PATH / --api-server URL")
     if nrt_path is not None and (kubeconfig is not None or api_server is not None):
         raise click.UsageError("--nrt and --kubeconfig/--api-server are exclusive")
-    pod = _load_pod(pod_file)
+    pod = _load_pod(pod_file, validation)
     problems: list[tuple[str, str]] = []
     nodes: list[Any] | None = None
     if nrt_path is not None:

@@ -13,8 +13,10 @@ import click
 from click.core import ParameterSource
 
 from numaplane.cli._output import InputError, console, emit_document, format_bytes
+from numaplane.cli._validate import validate_option, warn_line
 from numaplane.documents import DocumentError, read_document
 from numaplane.placement.sampling import num_feasible_nodes_to_find
+from numaplane.resources.podschema import Validation
 from numaplane.sim.cluster import (
     DEFAULT_CLUSTER,
     PluginFactory,
@@ -48,12 +50,12 @@ def _from_options(f: Any) -> Any:
     return f
 
 
-def _load_workload(path: str) -> list[PodArrival]:
+def _load_workload(path: str, validation: Validation = "strict") -> list[PodArrival]:
     try:
         doc = read_document(path)
     except DocumentError as exc:
         raise WorkloadError(path, None, "", exc.reason) from exc
-    return parse_workload(doc, path)
+    return parse_workload(doc, path, validation=validation, warn=warn_line)
 
 
 @click.command(name="simulate")
@@ -136,6 +138,7 @@ def _load_workload(path: str) -> list[PodArrival]:
     "E.g. examples/plugins/accelerator_plugin.py",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@validate_option
 @_from_options
 def command(**opts: Any) -> None:
     """Simulate a cluster: the same workload under several schedulers, compared.
@@ -233,7 +236,7 @@ def _run(opts: dict[str, Any]) -> None:
         for make in factories:
             vendor |= set(make(templates[0].topology, templates[0].config).resources)
     if opts["workload"]:
-        arrivals = _load_workload(opts["workload"])
+        arrivals = _load_workload(opts["workload"], opts["validation"])
     else:
         devices = tuple(sorted({r for t in templates for r, devs in t.config.devices.items() if devs} | vendor))
         scale = len(templates) / DEFAULT_NODES

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from numaplane.cli._output import InputError, console, emit_document
+from numaplane.cli._validate import warn_line
 from numaplane.documents import DocumentError, read_document
 from numaplane.sim.errors import ScenarioError, SimulationError, SnapshotFormatError, WorkloadError
 from numaplane.sim.scenario import Scenario, parse_policy_flag, parse_scenario, parse_schedulers
@@ -61,11 +62,19 @@ def _read_yaml(path: str, what: str) -> Any:
 
 def _scenario(opts: dict[str, Any], schedulers_given: bool) -> Scenario:
     scenario = (
-        parse_scenario(_read_yaml(opts["scenario"], "scenario"), opts["scenario"]) if opts["scenario"] else Scenario()
+        parse_scenario(
+            _read_yaml(opts["scenario"], "scenario"), opts["scenario"], validation=opts["validation"], warn=warn_line
+        )
+        if opts["scenario"]
+        else Scenario()
     )
     flags = Scenario(
         policies=tuple(parse_policy_flag(text) for text in opts["set_policy"]),
-        workload=tuple(a for path in opts["add_workload"] for a in parse_workload(_read_yaml(path, "workload"), path)),
+        workload=tuple(
+            a
+            for path in opts["add_workload"]
+            for a in parse_workload(_read_yaml(path, "workload"), path, validation=opts["validation"], warn=warn_line)
+        ),
         schedulers=parse_schedulers([s for s in opts["schedulers"].split(",") if s.strip()], "--schedulers")
         if schedulers_given
         else (),

@@ -18,8 +18,15 @@ Machine model from the node's NRT (:func:`machine_from_nrt`):
 * the CPU policy is ``static`` unless the NRT states ``cpuManagerPolicy: none``; the topology
   manager policy and scope are the NRT's (``none`` / ``container`` when absent).
 
+Bounds (data from a cluster is hostile data too): a node has at most :data:`MAX_NODE_CPUS` CPUs and
+:data:`MAX_NODE_DEVICES` devices, checked before any per-unit object is made (an NRT row of capacity
+``1e15`` is refused, not allocated). When the NRT reports no reserved memory at all (allocatable equal
+to capacity), the Static memory policy still needs some (the kubelet refuses none): one byte is
+reserved on the first NUMA node and ``notes`` says so (the zone then differs from the NRT by that byte). The model's config is built into a resource
+manager before it is accepted, so whatever the manager refuses falls back as below.
+
 A node without an NRT, or whose NRT the model cannot use (no ``node-<id>`` zone, inconsistent
-rows: said in ``notes``), is modelled from its Node capacity as one NUMA zone with the ``none``
+rows, a bound exceeded: said in ``notes``), is modelled from its Node capacity as one NUMA zone with the ``none``
 topology policy (``source == "capacity"``). :func:`check_model` compares the empty model's zones with
 the NRT's allocatable and says where they differ.
 
@@ -33,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from numaplane.limits import MAX_CPU_ID
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.from_manager import node_nrt
 from numaplane.nrt.model import NodeResourceTopology, Zone, zone_numa_id
@@ -46,7 +54,32 @@ from numaplane.sim.snapshot import policy_from_attributes
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import CPUInfo, HugePages, NUMANode, Topology
 
-__all__ = ["NodeModel", "check_model", "creation_order", "machine_from_nrt", "model_node", "zone_available"]
+__all__ = [
+    "MAX_NODE_CPUS",
+    "MAX_NODE_DEVICES",
+    "NodeModel",
+    "NodeRebuildError",
+    "check_model",
+    "creation_order",
+    "machine_from_nrt",
+    "model_node",
+    "zone_available",
+]
+
+#: Most CPUs a rebuilt node has (CPU ids are at most ``MAX_CPU_ID``).
+MAX_NODE_CPUS = MAX_CPU_ID + 1
+#: Most devices a rebuilt node has (one object is made per device).
+MAX_NODE_DEVICES = 16_384
+
+
+class NodeRebuildError(ValueError):
+    """Node ``node`` of a snapshot cannot be modelled at all (not even from its capacity): ``reason``."""
+
+    def __init__(self, node: str, reason: str) -> None:
+        super().__init__(f"node {node}: {reason}")
+        self.node = node
+        self.reason = reason
+
 
 SMT_LABEL = "feature.node.kubernetes.io/cpu-hardware_multithreading"
 _HUGEPAGES = "hugepages-"
@@ -96,6 +129,16 @@ def machine_from_nrt(
     for _, zone in zones:
         row = zone.resource("cpu")
         counts.append(int(row.capacity.value()) if row is not None else 0)
+    if sum(max(c, 0) for c in counts) > MAX_NODE_CPUS:
+        raise NRTFormatError("zones", f"{sum(counts)} CPUs: a node has at most {MAX_NODE_CPUS}")
+    device_count = sum(
+        max(int(r.allocatable.value()), 0)
+        for _, zone in zones
+        for r in zone.resources
+        if r.name not in ("cpu", "memory") and not r.name.startswith(_HUGEPAGES)
+    )
+    if device_count > MAX_NODE_DEVICES:
+        raise NRTFormatError("zones", f"{device_count} devices: a node has at most {MAX_NODE_DEVICES}")
     smt = smt and all(c % 2 == 0 for c in counts)
     cpus: list[CPUInfo] = []
     nodes: list[NUMANode] = []
@@ -172,10 +215,15 @@ def _policy(nrt: NodeResourceTopology) -> dict[str, str]:
     )
 
 
-def _reserved_memory(topology: Topology, doc: Mapping[str, Any], wanted: Mapping[int, Mapping[str, int]]) -> Any:
-    """``reservedMemory`` making the Static memory policy's allocatable equal ``wanted``."""
+def _reserved_memory(
+    topology: Topology, doc: Mapping[str, Any], wanted: Mapping[int, Mapping[str, int]]
+) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    """``reservedMemory`` making the Static memory policy's allocatable equal ``wanted``, and a note
+    when that is none at all (then one byte is reserved on the first node: the policy needs some)."""
     if doc["memoryManager"]["policy"] != "Static":
-        return []
+        return [], ()
+    if not any(n.memory_total_bytes > 0 for n in topology.numa_nodes):
+        raise NRTFormatError("zones", "the Static memory policy with no memory capacity in any zone")
     # the Static policy refuses a config without reserved memory: probe with one byte reserved
     first = min(n.id for n in topology.numa_nodes if n.memory_total_bytes > 0)
     probe_doc = dict(
@@ -192,7 +240,13 @@ def _reserved_memory(topology: Topology, doc: Mapping[str, Any], wanted: Mapping
                 limits[resource] = str(diff)
         if limits:
             out.append({"numaNode": numa, "limits": limits})
-    return out
+    if not out:
+        note = (
+            "the NRT reports no reserved memory (allocatable equals capacity); the Static memory policy "
+            f"needs some: 1 byte reserved on NUMA node {first}"
+        )
+        return [{"numaNode": first, "limits": {"memory": "1"}}], (note,)
+    return out, ()
 
 
 def _quantities(doc: Mapping[str, str]) -> dict[str, Quantity]:
@@ -208,6 +262,8 @@ def _quantities(doc: Mapping[str, str]) -> dict[str, Quantity]:
 def _capacity_model(node: Mapping[str, Any]) -> tuple[Topology, dict[str, Any]]:
     capacity = _quantities(node.get("capacity") or node.get("allocatable") or {})
     cpus = max(int(capacity["cpu"].value()) if "cpu" in capacity else 1, 1)
+    if cpus > MAX_NODE_CPUS:
+        raise NodeRebuildError(str(node.get("name", "")), f"capacity cpu {cpus}: a node has at most {MAX_NODE_CPUS}")
     memory = int(capacity["memory"].value()) if "memory" in capacity else 0
     ids = list(range(cpus))
     topology = Topology(
@@ -233,14 +289,15 @@ def model_node(node: Mapping[str, Any], nrt_doc: Mapping[str, Any] | None) -> No
     try:
         nrt = NodeResourceTopology.from_dict(body)
         topology, doc, wanted = machine_from_nrt(nrt, smt=labels.get(SMT_LABEL) == "true", name=name)
-        doc["memoryManager"]["reservedMemory"] = _reserved_memory(topology, doc, wanted)
-        parse_config(doc)
+        reserved, notes = _reserved_memory(topology, doc, wanted)
+        doc["memoryManager"]["reservedMemory"] = reserved
+        ResourceManager(topology, parse_config(doc))  # what the manager refuses falls back below
     except (NRTFormatError, PolicyConfigError, QuantityError, ValueError) as exc:
         # an NRT the model cannot use (foreign zone layout, inconsistent rows): say so, keep the node
         topology, doc = _capacity_model(node)
         note = f"NRT not usable ({exc}); modelled from the Node's capacity"
         return NodeModel(name, topology, doc, allocatable, labels, None, "capacity", (note,))
-    return NodeModel(name, topology, doc, allocatable, labels, nrt, "nrt")
+    return NodeModel(name, topology, doc, allocatable, labels, nrt, "nrt", notes)
 
 
 def zone_available(nrt: NodeResourceTopology) -> dict[str, dict[str, int]]:

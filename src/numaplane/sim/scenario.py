@@ -20,12 +20,13 @@ Flags give the same: ``--set-policy POLICY[/SCOPE][@SELECTOR]`` (a topology mana
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from numaplane.kube.selectors import LabelSelector, SelectorError
 from numaplane.policy.config_schema import CONFIG_SCHEMA
+from numaplane.resources.podschema import Validation
 from numaplane.sim.errors import ScenarioError, WorkloadError
 from numaplane.sim.spec import SchedulerSpec
 from numaplane.sim.workload import PodArrival, parse_workload
@@ -136,8 +137,11 @@ def _check_config_shape(config: Mapping[Any, Any], where: str) -> None:
             _refuse_unknown(value, tuple(schema.get("properties", {})), f"{where}.{name}")
 
 
-def parse_scenario(doc: Any, source: str) -> Scenario:
-    """Validate a scenario document (see the module docstring)."""
+def parse_scenario(
+    doc: Any, source: str, *, validation: Validation = "strict", warn: Callable[[str], None] | None = None
+) -> Scenario:
+    """Validate a scenario document (see the module docstring); its workload's pod specs are checked
+    against the Pod schema as ``validation`` says (:func:`~numaplane.sim.workload.parse_workload`)."""
     if doc is None:
         return Scenario()
     if not isinstance(doc, Mapping):
@@ -165,7 +169,7 @@ def parse_scenario(doc: Any, source: str) -> Scenario:
     workload: list[PodArrival] = []
     if doc.get("workload") is not None:
         try:
-            workload = parse_workload(doc["workload"], f"{source}: workload")
+            workload = parse_workload(doc["workload"], f"{source}: workload", validation=validation, warn=warn)
         except WorkloadError as exc:
             raise ScenarioError(f"{source}: workload", exc.reason if exc.entry is None else str(exc)) from exc
     names = doc.get("schedulers") or []

@@ -27,6 +27,11 @@ Invariants:
   Never env, images, commands, volumes, secrets or other annotations.
 * Pods in phase ``Succeeded`` or ``Failed`` are left out; a pod is *bound* when ``spec.nodeName`` is
   set, *pending* otherwise.
+* Reading is strict (:func:`read_snapshot`): every section is present and the writer's ``summary:``
+  footer (written last) is present and equals the counts read, so a truncated file is refused, not
+  read as a smaller cluster; each item line is JSON bounded in nesting depth and integer length;
+  a Node item has a ``name``, ``labels`` a map of strings, ``capacity`` / ``allocatable`` maps of
+  valid quantities; an NRT item a ``name`` and a ``zones`` list; a pod item a mapping.
 * ``policy`` is what the NRT attributes state (``topologyManagerPolicy``, ``topologyManagerScope``
   and, when published, ``cpuManagerPolicy``, ``memoryManagerPolicy``, ``reservedSystemCPUs``), with
   the deprecated ``topologyPolicies`` as a fallback for the topology manager policy and scope.
@@ -42,7 +47,11 @@ from typing import Any, TextIO
 
 import yaml
 
+from numaplane.boundedjson import JSONInputError, check_depth
 from numaplane.documents import DocumentError, check_tree
+from numaplane.limits import MAX_JSON_DEPTH
+from numaplane.resources.errors import QuantityError
+from numaplane.resources.quantity import parse_quantity
 from numaplane.sim.errors import SnapshotFormatError
 
 __all__ = [
@@ -287,17 +296,115 @@ _SECTION_ATTR = {"nodes": "nodes", "nodeResourceTopologies": "nrts", "pods": "po
 
 
 def read_snapshot(path: str | Path) -> Snapshot:
-    """Read and validate a snapshot file (streamed line by line when it is in the writer's layout)."""
+    """Read and validate a snapshot file (streamed line by line when it is in the writer's layout).
+
+    Raise :class:`SnapshotFormatError` naming the section, item and field for anything the module
+    docstring's reading rules refuse (a missing section or ``summary:``, counts differing from the
+    summary, an unusable item)."""
     source = str(path)
     try:
         with open(path, encoding="utf-8") as stream:
             try:
-                return _read_fast(stream, source)
+                snap, summary = _read_fast(stream, source)
             except _NotFastLayout:
                 stream.seek(0)
-                return _read_yaml(stream, source)
+                snap, summary = _read_yaml(stream, source)
     except OSError as exc:
         raise SnapshotFormatError(source, "", f"cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError:
+        raise SnapshotFormatError(source, "", "not UTF-8 text") from None
+    _check_items(snap)
+    _check_summary(snap, summary)
+    return snap
+
+
+def _check_summary(snap: Snapshot, summary: Any) -> None:
+    """The writer's footer is there and says what was read (else the file is truncated or edited)."""
+    if summary is None:
+        raise SnapshotFormatError(
+            snap.source, "summary", "missing: the writer ends every snapshot with it (is the file truncated?)"
+        )
+    if not isinstance(summary, Mapping):
+        raise SnapshotFormatError(snap.source, "summary", "expected a mapping of counts")
+    bound = sum(1 for p in snap.pods if isinstance(p.get("spec"), Mapping) and p["spec"].get("nodeName"))
+    read = {
+        "nodes": len(snap.nodes),
+        "nodeResourceTopologies": len(snap.nrts),
+        "pods": len(snap.pods),
+        "boundPods": bound,
+        "pendingPods": len(snap.pods) - bound,
+    }
+    differ = [
+        f"{key} {summary.get(key)!r} in the summary, {count} read"
+        for key, count in read.items()
+        if summary.get(key) != count
+    ]
+    if differ:
+        raise SnapshotFormatError(snap.source, "summary", "; ".join(differ) + " (is the file truncated?)")
+
+
+def _check_map(value: Any, where: str, source: str, *, quantities: bool) -> None:
+    if value is None:
+        return
+    if not isinstance(value, Mapping):
+        raise SnapshotFormatError(source, where, f"expected a mapping, got {type(value).__name__}")
+    for key, item in value.items():
+        if not isinstance(key, str) or not isinstance(item, str | int | float) or isinstance(item, bool):
+            raise SnapshotFormatError(source, f"{where}.{key}", "expected a string")
+        if quantities:
+            try:
+                parse_quantity(str(item))
+            except QuantityError as exc:
+                raise SnapshotFormatError(source, f"{where}.{key}", str(exc)) from None
+
+
+def _item_name(item: Mapping[str, Any], where: str, source: str) -> str:
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise SnapshotFormatError(source, f"{where}.name", "missing or not a string")
+    return name
+
+
+def _check_items(snap: Snapshot) -> None:
+    """Each item has the shape the rebuild reads (module docstring), so bad data is named, not a crash."""
+    source = snap.source
+    for i, node in enumerate(snap.nodes):
+        where = f"nodes[{i}]"
+        name = _item_name(node, where, source)
+        where = f"nodes[{i}] ({name})"
+        _check_map(node.get("labels"), f"{where}.labels", source, quantities=False)
+        for key in ("capacity", "allocatable"):
+            _check_map(node.get(key), f"{where}.{key}", source, quantities=True)
+        taints = node.get("taints")
+        if taints is not None and (not isinstance(taints, list) or not all(isinstance(t, Mapping) for t in taints)):
+            raise SnapshotFormatError(source, f"{where}.taints", "expected a list of mappings")
+    for i, nrt in enumerate(snap.nrts):
+        where = f"nodeResourceTopologies[{i}]"
+        name = _item_name(nrt, where, source)
+        zones = nrt.get("zones")
+        if zones is not None and not isinstance(zones, list):
+            raise SnapshotFormatError(source, f"{where} ({name}).zones", "expected a list")
+        policy = nrt.get("policy")
+        if policy is not None and not isinstance(policy, Mapping):
+            raise SnapshotFormatError(source, f"{where} ({name}).policy", "expected a mapping")
+
+
+def _item(text: str, number: int, section: str, source: str) -> Any:
+    """One item line's JSON, bounded; text that is not JSON is another layout (``_NotFastLayout``)."""
+    where = f"line {number} ({section})"
+    try:
+        item = json.loads(text)
+    except json.JSONDecodeError:
+        raise _NotFastLayout from None
+    except RecursionError:
+        raise SnapshotFormatError(source, where, f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:  # an integer over 4,300 digits
+        raise SnapshotFormatError(source, where, f"not usable JSON: {exc}") from None
+    try:
+        check_depth(item)
+    except JSONInputError as exc:
+        raise SnapshotFormatError(source, where, str(exc)) from None
+    return item
 
 
 class _NotFastLayout(Exception):
@@ -309,8 +416,9 @@ def _lines(stream: TextIO) -> Iterator[tuple[int, str]]:
         yield number, line.rstrip("\n")
 
 
-def _read_fast(stream: TextIO, source: str) -> Snapshot:
+def _read_fast(stream: TextIO, source: str) -> tuple[Snapshot, Any]:
     header_lines: list[str] = []
+    summary: Any = None
     snap = Snapshot(source=source)
     section: str | None = None
     seen: set[str] = set()
@@ -320,10 +428,7 @@ def _read_fast(stream: TextIO, source: str) -> Snapshot:
         if line.startswith("- "):
             if section is None:
                 raise _NotFastLayout
-            try:
-                item = json.loads(line[2:])
-            except ValueError:
-                raise _NotFastLayout from None
+            item = _item(line[2:], number, section, source)
             if not isinstance(item, dict):
                 raise SnapshotFormatError(source, f"line {number} ({section})", "an item must be a mapping")
             getattr(snap, _SECTION_ATTR[section]).append(item)
@@ -338,6 +443,10 @@ def _read_fast(stream: TextIO, source: str) -> Snapshot:
             continue
         if key == "summary":
             section = None
+            try:
+                summary = yaml.safe_load(line[len(key) + 1 :]) if summary is None else "twice"
+            except yaml.YAMLError:
+                raise _NotFastLayout from None
             continue
         if section is not None or (line.startswith(" ") and not header_lines):
             raise _NotFastLayout
@@ -347,11 +456,20 @@ def _read_fast(stream: TextIO, source: str) -> Snapshot:
     except yaml.YAMLError:
         raise _NotFastLayout from None
     _check_header(header, source)
+    _check_sections(seen, source)
     snap.metadata = dict(header.get("metadata") or {})
-    return snap
+    return snap, summary
 
 
-def _read_yaml(stream: TextIO, source: str) -> Snapshot:
+def _check_sections(seen: Any, source: str) -> None:
+    missing = [name for name in SECTIONS if name not in seen]
+    if missing:
+        raise SnapshotFormatError(
+            source, missing[0], "section missing: the writer writes every section (is the file truncated?)"
+        )
+
+
+def _read_yaml(stream: TextIO, source: str) -> tuple[Snapshot, Any]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         doc = check_tree(yaml.load(stream, Loader=loader), source)
@@ -368,7 +486,8 @@ def _read_yaml(stream: TextIO, source: str) -> Snapshot:
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
             raise SnapshotFormatError(source, section, "expected a list of mappings")
         setattr(snap, attr, items)
-    return snap
+    _check_sections(doc, source)
+    return snap, doc.get("summary")
 
 
 def _check_header(doc: Any, source: str) -> None:

@@ -35,7 +35,7 @@ from numaplane.resources.pod import Pod, parse_pod
 from numaplane.sim.cluster import NodeTemplate, instantiate
 from numaplane.sim.engine import Run, cyclic_gc_paused
 from numaplane.sim.errors import ScenarioError, SnapshotFormatError
-from numaplane.sim.rebuild import NodeModel, check_model, creation_order, model_node, zone_available
+from numaplane.sim.rebuild import NodeModel, NodeRebuildError, check_model, creation_order, model_node, zone_available
 from numaplane.sim.scenario import Scenario
 from numaplane.sim.snapshot import Snapshot
 from numaplane.sim.spec import RunResult, SchedulerSpec, SimConfig
@@ -56,6 +56,15 @@ class ClusterModel:
     pending: list[Pod]
     unknown_node: list[Pod]
     model_notes: dict[str, list[str]]
+    #: nodes that cannot be modelled at all, with why (left out of the run; their pods too)
+    skipped: dict[str, str] = field(default_factory=dict)
+    #: pods bound to a skipped node (not simulated)
+    on_skipped: list[Pod] = field(default_factory=list)
+
+    @property
+    def nodes_compared_with_nrt(self) -> int:
+        """Nodes whose model comes from their NRT (the per-zone comparison covers these only)."""
+        return sum(1 for n in self.nodes if n.nrt is not None)
 
 
 def _pod(doc: Mapping[str, Any], i: int, source: str) -> Pod:
@@ -69,22 +78,36 @@ def load_cluster(snapshot: Snapshot) -> ClusterModel:
     """Node models and pods of ``snapshot`` (see the module docstring)."""
     source = snapshot.source or "<snapshot>"
     nrts = {str(n.get("name")): n for n in snapshot.nrts}
-    nodes = [model_node(n, nrts.get(str(n.get("name")))) for n in snapshot.nodes]
+    nodes: list[NodeModel] = []
+    checks: dict[str, list[str]] = {}
+    skipped: dict[str, str] = {}
+    for doc in snapshot.nodes:
+        name = str(doc.get("name"))
+        try:
+            model = model_node(doc, nrts.get(name))
+            checks[name] = check_model(model)
+        except (NodeRebuildError, PolicyConfigError, ValueError) as exc:  # named and left out, never the run
+            skipped[name] = exc.reason if isinstance(exc, NodeRebuildError) else str(exc)
+            continue
+        nodes.append(model)
     names = {n.name for n in nodes}
     bound: dict[str, list[Pod]] = {n.name: [] for n in nodes}
     pending: list[Pod] = []
     unknown: list[Pod] = []
+    on_skipped: list[Pod] = []
     for i, doc in enumerate(snapshot.pods):
         pod = _pod(doc, i, source)
         if not pod.node_name:
             pending.append(pod)
+        elif pod.node_name in skipped:
+            on_skipped.append(pod)
         elif pod.node_name in names:
             bound[pod.node_name].append(pod)
         else:
             unknown.append(pod)
     bound = {name: creation_order(pods) for name, pods in bound.items()}
-    notes = {n.name: [*n.notes, *check_model(n)] for n in nodes if n.notes or check_model(n)}
-    return ClusterModel(nodes, bound, creation_order(pending), unknown, notes)
+    notes = {n.name: [*n.notes, *checks[n.name]] for n in nodes if n.notes or checks[n.name]}
+    return ClusterModel(nodes, bound, creation_order(pending), unknown, notes, skipped, on_skipped)
 
 
 @dataclass

@@ -66,11 +66,15 @@ def whatif_document(result: WhatIfResult, meta: dict[str, Any] | None = None) ->
             "boundPods": bound,
             "pendingPods": len(cluster.pending),
             "podsOnUnknownNodes": [p.key for p in cluster.unknown_node],
+            "nodesSkipped": dict(cluster.skipped),
+            "podsOnSkippedNodes": [p.key for p in cluster.on_skipped],
         },
         "baseline": {
             "readmitted": bound - len(not_readmitted),
             "notReadmitted": not_readmitted,
-            "matchesNRT": not result.nrt_mismatches,
+            "nodesComparedWithNRT": cluster.nodes_compared_with_nrt,
+            # null when no node was compared: nothing matched or differed
+            "matchesNRT": None if not cluster.nodes_compared_with_nrt else not result.nrt_mismatches,
             "nrtMismatches": result.nrt_mismatches,
             "modelNotes": cluster.model_notes,
         },
@@ -108,11 +112,20 @@ def render_whatif(doc: dict[str, Any], out: Console, *, limit: int = 20) -> None
         f"snapshot: {snap['nodes']} nodes ({snap['nodesModelledFromNRT']} from NRT), "
         f"{snap['boundPods']} bound pods, {snap['pendingPods']} pending"
     )
-    out.print(
-        f"baseline: {base['readmitted']} pods re-admitted, {len(base['notReadmitted'])} not; "
-        f"per-zone availability {'matches' if base['matchesNRT'] else 'DIFFERS from'} the NRT objects"
-        + ("" if base["matchesNRT"] else f" on {len(base['nrtMismatches'])} nodes")
-    )
+    compared = base["nodesComparedWithNRT"]
+    if not compared:
+        verdict = "per-zone availability not compared: no node is modelled from a usable NRT object"
+    elif base["matchesNRT"]:
+        verdict = f"per-zone availability matches the NRT objects on all {compared} node(s) compared"
+    else:
+        verdict = (
+            f"per-zone availability DIFFERS from the NRT objects on {len(base['nrtMismatches'])} of {compared} node(s)"
+        )
+    out.print(f"baseline: {base['readmitted']} pods re-admitted, {len(base['notReadmitted'])} not; {verdict}")
+    for node, reason in list(snap["nodesSkipped"].items())[:limit]:
+        out.print(f"  node {node} skipped (cannot be modelled): {reason}")
+    if snap["podsOnSkippedNodes"]:
+        out.print(f"  {len(snap['podsOnSkippedNodes'])} pods are bound to skipped nodes (not simulated)")
     for item in base["notReadmitted"][:limit]:
         out.print(f"  not re-admitted: {item['pod']} on {item['node']}: {item['reason']}")
     for node, lines in list(base["nrtMismatches"].items())[:limit]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from numaplane.limits import MAX_WORKLOAD_PODS
 from numaplane.resources.errors import PodSpecError
 from numaplane.resources.manifest import pod_from_manifest
 from numaplane.resources.pod import Pod, parse_pod
+from numaplane.resources.podschema import Validation
 from numaplane.sim.errors import WorkloadError
 
 __all__ = ["PodArrival", "WorkloadMix", "generate_workload", "parse_workload"]
@@ -53,8 +54,17 @@ class PodArrival:
     group: str
 
 
-def parse_workload(doc: Any, source: str = "<workload>") -> list[PodArrival]:
-    """Validate and expand a workload document into arrivals sorted by time (stable)."""
+def parse_workload(
+    doc: Any,
+    source: str = "<workload>",
+    *,
+    validation: Validation = "strict",
+    warn: Callable[[str], None] | None = None,
+) -> list[PodArrival]:
+    """Validate and expand a workload document into arrivals sorted by time (stable).
+
+    Each entry's ``spec`` is checked against the Pod schema of v1.36 once (``validation``, as
+    :func:`~numaplane.resources.manifest.pod_from_manifest`; ``warn`` receives the problems of ``"warn"``)."""
     if not isinstance(doc, Mapping):
         raise WorkloadError(source, None, "", "a workload must be a mapping with a 'pods' list")
     for key in doc:
@@ -67,7 +77,7 @@ def parse_workload(doc: Any, source: str = "<workload>") -> list[PodArrival]:
         raise WorkloadError(source, None, "pods", "missing or empty list")
     arrivals: list[PodArrival] = []
     for i, entry in enumerate(entries):
-        arrivals.extend(_expand_entry(entry, i, source))
+        arrivals.extend(_expand_entry(entry, i, source, validation, warn))
         if len(arrivals) > MAX_WORKLOAD_PODS:
             raise WorkloadError(source, i, "count", f"the workload asks for more than {MAX_WORKLOAD_PODS} pods")
     arrivals.sort(key=lambda a: a.arrival_s)
@@ -95,7 +105,13 @@ def _number(entry: Mapping[str, Any], key: str, source: str, i: int, default: fl
     return float(value)
 
 
-def _expand_entry(entry: Any, i: int, source: str) -> list[PodArrival]:
+def _prefixed(warn: Callable[[str], None], prefix: str) -> Callable[[str], None]:
+    return lambda message: warn(f"{prefix}: {message}")
+
+
+def _expand_entry(
+    entry: Any, i: int, source: str, validation: Validation = "strict", warn: Callable[[str], None] | None = None
+) -> list[PodArrival]:
     if not isinstance(entry, Mapping):
         raise WorkloadError(source, i, "", "an entry must be a mapping")
     for key in entry:
@@ -134,7 +150,12 @@ def _expand_entry(entry: Any, i: int, source: str) -> list[PodArrival]:
             "spec": spec,
         }
         try:
-            pod = pod_from_manifest(doc)
+            # the entry's pods differ only in name and uid: the schema is checked on the first
+            pod = pod_from_manifest(
+                doc,
+                validation=validation if k == 0 else "ignore",
+                warn=None if warn is None else _prefixed(warn, f"{source}: pods[{i}] ({name})"),
+            )
         except PodSpecError as exc:
             raise WorkloadError(source, i, exc.path, exc.reason) from exc
         out.append(PodArrival(arrival + k * interval, duration, pod, name))
