@@ -132,7 +132,9 @@ def default_matrix(*, memory_static: bool, reduced: bool = False) -> list[DiffCo
         DiffConfig(f"best-effort/container+{label}", "best-effort", "container", opts, memory_static=memory_static)
         for label, opts in options
     ]
-    configs.append(DiffConfig("single-numa-node/container+reserved-0-1", reserved_cpus="0-1", memory_static=memory_static))
+    configs.append(
+        DiffConfig("single-numa-node/container+reserved-0-1", reserved_cpus="0-1", memory_static=memory_static)
+    )
     if reduced:
         return [configs[0], configs[3], configs[6 + 3]]
     return configs
@@ -404,7 +406,9 @@ def minimise(ops: Sequence[Op], still_fails: Callable[[Sequence[Op]], Mismatch |
         if isinstance(op, DeletePod):
             i += 1
             continue
-        candidate = [o for j, o in enumerate(current) if j != i and not (isinstance(o, DeletePod) and o.name == op.name)]
+        candidate = [
+            o for j, o in enumerate(current) if j != i and not (isinstance(o, DeletePod) and o.name == op.name)
+        ]
         tries += 1
         found = still_fails(candidate)
         if found is not None:

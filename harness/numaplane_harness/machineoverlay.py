@@ -6,8 +6,10 @@ Facts (issue 27, checked with kubelet v1.36.2 / cAdvisor v0.56.2): cAdvisor read
 sockets from ``/proc/cpuinfo`` and the node's memory capacity from ``/proc/meminfo``. So
 :func:`prepare_overlay` unpacks a snapshot and completes it where captures are thin:
 
-* ``nodeN/cpuM`` links made from ``nodeN/cpulist`` where missing (hwloc dumps have none; without them
+* ``nodeN/cpuM`` links made from ``nodeN/cpulist`` (else ``nodeN/cpumap``) where missing (hwloc dumps have none; without them
   cAdvisor says "could not detect number of cpus");
+* ``cpu/online`` written where missing (from each CPU's ``online`` file, a CPU without one online:
+  the rule of :mod:`numaplane.topology.sysfs`);
 * ``cpuN/cpufreq/cpuinfo_max_freq`` written where missing (cAdvisor needs a clock speed; ARM cpuinfo
   has none);
 * ``/proc/meminfo``: ``MemTotal`` = ``MemFree`` = ``MemAvailable`` = the sum of the nodes' ``MemTotal``
@@ -68,7 +70,7 @@ class MachineOverlay:
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text().strip()
+        return path.read_text().replace("\x00", "").strip()  # some captures end files with a NUL
     except OSError:
         return ""
 
@@ -109,15 +111,20 @@ def _online(root: Path) -> CPUSet:
         for p in (root / "sys/devices/system/cpu").iterdir()
         if (m := re.fullmatch(r"cpu(\d+)", p.name)) and _read(p / "online") != "0"
     ]
-    return CPUSet.of(*cpus)
+    return CPUSet(cpus)
 
 
 def _link_node_cpus(root: Path) -> None:
     for node_dir in _node_dirs(root).values():
         cpulist = _read(node_dir / "cpulist")
-        if not cpulist:
+        cpumap = _read(node_dir / "cpumap").replace(",", "")
+        if cpulist:
+            cpus = CPUSet.parse(cpulist)
+        elif cpumap:
+            cpus = CPUSet.from_mask(int(cpumap, 16))
+        else:
             continue
-        for cpu in CPUSet.parse(cpulist):
+        for cpu in cpus:
             link = node_dir / f"cpu{cpu}"
             if not link.exists() and not link.is_symlink():
                 link.symlink_to(f"../../cpu/cpu{cpu}")
@@ -198,6 +205,9 @@ def prepare_overlay(snapshot: Path, workdir: Path) -> MachineOverlay:
     unpacked.mkdir(parents=True, exist_ok=True)
     root = _unpack(snapshot, unpacked)
     online = _online(root)
+    online_file = root / "sys/devices/system/cpu/online"
+    if not online_file.exists():  # cAdvisor reads the list; without it every CPU counts as offline
+        online_file.write_text(online.format() + "\n")
     _link_node_cpus(root)
     _add_cpufreq(root, online)
     generated = workdir / "generated"
@@ -207,7 +217,13 @@ def prepare_overlay(snapshot: Path, workdir: Path) -> MachineOverlay:
     for size_kb, count in sorted(pages.items()):
         d = generated / "hugepages" / f"hugepages-{size_kb}kB"
         d.mkdir(exist_ok=True)
-        for knob in ("nr_hugepages", "free_hugepages", "nr_overcommit_hugepages", "resv_hugepages", "surplus_hugepages"):
+        for knob in (
+            "nr_hugepages",
+            "free_hugepages",
+            "nr_overcommit_hugepages",
+            "resv_hugepages",
+            "surplus_hugepages",
+        ):
             (d / knob).write_text(f"{count if knob in ('nr_hugepages', 'free_hugepages') else 0}\n")
     total_kb = _mem_total_kb(root)
     default_kb = 2048

@@ -49,7 +49,9 @@ def test_real_kubelet_and_numaplane_decide_alike(
     machine: str, diff_runtime: tuple[ControlPlane, ContainerdInstance], short_tmp: Path
 ) -> None:
     plane, runtime = diff_runtime
-    results = run_machine(plane, runtime, SHARED / "topologies" / "real" / f"{machine}.tar.gz", short_tmp, reduced=True, count=10)
+    results = run_machine(
+        plane, runtime, SHARED / "topologies" / "real" / f"{machine}.tar.gz", short_tmp, reduced=True, count=10
+    )
     lines = []
     for r in results:
         lines.append(f"{r.machine} {r.config}: {r.equal}/{r.compared} equal ({r.pods} pods, {r.seconds:.1f} s)")
