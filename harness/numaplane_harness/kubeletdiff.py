@@ -448,6 +448,8 @@ class ConfigResult:
     mismatches: list[Mismatch]
     seconds: float
     minimal: list[Op] = field(default_factory=list)
+    #: mismatches of the same kubelet run against numaplane over the hwloc view (``check_hwloc``; -1: not run)
+    hwloc_mismatches: int = -1
 
     @property
     def equal(self) -> int:
@@ -465,15 +467,19 @@ def run_machine(
     count: int = 12,
     minimise_budget: int = 0,
     reduced: bool = False,
+    check_hwloc: bool = False,
 ) -> list[ConfigResult]:
     """Every configuration (default: :func:`default_matrix`, memory Static where the snapshot allows)
-    on one machine; one kubelet, restarted per configuration."""
+    on one machine; one kubelet, restarted per configuration. ``check_hwloc``: also replay numaplane
+    over ``discover(view="hwloc")`` against the same kubelet run (the view the managers must not use:
+    proof that the differential sees a difference in cores)."""
     from numaplane.topology.sysfs import discover
     from numaplane_harness.kubelet import run_kubelet
     from numaplane_harness.machineoverlay import prepare_overlay, snapshot_has_node_memory
 
     overlay = prepare_overlay(snapshot, workdir)
     topology = discover(overlay.root, view="kubelet")
+    hwloc_view = discover(overlay.root, view="hwloc") if check_hwloc else topology
     memory_static = snapshot_has_node_memory(overlay.root)
     chosen = list(configs) if configs is not None else default_matrix(memory_static=memory_static, reduced=reduced)
     chosen = [
@@ -489,13 +495,23 @@ def run_machine(
             if i:
                 kubelet.restart(config.kubelet_policy())
 
-            def both(sequence: Sequence[Op], config: DiffConfig = config) -> tuple[int, list[Mismatch]]:
+            hwloc_mismatches = [-1]
+
+            def both(
+                sequence: Sequence[Op],
+                config: DiffConfig = config,
+                hwloc: bool = False,
+                box: list[int] = hwloc_mismatches,
+            ) -> tuple[int, list[Mismatch]]:
                 kubelet.delete_pods()
                 real = play_kubelet(kubelet, sequence)
                 ours = play_numaplane(topology, config, sequence, lambda op: real.created[op.name])
+                if hwloc:
+                    other = play_numaplane(hwloc_view, config, sequence, lambda op: real.created[op.name])
+                    box[0] = len(compare(real, other, memory=config.memory_static)[1])
                 return compare(real, ours, memory=config.memory_static)
 
-            compared, mismatches = both(ops)
+            compared, mismatches = both(ops, hwloc=check_hwloc)
             minimal: list[Op] = []
             if mismatches and minimise_budget:
                 first = [m for m in mismatches if not m.what.startswith("final")]
@@ -518,6 +534,7 @@ def run_machine(
                     mismatches,
                     time.monotonic() - began,
                     minimal,
+                    hwloc_mismatches[0],
                 )
             )
     return results
