@@ -59,6 +59,7 @@ from numaplane_harness.busyboximage import BUSYBOX_IMAGE
 from numaplane_harness.containerd import ContainerdInstance, containerd_unavailable_reason
 from numaplane_harness.hostcleanup import cgroup_dirs, kill_cgroup_members, unmount_under
 from numaplane_harness.kubecluster import ApiStatus, ControlPlane, free_port, kubeconfig
+from numaplane_harness.machineoverlay import MachineOverlay
 from numaplane_harness.processes import terminate_process
 from numaplane_harness.unavailable import component_unavailable
 
@@ -112,6 +113,8 @@ class KubeletPolicy:
     reserved_memory: Mapping[int, str] = field(default_factory=lambda: {0: EVICTION_MEMORY})
     topology_manager_policy: str = "none"  # none | best-effort | restricted | single-numa-node
     topology_manager_scope: str = "container"
+    #: ``featureGates`` of the KubeletConfiguration (e.g. the CPU manager's alpha/beta options)
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
 
     def config(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -122,6 +125,8 @@ class KubeletPolicy:
             # Shared-pool changes reach running containers within a second or two.
             "cpuManagerReconcilePeriod": "1s",
         }
+        if self.feature_gates:
+            doc["featureGates"] = dict(self.feature_gates)
         if self.reserved_system_cpus:
             # also with the CPU manager off: node allocatable CPU leaves the reserved CPUs out
             doc["reservedSystemCPUs"] = self.reserved_system_cpus
@@ -216,6 +221,8 @@ class RealKubelet:
     pod_uids: set[str] = field(default_factory=set, repr=False)
     #: fixed host paths the kubelet creates, with whether each existed before the first start
     _created_before: dict[Path, bool] = field(default_factory=dict, repr=False)
+    #: another machine's sysfs shown to this kubelet only (its own mount namespace); None: this machine
+    overlay: MachineOverlay | None = None
 
     # ---- paths ----
 
@@ -326,6 +333,8 @@ class RealKubelet:
             "--node-ip=127.0.0.1",
             "--v=2",
         ]
+        if self.overlay is not None:
+            command = self.overlay.wrap(command)
         started = time.monotonic()
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -587,6 +596,7 @@ def run_kubelet(
     policy: KubeletPolicy | None = None,
     *,
     node_name: str | None = None,
+    overlay: MachineOverlay | None = None,
 ) -> Iterator[RealKubelet]:
     """Start a kubelet (see the module docstring); yield it once its Node is Ready; clean everything up."""
     reason = kubelet_unavailable_reason()
@@ -605,6 +615,7 @@ def run_kubelet(
         node_name=name,
         cgroup_root=cgroup_root,
         policy=policy or KubeletPolicy(),
+        overlay=overlay,
     )
     try:
         cert, key = control_plane.pki.client(f"system:node:{name}", ("system:nodes",))

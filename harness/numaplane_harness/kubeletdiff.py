@@ -1,0 +1,546 @@
+"""The real-kubelet differential: the real kubelet v1.36.2 on a real machine's snapshot against numaplane's core.
+
+For one snapshot (``shared/topologies/real/*.tar.gz``) and one :class:`DiffConfig`, the same pod sequence
+(:func:`generate_ops`: seeded, adds and deletions, init containers, Guaranteed and shared pods, memory and
+2Mi hugepages) is played
+
+* on the real kubelet, which sees the snapshot through :mod:`numaplane_harness.machineoverlay` (its
+  CPU manager static, memory manager Static where every node reports memory, topology manager): a
+  decision is read once the kubelet has written the pod's status (admitted: ``Pending``/``Running``;
+  rejected: ``Failed`` with its ``reason``), the CPUs and NUMA memory of each container from
+  ``cpu_manager_state`` / ``memory_manager_state``;
+* on numaplane's :class:`~numaplane.policy.manager.ResourceManager` over
+  ``discover(snapshot, view="kubelet")`` with the same configuration, fed the pods as the API server
+  returned them (same uids).
+
+:func:`compare` lists every decision that differs and whether the final checkpoints are equal.
+:func:`minimise` shrinks a sequence to the shortest prefix and then drops earlier operations one at a
+time while the first mismatch stays (each try replays the kubelet: bounded by ``budget``).
+
+Units: CPU in whole CPUs or millicores (``"1500m"``), memory and hugepages in MiB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from numaplane.policy.manager import ResourceManager
+from numaplane.resources.pod import parse_pod
+from numaplane.topology.model import Topology
+from numaplane_harness.busyboximage import BUSYBOX_IMAGE
+from numaplane_harness.kubecluster import ApiStatus
+from numaplane_harness.kubelet import EVICTION_MEMORY, KubeletPolicy, RealKubelet
+
+__all__ = [
+    "AddPod",
+    "ContainerSpec",
+    "Decision",
+    "DeletePod",
+    "DiffConfig",
+    "Outcome",
+    "compare",
+    "default_matrix",
+    "generate_ops",
+    "minimise",
+    "play_kubelet",
+    "play_numaplane",
+]
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    name: str
+    cpu: str  # "2" or "500m"
+    memory_mi: int
+    hugepages_mi: int = 0
+    init: bool = False
+
+
+@dataclass(frozen=True)
+class AddPod:
+    name: str
+    containers: tuple[ContainerSpec, ...]
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    name: str
+
+
+Op = AddPod | DeletePod
+
+
+@dataclass(frozen=True)
+class DiffConfig:
+    """One configuration of both sides. ``memory_static``: the memory manager Static (else None)."""
+
+    name: str
+    topology_policy: str = "single-numa-node"
+    topology_scope: str = "container"
+    cpu_options: Mapping[str, str] = field(default_factory=dict)
+    reserved_cpus: str = "0"
+    memory_static: bool = True
+
+    def kubelet_policy(self) -> KubeletPolicy:
+        return KubeletPolicy(
+            cpu_manager_policy="static",
+            reserved_system_cpus=self.reserved_cpus,
+            cpu_manager_policy_options=dict(self.cpu_options),
+            memory_manager_policy="Static" if self.memory_static else "None",
+            reserved_memory={0: EVICTION_MEMORY},
+            topology_manager_policy=self.topology_policy,
+            topology_manager_scope=self.topology_scope,
+            feature_gates={"CPUManagerPolicyAlphaOptions": True, "CPUManagerPolicyBetaOptions": True}
+            if self.cpu_options
+            else {},
+        )
+
+    def numaplane_config(self) -> dict[str, Any]:
+        return {
+            "topologyManager": {"policy": self.topology_policy, "scope": self.topology_scope},
+            "cpuManager": {"policy": "static", "reservedCPUs": self.reserved_cpus, "options": dict(self.cpu_options)},
+            "memoryManager": {
+                "policy": "Static" if self.memory_static else "None",
+                "reservedMemory": [{"numaNode": 0, "limits": {"memory": EVICTION_MEMORY}}]
+                if self.memory_static
+                else [],
+            },
+        }
+
+
+def default_matrix(*, memory_static: bool, reduced: bool = False) -> list[DiffConfig]:
+    """Topology policy × scope, then each CPU manager option on best-effort/container (it admits
+    every pod, so an option shows in the CPUs chosen), reserved CPUs 0-1 (``reduced``: CI's four)."""
+    configs = [
+        DiffConfig(f"{policy}/{scope}", policy, scope, memory_static=memory_static)
+        for policy in ("single-numa-node", "restricted", "best-effort")
+        for scope in ("container", "pod")
+    ]
+    options = [
+        ("full-pcpus-only", {"full-pcpus-only": "true"}),
+        ("distribute-across-numa", {"distribute-cpus-across-numa": "true"}),
+        ("align-by-socket", {"align-by-socket": "true"}),
+        ("uncorecache", {"prefer-align-cpus-by-uncorecache": "true"}),
+        ("strict-reservation", {"strict-cpu-reservation": "true"}),
+    ]
+    configs += [
+        DiffConfig(f"best-effort/container+{label}", "best-effort", "container", opts, memory_static=memory_static)
+        for label, opts in options
+    ]
+    configs.append(
+        DiffConfig("single-numa-node/container+reserved-0-1", reserved_cpus="0-1", memory_static=memory_static)
+    )
+    if reduced:  # a policy of each scope, the SMT-alignment and the uncore-cache options
+        return [configs[0], configs[3], configs[6], configs[6 + 3]]
+    return configs
+
+
+def generate_ops(seed: int, count: int, *, hugepages: bool, max_cpus: int) -> list[Op]:
+    """A seeded sequence of ``count`` operations: mostly adds (1–3 containers, sometimes an init
+    container, sometimes a shared-CPU pod), deletions of a live pod, never a deletion last."""
+    rnd = random.Random(seed)
+    ops: list[Op] = []
+    live: list[str] = []
+    biggest = max(1, min(8, max_cpus // 3))
+    for i in range(count):
+        if live and i < count - 1 and rnd.random() < 0.2:
+            name = live.pop(rnd.randrange(len(live)))
+            ops.append(DeletePod(name))
+            continue
+        containers = []
+        shared = rnd.random() < 0.15
+        for c in range(rnd.choice((1, 1, 1, 2, 3))):
+            cpu = f"{rnd.choice((250, 500, 1500))}m" if shared else str(rnd.randint(1, biggest))
+            pages = rnd.choice((0, 0, 2, 4)) if hugepages else 0
+            containers.append(ContainerSpec(f"c{c}", cpu, rnd.choice((64, 128, 512, 2048)), pages))
+        if rnd.random() < 0.25:
+            first = containers[0]
+            containers.insert(0, ContainerSpec("init", first.cpu, first.memory_mi, first.hugepages_mi, init=True))
+        name = f"p{i}"
+        ops.append(AddPod(name, tuple(containers)))
+        live.append(name)
+    return ops
+
+
+def manifest(op: AddPod, node_name: str) -> dict[str, Any]:
+    """A Guaranteed (or, with fractional CPU, still Guaranteed-shared) busybox pod bound to ``node_name``."""
+
+    def container(spec: ContainerSpec) -> dict[str, Any]:
+        amounts = {"cpu": spec.cpu, "memory": f"{spec.memory_mi}Mi"}
+        if spec.hugepages_mi:
+            amounts["hugepages-2Mi"] = f"{spec.hugepages_mi}Mi"
+        return {
+            "name": spec.name,
+            "image": BUSYBOX_IMAGE,
+            "imagePullPolicy": "Never",
+            "command": ["true"] if spec.init else ["sleep", "3600"],
+            "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+        }
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": op.name, "namespace": "default"},
+        "spec": {
+            "nodeName": node_name,
+            "hostNetwork": True,
+            "dnsPolicy": "Default",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": 0,
+            # the containers cannot start (their CPUs are another machine's): Always keeps the pod
+            # active, and so its allocations
+            "restartPolicy": "Always",
+            "tolerations": [{"operator": "Exists"}],
+            "initContainers": [container(c) for c in op.containers if c.init],
+            "containers": [container(c) for c in op.containers if not c.init],
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One pod's admission: the reason ("" when admitted), CPUs and memory blocks per container."""
+
+    pod: str
+    admitted: bool
+    reason: str
+    cpus: Mapping[str, str]
+    memory: Mapping[str, Any]
+
+
+@dataclass
+class Outcome:
+    decisions: list[Decision]
+    cpu_state: dict[str, Any]
+    memory_state: dict[str, Any]
+    seconds: float = 0.0
+    #: the pods as the API server returned them on creation, by name
+    created: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _strip(state: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in state.items() if k != "checksum"}
+
+
+def _by_name(entries: Mapping[str, Any], uid_to_name: Mapping[str, str]) -> dict[str, Any]:
+    return {uid_to_name.get(uid, uid): value for uid, value in sorted(entries.items())}
+
+
+def _named_state(state: Mapping[str, Any], uid_to_name: Mapping[str, str]) -> dict[str, Any]:
+    out = _strip(state)
+    if "entries" in out:
+        out["entries"] = _by_name(out["entries"], uid_to_name)
+    return out
+
+
+def play_kubelet(kubelet: RealKubelet, ops: Sequence[Op], *, timeout: float = 60) -> Outcome:
+    """Play ``ops`` on the running kubelet (its pods deleted first, its checkpoints fresh from
+    :meth:`RealKubelet.restart`); the pods are left in place for the caller to delete."""
+    began = time.monotonic()
+    cp = kubelet.control_plane
+    decisions: list[Decision] = []
+    uids: dict[str, str] = {}
+    created_pods: dict[str, dict[str, Any]] = {}
+    for op in ops:
+        if isinstance(op, DeletePod):
+            uid = next(u for u, n in uids.items() if n == op.name)
+            with contextlib.suppress(ApiStatus):
+                cp.request("DELETE", f"/api/v1/namespaces/default/pods/{op.name}", {"gracePeriodSeconds": 0})
+            cp.wait_for(f"pod {op.name} gone", lambda n=op.name: _gone(kubelet, n), timeout=timeout)
+            # the CPU manager forgets a deleted pod in its reconcile loop (1 s)
+            cp.wait_for(
+                f"pod {op.name} out of cpu_manager_state",
+                lambda u=uid: u not in kubelet.cpu_manager_state().get("entries", {}),
+                timeout=timeout,
+            )
+            continue
+        created = kubelet.create_pod(manifest(op, kubelet.node_name))
+        uid = str(created["metadata"]["uid"])
+        uids[uid] = op.name
+        created_pods[op.name] = created
+        pod = cp.wait_for(f"decision on {op.name}", lambda n=op.name: _decided(kubelet, n), timeout=timeout)
+        status = pod["status"]
+        admitted = status.get("phase") != "Failed"
+        cpu_state = kubelet.cpu_manager_state()
+        memory_state = _memory_state(kubelet)
+        decisions.append(
+            Decision(
+                op.name,
+                admitted,
+                "" if admitted else str(status.get("reason", "")),
+                dict(cpu_state.get("entries", {}).get(uid, {})),
+                dict(memory_state.get("entries", {}).get(uid, {})),
+            )
+        )
+    return Outcome(
+        decisions,
+        _named_state(kubelet.cpu_manager_state(), uids),
+        _named_state(_memory_state(kubelet), uids),
+        time.monotonic() - began,
+        created_pods,
+    )
+
+
+def _memory_state(kubelet: RealKubelet) -> dict[str, Any]:
+    import json
+
+    try:
+        state: dict[str, Any] = json.loads(kubelet.memory_manager_state_file.read_text())
+    except FileNotFoundError:
+        return {}
+    return state
+
+
+def _gone(kubelet: RealKubelet, name: str) -> bool:
+    try:
+        kubelet.get_pod(name)
+    except ApiStatus as exc:
+        return exc.code == 404
+    return False
+
+
+def _decided(kubelet: RealKubelet, name: str) -> dict[str, Any] | None:
+    pod = kubelet.get_pod(name)
+    status = pod.get("status", {})
+    if status.get("phase") == "Failed":
+        return pod
+    if status.get("containerStatuses") or status.get("initContainerStatuses"):
+        return pod
+    return None
+
+
+def play_numaplane(
+    topology: Topology, config: DiffConfig, ops: Sequence[Op], pods: Callable[[AddPod], Mapping[str, Any]]
+) -> Outcome:
+    """Play ``ops`` on numaplane's manager; ``pods(op)`` gives the pod as the API server returned it."""
+    began = time.monotonic()
+    manager = ResourceManager(topology, config.numaplane_config())
+    decisions: list[Decision] = []
+    uids: dict[str, str] = {}
+    for op in ops:
+        if isinstance(op, DeletePod):
+            uid = next(u for u, n in uids.items() if n == op.name)
+            manager.remove(uid)
+            continue
+        pod = parse_pod(pods(op))
+        uids[pod.uid] = op.name
+        admission = manager.admit(pod)
+        cpu_state = manager.cpu.state.to_dict()
+        memory_state = _numaplane_memory(manager)
+        decisions.append(
+            Decision(
+                op.name,
+                admission.admitted,
+                admission.reason,
+                dict(cpu_state.get("entries", {}).get(pod.uid, {})),
+                dict(memory_state.get("entries", {}).get(pod.uid, {})),
+            )
+        )
+    return Outcome(
+        decisions,
+        _named_state(manager.cpu.state.to_dict(), uids),
+        _named_state(_numaplane_memory(manager), uids),
+        time.monotonic() - began,
+    )
+
+
+def _numaplane_memory(manager: ResourceManager) -> dict[str, Any]:
+    policy = manager.memory.policy
+    if policy is None:
+        return {}
+    doc: dict[str, Any] = policy.to_checkpoint()
+    return doc
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Where the two sides differ: ``what`` is a pod name or ``final cpu_manager_state`` / ``…memory…``."""
+
+    what: str
+    kubelet: Any
+    numaplane: Any
+
+
+def compare(kubelet: Outcome, numaplane: Outcome, *, memory: bool) -> tuple[int, list[Mismatch]]:
+    """``(decisions compared, mismatches)``; the final checkpoints count as one comparison each."""
+    mismatches: list[Mismatch] = []
+    for k, n in zip(kubelet.decisions, numaplane.decisions, strict=True):
+        # the kubelet lists a container's blocks in Go map order (memory and hugepages either way round)
+        k_view = (k.admitted, k.reason, dict(k.cpus), _blocks(k.memory) if memory else {})
+        n_view = (n.admitted, n.reason, dict(n.cpus), _blocks(n.memory) if memory else {})
+        if k_view != n_view:
+            mismatches.append(Mismatch(k.pod, k_view, n_view))
+    compared = len(kubelet.decisions) + 1
+    if kubelet.cpu_state != numaplane.cpu_state:
+        mismatches.append(Mismatch("final cpu_manager_state", kubelet.cpu_state, numaplane.cpu_state))
+    if memory:
+        compared += 1
+        if kubelet.memory_state != numaplane.memory_state:
+            mismatches.append(Mismatch("final memory_manager_state", kubelet.memory_state, numaplane.memory_state))
+    return compared, mismatches
+
+
+def _blocks(memory: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: sorted(blocks, key=lambda b: str(b.get("type"))) for name, blocks in memory.items()}
+
+
+def first_mismatch_prefix(ops: Sequence[Op], mismatch: Mismatch) -> list[Op]:
+    """The operations up to and including the add of the first mismatching pod (a decision depends only
+    on what came before it)."""
+    for i, op in enumerate(ops):
+        if isinstance(op, AddPod) and op.name == mismatch.what:
+            return list(ops[: i + 1])
+    return list(ops)
+
+
+def minimise(ops: Sequence[Op], still_fails: Callable[[Sequence[Op]], Mismatch | None], *, budget: int = 8) -> list[Op]:
+    """Drop operations (earliest first) while ``still_fails`` reports a mismatch, at most ``budget`` tries.
+
+    A deletion is dropped with its pod's add (a deletion of a pod never added is not a sequence)."""
+    current = list(ops)
+    tries = 0
+    i = 0
+    while i < len(current) - 1 and tries < budget:
+        op = current[i]
+        if isinstance(op, DeletePod):
+            i += 1
+            continue
+        candidate = [
+            o for j, o in enumerate(current) if j != i and not (isinstance(o, DeletePod) and o.name == op.name)
+        ]
+        tries += 1
+        found = still_fails(candidate)
+        if found is not None:
+            current = first_mismatch_prefix(candidate, found)
+        else:
+            i += 1
+    return current
+
+
+def describe(ops: Sequence[Op]) -> str:
+    parts = []
+    for op in ops:
+        if isinstance(op, DeletePod):
+            parts.append(f"delete {op.name}")
+        else:
+            cs = ", ".join(
+                f"{'init ' if c.init else ''}{c.name} cpu={c.cpu} mem={c.memory_mi}Mi"
+                + (f" hp2Mi={c.hugepages_mi}Mi" if c.hugepages_mi else "")
+                for c in op.containers
+            )
+            parts.append(f"add {op.name}({cs})")
+    return "; ".join(parts)
+
+
+def snapshot_path(shared: Path, machine: str) -> Path:
+    return shared / "topologies" / "real" / f"{machine}.tar.gz"
+
+
+@dataclass
+class ConfigResult:
+    """One machine × configuration: decisions compared, mismatches (the first minimised), seconds."""
+
+    machine: str
+    config: str
+    pods: int
+    compared: int
+    mismatches: list[Mismatch]
+    seconds: float
+    minimal: list[Op] = field(default_factory=list)
+    #: mismatches of the same kubelet run against numaplane over the hwloc view (``check_hwloc``; -1: not run)
+    hwloc_mismatches: int = -1
+
+    @property
+    def equal(self) -> int:
+        return self.compared - len(self.mismatches)
+
+
+def run_machine(
+    control_plane: Any,
+    containerd: Any,
+    snapshot: Path,
+    workdir: Path,
+    *,
+    configs: Sequence[DiffConfig] | None = None,
+    seed: int = 27,
+    count: int = 12,
+    minimise_budget: int = 0,
+    reduced: bool = False,
+    check_hwloc: bool = False,
+) -> list[ConfigResult]:
+    """Every configuration (default: :func:`default_matrix`, memory Static where the snapshot allows)
+    on one machine; one kubelet, restarted per configuration. ``check_hwloc``: also replay numaplane
+    over ``discover(view="hwloc")`` against the same kubelet run (the view the managers must not use:
+    proof that the differential sees a difference in cores)."""
+    from numaplane.topology.sysfs import discover
+    from numaplane_harness.kubelet import run_kubelet
+    from numaplane_harness.machineoverlay import prepare_overlay, snapshot_has_node_memory
+
+    overlay = prepare_overlay(snapshot, workdir)
+    topology = discover(overlay.root, view="kubelet")
+    hwloc_view = discover(overlay.root, view="hwloc") if check_hwloc else topology
+    memory_static = snapshot_has_node_memory(overlay.root)
+    chosen = list(configs) if configs is not None else default_matrix(memory_static=memory_static, reduced=reduced)
+    chosen = [
+        c if c.memory_static == memory_static else DiffConfig(**{**c.__dict__, "memory_static": memory_static})
+        for c in chosen
+    ]
+    hugepages = any(h.total for n in topology.numa_nodes for h in n.hugepages)
+    ops = generate_ops(seed, count, hugepages=hugepages and memory_static, max_cpus=topology.all_cpus.size())
+    results: list[ConfigResult] = []
+    with run_kubelet(control_plane, containerd, chosen[0].kubelet_policy(), overlay=overlay) as kubelet:
+        for i, config in enumerate(chosen):
+            began = time.monotonic()
+            if i:
+                kubelet.restart(config.kubelet_policy())
+
+            hwloc_mismatches = [-1]
+
+            def both(
+                sequence: Sequence[Op],
+                config: DiffConfig = config,
+                hwloc: bool = False,
+                box: list[int] = hwloc_mismatches,
+            ) -> tuple[int, list[Mismatch]]:
+                kubelet.delete_pods()
+                real = play_kubelet(kubelet, sequence)
+                ours = play_numaplane(topology, config, sequence, lambda op: real.created[op.name])
+                if hwloc:
+                    other = play_numaplane(hwloc_view, config, sequence, lambda op: real.created[op.name])
+                    box[0] = len(compare(real, other, memory=config.memory_static)[1])
+                return compare(real, ours, memory=config.memory_static)
+
+            compared, mismatches = both(ops, hwloc=check_hwloc)
+            minimal: list[Op] = []
+            if mismatches and minimise_budget:
+                first = [m for m in mismatches if not m.what.startswith("final")]
+                if first:
+                    prefix = first_mismatch_prefix(ops, first[0])
+
+                    def fails(sequence: Sequence[Op]) -> Mismatch | None:
+                        _, found = both(sequence)
+                        pods = [m for m in found if not m.what.startswith("final")]
+                        return pods[0] if pods else None
+
+                    minimal = minimise(prefix, fails, budget=minimise_budget)
+            kubelet.delete_pods()
+            results.append(
+                ConfigResult(
+                    overlay.name,
+                    config.name,
+                    sum(isinstance(o, AddPod) for o in ops),
+                    compared,
+                    mismatches,
+                    time.monotonic() - began,
+                    minimal,
+                    hwloc_mismatches[0],
+                )
+            )
+    return results
