@@ -63,6 +63,23 @@ def rows(nrt: dict[str, Any], resource: str) -> dict[str, tuple[int, int, int]]:
     return out
 
 
+def kubelet_mode_exporter(kubelet: RealKubelet, control_plane: ControlPlane, port: int, *extra: str) -> list[str]:
+    """``numaplane exporter`` as the operator runs it in kubelet mode (the kubelet's socket and config
+    file), publishing to the real API server, probes on ``port``; ``extra`` adds the refresh flags."""
+    return [
+        "exporter",
+        f"--node-name={kubelet.node_name}",
+        f"--podresources-socket=unix://{kubelet.podresources_socket}",
+        f"--kubelet-config={kubelet.config_file}",
+        "--sysfs-root=/",
+        *extra,
+        f"--kubeconfig={control_plane.admin_kubeconfig}",
+        f"--metrics-address=127.0.0.1:{port}",
+        f"--health-address=127.0.0.1:{port}",
+        "--log-level=debug",
+    ]
+
+
 def test_exporter_publishes_what_the_kubelet_checkpointed(
     control_plane: ControlPlane, real_kubelet: RealKubelet, short_tmp: Path
 ) -> None:
@@ -82,19 +99,7 @@ def test_exporter_publishes_what_the_kubelet_checkpointed(
 
     port = free_port()
     log = short_tmp / "exporter.log"
-    args = [
-        "exporter",
-        f"--node-name={kubelet.node_name}",
-        f"--podresources-socket=unix://{kubelet.podresources_socket}",
-        f"--kubelet-config={kubelet.config_file}",
-        "--sysfs-root=/",
-        "--refresh-mode=periodic",
-        "--period=1",
-        f"--kubeconfig={control_plane.admin_kubeconfig}",
-        f"--metrics-address=127.0.0.1:{port}",
-        f"--health-address=127.0.0.1:{port}",
-        "--log-level=debug",
-    ]
+    args = kubelet_mode_exporter(kubelet, control_plane, port, "--refresh-mode=periodic", "--period=1")
     with numaplane(args, log) as process:
         wait_http_ready(process, port, log)
         state = kubelet.cpu_manager_state()
@@ -168,20 +173,14 @@ def test_exporter_in_an_event_mode_follows_the_kubelet_within_a_second(
     reserved = frozenset(CPUSet.parse(POLICY.reserved_system_cpus))
     port = free_port()
     log = short_tmp / "exporter.log"
-    args = [
-        "exporter",
-        f"--node-name={kubelet.node_name}",
-        f"--podresources-socket=unix://{kubelet.podresources_socket}",
-        f"--kubelet-config={kubelet.config_file}",
+    args = kubelet_mode_exporter(
+        kubelet,
+        control_plane,
+        port,
         f"--kubelet-state-dir={kubelet.root_dir}",
-        "--sysfs-root=/",
         f"--refresh-mode={mode}",
         *(["--period=60"] if mode == "both" else []),
-        f"--kubeconfig={control_plane.admin_kubeconfig}",
-        f"--metrics-address=127.0.0.1:{port}",
-        f"--health-address=127.0.0.1:{port}",
-        "--log-level=debug",
-    ]
+    )
     latencies: list[float] = []
 
     def await_nrt_matching_state(what: str) -> None:

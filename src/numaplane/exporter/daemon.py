@@ -327,14 +327,11 @@ class Exporter:
             # a scan at least every heartbeat, whatever the refresh mode: the publisher rewrites the
             # object when its heartbeat is due (the staleness bound schedulers honour)
             self._tasks.spawn(periodic(self.gate, opts.heartbeat_seconds), "heartbeat")
-        if self.notify is not None:
-            self._tasks.spawn(self.notify.run(), "notify")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.notify.started.wait(), 5.0)
-        if self.kubelet_watch is not None:
-            self._tasks.spawn(self.kubelet_watch.run(), "kubelet-watch")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.kubelet_watch.started.wait(), 5.0)
+        for watcher, name in ((self.notify, "notify"), (self.kubelet_watch, "kubelet-watch")):
+            if watcher is not None:
+                self._tasks.spawn(watcher.run(), name)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(watcher.started.wait(), 5.0)
         self._started = True
         self.gate.post(Trigger.INITIAL)
         self._tasks.spawn(self._loop(), "loop")
