@@ -216,7 +216,8 @@ def test_scenario_file_adds_workload_and_compares_schedulers() -> None:
     result = run_whatif(cluster, scenario)
     assert [o.scheduler for o in result.outcomes] == ["default", "numa-LeastAllocated-overreserve"]
     for outcome in result.outcomes:
-        assert outcome.workload == {"pods": 2, "placed": 2}
+        assert outcome.workload == {"pods": 2, "placed": 2, "rejected": 0, "pending": 0, "rejectedAtNode": {}}
+        assert [p["outcome"] for p in outcome.added] == ["placed", "placed"]
 
 
 @pytest.mark.parametrize(

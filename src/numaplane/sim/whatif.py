@@ -176,8 +176,11 @@ class SchedulerOutcome:
     now_failing: list[dict[str, str]]
     pending_placed: list[dict[str, str]]
     pending_still: list[str]
-    workload: dict[str, int]
+    #: the added workload's tally: pods, placed, rejected, pending, rejectedAtNode {reason: attempts}
+    workload: dict[str, Any]
     zones: dict[str, Zones]
+    #: where each added pod went: {pod, outcome: placed|rejected|pending, node?, rejections: [{node, reason}]}
+    added: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -253,15 +256,64 @@ def run_whatif(
                 placed[_base_uid(uid)] = node
         pending_placed = [{"pod": pod.key, "node": placed[uid]} for uid, pod in pending_uids.items() if uid in placed]
         still = [pod.key for uid, pod in pending_uids.items() if uid not in placed]
-        workload_uids = {a.pod.uid for a in scenario.workload}
-        workload = {
-            "pods": len(workload_uids),
-            "placed": sum(1 for u in workload_uids if u in placed),
-        }
-        zones = {
-            node.name: zone_available(node_nrt(node.manager, node.name))
-            for node, model in zip(run.nodes, cluster.nodes, strict=True)
-            if model.nrt is not None
-        }
-        outcomes.append(SchedulerOutcome(spec.name, result, now_failing, pending_placed, still, workload, zones))
+        added = _added_outcomes(scenario.workload, result)
+        outcomes.append(
+            SchedulerOutcome(
+                spec.name,
+                result,
+                now_failing,
+                pending_placed,
+                still,
+                _added_tally(added),
+                _zones_after(run, cluster),
+                added,
+            )
+        )
     return WhatIfResult(cluster, before, mismatches, outcomes)
+
+
+def _zones_after(run: _SeededRun, cluster: ClusterModel) -> dict[str, Zones]:
+    return {
+        node.name: zone_available(node_nrt(node.manager, node.name))
+        for node, model in zip(run.nodes, cluster.nodes, strict=True)
+        if model.nrt is not None
+    }
+
+
+def _added_outcomes(workload: Sequence[PodArrival], result: RunResult) -> list[dict[str, Any]]:
+    """Where each added pod went, from the run's admissions (every node attempt, recreated pods included):
+    ``placed`` (admitted on ``node``; earlier rejections kept), ``rejected`` (refused at a node on every
+    attempt) or ``pending`` (the scheduler found no node for it)."""
+    attempts: dict[str, list[tuple[str, bool, str]]] = {}
+    for uid, node, admitted, reason in result.admissions:
+        attempts.setdefault(_base_uid(uid), []).append((node, admitted, reason or "UnexpectedAdmissionError"))
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for arrival in workload:
+        uid = arrival.pod.uid
+        if uid in seen:
+            continue
+        seen.add(uid)
+        tries = attempts.get(uid, [])
+        rejections = [{"node": node, "reason": reason} for node, admitted, reason in tries if not admitted]
+        admitted_on = [node for node, admitted, _ in tries if admitted]
+        item: dict[str, Any] = {"pod": arrival.pod.key}
+        if admitted_on:
+            item.update(outcome="placed", node=admitted_on[-1])
+        else:
+            item["outcome"] = "rejected" if rejections else "pending"
+        item["rejections"] = rejections
+        out.append(item)
+    return out
+
+
+def _added_tally(added: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    reasons: dict[str, int] = {}
+    for item in added:
+        for rejection in item["rejections"]:
+            reasons[rejection["reason"]] = reasons.get(rejection["reason"], 0) + 1
+    return {
+        "pods": len(added),
+        **{outcome: sum(1 for i in added if i["outcome"] == outcome) for outcome in ("placed", "rejected", "pending")},
+        "rejectedAtNode": dict(sorted(reasons.items())),
+    }
