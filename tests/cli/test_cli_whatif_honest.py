@@ -63,6 +63,51 @@ def _workload(tmp_path: Path) -> Path:
     return path
 
 
+# ---- finding 1: the scenario is checked against its schema, every problem named by its path ---------
+
+
+@pytest.mark.parametrize(
+    ("doc", "problem"),
+    [
+        (
+            {"policies": [{"config": {"topologyManager": {"policy": "single-numa"}}}]},
+            "policies[0].config.topologyManager.policy: 'single-numa' is not one of none, best-effort, restricted",
+        ),
+        (
+            {"policies": [{"config": {"cpuManager": {"reservedCPUCount": "lots"}}}]},
+            "policies[0].config.cpuManager.reservedCPUCount: expected an integer, got a string",
+        ),
+        ({"policies": [{"nodeSelector": "pool=numa", "config": {}}]}, "policies[0].config: empty"),
+        ({"policies": [{"nodeSelector": "pool=numa"}]}, "policies[0]: 'config' is required"),
+        ({"apiVersion": "numaplane.io/v2"}, "apiVersion: expected 'numaplane.io/v1', got 'numaplane.io/v2'"),
+        ({"schedulers": "default"}, "schedulers: expected a list, got a string"),
+        ({"workload": {"podz": []}}, "workload.podz: unknown field"),
+        (
+            {"policies": [{"nodeSelecter": "pool=numa", "config": {"topologyManger": {}}}]},
+            "2 problems: policies[0].nodeSelecter: unknown field (known: nodeSelector, config); "
+            "policies[0].config.topologyManger: unknown field (known: topologyManager, cpuManager,",
+        ),
+    ],
+)
+def test_scenario_is_checked_against_its_schema(tmp_path: Path, doc: dict[str, Any], problem: str) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump({"kind": "WhatIfScenario", **doc}))
+    run = numaplane("simulate", "--from", str(_snapshot(tmp_path)), "--scenario", str(scenario))
+    assert run.code == 2, run.stderr
+    assert run.error_line.startswith(f"Error: {scenario}: ")
+    assert problem in run.error_line
+
+
+def test_a_change_valid_alone_but_not_on_a_node_names_the_change_and_the_node(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    change = {"nodeSelector": "pool=numa", "config": {"cpuManager": {"options": {"full-pcpus-onlyy": "true"}}}}
+    scenario.write_text(yaml.safe_dump({"kind": "WhatIfScenario", "policies": [change]}))
+    run = numaplane("simulate", "--from", str(_snapshot(tmp_path)), "--scenario", str(scenario))
+    assert run.code == 2, run.stderr
+    assert f"{scenario}: policies[0] on node n1: " in run.error_line
+    assert "cpuManager.options.full-pcpus-onlyy: unknown option" in run.error_line
+
+
 # ---- finding 2: what-if options without --from, generated-simulation options with it ----------------
 
 

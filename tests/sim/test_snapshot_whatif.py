@@ -225,9 +225,9 @@ def test_scenario_file_adds_workload_and_compares_schedulers() -> None:
     [
         ({"kind": "Workload"}, "kind"),
         ({"policies": [{"config": "x"}]}, "policies"),
-        ({"policies": [{"nodeSelector": "a in (", "config": {}}]}, "selector"),
+        ({"policies": [{"nodeSelector": "a in (", "config": {"dra": {"enabled": True}}}]}, "selector"),
         ({"schedulers": ["nope"]}, "unknown scheduler"),
-        ({"extra": 1}, "unknown keys"),
+        ({"extra": 1}, "extra: unknown field"),
     ],
 )
 def test_invalid_scenarios_name_the_field(doc: dict[str, Any], match: str) -> None:

@@ -130,8 +130,9 @@ def _readmit(manager: ResourceManager, pods: Sequence[Pod]) -> list[tuple[str, s
 def _config(model: NodeModel, scenario: Scenario) -> Any:
     try:
         return model.config(scenario.overrides(model.labels))
-    except PolicyConfigError as exc:
-        raise ScenarioError(f"policy change on node {model.name}", str(exc)) from exc
+    except PolicyConfigError as exc:  # valid alone, not with this node's configuration: name both
+        changes = ", ".join(c.where for c in scenario.policies if c.matches(model.labels))
+        raise ScenarioError(f"{changes or 'policy change'} on node {model.name}", str(exc)) from exc
 
 
 class _SeededRun(Run):
