@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from cli_helpers import numaplane
 from numaplane.nrt.from_manager import node_nrt
 from numaplane.policy.config import parse_config
 from numaplane.policy.manager import ResourceManager
-from numaplane.sim.snapshot import SnapshotWriter, reduce_nrt
+from numaplane.sim.snapshot import SnapshotWriter, reduce_nrt, reduce_pod
 from numaplane.topology.model import synthetic
 
 
@@ -27,8 +28,9 @@ def _spec(cpus: int) -> dict[str, Any]:
     return {"containers": [{"name": "c", "resources": {"requests": req(), "limits": req()}}]}
 
 
-def _snapshot(tmp_path: Path) -> Path:
-    """One empty node modelled from its NRT: 2 NUMA nodes × 8 CPUs, 2 reserved, single-numa-node."""
+def _snapshot(tmp_path: Path, pending: Sequence[dict[str, Any]] = ()) -> Path:
+    """One empty node modelled from its NRT: 2 NUMA nodes × 8 CPUs, 2 reserved, single-numa-node;
+    ``pending``: pods waiting for a node."""
     topology = synthetic(sockets=2, cores_per_numa=8, threads_per_core=1)
     config = parse_config(
         {
@@ -45,6 +47,9 @@ def _snapshot(tmp_path: Path) -> Path:
     )
     writer.section("nodeResourceTopologies")
     writer.add(reduce_nrt(node_nrt(ResourceManager(topology, config), "n1").to_dict()))
+    writer.section("pods")
+    for pod in pending:
+        writer.add(reduce_pod(pod))
     writer.close()
     path = tmp_path / "snap.yaml"
     path.write_text(out.getvalue())
@@ -189,6 +194,18 @@ def test_what_if_table_shows_rejections_and_where_each_added_pod_went(tmp_path: 
         ("default/big-1", "rejected"),
         ("default/huge", "pending"),
     ]
+
+
+def test_what_if_says_why_a_pending_pod_stays_pending(tmp_path: Path) -> None:
+    meta = {"namespace": "default", "creationTimestamp": "2026-01-01T00:00:00Z"}
+    pods = [
+        {"metadata": {"name": "waiting", "uid": "u1", **meta}, "spec": _spec(7)},
+        {"metadata": {"name": "too-big", "uid": "u2", **meta}, "spec": _spec(20)},
+    ]
+    run = numaplane("simulate", "--from", str(_snapshot(tmp_path, pods)))
+    assert run.code == 0, run.stderr
+    assert "pending pod default/waiting would fit on n1" in run.stdout
+    assert "pending pod default/too-big not placed: pending: no node fits" in run.stdout
 
 
 # ---- finding 11 (simulate part): bad inputs exit 2 naming them; --topology bounded ------------------

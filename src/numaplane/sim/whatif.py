@@ -182,6 +182,8 @@ class SchedulerOutcome:
     zones: dict[str, Zones]
     #: where each added pod went: {pod, outcome: placed|rejected|pending, node?, rejections: [{node, reason}]}
     added: list[dict[str, Any]] = field(default_factory=list)
+    #: the same for the snapshot's pending pods
+    pending: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -235,8 +237,8 @@ def run_whatif(
     config = config or SimConfig(samples=4, sample_zones=False, percentage_of_nodes_to_score=100)
     scenario.check_selectors([m.labels for m in cluster.nodes])
     before, mismatches = baseline(cluster)
-    arrivals = [PodArrival(0.0, None, pod.with_changes(phase=""), "pending") for pod in cluster.pending]
-    arrivals += list(scenario.workload)
+    pending_arrivals = [PodArrival(0.0, None, pod.with_changes(phase=""), "pending") for pod in cluster.pending]
+    arrivals = [*pending_arrivals, *scenario.workload]
     pending_uids = {p.uid: p for p in cluster.pending}
     was_refused = {key for o in before.values() for key, _ in o.refused}
     outcomes = []
@@ -257,7 +259,7 @@ def run_whatif(
                 placed[_base_uid(uid)] = node
         pending_placed = [{"pod": pod.key, "node": placed[uid]} for uid, pod in pending_uids.items() if uid in placed]
         still = [pod.key for uid, pod in pending_uids.items() if uid not in placed]
-        added = _added_outcomes(scenario.workload, result)
+        added = _pod_outcomes(scenario.workload, result)
         outcomes.append(
             SchedulerOutcome(
                 spec.name,
@@ -268,6 +270,7 @@ def run_whatif(
                 _added_tally(added),
                 _zones_after(run, cluster),
                 added,
+                _pod_outcomes(pending_arrivals, result),
             )
         )
     return WhatIfResult(cluster, before, mismatches, outcomes)
@@ -281,8 +284,8 @@ def _zones_after(run: _SeededRun, cluster: ClusterModel) -> dict[str, Zones]:
     }
 
 
-def _added_outcomes(workload: Sequence[PodArrival], result: RunResult) -> list[dict[str, Any]]:
-    """Where each added pod went, from the run's admissions (every node attempt, recreated pods included):
+def _pod_outcomes(workload: Sequence[PodArrival], result: RunResult) -> list[dict[str, Any]]:
+    """Where each pod of ``workload`` (added or pending) went, from the run's admissions (every node attempt, recreated pods included):
     ``placed`` (admitted on ``node``; earlier rejections kept), ``rejected`` (refused at a node on every
     attempt) or ``pending`` (the scheduler found no node for it)."""
     attempts: dict[str, list[tuple[str, bool, str]]] = {}

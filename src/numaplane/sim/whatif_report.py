@@ -10,6 +10,7 @@ Document shape (``numaplane simulate --from ... -o json``)::
                      "pendingNowPlaced": [{pod, node}], "pendingStillPending": [pod],
                      "addedWorkload": {pods, placed, rejected, pending, rejectedAtNode: {reason: attempts}},
                      "addedPods": [{pod, outcome: placed|rejected|pending, node?, rejections: [{node, reason}]}],
+                     "pendingPods": [the same for the snapshot's pending pods],
                      "rejectedAtNode": {reason: attempts, pending and added pods together},
                      "headroomAfter": {resource: total},
                      "zonesChanged": {node: {zone: {resource: [before, after]}}}}]}
@@ -92,6 +93,7 @@ def whatif_document(result: WhatIfResult, meta: dict[str, Any] | None = None) ->
                 "pendingStillPending": outcome.pending_still,
                 "addedWorkload": outcome.workload,
                 "addedPods": outcome.added,
+                "pendingPods": outcome.pending,
                 "rejectedAtNode": dict(sorted(outcome.result.rejections.items())),
                 "headroomAfter": _totals(outcome.zones),
                 "zonesChanged": _changed(before, outcome.zones),
@@ -184,6 +186,9 @@ def render_whatif(doc: dict[str, Any], out: Console, *, limit: int = 20) -> None
             out.print(f"  {name}: would now fail: {item['pod']} on {item['node']}: {item['reason']}")
         for item in s["pendingNowPlaced"][:limit]:
             out.print(f"  {name}: pending pod {item['pod']} would fit on {item['node']}")
+        still = [item for item in s["pendingPods"] if item["outcome"] != "placed"]
+        for item in still[:limit]:
+            out.print(f"  {name}: pending pod {item['pod']} not placed: {_where(item)}")
         for item in s["addedPods"][:limit]:
             out.print(f"  {name}: added pod {item['pod']}: {_where(item)}")
         if len(s["addedPods"]) > limit:
