@@ -13,7 +13,9 @@ Steps (:func:`run_whatif`):
    baseline but refused now are *pods that would now fail at the node*), then the discrete-event
    engine (:mod:`numaplane.sim.engine`, the same scheduling and admission code as ``simulate``)
    schedules the snapshot's pending pods (arriving at 0 s) and the scenario's added workload;
-   placements of pending pods are reported with their node, and per-zone headroom "after".
+   placements of pending pods are reported with their node, and per-zone headroom "after". Every
+   pending and added pod's fate comes from the run's admissions: placed (on which node), rejected at
+   the node on every attempt (with each attempt's reason), or pending (no node fits).
 
 Node allocatable for NodeResourcesFit is the captured Node's ``status.allocatable``; node
 selectors, affinity and taints are kept in the snapshot but not evaluated by the engine (it
@@ -239,7 +241,6 @@ def run_whatif(
     before, mismatches = baseline(cluster)
     pending_arrivals = [PodArrival(0.0, None, pod.with_changes(phase=""), "pending") for pod in cluster.pending]
     arrivals = [*pending_arrivals, *scenario.workload]
-    pending_uids = {p.uid: p for p in cluster.pending}
     was_refused = {key for o in before.values() for key, _ in o.refused}
     outcomes = []
     for spec in scenario.schedulers or (SchedulerSpec("default"),):
@@ -253,24 +254,19 @@ def run_whatif(
             for key, reason in refused
             if key not in was_refused
         ]
-        placed: dict[str, str] = {}
-        for uid, node, admitted, _ in result.admissions:
-            if admitted:
-                placed[_base_uid(uid)] = node
-        pending_placed = [{"pod": pod.key, "node": placed[uid]} for uid, pod in pending_uids.items() if uid in placed]
-        still = [pod.key for uid, pod in pending_uids.items() if uid not in placed]
+        pending = _pod_outcomes(pending_arrivals, result)
         added = _pod_outcomes(scenario.workload, result)
         outcomes.append(
             SchedulerOutcome(
                 spec.name,
                 result,
                 now_failing,
-                pending_placed,
-                still,
+                [{"pod": p["pod"], "node": p["node"]} for p in pending if p["outcome"] == "placed"],
+                [p["pod"] for p in pending if p["outcome"] != "placed"],
                 _added_tally(added),
                 _zones_after(run, cluster),
                 added,
-                _pod_outcomes(pending_arrivals, result),
+                pending,
             )
         )
     return WhatIfResult(cluster, before, mismatches, outcomes)
@@ -285,9 +281,9 @@ def _zones_after(run: _SeededRun, cluster: ClusterModel) -> dict[str, Zones]:
 
 
 def _pod_outcomes(workload: Sequence[PodArrival], result: RunResult) -> list[dict[str, Any]]:
-    """Where each pod of ``workload`` (added or pending) went, from the run's admissions (every node attempt, recreated pods included):
-    ``placed`` (admitted on ``node``; earlier rejections kept), ``rejected`` (refused at a node on every
-    attempt) or ``pending`` (the scheduler found no node for it)."""
+    """Where each pod of ``workload`` (added or pending) went, from the run's admissions (every node
+    attempt, recreated pods included): ``placed`` (admitted on ``node``; earlier rejections kept),
+    ``rejected`` (refused at a node on every attempt) or ``pending`` (the scheduler found no node)."""
     attempts: dict[str, list[tuple[str, bool, str]]] = {}
     for uid, node, admitted, reason in result.admissions:
         attempts.setdefault(_base_uid(uid), []).append((node, admitted, reason or "UnexpectedAdmissionError"))
