@@ -48,6 +48,12 @@ MAX_REMEMBERED_FILTERS: Final = 10_000
 #: ... and most node names they hold together.
 MAX_REMEMBERED_FILTER_NODES: Final = 1_000_000
 
+# --- simulator ----------------------------------------------------------------------------------------
+#: Most nodes one simulated cluster may have (``--nodes``, the counts of ``--topology``): three times the
+#: Kubernetes scalability envelope of 5,000 nodes (a 15,000-node cluster of the largest built-in machine
+#: takes about 100 MB to build).
+MAX_SIMULATED_NODES: Final = 15_000
+
 # --- CPU sets, topology ------------------------------------------------------------------------------
 #: Longest cpuset text (``0-8191`` style lists; a full list of 8,192 single CPUs is ~40 KiB).
 MAX_CPUSET_CHARS: Final = 64 * 1024

@@ -216,7 +216,8 @@ def test_scenario_file_adds_workload_and_compares_schedulers() -> None:
     result = run_whatif(cluster, scenario)
     assert [o.scheduler for o in result.outcomes] == ["default", "numa-LeastAllocated-overreserve"]
     for outcome in result.outcomes:
-        assert outcome.workload == {"pods": 2, "placed": 2}
+        assert outcome.workload == {"pods": 2, "placed": 2, "rejected": 0, "pending": 0, "rejectedAtNode": {}}
+        assert [p["outcome"] for p in outcome.added] == ["placed", "placed"]
 
 
 @pytest.mark.parametrize(
@@ -224,9 +225,9 @@ def test_scenario_file_adds_workload_and_compares_schedulers() -> None:
     [
         ({"kind": "Workload"}, "kind"),
         ({"policies": [{"config": "x"}]}, "policies"),
-        ({"policies": [{"nodeSelector": "a in (", "config": {}}]}, "selector"),
+        ({"policies": [{"nodeSelector": "a in (", "config": {"dra": {"enabled": True}}}]}, "selector"),
         ({"schedulers": ["nope"]}, "unknown scheduler"),
-        ({"extra": 1}, "unknown keys"),
+        ({"extra": 1}, "extra: unknown field"),
     ],
 )
 def test_invalid_scenarios_name_the_field(doc: dict[str, Any], match: str) -> None:

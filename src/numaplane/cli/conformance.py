@@ -63,7 +63,10 @@ def command(
 
     FILES are .jsonl case files or folders holding them. Prints pass/fail per kind and a readable
     diff for each failure; exits 1 when any case fails. A case whose kind has no runner counts as
-    failed, never as skipped.
+    failed (once), never as skipped. A case the production path does not apply to is counted as
+    skipped on that row, with the reason below the table (its id in -o json). A file that is not
+    UTF-8 JSON lines or holds no case, or a case lacking a field its kind reads, is an input error
+    (exit 2) naming the file, line, case and field.
 
     Example: numaplane conformance ../shared/conformance/cpu-take.jsonl ../shared/conformance/cpu-static.jsonl
     """
@@ -105,10 +108,17 @@ def _print_table(report: Report) -> None:
     table.add_column("kind")
     table.add_column("passed", justify="right", style="green")
     table.add_column("failed", justify="right", style="red")
+    table.add_column("skipped", justify="right")
     for kind, tally in report.by_kind().items():
-        table.add_row(escape(kind) or "(none)", str(tally["passed"]), str(tally["failed"]))
-    table.add_row("[bold]total[/]", f"[bold]{report.passed}[/]", f"[bold]{report.failed}[/]")
+        table.add_row(escape(kind) or "(none)", str(tally["passed"]), str(tally["failed"]), str(tally["skipped"]))
+    total = ("total", str(report.passed), str(report.failed), str(len(report.skipped)))
+    table.add_row(*(f"[bold]{cell}[/]" for cell in total))
     out.print(table)
+    for label, reasons in report.skip_reasons().items():
+        for reason, count in reasons.items():
+            out.print(f"skipped on {escape(label)}: {count} case(s): {escape(reason)}")
+    if report.skipped:
+        out.print("(the skipped cases' ids: -o json, skippedCases)")
 
 
 def _show(value: object) -> str:

@@ -4,7 +4,9 @@ Inputs: ``--pod FILE`` (a Pod, YAML or JSON); NodeResourceTopology objects from 
 or a folder of ``*.yaml``/``*.yml``/``*.json`` files; multi-document YAML and ``*List`` documents are
 expanded) or from the API server (``--kubeconfig PATH`` / ``--api-server URL``, which also reads the
 Nodes); Node objects from ``--nodes PATH`` (same forms; optional). Unreadable files and documents that
-are not NodeResourceTopology objects are reported as ignored, never fatal. Output: ``--output
+are not NodeResourceTopology objects are reported as ignored, unless nothing usable is left: a
+``--nrt`` (or ``--nodes``) input without one object of its kind, or inputs that leave no node to
+explain, are errors naming the input (exit 2), never "fits 0 node(s)". Output: ``--output
 table|json|yaml``. The pod is defaulted as the API server does (:func:`pod_from_manifest`). Exit
 status 0 when the pod fits some node, 1 when it fits none (0 with ``--exit-zero``), 2 for unusable
 arguments or input.
@@ -145,7 +147,8 @@ def command(
 ) -> None:
     """Explain per node whether POD fits its NUMA zones, and which zone lacks what if not.
 
-    Exit status: 0 the pod fits some node, 1 it fits none (see --exit-zero), 2 unusable input.
+    Exit status: 0 the pod fits some node, 1 it fits none (see --exit-zero), 2 unusable input (also an
+    --nrt or --nodes input holding no object of its kind: nothing to explain against).
 
     \b
     Examples:
@@ -165,6 +168,8 @@ def command(
     nodes: list[Any] | None = None
     if nrt_path is not None:
         nrts, found = _documents(nrt_path, "NodeResourceTopology")
+        if not nrts:  # nothing to explain against: an input error, not "fits 0 node(s)"
+            raise InputError(_nothing_in(f"--nrt {nrt_path}", nrt_path, "NodeResourceTopology", found))
         problems += found
     else:
         from numaplane.kube.errors import KubeError
@@ -175,6 +180,8 @@ def command(
             raise click.ClickException(f"reading the cluster: {exc}") from exc
     if nodes_path is not None:
         node_docs, found = _documents(nodes_path, "Node")
+        if not node_docs:
+            raise InputError(_nothing_in(f"--nodes {nodes_path}", nodes_path, "Node", found))
         problems += found
         nodes = [doc for _, doc in node_docs]
     report = explain_pod(
@@ -185,12 +192,26 @@ def command(
         options=FilterOptions(kubelet_admission=kubelet_admission),
         problems=[Ignored(source, reason) for source, reason in problems],
     )
+    if not report.nodes:  # e.g. NRTs without a name: no node was explained, so none was found lacking
+        first = f": {report.ignored[0].source}: {report.ignored[0].reason}" if report.ignored else ""
+        where = f"--nrt {nrt_path}" if nrt_path is not None else "the cluster"
+        raise InputError(f"{where}: no node to explain ({len(report.ignored)} input(s) ignored{first})")
     if output == "table":
         _table(report)
     else:
         emit_document({"apiVersion": "numaplane.io/v1", "kind": "PodExplanation", **report.to_dict()}, output)
     if not report.fitting and not exit_zero:
         raise SystemExit(1)
+
+
+def _nothing_in(option: str, path: Path, kind: str, problems: list[tuple[str, str]]) -> str:
+    """The error for an input that holds no object of ``kind``, naming it and what was found instead."""
+    if not problems:
+        what = f"no {'/'.join(_SUFFIXES)} file in the folder" if path.is_dir() else "no document in it"
+        return f"{option}: no {kind} object ({what})"
+    source, reason = problems[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{option}: no {kind} object; {source}: {reason}{more}"
 
 
 __all__ = ["command"]

@@ -15,6 +15,7 @@ from click.core import ParameterSource
 from numaplane.cli._output import InputError, console, emit_document, format_bytes
 from numaplane.cli._validate import validate_option, warn_line
 from numaplane.documents import DocumentError, read_document
+from numaplane.limits import MAX_SIMULATED_NODES
 from numaplane.placement.sampling import num_feasible_nodes_to_find
 from numaplane.resources.podschema import Validation
 from numaplane.sim.cluster import (
@@ -59,14 +60,19 @@ def _load_workload(path: str, validation: Validation = "strict") -> list[PodArri
 
 
 @click.command(name="simulate")
-@click.option("--nodes", type=click.IntRange(min=1), help="Scale the cluster to this many nodes (keeps the mix).")
+@click.option(
+    "--nodes",
+    type=click.IntRange(1, MAX_SIMULATED_NODES),
+    help="Scale the cluster to this many nodes (keeps the mix).",
+)
 @click.option(
     "--topology",
     "topologies",
     multiple=True,
     metavar="NAME|FILE|SYSFS[=COUNT]",
     help="Node kind and count (repeatable): a built-in name (see --list-topologies), a topology JSON/YAML "
-    "file, or a sysfs folder / .tar.gz snapshot. Default: a 36-node mix of real multi-NUMA servers.",
+    f"file, or a sysfs folder / .tar.gz snapshot; at most {MAX_SIMULATED_NODES:,} nodes in all. "
+    "Default: a 36-node mix of real multi-NUMA servers.",
 )
 @click.option("--workload", type=click.Path(dir_okay=False), help="A workload trace (YAML/JSON; see README).")
 @click.option(
@@ -159,12 +165,17 @@ def command(**opts: Any) -> None:
       numaplane simulate --list-topologies -o json
       numaplane simulate --from cluster.yaml --set-policy single-numa-node@pool=numa
     """
+    ctx = click.get_current_context()
+    given = _given_options(ctx)
     if opts["from_snapshot"]:
         from numaplane.cli.simulate_from import run_from
 
-        ctx = click.get_current_context()
-        run_from(opts, schedulers_given=ctx.get_parameter_source("schedulers") is not ParameterSource.DEFAULT)
+        _check_from_options(given)
+        run_from(opts, schedulers_given="schedulers" in given)
         return
+    what_if = [flag for name, flag in given.items() if name in _WHAT_IF_ONLY]
+    if what_if:
+        raise click.UsageError(f"{what_if[0]} needs --from SNAPSHOT (what-if options change a captured cluster)")
     if opts["list_topologies"]:
         _list_topologies(opts["output"])
         return
@@ -174,6 +185,48 @@ def command(**opts: Any) -> None:
         raise InputError(str(exc)) from exc
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+#: options that only a what-if (``--from``) uses
+_WHAT_IF_ONLY = ("scenario", "set_policy", "add_workload")
+#: options a what-if (``--from``) uses besides those
+_WHAT_IF_ALSO = ("from_snapshot", "schedulers", "output", "quiet", "validation")
+#: why an option of the generated simulation does not apply to a what-if (default: it does not apply)
+_NOT_WITH_FROM = {
+    "nodes": "the snapshot gives the nodes",
+    "topologies": "the snapshot gives the nodes",
+    "hugepages_1g": "the snapshot gives the nodes",
+    "reserved_cpus": "the snapshot gives the nodes",
+    "workload": "add pods with --add-workload or the scenario's workload",
+    "pods": "add pods with --add-workload or the scenario's workload",
+    "arrival_rate": "add pods with --add-workload or the scenario's workload",
+    "mean_duration": "add pods with --add-workload or the scenario's workload",
+    "seed": "add pods with --add-workload or the scenario's workload",
+    "policy": "change policies with --set-policy or the scenario's policies",
+    "scope": "change policies with --set-policy or the scenario's policies",
+    "report_dir": "the what-if writes no HTML report; use -o json or -o yaml",
+    "list_topologies": "it lists the built-in machines only",
+}
+
+
+def _given_options(ctx: click.Context) -> dict[str, str]:
+    """The options given on the command line or by the environment: parameter name → flag (``--nodes``)."""
+    out: dict[str, str] = {}
+    for param in ctx.command.params:
+        if param.name is None or not isinstance(param, click.Option):
+            continue
+        source = ctx.get_parameter_source(param.name)
+        if source is not None and source not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP):
+            out[param.name] = max(param.opts, key=len)
+    return out
+
+
+def _check_from_options(given: dict[str, str]) -> None:
+    """A what-if (``--from``) refuses the options of the generated simulation: a usage error, never ignored."""
+    for name, flag in given.items():
+        if name not in _WHAT_IF_ONLY and name not in _WHAT_IF_ALSO:
+            why = _NOT_WITH_FROM.get(name, "the what-if does not use it")
+            raise click.UsageError(f"{flag} does not apply with --from ({why})")
 
 
 def _list_topologies(output: str) -> None:

@@ -28,7 +28,8 @@ FROM_OPTIONS = (
         "from_snapshot",
         type=click.Path(dir_okay=False),
         metavar="SNAPSHOT",
-        help="What-if on a captured cluster (`numaplane snapshot` output) instead of a generated one.",
+        help="What-if on a captured cluster (`numaplane snapshot` output) instead of a generated one; the "
+        "options of a generated cluster (--nodes, --topology, --workload, --policy, --report, ...) are refused with it.",
     ),
     click.option(
         "--scenario",

@@ -72,6 +72,7 @@ class NodeExplanation:
     node: str
     fits: bool
     checked: bool
+    #: the scheduler's score; ``None`` when the pod does not fit (no score is computed for such a node)
     score: int | None
     reason: str | None = None
     code: str | None = None
@@ -207,7 +208,10 @@ def _explain_node(
 ) -> NodeExplanation:
     """``decided``: the production arrays' verdict, score and reason (``None``: ask the explanation);
     the per-node function adds the details (placements, failing unit, shortfalls)."""
-    fits, numa_score, reason = decided
+    fits, decided_score, reason = decided
+    # a node the pod does not fit has no score (kube-scheduler scores only the nodes that passed Filter;
+    # the arrays still compute one, which would read as a ranking of nodes the pod cannot use)
+    numa_score = decided_score if fits else None
     verdict = numa_filter(pod, topology, node, options=options)
     ignored = tuple(Ignored(z.name, z.reason) for z in topology.ignored) if topology is not None else ()
     policy = scope = None
@@ -235,7 +239,6 @@ def _explain_node(
         name,
         fits,
         True,
-        # upstream's Score on a node the pod fits no zone of (kube-scheduler never asks, we answer)
         numa_score,
         reason=reason or verdict.reason,
         code=verdict.code,

@@ -34,6 +34,7 @@ from functools import cache, partial
 from importlib import resources
 from typing import Any
 
+from numaplane.limits import MAX_SIMULATED_NODES
 from numaplane.policy.config import DeviceSpec, NodeResourceConfig, parse_config
 from numaplane.policy.manager import ResourceManager
 from numaplane.policy.plugin import ResourcePlugin
@@ -292,7 +293,12 @@ def parse_cluster_spec(items: Sequence[str], default_count: int | None = None) -
             count = int(count_text) if count_text else (default_count or 1)
         except ValueError as exc:
             raise ClusterSpecError(f"--topology {item!r}: count {count_text!r} is not an integer") from exc
+        if not 1 <= count <= MAX_SIMULATED_NODES:
+            raise ClusterSpecError(f"--topology {item!r}: count {count} is not between 1 and {MAX_SIMULATED_NODES}")
         out.append((name, count))
+    total = sum(count for _, count in out)
+    if total > MAX_SIMULATED_NODES:
+        raise ClusterSpecError(f"--topology: {total} nodes in all, more than {MAX_SIMULATED_NODES}")
     return out
 
 

@@ -26,6 +26,7 @@ class WorkloadError(SimulationError, ValueError):
         if field:
             where += f".{field}"
         super().__init__(f"{where}: {reason}")
+        self.where = where
         self.source = source
         self.entry = entry
         self.field = field

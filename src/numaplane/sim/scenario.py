@@ -16,6 +16,13 @@ Scenario file (YAML or JSON; every key optional)::
 
 Flags give the same: ``--set-policy POLICY[/SCOPE][@SELECTOR]`` (a topology manager change),
 ``--add-workload FILE``, ``--schedulers``. Flags add to the file's content.
+
+The file is checked against :data:`SCENARIO_SCHEMA` (JSON Schema; each ``config`` section is the
+NodeResourceConfig schema's own, :data:`~numaplane.policy.config_schema.CONFIG_SCHEMA`) before it is
+read: an unknown field at any level, a wrong type or value, an empty ``config`` are problems naming
+their path (``policies[0].nodeSelecter: unknown field``), all listed in one error. The workload is
+the Workload reader's to check (pod specs against the Pod schema). A node selector matching no node
+is refused when the snapshot is known (:meth:`Scenario.check_selectors`).
 """
 
 from __future__ import annotations
@@ -25,16 +32,48 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from numaplane.kube.selectors import LabelSelector, SelectorError
-from numaplane.policy.config_schema import CONFIG_SCHEMA
+from numaplane.policy.config_schema import API_VERSION, CONFIG_SCHEMA
 from numaplane.resources.podschema import Validation
 from numaplane.sim.errors import ScenarioError, WorkloadError
 from numaplane.sim.spec import SchedulerSpec
 from numaplane.sim.workload import PodArrival, parse_workload
 
-__all__ = ["KIND", "PolicyChange", "Scenario", "parse_policy_flag", "parse_scenario"]
+__all__ = ["KIND", "SCENARIO_SCHEMA", "PolicyChange", "Scenario", "parse_policy_flag", "parse_scenario"]
 
 KIND = "WhatIfScenario"
 TM_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+#: the sections a policy change may set: the NodeResourceConfig schema's, unchanged
+_CONFIG_SECTIONS = {k: v for k, v in CONFIG_SCHEMA["properties"].items() if k not in ("apiVersion", "kind", "metadata")}
+
+SCENARIO_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "numaplane WhatIfScenario",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": API_VERSION},
+        "kind": {"const": KIND},
+        "policies": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["config"],
+                "properties": {
+                    "nodeSelector": {"type": "string"},
+                    "config": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "minProperties": 1,
+                        "properties": _CONFIG_SECTIONS,
+                    },
+                },
+            },
+        },
+        "workload": {"type": "object"},  # a Workload document: its own reader checks it
+        "schedulers": {"type": "array", "items": {"type": "string"}},
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -119,22 +158,59 @@ def parse_schedulers(names: Sequence[str], where: str) -> tuple[SchedulerSpec, .
     return tuple(out)
 
 
-def _refuse_unknown(doc: Mapping[Any, Any], known: Sequence[str], where: str) -> None:
-    unknown = sorted(str(k) for k in doc if k not in known)
-    if unknown:
-        raise ScenarioError(f"{where}.{unknown[0]}", f"unknown field (known: {', '.join(known)})")
+_TYPE_NAMES = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer"}
+_VALUE_NAMES = {
+    dict: "a mapping",
+    list: "a list",
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+}
 
 
-def _check_config_shape(config: Mapping[Any, Any], where: str) -> None:
-    """A partial NodeResourceConfig: known sections, each a mapping of its schema's known fields."""
-    sections = {k: v for k, v in CONFIG_SCHEMA["properties"].items() if k not in ("apiVersion", "kind", "metadata")}
-    _refuse_unknown(config, tuple(sections), where)
-    for name, value in config.items():
-        if not isinstance(value, Mapping):
-            raise ScenarioError(f"{where}.{name}", "every section must be a mapping")
-        schema = sections[name]
-        if schema.get("additionalProperties") is False:
-            _refuse_unknown(value, tuple(schema.get("properties", {})), f"{where}.{name}")
+def _path(parts: Sequence[str | int]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".")
+
+
+def _problems(error: Any) -> list[str]:
+    """One jsonschema error in our words, each naming its path inside the scenario."""
+    where = _path(list(error.absolute_path))
+    at = f"{where}: " if where else ""
+    schema, value = error.schema, error.instance
+    if error.validator == "additionalProperties" and isinstance(value, Mapping):
+        known = tuple(schema.get("properties", {}))
+        return [
+            f"{_path([*error.absolute_path, str(k)])}: unknown field (known: {', '.join(known)})"
+            for k in value
+            if k not in known
+        ]
+    if error.validator == "required":
+        return [f"{at}{error.message.replace(' is a required property', ' is required')}"]
+    if error.validator == "enum":
+        return [f"{at}{value!r} is not one of {', '.join(map(str, schema['enum']))}"]
+    if error.validator == "const":
+        return [f"{at}expected {schema['const']!r}, got {value!r}"]
+    if error.validator == "type":
+        wanted = [str(t) for t in (schema["type"] if isinstance(schema["type"], list) else [schema["type"]])]
+        expected = " or ".join(_TYPE_NAMES.get(t, t) for t in wanted)
+        return [f"{at}expected {expected}, got {_VALUE_NAMES.get(type(value), 'null')}"]
+    if error.validator == "minProperties":
+        return [f"{at}empty: a policy change must set something"]
+    return [f"{at}{error.message}"]
+
+
+def check_scenario_schema(doc: Mapping[str, Any], source: str) -> None:
+    """Refuse ``doc`` unless :data:`SCENARIO_SCHEMA` accepts it; every problem named by its path."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(SCENARIO_SCHEMA)
+    errors = sorted(validator.iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
+    problems = [p for error in errors for p in _problems(error)]
+    if len(problems) == 1:
+        raise ScenarioError(source, problems[0])
+    if problems:
+        raise ScenarioError(source, f"{len(problems)} problems: " + "; ".join(problems))
 
 
 def parse_scenario(
@@ -146,33 +222,18 @@ def parse_scenario(
         return Scenario()
     if not isinstance(doc, Mapping):
         raise ScenarioError(source, "a scenario is a mapping (policies, workload, schedulers)")
-    if doc.get("kind", KIND) != KIND:
+    if doc.get("kind", KIND) != KIND:  # a document of another kind: say that, not its every field
         raise ScenarioError(f"{source}: kind", f"expected {KIND!r}, got {doc.get('kind')!r}")
-    unknown = set(doc) - {"apiVersion", "kind", "policies", "workload", "schedulers"}
-    if unknown:
-        raise ScenarioError(source, f"unknown keys {sorted(map(str, unknown))}")
+    check_scenario_schema(doc, source)
     policies = []
-    raw_policies = doc.get("policies") or []
-    if not isinstance(raw_policies, list):
-        raise ScenarioError(f"{source}: policies", "expected a list of {nodeSelector?, config: {...}}")
-    for i, item in enumerate(raw_policies):
+    for i, item in enumerate(doc.get("policies") or []):
         where = f"{source}: policies[{i}]"
-        if not isinstance(item, Mapping) or not isinstance(item.get("config"), Mapping):
-            raise ScenarioError(where, "expected {nodeSelector?, config: {...}}")
-        _refuse_unknown(item, ("nodeSelector", "config"), where)
-        selector = item.get("nodeSelector")
-        if selector is not None and not isinstance(selector, str):
-            raise ScenarioError(f"{where}.nodeSelector", "expected a label selector string, e.g. 'pool=numa'")
-        config = item["config"]
-        _check_config_shape(config, f"{where}.config")
-        policies.append(PolicyChange.make(selector or "", dict(config), where))
+        policies.append(PolicyChange.make(item.get("nodeSelector") or "", dict(item["config"]), where))
     workload: list[PodArrival] = []
     if doc.get("workload") is not None:
         try:
             workload = parse_workload(doc["workload"], f"{source}: workload", validation=validation, warn=warn)
         except WorkloadError as exc:
-            raise ScenarioError(f"{source}: workload", exc.reason if exc.entry is None else str(exc)) from exc
+            raise ScenarioError(exc.where, exc.reason) from exc
     names = doc.get("schedulers") or []
-    if not isinstance(names, list):
-        raise ScenarioError(f"{source}: schedulers", "expected a list of scheduler names")
     return Scenario(tuple(policies), tuple(workload), parse_schedulers(names, f"{source}: schedulers"))

@@ -13,7 +13,9 @@ Steps (:func:`run_whatif`):
    baseline but refused now are *pods that would now fail at the node*), then the discrete-event
    engine (:mod:`numaplane.sim.engine`, the same scheduling and admission code as ``simulate``)
    schedules the snapshot's pending pods (arriving at 0 s) and the scenario's added workload;
-   placements of pending pods are reported with their node, and per-zone headroom "after".
+   placements of pending pods are reported with their node, and per-zone headroom "after". Every
+   pending and added pod's fate comes from the run's admissions: placed (on which node), rejected at
+   the node on every attempt (with each attempt's reason), or pending (no node fits).
 
 Node allocatable for NodeResourcesFit is the captured Node's ``status.allocatable``; node
 selectors, affinity and taints are kept in the snapshot but not evaluated by the engine (it
@@ -130,8 +132,9 @@ def _readmit(manager: ResourceManager, pods: Sequence[Pod]) -> list[tuple[str, s
 def _config(model: NodeModel, scenario: Scenario) -> Any:
     try:
         return model.config(scenario.overrides(model.labels))
-    except PolicyConfigError as exc:
-        raise ScenarioError(f"policy change on node {model.name}", str(exc)) from exc
+    except PolicyConfigError as exc:  # valid alone, not with this node's configuration: name both
+        changes = ", ".join(c.where for c in scenario.policies if c.matches(model.labels))
+        raise ScenarioError(f"{changes or 'policy change'} on node {model.name}", str(exc)) from exc
 
 
 class _SeededRun(Run):
@@ -176,8 +179,13 @@ class SchedulerOutcome:
     now_failing: list[dict[str, str]]
     pending_placed: list[dict[str, str]]
     pending_still: list[str]
-    workload: dict[str, int]
+    #: the added workload's tally: pods, placed, rejected, pending, rejectedAtNode {reason: attempts}
+    workload: dict[str, Any]
     zones: dict[str, Zones]
+    #: where each added pod went: {pod, outcome: placed|rejected|pending, node?, rejections: [{node, reason}]}
+    added: list[dict[str, Any]] = field(default_factory=list)
+    #: the same for the snapshot's pending pods
+    pending: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -231,9 +239,8 @@ def run_whatif(
     config = config or SimConfig(samples=4, sample_zones=False, percentage_of_nodes_to_score=100)
     scenario.check_selectors([m.labels for m in cluster.nodes])
     before, mismatches = baseline(cluster)
-    arrivals = [PodArrival(0.0, None, pod.with_changes(phase=""), "pending") for pod in cluster.pending]
-    arrivals += list(scenario.workload)
-    pending_uids = {p.uid: p for p in cluster.pending}
+    pending_arrivals = [PodArrival(0.0, None, pod.with_changes(phase=""), "pending") for pod in cluster.pending]
+    arrivals = [*pending_arrivals, *scenario.workload]
     was_refused = {key for o in before.values() for key, _ in o.refused}
     outcomes = []
     for spec in scenario.schedulers or (SchedulerSpec("default"),):
@@ -247,21 +254,66 @@ def run_whatif(
             for key, reason in refused
             if key not in was_refused
         ]
-        placed: dict[str, str] = {}
-        for uid, node, admitted, _ in result.admissions:
-            if admitted:
-                placed[_base_uid(uid)] = node
-        pending_placed = [{"pod": pod.key, "node": placed[uid]} for uid, pod in pending_uids.items() if uid in placed]
-        still = [pod.key for uid, pod in pending_uids.items() if uid not in placed]
-        workload_uids = {a.pod.uid for a in scenario.workload}
-        workload = {
-            "pods": len(workload_uids),
-            "placed": sum(1 for u in workload_uids if u in placed),
-        }
-        zones = {
-            node.name: zone_available(node_nrt(node.manager, node.name))
-            for node, model in zip(run.nodes, cluster.nodes, strict=True)
-            if model.nrt is not None
-        }
-        outcomes.append(SchedulerOutcome(spec.name, result, now_failing, pending_placed, still, workload, zones))
+        pending = _pod_outcomes(pending_arrivals, result)
+        added = _pod_outcomes(scenario.workload, result)
+        outcomes.append(
+            SchedulerOutcome(
+                spec.name,
+                result,
+                now_failing,
+                [{"pod": p["pod"], "node": p["node"]} for p in pending if p["outcome"] == "placed"],
+                [p["pod"] for p in pending if p["outcome"] != "placed"],
+                _added_tally(added),
+                _zones_after(run, cluster),
+                added,
+                pending,
+            )
+        )
     return WhatIfResult(cluster, before, mismatches, outcomes)
+
+
+def _zones_after(run: _SeededRun, cluster: ClusterModel) -> dict[str, Zones]:
+    return {
+        node.name: zone_available(node_nrt(node.manager, node.name))
+        for node, model in zip(run.nodes, cluster.nodes, strict=True)
+        if model.nrt is not None
+    }
+
+
+def _pod_outcomes(workload: Sequence[PodArrival], result: RunResult) -> list[dict[str, Any]]:
+    """Where each pod of ``workload`` (added or pending) went, from the run's admissions (every node
+    attempt, recreated pods included): ``placed`` (admitted on ``node``; earlier rejections kept),
+    ``rejected`` (refused at a node on every attempt) or ``pending`` (the scheduler found no node)."""
+    attempts: dict[str, list[tuple[str, bool, str]]] = {}
+    for uid, node, admitted, reason in result.admissions:
+        attempts.setdefault(_base_uid(uid), []).append((node, admitted, reason or "UnexpectedAdmissionError"))
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for arrival in workload:
+        uid = arrival.pod.uid
+        if uid in seen:
+            continue
+        seen.add(uid)
+        tries = attempts.get(uid, [])
+        rejections = [{"node": node, "reason": reason} for node, admitted, reason in tries if not admitted]
+        admitted_on = [node for node, admitted, _ in tries if admitted]
+        item: dict[str, Any] = {"pod": arrival.pod.key}
+        if admitted_on:
+            item.update(outcome="placed", node=admitted_on[-1])
+        else:
+            item["outcome"] = "rejected" if rejections else "pending"
+        item["rejections"] = rejections
+        out.append(item)
+    return out
+
+
+def _added_tally(added: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    reasons: dict[str, int] = {}
+    for item in added:
+        for rejection in item["rejections"]:
+            reasons[rejection["reason"]] = reasons.get(rejection["reason"], 0) + 1
+    return {
+        "pods": len(added),
+        **{outcome: sum(1 for i in added if i["outcome"] == outcome) for outcome in ("placed", "rejected", "pending")},
+        "rejectedAtNode": dict(sorted(reasons.items())),
+    }

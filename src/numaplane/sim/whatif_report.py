@@ -8,7 +8,10 @@ Document shape (``numaplane simulate --from ... -o json``)::
      "headroomBefore": {resource: total available over every NUMA zone},
      "schedulers": [{"scheduler", "nowFailingAtNode": [{pod, node, reason}],
                      "pendingNowPlaced": [{pod, node}], "pendingStillPending": [pod],
-                     "addedWorkload": {pods, placed}, "rejectedAtNode": {reason: count},
+                     "addedWorkload": {pods, placed, rejected, pending, rejectedAtNode: {reason: attempts}},
+                     "addedPods": [{pod, outcome: placed|rejected|pending, node?, rejections: [{node, reason}]}],
+                     "pendingPods": [the same for the snapshot's pending pods],
+                     "rejectedAtNode": {reason: attempts, pending and added pods together},
                      "headroomAfter": {resource: total},
                      "zonesChanged": {node: {zone: {resource: [before, after]}}}}]}
 
@@ -89,6 +92,8 @@ def whatif_document(result: WhatIfResult, meta: dict[str, Any] | None = None) ->
                 "pendingNowPlaced": outcome.pending_placed,
                 "pendingStillPending": outcome.pending_still,
                 "addedWorkload": outcome.workload,
+                "addedPods": outcome.added,
+                "pendingPods": outcome.pending,
                 "rejectedAtNode": dict(sorted(outcome.result.rejections.items())),
                 "headroomAfter": _totals(outcome.zones),
                 "zonesChanged": _changed(before, outcome.zones),
@@ -146,8 +151,18 @@ def render_whatif(doc: dict[str, Any], out: Console, *, limit: int = 20) -> None
         headroom.add_row(*row)
     out.print(headroom)
     summary = Table(title="What changes")
-    for column in ("scheduler", "now failing at node", "pending now placed", "still pending", "added placed"):
-        summary.add_column(column, justify="left" if column == "scheduler" else "right")
+    columns = (
+        "scheduler",
+        "now failing at node",
+        "pending now placed",
+        "still pending",
+        "added placed",
+        "added rejected",
+        "added pending",
+        "rejected at node",
+    )
+    for column in columns:
+        summary.add_column(column, justify="left" if column in ("scheduler", "rejected at node") else "right")
     for s in doc["schedulers"]:
         added = s["addedWorkload"]
         summary.add_row(
@@ -156,10 +171,43 @@ def render_whatif(doc: dict[str, Any], out: Console, *, limit: int = 20) -> None
             str(len(s["pendingNowPlaced"])),
             str(len(s["pendingStillPending"])),
             f"{added['placed']}/{added['pods']}",
+            f"{added['rejected']}/{added['pods']}",
+            f"{added['pending']}/{added['pods']}",
+            _reasons(s["rejectedAtNode"]),
         )
     out.print(summary)
+    out.print(
+        "added rejected: the node refused it on every attempt; added pending: no node fits; "
+        "rejected at node: attempts, pending and added pods"
+    )
     for s in doc["schedulers"]:
+        name = s["scheduler"]
         for item in s["nowFailingAtNode"][:limit]:
-            out.print(f"  {s['scheduler']}: would now fail: {item['pod']} on {item['node']}: {item['reason']}")
+            out.print(f"  {name}: would now fail: {item['pod']} on {item['node']}: {item['reason']}")
         for item in s["pendingNowPlaced"][:limit]:
-            out.print(f"  {s['scheduler']}: pending pod {item['pod']} would fit on {item['node']}")
+            out.print(f"  {name}: pending pod {item['pod']} would fit on {item['node']}")
+        still = [item for item in s["pendingPods"] if item["outcome"] != "placed"]
+        for item in still[:limit]:
+            out.print(f"  {name}: pending pod {item['pod']} not placed: {_where(item)}")
+        for item in s["addedPods"][:limit]:
+            out.print(f"  {name}: added pod {item['pod']}: {_where(item)}")
+        if len(s["addedPods"]) > limit:
+            out.print(f"  {name}: ... {len(s['addedPods']) - limit} more added pods (-o json lists every one)")
+
+
+def _reasons(counts: dict[str, int]) -> str:
+    return ", ".join(f"{reason} ×{n}" for reason, n in counts.items()) or "-"
+
+
+def _where(item: dict[str, Any]) -> str:
+    """Where one added pod went, with the node rejections on its way."""
+    counts: dict[str, int] = {}
+    for rejection in item["rejections"]:
+        key = f"{rejection['reason']} on {rejection['node']}"
+        counts[key] = counts.get(key, 0) + 1
+    rejected = _reasons(counts)
+    if item["outcome"] == "placed":
+        return f"placed on {item['node']}" + (f" (after rejections: {rejected})" if counts else "")
+    if item["outcome"] == "rejected":
+        return f"rejected at node: {rejected}"
+    return "pending: no node fits"

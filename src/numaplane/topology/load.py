@@ -92,7 +92,16 @@ def load_topology(spec: str | Path, *, builtins: Mapping[str, Callable[[], Topol
         return builtins[str(spec)]()
     path = Path(spec)
     if not path.exists():
-        known = f"not a built-in name ({', '.join(sorted(builtins))}) and " if builtins else ""
+        # a spec written as a path (a folder part or a file suffix) is a missing file, not a misspelt name
+        looks_like_path = len(path.parts) > 1 or path.suffix.lower() in (
+            ".yaml",
+            ".yml",
+            ".json",
+            ".gz",
+            ".tgz",
+            ".tar",
+        )
+        known = f"not a built-in name ({', '.join(sorted(builtins))}) and " if builtins and not looks_like_path else ""
         raise TopologyLoadError(spec, f"{known}no such file or folder")
     if path.is_dir() or path.name.endswith(ARCHIVE_SUFFIXES):
         return load_sysfs(path)

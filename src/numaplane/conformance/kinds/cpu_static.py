@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from numaplane.conformance.outcome import CaseContext, Outcome
+from numaplane.conformance.outcome import EXPECT_NEW, NOT_A_NODE_CONFIG, CaseContext, NotApplicable, Outcome
 from numaplane.policy.builtin import CPUPlugin
 from numaplane.policy.config import parse_config
 from numaplane.policy.cpu import ReservedCPUs, StaticPolicy
@@ -76,9 +76,9 @@ class _ThroughPlugin:
         return self.policy.pod_guaranteed_cpus(pod)
 
 
-def run_production(case: dict[str, Any], ctx: CaseContext) -> Outcome | None:
+def run_production(case: dict[str, Any], ctx: CaseContext) -> Outcome | NotApplicable:
     if "expect_new" in case:
-        return None
+        return NotApplicable(EXPECT_NEW)
     reserved = case.get("reserved") or {}
     cpu: dict[str, Any] = {"policy": "static", "reservedCPUCount": int(reserved.get("count", 0))}
     if "cpus" in reserved:
@@ -88,7 +88,7 @@ def run_production(case: dict[str, Any], ctx: CaseContext) -> Outcome | None:
     try:
         plugin = CPUPlugin(ctx.topology(str(case["topology"])), parse_config({"cpuManager": cpu}))
     except (PolicyConfigError, PolicyError):
-        return None  # not expressible as a node configuration
+        return NotApplicable(NOT_A_NODE_CONFIG)
     assert plugin.policy is not None
     plugin.state = _state(case.get("state") or {})
     through = _ThroughPlugin(plugin, plugin.policy)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from numaplane.conformance.outcome import CaseContext, Outcome
+from numaplane.conformance.outcome import EXPECT_NEW, NOT_A_NODE_CONFIG, CaseContext, NotApplicable, Outcome
 from numaplane.policy.builtin import MemoryPlugin
 from numaplane.policy.config import parse_config
 from numaplane.policy.errors import PolicyConfigError, PolicyError
@@ -82,10 +82,12 @@ def _machine_topology(doc: dict[str, Any]) -> Topology:
     return Topology(cpus=tuple(cpus), numa_nodes=tuple(nodes), name="memory-static case")
 
 
-def run_production(case: dict[str, Any], ctx: CaseContext) -> Outcome | None:
+def run_production(case: dict[str, Any], ctx: CaseContext) -> Outcome | NotApplicable:
     expect_new = case.get("expect_new")
-    if (expect_new is not None and expect_new != {"ok": True}) or not case.get("machine"):
-        return None
+    if expect_new is not None and expect_new != {"ok": True}:
+        return NotApplicable(EXPECT_NEW)
+    if not case.get("machine"):
+        return NotApplicable("no machine in the case: the agent's memory plugin is built from a machine")
     reserved = [
         {"numaNode": int(n), "limits": {str(r): int(v) for r, v in limits.items()}}
         for n, limits in sorted(case["reserved"].items(), key=lambda kv: int(kv[0]))
@@ -94,7 +96,7 @@ def run_production(case: dict[str, Any], ctx: CaseContext) -> Outcome | None:
         config = parse_config({"memoryManager": {"policy": "Static", "reservedMemory": reserved}})
         plugin = MemoryPlugin(_machine_topology(case["machine"]), config)
     except (PolicyConfigError, PolicyError):
-        return None  # not expressible as a node configuration
+        return NotApplicable(NOT_A_NODE_CONFIG)
     assert plugin.policy is not None
     plugin.policy.state = MemoryState.from_dict(case["state"])
     through = _ThroughPlugin(plugin, plugin.policy)
