@@ -70,15 +70,15 @@ def test_stricter_policy_annotation_is_filtered_on_a_node_whose_policy_is_not(as
 def test_invalid_preference_fits_no_node_and_says_why() -> None:
     pod = annotated_pod({"numaplane.io/cpu-strategy": "fastest"}, TWO_CONTAINERS)
     verdict, vec = verdicts(pod, nrt_doc("n1", zones()))
-    assert isinstance(verdict, Reject) and verdict.reason == "invalid pod preference"
-    assert "cpu-strategy" in verdict.notes[0] and "fastest" in verdict.notes[0]
+    assert isinstance(verdict, Reject) and verdict.reason.startswith("invalid pod preference: ")
+    assert "numaplane.io/cpu-strategy='fastest': expected one of" in verdict.reason  # the node's message
     assert not vec
 
 
 def test_a_policy_laxer_than_the_nodes_is_refused_as_the_node_refuses_it() -> None:
     pod = annotated_pod({"numaplane.io/topology-policy": "best-effort"}, TWO_CONTAINERS)
     verdict, vec = verdicts(pod, nrt_doc("n1", zones(), policy="single-numa-node"))
-    assert isinstance(verdict, Reject) and "relax" in verdict.notes[0]
+    assert isinstance(verdict, Reject) and "would relax the node's policy 'single-numa-node'" in verdict.reason
     assert not vec
     laxer_node, vec2 = verdicts(pod, nrt_doc("n1", zones(), policy="none"))
     assert isinstance(laxer_node, Fit) and vec2
@@ -114,7 +114,7 @@ def test_memory_pinning_true_fits_only_a_node_whose_nrt_lists_memory_per_zone(po
     pod = annotated_pod(PIN, one)
     no_memory = nrt_doc("n1", [zone(0, {"cpu": 4}), zone(1, {"cpu": 4})], policy=policy)
     verdict, vec = verdicts(pod, no_memory)
-    assert isinstance(verdict, Reject) and verdict.reason == "pod preference not met" and not vec
+    assert isinstance(verdict, Reject) and verdict.reason.startswith("pod preference not met: ") and not vec
     assert "memory-pinning" in verdict.notes[0] and "Static" in verdict.notes[0]
     if policy == "best-effort":  # not filtered upstream: a pod without the annotation passes, unchanged
         plain, plain_vec = verdicts(annotated_pod({}, one), no_memory)

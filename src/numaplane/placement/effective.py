@@ -23,7 +23,7 @@ Reach of each preference in the scheduler (the node honours all of them):
   on every node. On a Guaranteed pod it needs the node's memory manager policy ``Static``; the NRT
   shows it: memory is listed per zone only under ``Static`` (the kubelet's ``GetAllocatableResources``,
   ``nrt/from_manager.py``), so a node whose readable NRT lists no memory in any zone does not fit
-  (:data:`MSG_PREFERENCE_UNMET`, with the reason), whatever its topology policy.
+  (:data:`MSG_PREFERENCE_UNMET` and the reason), whatever its topology policy.
 * ``cpu-strategy``, ``isolated-cpus: prefer/avoid``, ``full-pcpus: false``, ``memory-pinning: false``:
   they choose *which* CPUs and memory of a fitting zone set are used; they do not change the NRT's
   per-zone amounts the filter compares.
@@ -33,7 +33,8 @@ Reach of each preference in the scheduler (the node honours all of them):
   (``SMTAlignmentError``, no isolated CPUs). This is the documented exception: refusing them on every
   node instead would leave every such pod pending under a NUMA-aware scheduler.
 * an invalid preference: the node rejects the pod with ``InvalidPreference``, so the filter rejects it
-  on every node, with the annotation's message; so does a ``topology-policy`` laxer than the node's.
+  on every node, with the annotation's message in the reason (:data:`MSG_INVALID_PREFERENCE`: the
+  message); so does a ``topology-policy`` laxer than the node's.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from numaplane.resources.pod import Pod
 __all__ = [
     "MSG_INVALID_PREFERENCE",
     "MSG_PREFERENCE_UNMET",
+    "PINNING_UNMET_SHORT",
     "EffectivePlacement",
     "effective_placement",
     "judged_policy",
@@ -58,6 +60,7 @@ MSG_INVALID_PREFERENCE = "invalid pod preference"
 #: a valid preference this node cannot honour, as its NRT shows (the notes say which and why)
 MSG_PREFERENCE_UNMET = "pod preference not met"
 
+PINNING_UNMET_SHORT = f"{PREFIX}memory-pinning true needs the node's memory manager policy Static"
 PINNING_UNMET = (
     f"annotation {PREFIX}memory-pinning='true' needs the node's memory manager policy Static; this node's "
     "NRT lists no memory in any NUMA zone (the kubelet reports memory per zone only under Static), so "
