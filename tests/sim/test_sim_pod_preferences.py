@@ -107,3 +107,15 @@ def test_simulation_verdict_shows_an_invalid_preference_with_its_message(tmp_pat
     assert aware and all(s["pendingInvalidPreference"] == 4 == s["pending"] for s in aware)
     assert "4 pod(s) wait pending under the NUMA-aware scheduler(s) because every node refuses" in doc["verdict"]
     assert "that fit no NUMA zone" not in doc["verdict"]
+
+
+def test_html_report_verdict_knows_the_nodes_policy(tmp_path: Path) -> None:
+    """The HTML report's verdict is the table's and the JSON's (the nodes' policy named in the cause)."""
+    from numaplane.sim.report import write_report
+
+    results = [
+        _run("default", {"TopologyAffinityError": 9}, 3),
+        _run("numa-a", {"TopologyAffinityError": 5}, 1, unfiltered=5),
+    ]
+    page = write_report(results, {"topologyManager": "best-effort / container"}, tmp_path).read_text()
+    assert "the nodes&#x27; topology manager policy is &#x27;best-effort&#x27;" in page

@@ -47,9 +47,14 @@ def summary_document(results: Sequence[RunResult], meta: Mapping[str, Any]) -> d
         "apiVersion": "numaplane.io/v1",
         "kind": "SimulationReport",
         "inputs": dict(meta),
-        "verdict": verdict(results, policy=str(meta.get("topologyManager", "")).split(" / ")[0] or None),
+        "verdict": verdict(results, policy=_policy_of(meta)),
         "schedulers": [r.to_dict() for r in results],
     }
+
+
+def _policy_of(meta: Mapping[str, Any]) -> str | None:
+    """The nodes' topology manager policy from a run's inputs (``"policy / scope"``), if given."""
+    return str(meta.get("topologyManager", "")).split(" / ")[0] or None
 
 
 def _reasons(r: RunResult) -> str:
@@ -399,7 +404,7 @@ figcaption {{ color: #555; font-size: 0.9rem; }}
 .note {{ color: #555; font-size: 0.9rem; max-width: 60rem; }}
 </style></head><body>
 <h1>numaplane simulation report</h1>
-<p><strong>Verdict.</strong> {html.escape(verdict(results))}</p>
+<p><strong>Verdict.</strong> {html.escape(verdict(results, policy=_policy_of(meta)))}</p>
 <p class="note">Every scheduler ran the same workload on identical fresh clusters. "Rejected at node" counts
 admissions refused by the node's resource manager (kubelet-exact CPU, memory, device and topology managers),
 e.g. <code>TopologyAffinityError</code>; a rejected pod is recreated by its controller up to the configured
