@@ -119,3 +119,27 @@ def test_html_report_verdict_knows_the_nodes_policy(tmp_path: Path) -> None:
     ]
     page = write_report(results, {"topologyManager": "best-effort / container"}, tmp_path).read_text()
     assert "the nodes&#x27; topology manager policy is &#x27;best-effort&#x27;" in page
+
+
+def test_pods_asking_single_numa_node_on_best_effort_nodes_are_judged_as_on_single_numa_node_nodes(
+    tmp_path: Path,
+) -> None:
+    """The ai-inference example with every pod asking ``topology-policy: single-numa-node``, on
+    best-effort nodes: the NUMA filter judges every pod (none of the rejections is "not judged"), the
+    over-reserve schedulers have no rejection, and the verdict blames no node policy."""
+    text = (REPO / "examples/workloads/ai-inference.yaml").read_text()
+    snn = "numaplane.io/topology-policy: single-numa-node"
+    text = text.replace(
+        "annotations: {numaplane.io/topology-scope: pod}", f"annotations: {{numaplane.io/topology-scope: pod, {snn}}}"
+    )
+    text = text.replace("    interval: 0.5\n", f"    interval: 0.5\n    annotations: {{{snn}}}\n")
+    assert text.count(snn) == 2
+    workload = tmp_path / "ai-snn.yaml"
+    workload.write_text(text)
+    doc = json.loads(
+        numaplane("simulate", "-q", "--workload", str(workload), "--policy", "best-effort", "-o", "json").stdout
+    )
+    aware = [s for s in doc["schedulers"] if s["scheduler"] != "default"]
+    assert all(s["rejectedWithoutNumaFilter"] == 0 for s in aware)
+    assert all(s["rejectedAtNode"] == 0 for s in aware if s["scheduler"].endswith("-overreserve"))
+    assert "does not judge" not in doc["verdict"] and "'best-effort'" not in doc["verdict"]
