@@ -320,3 +320,30 @@ async def _has_nodes(service: ExtenderService, count: int) -> bool:
 
 async def _informer_tried(service: ExtenderService) -> bool:
     return service.informers.nrts.errors > 0 and service.informers.nodes.has_synced
+
+
+async def test_filter_judges_a_pod_at_its_own_preferences_and_says_why(server: FakeApiServer, shared_dir: Path) -> None:
+    """Issue 24: the extender's filter reads the pod's numaplane.io/ preferences as the node admits them.
+    The captured Guaranteed pod (1 CPU) fits rig-node's 1-CPU zones; asking ``memory-pinning: true``
+    it still does (the zones list memory); an invalid annotation fits no node, and the answer carries
+    the node's message (kube-scheduler puts it in the pod's FailedScheduling event)."""
+    await seed(server, shared_dir)
+    service = await start(server)
+    try:
+        await eventually(lambda: _ready(service))
+        port = service.ports["extender"]
+        request = load_capture(shared_dir, "nodecachecapable-true.filter.guaranteed.json")
+        request["Pod"]["metadata"]["annotations"] = {"numaplane.io/memory-pinning": "true"}
+        status, body = await post(port, "filter", request)
+        assert status == 200 and body["NodeNames"] == ["rig-node"]
+        request["Pod"]["metadata"]["annotations"] = {"numaplane.io/cpu-strategy": "fastest"}
+        status, body = await post(port, "filter", request)
+        assert status == 200 and body["NodeNames"] == []
+        failed = {**body["FailedNodes"], **body["FailedAndUnresolvableNodes"]}
+        assert set(failed) == {"numaplane-fake-node", "rig-node"}
+        assert all(
+            reason.startswith("invalid pod preference: annotation numaplane.io/cpu-strategy='fastest'")
+            for reason in failed.values()
+        )
+    finally:
+        await service.close()

@@ -84,7 +84,10 @@ def _table(report: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"pod {escape(report.pod.key)} ({report.pod.qos_class}): fits {len(report.fitting)} node(s)")
+    # the pod's own numaplane.io/ preferences: each node's notes say how they changed its verdict
+    asked = ", ".join(f"{k}={v}" for k, v in sorted(report.pod.annotations.items()) if k.startswith("numaplane.io/"))
+    title = f"pod {report.pod.key} ({report.pod.qos_class}{'; ' + asked if asked else ''})"
+    table = Table(title=f"{escape(title)}: fits {len(report.fitting)} node(s)")
     for column in ("NODE", "FITS", "SCORE", "POLICY / SCOPE", "WHY"):
         table.add_column(column, overflow="fold")
     for node in report.nodes:

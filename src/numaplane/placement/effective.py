@@ -1,12 +1,14 @@
 """A pod's effective placement request: what its own preferences change about where it may go.
 
-The node's admission (``policy/manager.py``) reads the pod's ``numaplane.io/`` annotations
-(:mod:`numaplane.policy.preferences`) and admits at the pod's topology scope and at a policy at least
-as strict as the node's. A scheduler that judged the pod at the NRT's advertised scope and policy
-would send it to nodes that then reject it (k/k#84869). This module is the one place the NUMA
-filter and score (the vectorised pipeline and the per-node functions, hence the cycle, the
-extender, the standalone scheduler, the simulator and ``explain``) derive the scope and policy a pod
-is judged at.
+The node's admission (``policy/manager.py``) admits a pod at its own topology scope and at a policy at
+least as strict as the node's, from the pod's :class:`~numaplane.policy.preferences.AllocationRequest`
+(QoS class, effective requests, parsed ``numaplane.io/`` preferences; computed once per pod). A
+scheduler that judged the pod at the NRT's advertised scope and policy would send it to nodes that
+then reject it (k/k#84869). This module derives, from that same allocation request, what the NUMA
+filter and score (the vectorised pipeline and the per-node functions, hence the cycle, the extender,
+the standalone scheduler, the simulator and ``explain``) judge the pod at. The over-reserve cache
+charges a reserved pod's whole plugin request (``requests.pod_request``) to every zone of its node,
+which is conservative at either scope, so no preference changes its accounting.
 
 Reach of each preference in the scheduler (the node honours all of them):
 
@@ -14,71 +16,112 @@ Reach of each preference in the scheduler (the node honours all of them):
 * ``topology-policy``: ``single-numa-node`` makes the filter check the pod as on a single-numa-node
   node wherever the NRT says the node's policy is laxer. ``restricted`` cannot be judged from an
   NRT on a node whose policy is ``none``/``best-effort`` (the NRT carries no hint preference), so
-  the scheduler errs towards "does not fit" there only when it must: it judges such a pod as
-  ``single-numa-node`` would (every NUMA-affine request within one zone), which is stricter than
-  restricted and therefore never sends the pod to a node that rejects it for alignment.
-* ``cpu-strategy``, ``full-pcpus``, ``isolated-cpus``, ``memory-pinning``: they choose *which* CPUs
-  and memory of a fitting zone set are used; they do not change the NRT's per-zone amounts the filter
-  compares. ``full-pcpus``/``isolated-cpus: require`` can make a node reject a pod that the NRT says
-  fits (the NRT does not describe cores or isolation); this is a documented exception.
-* ``memory-pinning: true`` on a pod that is not Guaranteed: the node refuses it, so does the filter.
-  On a Guaranteed pod it needs the node's memory manager policy ``Static``, which an NRT does not
-  state: the second documented exception (a node with memory manager ``None`` refuses the pod).
+  the scheduler errs towards "does not fit": it judges such a pod as ``single-numa-node`` would
+  (every NUMA-affine request within one zone), which is stricter than restricted and therefore never
+  sends the pod to a node that rejects it for alignment; the verdict's notes say so.
+* ``memory-pinning: true``: on a pod that is not Guaranteed the node refuses it, so does the filter
+  on every node. On a Guaranteed pod it needs the node's memory manager policy ``Static``; the NRT
+  shows it: memory is listed per zone only under ``Static`` (the kubelet's ``GetAllocatableResources``,
+  ``nrt/from_manager.py``), so a node whose readable NRT lists no memory in any zone does not fit
+  (:data:`MSG_PREFERENCE_UNMET` and the reason), whatever its topology policy.
+* ``cpu-strategy``, ``isolated-cpus: prefer/avoid``, ``full-pcpus: false``, ``memory-pinning: false``:
+  they choose *which* CPUs and memory of a fitting zone set are used; they do not change the NRT's
+  per-zone amounts the filter compares.
+* ``full-pcpus: true`` and ``isolated-cpus: require`` depend on cores and isolated CPUs, which an NRT
+  does not describe: the filter checks everything else and says in its verdict's notes that these
+  were not judged (:attr:`EffectivePlacement.unjudged`); a node may refuse such a pod
+  (``SMTAlignmentError``, no isolated CPUs). This is the documented exception: refusing them on every
+  node instead would leave every such pod pending under a NUMA-aware scheduler.
 * an invalid preference: the node rejects the pod with ``InvalidPreference``, so the filter rejects it
-  on every node, with the annotation's message.
+  on every node, with the annotation's message in the reason (:data:`MSG_INVALID_PREFERENCE`: the
+  message); so does a ``topology-policy`` laxer than the node's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from numaplane.policy.preferences import InvalidPreferenceError, PodPreferences, parse_preferences
+from numaplane.policy.preferences import PREFIX, AllocationRequest, PodPreferences, allocation_request
 from numaplane.resources.pod import Pod
 
 __all__ = [
     "MSG_INVALID_PREFERENCE",
+    "MSG_PREFERENCE_UNMET",
+    "PINNING_UNMET_SHORT",
     "EffectivePlacement",
     "effective_placement",
     "judged_policy",
     "judged_scope",
+    "pinning_note",
     "relaxes",
 ]
 
 MSG_INVALID_PREFERENCE = "invalid pod preference"
+#: a valid preference this node cannot honour, as its NRT shows (the notes say which and why)
+MSG_PREFERENCE_UNMET = "pod preference not met"
+
+PINNING_UNMET_SHORT = f"{PREFIX}memory-pinning true needs the node's memory manager policy Static"
+PINNING_UNMET = (
+    f"annotation {PREFIX}memory-pinning='true' needs the node's memory manager policy Static; this node's "
+    "NRT lists no memory in any NUMA zone (the kubelet reports memory per zone only under Static), so "
+    "the node would refuse the pod (InvalidPreference)"
+)
 
 
 @dataclass(frozen=True, slots=True)
 class EffectivePlacement:
     """The pod's preferences as the filter applies them; ``None`` fields mean "the node's value".
 
-    ``invalid`` holds the :class:`InvalidPreferenceError` message when the annotations do not parse
-    (then the pod fits no node)."""
+    ``invalid`` holds the admission's message when the annotations are refused by every node (then
+    the pod fits no node). ``pins_memory``: the pod asks ``memory-pinning: true`` (Guaranteed), so
+    only nodes whose NRT lists memory per zone fit. ``unjudged``: notes naming the preferences an NRT
+    cannot judge (module docstring). ``request``: the pod's allocation request it derives from."""
 
     scope: str | None = None
     policy: str | None = None
     invalid: str | None = None
     preferences: PodPreferences = field(default_factory=PodPreferences)
+    pins_memory: bool = False
+    unjudged: tuple[str, ...] = ()
 
     @property
     def is_default(self) -> bool:
-        return self.scope is None and self.policy is None and self.invalid is None
+        """The pod is judged as upstream judges every pod (no preference changes a verdict or score)."""
+        return self.scope is None and self.policy is None and self.invalid is None and not self.pins_memory
+
+    def policy_note(self, node_policy: str) -> str | None:
+        """Why the pod is judged at another policy than ``node_policy`` (``None``: it is not)."""
+        asked = self.preferences.topology_policy
+        if self.policy is None or self.policy == node_policy:
+            return None
+        if asked == "restricted":
+            return (
+                f"judged as single-numa-node: the pod asks {PREFIX}topology-policy restricted, which an NRT "
+                f"cannot judge on a {node_policy!r} node; the scheduler errs towards 'does not fit'"
+            )
+        return f"judged at the pod's own {PREFIX}topology-policy {asked}"
+
+    def scope_note(self, node_scope: str) -> str | None:
+        """Why the pod is judged at another scope than ``node_scope`` (``None``: it is not)."""
+        if self.scope is None or self.scope == node_scope:
+            return None
+        return f"judged at the pod's own {PREFIX}topology-scope {self.scope}"
 
 
 _DEFAULT = EffectivePlacement()
+_MEMO = "_effective_placement"
 
 
-def effective_placement(pod: Pod) -> EffectivePlacement:
-    """The pod's :class:`EffectivePlacement`, computed from its annotations."""
-    if not pod.annotations:
+def _derive(request: AllocationRequest) -> EffectivePlacement:
+    if request.invalid is not None:
+        return EffectivePlacement(invalid=request.invalid)
+    prefs = request.preferences
+    if prefs.is_default:
         return _DEFAULT
-    try:
-        prefs = parse_preferences(pod.annotations)
-    except InvalidPreferenceError as exc:
-        return EffectivePlacement(invalid=str(exc))
-    if prefs.memory_pinning and pod.qos_class != "Guaranteed":  # the node refuses it whatever its state
+    if prefs.memory_pinning and request.qos != "Guaranteed":  # the node refuses it whatever its state
         return EffectivePlacement(
-            invalid=f"annotation numaplane.io/memory-pinning='true': only a Guaranteed pod's memory can be "
-            f"pinned; this pod is {pod.qos_class}",
+            invalid=f"annotation {PREFIX}memory-pinning='true': only a Guaranteed pod's memory can be "
+            f"pinned; this pod is {request.qos}",
             preferences=prefs,
         )
     policy = prefs.topology_policy
@@ -86,7 +129,36 @@ def effective_placement(pod: Pod) -> EffectivePlacement:
         policy = None  # never relaxes a node (admission refuses a relaxing one; see judged_policy)
     elif policy == "restricted":
         policy = "single-numa-node"  # cannot be judged from an NRT: err towards "does not fit"
-    return EffectivePlacement(scope=prefs.topology_scope, policy=policy, preferences=prefs)
+    unjudged = []
+    if prefs.full_pcpus:
+        unjudged.append(
+            f"not judged: {PREFIX}full-pcpus true (an NRT does not describe cores; the node may refuse "
+            "the pod with SMTAlignmentError)"
+        )
+    if prefs.isolated_cpus == "require":
+        unjudged.append(
+            f"not judged: {PREFIX}isolated-cpus require (an NRT does not describe isolated CPUs; the node "
+            "refuses the pod if its isolated CPUs do not suffice)"
+        )
+    return EffectivePlacement(
+        scope=prefs.topology_scope,
+        policy=policy,
+        preferences=prefs,
+        pins_memory=bool(prefs.memory_pinning),
+        unjudged=tuple(unjudged),
+    )
+
+
+def effective_placement(pod: Pod) -> EffectivePlacement:
+    """The pod's :class:`EffectivePlacement`, derived from its allocation request (computed once per pod)."""
+    request = allocation_request(pod)
+    memo = pod.__dict__.get(_MEMO)
+    if memo is not None and memo[0] is request:
+        placement: EffectivePlacement = memo[1]
+        return placement
+    placement = _derive(request)
+    pod.__dict__[_MEMO] = (request, placement)
+    return placement
 
 
 def judged_scope(pod: Pod, node_scope: str) -> str:
@@ -107,10 +179,11 @@ def judged_policy(pod: Pod, node_policy: str) -> str:
 
 def relaxes(pod: Pod, node_policy: str) -> str | None:
     """The admission's message if the pod's ``topology-policy`` would relax ``node_policy``, else ``None``."""
-    if not pod.annotations:
-        return None
-    try:
-        parse_preferences(pod.annotations, node_policy)
-    except InvalidPreferenceError as exc:
-        return str(exc)
-    return None
+    request = allocation_request(pod)
+    return None if request.invalid is not None else request.conflict(node_policy)
+
+
+def pinning_note(pod: Pod, lists_memory: bool) -> str | None:
+    """The reason a node whose NRT does (not) list memory per zone cannot honour the pod's
+    ``memory-pinning: true`` (``None``: it can, or the pod does not ask it)."""
+    return PINNING_UNMET if effective_placement(pod).pins_memory and not lists_memory else None

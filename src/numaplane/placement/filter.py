@@ -3,12 +3,15 @@
 :func:`filter` reproduces the NodeResourceTopologyMatch Filter (scheduler-nrt.md A), in this order:
 
 1. no node → ``Error`` ``node not found``; a pod whose ``numaplane.io/`` preferences are invalid, or
-   would relax the node's policy, → ``invalid pod preference`` (the node rejects it with
-   ``InvalidPreference``); the pod's own ``topology-scope``/``topology-policy`` replace the NRT's
-   (:mod:`numaplane.placement.effective`) in the steps below;
+   would relax the node's policy, → ``invalid pod preference: <the admission's message>`` (the node
+   rejects it with ``InvalidPreference``; the same text on every node, so kube-scheduler's summary and
+   the standalone scheduler's event carry it); the pod's own ``topology-scope``/``topology-policy`` replace the NRT's
+   (:mod:`numaplane.placement.effective`) in the steps below, and the verdict's notes say so;
 2. a BestEffort pod that names no non-native resource in any container passes unchecked;
 3. data the cache does not trust (``fresh=False``) → ``Unschedulable`` ``invalid node topology data``;
-4. no NRT object → pass (partial coverage is allowed);
+4. no NRT object → pass (partial coverage is allowed); a pod asking ``memory-pinning: true`` on a
+   node whose readable NRT lists no memory in any zone (memory manager not ``Static``) → ``pod
+   preference not met: ...`` (the reason in the text, the explanation in the notes);
 5. only policy ``single-numa-node`` is checked; other policies pass (unless
    :attr:`FilterOptions.kubelet_admission` is on, see :mod:`numaplane.placement.admission`);
 6. pod scope: the plugin's pod request (:func:`~numaplane.placement.requests.pod_request`) must fit one
@@ -46,9 +49,12 @@ from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
 from numaplane.placement.effective import (
     MSG_INVALID_PREFERENCE,
+    MSG_PREFERENCE_UNMET,
+    PINNING_UNMET_SHORT,
     effective_placement,
     judged_policy,
     judged_scope,
+    pinning_note,
     relaxes,
 )
 from numaplane.placement.errors import NodeDataError
@@ -227,12 +233,12 @@ def filter(
         return Reject(MSG_NODE_NOT_FOUND, "Error")
     wanted = effective_placement(pod)
     if wanted.invalid is not None:  # the node rejects it with InvalidPreference, whatever its state
-        return Reject(MSG_INVALID_PREFERENCE, notes=(wanted.invalid,))
+        return Reject(f"{MSG_INVALID_PREFERENCE}: {wanted.invalid}")
     if wanted.preferences.topology_policy is not None and nrt is not None and fresh:
         seen = as_topology(nrt)
         relaxing = None if seen.problem is not None else relaxes(pod, seen.config.policy)
         if relaxing is not None:
-            return Reject(MSG_INVALID_PREFERENCE, notes=(relaxing,))
+            return Reject(f"{MSG_INVALID_PREFERENCE}: {relaxing}")
     qos = pod.qos_class
     if qos == "BestEffort" and not include_non_native(pod):
         return Fit(False, notes=("BestEffort pod without devices is not NUMA-checked",))
@@ -247,6 +253,9 @@ def filter(
     topology = as_topology(nrt)
     if topology.problem is not None:
         return Reject(MSG_MALFORMED, notes=(topology.problem,))
+    unmet = pinning_note(pod, any("memory" in z.available for z in topology.zones))
+    if unmet is not None:
+        return Reject(f"{MSG_PREFERENCE_UNMET}: {PINNING_UNMET_SHORT}", resource="memory", notes=(unmet,))
     policy = judged_policy(pod, topology.config.policy)
     if policy != "single-numa-node":
         if options.kubelet_admission and policy in ("restricted", "best-effort"):
@@ -259,7 +268,10 @@ def filter(
         verdict = _pod_scope(pod, topology, info, guaranteed)
     else:
         verdict = _container_scope(pod, topology, info, guaranteed)
-    notes = (f"ignored zones: {topology.describe_ignored()}",) if topology.ignored else ()
+    own = (wanted.policy_note(topology.config.policy), wanted.scope_note(topology.config.scope))
+    notes = tuple(note for note in own if note is not None) + wanted.unjudged
+    if topology.ignored:
+        notes += (f"ignored zones: {topology.describe_ignored()}",)
     if isinstance(verdict, Fit):
         if not topology.zones and options.reject_without_zones:
             return Reject(MSG_NO_USABLE_ZONE, notes=notes)

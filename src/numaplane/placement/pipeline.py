@@ -219,9 +219,14 @@ class Pipeline:
                 verdict = filter_node(pod, src.topology, src.node, fresh=src.fresh, options=self.options)
                 feasible[pos] = isinstance(verdict, Fit)
         asked = wanted.preferences.topology_policy
-        if asked is not None:  # a node whose known policy is stricter rejects the pod (InvalidPreference)
+        if asked is not None or wanted.pins_memory:
             known = cl.fresh[:n] & cl.has_nrt[:n] & ~cl.problem[:n]
-            feasible &= ~(known & (cl.policy[:n] > POLICY_CODES[asked]))[sel]
+            if asked is not None:  # a node whose known policy is stricter rejects the pod (InvalidPreference)
+                feasible &= ~(known & (cl.policy[:n] > POLICY_CODES[asked]))[sel]
+            if wanted.pins_memory:  # memory-pinning true: only a node whose zones list memory (effective.py)
+                column = cl.columns.get("memory")
+                lists = cl.listed_any[column, :n] if column is not None else np.zeros(n, bool)
+                feasible &= ~(known & ~lists)[sel]
         return feasible
 
     def _judged_masks(self, wanted: EffectivePlacement, m: _Masks) -> _Masks:

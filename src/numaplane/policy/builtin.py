@@ -29,7 +29,7 @@ from numaplane.policy.hints import NUMAMask, TopologyHint
 from numaplane.policy.memory import MemoryPolicy
 from numaplane.policy.memory_state import Block, MemoryState, charge, machine_memory_from_topology
 from numaplane.policy.plugin import DeviceInfo, Hints, Inventory, MemoryBlock, PluginAllocation
-from numaplane.policy.preferences import PREFIX, InvalidPreferenceError, PodPreferences, parse_preferences
+from numaplane.policy.preferences import PREFIX, InvalidPreferenceError, PodPreferences, allocation_request
 from numaplane.resources.pod import Container, Pod
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import Topology
@@ -160,7 +160,7 @@ class CPUPlugin:
 
     @staticmethod
     def _prefs(pod: Pod) -> PodPreferences:
-        return parse_preferences(pod.annotations) if pod.annotations else PodPreferences()
+        return allocation_request(pod).preferences
 
     def _pool_mask(self, prefs: PodPreferences) -> int | None:
         """A mask restricting where this pod's exclusive CPUs may come from (None: anywhere)."""
@@ -355,7 +355,7 @@ class MemoryPlugin:
 
         A ``true`` that cannot be honoured gives no hint and, at allocation (``strict``: the topology
         manager turns allocation errors into the pod's rejection), raises :class:`InvalidPreferenceError`."""
-        prefs = parse_preferences(pod.annotations) if pod.annotations else PodPreferences()
+        prefs = allocation_request(pod).preferences
         if prefs.memory_pinning is None:
             return self.policy is not None
         if not prefs.memory_pinning:

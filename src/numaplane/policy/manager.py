@@ -37,10 +37,10 @@ from typing import Any
 from numaplane.policy.asks import AdmissionRun, Provider, answer_in_process, topology_steps, wants
 from numaplane.policy.builtin import CPUPlugin, DevicesPlugin, MemoryPlugin, build_plugins
 from numaplane.policy.config import NodeResourceConfig, parse_config
-from numaplane.policy.errors import AdmissionError, PolicyConfigError, ReconfigureRejected
+from numaplane.policy.errors import PolicyConfigError, ReconfigureRejected
 from numaplane.policy.hints import TopologyHint
 from numaplane.policy.plugin import PluginAllocation, ResourcePlugin
-from numaplane.policy.preferences import parse_preferences
+from numaplane.policy.preferences import InvalidPreferenceError, allocation_request
 from numaplane.policy.topology_manager import TopologyAdmission, TopologyManager
 from numaplane.resources.pod import Pod
 from numaplane.topology.cpuset import CPUSet
@@ -225,13 +225,12 @@ class ResourceManager:
         if done is not None:
             return AdmissionRun.decided(pod, done)
         policy, scope = self.config.topology_policy, self.config.topology_scope
-        if pod.annotations:
-            try:
-                prefs = parse_preferences(pod.annotations, policy)
-            except AdmissionError as exc:
-                return AdmissionRun.decided(pod, Admission(pod.uid, False, reason=exc.reason, message=exc.message))
-            policy = prefs.topology_policy or policy
-            scope = prefs.topology_scope or scope
+        request = allocation_request(pod)  # the one reading of the pod the scheduler's judgement shares
+        invalid = request.conflict(policy)
+        if invalid is not None:
+            error = InvalidPreferenceError(invalid)
+            return AdmissionRun.decided(pod, Admission(pod.uid, False, reason=error.reason, message=error.message))
+        policy, scope = request.policy_for(policy), request.scope_for(scope)
         try:
             tm = self._manager_for(policy, scope)
         except PolicyConfigError as exc:

@@ -44,6 +44,7 @@ from numaplane.nrt.from_manager import NRTPublisher
 from numaplane.placement.cache import make_cache
 from numaplane.placement.cachebase import NRTCache
 from numaplane.placement.cycle import Cycle, NumaSetup, SelectionRules
+from numaplane.placement.effective import effective_placement, judged_policy
 from numaplane.placement.node import node_info
 from numaplane.placement.overreserve import OverReserveConfig
 from numaplane.placement.score import ScoringStrategy
@@ -170,6 +171,12 @@ class Run:
                 self.progress(min(1.0, now / self.end if self.end else 1.0))
         self.result.events = done
         self.result.pending = len(self.pending)
+        if self.spec.numa_aware:
+            for state in self.pending:
+                invalid = effective_placement(state.pod).invalid
+                if invalid is not None:
+                    self.result.pending_invalid += 1
+                    self.result.messages.setdefault("InvalidPreference", invalid)
         if self._samples:
             self.result.cpu_utilisation = self._util_acc / self._samples
             self.result.fragmentation = self._frag_acc / self._samples
@@ -306,6 +313,10 @@ class Run:
             return
         reason = admission.reason or "UnexpectedAdmissionError"
         self.result.rejections[reason] = self.result.rejections.get(reason, 0) + 1
+        if self.spec.numa_aware and reason != "InvalidPreference":
+            node_policy = node.manager.config.topology_policy
+            if judged_policy(bound, node_policy) != "single-numa-node":  # the NUMA filter passed it unchecked
+                self.result.unfiltered += 1
         if self.cache is not None:
             self.cache.pod_deleted(bound.with_changes(phase="Failed"))
         if state.recreates < self.config.max_recreates:

@@ -47,9 +47,14 @@ def summary_document(results: Sequence[RunResult], meta: Mapping[str, Any]) -> d
         "apiVersion": "numaplane.io/v1",
         "kind": "SimulationReport",
         "inputs": dict(meta),
-        "verdict": verdict(results, policy=str(meta.get("topologyManager", "")).split(" / ")[0] or None),
+        "verdict": verdict(results, policy=_policy_of(meta)),
         "schedulers": [r.to_dict() for r in results],
     }
+
+
+def _policy_of(meta: Mapping[str, Any]) -> str | None:
+    """The nodes' topology manager policy from a run's inputs (``"policy / scope"``), if given."""
+    return str(meta.get("topologyManager", "")).split(" / ")[0] or None
 
 
 def _reasons(r: RunResult) -> str:
@@ -57,26 +62,33 @@ def _reasons(r: RunResult) -> str:
 
 
 def _cause(r: RunResult, policy: str | None) -> str:
-    """Why a NUMA-aware scheduler still had rejections, from the run's own facts: the reasons and the
-    nodes' topology manager policy (``None``: not known to the caller)."""
-    reasons = set(r.rejections)
-    if reasons == {"InvalidPreference"}:
-        return (
-            "every rejection is InvalidPreference: the pods' numaplane.io/ annotations are invalid, no node "
-            "admits them (`numaplane admit` prints the annotation's message)"
+    """Why a NUMA-aware scheduler still had rejections, from the run's own facts: how many were
+    ``InvalidPreference``, how many were of pods the NUMA filter did not judge on that node
+    (:attr:`RunResult.unfiltered`: neither the node's nor the pod's own policy is single-numa-node), and
+    the rest, which the filter judged on a view of the node that was no longer true. ``policy``: the
+    nodes' topology manager policy when the caller knows it (named in the sentence), else ``None``."""
+    invalid = r.rejections.get("InvalidPreference", 0)
+    unfiltered = min(r.unfiltered, r.rejected - invalid)
+    judged = r.rejected - invalid - unfiltered
+    parts = []
+    if invalid:
+        parts.append(
+            f"{invalid} were InvalidPreference, the pods' numaplane.io/ annotations are invalid, no node admits them "
+            "(`numaplane admit` prints the annotation's message)"
         )
-    if policy is not None and policy != "single-numa-node":
-        return (
-            f"the nodes' topology manager policy is {policy!r}, where the NUMA filter does not apply "
-            "(upstream semantics), so no NUMA-aware scheduler can foresee these rejections"
+    if unfiltered:
+        where = f"the nodes' topology manager policy is {policy!r}" if policy else "the nodes' topology manager policy"
+        parts.append(
+            f"{unfiltered} were of pods the NUMA filter does not judge ({where}, not single-numa-node, and the pods "
+            "ask no stricter numaplane.io/topology-policy: upstream's filter passes every node), so no NUMA-aware "
+            "scheduler can foresee them"
         )
-    if "InvalidPreference" in reasons:
-        return (
-            "some pods' numaplane.io/ annotations are invalid (InvalidPreference); the rest: a stale view of the nodes"
+    if judged:
+        parts.append(
+            f"{judged} were of pods the NUMA filter judged on a view of the node that was no longer true "
+            "(NRT refresh period; the over-reserve cache accounts the pods it sent since)"
         )
-    if policy is None:
-        return "its view of the nodes (NRT refresh period) is stale, if the NUMA filter applies (single-numa-node)"
-    return "its view of the nodes (NRT refresh period) is stale"
+    return "; ".join(parts)
 
 
 def verdict(results: Sequence[RunResult], policy: str | None = None) -> str:
@@ -90,9 +102,12 @@ def verdict(results: Sequence[RunResult], policy: str | None = None) -> str:
     base = next((r for r in results if r.scheduler == BASELINE), None)
     others = [r for r in results if r is not base] or list(results)
     best = min(others, key=lambda r: (r.rejected + r.failed, r.failed, r.pending, -r.placed))
+    held = _held_invalid(others if base is not None else results, results)
     if all(r.rejected == 0 for r in results):
         placed = sorted({r.placed for r in results})
         spread = f"{placed[0]}" if len(placed) == 1 else f"{placed[0]}–{placed[-1]}"
+        if held:
+            return f"No pod was rejected at a node under any scheduler, and {spread} of {pods} pods were placed. {held}"
         return (
             f"No pod was rejected at a node under any scheduler, and {spread} of {pods} pods were placed: on this "
             "cluster and workload NUMA-aware scheduling makes no difference to admission. Try a tighter cluster "
@@ -102,7 +117,13 @@ def verdict(results: Sequence[RunResult], policy: str | None = None) -> str:
     if base is not None and base.rejected:
         parts.append(
             "The default scheduler (blind to NUMA zones) sent pods to nodes that "
-            + ("refuse them" if set(base.rejections) == {"InvalidPreference"} else "could not align them")
+            + (
+                "refuse them"
+                if set(base.rejections) == {"InvalidPreference"}
+                else "could not align them"
+                if set(base.rejections) == {"TopologyAffinityError"}
+                else "refused them"
+            )
             + ": the nodes "
             f"rejected {base.rejected} bindings ({_reasons(base)}) and {base.failed} of {pods} pods were lost for "
             f"good after 3 recreations."
@@ -127,26 +148,67 @@ def verdict(results: Sequence[RunResult], policy: str | None = None) -> str:
     if troubled:
         parts.append(
             "NUMA-aware scheduler(s) with rejections or lost pods: "
-            + ", ".join(f"{r.scheduler} ({r.rejected} rejected, {r.failed} lost)" for r in troubled)
+            + ", ".join(f"{r.scheduler} ({r.rejected} rejected{_breakdown(r)}, {r.failed} lost)" for r in troubled)
             + "."
         )
     if base is not None:
         diff = best.placed - base.placed
+        fit_none = best.pending - best.pending_invalid
+        waiting = f"{fit_none} wait pending for a node that fits them" + (
+            f" (and {best.pending_invalid} whose preferences no node admits, below)" if best.pending_invalid else ""
+        )
+        refused_only = set(base.rejections) == {"InvalidPreference"}
+        gain = (
+            "no pod is sent to a node that refuses it"
+            if refused_only
+            else "pods that start where they can be aligned instead of failing at a node, not density"
+        )
         if abs(diff) * 100 <= pods:
             parts.append(
-                f"Placed counts are within 1% ({best.placed} vs {base.placed}): the gain is pods that start where "
-                f"they can be aligned instead of failing at a node, not density; pods that fit no NUMA zone yet "
-                f"wait pending ({best.pending}, vs {base.pending} with default)."
+                f"Placed counts are within 1% ({best.placed} vs {base.placed}): the gain is {gain}; {waiting} "
+                f"(vs {base.pending} pending with default)."
             )
         else:
             parts.append(
                 f"{best.scheduler} placed {abs(diff)} {'more' if diff > 0 else 'fewer'} pods than default "
-                f"({best.placed} vs {base.placed}); {best.pending} wait pending (vs {base.pending} with default)."
+                f"({best.placed} vs {base.placed}); {waiting} (vs {base.pending} pending with default)."
             )
+    if held:
+        parts.append(held)
     invalid = next((r.messages["InvalidPreference"] for r in results if "InvalidPreference" in r.messages), None)
-    if invalid is not None:
+    if invalid is not None and not held:
         parts.append(f"Invalid pod preference (the node's message): {invalid}.")
     return " ".join(parts)
+
+
+def _breakdown(r: RunResult) -> str:
+    """The causes of ``r``'s rejections in a few words (``""`` when all share the one reason given)."""
+    invalid = r.rejections.get("InvalidPreference", 0)
+    unfiltered = min(r.unfiltered, r.rejected - invalid)
+    judged = r.rejected - invalid - unfiltered
+    words = [
+        f"{n} {what}"
+        for n, what in (
+            (judged, "judged on a stale view"),
+            (unfiltered, "not judged by the NUMA filter"),
+            (invalid, "InvalidPreference"),
+        )
+        if n
+    ]
+    return ": " + ", ".join(words) if words else ""
+
+
+def _held_invalid(aware: Sequence[RunResult], results: Sequence[RunResult]) -> str:
+    """The sentence on pods the NUMA-aware schedulers hold pending because no node admits their
+    preferences, with the node's message (``""`` when there are none)."""
+    held = max((r.pending_invalid for r in aware), default=0)
+    if not held:
+        return ""
+    message = next((r.messages["InvalidPreference"] for r in results if "InvalidPreference" in r.messages), "")
+    return (
+        f"{held} pod(s) wait pending under the NUMA-aware scheduler(s) because every node refuses their "
+        f"numaplane.io/ preferences (the filter rejects them on every node); the node's message: {message}."
+    )
 
 
 def _constant(values: Sequence[str]) -> bool:
@@ -342,7 +404,7 @@ figcaption {{ color: #555; font-size: 0.9rem; }}
 .note {{ color: #555; font-size: 0.9rem; max-width: 60rem; }}
 </style></head><body>
 <h1>numaplane simulation report</h1>
-<p><strong>Verdict.</strong> {html.escape(verdict(results))}</p>
+<p><strong>Verdict.</strong> {html.escape(verdict(results, policy=_policy_of(meta)))}</p>
 <p class="note">Every scheduler ran the same workload on identical fresh clusters. "Rejected at node" counts
 admissions refused by the node's resource manager (kubelet-exact CPU, memory, device and topology managers),
 e.g. <code>TopologyAffinityError</code>; a rejected pod is recreated by its controller up to the configured

@@ -101,6 +101,12 @@ class RunResult:
     admissions: list[tuple[str, str, bool, str]] = field(default_factory=list)
     # the first message the nodes gave for each rejection reason (e.g. an invalid annotation's text)
     messages: dict[str, str] = field(default_factory=dict)
+    # rejected bindings of pods the NUMA filter did not judge on that node (a NUMA-aware scheduler):
+    # neither the node's policy nor the pod's own topology-policy is single-numa-node (upstream semantics)
+    unfiltered: int = 0
+    # pods still pending at the end whose numaplane.io/ preferences every node refuses (a NUMA-aware
+    # scheduler holds them: its filter rejects them on every node, with the message in ``messages``)
+    pending_invalid: int = 0
 
     @property
     def rejected(self) -> int:
@@ -117,8 +123,10 @@ class RunResult:
             "placed": self.placed,
             "rejectedAtNode": self.rejected,
             "rejectionsByReason": dict(sorted(self.rejections.items())),
+            "rejectedWithoutNumaFilter": self.unfiltered,
             "failedAfterRecreates": self.failed,
             "pending": self.pending,
+            "pendingInvalidPreference": self.pending_invalid,
             "numaAlignedShare": round(self.aligned_share, 4),
             "exclusivePods": self.exclusive,
             "cpuUtilisation": round(self.cpu_utilisation, 4),
