@@ -63,6 +63,11 @@ MAX_DEVICE_ID_CHARS: Final = 253
 MAX_SNAPSHOT_MEMBERS: Final = 50_000
 #: Most bytes extracted from a snapshot archive (files' sizes summed).
 MAX_SNAPSHOT_BYTES: Final = 64 * 1024 * 1024
+#: Most symlinks in a snapshot archive (the largest real one has 480: one per CPU, node and PCI device link).
+MAX_SNAPSHOT_LINKS: Final = 5_000
+#: Most symlinks followed to resolve one symlink's target (in real snapshots no target goes through
+#: another symlink; the kernel itself stops at 40). Bounds the work per link, so extraction stays linear.
+MAX_SNAPSHOT_LINK_DEPTH: Final = 8
 
 # --- simulator workloads -----------------------------------------------------------------------------
 #: Most pods one workload entry's ``count`` may ask for, and the whole workload together (a pod costs
