@@ -58,6 +58,12 @@ MAX_NUMA_ID: Final = 1023
 #: Longest device id accepted (device plugins report PCI addresses, UUIDs, names: tens of characters).
 MAX_DEVICE_ID_CHARS: Final = 253
 
+# --- configuration files -----------------------------------------------------------------------------
+#: Largest number of seconds a configuration may give (periods, back-offs): a year.
+MAX_CONFIG_SECONDS: Final = 366 * 24 * 3600
+#: Largest integer a configuration may give for a weight or a concurrency.
+MAX_CONFIG_INTEGER: Final = 1_000_000
+
 # --- sysfs snapshot archives -------------------------------------------------------------------------
 #: Most members of a snapshot archive (the largest real one, 2 sockets x 112 threads with PCI, has 8,669).
 MAX_SNAPSHOT_MEMBERS: Final = 50_000
