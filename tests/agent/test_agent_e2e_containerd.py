@@ -37,6 +37,7 @@ from typing import Any
 
 import pytest
 
+from numaplane.agent.checkpoint import CheckpointIdentity, encode
 from numaplane.agent.daemon import Agent, AgentOptions
 from numaplane.grpcapi.podresources.client import PodResourcesClient
 from numaplane.nrt.podresources import PodResources
@@ -341,6 +342,44 @@ def test_corrupted_checkpoint_is_moved_aside_and_rebuilt(agent: AgentProcess, po
     events = [json.loads(line) for line in agent.log_text().splitlines() if line.startswith("{")]
     reported = [e for e in events if e.get("event", "").startswith("checkpoint unusable")]
     assert reported and reported[0]["kind"] == "corrupted" and reported[0]["level"] == "error"
+
+
+def _damage_keeping_the_checksum(state_file: Path, change: str) -> None:
+    """Rewrite the agent's own checkpoint with one inconsistency, checksum recomputed (the file is
+    intact as a file; only restoring it shows the problem)."""
+    doc = json.loads(state_file.read_bytes())
+    data = doc["data"]
+    manager = data["manager"]
+    gu = next(uid for uid, a in manager["admissions"].items() if a["containers"][0]["allocations"][0].get("cpus"))
+    if change == "cpu-the-machine-lacks":  # was KeyError: 19 in policy/builtin.py, at every start
+        manager["plugins"]["cpu"]["entries"][gu]["main"] = "1,19"
+        manager["admissions"][gu]["containers"][0]["allocations"][0]["cpus"] = "1,19"
+    else:  # "int-device-id-in-reuse": was TypeError in device_sort_key, at every start
+        manager["plugins"].setdefault("devices", {})["reuse"] = {gu: {"example.com/gpu": [7]}}
+    state_file.write_bytes(encode(data, CheckpointIdentity(doc["node"], doc["topology"])))
+
+
+@pytest.mark.parametrize("change", ["cpu-the-machine-lacks", "int-device-id-in-reuse"])
+def test_a_checksum_valid_inconsistent_checkpoint_is_moved_aside_and_rebuilt(
+    agent: AgentProcess, pods: Pods, change: str
+) -> None:
+    """Issue 25 item 3, on the real containerd: the agent starts, sets the file aside, rebuilds from the
+    runtime (Synchronize) and pins as before; no crash loop."""
+    agent.start()
+    agent.wait_ready()
+    pods.pod("gu", 1)
+    pods.pod("be", 0)
+    wait_consistent(agent, pods)
+    agent.stop()
+    _damage_keeping_the_checksum(agent.state_file, change)
+    agent.start()
+    ready = agent.wait_ready()
+    assert ready["checkpoint"] == "corrupted"
+    assert list(agent.state_file.parent.glob("agent_state.json.corrupted-*"))
+    assert wait_consistent(agent, pods) == {"gu": {1}, "be": {0}}
+    events = [json.loads(line) for line in agent.log_text().splitlines() if line.startswith("{")]
+    reported = [e for e in events if e.get("event", "").startswith("checkpoint unusable")]
+    assert reported and "cannot restore the agent state" in reported[0]["error"]
 
 
 def restart_containerd(instance: ContainerdInstance) -> None:

@@ -96,6 +96,19 @@ def test_an_alias_bomb_in_a_scenario_or_an_added_workload_is_refused(tmp_path: P
         assert str(files["bomb"]) in run.error_line and "aliases" in run.error_line
 
 
+def test_an_alias_bomb_in_a_snapshot_header_is_refused(tmp_path: Path) -> None:
+    """The snapshot's fast reader parses the header lines with YAML too; it was accepted (exit 0)."""
+    out = io.StringIO()
+    SnapshotWriter(out, {"source": "test"}).close()
+    flow = "{" + ", ".join(BOMB.strip().splitlines()) + "}"
+    snapshot = tmp_path / "snap.yaml"
+    snapshot.write_text(out.getvalue().replace("  source: test\n", f"  source: test\n  x: {flow}\n", 1))
+    assert flow in snapshot.read_text()
+    run = numaplane("simulate", "--from", str(snapshot), timeout=60)
+    assert run.code == 2, (run.stdout, run.stderr)
+    assert run.error_line == f"Error: {snapshot}: YAML aliases (*name) to mappings or lists are not accepted"
+
+
 def test_the_agent_config_watcher_and_the_exporter_refuse_an_alias_bomb(tmp_path: Path) -> None:
     path = _files(tmp_path)["bomb"]
     started = time.perf_counter()
