@@ -64,11 +64,22 @@ MAX_NUMA_ID: Final = 1023
 #: Longest device id accepted (device plugins report PCI addresses, UUIDs, names: tens of characters).
 MAX_DEVICE_ID_CHARS: Final = 253
 
+# --- configuration files -----------------------------------------------------------------------------
+#: Largest number of seconds a configuration may give (periods, back-offs): a year.
+MAX_CONFIG_SECONDS: Final = 366 * 24 * 3600
+#: Largest integer a configuration may give for a weight or a concurrency.
+MAX_CONFIG_INTEGER: Final = 1_000_000
+
 # --- sysfs snapshot archives -------------------------------------------------------------------------
 #: Most members of a snapshot archive (the largest real one, 2 sockets x 112 threads with PCI, has 8,669).
 MAX_SNAPSHOT_MEMBERS: Final = 50_000
 #: Most bytes extracted from a snapshot archive (files' sizes summed).
 MAX_SNAPSHOT_BYTES: Final = 64 * 1024 * 1024
+#: Most symlinks in a snapshot archive (the largest real one has 480: one per CPU, node and PCI device link).
+MAX_SNAPSHOT_LINKS: Final = 5_000
+#: Most symlinks followed to resolve one symlink's target (in real snapshots no target goes through
+#: another symlink; the kernel itself stops at 40). Bounds the work per link, so extraction stays linear.
+MAX_SNAPSHOT_LINK_DEPTH: Final = 8
 
 # --- simulator workloads -----------------------------------------------------------------------------
 #: Most pods one workload entry's ``count`` may ask for, and the whole workload together (a pod costs

@@ -202,3 +202,19 @@ async def test_a_background_task_that_dies_is_counted_and_restarted() -> None:
         await asyncio.sleep(0.01)
     assert loop.runs == 3 and crashed == ["flaky", "flaky"] and loop.crashes == 2
     await loop.stop()
+
+
+def test_a_checkpoint_that_cannot_be_moved_aside_does_not_stop_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25 item 3: every checkpoint problem is handled; a read-only or busy state folder made the
+    quarantine's rename raise out of the agent's start (a crash loop)."""
+    store = CheckpointStore(tmp_path / "agent_state.json", ME)
+    store.save(_damaged("cpu-the-machine-lacks"))
+
+    def refuse(src: object, dst: object) -> None:
+        raise OSError(30, "Read-only file system", str(src))
+
+    monkeypatch.setattr("numaplane.agent.checkpoint.os.replace", refuse)
+    assert store.quarantine(CheckpointCorrupted("inconsistent agent state")) is None
+    assert store.path.exists()  # left in place: the next (atomic) write replaces it

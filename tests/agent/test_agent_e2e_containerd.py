@@ -37,6 +37,7 @@ from typing import Any
 
 import pytest
 
+from numaplane.agent.checkpoint import CheckpointIdentity, encode
 from numaplane.agent.daemon import Agent, AgentOptions
 from numaplane.grpcapi.podresources.client import PodResourcesClient
 from numaplane.nrt.podresources import PodResources
@@ -322,25 +323,54 @@ def test_kill_9_in_a_pod_stream_then_restart(agent: AgentProcess, pods: Pods) ->
     assert agent.metric("numaplane_agent_adoptions_total", 'result="failed"') == 1
 
 
-def test_corrupted_checkpoint_is_moved_aside_and_rebuilt(agent: AgentProcess, pods: Pods) -> None:
+def _damage(state_file: Path, change: str) -> None:
+    """Damage the agent's own checkpoint: one byte of content (the checksum no longer matches), or one
+    inconsistency with the checksum recomputed (intact as a file; only restoring it shows the problem)."""
+    if change == "checksum-mismatch":
+        state_file.write_bytes(state_file.read_bytes().replace(b'"exclusive":"1"', b'"exclusive":"0"'))
+        return
+    doc = json.loads(state_file.read_bytes())
+    data = doc["data"]
+    manager = data["manager"]
+    gu = next(uid for uid, a in manager["admissions"].items() if a["containers"][0]["allocations"][0].get("cpus"))
+    if change == "cpu-the-machine-lacks":  # issue 25 item 3: was KeyError: 19 in policy/builtin.py, at every start
+        manager["plugins"]["cpu"]["entries"][gu]["main"] = "1,19"
+        manager["admissions"][gu]["containers"][0]["allocations"][0]["cpus"] = "1,19"
+    else:  # "int-device-id-in-reuse", issue 25 item 3: was TypeError in device_sort_key, at every start
+        manager["plugins"].setdefault("devices", {})["reuse"] = {gu: {"example.com/gpu": [7]}}
+    state_file.write_bytes(encode(data, CheckpointIdentity(doc["node"], doc["topology"])))
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ("checksum-mismatch", "checksum mismatch"),
+        ("cpu-the-machine-lacks", "CPU 19 is not one of this machine's"),
+        ("int-device-id-in-reuse", "cannot restore the agent state: TypeError"),
+    ],
+)
+def test_corrupted_checkpoint_is_moved_aside_and_rebuilt(
+    agent: AgentProcess, pods: Pods, change: str, error: str
+) -> None:
+    """The agent starts, sets the file aside, rebuilds from the runtime (Synchronize) and pins as before."""
     agent.start()
     agent.wait_ready()
     pods.pod("gu", 1)
     pods.pod("be", 0)
     wait_consistent(agent, pods)
     agent.stop()
-    raw = agent.state_file.read_bytes()
-    agent.state_file.write_bytes(raw.replace(b'"exclusive":"1"', b'"exclusive":"0"'))
+    _damage(agent.state_file, change)
     agent.start()
     ready = agent.wait_ready()
     assert ready["checkpoint"] == "corrupted"
     assert list(agent.state_file.parent.glob("agent_state.json.corrupted-*"))
     assert agent.metric("numaplane_agent_checkpoint_loads_total", 'result="corrupted"') == 1
     assert wait_consistent(agent, pods) == {"gu": {1}, "be": {0}}
-    # structured logs: one JSON object per line; the bad file is reported with its kind
+    # structured logs: one JSON object per line; the bad file is reported with its kind and cause
     events = [json.loads(line) for line in agent.log_text().splitlines() if line.startswith("{")]
     reported = [e for e in events if e.get("event", "").startswith("checkpoint unusable")]
     assert reported and reported[0]["kind"] == "corrupted" and reported[0]["level"] == "error"
+    assert error in reported[0]["error"]
 
 
 def restart_containerd(instance: ContainerdInstance) -> None:

@@ -171,7 +171,10 @@ def test_an_nrt_row_of_capacity_1e15_is_bounded_not_allocated(tmp_path: Path) ->
     path = _snapshot(tmp_path, [_node("w1")], [_nrt("w1", _zone(0, extra=(device,)), _zone(1))])
     run = numaplane("simulate", "--from", str(path), timeout=60)
     assert run.code == 0, run.stderr
-    assert "1000000000000000 devices: a node has at most 16384" in run.stdout
+    assert (
+        "model of w1: NRT not usable (invalid NodeResourceTopology at zone node-0, resource example.com/dev: "
+        "1000000000000000 devices: a node has at most 16384)" in run.stdout
+    )
 
 
 def test_a_node_that_cannot_be_modelled_is_skipped_by_name(tmp_path: Path) -> None:

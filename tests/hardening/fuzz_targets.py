@@ -18,21 +18,27 @@ from hypothesis import strategies as st
 
 from numaplane.agent.checkpoint import CheckpointIdentity, decode, encode
 from numaplane.agent.containers import EXTRA_RESOURCES_ANNOTATION_PREFIX, derive
-from numaplane.agent.errors import AdmissionRejected, CheckpointError
+from numaplane.agent.errors import AdmissionRejected, CheckpointCorrupted, CheckpointError
+from numaplane.agent.state import NodeAgentState
+from numaplane.documents import DocumentError, load_yaml
 from numaplane.nri.errors import ProtocolError
 from numaplane.nri.proto import api_pb2
 from numaplane.nri.protocol import Connection, Role
 from numaplane.nri.translate import container_from_pb, sandbox_from_pb
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
+from numaplane.operator.errors import SpecError
+from numaplane.operator.render import parse_resources, sample_resources
 from numaplane.placement.view import node_topology
 from numaplane.policy.config import parse_config
 from numaplane.policy.errors import PolicyConfigError
+from numaplane.policy.manager import ResourceManager
 from numaplane.policy.preferences import InvalidPreferenceError, parse_preferences
 from numaplane.resources.errors import PodSpecError, QuantityError
 from numaplane.resources.pod import parse_pod
 from numaplane.resources.quantity import parse_quantity
-from numaplane.scheduler.errors import ExtenderRequestError
+from numaplane.scheduler.config import config_from_document
+from numaplane.scheduler.errors import ExtenderRequestError, SchedulerConfigError
 from numaplane.scheduler.wire import (
     decode_body,
     filter_result,
@@ -48,6 +54,7 @@ from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import CPUSetParseError, SysfsError, TopologyFormatError
 from numaplane.topology.model import Topology, synthetic
 from numaplane.topology.snapshot import unpack_snapshot
+from numaplane.topology.sysfs import discover
 
 #: Longest any single input may take (the daemons must stay responsive).
 MAX_SECONDS = 1.0
@@ -236,6 +243,126 @@ archives = st.lists(st.tuples(st.sampled_from(["file", "dir", "sym", "hard"]), _
     _tar_members
 ) | st.binary(max_size=300)
 
+# --- issue 25 round 3 ------------------------------------------------------------------------------
+
+SCHEDULER_CONFIG = {
+    "apiVersion": "kubescheduler.config.k8s.io/v1",
+    "kind": "KubeSchedulerConfiguration",
+    "percentageOfNodesToScore": 50,
+    "profiles": [
+        {"schedulerName": "default-scheduler"},
+        {
+            "schedulerName": "topo",
+            "pluginConfig": [
+                {
+                    "name": "NodeResourceTopologyMatch",
+                    "args": {
+                        "scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 2}]},
+                        "cacheResyncPeriodSeconds": 5,
+                        "cache": {"foreignPodsDetect": "All", "resyncMethod": "Autodetect"},
+                        "podMaxBackoffSeconds": 10,
+                        "numaScoreWeight": 2,
+                        "bindConcurrency": 4,
+                    },
+                }
+            ],
+        },
+    ],
+}
+_FLAT_CONFIG = SCHEDULER_CONFIG["profiles"][1]["pluginConfig"][0]["args"]  # type: ignore[index]
+_config_numbers = st.sampled_from([10**400, -(10**400), float("nan"), float("inf"), 1e308, 10**6 + 1, -1, 0])
+
+
+def _scheduler_config(doc: Any) -> object:
+    return config_from_document(doc).describe()
+
+
+def _resources(docs: Any) -> object:
+    return parse_resources(docs if isinstance(docs, list) and all(isinstance(d, dict) for d in docs) else [{}])
+
+
+def _yaml_alias_documents(draw_shape: tuple[int, int, bool]) -> str:
+    """A YAML text with ``levels`` levels of ``width`` aliases each (a bomb when both are large), or a
+    mapping alias used once (still refused: a tree is required)."""
+    levels, width, mapping = draw_shape
+    text = "a0: &a0 " + ("{k: v}" if mapping else "[x, y]") + "\n"
+    for i in range(1, levels + 1):
+        text += f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]\n"
+    return text
+
+
+yaml_texts = st.tuples(st.integers(0, 12), st.integers(1, 12), st.booleans()).map(_yaml_alias_documents) | st.text(
+    alphabet="ab:&*[]{}-, \n", max_size=80
+)
+
+
+def _agent_state() -> dict[str, Any]:
+    """A real agent state to mutate: two Guaranteed pods of 2 CPUs, one holding a GPU its Pod spec requests."""
+    topology = synthetic(sockets=2, cores_per_numa=2, threads_per_core=2)
+    config = {
+        "cpuManager": {"reservedCPUs": "0"},
+        "devices": {"example.com/gpu": [{"id": "gpu0", "numa": [0]}, {"id": "gpu1", "numa": [1]}]},
+    }
+    specs = {}
+    for name, gpus in (("a", 1), ("b", 0)):
+        limits = {"cpu": "2", "memory": "64Mi", **({"example.com/gpu": str(gpus)} if gpus else {})}
+        specs[f"uid-{name}"] = parse_pod(
+            {
+                "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+                "spec": {"containers": [{"name": "main", "resources": {"requests": limits, "limits": limits}}]},
+            }
+        )
+    node_state = NodeAgentState(ResourceManager(topology, config), pod_lookup=specs.get)
+    for name in ("a", "b"):
+        pod = api_pb2.PodSandbox(id=f"sb-{name}", name=name, uid=f"uid-{name}", namespace="default")
+        pod.linux.cgroup_parent = f"/kubepods/poduid-{name}"
+        ctr = api_pb2.Container(id=f"ctr-{name}", pod_sandbox_id=pod.id, name="main")
+        ctr.linux.resources.cpu.shares.value = 2048
+        ctr.linux.resources.cpu.period.value = 100000
+        ctr.linux.resources.cpu.quota.value = 200000
+        ctr.linux.resources.memory.limit.value = 64 << 20
+        node_state.create(sandbox_from_pb(pod), container_from_pb(ctr))
+    assert node_state.manager.admissions, "the base state holds admissions"
+    return {"topology": topology, "config": config, "specs": specs, "snapshot": node_state.snapshot()}
+
+
+AGENT = _agent_state()
+
+
+def _restore(doc: Any) -> object:
+    node_state = NodeAgentState(ResourceManager(AGENT["topology"], AGENT["config"]), pod_lookup=AGENT["specs"].get)
+    node_state.restore(doc if isinstance(doc, dict) else {"manager": doc})
+    node_state.pod_resources()  # what the agent serves at once from a restored state
+    return encode(node_state.snapshot(), ME)  # and writes back at its next checkpoint
+
+
+def _chains(shape: tuple[int, bool, int]) -> bytes:
+    """A chain of ``n`` symlinks (each to the previous), written in order or backwards, ``fan`` links
+    more pointing at its end: the shapes that made extraction quadratic."""
+    n, backwards, fan = shape
+    links = [("sym", f"m/l{i}", f"l{i - 1}" if i else "sys") for i in range(n)]
+    links += [("sym", f"m/f{i}", f"l{n - 1}" if n else "sys") for i in range(fan)]
+    return _tar_members([("dir", "m/sys", ""), *(reversed(links) if backwards else links)])
+
+
+def _sysfs_lists(texts: tuple[str, str]) -> object:
+    """A 2-CPU sysfs tree whose ``cpu/online`` and ``cpu/possible`` say anything."""
+    online, possible = texts
+    with tempfile.TemporaryDirectory() as tmp:
+        cpu = Path(tmp) / "sys/devices/system/cpu"
+        for n in (0, 1):
+            (cpu / f"cpu{n}/topology").mkdir(parents=True)
+            (cpu / f"cpu{n}/topology/core_id").write_text(f"{n}\n")
+            (cpu / f"cpu{n}/topology/physical_package_id").write_text("0\n")
+        (cpu / "online").write_text(online)
+        (cpu / "possible").write_text(possible)
+        return discover(tmp).num_cpus
+
+
+_cpu_lists = st.sampled_from(["0-65535", "0-1", "1", "", "0-4294967295", "65536", "0,1,65535"]) | st.text(
+    alphabet="0123456789,-\n", max_size=20
+)
+
 TARGETS: list[Target] = [
     Target(
         "cpuset",
@@ -264,4 +391,30 @@ TARGETS: list[Target] = [
     Target("workload", parse_workload, (WorkloadError,), mutations(WORKLOAD) | json_values),
     Target("topology-json", Topology.from_dict, (TopologyFormatError,), mutations(TOPOLOGY) | json_values),
     Target("snapshot-archive", _archive, (SysfsError,), archives),
+    Target(
+        "snapshot-archive-link-chains",
+        _archive,
+        (SysfsError,),
+        st.tuples(st.integers(0, 400), st.booleans(), st.integers(0, 50)).map(_chains),
+    ),
+    Target("sysfs-cpu-lists", _sysfs_lists, (SysfsError,), st.tuples(_cpu_lists, _cpu_lists)),
+    Target(
+        "scheduler-config",
+        _scheduler_config,
+        (SchedulerConfigError,),
+        mutations(SCHEDULER_CONFIG)
+        | mutations(_FLAT_CONFIG)
+        | json_values
+        | _config_numbers.map(lambda n: {"cacheResyncPeriodSeconds": n, "numaScoreWeight": n}),
+    ),
+    Target(
+        "custom-resources",
+        _resources,
+        (SpecError,),
+        st.lists(st.sampled_from(sample_resources()), min_size=1, max_size=3).flatmap(
+            lambda docs: st.tuples(*(mutations(d) for d in docs)).map(list)
+        ),
+    ),
+    Target("yaml-documents", load_yaml, (DocumentError,), yaml_texts),
+    Target("checkpoint-restore", _restore, (CheckpointCorrupted,), mutations(AGENT["snapshot"]) | json_values),
 ]

@@ -202,6 +202,13 @@ def test_config_from_kube_scheduler_configuration() -> None:
     assert config.over_reserve_config().profile_names == frozenset({"topo-aware-scheduler"})
 
 
+_NRTM = {"name": "NodeResourceTopologyMatch"}
+
+
+def _ksc(profiles: list[object]) -> dict[str, object]:
+    return {"kind": "KubeSchedulerConfiguration", "profiles": profiles}
+
+
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
@@ -212,6 +219,20 @@ def test_config_from_kube_scheduler_configuration() -> None:
         ({"schedulerNames": []}, "at least one"),
         ({"podInitialBackoffSeconds": 20}, "podInitialBackoffSeconds"),
         ({"kind": "KubeSchedulerConfiguration", "profiles": [{"schedulerName": "x"}]}, "no profile"),
+        # issue 25 item 11: TypeError / OverflowError escaped; nan and 1e400 seconds were accepted
+        (_ksc([{"pluginConfig": 1}]), r"profiles\[0\]\.pluginConfig must be a list"),
+        (_ksc([{"pluginConfig": [1]}]), r"profiles\[0\]\.pluginConfig\[0\] must be an object"),
+        (_ksc([{"schedulerName": 1, "pluginConfig": [_NRTM]}]), r"profiles\[0\]\.schedulerName must be a"),
+        (
+            _ksc([{"pluginConfig": [{**_NRTM, "args": {"cacheResyncPeriodSeconds": 10**400}}]}]),
+            "cacheResyncPeriodSeconds",
+        ),
+        ({"cacheResyncPeriodSeconds": 10**400}, "cacheResyncPeriodSeconds must be a number of seconds within"),
+        ({"podMaxBackoffSeconds": float("nan")}, "podMaxBackoffSeconds must be a number of seconds within"),
+        ({"cacheResyncPeriodSeconds": float("inf")}, "cacheResyncPeriodSeconds must be a number of seconds within"),
+        ({"numaScoreWeight": 10**400}, "numaScoreWeight must be an integer within"),
+        ({"bindConcurrency": 10**9}, "bindConcurrency must be an integer within"),
+        ({"scoringStrategy": {"resources": [{"name": "cpu", "weight": 10**400}]}}, "weight .* 'cpu' must be within"),
     ],
 )
 def test_config_errors_name_the_key(doc: object, message: str) -> None:

@@ -6,14 +6,22 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import re
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from numaplane.limits import MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_MEMBERS
+from numaplane.limits import (
+    MAX_SNAPSHOT_BYTES,
+    MAX_SNAPSHOT_LINK_DEPTH,
+    MAX_SNAPSHOT_LINKS,
+    MAX_SNAPSHOT_MEMBERS,
+)
 from numaplane.topology.errors import SysfsError
 from numaplane.topology.snapshot import unpack_snapshot
 
@@ -124,3 +132,78 @@ def test_fuzz_archives_only_raise_sysfs_error_and_stay_inside(
         unpack_snapshot(archive, out)
     outside = [p for p in base.rglob("*") if not (p == out or out in p.parents or p.name in ("f.tar.gz", "in"))]
     assert outside == []
+
+
+# ---- issue 25 item 6: symlink chains made extraction quadratic (a 29 KB archive took 29 s) ----------
+
+
+def _chain(n: int, *, forward: bool = False) -> list[Member]:
+    """``l1 -> l0, l2 -> l1, ...`` (each link checked after its target), or the same chain with every
+    link written before the link it points to (``forward``: each target is missing when checked)."""
+    links: list[Member] = [("sym", f"m/l{i}", f"l{i - 1}" if i else "sys") for i in range(n)]
+    return [("dir", "m/sys", None), *(reversed(links) if forward else links)]
+
+
+@pytest.mark.parametrize("forward", [False, True], ids=["backward", "forward"])
+def test_a_29_kb_symlink_chain_is_refused_quickly(tmp_path: Path, forward: bool) -> None:
+    archive = tmp_path / "chain.tar.gz"
+    archive.write_bytes(_tar([OK, *_chain(3200, forward=forward)]))
+    assert archive.stat().st_size < 32 * 1024
+    started = time.perf_counter()
+    with pytest.raises(SysfsError, match=f"more than {MAX_SNAPSHOT_LINK_DEPTH} symlinks"):
+        unpack_snapshot(archive, tmp_path / "out")
+    assert time.perf_counter() - started < 2.0  # was 12-29 s, then RecursionError
+
+
+def test_a_chain_as_long_as_allowed_unpacks(tmp_path: Path) -> None:
+    archive = tmp_path / "chain.tar.gz"
+    archive.write_bytes(_tar([OK, *_chain(MAX_SNAPSHOT_LINK_DEPTH)]))
+    root = unpack_snapshot(archive, tmp_path / "out")
+    assert (root / f"l{MAX_SNAPSHOT_LINK_DEPTH - 1}").resolve() == (root / "sys").resolve()
+
+
+def test_the_number_of_symlinks_is_capped(tmp_path: Path) -> None:
+    archive = tmp_path / "links.tar.gz"
+    links: list[Member] = [("sym", f"m/l{i}", "sys") for i in range(MAX_SNAPSHOT_LINKS + 1)]
+    archive.write_bytes(_tar([OK, ("dir", "m/sys", None), *links]))
+    started = time.perf_counter()
+    with pytest.raises(SysfsError, match=f"more than {MAX_SNAPSHOT_LINKS} symlinks"):
+        unpack_snapshot(archive, tmp_path / "out")
+    assert time.perf_counter() - started < 10.0
+
+
+def test_a_link_made_to_escape_by_a_later_link_is_refused(tmp_path: Path) -> None:
+    """``a -> b/..`` is inside while ``b`` does not exist; ``b -> .`` (written after) makes ``a`` the
+    folder above the destination. Each link passed its own check; the archive as a whole may not."""
+    archive = tmp_path / "late.tar.gz"
+    archive.write_bytes(_tar([("dir", "sys", None), ("sym", "a", "b/.."), ("sym", "b", ".")]))
+    with pytest.raises(SysfsError, match=re.escape("a: link target b/.. leaves the destination")):
+        unpack_snapshot(archive, tmp_path / "out")
+    assert not (tmp_path / "out" / "a").is_symlink()  # the links of a refused archive are removed
+
+
+_LINK_NAMES = st.sampled_from(["l0", "l1", "l2", "d/l3", "d/l4"])
+_LINK_TARGETS = st.lists(st.sampled_from(["l0", "l1", "l2", "d", "l3", "l4", "..", ".", "sys"]), min_size=1, max_size=4)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(_LINK_NAMES, _LINK_TARGETS.map("/".join)), max_size=8))
+def test_fuzz_link_graphs_resolve_inside_or_are_refused(
+    tmp_path_factory: pytest.TempPathFactory, links: list[tuple[str, str]]
+) -> None:
+    """Any graph of links among a few names, in any order: refused with a SysfsError, or every link
+    extracted resolves (on disk, by the kernel's rules) inside the destination within the depth bound."""
+    base = tmp_path_factory.mktemp("links")
+    archive = base / "l.tar.gz"
+    archive.write_bytes(_tar([("dir", "sys", None), ("dir", "d", None), *(("sym", n, t) for n, t in links)]))
+    out = base / "out"
+    try:
+        unpack_snapshot(archive, out)
+    except SysfsError:
+        assert not [p for p in out.rglob("*") if p.is_symlink()]
+        return
+    root = os.path.realpath(out)
+    for path in out.rglob("*"):
+        if path.is_symlink():
+            resolved = os.path.realpath(path)
+            assert os.path.commonpath([resolved, root]) == root, (path, resolved)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import tarfile
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -249,3 +252,29 @@ def test_unpack_finds_the_snapshot_folder(tmp_path: Path) -> None:
     archive = tmp_path / "ok.tar.gz"
     archive.write_bytes(_tar([_file("m/sys/devices/system/cpu/online", b"0\n")]))
     assert unpack_snapshot(archive, tmp_path / "out") == tmp_path / "out" / "m"
+
+
+# ---- issue 25 item 12: cpu/online naming CPUs the snapshot has no directory for -----------------------
+
+
+def test_online_cpus_without_a_cpu_directory_do_not_count(tmp_path: Path, snapshot_root: Callable[[str], Path]) -> None:
+    """``cpu/online = 0-65535`` in a 20-CPU snapshot made a 65,536-CPU machine (11-30 s, 320 MB)."""
+    root = tmp_path / "desktop"
+    shutil.copytree(snapshot_root("intel-desktop-1s1n-20t"), root, symlinks=True)
+    (root / CPU / "online").write_text("0-65535\n")
+    started = time.perf_counter()
+    result = discover_with_warnings(root)
+    assert time.perf_counter() - started < 5
+    assert result.topology.num_cpus == 20 and len(result.topology.cpus) == 20
+    assert "online CPUs 20-65535 have no cpuN directory: not counted" in result.warnings
+    original = discover(snapshot_root("intel-desktop-1s1n-20t"))
+    assert [(c.cpu, c.core, c.socket, c.numa) for c in result.topology.cpus] == [
+        (c.cpu, c.core, c.socket, c.numa) for c in original.cpus
+    ]
+
+
+def test_a_cpu_directory_beyond_the_largest_cpu_id_is_an_error(tmp_path: Path) -> None:
+    root = build(tmp_path)
+    (root / CPU / "cpu65536").mkdir()
+    with pytest.raises(SysfsError, match="cpu65536: CPU id above 65535"):
+        discover(root)

@@ -192,7 +192,9 @@ class CheckpointStore:
         return removed
 
     def quarantine(self, error: CheckpointError) -> Path | None:
-        """Move a bad file aside as ``<name>.<kind>-<UTC timestamp>``; return the new path."""
+        """Move a bad file aside as ``<name>.<kind>-<UTC timestamp>``; return the new path (``None``
+        when there is no file, or when it cannot be moved: logged, and the next write replaces it — a
+        bad checkpoint never stops the agent from starting)."""
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         target = self.path.with_name(f"{self.path.name}.{error.kind}-{stamp}")
         n = 1
@@ -202,6 +204,9 @@ class CheckpointStore:
         try:
             os.replace(self.path, target)
         except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.error("cannot move the bad checkpoint aside", path=str(self.path), error=str(exc))
             return None
         return target
 

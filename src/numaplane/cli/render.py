@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from numaplane.cli._nodepaths import node_path_options, with_node_paths
+from numaplane.cli._output import InputError
 from numaplane.documents import DocumentError, parse_documents
 from numaplane.operator.errors import SpecError
 from numaplane.operator.layout import deploy_files
@@ -16,8 +17,10 @@ from numaplane.operator.render import Inputs, parse_resources, render_install, r
 from numaplane.operator.render_common import DEFAULT_IMAGE, DEFAULT_NAMESPACE, Settings
 
 
-def _load(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
+def _load(paths: tuple[Path, ...]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The documents of every file and, for each, where it is (``<file> document <n>``)."""
     docs: list[dict[str, Any]] = []
+    sources: list[str] = []
     for path in paths:
         # An unreadable file stays an unexpected error (a traceback under --debug); bad content is a usage error.
         text = sys.stdin.read() if str(path) == "-" else path.read_text()
@@ -25,11 +28,12 @@ def _load(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
             loaded = parse_documents(text, path)
         except DocumentError as exc:
             raise click.BadParameter(str(exc), param_hint="--from") from exc
-        for doc in loaded:
+        for n, doc in enumerate(loaded):
             if not isinstance(doc, dict):
                 raise click.BadParameter(f"{path}: every document must be a mapping", param_hint="--from")
             docs.append(doc)
-    return docs
+            sources.append(f"{path} document {n}")
+    return docs, sources
 
 
 @click.command("render")
@@ -85,9 +89,9 @@ def command(
     inputs = Inputs()
     if sources:
         try:
-            inputs = parse_resources(_load(sources))
+            inputs = parse_resources(*_load(sources))
         except SpecError as exc:
-            raise click.ClickException(f"invalid custom resource ({exc.reason}): {exc}") from exc
+            raise InputError(f"invalid custom resource ({exc.reason}): {exc}") from exc
     objects = []
     if install if install is not None else not sources:
         objects += render_install(settings)

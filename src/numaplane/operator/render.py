@@ -256,16 +256,19 @@ def sample_resources() -> list[dict[str, Any]]:
     ]
 
 
-def parse_resources(documents: Sequence[Mapping[str, Any]]) -> Inputs:
-    """Inputs from custom resource documents; raises :class:`SpecError` naming the bad document."""
+def parse_resources(documents: Sequence[Mapping[str, Any]], sources: Sequence[str] = ()) -> Inputs:
+    """Inputs from custom resource documents; raises :class:`SpecError` naming the bad document
+    (``sources[i]``, e.g. the file and the document's place in it, when given; else ``document i``)."""
     operator: NUMAResourcesOperator | None = None
     scheduler: NUMAResourcesScheduler | None = None
     policies: list[NodeResourcePolicy] = []
     for i, doc in enumerate(documents):
         kind = doc.get("kind")
-        name = (doc.get("metadata") or {}).get("name", "?")
+        meta = doc.get("metadata")
+        name = meta.get("name", "?") if isinstance(meta, Mapping) else "?"
+        label = f"{sources[i] if i < len(sources) else f'document {i}'} ({kind}/{name})"
         if doc.get("apiVersion") != API_VERSION:
-            raise SpecError([f"document {i} ({kind}/{name}): apiVersion must be {API_VERSION}"])
+            raise SpecError([f"{label}: apiVersion must be {API_VERSION}"])
         try:
             if kind == nro_api.KIND:
                 if operator is not None:
@@ -280,7 +283,7 @@ def parse_resources(documents: Sequence[Mapping[str, Any]]) -> Inputs:
             else:
                 raise SpecError([f"unsupported kind {kind!r}"])
         except SpecError as exc:
-            raise SpecError([f"document {i} ({kind}/{name}): {p}" for p in exc.problems], exc.reason) from exc
+            raise SpecError([f"{label}: {p}" for p in exc.problems], exc.reason) from exc
     return Inputs(operator, scheduler, tuple(policies))
 
 

@@ -45,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from numaplane.limits import MAX_CONFIG_INTEGER
 from numaplane.placement.effective import judged_policy, judged_scope
 from numaplane.placement.errors import PlacementConfigError
 from numaplane.placement.filter import NRTInput, as_topology
@@ -105,6 +106,8 @@ class ScoringStrategy:
             weight = item.get("weight", 0)
             if isinstance(weight, bool) or not isinstance(weight, int):
                 raise PlacementConfigError(f"invalid weight {weight!r} for {item['name']!r}")
+            if not -MAX_CONFIG_INTEGER <= weight <= MAX_CONFIG_INTEGER:
+                raise PlacementConfigError(f"the weight for {item['name']!r} must be within ±{MAX_CONFIG_INTEGER}")
             weights[item["name"]] = weight
         return ScoringStrategy(kind, weights)
 

@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
+from numaplane.limits import MAX_CONFIG_INTEGER, MAX_CONFIG_SECONDS
 from numaplane.placement.cache import make_cache
 from numaplane.placement.cachebase import NRTCache
 from numaplane.placement.cycle import SelectionRules
@@ -190,7 +191,11 @@ def _number(doc: Mapping[str, Any], key: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SchedulerConfigError(f"{key} must be a number, not {value!r}")
+        raise SchedulerConfigError(f"{key} must be a number, not {_short(value)}")
+    if not -MAX_CONFIG_SECONDS <= value <= MAX_CONFIG_SECONDS:  # also nan, inf and 400-digit integers
+        raise SchedulerConfigError(
+            f"{key} must be a number of seconds within ±{MAX_CONFIG_SECONDS}, not {_short(value)}"
+        )
     return float(value)
 
 
@@ -199,8 +204,18 @@ def _int(doc: Mapping[str, Any], key: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SchedulerConfigError(f"{key} must be an integer, not {value!r}")
+        raise SchedulerConfigError(f"{key} must be an integer, not {_short(value)}")
+    if not -MAX_CONFIG_INTEGER <= value <= MAX_CONFIG_INTEGER:
+        raise SchedulerConfigError(f"{key} must be an integer within ±{MAX_CONFIG_INTEGER}, not {_short(value)}")
     return value
+
+
+def _short(value: Any) -> str:
+    """``repr(value)`` cut to 40 characters (a 400-digit number is named, not printed)."""
+    text = (
+        repr(value) if not isinstance(value, int) or abs(value) < 10**40 else f"a {len(str(abs(value)))}-digit integer"
+    )
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 def _bool(doc: Mapping[str, Any], key: str) -> bool | None:
@@ -232,16 +247,25 @@ def _from_kube_scheduler_configuration(doc: Mapping[str, Any]) -> tuple[dict[str
         raise SchedulerConfigError("profiles must be a list")
     names: list[str] = []
     args: dict[str, Any] | None = None
-    for profile in profiles:
+    for i, profile in enumerate(profiles):
+        where = f"profiles[{i}]"
         if not isinstance(profile, Mapping):
-            raise SchedulerConfigError("every profile must be an object")
-        for entry in profile.get("pluginConfig") or []:
-            if isinstance(entry, Mapping) and entry.get("name") == PLUGIN_NAME:
-                names.append(str(profile.get("schedulerName") or "default-scheduler"))
+            raise SchedulerConfigError(f"{where}: every profile must be an object")
+        entries = profile.get("pluginConfig") or []
+        if not isinstance(entries, list):
+            raise SchedulerConfigError(f"{where}.pluginConfig must be a list, not {_short(entries)}")
+        for j, entry in enumerate(entries):
+            if not isinstance(entry, Mapping):
+                raise SchedulerConfigError(f"{where}.pluginConfig[{j}] must be an object, not {_short(entry)}")
+            if entry.get("name") == PLUGIN_NAME:
+                name = profile.get("schedulerName") or "default-scheduler"
+                if not isinstance(name, str):
+                    raise SchedulerConfigError(f"{where}.schedulerName must be a string, not {_short(name)}")
+                names.append(name)
                 if args is None:
                     found = entry.get("args") or {}
                     if not isinstance(found, Mapping):
-                        raise SchedulerConfigError(f"{PLUGIN_NAME} args must be an object")
+                        raise SchedulerConfigError(f"{where}.pluginConfig[{j}].args must be an object")
                     args = dict(found)
     if args is None:
         raise SchedulerConfigError(f"no profile of the KubeSchedulerConfiguration configures {PLUGIN_NAME}")

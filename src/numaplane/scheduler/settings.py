@@ -58,7 +58,10 @@ def settings_from_options(
             doc = read_document(config_file)
         except DocumentError as exc:
             raise SchedulerConfigError(f"cannot read {exc}") from exc
-        config = config_from_document(doc, config)
+        try:
+            config = config_from_document(doc, config)
+        except SchedulerConfigError as exc:
+            raise SchedulerConfigError(f"{config_file}: {exc}") from exc
     strategy = config.strategy
     weights_given = tuple(resource_weight)
     if scoring_strategy or weights_given:

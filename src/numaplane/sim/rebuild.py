@@ -131,14 +131,19 @@ def machine_from_nrt(
         counts.append(int(row.capacity.value()) if row is not None else 0)
     if sum(max(c, 0) for c in counts) > MAX_NODE_CPUS:
         raise NRTFormatError("zones", f"{sum(counts)} CPUs: a node has at most {MAX_NODE_CPUS}")
-    device_count = sum(
-        max(int(r.allocatable.value()), 0)
+    rows = [
+        (max(int(r.allocatable.value()), 0), zone.name, r.name)
         for _, zone in zones
         for r in zone.resources
         if r.name not in ("cpu", "memory") and not r.name.startswith(_HUGEPAGES)
-    )
+    ]
+    device_count = sum(n for n, _, _ in rows)
     if device_count > MAX_NODE_DEVICES:
-        raise NRTFormatError("zones", f"{device_count} devices: a node has at most {MAX_NODE_DEVICES}")
+        _, zone_name, resource = max(rows)  # the row that counts most, named
+        raise NRTFormatError(
+            f"zone {zone_name}, resource {resource}",
+            f"{device_count} devices: a node has at most {MAX_NODE_DEVICES}",
+        )
     smt = smt and all(c % 2 == 0 for c in counts)
     cpus: list[CPUInfo] = []
     nodes: list[NUMANode] = []

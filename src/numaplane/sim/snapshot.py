@@ -455,6 +455,11 @@ def _read_fast(stream: TextIO, source: str) -> tuple[Snapshot, Any]:
         header = yaml.safe_load("\n".join(header_lines)) or {}
     except yaml.YAMLError:
         raise _NotFastLayout from None
+    try:
+        check_tree(header, source)  # no alias bomb in the header either (the YAML reader's rule)
+        check_tree(summary, source)
+    except DocumentError as exc:
+        raise SnapshotFormatError(source, "", exc.reason) from exc
     _check_header(header, source)
     _check_sections(seen, source)
     snap.metadata = dict(header.get("metadata") or {})

@@ -8,6 +8,8 @@ are the security boundary of every command that accepts a snapshot. Errors are :
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import lzma
 import os
 import posixpath
@@ -16,7 +18,12 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from numaplane.limits import MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_MEMBERS
+from numaplane.limits import (
+    MAX_SNAPSHOT_BYTES,
+    MAX_SNAPSHOT_LINK_DEPTH,
+    MAX_SNAPSHOT_LINKS,
+    MAX_SNAPSHOT_MEMBERS,
+)
 from numaplane.topology.errors import SysfsError
 
 __all__ = ["find_sysfs_root", "unpack_snapshot"]
@@ -50,7 +57,16 @@ def unpack_snapshot(archive: str | Path, dest: str | Path) -> Path:
     and symlinks are extracted (no hard links), a name may appear once (a symlink cannot be re-pointed
     after its check), no member goes through an extracted symlink, and a symlink's target must stay
     inside ``dest`` both lexically and resolved. At most ``MAX_SNAPSHOT_MEMBERS`` members and
-    ``MAX_SNAPSHOT_BYTES`` of file data (:mod:`numaplane.limits`). Errors are :class:`SysfsError`.
+    ``MAX_SNAPSHOT_BYTES`` of file data (:mod:`numaplane.limits`).
+
+    Symlinks: at most ``MAX_SNAPSHOT_LINKS``, and resolving one follows at most
+    ``MAX_SNAPSHOT_LINK_DEPTH`` symlinks (counted over the archive's own links, before anything
+    resolves the target on disk), so the work per link is bounded and a chain of links costs linear
+    time, not quadratic. A link written after links that lead to or through its name (a chain
+    written backwards) makes those be resolved again at once; and once every member is out, every
+    link is resolved again over the final set of links. A link that leaves ``dest`` or follows too
+    many links refuses the archive, and then every symlink extracted is removed. Errors are
+    :class:`SysfsError`.
     """
     target = Path(dest)
     target.mkdir(parents=True, exist_ok=True)
@@ -58,7 +74,9 @@ def unpack_snapshot(archive: str | Path, dest: str | Path) -> Path:
     try:
         with tarfile.open(archive) as tar:
             tar.extractall(target, members=check.bounded(tar), filter=check)
+        check.recheck_links()
     except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, RecursionError) as exc:
+        check.remove_links()
         raise SysfsError(str(archive), f"cannot unpack snapshot: {exc}") from None
     return find_sysfs_root(target)
 
@@ -71,7 +89,9 @@ class _SafeMembers:
 
     def __init__(self, dest: Path) -> None:
         self.root = os.path.realpath(dest)
-        self.links: set[str] = set()
+        self.links: dict[str, str] = {}  # normalised name -> link target, as in the archive
+        self.leads_of: dict[str, str] = {}  # link name -> the path it resolves to (over the links so far)
+        self.leads_to: list[tuple[str, str]] = []  # (that path, link name), sorted
         self.seen: set[str] = set()
 
     def bounded(self, tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
@@ -113,19 +133,85 @@ class _SafeMembers:
             # tarfile would replace it, and fall back to copying the link's target when a symlink
             # cannot be made (recursively, for a link to its own folder)
             raise tarfile.TarError(f"{raw}: already exists")
+        if member.issym():
+            # bounded before anything (the data filter, realpath) follows the link on disk
+            link = member.linkname
+            if len(self.links) >= MAX_SNAPSHOT_LINKS:
+                raise tarfile.TarError(f"more than {MAX_SNAPSHOT_LINKS} symlinks")
+            if len(link) > _MAX_NAME_CHARS or "\0" in link:
+                raise tarfile.TarError(f"{raw}: link target too long")
+            lexical = posixpath.normpath(posixpath.join(posixpath.dirname(name), link))
+            if link.startswith("/") or lexical == ".." or lexical.startswith("../"):
+                raise tarfile.TarError(f"{raw}: link target {link} leaves the destination")
+            leads_to = self._resolve(raw, name, link)
         filtered = tarfile.data_filter(member.replace(name=name, deep=False), dest)
         if filtered is None:  # pragma: no cover - data_filter refuses by raising
             return None
         if member.issym():
-            link = member.linkname
-            lexical = posixpath.normpath(posixpath.join(posixpath.dirname(name), link))
-            if link.startswith("/") or lexical == ".." or lexical.startswith("../"):
-                raise tarfile.TarError(f"{raw}: link target {link} leaves the destination")
             resolved = os.path.realpath(os.path.join(self.root, *parts[:-1], link))
             if os.path.commonpath([resolved, self.root]) != self.root:
                 raise tarfile.TarError(f"{raw}: link target {link} leaves the destination")
-            self.links.add(name)
+            self._add_link(name, link, leads_to)
             return filtered
         if member.isdir():
             return filtered.replace(mode=((filtered.mode or 0o755) | 0o700) & 0o755, deep=False)
         return filtered
+
+    def _resolve(self, raw: str, name: str, link: str) -> str:
+        """Where the symlink ``name`` with target ``link`` leads, over the archive's links so far (as the
+        kernel resolves it on the extracted tree: ``..`` after a link goes up from where the link leads);
+        raise ``TarError`` if that leaves the destination or follows more than
+        ``MAX_SNAPSHOT_LINK_DEPTH`` links. Work: at most that many links, each adding at most
+        ``_MAX_NAME_CHARS`` of path."""
+        done: list[str] = []  # the resolved path so far, as its prefixes: "a", "a/b", ...
+        pending = [p for p in reversed(link.split("/")) if p not in ("", ".")]
+        pending += reversed(name.split("/")[:-1])
+        followed = 0
+        while pending:
+            part = pending.pop()
+            if part == "..":
+                if not done:
+                    raise tarfile.TarError(f"{raw}: link target {link} leaves the destination")
+                done.pop()
+                continue
+            done.append(f"{done[-1]}/{part}" if done else part)
+            target = self.links.get(done[-1])
+            if target is None:
+                continue
+            followed += 1
+            if followed > MAX_SNAPSHOT_LINK_DEPTH:
+                raise tarfile.TarError(
+                    f"{raw}: link target {link} goes through more than {MAX_SNAPSHOT_LINK_DEPTH} symlinks"
+                )
+            done.pop()
+            pending.extend(p for p in reversed(target.split("/")) if p not in ("", "."))
+        return done[-1] if done else ""
+
+    def _add_link(self, name: str, link: str, leads_to: str) -> None:
+        """Record the link ``name``; resolve again the earlier links that lead to or through it (they
+        were written first, pointing at a path that did not exist yet: a chain written backwards)."""
+        self.links[name] = link
+        self._set_leads_to(name, leads_to)
+        lo = bisect.bisect_left(self.leads_to, (name, ""))
+        hi = bisect.bisect_left(self.leads_to, (name + "0", ""))  # "0" sorts right after "/"
+        for path, earlier in self.leads_to[lo:hi]:
+            if earlier != name and (path == name or path.startswith(name + "/")):
+                self._set_leads_to(earlier, self._resolve(earlier, earlier, self.links[earlier]))
+
+    def _set_leads_to(self, name: str, path: str) -> None:
+        old = self.leads_of.get(name)
+        if old is not None:
+            del self.leads_to[bisect.bisect_left(self.leads_to, (old, name))]
+        self.leads_of[name] = path
+        bisect.insort(self.leads_to, (path, name))
+
+    def recheck_links(self) -> None:
+        """Resolve every link again over the final set of links (see :func:`unpack_snapshot`)."""
+        for name, link in self.links.items():
+            self._resolve(name, name, link)
+
+    def remove_links(self) -> None:
+        """Remove the symlinks extracted (a refused archive leaves no link that may lead outside)."""
+        for name in self.links:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.root, *name.split("/")))

@@ -9,9 +9,11 @@ warnings are stored in ``Topology.attributes["warnings"]`` as well, next to
 
 Sources and rules (fallbacks are warned about, malformed content raises :class:`SysfsError`):
 
-* CPUs: every ``cpuN`` directory plus ``cpu/online``. Without ``cpu/online`` (old kernels, trimmed
-  captures) each CPU's ``online`` file decides, and a CPU without one is online (cpu0 usually has
-  none). Only online CPUs are placed in cores and sockets; offline ones keep ``online=False``, their
+* CPUs: every ``cpuN`` directory (ids up to ``MAX_CPU_ID``); ``cpu/online`` says which are online. A
+  CPU ``cpu/online`` lists without a ``cpuN`` directory is not counted (warned): the list alone is no
+  CPU, so a hostile ``0-65535`` in a 20-CPU snapshot stays 20 CPUs. Without ``cpu/online`` (old
+  kernels, trimmed captures) each CPU's ``online`` file decides, and a CPU without one is online
+  (cpu0 usually has none). Only online CPUs are placed in cores and sockets; offline ones keep ``online=False``, their
   own id as core, their ``physical_package_id`` if sysfs still shows it (else -1) and their NUMA node
   if one is known (else -1).
 * Cores: the union of ``thread_siblings_list`` (or ``core_cpus_list``, or the hex masks) over online
@@ -58,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from numaplane.limits import MAX_CPU_ID
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import SysfsError
 from numaplane.topology.model import CPUInfo, NUMANode, PCIDevice, Topology
@@ -172,17 +175,21 @@ def _cpu_sets(r: Reader, warnings: list[str], raw_lists: dict[str, str]) -> tupl
     names = r.listdir(CPU_DIR)
     if names is None:
         raise SysfsError(r.path(CPU_DIR), "missing: not a sysfs root (expected <root>/sys/devices/system/cpu)")
-    dirs = CPUSet(int(m.group(2)) for m in map(_NUMBERED.match, names) if m and m.group(1) == "cpu")
+    ids = [int(m.group(2)) for m in map(_NUMBERED.match, names) if m and m.group(1) == "cpu"]
+    if ids and max(ids) > MAX_CPU_ID:
+        raise SysfsError(r.path(f"{CPU_DIR}/cpu{max(ids)}"), f"CPU id above {MAX_CPU_ID}")
+    dirs = CPUSet(ids)
     for key in ("possible", "present", "offline"):
         text = r.text(f"{CPU_DIR}/{key}")
         if text is not None:
             raw_lists[f"cpu_{key}"] = parse_cpulist(text, r.path(f"{CPU_DIR}/{key}")).format()
     text = r.text(f"{CPU_DIR}/online")
     if text is not None:
-        online = parse_cpulist(text, r.path(f"{CPU_DIR}/online"))
-        missing = online - dirs
+        listed = parse_cpulist(text, r.path(f"{CPU_DIR}/online"))
+        online = listed & dirs  # a CPU the kernel runs has its cpuN directory; the list alone is no CPU
+        missing = listed - dirs
         if missing:
-            warnings.append(f"online CPUs {missing} have no cpuN directory: topology unknown for them")
+            warnings.append(f"online CPUs {missing} have no cpuN directory: not counted")
     else:
         flags = []
         for cpu in dirs:
@@ -191,7 +198,7 @@ def _cpu_sets(r: Reader, warnings: list[str], raw_lists: dict[str, str]) -> tupl
                 flags.append(cpu)
         online = CPUSet(flags)
         warnings.append("no cpu/online file: per-CPU online files used (a CPU without one is online)")
-    universe = dirs | online
+    universe = dirs
     if not online:
         raise SysfsError(r.path(CPU_DIR), "no online CPU found")
     raw_lists["cpu_online"] = online.format()

@@ -78,6 +78,10 @@ class LogLevel(enum.StrEnum):
         return "info" if self is LogLevel.NORMAL else "debug"
 
 
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
 class Problems:
     """Collects problems while reading a document; :meth:`raise_if_any` turns them into a SpecError."""
 
@@ -98,7 +102,7 @@ class Problems:
         if value is None:
             return {}
         if not isinstance(value, Mapping):
-            self.add(f"{path}.{key}", "must be an object")
+            self.add(_join(path, key), "must be an object")
             return {}
         return value
 
@@ -107,7 +111,7 @@ class Problems:
         if value is None:
             return []
         if not isinstance(value, list):
-            self.add(f"{path}.{key}", "must be a list")
+            self.add(_join(path, key), "must be a list")
             return []
         return value
 
@@ -116,7 +120,7 @@ class Problems:
         if value is None:
             return default
         if not isinstance(value, str):
-            self.add(f"{path}.{key}", "must be a string")
+            self.add(_join(path, key), "must be a string")
             return default
         return value
 
@@ -127,11 +131,11 @@ class Problems:
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int):
-            self.add(f"{path}.{key}", "must be an integer")
+            self.add(_join(path, key), "must be an integer")
             return default
         if value < minimum or (maximum is not None and value > maximum):
             bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
-            self.add(f"{path}.{key}", f"must be {bound}, not {value}")
+            self.add(_join(path, key), f"must be {bound}, not {value}")
             return default
         return value
 
@@ -143,7 +147,7 @@ class Problems:
             return enum_type(value)
         except ValueError:
             allowed = ", ".join(m.value for m in enum_type)
-            self.add(f"{path}.{key}", f"{value!r} is not one of {allowed}")
+            self.add(_join(path, key), f"{value!r} is not one of {allowed}")
             return default
 
     def duration(self, doc: Mapping[str, Any], key: str, path: str, default: float) -> float:
@@ -153,13 +157,13 @@ class Problems:
         try:
             return parse_duration(value, non_negative=True)
         except ValueError as exc:
-            self.add(f"{path}.{key}", str(exc))
+            self.add(_join(path, key), str(exc))
             return default
 
     def unknown_fields(self, doc: Mapping[str, Any], known: set[str], path: str) -> None:
         for key in doc:
             if key not in known:
-                self.add(f"{path}.{key}" if path else str(key), "unknown field")
+                self.add(_join(path, key) if path else str(key), "unknown field")
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,15 +253,24 @@ class ObjectMeta:
 
     @classmethod
     def read(cls, obj: Mapping[str, Any]) -> ObjectMeta:
-        meta = obj.get("metadata") or {}
-        return cls(
-            name=str(meta.get("name", "")),
-            uid=str(meta.get("uid", "")),
-            generation=int(meta.get("generation") or 0),
-            resource_version=str(meta.get("resourceVersion", "")),
-            creation_timestamp=str(meta.get("creationTimestamp", "")),
-            annotations=tuple(sorted((str(k), str(v)) for k, v in (meta.get("annotations") or {}).items())),
+        """The metadata of ``obj``; :class:`SpecError` naming the field when one has the wrong type
+        (``metadata: 1`` in a file given to ``numaplane render --from``; the API server never sends one)."""
+        p = Problems()
+        meta = p.mapping(obj, "metadata", "")
+        annotations = p.mapping(meta, "annotations", "metadata")
+        bad = next((k for k, v in annotations.items() if not isinstance(v, str)), None)
+        if bad is not None:
+            p.add(f"metadata.annotations.{bad}", "must be a string")
+        result = cls(
+            name=p.string(meta, "name", "metadata"),
+            uid=p.string(meta, "uid", "metadata"),
+            generation=p.integer(meta, "generation", "metadata", 0, 0),
+            resource_version=p.string(meta, "resourceVersion", "metadata"),
+            creation_timestamp=p.string(meta, "creationTimestamp", "metadata"),
+            annotations=tuple(sorted((str(k), str(v)) for k, v in annotations.items())),
         )
+        p.raise_if_any()
+        return result
 
     def annotation(self, key: str) -> str | None:
         return dict(self.annotations).get(key)
