@@ -327,9 +327,13 @@ def deployed_agent(
     kubeconfig = cp.service_account_kubeconfig(namespace, "numaplane-agent")
     env = {}
     if report_on:
-        kubelet.create_pod(kubelet.pod_manifest(report_on, namespace=namespace))
+        manifest = kubelet.pod_manifest(report_on, namespace=namespace)
+        manifest["spec"]["serviceAccountName"] = "numaplane-agent"  # the agent's token is bound to its pod
+        kubelet.create_pod(manifest)
         kubelet.wait_pod_running(report_on, namespace)
         env = {"POD_NAME": report_on, "POD_NAMESPACE": namespace}
+        # as the kubelet mounts it: bound to the pod (the install's admission policy, issue 25 item 13)
+        kubeconfig = cp.service_account_kubeconfig(namespace, "numaplane-agent", pod=report_on)
     port = free_port()
     log = folder / "agent.log"
     with numaplane(agent_command(docs, kubelet, folder, kubeconfig, port), log, env) as process:
