@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from numaplane.listeners import LISTENER_HELP, default_address
+
 if TYPE_CHECKING:
     import ssl
 
@@ -237,9 +239,17 @@ def extender(**kw: Any) -> None:
 
 @group.command(name="run")
 @_common
-@click.option("--metrics-address", default=":8080", show_default=True, help="HOST:PORT for /metrics; '' disables.")
 @click.option(
-    "--health-address", default=":8081", show_default=True, help="HOST:PORT for /healthz, /readyz; '' disables."
+    "--metrics-address",
+    default=default_address("scheduler", "metrics"),
+    show_default=True,
+    help=LISTENER_HELP.format(what="/metrics"),
+)
+@click.option(
+    "--health-address",
+    default=default_address("scheduler", "health"),
+    show_default=True,
+    help=LISTENER_HELP.format(what="/healthz, /readyz"),
 )
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True, help="Lease leader election.")
 @click.option(

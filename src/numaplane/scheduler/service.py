@@ -40,6 +40,7 @@ from numaplane.kube.informer import EventHandlers
 from numaplane.kube.leader import LeaderElectionConfig, LeaderElector
 from numaplane.kube.port import KubePort
 from numaplane.limits import MAX_EXTENDER_BODY_BYTES
+from numaplane.listeners import DEFAULT_ADDRESSES
 from numaplane.observability.http import ProbeServer
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.extender import Extender
@@ -252,8 +253,8 @@ class SchedulerService(_Process):
         config: SchedulerConfig,
         *,
         leader_election: LeaderElectionConfig | None = None,
-        metrics_address: str | None = ":8080",
-        health_address: str | None = ":8081",
+        metrics_address: str | None = DEFAULT_ADDRESSES["scheduler"][0],
+        health_address: str | None = DEFAULT_ADDRESSES["scheduler"][1],
         clock: Clock | None = None,
         metrics: SchedulerMetrics | None = None,
         freeze_gc: bool = False,
