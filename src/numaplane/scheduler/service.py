@@ -30,7 +30,7 @@ import gc
 import socket
 import ssl
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from typing import Any
 
 import structlog
@@ -205,9 +205,11 @@ class ExtenderService(_Process):
         metrics: SchedulerMetrics | None = None,
         freeze_gc: bool = False,
         tls: ssl.SSLContext | None = None,
+        client_subjects: Collection[str] | None = None,
     ) -> None:
         super().__init__(kube, config, clock=clock, metrics=metrics, freeze_gc=freeze_gc)
         self.tls = tls
+        self.client_subjects = client_subjects
         self.address = address
         self.prefix = prefix
         self.metrics_address = metrics_address
@@ -232,6 +234,7 @@ class ExtenderService(_Process):
             self.metrics_address or self.address,
             self.health_address or self.address,
             tls={"extender": self.tls} if self.tls is not None else None,
+            client_subjects={"extender": self.client_subjects} if self.client_subjects is not None else None,
             extender=self.address,
         )
         log.info("extender listening", port=self.ports.get("extender"), prefix=self.prefix, **self.config.describe())
