@@ -304,6 +304,8 @@ def test_every_owned_object_comes_back_after_deletion_or_drift(
     """Issue 25 item 15: before, Services (and every kind but DaemonSets and Deployments) were not
     watched, so a deleted ``numaplane-scheduler-metrics`` stayed gone. Now each comes back in seconds."""
     cp = control_plane
+    # (the API server restart of an earlier test may leave a transient 403 of its RBAC cache in the log)
+    logged_before = len(installed.lines())
     paths = {
         "Service numaplane-scheduler-metrics": f"/api/v1/namespaces/{NS}/services/numaplane-scheduler-metrics",
         "NetworkPolicy numaplane-scheduler": f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies/numaplane-scheduler",
@@ -357,7 +359,8 @@ def test_every_owned_object_comes_back_after_deletion_or_drift(
     seconds["drift (Service port, NetworkPolicy ingress)"] = time.monotonic() - began
     print("back after deletion or drift in (s):", {k: round(v, 1) for k, v in seconds.items()})
     assert max(seconds.values()) < 10
-    forbidden = [line for line in installed.lines() if _says_forbidden(line)]
+    # recreating them needed no right the rendered RBAC lacks
+    forbidden = [line for line in installed.lines()[logged_before:] if _says_forbidden(line)]
     assert not forbidden, forbidden[:5]
 
 
