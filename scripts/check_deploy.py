@@ -15,7 +15,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
-FOLDERS = ("", "crd", "rbac", "operator", "samples")
+FOLDERS = ("", "crd", "rbac", "operator", "admission", "samples")
 
 
 def _render(target: Path) -> None:

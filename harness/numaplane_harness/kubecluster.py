@@ -187,23 +187,60 @@ class ControlPlane:
         )
         return path
 
-    def service_account_token(self, namespace: str, name: str, *, seconds: int = 3600) -> str:
-        """A bound token of ServiceAccount ``namespace/name`` (TokenRequest API), as its pods get."""
+    def service_account_token(self, namespace: str, name: str, *, seconds: int = 3600, pod: str | None = None) -> str:
+        """A token of ServiceAccount ``namespace/name`` (TokenRequest API).
+
+        With ``pod`` (a Pod of that namespace), the token is bound to that pod as the kubelet's are: the
+        API server then adds the ``authentication.kubernetes.io/pod-name``/``pod-uid`` user extras, and
+        ``node-name``/``node-uid`` for a pod assigned to a node (``ServiceAccountTokenPodNodeInfo``).
+        """
+        spec: dict[str, Any] = {"expirationSeconds": seconds}
+        if pod is not None:
+            uid = self.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}")["metadata"]["uid"]
+            spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid}
         answer = self.request(
             "POST",
             f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}},
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec},
         )
         token: str = answer["status"]["token"]
         return token
 
-    def service_account_kubeconfig(self, namespace: str, name: str) -> Path:
-        """A kubeconfig authenticating as ServiceAccount ``namespace/name`` — exactly its RBAC, never admin."""
-        token = self.service_account_token(namespace, name)
-        path = self.workdir / "kubeconfigs" / f"sa-{namespace}-{name}.yaml"
+    def service_account_kubeconfig(self, namespace: str, name: str, *, pod: str | None = None) -> Path:
+        """A kubeconfig authenticating as ServiceAccount ``namespace/name`` — exactly its RBAC, never admin
+        (bound to Pod ``pod`` when given, see :meth:`service_account_token`)."""
+        token = self.service_account_token(namespace, name, pod=pod)
+        suffix = f"-{pod}" if pod is not None else ""
+        path = self.workdir / "kubeconfigs" / f"sa-{namespace}-{name}{suffix}.yaml"
         path.parent.mkdir(exist_ok=True)
         path.write_text(kubeconfig(self.url, self.pki.ca_cert, {"token": token}, namespace=namespace))
         return path
+
+    def node_bound_kubeconfig(self, namespace: str, name: str, node: str) -> Path:
+        """A kubeconfig of ServiceAccount ``namespace/name`` whose token is bound to a pod on ``node``.
+
+        For a component run as a process on a kubelet-less node: a placeholder Pod
+        ``<name>-on-<node>`` of that ServiceAccount is created with ``spec.nodeName`` (nothing runs it),
+        so the token carries the node's name as a kubelet-mounted one does (the install's admission
+        policies refuse node components' writes without it).
+        """
+        pod = f"{name}-on-{node}"[:63].rstrip("-.")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod, "namespace": namespace},
+            "spec": {
+                "nodeName": node,
+                "serviceAccountName": name,
+                "containers": [{"name": "placeholder", "image": "localhost/busybox:1.35"}],
+            },
+        }
+        try:
+            self.request("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+        except ApiStatus as exc:
+            if exc.code != 409:
+                raise
+        return self.service_account_kubeconfig(namespace, name, pod=pod)
 
     # ---- nodes without a kubelet ----
 

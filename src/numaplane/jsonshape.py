@@ -45,8 +45,16 @@ class Shape:
     members: int
 
 
-def measure(data: bytes | bytearray | memoryview, *, chunk_bytes: int = CHUNK_BYTES) -> Shape:
-    """The :class:`Shape` of the valid JSON text ``data`` (module docstring); ``chunk_bytes`` >= 1."""
+def measure(
+    data: bytes | bytearray | memoryview, *, chunk_bytes: int = CHUNK_BYTES, max_members: int | None = None
+) -> Shape:
+    """The :class:`Shape` of the valid JSON text ``data`` (module docstring); ``chunk_bytes`` >= 1.
+
+    With ``max_members``, the scan stops at the end of the first chunk where the top-level container
+    is known to have more members than that: the ``members`` returned then exceeds ``max_members``
+    (a lower bound of the true count), and ``depth`` and ``containers`` count only the part scanned.
+    A caller that refuses such a text (a list of 16 M items when 15,000 are allowed) thus scans a few
+    chunks of it, not all of it."""
     view = memoryview(data).cast("B")
     size = len(view)
     in_string = False
@@ -74,6 +82,8 @@ def measure(data: bytes | bytearray | memoryview, *, chunk_bytes: int = CHUNK_BY
                 separators += int(np.count_nonzero((kind == 2) & (levels == 1)))
         in_string = in_string ^ bool(quotes.size % 2)
         bs_carry = _trailing_backslashes(chunk, bs_carry)
+        if max_members is not None and _members(head, separators) > max_members:
+            break
     return Shape(max_depth, containers, _members(head, separators))
 
 

@@ -57,7 +57,7 @@ def test_output_dir_writes_the_deploy_tree(tmp_path: Path) -> None:
     written = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.yaml")}
     assert written == set(deploy_files())
     top = yaml.safe_load((tmp_path / "kustomization.yaml").read_text())
-    assert top["kind"] == "Kustomization" and top["resources"] == ["crd", "rbac", "operator"]
+    assert top["kind"] == "Kustomization" and top["resources"] == ["crd", "rbac", "operator", "admission"]
     for folder in ("crd", "rbac", "operator", "samples"):
         listed = yaml.safe_load((tmp_path / folder / "kustomization.yaml").read_text())["resources"]
         for name in listed:

@@ -349,6 +349,10 @@ def test_network_policies_cover_every_workload() -> None:
             (np,) = selecting
             assert np["spec"]["policyTypes"] == ["Ingress", "Egress"]
             assert {p["port"] for p in np["spec"]["egress"][0]["ports"]} == {443, 6443}
+            # metrics only from the scrapers' namespaces, never from any source (issue 25 item 8)
+            [ingress] = np["spec"]["ingress"]
+            assert ingress["from"] == [{"namespaceSelector": {"matchLabels": {"numaplane.io/scrape-metrics": "true"}}}]
+            assert [p["port"] for p in ingress["ports"]] == [8080]
 
 
 def test_metrics_services_select_pods_with_a_metrics_port() -> None:

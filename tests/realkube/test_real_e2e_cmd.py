@@ -132,7 +132,8 @@ class Exporter:
         self.start()
 
     def start(self) -> None:
-        kubeconfig = self.cp.service_account_kubeconfig(NS, "numaplane-exporter")
+        # bound to a pod on its node, as a kubelet-mounted token is (the install's admission policy)
+        kubeconfig = self.cp.node_bound_kubeconfig(NS, "numaplane-exporter", self.node)
         with open(self.work / "exporter.log", "ab") as out:
             self.process = subprocess.Popen(
                 [

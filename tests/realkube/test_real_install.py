@@ -125,3 +125,29 @@ def test_crd_cel_rules_are_enforced_by_the_real_api_server(control_plane: Contro
     )
     assert typed.returncode != 0 and "string" in typed.stderr
     control_plane.kubectl("delete", "noderesourcepolicy", "cel-static-options", "--ignore-not-found")
+
+
+def test_the_real_api_server_refuses_a_foreign_kube_scheduler_image(control_plane: ControlPlane) -> None:
+    """``kubeSchedulerImage`` (issue 25, item 13): the CRD's pattern, checked by the real API server."""
+    assert control_plane.kubectl("apply", "-k", str(REPO / "deploy" / "crd")).returncode == 0
+    control_plane.kubectl(
+        "wait", "--for=condition=Established", "crd/numaresourcesschedulers.numaplane.io", "--timeout=60s"
+    )
+
+    def scheduler(image: str) -> str:
+        return yaml.safe_dump(
+            {
+                "apiVersion": "numaplane.io/v1",
+                "kind": "NUMAResourcesScheduler",
+                "metadata": {"name": "numaresourcesscheduler"},
+                "spec": {"mode": "extender", "kubeSchedulerImage": image},
+            }
+        )
+
+    bad = control_plane.kubectl("create", "--dry-run=server", "-f", "-", stdin=scheduler("ghcr.io/x/kube-scheduler:v1"))
+    assert bad.returncode != 0 and "kubeSchedulerImage" in bad.stderr, bad.stderr
+    good = control_plane.kubectl(
+        "create", "--dry-run=server", "-f", "-", stdin=scheduler("registry.k8s.io/kube-scheduler:v1.36.2")
+    )
+    # (the singleton may exist from another test: then only the name is refused, after validation)
+    assert good.returncode == 0 or "AlreadyExists" in good.stderr, good.stderr

@@ -99,7 +99,11 @@ class Kubelet(threading.Thread):
                 self.launch(component)
 
     def launch(self, component: str) -> None:
-        kubeconfig = self.cp.service_account_kubeconfig(NS, f"numaplane-{component}")
+        kubeconfig = (
+            self.cp.node_bound_kubeconfig(NS, "numaplane-exporter", NODE)  # as a kubelet-mounted token
+            if component == "exporter"
+            else self.cp.service_account_kubeconfig(NS, f"numaplane-{component}")
+        )
         common = ["--metrics-address", f"127.0.0.1:{free_port()}", "--health-address", f"127.0.0.1:{free_port()}"]
         if component == "operator":
             args = ["operator", "--kubeconfig", str(kubeconfig), "--namespace", NS, "--image", DEFAULT_IMAGE, *common]

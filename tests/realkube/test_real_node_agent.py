@@ -327,9 +327,13 @@ def deployed_agent(
     kubeconfig = cp.service_account_kubeconfig(namespace, "numaplane-agent")
     env = {}
     if report_on:
-        kubelet.create_pod(kubelet.pod_manifest(report_on, namespace=namespace))
+        manifest = kubelet.pod_manifest(report_on, namespace=namespace)
+        manifest["spec"]["serviceAccountName"] = "numaplane-agent"  # the agent's token is bound to its pod
+        kubelet.create_pod(manifest)
         kubelet.wait_pod_running(report_on, namespace)
         env = {"POD_NAME": report_on, "POD_NAMESPACE": namespace}
+        # as the kubelet mounts it: bound to the pod (the install's admission policy, issue 25 item 13)
+        kubeconfig = cp.service_account_kubeconfig(namespace, "numaplane-agent", pod=report_on)
     port = free_port()
     log = folder / "agent.log"
     with numaplane(agent_command(docs, kubelet, folder, kubeconfig, port), log, env) as process:
@@ -371,7 +375,15 @@ def check_exporter_on_the_agent(
     (the last pod holds CPU 1, 64Mi on node 0); deleting it reaches the NRT through the agent's notify
     file well before the 60 s period. Returns the seconds from the deletion to the new NRT."""
     ensure_nrt_crd(cp)
-    kubeconfig = cp.service_account_kubeconfig(namespace, "numaplane-exporter")
+    # as the kubelet mounts it: bound to a pod on this node (the install's admission policy lets the
+    # exporter write only the NRT of the node its token names, issue 25 item 13). A BestEffort stand-in
+    # for the DaemonSet's pod: no exclusive resources, so neither the zones nor the fingerprint see it.
+    stand_in = "numaplane-exporter-realnode-x1"
+    manifest = kubelet.pod_manifest(stand_in, namespace=namespace)
+    manifest["spec"]["serviceAccountName"] = "numaplane-exporter"
+    kubelet.create_pod(manifest)
+    kubelet.wait_pod_running(stand_in, namespace)
+    kubeconfig = cp.service_account_kubeconfig(namespace, "numaplane-exporter", pod=stand_in)
     port = free_port()
     log = folder / "exporter.log"
     last = compute_fingerprint([("default", LAST)])

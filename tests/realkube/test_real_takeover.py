@@ -59,11 +59,15 @@ def test_refusal_posts_an_event_under_the_agents_rbac(control_plane: ControlPlan
     pod = cp.request(
         "POST",
         f"/api/v1/namespaces/{namespace}/pods",
-        {"metadata": {"name": POD_NAME}, "spec": {"containers": [{"name": "agent", "image": "numaplane"}]}},
+        {
+            "metadata": {"name": POD_NAME},
+            "spec": {"serviceAccountName": "numaplane-agent", "containers": [{"name": "agent", "image": "numaplane"}]},
+        },
     )
     kubelet_config = tmp_path / "kubelet.yaml"
     kubelet_config.write_text(yaml.safe_dump(STATIC))
-    kubeconfig = cp.service_account_kubeconfig(namespace, "numaplane-agent")
+    # bound to its pod, as the kubelet mounts it (the install's admission policy, issue 25 item 13)
+    kubeconfig = cp.service_account_kubeconfig(namespace, "numaplane-agent", pod=POD_NAME)
     args = [
         "agent",
         *(a for a in container["args"][1:] if a.startswith(("--watch-pods", "--log-"))),

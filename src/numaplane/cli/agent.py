@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import click
 import structlog
 
+from numaplane.listeners import LISTENER_HELP, default_address
+
 if TYPE_CHECKING:
     from numaplane.agent.daemon import AgentOptions
 
@@ -79,9 +81,17 @@ DEFAULT_KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
 @click.option("--api-server", default=None, help="API server URL without credentials (tests, kubectl proxy).")
 @click.option("--pod-name", envvar="POD_NAME", default="", help="This agent's pod (default: $POD_NAME).")
 @click.option("--pod-namespace", envvar="POD_NAMESPACE", default="", help="Its namespace (default: $POD_NAMESPACE).")
-@click.option("--metrics-address", default=":2114", show_default=True, help="HOST:PORT for /metrics; '' disables.")
 @click.option(
-    "--health-address", default=":8084", show_default=True, help="HOST:PORT for /healthz, /readyz; '' disables."
+    "--metrics-address",
+    default=default_address("agent", "metrics"),
+    show_default=True,
+    help=LISTENER_HELP.format(what="/metrics"),
+)
+@click.option(
+    "--health-address",
+    default=default_address("agent", "health"),
+    show_default=True,
+    help=LISTENER_HELP.format(what="/healthz, /readyz"),
 )
 @click.option("--log-format", type=click.Choice(["json", "console"]), default="json", show_default=True)
 @click.option(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from numaplane.cli._output import emit_document
+from numaplane.listeners import LISTENER_HELP, default_address
 
 if TYPE_CHECKING:
     from numaplane.exporter.options import ExporterOptions
@@ -107,9 +108,17 @@ _REFRESH = ("periodic", "events", "both")
     "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster, else $KUBECONFIG."
 )
 @click.option("--api-server", default=None, help="API server URL without credentials (tests, kubectl proxy).")
-@click.option("--metrics-address", default=":2112", show_default=True, help="HOST:PORT for /metrics; '' disables.")
 @click.option(
-    "--health-address", default=":8081", show_default=True, help="HOST:PORT for /healthz, /readyz; '' disables."
+    "--metrics-address",
+    default=default_address("exporter", "metrics"),
+    show_default=True,
+    help=LISTENER_HELP.format(what="/metrics"),
+)
+@click.option(
+    "--health-address",
+    default=default_address("exporter", "health"),
+    show_default=True,
+    help=LISTENER_HELP.format(what="/healthz, /readyz"),
 )
 @click.option("--log-format", type=click.Choice(["json", "console"]), default="json", show_default=True)
 @click.option(

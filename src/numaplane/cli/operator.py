@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from numaplane.cli._nodepaths import node_path_options, with_node_paths
+from numaplane.listeners import LISTENER_HELP, default_address
 from numaplane.observability.errors import ObservabilityError
 from numaplane.observability.logs import LOG_FORMATS, LOG_LEVELS
 from numaplane.supervisor import Supervisor, TaskFailed
@@ -118,8 +119,18 @@ async def _serve(
 @click.option("--server", "server", default=None, hidden=True)  # the older name, kept working
 @node_path_options
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
-@click.option("--metrics-address", default=":8080", show_default=True)
-@click.option("--health-address", default=":8081", show_default=True)
+@click.option(
+    "--metrics-address",
+    default=default_address("operator", "metrics"),
+    show_default=True,
+    help=LISTENER_HELP.format(what="/metrics"),
+)
+@click.option(
+    "--health-address",
+    default=default_address("operator", "health"),
+    show_default=True,
+    help=LISTENER_HELP.format(what="/healthz, /readyz"),
+)
 @click.option("--log-format", type=click.Choice(LOG_FORMATS), default="json", show_default=True)
 @click.option("--log-level", type=click.Choice(list(LOG_LEVELS)), default="info", show_default=True)
 def command(

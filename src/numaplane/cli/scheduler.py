@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from numaplane.listeners import LISTENER_HELP, default_address
+
 if TYPE_CHECKING:
     import ssl
 
@@ -149,6 +151,19 @@ def _tls(kw: dict[str, Any]) -> ssl.SSLContext | None:
         raise click.UsageError(str(exc)) from exc
 
 
+def _client_subjects(kw: dict[str, Any]) -> tuple[str, ...] | None:
+    """The allowed client subjects when client certificates are required (``None``: no mutual TLS)."""
+    subjects = tuple(str(s) for s in kw["client_allowed_subjects"])
+    source = click.get_current_context().get_parameter_source("client_allowed_subjects")
+    if not kw["client_ca_file"]:
+        if source is not click.core.ParameterSource.DEFAULT:
+            raise click.UsageError("--client-allowed-subject needs --client-ca-file")
+        return None
+    if any(not s.strip() for s in subjects):
+        raise click.UsageError("--client-allowed-subject: an empty subject")
+    return subjects
+
+
 def _kube(kw: dict[str, Any]) -> KubePort:
     from numaplane.kube.client import LightkubePort
     from numaplane.kube.errors import KubeError
@@ -203,6 +218,15 @@ def group() -> None:
     default=None,
     help="Require client certificates signed by this PEM CA (kube-scheduler's extender tlsConfig certFile/keyFile).",
 )
+@click.option(
+    "--client-allowed-subject",
+    "client_allowed_subjects",
+    multiple=True,
+    default=("system:kube-scheduler",),
+    show_default=True,
+    help="With --client-ca-file: a client certificate's common name or subjectAltName that may call "
+    "(repeat for more); any other client the CA signed gets HTTP 403.",
+)
 @click.option("--metrics-address", default=None, help="HOST:PORT for /metrics (default: on --address).")
 @click.option("--health-address", default=None, help="HOST:PORT for /healthz, /readyz (default: on --address).")
 @click.option("--url-prefix", default="", help="Path prefix of the verbs (the path part of the extender's urlPrefix).")
@@ -218,6 +242,7 @@ def extender(**kw: Any) -> None:
     config = _config(kw, DEFAULT_EXTENDER_NAMES)
     _check_addresses(kw["address"], kw["metrics_address"], kw["health_address"])
     tls = _tls(kw)
+    subjects = _client_subjects(kw)
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))
     kube = _kube(kw)
     service = ExtenderService(
@@ -229,6 +254,7 @@ def extender(**kw: Any) -> None:
         health_address=kw["health_address"] or None,
         freeze_gc=True,
         tls=tls,
+        client_subjects=subjects,
     )
     code = asyncio.run(_serve(service, kube))
     if code:
@@ -237,9 +263,17 @@ def extender(**kw: Any) -> None:
 
 @group.command(name="run")
 @_common
-@click.option("--metrics-address", default=":8080", show_default=True, help="HOST:PORT for /metrics; '' disables.")
 @click.option(
-    "--health-address", default=":8081", show_default=True, help="HOST:PORT for /healthz, /readyz; '' disables."
+    "--metrics-address",
+    default=default_address("scheduler", "metrics"),
+    show_default=True,
+    help=LISTENER_HELP.format(what="/metrics"),
+)
+@click.option(
+    "--health-address",
+    default=default_address("scheduler", "health"),
+    show_default=True,
+    help=LISTENER_HELP.format(what="/healthz, /readyz"),
 )
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True, help="Lease leader election.")
 @click.option(

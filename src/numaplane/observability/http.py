@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final
 
+import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from numaplane.observability.errors import AddressError, ListenError
+from numaplane.observability.tls import allowed_identity, client_identity
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "Check", "ProbeServer", "RouteAdder", "parse_address"]
 
@@ -41,6 +43,7 @@ RouteAdder = Callable[[web.Application], None]
 #: aiohttp's own default request body limit.
 DEFAULT_MAX_BODY_BYTES: Final = 1024**2
 _RESERVED_GROUPS: Final = frozenset({"metrics", "health"})
+log = structlog.get_logger("numaplane.observability.http")
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -125,12 +128,16 @@ class ProbeServer:
         health_address: str | None = None,
         *,
         tls: Mapping[str, ssl.SSLContext] | None = None,
+        client_subjects: Mapping[str, Collection[str]] | None = None,
         **groups: str | None,
     ) -> None:
         """Listen: ``metrics`` on ``metrics_address``, ``health`` on ``health_address``, each route group
         of :meth:`add_routes` on ``groups[name]``. ``None`` or ``""`` leaves a group out. ``tls`` maps a
         group name to the TLS context its address is served with (every group sharing that address
-        is then served over TLS too).
+        is then served over TLS too). ``client_subjects`` maps a group name to the client certificate
+        subjects (common name or subjectAltName) its address accepts: any other client, or one without
+        a certificate, gets HTTP 403 before a route runs (meant with a context that requires client
+        certificates; ``numaplane.observability.tls``).
 
         Every address is parsed before anything listens (:class:`AddressError`); an address that cannot
         be bound is a :class:`ListenError`, after which nothing stays listening.
@@ -146,7 +153,8 @@ class ProbeServer:
         for address, names in by_address.items():
             host, port = parsed[address]
             context = next((tls[name] for name in names if tls and name in tls), None)
-            runner = web.AppRunner(self._application(names), access_log=None, shutdown_timeout=0.5)
+            subjects = next((client_subjects[n] for n in names if client_subjects and n in client_subjects), None)
+            runner = web.AppRunner(self._application(names, subjects), access_log=None, shutdown_timeout=0.5)
             await runner.setup()
             try:
                 await web.TCPSite(runner, host, port, ssl_context=context).start()
@@ -160,8 +168,9 @@ class ProbeServer:
             for name in names:
                 self.ports[name] = bound
 
-    def _application(self, names: list[str]) -> web.Application:
-        app = web.Application(client_max_size=self.max_body_bytes)
+    def _application(self, names: list[str], subjects: Collection[str] | None = None) -> web.Application:
+        middlewares = [_client_subjects_middleware(frozenset(subjects))] if subjects is not None else []
+        app = web.Application(client_max_size=self.max_body_bytes, middlewares=middlewares)
         for name in names:
             if name == "metrics":
                 app.router.add_get("/metrics", self._metrics)
@@ -177,6 +186,27 @@ class ProbeServer:
         runners, self._runners = self._runners, []
         for runner in runners:
             await runner.cleanup()
+
+
+def _client_subjects_middleware(allowed: frozenset[str]) -> Any:
+    """Refuse (403, one log line) a request whose client certificate names no subject of ``allowed``."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Any) -> web.StreamResponse:
+        transport = request.transport
+        peercert = transport.get_extra_info("peercert") if transport is not None else None
+        if allowed_identity(peercert, allowed) is None:
+            names = client_identity(peercert)
+            log.warning("client certificate refused", subjects=list(names), allowed=sorted(allowed), path=request.path)
+            return web.Response(
+                status=403,
+                text=json.dumps({"error": f"client {', '.join(names) or '(no certificate)'} is not allowed"}),
+                content_type="application/json",
+            )
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    return check
 
 
 def _evaluate(checks: list[tuple[str, Check]]) -> tuple[bool, dict[str, Any]]:

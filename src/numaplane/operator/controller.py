@@ -2,8 +2,10 @@
 
 Keys in the one work queue: ``"operator"`` (the NUMAResourcesOperator singleton: node objects,
 policy ConfigMaps, NRT garbage collection), ``"scheduler"`` (the NUMAResourcesScheduler), and
-``"policy/<name>"`` (a NodeResourcePolicy's status). Informers on the custom resources, the owned
-DaemonSets and Deployments, agent pods and nodes only *enqueue*; reconcile reads the API directly,
+``"policy/<name>"`` (a NodeResourcePolicy's status). Informers on the custom resources, every owned
+kind (DaemonSets, Deployments, ConfigMaps, Services, NetworkPolicies, ServiceAccounts, Roles,
+ClusterRoles and their bindings: a deleted or edited one is re-applied within seconds), agent pods and
+nodes only *enqueue*; reconcile reads the API directly,
 renders the desired state purely (:mod:`.render`), applies and prunes it (:mod:`.apply`), then
 writes status (:mod:`.status`) only when it changed.
 
@@ -38,7 +40,7 @@ from numaplane.kube.clock import Clock, SystemClock, format_time
 from numaplane.kube.errors import KubeError, NotFound, QueueShutDown
 from numaplane.kube.informer import EventHandlers, Informer
 from numaplane.kube.port import JsonObj, KubePort
-from numaplane.kube.resources import DAEMON_SET, DEPLOYMENT, NODE, NODE_RESOURCE_TOPOLOGY, POD, Resource
+from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY, POD, Resource
 from numaplane.kube.workqueue import WorkQueue
 from numaplane.nrt.crd import crd_manifest as nrt_crd_manifest
 from numaplane.operator.api import numaresources as nro_api
@@ -49,13 +51,20 @@ from numaplane.operator.api.numaresources import NUMAResourcesOperator
 from numaplane.operator.api.policy import NodeResourcePolicy
 from numaplane.operator.api.scheduler import NUMAResourcesScheduler
 from numaplane.operator.api.selector import NodeSelector
-from numaplane.operator.apply import Applier, ObjectId, object_id
+from numaplane.operator.apply import PRUNABLE, Applier, ObjectId, object_id
 from numaplane.operator.assignment import assign_policies
 from numaplane.operator.errors import SpecError
 from numaplane.operator.metrics import Metrics
 from numaplane.operator.progress import operator_progress, policy_counts, policy_progress, related_objects
 from numaplane.operator.render import Inputs, render_stack
-from numaplane.operator.render_common import LABEL_COMPONENT, LABEL_NODE_GROUP, LABEL_PART_OF, Settings
+from numaplane.operator.render_common import (
+    LABEL_COMPONENT,
+    LABEL_MANAGED_BY,
+    LABEL_NODE_GROUP,
+    LABEL_OWNER,
+    MANAGED_BY,
+    Settings,
+)
 from numaplane.operator.render_nodes import policy_configmap_name
 from numaplane.operator.render_scheduler import NAME as SCHEDULER_DEPLOYMENT
 from numaplane.operator.status import State, conditions, policy_nodes, same_status
@@ -104,16 +113,20 @@ class Operator:
         self.applier = Applier(kube, settings.namespace)
         self.queue: WorkQueue[str] = WorkQueue(clock=self.clock, name="operator")
         ns = settings.namespace
-        part_of = f"{LABEL_PART_OF}=numaplane"
         self.informers = [
             Informer(kube, NUMA_RESOURCES_OPERATOR, clock=self.clock, resync_period_seconds=resync_period_seconds),
             Informer(kube, NUMA_RESOURCES_SCHEDULER, clock=self.clock, resync_period_seconds=resync_period_seconds),
             Informer(kube, NODE_RESOURCE_POLICY, clock=self.clock),
-            Informer(kube, DAEMON_SET, namespace=ns, label_selector=part_of, clock=self.clock),
-            Informer(kube, DEPLOYMENT, namespace=ns, label_selector=part_of, clock=self.clock),
             Informer(kube, POD, namespace=ns, label_selector=f"{LABEL_COMPONENT}=agent", clock=self.clock),
             Informer(kube, NODE, clock=self.clock),
             Informer(kube, NODE_RESOURCE_TOPOLOGY, clock=self.clock),
+        ]
+        # Every kind the operator owns (and prunes), ours only: a deleted or edited object brings its
+        # owner's reconcile back at once, which re-applies it (issue 25 item 15).
+        owned = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+        self.owned_informers = [
+            Informer(kube, res, namespace=ns if res.namespaced else None, label_selector=owned, clock=self.clock)
+            for res in PRUNABLE
         ]
         self._wire()
 
@@ -128,7 +141,7 @@ class Operator:
         )
 
     def _wire(self) -> None:
-        nro_inf, nrs_inf, nrp_inf, ds_inf, dep_inf, pod_inf, node_inf, nrt_inf = self.informers
+        nro_inf, nrs_inf, nrp_inf, pod_inf, node_inf, nrt_inf = self.informers
         self._policies = nrp_inf
         nro_inf.add_handler(self._handlers(lambda _o: self.queue.add(OPERATOR_KEY)))
         nrs_inf.add_handler(self._handlers(lambda _o: self.queue.add(SCHEDULER_KEY)))
@@ -138,8 +151,8 @@ class Operator:
             self.queue.add(f"policy/{obj['metadata']['name']}")
 
         nrp_inf.add_handler(self._handlers(on_policy))
-        ds_inf.add_handler(self._handlers(lambda _o: self.queue.add(OPERATOR_KEY)))
-        dep_inf.add_handler(self._handlers(lambda _o: self.queue.add(SCHEDULER_KEY)))
+        for informer in self.owned_informers:
+            informer.add_handler(self._handlers(self._owned_changed))
         pod_inf.add_handler(self._handlers(lambda _o: self._enqueue_policies()))
         # Nothing the operator renders depends on Nodes (DaemonSets select them; their status says how
         # many are ready): a Node event only matters for NRT collection, when a Node goes or its
@@ -155,6 +168,14 @@ class Operator:
         # appeared or when its node left.
         nrt_inf.add_handler(EventHandlers(on_add=lambda _o: self.queue.add(NRT_GC_KEY)))
 
+    def _owned_changed(self, obj: JsonObj) -> None:
+        """An owned object appeared, changed or went: reconcile its owner (its ``numaplane.io/owner`` label)."""
+        owner = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_OWNER)
+        if owner == nrs_api.KIND.lower():
+            self.queue.add(SCHEDULER_KEY)
+        elif owner == nro_api.KIND.lower():
+            self.queue.add(OPERATOR_KEY)
+
     def _node_labels_changed(self, old: JsonObj, new: JsonObj) -> None:
         if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
             self.queue.add(NRT_GC_KEY)
@@ -165,7 +186,7 @@ class Operator:
 
     @property
     def synced(self) -> bool:
-        return all(i.has_synced for i in self.informers)
+        return all(i.has_synced for i in (*self.informers, *self.owned_informers))
 
     # ------------------------------------------------------------------ running
 
@@ -174,7 +195,7 @@ class Operator:
         when cancelled (then every task is stopped and awaited). A task that fails stops the others
         and raises :class:`~numaplane.supervisor.TaskFailed` (reconcile errors are retried, not fatal)."""
         async with Supervisor("operator") as tasks:
-            for informer in self.informers:
+            for informer in (*self.informers, *self.owned_informers):
                 tasks.spawn(informer.run(), f"informer-{informer.name}")
             self.queue.add(NRT_GC_KEY)  # nodes deleted while no operator ran
             for number in range(self.workers):

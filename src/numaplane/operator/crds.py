@@ -150,7 +150,13 @@ def numa_resources_scheduler_crd() -> dict[str, Any]:
                 default=nrs.SchedulerMode.STANDALONE.value,
             ),
             "kubeSchedulerImage": string(
-                "kube-scheduler image for extender mode.", min_length=1, default=nrs.DEFAULT_KUBE_SCHEDULER_IMAGE
+                "kube-scheduler image for extender mode: registry.k8s.io/kube-scheduler with a release tag"
+                " (:vX.Y.Z) and/or a digest (@sha256:...); no other image (it runs with rights to bind and"
+                " delete every pod).",
+                min_length=1,
+                max_length=256,
+                pattern=nrs.KUBE_SCHEDULER_IMAGE_PATTERN,
+                default=nrs.DEFAULT_KUBE_SCHEDULER_IMAGE,
             ),
             "cacheResyncPeriod": duration_schema("Resync period of the NRT cache; 0s disables resync.", "5s"),
             "scoringStrategy": obj(

@@ -2,10 +2,11 @@
 
 :func:`deploy_files` maps relative paths to file contents::
 
-    kustomization.yaml            resources: crd, rbac, operator
+    kustomization.yaml            resources: crd, rbac, operator, admission
     crd/        kustomization.yaml, one file per CRD (the NRT CRD's content comes from numaplane.nrt)
     rbac/       kustomization.yaml, service_account, cluster_role(+binding), role(+binding)
     operator/   kustomization.yaml, namespace, deployment, service, network_policy
+    admission/  kustomization.yaml, one file per ValidatingAdmissionPolicy(+Binding), by object name
     samples/    kustomization.yaml, one custom resource per file (not part of the base install)
 
 ``kubectl apply -k deploy/`` installs the operator; ``kubectl apply -k deploy/samples`` then creates
@@ -42,6 +43,8 @@ _OPERATOR_FILES = {
     "NetworkPolicy": "network_policy.yaml",
 }
 
+_ADMISSION_KINDS = {"ValidatingAdmissionPolicy": "policy", "ValidatingAdmissionPolicyBinding": "binding"}
+
 
 def kustomization(resources: list[str]) -> str:
     doc = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources}
@@ -60,6 +63,7 @@ def deploy_files(settings: Settings | None = None) -> dict[str, str]:
     crd_files: list[str] = []
     rbac_files: list[str] = []
     operator_files: list[str] = []
+    admission_files: list[str] = []
     for obj in render_install(settings):
         kind = obj["kind"]
         name = obj["metadata"]["name"]
@@ -72,6 +76,10 @@ def deploy_files(settings: Settings | None = None) -> dict[str, str]:
         elif kind in _OPERATOR_FILES:
             path = f"operator/{_OPERATOR_FILES[kind]}"
             operator_files.append(_OPERATOR_FILES[kind])
+        elif kind in _ADMISSION_KINDS:
+            name_file = f"{_ADMISSION_KINDS[kind]}.{name}.yaml"
+            path = f"admission/{name_file}"
+            admission_files.append(name_file)
         else:  # pragma: no cover - render_install renders only the kinds above
             raise ValueError(f"no place in deploy/ for {kind}")
         if path in files:  # pragma: no cover - one object per kind in each folder
@@ -80,11 +88,12 @@ def deploy_files(settings: Settings | None = None) -> dict[str, str]:
     files["crd/kustomization.yaml"] = kustomization(sorted(crd_files))
     files["rbac/kustomization.yaml"] = kustomization(rbac_files)
     files["operator/kustomization.yaml"] = kustomization(operator_files)
+    files["admission/kustomization.yaml"] = kustomization(admission_files)
     samples = []
     for obj in sample_resources():
         name = f"{obj['kind'].lower()}.yaml"
         files[f"samples/{name}"] = _file(obj)
         samples.append(name)
     files["samples/kustomization.yaml"] = kustomization(samples)
-    files["kustomization.yaml"] = kustomization(["crd", "rbac", "operator"])
+    files["kustomization.yaml"] = kustomization(["crd", "rbac", "operator", "admission"])
     return dict(sorted(files.items()))

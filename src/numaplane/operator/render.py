@@ -8,7 +8,9 @@ Two entry points:
   ConfigMaps, RBAC, network policies, metrics Services) and everything the NUMAResourcesScheduler
   owns. Objects carry ownerReferences when the resources carry a ``uid``.
 * :func:`render_install` — the default install (``deploy/``): namespace, the three numaplane.io
-  CRDs and the NRT CRD, the operator's RBAC, Deployment, metrics Service and network policy.
+  CRDs and the NRT CRD, the operator's RBAC, Deployment, metrics Service and network policy, and the
+  admission policies that keep each exporter and agent to its own node and pod
+  (:mod:`numaplane.operator.admission`).
 
 No I/O, no clock, no randomness: the same inputs give the same list (sorted by kind order, then
 namespace and name), which is what makes "a second reconcile writes nothing" and the CI drift check
@@ -25,6 +27,7 @@ from typing import Any
 import yaml
 
 from numaplane.nrt.crd import crd_manifest as nrt_crd_manifest
+from numaplane.operator.admission import admission_objects
 from numaplane.operator.api import numaresources as nro_api
 from numaplane.operator.api import policy as nrp_api
 from numaplane.operator.api import scheduler as nrs_api
@@ -75,6 +78,8 @@ KIND_ORDER = (
     "ClusterRoleBinding",
     "Role",
     "RoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
     "ConfigMap",
     "Service",
     "NetworkPolicy",
@@ -192,6 +197,7 @@ def render_install(settings: Settings) -> list[dict[str, Any]]:
         metrics_service("numaplane-operator-metrics", OPERATOR, component_labels(OPERATOR), settings, None),
         network_policy(OPERATOR_NAME, OPERATOR, selector, settings, None),
         operator_deployment(settings),
+        *admission_objects(settings),
     ]
     return sort_objects(objects)
 

@@ -45,8 +45,15 @@ MANAGED_BY = "numaplane-operator"
 #: Pod-template annotation whose change rolls a workload (hash of the config it mounts).
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
 
+#: In the rendered pods, ``--metrics-address=:METRICS_PORT`` and ``--health-address=:HEALTH_PORT`` listen on
+#: every interface of the pod (not the daemons' loopback defaults, ``numaplane.listeners``): Prometheus
+#: scrapes the metrics port at the pod's IP, and the kubelet's probes reach the health port there too.
+#: Each pod has its own network namespace (no rendered pod uses ``hostNetwork``), so the ports never meet.
 METRICS_PORT = 8080
 HEALTH_PORT = 8081
+#: Only pods of namespaces carrying this label (value ``"true"``) may reach a rendered metrics port: label
+#: the namespace Prometheus runs in (``kubectl label namespace monitoring numaplane.io/scrape-metrics=true``).
+METRICS_SCRAPER_LABEL = f"{GROUP}/scrape-metrics"
 EXTENDER_PORT = 8888
 KUBE_SCHEDULER_SECURE_PORT = 10259
 NONROOT_UID = 65532
@@ -196,7 +203,8 @@ def network_policy(
     *,
     ingress_ports: Sequence[int] = (METRICS_PORT,),
 ) -> dict[str, Any]:
-    """Deny everything for the selected pods except egress to the API server and ingress to metrics.
+    """Deny everything for the selected pods except egress to the API server and ingress to metrics
+    from the scrapers' namespaces (labelled :data:`METRICS_SCRAPER_LABEL`, issue 25 item 8).
 
     Selecting pods with both policy types makes every other flow denied, so no namespace-wide
     default-deny policy is needed (and none can break unrelated pods). Kubelet probes come from the
@@ -209,7 +217,12 @@ def network_policy(
         "spec": {
             "podSelector": dict(pod_selector),
             "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"ports": [{"protocol": "TCP", "port": p} for p in ingress_ports]}],
+            "ingress": [
+                {
+                    "from": [{"namespaceSelector": {"matchLabels": {METRICS_SCRAPER_LABEL: "true"}}}],
+                    "ports": [{"protocol": "TCP", "port": p} for p in ingress_ports],
+                }
+            ],
             "egress": [{"ports": [{"protocol": "TCP", "port": p} for p in settings.api_server_ports]}],
         },
     }

@@ -30,7 +30,7 @@ import gc
 import socket
 import ssl
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from typing import Any
 
 import structlog
@@ -40,6 +40,7 @@ from numaplane.kube.informer import EventHandlers
 from numaplane.kube.leader import LeaderElectionConfig, LeaderElector
 from numaplane.kube.port import KubePort
 from numaplane.limits import MAX_EXTENDER_BODY_BYTES
+from numaplane.listeners import DEFAULT_ADDRESSES
 from numaplane.observability.http import ProbeServer
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.extender import Extender
@@ -204,9 +205,11 @@ class ExtenderService(_Process):
         metrics: SchedulerMetrics | None = None,
         freeze_gc: bool = False,
         tls: ssl.SSLContext | None = None,
+        client_subjects: Collection[str] | None = None,
     ) -> None:
         super().__init__(kube, config, clock=clock, metrics=metrics, freeze_gc=freeze_gc)
         self.tls = tls
+        self.client_subjects = client_subjects
         self.address = address
         self.prefix = prefix
         self.metrics_address = metrics_address
@@ -231,6 +234,7 @@ class ExtenderService(_Process):
             self.metrics_address or self.address,
             self.health_address or self.address,
             tls={"extender": self.tls} if self.tls is not None else None,
+            client_subjects={"extender": self.client_subjects} if self.client_subjects is not None else None,
             extender=self.address,
         )
         log.info("extender listening", port=self.ports.get("extender"), prefix=self.prefix, **self.config.describe())
@@ -252,8 +256,8 @@ class SchedulerService(_Process):
         config: SchedulerConfig,
         *,
         leader_election: LeaderElectionConfig | None = None,
-        metrics_address: str | None = ":8080",
-        health_address: str | None = ":8081",
+        metrics_address: str | None = DEFAULT_ADDRESSES["scheduler"][0],
+        health_address: str | None = DEFAULT_ADDRESSES["scheduler"][1],
         clock: Clock | None = None,
         metrics: SchedulerMetrics | None = None,
         freeze_gc: bool = False,

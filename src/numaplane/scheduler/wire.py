@@ -101,7 +101,7 @@ _NODE_HEAD = msgspec.json.Decoder(_NodeHead)
 _NAMES = msgspec.json.Decoder(list[Annotated[str, msgspec.Meta(min_length=1)]])
 
 
-def decode_body(body: bytes) -> dict[str, Any]:
+def decode_body(body: bytes | bytearray) -> dict[str, Any]:
     """The top-level object of a request body; values stay undecoded (``msgspec.Raw``) until used.
 
     The body is validated and its top-level members counted before any Python object is built for
@@ -124,11 +124,11 @@ def decode_body(body: bytes) -> dict[str, Any]:
     return _RAW_OBJECT.decode(body)
 
 
-def _check_members(data: bytes | msgspec.Raw, limit: int, reason: str) -> None:
+def _check_members(data: bytes | bytearray | msgspec.Raw, limit: int, reason: str) -> None:
     """Refuse the valid JSON ``data`` (``reason``) when its top-level container has more than ``limit`` members.
 
     A text of ``limit`` members needs at least ``2 * limit - 1`` bytes, so short texts are not scanned."""
-    if len(data) >= 2 * limit and measure(data).members > limit:
+    if len(data) >= 2 * limit and measure(data, max_members=limit).members > limit:
         raise ExtenderRequestError(reason)
 
 

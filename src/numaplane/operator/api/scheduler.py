@@ -15,6 +15,7 @@ scheduler weighs ``cpu`` and ``memory`` 1 each.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,15 @@ PLURAL = "numaresourcesschedulers"
 SINGLETON_NAME = "numaresourcesscheduler"
 DEFAULT_SCHEDULER_NAME = "numaplane-scheduler"
 DEFAULT_KUBE_SCHEDULER_IMAGE = "registry.k8s.io/kube-scheduler:v1.35.0"
+#: The only repository ``kubeSchedulerImage`` may name: the image runs with a ServiceAccount that can
+#: bind and delete every pod, so a CR editor must not be able to run an image of their choosing.
+KUBE_SCHEDULER_REPOSITORY = "registry.k8s.io/kube-scheduler"
+#: ``kubeSchedulerImage``: the upstream repository with a release tag (``v1.36.2``), a digest
+#: (``@sha256:`` and 64 hex digits), or both. Checked by the CRD (``pattern``) and by :meth:`from_dict`.
+KUBE_SCHEDULER_IMAGE_PATTERN = (
+    r"^registry\.k8s\.io/kube-scheduler"
+    r"(:v[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}(-[0-9A-Za-z.]{1,40})?(@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})$"
+)
 MAX_REPLICAS = 5
 MAX_WEIGHT = 100
 
@@ -178,6 +188,11 @@ class NUMAResourcesScheduler:
         image = p.string(spec, "kubeSchedulerImage", "spec", d.kube_scheduler_image)
         if not image:
             p.add("spec.kubeSchedulerImage", "must not be empty")
+        elif len(image) > 256 or re.fullmatch(KUBE_SCHEDULER_IMAGE_PATTERN, image) is None:
+            p.add(
+                "spec.kubeSchedulerImage",
+                f"{image[:80]!r} is not {KUBE_SCHEDULER_REPOSITORY} with a release tag (:vX.Y.Z) or a digest (@sha256:...)",
+            )
         result = cls(
             metadata=meta,
             scheduler_name=name,
