@@ -72,14 +72,15 @@ def test_an_alias_bomb_is_refused_quickly_by_every_command(tmp_path: Path, args:
     assert elapsed < 15  # process start included; the reader itself takes milliseconds
 
 
-def test_an_nrt_file_that_is_an_alias_bomb_is_an_unreadable_node_for_explain(tmp_path: Path) -> None:
-    """``explain --nrt`` reads a folder of NRT files and lists each unreadable one (exit 1: fits nowhere)."""
+def test_an_nrt_file_that_is_an_alias_bomb_is_an_input_error_for_explain(tmp_path: Path) -> None:
+    """``explain --nrt`` given only an unreadable NRT file has nothing to explain: exit 2 naming the file and why."""
     files = _files(tmp_path)
     started = time.perf_counter()
     run = numaplane("explain", "--pod", str(files["pod"]), "--nrt", str(files["bomb"]), "-o", "json", timeout=60)
     assert time.perf_counter() - started < 15
-    assert run.code == 1, run.stderr
-    assert "bomb.yaml" in run.stdout and "YAML aliases (*name) to mappings or lists are not accepted" in run.stdout
+    assert run.code == 2, run.stderr
+    assert str(files["bomb"]) in run.error_line
+    assert "YAML aliases (*name) to mappings or lists are not accepted" in run.error_line
 
 
 def test_an_alias_bomb_in_a_scenario_or_an_added_workload_is_refused(tmp_path: Path) -> None:
