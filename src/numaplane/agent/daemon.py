@@ -268,8 +268,10 @@ class Agent:
             backoff_max_seconds=opts.nri_backoff_max_seconds,
         )
         self.sender.sender = self.nri.update_containers
-        nri = self.nri
+        nri, sender = self.nri, self.sender
         self.metrics.nri_connected.set_function(lambda: 1.0 if nri.registered else 0.0)
+        self.metrics.nri_sessions_without_sync.set_function(lambda: float(nri.sessions_without_sync))
+        self.metrics.owed_updates.set_function(lambda: float(sender.owed))
         self._set_gauges()
         self.writer.on_crash = self.sender.on_crash = self._task_crashed
         self.writer.start()
@@ -448,6 +450,11 @@ class Agent:
             "cpusetsConfirmed": verified,
             "checkpoint": self.checkpoint_status,
         }
+        sync_problem = self.nri.sync_problem if self.nri is not None else ""
+        if sync_problem:
+            details["reason"] = sync_problem
+        if self.sender is not None and self.sender.owed:
+            details["owedUpdates"] = self.sender.owed
         if self.watcher is not None and self.watcher.last_error:
             details["configRejected"] = self.watcher.last_error
         if self.registry is not None:
@@ -455,7 +462,7 @@ class Agent:
                 name: ("available" if p.reachable else f"isolated: {p.last_error}")
                 for name, p in self.registry.plugins.items()
             }
-        return registered and synchronized and verified, details
+        return registered and synchronized and verified and not sync_problem, details
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def wait_ready(self, timeout_seconds: float = 10.0) -> None:

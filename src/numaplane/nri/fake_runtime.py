@@ -4,7 +4,8 @@ It speaks the same wire protocol through :class:`~numaplane.nri.protocol.Connect
 it serves ``Runtime`` (RegisterPlugin, UpdateContainers) on mux connection 2 and calls ``Plugin`` methods
 on connection 1. Like containerd, after a successful RegisterPlugin it calls Configure and then
 Synchronize; with ``configure_before_register_reply`` it sends Configure *before* answering the
-registration, which a plugin must survive. With ``sync_chunk`` it splits Synchronize as NRI >= 0.8
+registration, which a plugin must survive. ``runtime_name``/``runtime_version`` are what Configure
+says (the default names no real runtime: a plugin must then assume unsolicited updates are unsafe). With ``sync_chunk`` it splits Synchronize as NRI >= 0.8
 does for a state too large for one message: parts of at most ``sync_chunk`` pods and containers, every
 part but the last flagged ``more``; a plugin that answers such a part without ``more`` or with updates is
 dropped (the connection is closed), as the real runtime does. It listens on a unix socket path (plugins dial it; every
@@ -63,6 +64,8 @@ class FakeRuntime:
         containers: Iterable[api_pb2.Container] = (),
         failed_updates: bool = False,
         sync_chunk: int | None = None,
+        runtime_name: str = "fake-runtime",
+        runtime_version: str = "0.0",
     ) -> None:
         self.configure_before_register_reply = configure_before_register_reply
         self.register_error = register_error
@@ -71,6 +74,8 @@ class FakeRuntime:
         self.containers = list(containers)
         self.failed_updates = failed_updates
         self.sync_chunk = sync_chunk
+        self.runtime_name = runtime_name
+        self.runtime_version = runtime_version
         self.sessions: list[FakeSession] = []
         self.new_session = asyncio.Condition()
         self._server: asyncio.Server | None = None
@@ -198,7 +203,7 @@ class FakeRuntime:
     async def _configure(self, session: FakeSession) -> None:
         resp = await self.call(
             "Configure",
-            api_pb2.ConfigureRequest(runtime_name="fake-runtime", runtime_version="0.0"),
+            api_pb2.ConfigureRequest(runtime_name=self.runtime_name, runtime_version=self.runtime_version),
             api_pb2.ConfigureResponse,
             session,
         )
