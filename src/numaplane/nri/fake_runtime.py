@@ -4,7 +4,9 @@ It speaks the same wire protocol through :class:`~numaplane.nri.protocol.Connect
 it serves ``Runtime`` (RegisterPlugin, UpdateContainers) on mux connection 2 and calls ``Plugin`` methods
 on connection 1. Like containerd, after a successful RegisterPlugin it calls Configure and then
 Synchronize; with ``configure_before_register_reply`` it sends Configure *before* answering the
-registration, which a plugin must survive. ``runtime_name``/``runtime_version`` are what Configure
+registration, which a plugin must survive. With ``sync_limit_bytes`` (and no ``sync_chunk``) a
+Synchronize larger than that is never sent and the plugin is dropped after Configure, as a runtime with
+NRI < 0.8 does past its 4 MiB message limit. ``runtime_name``/``runtime_version`` are what Configure
 says (the default names no real runtime: a plugin must then assume unsolicited updates are unsafe). With ``sync_chunk`` it splits Synchronize as NRI >= 0.8
 does for a state too large for one message: parts of at most ``sync_chunk`` pods and containers, every
 part but the last flagged ``more``; a plugin that answers such a part without ``more`` or with updates is
@@ -66,6 +68,7 @@ class FakeRuntime:
         sync_chunk: int | None = None,
         runtime_name: str = "fake-runtime",
         runtime_version: str = "0.0",
+        sync_limit_bytes: int | None = None,
     ) -> None:
         self.configure_before_register_reply = configure_before_register_reply
         self.register_error = register_error
@@ -76,6 +79,7 @@ class FakeRuntime:
         self.sync_chunk = sync_chunk
         self.runtime_name = runtime_name
         self.runtime_version = runtime_version
+        self.sync_limit_bytes = sync_limit_bytes
         self.sessions: list[FakeSession] = []
         self.new_session = asyncio.Condition()
         self._server: asyncio.Server | None = None
@@ -187,6 +191,9 @@ class FakeRuntime:
         n = self.sync_chunk
         if n is None:
             request = api_pb2.SynchronizeRequest(pods=pods, containers=containers)
+            if self.sync_limit_bytes is not None and request.ByteSize() > self.sync_limit_bytes:
+                # NRI < 0.8 cannot send it (containerd/nri#102): the runtime drops the plugin
+                raise ConnectionClosed(f"Synchronize of {request.ByteSize()} bytes exceeds the message limit")
             return await self.call("Synchronize", request, api_pb2.SynchronizeResponse, session)
         while True:
             part_pods, pods = pods[:n], pods[n:]

@@ -204,8 +204,6 @@ class NRIPlugin:
                 registered = await self._session(reader, writer)
                 if registered and self._synchronized.is_set():
                     failures = 0
-                    self.sessions_without_sync = 0
-                    self.sync_problem = ""
                 elif registered:
                     self._no_sync()
                 if self.inherited_fd is not None:
@@ -271,6 +269,8 @@ class NRIPlugin:
                 self._configured.set()
             elif request.method == "Synchronize":
                 self._synchronized.set()
+                self.sessions_without_sync = 0
+                self.sync_problem = ""
         return reply
 
     async def _watch_sync(self, conn: AsyncConnection) -> None:
