@@ -13,10 +13,11 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_helpers import CONTAINERD_1_7, FIXED_RUNTIME, container, guaranteed, sandbox
-from test_agent_nri import create, options, running_agent
+from test_agent_nri import TOPOLOGY, create, options, running_agent
 
 from numaplane.agent.daemon import Agent
 from numaplane.nri.fake_runtime import FakeRuntime, FakeSession
@@ -198,3 +199,48 @@ async def test_a_runtime_that_never_synchronizes_is_backed_off_from_and_reported
             assert "reason" not in agent.readiness()[1]
     finally:
         await rt.close()
+
+
+async def test_a_waiting_container_is_an_event_on_its_pod_and_its_pinning_too(
+    runtime: FakeRuntime, short_tmp: Path, fake_kube: Any
+) -> None:
+    """Created while the agent was down and not admissible at Synchronize (its CPUs taken): the container
+    runs in the shared pool, and its pod gets a Warning Event with the reason; once a release makes room
+    it is pinned (with the runtime's next answer) and the pod gets a Normal Event with its CPUs."""
+    from numaplane.agent.waitreport import PINNED_REASON, WAITING_REASON
+    from numaplane.kube.resources import EVENT
+
+    holder = sandbox("holder")
+    held = guaranteed(holder, n=8, cpus="0-15", state=api_pb2.CONTAINER_RUNNING)  # node 1, adopted first
+    late_pod = sandbox("late")
+    late = guaranteed(late_pod, n=6, cpus="0-15", state=api_pb2.CONTAINER_RUNNING)  # 6 of node 0's 7
+    waiter_pod = sandbox("waiter", namespace="team-a")
+    waiter = guaranteed(waiter_pod, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING)  # fits nowhere
+    runtime.pods.extend([holder, late_pod, waiter_pod])
+    runtime.containers.extend([held, late, waiter])
+    agent = Agent(options(short_tmp, pod_sync_timeout_seconds=0.5), topology=TOPOLOGY, kube=fake_kube)
+    await agent.start()
+    try:
+        await agent.wait_ready(10)
+
+        async def events() -> list[dict[str, Any]]:
+            return [dict(e) for e in (await fake_kube.list(EVENT, namespace="team-a")).items]
+
+        async with asyncio.timeout(5):
+            while not await events():
+                await asyncio.sleep(0.02)
+        (warning,) = await events()
+        assert warning["reason"] == WAITING_REASON and warning["type"] == "Warning"
+        assert warning["involvedObject"]["name"] == "waiter" and warning["involvedObject"]["uid"] == "uid-waiter"
+        assert "TopologyAffinityError" in warning["message"] and "shared pool" in warning["message"]
+        await runtime.state_change(api_pb2.REMOVE_POD_SANDBOX, holder)  # room on node 1
+        async with asyncio.timeout(5):
+            while len(await events()) < 2:
+                await asyncio.sleep(0.02)
+        pinned = next(e for e in await events() if e["reason"] == PINNED_REASON)
+        assert pinned["type"] == "Normal" and pinned["message"] == "container main is pinned to CPUs 4,12"
+        be = sandbox("be", qos="BestEffort")
+        r = await create(runtime, be, container(be))
+        assert cpus(r.update)["ctr-waiter-main"] == "4,12"  # delivered with the next answer
+    finally:
+        await agent.stop()

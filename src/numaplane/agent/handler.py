@@ -108,6 +108,7 @@ class AgentHandler(BaseHandler):
         metrics: AgentMetrics | None = None,
         sender: UpdateSender | None = None,
         on_change: Callable[[], None] | None = None,
+        on_waiting: Callable[[NodeAgentState], None] | None = None,
         inline_updates: int = 16,
         reply_updates: int = 512,
     ) -> None:
@@ -118,6 +119,8 @@ class AgentHandler(BaseHandler):
         self.metrics = metrics or AgentMetrics()
         self.sender = sender or UpdateSender(runner, self.metrics)
         self.on_change = on_change or (lambda: None)
+        # after every state change: the containers waiting in the shared pool (Events on their pods)
+        self.on_waiting = on_waiting or (lambda _state: None)
         self.synchronized = asyncio.Event()
         # set once the runtime confirmed the cpusets Synchronize decided (see _verify)
         self.verified = asyncio.Event()
@@ -220,6 +223,7 @@ class AgentHandler(BaseHandler):
             self._verify_task = None
             self.verified.set()
         self.on_change()
+        self.on_waiting(self.state)
         elapsed = time.perf_counter() - started
         self.metrics.sync_duration.set(elapsed)
         self._observe("Synchronize", started, "ok")
@@ -322,6 +326,7 @@ class AgentHandler(BaseHandler):
         response = api_pb2.StopContainerResponse()
         self._updates(updates, response.update, "stop")
         self.on_change()
+        self.on_waiting(self.state)
         self._observe("StopContainer", started, "ok")
         return response
 
@@ -336,6 +341,7 @@ class AgentHandler(BaseHandler):
             self.sender.submit((u.container_id for u in updates), "remove")
             self._deferred("remove")
             self.on_change()
+            self.on_waiting(self.state)
         elif kind == api_pb2.RUN_POD_SANDBOX:
             pod = sandbox_from_pb(event.pod)
             started_pod = await self.runner.call(lambda: self.state.run_pod(pod))
@@ -356,6 +362,7 @@ class AgentHandler(BaseHandler):
             self.sender.submit((u.container_id for u in updates), "remove")
             self._deferred("remove")
             self.on_change()
+            self.on_waiting(self.state)
         elif kind == api_pb2.POST_START_CONTAINER:
             cid = event.container.id
             record = self.state.record_for(cid)

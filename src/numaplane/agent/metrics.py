@@ -39,6 +39,11 @@ class AgentMetrics:
             " the usual cause: a runtime state over 4 MiB on a runtime that cannot split Synchronize).",
             registry=r,
         )
+        self.unsolicited_calls = Counter(
+            "numaplane_agent_nri_unsolicited_calls",
+            "Runtime.UpdateContainers calls made (only to a runtime whose NRI cannot deadlock on them).",
+            registry=r,
+        )
         self.owed_updates = Gauge(
             "numaplane_agent_owed_updates",
             "Containers owed a cpuset update, waiting for the runtime's next CreateContainer, UpdateContainer or"

@@ -176,6 +176,8 @@ class UpdateSender(BackgroundLoop):
         if self.sender is None or not self.unsolicited:
             self._count(batch, "unsent", len(updates))
             return
+        if self.metrics is not None:
+            self.metrics.unsolicited_calls.inc()
         try:
             failed = await self.sender([update_to_pb(u) for u in updates])
         except (ConnectionClosed, CallTimeout, StatusError, NRIError) as exc:

@@ -224,9 +224,8 @@ class NRIPlugin:
             return
         name, version = self._runtime
         split = splits_synchronize(name, version)
-        cause = (
-            "the runtime's state (pods and containers) is probably over the 4 MiB one NRI message may carry"
-            + (", and this runtime cannot split Synchronize (containerd/nri#102)" if split is False else "")
+        cause = "the runtime's state (pods and containers) is probably over the 4 MiB one NRI message may carry" + (
+            ", and this runtime cannot split Synchronize (containerd/nri#102)" if split is False else ""
         )
         problem = (
             f"{name or 'the runtime'} {version}".strip()

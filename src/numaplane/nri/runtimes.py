@@ -27,7 +27,13 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["FIXED_CONTAINERD", "SPLIT_SYNC_CONTAINERD", "parse_version", "splits_synchronize", "unsolicited_updates_safe"]
+__all__ = [
+    "FIXED_CONTAINERD",
+    "SPLIT_SYNC_CONTAINERD",
+    "parse_version",
+    "splits_synchronize",
+    "unsolicited_updates_safe",
+]
 
 #: The first containerd release whose NRI does not deadlock on unsolicited updates (containerd/nri#301).
 FIXED_CONTAINERD = (2, 4, 0)
