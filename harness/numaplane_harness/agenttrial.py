@@ -443,6 +443,7 @@ def kill_restart_trial(
             result.waiting_at_restart.append(int(agent.metric("numaplane_agent_unpinned_containers") or 0))
             with churn.paused():
                 nudge = pods.pod(f"nudge-{kill}", 0)
+                result.created += 1
                 if nudge.error:
                     result.failures.append(f"kill {kill}: a BestEffort pod was refused: {nudge.error}")
                 try:
