@@ -244,3 +244,31 @@ async def test_a_waiting_container_is_an_event_on_its_pod_and_its_pinning_too(
         assert cpus(r.update)["ctr-waiter-main"] == "4,12"  # delivered with the next answer
     finally:
         await agent.stop()
+
+
+async def test_a_session_without_synchronize_is_ended_and_counted(short_tmp: Path) -> None:
+    """A runtime that keeps the connection after Configure but never sends Synchronize: the plugin ends
+    the session ``sync_timeout_seconds`` after Configure, backs off, and reports it after two."""
+    from numaplane.nri.plugin import NRIPlugin
+    from numaplane.nri.service import BaseHandler
+
+    rt = FakeRuntime(send_synchronize=False, **CONTAINERD_1_7)
+    await rt.listen(str(short_tmp / "nri.sock"))
+    plugin = NRIPlugin(
+        BaseHandler(),
+        name="probe",
+        idx="10",
+        socket_path=str(short_tmp / "nri.sock"),
+        sync_timeout_seconds=0.2,
+        backoff_initial_seconds=0.05,
+    )
+    task = asyncio.create_task(plugin.run())
+    try:
+        async with asyncio.timeout(10):
+            while plugin.sessions_without_sync < 3:
+                await asyncio.sleep(0.02)
+        assert "never sent Synchronize" in plugin.sync_problem and "containerd 1.7.24~ds1" in plugin.sync_problem
+    finally:
+        await plugin.stop()
+        await task
+        await rt.close()

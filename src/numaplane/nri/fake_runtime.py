@@ -6,7 +6,8 @@ on connection 1. Like containerd, after a successful RegisterPlugin it calls Con
 Synchronize; with ``configure_before_register_reply`` it sends Configure *before* answering the
 registration, which a plugin must survive. With ``sync_limit_bytes`` (and no ``sync_chunk``) a
 Synchronize larger than that is never sent and the plugin is dropped after Configure, as a runtime with
-NRI < 0.8 does past its 4 MiB message limit. ``runtime_name``/``runtime_version`` are what Configure
+NRI < 0.8 does past its 4 MiB message limit; with ``send_synchronize=False`` the runtime keeps the
+connection but never sends Synchronize. ``runtime_name``/``runtime_version`` are what Configure
 says (the default names no real runtime: a plugin must then assume unsolicited updates are unsafe). With ``sync_chunk`` it splits Synchronize as NRI >= 0.8
 does for a state too large for one message: parts of at most ``sync_chunk`` pods and containers, every
 part but the last flagged ``more``; a plugin that answers such a part without ``more`` or with updates is
@@ -69,6 +70,7 @@ class FakeRuntime:
         runtime_name: str = "fake-runtime",
         runtime_version: str = "0.0",
         sync_limit_bytes: int | None = None,
+        send_synchronize: bool = True,
     ) -> None:
         self.configure_before_register_reply = configure_before_register_reply
         self.register_error = register_error
@@ -80,6 +82,7 @@ class FakeRuntime:
         self.runtime_name = runtime_name
         self.runtime_version = runtime_version
         self.sync_limit_bytes = sync_limit_bytes
+        self.send_synchronize = send_synchronize
         self.sessions: list[FakeSession] = []
         self.new_session = asyncio.Condition()
         self._server: asyncio.Server | None = None
@@ -175,6 +178,8 @@ class FakeRuntime:
             try:
                 if configure:
                     await self._configure(session)
+                if not self.send_synchronize:
+                    return  # registered and configured, then silence: no Synchronize, no events
                 session.sync_response = await self._synchronize(session)
                 session.synchronized.set()
             except Exception:
