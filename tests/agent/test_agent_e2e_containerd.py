@@ -83,13 +83,15 @@ def test_exclusive_shared_rejection_and_pool_growth(agent: AgentProcess, pods: P
     pods.delete(gu)
     # containerd 1.7 answers the sandbox's stop and removal with empty messages: the pool growth is owed
     # (an unsolicited UpdateContainers can deadlock containerd 1.7) and travels in the runtime's next
-    # request that takes an answer with updates — here another pod's CreateContainer
-    assert agent.metric("numaplane_agent_owed_updates") == 1 and cpus_of(be) == {0}
+    # request that takes an answer with updates: the exited container's StopContainer, when containerd
+    # sends it after the sandbox's stop (it does so asynchronously), else another pod's CreateContainer
+    owed = agent.metric("numaplane_agent_owed_updates")
+    assert (owed, cpus_of(be)) in ((1.0, frozenset({0})), (0.0, ALL_CPUS))
     nudge = pods.pod("nudge", 0)
     assert cpus_of(be) == ALL_CPUS and cpus_of(nudge) == ALL_CPUS  # the pool grew back
     assert agent.metric("numaplane_agent_owed_updates") == 0
     wait_consistent(agent, pods)
-    assert agent.metric("numaplane_agent_nri_unsolicited_calls_total") is None
+    assert agent.metric("numaplane_agent_nri_unsolicited_calls_total") == 0
     assert agent.metric("numaplane_agent_admissions_total", 'reason="TopologyAffinityError",result="rejected"') == 1
 
 
@@ -321,7 +323,6 @@ async def test_init_container_cpus_are_reused_by_the_app_container(
         # the pod goes: its CPU returns to the pool with the runtime's next request (an answer, never an
         # unsolicited UpdateContainers on containerd 1.7)
         await asyncio.to_thread(pods.delete, app)
-        assert cpus_of(be) == {0}
         await asyncio.to_thread(pods.pod, "nudge", 0)
         assert cpus_of(be) == ALL_CPUS
         assert agent.state.manager.pods == {} and agent.state.check() == []
