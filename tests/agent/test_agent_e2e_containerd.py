@@ -273,11 +273,11 @@ def run_init_then_app(pods: Pods, uid: str) -> tuple[str, Created]:
 
 
 def moved_at_stop(agent: Agent) -> float:
-    """Shared containers told a grown pool in StopContainer answers."""
-    value = agent.metrics.registry.get_sample_value(
-        "numaplane_agent_container_updates_total", {"path": "stop", "result": "ok"}
-    )
-    return value or 0.0
+    """Shared containers told a grown pool by a StopContainer (in its answer, at once or owed and carried
+    by a later answer)."""
+    sample = agent.metrics.registry.get_sample_value
+    name = "numaplane_agent_container_updates_total"
+    return sum(sample(name, {"path": "stop", "result": r}) or 0.0 for r in ("ok", "in-reply"))
 
 
 async def test_init_container_cpus_are_reused_by_the_app_container(
