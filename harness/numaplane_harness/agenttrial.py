@@ -377,7 +377,7 @@ class _Churn:
     def stop(self) -> None:
         self._stop.set()
         self._go.set()
-        self.thread.join(60)
+        self.thread.join(30)
 
 
 def kill_restart_trial(
@@ -466,5 +466,6 @@ def kill_restart_trial(
     finally:
         churn.stop()
         agent.stop()
+        pods.cri.timeout_seconds = 5.0  # a wedged runtime must not stall the clean-up for minutes
         pods.close()
     return result
