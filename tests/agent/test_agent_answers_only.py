@@ -272,3 +272,42 @@ async def test_a_session_without_synchronize_is_ended_and_counted(short_tmp: Pat
         await plugin.stop()
         await task
         await rt.close()
+
+
+async def _churn(rt: FakeRuntime, rounds: int) -> None:
+    """Guaranteed pods created and removed back to back next to a BestEffort one: every removal grows
+    the pool, every creation shrinks it."""
+    be = sandbox("be", qos="BestEffort")
+    await create(rt, be, container(be))
+    for i in range(rounds):
+        pod = sandbox(f"g{i}")
+        await create(rt, pod, guaranteed(pod, n=2))
+        await rt.state_change(api_pb2.STOP_POD_SANDBOX, pod)
+        await rt.state_change(api_pb2.REMOVE_POD_SANDBOX, pod)
+
+
+@pytest.mark.parametrize(("says", "wedged"), [(CONTAINERD_1_7, False), (FIXED_RUNTIME, True)])
+async def test_the_lock_inversion_of_containerd_1_7_never_meets_the_agent(
+    short_tmp: Path, says: dict[str, str], wedged: bool
+) -> None:
+    """The fake runtime takes its two locks as containerd 1.7 does (containerd#13733). The agent told it
+    is containerd 1.7 makes no unsolicited call and 30 rounds of churn finish; the same agent told it is
+    a fixed containerd sends the pool growth unsolicited, and the runtime wedges within those rounds —
+    the model reproduces the real deadlock, which the agent avoids on the real version."""
+    rt = FakeRuntime(lock_inversion=True, **says)
+    await rt.listen(str(short_tmp / "nri.sock"))
+    try:
+        async with running_agent(options(short_tmp)) as agent:
+            session = await rt.wait_session(1)
+            await agent.wait_ready()
+            try:
+                async with asyncio.timeout(8):
+                    await _churn(rt, 30)
+            except TimeoutError:
+                assert wedged, "the runtime wedged although the agent made no unsolicited call"
+                assert session.update_calls > len(session.updates), "wedged without an unsolicited call?"
+            else:
+                assert not wedged, "the model did not reproduce the deadlock"
+                assert session.update_calls == 0
+    finally:
+        await rt.close()
