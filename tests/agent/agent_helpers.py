@@ -102,3 +102,10 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
     terminate_process(process)
     if process.stdout is not None:
         process.stdout.close()
+
+
+#: What a runtime with the NRI fix for unsolicited updates says in Configure (containerd/nri#301, in
+#: containerd >= 2.4.0): tests of the unsolicited ``UpdateContainers`` path run against it.
+FIXED_RUNTIME: dict[str, str] = {"runtime_name": "containerd", "runtime_version": "2.4.0"}
+#: The version the project targets, whose NRI deadlocks on unsolicited updates (replies only).
+CONTAINERD_1_7: dict[str, str] = {"runtime_name": "containerd", "runtime_version": "1.7.24~ds1"}

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import state_helpers as ev
-from agent_helpers import container, guaranteed, sandbox
+from agent_helpers import FIXED_RUNTIME, container, guaranteed, sandbox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -143,7 +143,7 @@ async def test_ready_only_after_the_runtime_confirmed_the_sync_cpusets(short_tmp
         container(shared, cpus="1", state=api_pb2.CONTAINER_RUNNING),
         guaranteed(pinned, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING),
     ]
-    rt = FakeRuntime(pods=[shared, pinned], containers=running, failed_updates=runtime_fails)
+    rt = FakeRuntime(pods=[shared, pinned], containers=running, failed_updates=runtime_fails, **FIXED_RUNTIME)
     await rt.listen(str(short_tmp / "nri.sock"))
     try:
         async with running_agent(options(short_tmp)) as agent:

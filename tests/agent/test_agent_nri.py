@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from agent_helpers import container, guaranteed, sandbox
+from agent_helpers import FIXED_RUNTIME, container, guaranteed, sandbox
 
 from numaplane.agent.checkpoint import CheckpointIdentity, encode
 from numaplane.agent.daemon import CHECKPOINT_FILE, Agent, AgentOptions
@@ -54,7 +54,7 @@ async def running_agent(opts: AgentOptions) -> AsyncIterator[Agent]:
 
 @pytest.fixture
 async def runtime(short_tmp: Path) -> AsyncIterator[FakeRuntime]:
-    rt = FakeRuntime()
+    rt = FakeRuntime(**FIXED_RUNTIME)
     await rt.listen(str(short_tmp / "nri.sock"))
     try:
         yield rt

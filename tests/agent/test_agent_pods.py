@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from agent_helpers import container, guaranteed, sandbox
+from agent_helpers import FIXED_RUNTIME, container, guaranteed, sandbox
 from test_agent_nri import TOPOLOGY, create, options, running_agent
 
 from numaplane.agent.daemon import Agent
@@ -110,7 +110,7 @@ async def test_a_known_pod_is_admitted_as_a_whole_and_survives_a_restart(
     reuse the init container's CPUs (the sidecar's are never reused), the init container's removal
     releases the rest; after a restart (checkpoint) the whole pod is in place and Synchronize changes nothing."""
     created = await fake_kube.create(POD, reuse_pod_doc("node-a"))
-    runtime = FakeRuntime()
+    runtime = FakeRuntime(**FIXED_RUNTIME)
     await runtime.listen(str(short_tmp / "nri.sock"))
     agent_options = options(short_tmp)
     try:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_helpers import container, guaranteed, sandbox, stop_process, wait_for_socket
+from agent_helpers import FIXED_RUNTIME, container, guaranteed, sandbox, stop_process, wait_for_socket
 from test_agent_nri import create, options, running_agent
 from test_agent_plugins import wait_plugin
 
@@ -40,7 +40,7 @@ async def test_the_plugins_exclusive_cpus_are_pinned_and_leave_the_shared_pool(s
     plugin_dir = short_tmp / "plugins"
     plugin_dir.mkdir()
     (short_tmp / "config.json").write_text(json.dumps({"topologyManager": TM, "cpuManager": {"policy": "none"}}))
-    runtime = FakeRuntime()
+    runtime = FakeRuntime(**FIXED_RUNTIME)
     await runtime.listen(str(short_tmp / "nri.sock"))
     process = start_cpu_plugin(plugin_dir)
     try:

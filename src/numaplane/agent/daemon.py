@@ -13,7 +13,8 @@ from flags and runs it. Start-up sequence (:meth:`Agent.start`):
    Pod informer; the checkpoint writer and the update sender; the notify file (``notify_file``:
    touched after every allocation change, see :mod:`numaplane.agent.notify`); the policy reporter
    (with API access and ``pod_name``: the revision applied or rejected, on the agent's own pod, see
-   :mod:`numaplane.agent.policyreport`);
+   :mod:`numaplane.agent.policyreport`); with API access, Events on the pods of containers that wait
+   in the shared pool for resources (:mod:`numaplane.agent.waitreport`);
 5. with the Pod informer, its first list (waited for at most ``pod_sync_timeout_seconds``, before the
    probes serve and the runtime is dialled), so that the first Synchronize knows the running pods;
    then a warning if the Node's allocatable CPU includes CPUs the policy reserves (the kubelet must
@@ -53,6 +54,7 @@ from numaplane.agent.podresources import AgentPodResources
 from numaplane.agent.pods import PodSource
 from numaplane.agent.policyreport import PolicyReporter
 from numaplane.agent.state import NodeAgentState
+from numaplane.agent.waitreport import WaitingReporter
 from numaplane.grpcapi.podresources.server import PodResourcesServer
 from numaplane.kube.errors import KubeError
 from numaplane.kube.port import KubePort
@@ -145,6 +147,7 @@ class Agent:
         self.claims: ClaimSource | None = None
         self.notifier: ChangeNotifier | None = None
         self.reporter: PolicyReporter | None = None
+        self.waiting_reporter: WaitingReporter | None = None
         self._config_doc: Mapping[str, Any] | None = None
         self.checkpoint_status = "not loaded"
         self.quarantined: Path | None = None
@@ -258,7 +261,18 @@ class Agent:
             min_interval_seconds=opts.checkpoint_interval_seconds,
             on_result=self._checkpoint_written,
         )
-        self.handler = AgentHandler(runner, metrics=self.metrics, sender=self.sender, on_change=self._changed)
+        if self.kube is not None:
+            self.waiting_reporter = WaitingReporter(self.kube, host=opts.node_name)
+            self.waiting_reporter.on_crash = self._task_crashed
+            self.waiting_reporter.start()
+        waiting = self.waiting_reporter
+        self.handler = AgentHandler(
+            runner,
+            metrics=self.metrics,
+            sender=self.sender,
+            on_change=self._changed,
+            on_waiting=None if waiting is None else (lambda st: waiting.follow(st.waiting, st.records)),
+        )
         self.nri = NRIPlugin(
             self.handler,
             name=opts.nri_plugin_name,
@@ -268,8 +282,10 @@ class Agent:
             backoff_max_seconds=opts.nri_backoff_max_seconds,
         )
         self.sender.sender = self.nri.update_containers
-        nri = self.nri
+        nri, sender = self.nri, self.sender
         self.metrics.nri_connected.set_function(lambda: 1.0 if nri.registered else 0.0)
+        self.metrics.nri_sessions_without_sync.set_function(lambda: float(nri.sessions_without_sync))
+        self.metrics.owed_updates.set_function(lambda: float(sender.owed))
         self._set_gauges()
         self.writer.on_crash = self.sender.on_crash = self._task_crashed
         self.writer.start()
@@ -448,6 +464,11 @@ class Agent:
             "cpusetsConfirmed": verified,
             "checkpoint": self.checkpoint_status,
         }
+        sync_problem = self.nri.sync_problem if self.nri is not None else ""
+        if sync_problem:
+            details["reason"] = sync_problem
+        if self.sender is not None and self.sender.owed:
+            details["owedUpdates"] = self.sender.owed
         if self.watcher is not None and self.watcher.last_error:
             details["configRejected"] = self.watcher.last_error
         if self.registry is not None:
@@ -455,7 +476,7 @@ class Agent:
                 name: ("available" if p.reachable else f"isolated: {p.last_error}")
                 for name, p in self.registry.plugins.items()
             }
-        return registered and synchronized and verified, details
+        return registered and synchronized and verified and not sync_problem, details
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def wait_ready(self, timeout_seconds: float = 10.0) -> None:
@@ -480,7 +501,7 @@ class Agent:
         if self._nri_task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._nri_task, 5)
-        for closer in (self.watcher, self.pods, self.claims, self.sender, self.reporter):
+        for closer in (self.watcher, self.pods, self.claims, self.sender, self.reporter, self.waiting_reporter):
             if closer is not None:
                 await closer.stop()
         if self.registry is not None:

@@ -1,43 +1,55 @@
 """The agent's NRI handler: NRI requests → :class:`~numaplane.agent.state.NodeAgentState` calls → NRI answers.
 
-Serialisation: every state-machine call goes through one :class:`StateRunner` and runs inline on the event
-loop (the state machine does no I/O: in-process plugins are pure and take ~0.1 ms), so the state machine sees
+Serialisation: every state-machine call goes through one :class:`StateRunner` and runs inline on the
+event loop (the state machine does no I/O: in-process plugins are pure and take ~0.1 ms), so the state machine sees
 one call at a time. An admission that asks an out-of-process plugin is parked by the state machine and
 answered by :class:`~numaplane.agent.asking.Answering` — concurrently, with per-plugin deadlines, on
 the event loop — while every other request is served: a pod that waits for a slow or hung plugin
 delays no other pod.
 
+**The agent never wedges the runtime.** Cpuset changes for *other* containers (the shared pool
+shrinking or growing, a waiting container pinned, a re-pin after a restart) are owed updates
+(:class:`UpdateSender`) delivered in the ``update`` lists of the answers the runtime asks for —
+CreateContainer, UpdateContainer, StopContainer and Synchronize — which the runtime applies inside
+that event under the locks it already holds. ``Runtime.UpdateContainers`` (an unsolicited call) is
+used only when the runtime named in Configure has the NRI fix for the lock inversion that otherwise
+deadlocks it under pod churn (containerd >= 2.4.0; containerd 1.7 — every 1.7.x — to 2.3 do not:
+:mod:`numaplane.nri.runtimes`). The price on those runtimes: a change caused by an event answered
+with an empty message (a container or pod removal, a POST_START re-pin) reaches the runtime with its
+next CreateContainer, UpdateContainer or StopContainer request, or the next Synchronize. Only growth
+waits: the shared pool never shrinks late, because the CPUs a new container takes leave the shared
+containers in that container's own CreateContainer answer. ``numaplane_agent_owed_updates`` counts
+what waits.
+
 What goes where:
 
 * CreateContainer → ``state.create``; the answer sets ``linux.resources.cpu.cpus`` (and ``mems`` when
-  memory is pinned). When the pool shrank, the running shared containers must move off the new
-  exclusive CPUs: up to ``inline_updates`` (16) updates travel in the answer, so the runtime applies
-  them with the creation; more are sent right after the answer with ``Runtime.UpdateContainers`` (the
-  runtime applies every update of an answer before it creates the container, and hundreds of them
-  would stall the creation; the kubelet itself moves shared containers asynchronously, in its
-  reconcile loop). A rejection is raised as a
-  :class:`~numaplane.nri.errors.StatusError` carrying ``numaplane: pod … container …: <Reason>: <message>``:
-  the runtime fails the creation with that text;
+  memory is pinned) and carries every owed update (at most ``reply_updates``, 512) — the shared
+  containers leaving the new exclusive CPUs first. On a runtime that allows unsolicited updates, up
+  to ``inline_updates`` (16) travel in the answer and more are sent right after it with
+  ``Runtime.UpdateContainers`` (the runtime applies every update of an answer before it creates the
+  container). A rejection is raised as a :class:`~numaplane.nri.errors.StatusError` carrying
+  ``numaplane: pod … container …: <Reason>: <message>``: the runtime fails the creation with that text;
 * RUN_POD_SANDBOX (StateChange) → admit the pod as a whole when its Pod is known (``state.run_pod``);
   a rejection is only logged (the sandbox runs; the pod's first CreateContainer fails with it);
 * StopContainer → release (a container of a pod admitted as a whole is only forgotten: its allocation
-  stays with the pod for a restarted container); pool growth travels in the StopContainer answer (the
-  same limit applies);
+  stays with the pod for a restarted container); the answer carries the owed updates;
 * REMOVE_CONTAINER / STOP_POD_SANDBOX / REMOVE_POD_SANDBOX (StateChange) → release (a whole pod's
   containers keep its allocation until the sandbox stops; a finished init container's removal
-  releases what later containers do not reuse); pool changes are sent with ``Runtime.UpdateContainers``
-  by :class:`UpdateSender`, in the background, after the event was answered;
+  releases what later containers do not reuse); the pool changes (and the pins of waiting containers
+  that fit now) become owed updates;
 * POST_START_CONTAINER of a container the agent did not pin at creation (adopted by Synchronize, or
-  created while the agent was away) → re-pin through :class:`UpdateSender` (a Synchronize update may
-  have raced the start);
-* UpdateContainer (e.g. a resize by the kubelet) that would change the cpuset → the answer restores ours;
-* Synchronize → ``state.synchronize``; every mismatching container is fixed in the answer. A state
+  created while the agent was away) → owed re-pin (a Synchronize update may have raced the start);
+* UpdateContainer (e.g. a resize by the kubelet) that would change the cpuset → the answer restores
+  ours, and carries the owed updates;
+* Synchronize → ``state.synchronize``; every mismatching container is fixed in the answer (what was
+  owed before is dropped: Synchronize compared every container with the runtime's view). A state
   split over several requests (NRI >= 0.8: ``SynchronizeRequest.more``, answered with
   ``SynchronizeResponse.more``; containerd 1.7 sends one message of at most 4 MiB, in 4 KiB mux frames
   the NRI layer reassembles) is collected and reconciled once complete.
 
 No blocking I/O happens here: checkpoints are written by the background writer (``on_change`` marks it
-dirty), updates are sent by the background sender.
+dirty), owed updates wait in the sender.
 """
 
 from __future__ import annotations
@@ -55,6 +67,7 @@ from numaplane.agent.runner import StateRunner, UpdateSender
 from numaplane.agent.state import CpusetUpdate, NodeAgentState, cpuset_text
 from numaplane.nri.errors import StatusCode, StatusError
 from numaplane.nri.proto import api_pb2
+from numaplane.nri.runtimes import unsolicited_updates_safe
 from numaplane.nri.service import BaseHandler, event_mask
 from numaplane.nri.translate import container_from_pb, linux_cpu, sandbox_from_pb, update_to_pb
 
@@ -95,14 +108,19 @@ class AgentHandler(BaseHandler):
         metrics: AgentMetrics | None = None,
         sender: UpdateSender | None = None,
         on_change: Callable[[], None] | None = None,
+        on_waiting: Callable[[NodeAgentState], None] | None = None,
         inline_updates: int = 16,
+        reply_updates: int = 512,
     ) -> None:
         self.runner = runner
         self.inline_updates = inline_updates
+        self.reply_updates = reply_updates
         runner.state.inline_limit = inline_updates
         self.metrics = metrics or AgentMetrics()
         self.sender = sender or UpdateSender(runner, self.metrics)
         self.on_change = on_change or (lambda: None)
+        # after every state change: the containers waiting in the shared pool (Events on their pods)
+        self.on_waiting = on_waiting or (lambda _state: None)
         self.synchronized = asyncio.Event()
         # set once the runtime confirmed the cpusets Synchronize decided (see _verify)
         self.verified = asyncio.Event()
@@ -110,6 +128,7 @@ class AgentHandler(BaseHandler):
         self.synchronizations = 0
         self._partial: tuple[list[api_pb2.PodSandbox], list[api_pb2.Container]] = ([], [])
         self.configurations = 0
+        self.runtime = ("", "")  # (name, version) from the last Configure
 
     @property
     def state(self) -> NodeAgentState:
@@ -119,15 +138,20 @@ class AgentHandler(BaseHandler):
         self.metrics.nri_requests.labels(method=method, result=result).inc()
         self.metrics.nri_duration.labels(method=method).observe(time.perf_counter() - started)
 
-    def _updates(self, updates: Sequence[CpusetUpdate], into: Any, path: str) -> None:
-        """A few updates travel in the answer (applied with it); many go out right after, in the background."""
-        if not updates:
+    def _updates(self, updates: Sequence[CpusetUpdate], into: Any, path: str, exclude: str = "") -> None:
+        """Put what is owed into an answer's ``update`` list (see the module docstring)."""
+        if self.sender.unsolicited:
+            if len(updates) <= self.inline_updates:
+                into.extend(update_to_pb(u) for u in updates)
+                self.metrics.container_updates.labels(path=path, result="ok").inc(len(updates))
+            else:
+                self.sender.submit((u.container_id for u in updates), path)
+            self._deferred(path)
             return
-        if len(updates) <= self.inline_updates:
-            into.extend(update_to_pb(u) for u in updates)
-            self.metrics.container_updates.labels(path=path, result="ok").inc(len(updates))
-        else:
-            self.sender.submit((u.container_id for u in updates), path)
+        self.sender.submit((u.container_id for u in updates), path)
+        if self.state.take_deferred():
+            self.sender.submit_shared(path)
+        into.extend(update_to_pb(u) for u in self.sender.take(self.reply_updates, exclude=(exclude,)))
 
     def _deferred(self, path: str) -> None:
         if self.state.take_deferred():
@@ -137,7 +161,15 @@ class AgentHandler(BaseHandler):
         self.configurations += 1
         self._partial = ([], [])  # a new session: forget a half-received Synchronize
         self.metrics.nri_registrations.inc()
-        log.info("nri configured", runtime=request.runtime_name, version=request.runtime_version)
+        self.runtime = (request.runtime_name, request.runtime_version)
+        unsolicited = unsolicited_updates_safe(request.runtime_name, request.runtime_version)
+        self.sender.allow_unsolicited(unsolicited)
+        log.info(
+            "nri configured",
+            runtime=request.runtime_name,
+            version=request.runtime_version,
+            updates="unsolicited allowed" if unsolicited else "in answers only",
+        )
         return api_pb2.ConfigureResponse(events=self.events)
 
     async def synchronize(self, request: api_pb2.SynchronizeRequest) -> api_pb2.SynchronizeResponse:
@@ -175,14 +207,23 @@ class AgentHandler(BaseHandler):
                 self.metrics.adoptions.labels(result="admitted").inc(len(result.adopted) - len(result.failed))
             self.metrics.container_updates.labels(path="sync", result="ok").inc(len(result.updates))
         response = api_pb2.SynchronizeResponse(update=[update_to_pb(u) for u in result.updates])
+        self.sender.forget()
         self.synchronizations += 1
         self.synchronized.set()
         if self._verify_task is not None:
             self._verify_task.cancel()
-        self._verify_task = asyncio.get_running_loop().create_task(
-            self._verify([u.container_id for u in result.updates]), name="nri-sync-verify"
-        )
+        if self.sender.unsolicited:
+            self._verify_task = asyncio.get_running_loop().create_task(
+                self._verify([u.container_id for u in result.updates]), name="nri-sync-verify"
+            )
+        else:
+            # the runtime applies the answer's updates before it registers the plugin (containerd
+            # reports a failed one only in its own log); asking it to confirm would take an
+            # unsolicited call, which is what wedges it
+            self._verify_task = None
+            self.verified.set()
         self.on_change()
+        self.on_waiting(self.state)
         elapsed = time.perf_counter() - started
         self.metrics.sync_duration.set(elapsed)
         self._observe("Synchronize", started, "ok")
@@ -244,8 +285,7 @@ class AgentHandler(BaseHandler):
         response.adjust.linux.resources.cpu.CopyFrom(linux_cpu(decision.cpus, decision.mems))
         for key, value in decision.env:
             response.adjust.env.add(key=key, value=value)
-        self._updates(decision.updates, response.update, "create")
-        self._deferred("create")
+        self._updates(decision.updates, response.update, "create", exclude=container.id)
         self.metrics.admissions.labels(result="admitted", reason="").inc()
         self.on_change()
         self._observe("CreateContainer", started, "ok")
@@ -274,8 +314,9 @@ class AgentHandler(BaseHandler):
         update = await self.runner.call(keep_ours)
         self._observe("UpdateContainer", started, "ok")
         response = api_pb2.UpdateContainerResponse()
+        self._updates((), response.update, "update", exclude=cid)
         if update is not None:
-            response.update.append(update_to_pb(update))
+            response.update.append(update_to_pb(update))  # the container asked about: last
         return response
 
     async def stop_container(self, request: api_pb2.StopContainerRequest) -> api_pb2.StopContainerResponse:
@@ -284,8 +325,8 @@ class AgentHandler(BaseHandler):
         updates = await self.runner.call(lambda: self.state.stop(cid))
         response = api_pb2.StopContainerResponse()
         self._updates(updates, response.update, "stop")
-        self._deferred("stop")
         self.on_change()
+        self.on_waiting(self.state)
         self._observe("StopContainer", started, "ok")
         return response
 
@@ -300,6 +341,7 @@ class AgentHandler(BaseHandler):
             self.sender.submit((u.container_id for u in updates), "remove")
             self._deferred("remove")
             self.on_change()
+            self.on_waiting(self.state)
         elif kind == api_pb2.RUN_POD_SANDBOX:
             pod = sandbox_from_pb(event.pod)
             started_pod = await self.runner.call(lambda: self.state.run_pod(pod))
@@ -320,6 +362,7 @@ class AgentHandler(BaseHandler):
             self.sender.submit((u.container_id for u in updates), "remove")
             self._deferred("remove")
             self.on_change()
+            self.on_waiting(self.state)
         elif kind == api_pb2.POST_START_CONTAINER:
             cid = event.container.id
             record = self.state.record_for(cid)

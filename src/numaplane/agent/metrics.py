@@ -33,6 +33,23 @@ class AgentMetrics:
             registry=r,
         )
         self.nri_connected = Gauge("numaplane_agent_nri_connected", "1 while registered with the runtime.", registry=r)
+        self.nri_sessions_without_sync = Gauge(
+            "numaplane_agent_nri_sessions_without_synchronize",
+            "Registered NRI sessions in a row that ended before the runtime sent Synchronize (0 once one arrives;"
+            " the usual cause: a runtime state over 4 MiB on a runtime that cannot split Synchronize).",
+            registry=r,
+        )
+        self.unsolicited_calls = Counter(
+            "numaplane_agent_nri_unsolicited_calls",
+            "Runtime.UpdateContainers calls made (only to a runtime whose NRI cannot deadlock on them).",
+            registry=r,
+        )
+        self.owed_updates = Gauge(
+            "numaplane_agent_owed_updates",
+            "Containers owed a cpuset update, waiting for the runtime's next CreateContainer, UpdateContainer or"
+            " StopContainer request or Synchronize (on runtimes where unsolicited updates would deadlock it).",
+            registry=r,
+        )
         self.nri_registrations = Counter(
             "numaplane_agent_nri_registrations", "Successful registrations with the runtime.", registry=r
         )
@@ -61,7 +78,9 @@ class AgentMetrics:
         )
         self.container_updates = Counter(
             "numaplane_agent_container_updates",
-            "Container cpuset updates sent to the runtime, by path (create/stop/sync/async) and result.",
+            "Container cpuset updates sent to the runtime, by path (create/stop/update/sync/remove/repin/...) and"
+            " result (ok: in the answer that caused it; in-reply: owed, then carried by a later answer;"
+            " failed/unsent: an unsolicited call the runtime refused or that could not be sent).",
             ["path", "result"],
             registry=r,
         )

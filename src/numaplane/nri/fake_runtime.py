@@ -4,7 +4,14 @@ It speaks the same wire protocol through :class:`~numaplane.nri.protocol.Connect
 it serves ``Runtime`` (RegisterPlugin, UpdateContainers) on mux connection 2 and calls ``Plugin`` methods
 on connection 1. Like containerd, after a successful RegisterPlugin it calls Configure and then
 Synchronize; with ``configure_before_register_reply`` it sends Configure *before* answering the
-registration, which a plugin must survive. With ``sync_chunk`` it splits Synchronize as NRI >= 0.8
+registration, which a plugin must survive. With ``sync_limit_bytes`` (and no ``sync_chunk``) a
+Synchronize larger than that is never sent and the plugin is dropped after Configure, as a runtime with
+NRI < 0.8 does past its 4 MiB message limit; with ``send_synchronize=False`` the runtime keeps the
+connection but never sends Synchronize. With ``lock_inversion`` it takes two locks as containerd 1.7
+does (NRI < 0.12.1, containerd#13733): every event takes containerd's NRI lock and then the
+adaptation's, an unsolicited ``UpdateContainers`` the adaptation's and then containerd's — so an
+unsolicited call that meets an event deadlocks the fake runtime as it does the real one. ``runtime_name``/``runtime_version`` are what Configure
+says (the default names no real runtime: a plugin must then assume unsolicited updates are unsafe). With ``sync_chunk`` it splits Synchronize as NRI >= 0.8
 does for a state too large for one message: parts of at most ``sync_chunk`` pods and containers, every
 part but the last flagged ``more``; a plugin that answers such a part without ``more`` or with updates is
 dropped (the connection is closed), as the real runtime does. It listens on a unix socket path (plugins dial it; every
@@ -33,6 +40,9 @@ __all__ = ["FakeRuntime", "FakeSession"]
 
 _M = TypeVar("_M", bound=Message)
 
+#: The Plugin methods that are container or pod events (lock order of containerd's event paths).
+_EVENTS = frozenset({"CreateContainer", "UpdateContainer", "StopContainer", "StateChange"})
+
 
 @dataclass
 class FakeSession:
@@ -46,6 +56,7 @@ class FakeSession:
     synchronized: asyncio.Event = field(default_factory=asyncio.Event)
     sync_response: api_pb2.SynchronizeResponse | None = None
     updates: list[api_pb2.UpdateContainersRequest] = field(default_factory=list)
+    update_calls: int = 0  # UpdateContainers requests received (also those still waiting for a lock)
     sync_parts: int = 0
     task: asyncio.Task[None] | None = None
 
@@ -63,6 +74,11 @@ class FakeRuntime:
         containers: Iterable[api_pb2.Container] = (),
         failed_updates: bool = False,
         sync_chunk: int | None = None,
+        runtime_name: str = "fake-runtime",
+        runtime_version: str = "0.0",
+        sync_limit_bytes: int | None = None,
+        send_synchronize: bool = True,
+        lock_inversion: bool = False,
     ) -> None:
         self.configure_before_register_reply = configure_before_register_reply
         self.register_error = register_error
@@ -71,6 +87,13 @@ class FakeRuntime:
         self.containers = list(containers)
         self.failed_updates = failed_updates
         self.sync_chunk = sync_chunk
+        self.runtime_name = runtime_name
+        self.runtime_version = runtime_version
+        self.sync_limit_bytes = sync_limit_bytes
+        self.send_synchronize = send_synchronize
+        self.lock_inversion = lock_inversion
+        self._local_lock = asyncio.Lock()  # containerd's NRI lock (``local`` in pkg/nri/nri.go)
+        self._adapt_lock = asyncio.Lock()  # the NRI adaptation's lock (pkg/adaptation)
         self.sessions: list[FakeSession] = []
         self.new_session = asyncio.Condition()
         self._server: asyncio.Server | None = None
@@ -155,17 +178,31 @@ class FakeRuntime:
                 asyncio.get_running_loop().call_soon(self._after_register, session, True)
             return Reply()
         if request.method == "UpdateContainers":
-            upd = api_pb2.UpdateContainersRequest.FromString(request.payload)
-            session.updates.append(upd)
-            failed = list(upd.update) if self.failed_updates else []
-            return Reply(api_pb2.UpdateContainersResponse(failed=failed).SerializeToString())
+            session.update_calls += 1
+        if request.method == "UpdateContainers" and self.lock_inversion:
+            # NRI < 0.12.1: the adaptation's lock first, then containerd's — the inverse of the events'
+            # order; the pause widens the window in which an event takes containerd's lock meanwhile
+            async with self._adapt_lock:
+                await asyncio.sleep(0.05)
+                async with self._local_lock:
+                    return self._update_containers(session, request)
+        if request.method == "UpdateContainers":
+            return self._update_containers(session, request)
         return Reply(code=StatusCode.UNIMPLEMENTED, message=f"unknown method {request.method}")
+
+    def _update_containers(self, session: FakeSession, request: RequestReceived) -> Reply:
+        upd = api_pb2.UpdateContainersRequest.FromString(request.payload)
+        session.updates.append(upd)
+        failed = list(upd.update) if self.failed_updates else []
+        return Reply(api_pb2.UpdateContainersResponse(failed=failed).SerializeToString())
 
     def _after_register(self, session: FakeSession, configure: bool) -> None:
         async def go() -> None:
             try:
                 if configure:
                     await self._configure(session)
+                if not self.send_synchronize:
+                    return  # registered and configured, then silence: no Synchronize, no events
                 session.sync_response = await self._synchronize(session)
                 session.synchronized.set()
             except Exception:
@@ -182,6 +219,9 @@ class FakeRuntime:
         n = self.sync_chunk
         if n is None:
             request = api_pb2.SynchronizeRequest(pods=pods, containers=containers)
+            if self.sync_limit_bytes is not None and request.ByteSize() > self.sync_limit_bytes:
+                # NRI < 0.8 cannot send it (containerd/nri#102): the runtime drops the plugin
+                raise ConnectionClosed(f"Synchronize of {request.ByteSize()} bytes exceeds the message limit")
             return await self.call("Synchronize", request, api_pb2.SynchronizeResponse, session)
         while True:
             part_pods, pods = pods[:n], pods[n:]
@@ -198,7 +238,7 @@ class FakeRuntime:
     async def _configure(self, session: FakeSession) -> None:
         resp = await self.call(
             "Configure",
-            api_pb2.ConfigureRequest(runtime_name="fake-runtime", runtime_version="0.0"),
+            api_pb2.ConfigureRequest(runtime_name=self.runtime_name, runtime_version=self.runtime_version),
             api_pb2.ConfigureResponse,
             session,
         )
@@ -211,6 +251,19 @@ class FakeRuntime:
     ) -> _M:
         """Call ``Plugin/<method>``; raises :class:`StatusError` if the plugin answers with an error."""
         s = session or self.current
+        if self.lock_inversion and method in _EVENTS:
+            # containerd 1.7: an event takes containerd's NRI lock, then the adaptation's (held while the
+            # plugins are asked and their answers applied)
+            async with self._local_lock:
+                await asyncio.sleep(0)
+                async with self._adapt_lock:
+                    payload = await s.conn.call(
+                        PLUGIN_SERVICE,
+                        method,
+                        request.SerializeToString(),
+                        timeout_seconds=self.request_timeout_seconds,
+                    )
+            return response_type.FromString(payload)
         payload = await s.conn.call(
             PLUGIN_SERVICE, method, request.SerializeToString(), timeout_seconds=self.request_timeout_seconds
         )

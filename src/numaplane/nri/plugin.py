@@ -8,8 +8,17 @@ speaks NRI. Lifecycle of :meth:`NRIPlugin.run`::
         start the reader; call Runtime.RegisterPlugin(name, idx) while the reader already serves
             (the runtime may send Configure before it answers the registration)
         serve Configure / Synchronize / events until EOF, a protocol error or stop()
-        wait with exponential backoff (reset after a successful registration) and reconnect;
-        a runtime-provided fd cannot be redialled: then run() returns after the first session.
+        wait with exponential backoff and reconnect; a runtime-provided fd cannot be redialled:
+        then run() returns after the first session.
+
+The backoff is reset only by a session that reached Synchronize. A runtime that accepts the
+registration and Configure but never sends Synchronize (or drops the connection instead) is backed
+off from like one that refuses the connection: the known cause is a runtime state over the 4 MiB a
+single NRI message may carry on a runtime that cannot split Synchronize (NRI < 0.8: containerd
+< 1.7.26, containerd/nri#102), which never gets better by re-dialling. A session waits at most
+``sync_timeout_seconds`` after Configure for it; after two such sessions in a row one warning names
+the cause and the fix, and :attr:`NRIPlugin.sync_problem` says it (for the readiness reason) until a
+Synchronize arrives; :attr:`NRIPlugin.sessions_without_sync` counts them.
 
 Each request is served in its own task; a handler still running a grace period (1 s) past the
 runtime's deadline (``timeout_nano``) is cancelled (see :func:`~numaplane.nri.service.dispatch` for why not at the deadline). A
@@ -41,6 +50,7 @@ from numaplane.nri.errors import (
 )
 from numaplane.nri.proto import api_pb2
 from numaplane.nri.protocol import RequestReceived, Role
+from numaplane.nri.runtimes import splits_synchronize
 from numaplane.nri.service import (
     DEADLINE_GRACE_SECONDS,
     Handler,
@@ -78,6 +88,7 @@ class NRIPlugin:
         backoff_initial_seconds: float = 0.1,
         backoff_max_seconds: float = 10.0,
         deadline_grace_seconds: float = DEADLINE_GRACE_SECONDS,
+        sync_timeout_seconds: float = 10.0,
     ) -> None:
         if not name or "/" in name:
             raise PluginConfigError(f"invalid NRI plugin name {name!r}")
@@ -93,8 +104,14 @@ class NRIPlugin:
         self.backoff_initial_seconds = backoff_initial_seconds
         self.backoff_max_seconds = backoff_max_seconds
         self.deadline_grace_seconds = deadline_grace_seconds
+        self.sync_timeout_seconds = sync_timeout_seconds
         self.registrations = 0  # successful registrations so far (one per session)
         self.last_error: BaseException | None = None
+        self.sessions_without_sync = 0  # registered sessions in a row that ended before Synchronize
+        self.sync_problem = ""  # why the runtime does not synchronize (empty: it does, or not known yet)
+        self._runtime = ("", "")  # (name, version) from the last Configure
+        self._configured = asyncio.Event()
+        self._synchronized = asyncio.Event()
         self._conn: AsyncConnection | None = None
         self._registered = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -185,8 +202,10 @@ class NRIPlugin:
             else:
                 warned = False
                 registered = await self._session(reader, writer)
-                if registered:
+                if registered and self._synchronized.is_set():
                     failures = 0
+                elif registered:
+                    self._no_sync()
                 if self.inherited_fd is not None:
                     return  # a runtime-provided socket cannot be redialled
             if self._stopping.is_set():
@@ -197,6 +216,27 @@ class NRIPlugin:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._stopping.wait()
+
+    def _no_sync(self) -> None:
+        """A registered session ended without Synchronize: count it; the second in a row is reported."""
+        self.sessions_without_sync += 1
+        if self.sessions_without_sync < 2:
+            return
+        name, version = self._runtime
+        split = splits_synchronize(name, version)
+        cause = "the runtime's state (pods and containers) is probably over the 4 MiB one NRI message may carry" + (
+            ", and this runtime cannot split Synchronize (containerd/nri#102)" if split is False else ""
+        )
+        problem = (
+            f"{name or 'the runtime'} {version}".strip()
+            + f" registered the plugin but never sent Synchronize ({self.sessions_without_sync} sessions in a row): "
+            + cause
+            + "; fix: a runtime whose NRI splits Synchronize (NRI >= 0.8: containerd >= 1.7.26 or >= 2.0),"
+            " or fewer pods and containers on this node"
+        )
+        if self.sessions_without_sync == 2:
+            log.warning("nri: %s", problem)  # once, until a Synchronize arrives
+        self.sync_problem = problem
 
     async def stop(self) -> None:
         """Stop :meth:`run`: close the connection and do not reconnect."""
@@ -218,13 +258,38 @@ class NRIPlugin:
         return await asyncio.open_unix_connection(self.socket_path)
 
     async def _serve(self, request: RequestReceived) -> Reply:
-        return await dispatch(self.handler, request, deadline_grace_seconds=self.deadline_grace_seconds)
+        if request.method == "Configure":
+            with contextlib.suppress(StatusError):
+                configure = parse_message(api_pb2.ConfigureRequest, request.payload)
+                self._runtime = (configure.runtime_name, configure.runtime_version)
+        reply = await dispatch(self.handler, request, deadline_grace_seconds=self.deadline_grace_seconds)
+        if reply.code == StatusCode.OK:
+            if request.method == "Configure":
+                self._configured.set()
+            elif request.method == "Synchronize":
+                self._synchronized.set()
+                self.sessions_without_sync = 0
+                self.sync_problem = ""
+        return reply
+
+    async def _watch_sync(self, conn: AsyncConnection) -> None:
+        """End the session when Synchronize does not come within ``sync_timeout_seconds`` of Configure."""
+        await self._configured.wait()
+        try:
+            async with asyncio.timeout(self.sync_timeout_seconds):
+                await self._synchronized.wait()
+        except TimeoutError:
+            log.info("nri: no Synchronize %.1f s after Configure; reconnecting", self.sync_timeout_seconds)
+            conn.close()
 
     async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """One connection: register and serve until it ends. Returns whether registration succeeded."""
         conn = AsyncConnection(reader, writer, self._serve, role=Role.PLUGIN)
         self._conn = conn
+        self._configured.clear()
+        self._synchronized.clear()
         reader_task = asyncio.create_task(conn.run(), name="nri-reader")
+        watch_task = asyncio.create_task(self._watch_sync(conn), name="nri-sync-watch")
         registered = False
         try:
             await self._register(conn)
@@ -238,6 +303,7 @@ class NRIPlugin:
             log.warning("nri: connection ended: %s", exc)
         finally:
             self._registered.clear()
+            watch_task.cancel()
             conn.close()
             if not reader_task.done():
                 reader_task.cancel()

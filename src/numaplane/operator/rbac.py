@@ -93,6 +93,9 @@ AGENT_CLUSTER_RULES: tuple[Rule, ...] = (
     Rule.of([""], ["nodes"], ["get"]),
     # the DRA hint provider (node config ``dra.enabled``): a pod's claims and the node's devices
     Rule.of(["resource.k8s.io"], ["resourceclaims", "resourceslices"], READ),
+    # a container that waits in the shared pool for CPUs, and its pinning, as Events on its pod
+    # (agent/waitreport.py)
+    Rule.of([""], ["events"], ["create"]),
 )
 #: The agent reports whether it applied its policy as a condition on its own pod, and a take-over
 #: refusal also as an Event on that pod (in the install namespace).
