@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 import structlog
+
+from numaplane.cli._connect import api_server_option, daemon_port
+from numaplane.cli._signals import StopSignals
 
 if TYPE_CHECKING:
     from numaplane.agent.daemon import AgentOptions
@@ -45,7 +46,7 @@ DEFAULT_KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
 @click.option("--node-name", envvar="NODE_NAME", default=None, help="Default: $NODE_NAME, else the hostname.")
 @click.option(
     "--podresources-socket",
-    default="/var/lib/numaplane/pod-resources/numaplane.sock",
+    default="/var/lib/numaplane/podresources/kubelet.sock",
     show_default=True,
     help="Serve the kubelet PodResources v1 API here ('' disables).",
 )
@@ -76,7 +77,7 @@ DEFAULT_KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
 @click.option(
     "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster, else $KUBECONFIG."
 )
-@click.option("--api-server", default=None, help="API server URL without credentials (tests, kubectl proxy).")
+@api_server_option
 @click.option("--pod-name", envvar="POD_NAME", default="", help="This agent's pod (default: $POD_NAME).")
 @click.option("--pod-namespace", envvar="POD_NAMESPACE", default="", help="Its namespace (default: $POD_NAMESPACE).")
 @click.option("--metrics-address", default=":2114", show_default=True, help="HOST:PORT for /metrics; '' disables.")
@@ -165,14 +166,15 @@ def _check_only(where: str) -> None:
 
     from numaplane.agent.errors import AgentConfigError
     from numaplane.agent.takeover import check_source
+    from numaplane.cli._output import InputError
 
     if not where:
-        raise click.ClickException("--check needs --kubelet-config")
+        raise click.UsageError("--check needs --kubelet-config")
     try:
         verdict = check_source(where)
     except AgentConfigError as error:
         click.echo(json.dumps({"source": where, "mayTakeOver": None, "error": str(error)}, indent=2))
-        raise SystemExit(2) from None
+        raise InputError(str(error)) from None
     click.echo(json.dumps(verdict.to_dict(), indent=2))
     raise SystemExit(0 if verdict.may_take_over else 1)
 
@@ -185,6 +187,7 @@ def _take_over_or_refuse(where: str, kw: dict[str, Any]) -> None:
 
     from numaplane.agent.errors import AgentConfigError
     from numaplane.agent.takeover import check_source
+    from numaplane.cli._output import InputError
 
     log = structlog.get_logger("numaplane.agent")
     if not where:
@@ -196,7 +199,7 @@ def _take_over_or_refuse(where: str, kw: dict[str, Any]) -> None:
     try:
         verdict = check_source(where)
     except AgentConfigError as error:
-        raise click.ClickException(f"cannot verify the take-over: {error}") from error
+        raise InputError(f"cannot verify the take-over: {error}") from error
     for warning in verdict.warnings:
         log.warning("takeover_warning", message=warning)
     if not verdict.may_take_over:
@@ -231,17 +234,7 @@ async def _report_refusal(kw: dict[str, Any], verdict: Any) -> None:
 
 def _kube(kw: dict[str, Any]) -> Any:
     """The Kubernetes API port for --watch-pods (click error when there is none)."""
-    from numaplane.kube.client import LightkubePort
-    from numaplane.kube.errors import KubeError
-
-    try:
-        if kw["api_server"]:
-            return LightkubePort.from_server(str(kw["api_server"]))
-        if kw["kubeconfig"] or not os.environ.get("KUBERNETES_SERVICE_HOST"):
-            return LightkubePort.from_kubeconfig(kw["kubeconfig"])
-        return LightkubePort.in_cluster()
-    except KubeError as error:
-        raise click.ClickException(f"no Kubernetes API for --watch-pods: {error}") from error
+    return daemon_port(kw["api_server"], kw["kubeconfig"], "no Kubernetes API for --watch-pods")
 
 
 def _options(kw: dict[str, Any]) -> AgentOptions:
@@ -275,11 +268,10 @@ async def _run(options: Any, kw: dict[str, Any]) -> None:
 
     kube = _kube(kw) if kw["watch_pods"] else None
     agent = Agent(options, kube=kube)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, agent.request_stop)
+    signals = StopSignals(agent.request_stop)
     try:
         await agent.run()
     finally:
         if kube is not None:
             await kube.close()
+    signals.raise_if_interrupted()

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from numaplane.cli._connect import connect
+from numaplane.cli._connect import api_server_option, connect
 from numaplane.e2e.errors import SetupError
 from numaplane.e2e.report import Report, to_json, to_junit, to_table
 from numaplane.e2e.runner import RunOptions, run_suite
@@ -22,7 +22,7 @@ from numaplane.kube.client import LightkubePort
     "--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig (default: $KUBECONFIG or ~/.kube/config)."
 )
 @click.option("--context", help="Kubeconfig context (default: the current one).")
-@click.option("--server", metavar="URL", help="An API server URL without credentials (kubectl proxy).")
+@api_server_option
 @click.option("--namespace", "-n", default="numaplane-system", show_default=True, help="Where numaplane is installed.")
 @click.option(
     "--node-selector",
@@ -74,7 +74,7 @@ def command(**opts: Any) -> None:
       numaplane e2e --kubeconfig ~/.kube/prod -o junit > e2e.xml
       numaplane e2e --serial --canary-image registry.example.com/pause:3.10
     """
-    port, cluster = connect(opts["server"], opts["kubeconfig"], opts["context"])
+    port, cluster = connect(opts["api_server"], opts["kubeconfig"], opts["context"])
     run = RunOptions(
         namespace=opts["namespace"],
         node_selector=opts["node_selector"],
