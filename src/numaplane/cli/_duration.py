@@ -13,7 +13,7 @@ from numaplane.resources.errors import DurationError
 __all__ = ["Duration"]
 
 
-class Duration(click.ParamType):
+class Duration(click.ParamType[float, Any]):
     """Seconds (a float) from a duration or a number of seconds; at least ``minimum`` seconds."""
 
     name = "duration"

@@ -119,6 +119,7 @@ def command(ctx: click.Context, /, **kw: Any) -> None:
     Example: numaplane agent --nri-socket /var/run/nri/nri.sock --config /etc/numaplane/node.yaml
     """
     from numaplane.agent.errors import AgentConfigError
+    from numaplane.cli._output import InputError
     from numaplane.observability.errors import AddressError, ObservabilityError
     from numaplane.observability.http import parse_address
     from numaplane.observability.logs import configure_logging
@@ -126,6 +127,9 @@ def command(ctx: click.Context, /, **kw: Any) -> None:
     if kw["check"]:
         _check_only(str(kw["kubelet_config"]))
         return
+    if kw["config_file"] and not Path(str(kw["config_file"])).is_file():
+        # checked before anything else (the state folder above all), whatever a checkpoint holds
+        raise InputError(f"--config {kw['config_file']}: no such file")
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))
     for flag in ("metrics_address", "health_address"):
         if kw[flag]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import click
 
 from numaplane.cli._connect import api_server_option, connect
 from numaplane.e2e.errors import SetupError
-from numaplane.e2e.report import Report, to_json, to_junit, to_table
+from numaplane.e2e.report import CheckResult, Report, Status, to_json, to_junit, to_table
 from numaplane.e2e.runner import RunOptions, run_suite
 from numaplane.e2e.serial import SerialOptions
 from numaplane.kube.client import LightkubePort
@@ -84,19 +85,30 @@ def command(**opts: Any) -> None:
         ),
         cluster=cluster,
     )
+    started = time.monotonic()
     try:
         report = asyncio.run(_run(port, run))
     except SetupError as exc:
+        # The machine-readable reports still say what happened: one failed check, cluster-reachable.
+        failed = CheckResult("cluster-reachable", Status.FAIL, str(exc), time.monotonic() - started)
+        _write(Report((failed,), failed.duration_seconds, cluster=cluster), opts, documents_only=True)
         raise click.ClickException(str(exc)) from exc
+    _write(report, opts)
+    if report.failed:
+        sys.exit(1)
+
+
+def _write(report: Report, opts: dict[str, Any], *, documents_only: bool = False) -> None:
+    """The report to --junit-file and on stdout (``documents_only``: not as a table)."""
     if opts["junit_file"]:
         try:
             Path(opts["junit_file"]).write_text(to_junit(report))
         except OSError as exc:
             raise click.ClickException(f"cannot write {opts['junit_file']}: {exc.strerror or exc}") from exc
+    if documents_only and opts["output"] == "table":
+        return
     render = {"table": to_table, "json": to_json, "junit": to_junit}[opts["output"]]
     sys.stdout.write(render(report))
-    if report.failed:
-        sys.exit(1)
 
 
 async def _run(port: LightkubePort, opts: RunOptions) -> Report:

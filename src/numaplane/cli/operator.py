@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from numaplane.cli._connect import api_server_option
-from numaplane.cli._nodepaths import node_path_options, with_node_paths
+from numaplane.cli._nodepaths import checked_image, checked_namespace, node_path_options, with_node_paths
 from numaplane.cli._signals import StopSignals
 from numaplane.observability.errors import ObservabilityError
 from numaplane.observability.logs import LOG_FORMATS, LOG_LEVELS
@@ -104,8 +104,10 @@ async def _serve(
 
 
 @click.command("operator")
-@click.option("--namespace", envvar="POD_NAMESPACE", default="numaplane-system", show_default=True)
-@click.option("--image", required=True, help="The numaplane image the operands run.")
+@click.option(
+    "--namespace", envvar="POD_NAMESPACE", default="numaplane-system", show_default=True, callback=checked_namespace
+)
+@click.option("--image", required=True, callback=checked_image, help="The numaplane image the operands run.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster config.")
 @api_server_option
 @node_path_options

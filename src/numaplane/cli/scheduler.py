@@ -33,7 +33,7 @@ _STRATEGIES = ("MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNU
 
 
 def _common(func: F) -> F:
-    options = [
+    options: list[Callable[[Any], Any]] = [
         click.option(
             "--config",
             "config_file",

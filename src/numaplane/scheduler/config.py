@@ -309,8 +309,6 @@ def config_from_document(doc: Any, base: SchedulerConfig | None = None) -> Sched
     return config.with_overrides(**values)
 
 
-
-
 def parse_period(text: str) -> float:
     """Seconds from a Go duration (``5s``, ``1m30s``, ``250ms``, ``0``; :mod:`numaplane.resources.duration`)
     or, as the ``--resync-period`` flag has always accepted, a plain non-negative number of seconds (``5``, ``0.5``).
