@@ -150,7 +150,7 @@ def command(
 
     \b
     Examples:
-      numaplane explain --pod examples/pods/guaranteed.yaml --nrt nrts/ --nodes nodes/
+      numaplane explain --pod examples/pods/guaranteed.yaml --nrt examples/nrts/
       numaplane explain --pod pod.yaml --kubeconfig ~/.kube/config -o json
     """
     from numaplane.placement.filter import FilterOptions
