@@ -17,14 +17,14 @@ spec: {containers: [{name: c, resources: {limits: {cpu: "2", memory: 1Gi}}}]}
 """
 
 
-def test_render_from_a_folder_is_one_line_exit_2() -> None:
-    run = numaplane("render", "--from", "deploy")
+def test_render_from_a_folder_without_custom_resources_is_one_line_exit_2() -> None:
+    run = numaplane("render", "--from", "deploy")  # only kustomize's own file at its top
     assert run.code == 2
-    assert "deploy" in run.error_line and "directory" in run.error_line
+    assert "deploy" in run.error_line and "no .yaml, .yml, .json files in this folder" in run.error_line
 
 
 def test_debug_shows_the_traceback() -> None:
-    run = numaplane("--debug", "render", "--from", "deploy")
+    run = numaplane("--debug", "render", "--output-dir", "/proc/no-such-folder")
     assert run.code == 1 and "Traceback" in run.stderr
 
 

@@ -37,10 +37,13 @@ def test_every_help_has_an_example_whose_files_exist(name: str) -> None:
         assert (REPO / path).is_file(), path
 
 
-@pytest.mark.parametrize("name", ["operator", "agent", "exporter", "explain", "scheduler extender", "scheduler run"])
-def test_one_flag_name_for_the_api_server(name: str) -> None:
+@pytest.mark.parametrize(
+    "name", ["operator", "agent", "exporter", "explain", "scheduler extender", "scheduler run", "e2e", "snapshot"]
+)
+def test_both_names_of_the_api_server_flag_everywhere(name: str) -> None:
+    """One option, two names (issue 26 item 11): ``--api-server URL`` and kubectl's ``--server URL``."""
     text = numaplane(*name.split(), "--help").stdout
-    assert "--api-server" in text and not re.search(r"--server\b", text)
+    assert re.search(r"--api-server, --server URL", text), text
 
 
 def test_list_topologies_honours_output() -> None:

@@ -143,8 +143,14 @@ def resolve(args: list[str]) -> tuple[str, click.Command, list[str]]:
     return name, command, rest
 
 
+#: What the kubelet expands a ``$(VAR)`` of these names to before the command sees it (the downward API's
+#: value in a pod of the install namespace); other references stay as written.
+EXPANDED = {"POD_NAMESPACE": "numaplane-system"}
+
+
 def parse(args: list[str]) -> tuple[str, click.Context]:
     """Parse like the real command line would; unknown options and stray arguments fail the test."""
+    args = [re.sub(r"\$\((\w+)\)", lambda m: EXPANDED.get(m.group(1), m.group(0)), a) for a in args]
     name, command, rest = resolve(args)
     try:
         ctx = command.make_context(name, rest)
@@ -286,7 +292,7 @@ def check_scheduler(
 
 def check_operator(ctx: click.Context) -> None:
     assert ctx.params["leader_elect"] and ctx.params["image"]
-    assert ctx.params["namespace"] == "$(POD_NAMESPACE)"
+    assert ctx.params["namespace"] == EXPANDED["POD_NAMESPACE"]  # --namespace=$(POD_NAMESPACE), expanded
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -47,7 +47,7 @@ def test_render_refuses_an_invalid_resource(tmp_path: Path) -> None:
     source = tmp_path / "bad.yaml"
     source.write_text(to_yaml([bad]))
     result = CliRunner().invoke(main, ["render", "--from", str(source)])
-    assert result.exit_code == 2
+    assert result.exit_code == 2  # bad input
     assert "OverlappingNodeGroups" in result.output and "'all'" in result.output
 
 

@@ -1,7 +1,7 @@
 """docs/install.md, run: every ``sh`` block of the install guide, in order, against the real control plane.
 
 A block preceded by ``<!-- not run: <why> -->`` is skipped (and there must be few). The blocks run in
-bash (``-euo pipefail``) from a folder holding a link to the repository's ``deploy/``, with ``KUBECONFIG`` (admin), ``PATH`` (the real
+bash (``-euo pipefail``) from a folder holding a link to the repository's ``deploy/``, with ``KUBECONFIG`` (admin), ``IMAGE``, ``PATH`` (the real
 kubectl, this environment's ``numaplane``) and ``NODE`` (the node to label) set.
 
 The control plane's nodes have no kubelet, so a background thread plays the parts the guide's
@@ -163,6 +163,7 @@ def guide_cluster(control_plane: ControlPlane, tmp_path: Path) -> Iterator[dict[
     env = dict(os.environ)
     env.update(
         KUBECONFIG=str(cp.admin_kubeconfig),
+        IMAGE=DEFAULT_IMAGE,  # the reference the guide asks for (nothing pulls it: the player runs the processes)
         NODE=NODE,
         GUIDE_CWD=str(cwd),
         PATH=os.pathsep.join([str(cp.assets), str(Path(sys.executable).parent), env.get("PATH", "")]),

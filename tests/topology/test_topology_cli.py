@@ -11,6 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from numaplane.cli import main
+from numaplane.topology.document import topology_document
 from numaplane.topology.model import Topology, synthetic
 
 MACHINE = "intel-xeon-2s-snc2-4n-4pmem-112t"
@@ -27,7 +28,8 @@ def test_json_output_reads_back_identically(
     first = runner.invoke(main, ["topology", "--sysfs", str(snapshot_root(MACHINE)), "--output", "json"])
     assert first.exit_code == 0, first.output
     doc = json.loads(first.stdout)
-    assert doc["name"] == MACHINE and doc["num_cpus"] == 112
+    assert doc["name"] == MACHINE and doc["numCpus"] == 112
+    assert (doc["apiVersion"], doc["kind"]) == ("numaplane.io/v1", "Topology")
     saved = tmp_path / "machine.json"
     saved.write_text(first.stdout)
     second = runner.invoke(main, ["topology", "--from", str(saved), "--output", "json"])
@@ -43,7 +45,7 @@ def test_yaml_output_reads_back_identically(runner: CliRunner, tmp_path: Path) -
     result = runner.invoke(main, ["topology", "--from", str(source), "--out", str(out)])
     assert result.exit_code == 0, result.output
     doc = yaml.safe_load(out.read_text())
-    assert doc == json.loads(source.read_text())
+    assert doc == topology_document(Topology.from_dict(json.loads(source.read_text())))  # the old form reads too
     again = runner.invoke(main, ["topology", "--from", str(out), "-o", "json"])
     assert json.loads(again.stdout) == doc
 
@@ -87,7 +89,7 @@ def test_snapshot_parent_folder_is_accepted(runner: CliRunner, snapshot_root: Ca
     root = snapshot_root("kvm-skylake-4cpu-2offline")
     result = runner.invoke(main, ["topology", "--sysfs", str(root.parent), "-o", "json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["num_cpus"] == 2
+    assert json.loads(result.stdout)["numCpus"] == 2
 
 
 @pytest.mark.parametrize(
@@ -115,7 +117,7 @@ def test_this_machine(runner: CliRunner) -> None:
         pytest.skip("no Linux sysfs on this machine")
     result = runner.invoke(main, ["topology", "-o", "json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["num_cpus"] >= 1
+    assert json.loads(result.stdout)["numCpus"] >= 1
 
 
 def _write(path: Path, text: str) -> Path:

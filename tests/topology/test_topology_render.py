@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
+from numaplane.topology.document import topology_document
 from numaplane.topology.model import Topology, synthetic
 from numaplane.topology.render import render, render_table, to_json, to_yaml
 from numaplane.topology.render_layout import Box, layout
@@ -70,7 +71,9 @@ def test_text_formats_are_the_document(discovered: Callable[[str], Topology]) ->
     import yaml
 
     t = discovered("amd-ryzen5-1600-1s1n-12t")
-    assert json.loads(to_json(t)) == t.to_dict()
-    assert yaml.safe_load(to_yaml(t)) == t.to_dict()
+    doc = json.loads(to_json(t))
+    assert doc == topology_document(t) and yaml.safe_load(to_yaml(t)) == doc
+    assert doc["kind"] == "Topology" and doc["numNumaNodes"] == 1 and "memoryTotalBytes" in doc["numaNodes"][0]
+    assert Topology.from_dict(doc).to_dict() == t.to_dict()
     table = render_table(t)
     assert "L3" in table and "43" in table and "no meminfo" in table

@@ -159,14 +159,15 @@ class Agent:
         return self.options.state_dir / CHECKPOINT_FILE
 
     # -- start-up -------------------------------------------------------------------------------------
-    def _read_config(self) -> tuple[NodeResourceConfig | None, str, str]:
-        """``(config or None when invalid, digest, error)`` of the config file (defaults without one)."""
+    def _read_config(self, topology: Topology) -> tuple[NodeResourceConfig | None, str, str]:
+        """``(config or None when invalid, digest, error)`` of the config file (defaults without one),
+        checked against ``topology`` in the same pass."""
         if self.options.config_file is None:
             return NodeResourceConfig(), "", ""
         try:
             doc, digest = read_config(self.options.config_file)
             self._config_doc = doc
-            return parse_config(doc), digest, ""
+            return parse_config(doc, topology), digest, ""
         except (AgentConfigError, PolicyConfigError) as exc:
             return None, "", str(exc)
 
@@ -202,7 +203,10 @@ class Agent:
         opts = self.options
         topology = self.topology if self.topology is not None else await asyncio.to_thread(load_topology, opts)
         self.topology = topology
-        config, digest, config_error = self._read_config()
+        if opts.config_file is not None and not opts.config_file.is_file():
+            # before the state folder is touched, whatever the checkpoint holds: a missing file is a typo
+            raise AgentConfigError(f"--config {opts.config_file}: no such file")
+        config, digest, config_error = self._read_config(topology)
         opts.state_dir.mkdir(parents=True, exist_ok=True)
         identity = CheckpointIdentity(opts.node_name, topology_digest(topology))
         store = CheckpointStore(self.checkpoint_path, identity)

@@ -17,7 +17,9 @@ agent refused; a refusal is also posted as a ``Warning`` Event on that pod (:fun
 reason ``KubeletStaticPolicy``), which ``kubectl get events`` lists for the namespace.
 :func:`report_verdict` does both.
 
-Absent fields take the kubelet's defaults (``none`` / ``None`` / ``none``). :func:`check` gathers the
+A file must be a ``KubeletConfiguration`` (``kind``, and ``apiVersion`` ``kubelet.config.k8s.io/...`` when
+given, as the kubelet itself requires): an empty file, a Pod manifest or any other document is an
+error, never a verdict. Absent fields take the kubelet's defaults (``none`` / ``None`` / ``none``). :func:`check` gathers the
 verdict; :func:`read_kubelet_config` reads a file or a ``/configz`` URL (blocking: used once at
 start-up and by ``numaplane agent --check``). Running pods are not touched by the switch: when the
 agent starts it adopts the allocations the runtime reports (NRI Synchronize), it does not reallocate.
@@ -53,6 +55,8 @@ __all__ = [
 ]
 
 CONDITION_TYPE: Final = "numaplane.io/TakeOver"
+KUBELET_CONFIG_KIND: Final = "KubeletConfiguration"
+_API_GROUP: Final = "kubelet.config.k8s.io/"
 
 
 @dataclass(frozen=True)
@@ -136,10 +140,26 @@ def read_kubelet_config(where: str, *, timeout_seconds: float = 5.0) -> tuple[Ma
     except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
         raise AgentConfigError(f"kubelet configuration {where}: {exc}") from exc
     if isinstance(doc, Mapping) and isinstance(doc.get("kubeletconfig"), Mapping):
-        doc = doc["kubeletconfig"]  # the /configz envelope
-    if not isinstance(doc, Mapping):
-        raise AgentConfigError(f"kubelet configuration {where}: expected a mapping, got {type(doc).__name__}")
+        return doc["kubeletconfig"], where  # the /configz envelope: the kubelet's own, without kind
+    if not isinstance(doc, Mapping) or doc.get("kind") != KUBELET_CONFIG_KIND:
+        raise AgentConfigError(f"kubelet configuration {where}: not a KubeletConfiguration ({_what(doc)})")
+    api_version = doc.get("apiVersion")
+    if api_version is not None and not (isinstance(api_version, str) and api_version.startswith(_API_GROUP)):
+        raise AgentConfigError(
+            f"kubelet configuration {where}: not a KubeletConfiguration (apiVersion {api_version!r} is not "
+            f"{_API_GROUP}...)"
+        )
     return doc, where
+
+
+def _what(doc: Any) -> str:
+    """What a document that is not a ``KubeletConfiguration`` is, for the error."""
+    if doc in (None, {}):
+        return "the file is empty"
+    if not isinstance(doc, Mapping):
+        return f"a {type(doc).__name__}, not a mapping"
+    kind = doc.get("kind")
+    return f"kind {kind!r}" if kind is not None else "no kind"
 
 
 def check_source(where: str) -> TakeoverCheck:

@@ -1,4 +1,5 @@
-"""The node host-path options shared by ``numaplane operator`` and ``numaplane render``."""
+"""The install options shared by ``numaplane operator`` and ``numaplane render``: node host paths, and the
+checks of ``--namespace`` and ``--image`` (a bad value is a usage error, never an invalid manifest)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from numaplane.operator.render_common import NODE_PATH_OPTIONS, Settings
+from numaplane.operator.render_common import NODE_PATH_OPTIONS, Settings, image_problem, namespace_problem
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -25,3 +26,19 @@ def with_node_paths(settings: Settings, options: Mapping[str, Any]) -> Settings:
     """``settings`` with the node paths of a command's keyword arguments."""
     paths: dict[str, Any] = {name: str(options[name]) for name, _, _ in NODE_PATH_OPTIONS}
     return dataclasses.replace(settings, **paths)
+
+
+def checked_namespace(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Click callback: ``value`` is a namespace name (a DNS-1123 label), else a usage error."""
+    problem = namespace_problem(value)
+    if problem:
+        raise click.BadParameter(problem, ctx, param)
+    return value
+
+
+def checked_image(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Click callback: ``value`` is a container image reference, else a usage error."""
+    problem = image_problem(value)
+    if problem:
+        raise click.BadParameter(problem, ctx, param)
+    return value

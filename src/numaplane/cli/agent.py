@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 import click
 import structlog
 
+from numaplane.cli._connect import api_server_option, daemon_port
+from numaplane.cli._signals import StopSignals
 from numaplane.listeners import LISTENER_HELP, default_address
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ DEFAULT_KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
 @click.option("--node-name", envvar="NODE_NAME", default=None, help="Default: $NODE_NAME, else the hostname.")
 @click.option(
     "--podresources-socket",
-    default="/var/lib/numaplane/pod-resources/numaplane.sock",
+    default="/var/lib/numaplane/podresources/kubelet.sock",
     show_default=True,
     help="Serve the kubelet PodResources v1 API here ('' disables).",
 )
@@ -78,7 +78,7 @@ DEFAULT_KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
 @click.option(
     "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster, else $KUBECONFIG."
 )
-@click.option("--api-server", default=None, help="API server URL without credentials (tests, kubectl proxy).")
+@api_server_option
 @click.option("--pod-name", envvar="POD_NAME", default="", help="This agent's pod (default: $POD_NAME).")
 @click.option("--pod-namespace", envvar="POD_NAMESPACE", default="", help="Its namespace (default: $POD_NAMESPACE).")
 @click.option(
@@ -128,6 +128,7 @@ def command(ctx: click.Context, /, **kw: Any) -> None:
     Example: numaplane agent --nri-socket /var/run/nri/nri.sock --config /etc/numaplane/node.yaml
     """
     from numaplane.agent.errors import AgentConfigError
+    from numaplane.cli._output import InputError
     from numaplane.observability.errors import AddressError, ObservabilityError
     from numaplane.observability.http import parse_address
     from numaplane.observability.logs import configure_logging
@@ -135,6 +136,9 @@ def command(ctx: click.Context, /, **kw: Any) -> None:
     if kw["check"]:
         _check_only(str(kw["kubelet_config"]))
         return
+    if kw["config_file"] and not Path(str(kw["config_file"])).is_file():
+        # checked before anything else (the state folder above all), whatever a checkpoint holds
+        raise InputError(f"--config {kw['config_file']}: no such file")
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))
     for flag in ("metrics_address", "health_address"):
         if kw[flag]:
@@ -175,14 +179,15 @@ def _check_only(where: str) -> None:
 
     from numaplane.agent.errors import AgentConfigError
     from numaplane.agent.takeover import check_source
+    from numaplane.cli._output import InputError
 
     if not where:
-        raise click.ClickException("--check needs --kubelet-config")
+        raise click.UsageError("--check needs --kubelet-config")
     try:
         verdict = check_source(where)
     except AgentConfigError as error:
         click.echo(json.dumps({"source": where, "mayTakeOver": None, "error": str(error)}, indent=2))
-        raise SystemExit(2) from None
+        raise InputError(str(error)) from None
     click.echo(json.dumps(verdict.to_dict(), indent=2))
     raise SystemExit(0 if verdict.may_take_over else 1)
 
@@ -195,6 +200,7 @@ def _take_over_or_refuse(where: str, kw: dict[str, Any]) -> None:
 
     from numaplane.agent.errors import AgentConfigError
     from numaplane.agent.takeover import check_source
+    from numaplane.cli._output import InputError
 
     log = structlog.get_logger("numaplane.agent")
     if not where:
@@ -206,7 +212,7 @@ def _take_over_or_refuse(where: str, kw: dict[str, Any]) -> None:
     try:
         verdict = check_source(where)
     except AgentConfigError as error:
-        raise click.ClickException(f"cannot verify the take-over: {error}") from error
+        raise InputError(f"cannot verify the take-over: {error}") from error
     for warning in verdict.warnings:
         log.warning("takeover_warning", message=warning)
     if not verdict.may_take_over:
@@ -241,17 +247,7 @@ async def _report_refusal(kw: dict[str, Any], verdict: Any) -> None:
 
 def _kube(kw: dict[str, Any]) -> Any:
     """The Kubernetes API port for --watch-pods (click error when there is none)."""
-    from numaplane.kube.client import LightkubePort
-    from numaplane.kube.errors import KubeError
-
-    try:
-        if kw["api_server"]:
-            return LightkubePort.from_server(str(kw["api_server"]))
-        if kw["kubeconfig"] or not os.environ.get("KUBERNETES_SERVICE_HOST"):
-            return LightkubePort.from_kubeconfig(kw["kubeconfig"])
-        return LightkubePort.in_cluster()
-    except KubeError as error:
-        raise click.ClickException(f"no Kubernetes API for --watch-pods: {error}") from error
+    return daemon_port(kw["api_server"], kw["kubeconfig"], "no Kubernetes API for --watch-pods")
 
 
 def _options(kw: dict[str, Any]) -> AgentOptions:
@@ -285,11 +281,10 @@ async def _run(options: Any, kw: dict[str, Any]) -> None:
 
     kube = _kube(kw) if kw["watch_pods"] else None
     agent = Agent(options, kube=kube)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, agent.request_stop)
+    signals = StopSignals(agent.request_stop)
     try:
         await agent.run()
     finally:
         if kube is not None:
             await kube.close()
+    signals.raise_if_interrupted()

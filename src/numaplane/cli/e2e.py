@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from numaplane.cli._connect import connect
+from numaplane.cli._connect import api_server_option, connect
 from numaplane.e2e.errors import SetupError
-from numaplane.e2e.report import Report, to_json, to_junit, to_table
+from numaplane.e2e.report import CheckResult, Report, Status, to_json, to_junit, to_table
 from numaplane.e2e.runner import RunOptions, run_suite
 from numaplane.e2e.serial import SerialOptions
 from numaplane.kube.client import LightkubePort
@@ -22,7 +23,7 @@ from numaplane.kube.client import LightkubePort
     "--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig (default: $KUBECONFIG or ~/.kube/config)."
 )
 @click.option("--context", help="Kubeconfig context (default: the current one).")
-@click.option("--server", metavar="URL", help="An API server URL without credentials (kubectl proxy).")
+@api_server_option
 @click.option("--namespace", "-n", default="numaplane-system", show_default=True, help="Where numaplane is installed.")
 @click.option(
     "--node-selector",
@@ -74,7 +75,7 @@ def command(**opts: Any) -> None:
       numaplane e2e --kubeconfig ~/.kube/prod -o junit > e2e.xml
       numaplane e2e --serial --canary-image registry.example.com/pause:3.10
     """
-    port, cluster = connect(opts["server"], opts["kubeconfig"], opts["context"])
+    port, cluster = connect(opts["api_server"], opts["kubeconfig"], opts["context"])
     run = RunOptions(
         namespace=opts["namespace"],
         node_selector=opts["node_selector"],
@@ -84,19 +85,30 @@ def command(**opts: Any) -> None:
         ),
         cluster=cluster,
     )
+    started = time.monotonic()
     try:
         report = asyncio.run(_run(port, run))
     except SetupError as exc:
+        # The machine-readable reports still say what happened: one failed check, cluster-reachable.
+        failed = CheckResult("cluster-reachable", Status.FAIL, str(exc), time.monotonic() - started)
+        _write(Report((failed,), failed.duration_seconds, cluster=cluster), opts, documents_only=True)
         raise click.ClickException(str(exc)) from exc
+    _write(report, opts)
+    if report.failed:
+        sys.exit(1)
+
+
+def _write(report: Report, opts: dict[str, Any], *, documents_only: bool = False) -> None:
+    """The report to --junit-file and on stdout (``documents_only``: not as a table)."""
     if opts["junit_file"]:
         try:
             Path(opts["junit_file"]).write_text(to_junit(report))
         except OSError as exc:
             raise click.ClickException(f"cannot write {opts['junit_file']}: {exc.strerror or exc}") from exc
+    if documents_only and opts["output"] == "table":
+        return
     render = {"table": to_table, "json": to_json, "junit": to_junit}[opts["output"]]
     sys.stdout.write(render(report))
-    if report.failed:
-        sys.exit(1)
 
 
 async def _run(port: LightkubePort, opts: RunOptions) -> Report:

@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from numaplane.cli._connect import api_server_option
 from numaplane.cli._output import OUTPUT_CHOICES, InputError, console, emit_document
 from numaplane.cli._validate import validate_option, warn_line
 from numaplane.documents import DocumentError, read_document, read_documents
@@ -130,7 +131,7 @@ def _table(report: Any) -> None:
     "--nodes", "nodes_path", type=click.Path(exists=True, path_type=Path), default=None, help="Node file/folder."
 )
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Read NRTs and Nodes from the API.")
-@click.option("--api-server", default=None, help="API server URL without credentials (instead of --kubeconfig).")
+@api_server_option
 @click.option("--scoring-strategy", type=click.Choice(_STRATEGIES), default="LeastAllocated", show_default=True)
 @click.option("--kubelet-admission", is_flag=True, help="Also check restricted / best-effort nodes.")
 @click.option("--output", "-o", type=click.Choice(OUTPUT_CHOICES), default="table", show_default=True)
@@ -155,7 +156,7 @@ def command(
 
     \b
     Examples:
-      numaplane explain --pod examples/pods/guaranteed.yaml --nrt nrts/ --nodes nodes/
+      numaplane explain --pod examples/pods/guaranteed.yaml --nrt examples/nrts/
       numaplane explain --pod pod.yaml --kubeconfig ~/.kube/config -o json
     """
     from numaplane.placement.filter import FilterOptions

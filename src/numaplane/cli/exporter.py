@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from numaplane.cli._output import emit_document
+from numaplane.cli._connect import api_server_option, daemon_port
+from numaplane.cli._output import InputError, emit_document
+from numaplane.cli._signals import StopSignals
 from numaplane.listeners import LISTENER_HELP, default_address
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ _REFRESH = ("periodic", "events", "both")
 @click.option(
     "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster, else $KUBECONFIG."
 )
-@click.option("--api-server", default=None, help="API server URL without credentials (tests, kubectl proxy).")
+@api_server_option
 @click.option(
     "--metrics-address",
     default=default_address("exporter", "metrics"),
@@ -142,7 +143,7 @@ def command(**kw: Any) -> None:
       numaplane exporter --oneshot --podresources-socket fake://answers/ \\
           --topology-manager-policy single-numa-node --topology-manager-scope container
     """
-    from numaplane.exporter.errors import ExporterConfigError, ExporterError
+    from numaplane.exporter.errors import ExporterConfigError, ExporterError, KubeletConfigError
     from numaplane.observability.logs import configure_logging
 
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))
@@ -164,6 +165,8 @@ def command(**kw: Any) -> None:
                     "--podresources-socket, or try the exporter without one: --podresources-socket fake://DIR "
                     "(see --help)"
                 ) from error
+            if isinstance(error, KubeletConfigError):  # --kubelet-config names an unusable file: bad input
+                raise InputError(f"--kubelet-config: {' '.join(error.message.split())}") from error
             raise click.ClickException(f"{error.kind}: {' '.join(error.message.split())}") from error
         emit_document(result, str(kw["output"]))
         return
@@ -228,33 +231,19 @@ async def _oneshot(options: ExporterOptions) -> dict[str, Any]:
 
 async def _daemon(options: ExporterOptions, kw: dict[str, Any]) -> None:
     from numaplane.exporter.daemon import Exporter
-    from numaplane.kube.client import LightkubePort
-    from numaplane.kube.errors import KubeError
     from numaplane.kube.port import KubePort
 
     kube: KubePort | None = None
     if options.publish or options.exclude_terminal_pods:
-        try:
-            if kw["api_server"]:
-                kube = LightkubePort.from_server(str(kw["api_server"]))
-            elif kw["kubeconfig"]:
-                kube = LightkubePort.from_kubeconfig(str(kw["kubeconfig"]))
-            else:
-                try:
-                    kube = LightkubePort.in_cluster()
-                except KubeError:
-                    kube = LightkubePort.from_kubeconfig(None)
-        except KubeError as error:
-            raise click.ClickException(f"no Kubernetes API: {error}") from error
+        kube = daemon_port(kw["api_server"], kw["kubeconfig"])
     exporter = Exporter(options, kube=kube)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, exporter.stop)
+    signals = StopSignals(exporter.stop)
     try:
         await exporter.run()
     finally:
         if kube is not None:
             await kube.close()
+    signals.raise_if_interrupted()
 
 
 __all__ = ["command"]

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
 import socket
 from collections.abc import Coroutine
 from typing import Any
 
 import click
 
-from numaplane.cli._nodepaths import node_path_options, with_node_paths
+from numaplane.cli._connect import api_server_option
+from numaplane.cli._nodepaths import checked_image, checked_namespace, node_path_options, with_node_paths
+from numaplane.cli._signals import StopSignals
 from numaplane.listeners import LISTENER_HELP, default_address
 from numaplane.observability.errors import ObservabilityError
 from numaplane.observability.logs import LOG_FORMATS, LOG_LEVELS
@@ -21,7 +21,7 @@ from numaplane.supervisor import Supervisor, TaskFailed
 
 async def _serve(
     kubeconfig: str | None,
-    server: str | None,
+    api_server: str | None,
     namespace: str,
     image: str,
     leader_elect: bool,
@@ -38,17 +38,17 @@ async def _serve(
     from numaplane.operator.render_common import Settings
 
     try:
-        if server:
-            kube = LightkubePort.from_server(server)
+        if api_server:
+            kube = LightkubePort.from_server(api_server)
         elif kubeconfig:
             kube = LightkubePort.from_kubeconfig(kubeconfig)
         else:
             kube = LightkubePort.in_cluster()
     except KubeError as exc:
-        where = server or kubeconfig or "the in-cluster service account"
+        where = api_server or kubeconfig or "the in-cluster service account"
         raise click.ClickException(
             f"cannot reach the API server through {where}: {' '.join(str(exc).split())}"
-            + ("" if server or kubeconfig else "; outside a cluster give --kubeconfig PATH or --api-server URL")
+            + ("" if api_server or kubeconfig else "; outside a cluster give --kubeconfig PATH or --api-server URL")
         ) from exc
     settings = with_node_paths(Settings(namespace=namespace, image=image), paths)
     operator = Operator(kube, settings)
@@ -68,10 +68,7 @@ async def _serve(
         await kube.close()
         raise click.UsageError(str(exc)) from exc
     tasks = Supervisor("operator")
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, tasks.stop)
+    signals = StopSignals(tasks.stop)
     ended = {"work": False}
 
     async def lead() -> None:
@@ -104,19 +101,16 @@ async def _serve(
     finally:
         await probes.stop()
         await kube.close()
+    signals.raise_if_interrupted()
 
 
 @click.command("operator")
-@click.option("--namespace", envvar="POD_NAMESPACE", default="numaplane-system", show_default=True)
-@click.option("--image", required=True, help="The numaplane image the operands run.")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster config.")
 @click.option(
-    "--api-server",
-    "server",
-    default=None,
-    help="API server URL without credentials (tests, kubectl proxy).",
+    "--namespace", envvar="POD_NAMESPACE", default="numaplane-system", show_default=True, callback=checked_namespace
 )
-@click.option("--server", "server", default=None, hidden=True)  # the older name, kept working
+@click.option("--image", required=True, callback=checked_image, help="The numaplane image the operands run.")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster config.")
+@api_server_option
 @node_path_options
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
 @click.option(
@@ -137,7 +131,7 @@ def command(
     namespace: str,
     image: str,
     kubeconfig: str | None,
-    server: str | None,
+    api_server: str | None,
     leader_elect: bool,
     metrics_address: str,
     health_address: str,
@@ -158,4 +152,4 @@ def command(
     from numaplane.observability.logs import configure_logging
 
     configure_logging(log_format, log_level)
-    asyncio.run(_serve(kubeconfig, server, namespace, image, leader_elect, metrics_address, health_address, paths))
+    asyncio.run(_serve(kubeconfig, api_server, namespace, image, leader_elect, metrics_address, health_address, paths))

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from numaplane.cli._nodepaths import node_path_options, with_node_paths
+from numaplane.cli._nodepaths import checked_image, checked_namespace, node_path_options, with_node_paths
 from numaplane.cli._output import InputError
 from numaplane.documents import DocumentError, parse_documents
 from numaplane.operator.errors import SpecError
@@ -16,14 +16,42 @@ from numaplane.operator.layout import deploy_files
 from numaplane.operator.render import Inputs, parse_resources, render_install, render_stack, sort_objects, to_yaml
 from numaplane.operator.render_common import DEFAULT_IMAGE, DEFAULT_NAMESPACE, Settings
 
+#: The files of a --from folder that are read (as ``kubectl apply -f DIR``: that folder only, not below).
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+#: kustomize's own file in a folder of manifests (deploy/samples/ has one): not a custom resource, skipped.
+KUSTOMIZATION_FILES = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
+
+
+def _files(paths: tuple[Path, ...]) -> list[Path]:
+    """Every --from file: a file as given, a folder's manifests in name order (an empty folder is an error)."""
+    files: list[Path] = []
+    for path in paths:
+        if str(path) != "-" and path.is_dir():
+            found = sorted(
+                p
+                for p in path.iterdir()
+                if p.suffix.lower() in MANIFEST_SUFFIXES and p.is_file() and p.name not in KUSTOMIZATION_FILES
+            )
+            if not found:
+                raise click.BadParameter(
+                    f"{path}: no {', '.join(MANIFEST_SUFFIXES)} files in this folder", param_hint="--from"
+                )
+            files += found
+        else:
+            files.append(path)
+    return files
+
 
 def _load(paths: tuple[Path, ...]) -> tuple[list[dict[str, Any]], list[str]]:
     """The documents of every file and, for each, where it is (``<file> document <n>``)."""
     docs: list[dict[str, Any]] = []
     sources: list[str] = []
-    for path in paths:
-        # An unreadable file stays an unexpected error (a traceback under --debug); bad content is a usage error.
-        text = sys.stdin.read() if str(path) == "-" else path.read_text()
+    for path in _files(paths):
+        try:
+            text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise click.BadParameter(f"{path}: cannot read: {reason}", param_hint="--from") from exc
         try:
             loaded = parse_documents(text, path)
         except DocumentError as exc:
@@ -42,10 +70,19 @@ def _load(paths: tuple[Path, ...]) -> tuple[list[dict[str, Any]], list[str]]:
     "sources",
     multiple=True,
     type=click.Path(path_type=Path, allow_dash=True),
-    help="Custom resource YAML (NUMAResourcesOperator, NUMAResourcesScheduler, NodeResourcePolicy); repeatable.",
+    help="Custom resource YAML (NUMAResourcesOperator, NUMAResourcesScheduler, NodeResourcePolicy), or a folder"
+    " of them (its .yaml/.yml/.json files); repeatable.",
 )
-@click.option("--image", default=DEFAULT_IMAGE, show_default=True, help="The numaplane image every component runs.")
-@click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True, help="Install namespace.")
+@click.option(
+    "--image",
+    default=DEFAULT_IMAGE,
+    show_default=True,
+    callback=checked_image,
+    help="The numaplane image every component runs.",
+)
+@click.option(
+    "--namespace", default=DEFAULT_NAMESPACE, show_default=True, callback=checked_namespace, help="Install namespace."
+)
 @node_path_options
 @click.option(
     "--install/--no-install",
@@ -74,6 +111,7 @@ def command(
     Examples:
       numaplane render > install.yaml
       numaplane render --from deploy/samples/numaresourcesoperator.yaml
+      numaplane render --from deploy/samples/
       numaplane render --output-dir deploy/
     """
     settings = with_node_paths(Settings(namespace=namespace, image=image), paths)

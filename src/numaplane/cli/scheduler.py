@@ -11,14 +11,15 @@ usage error (exit 2); losing the leader lease exits with 1, as kube-scheduler do
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from numaplane.cli._connect import api_server_option, daemon_port
+from numaplane.cli._duration import Duration
+from numaplane.cli._signals import StopSignals
 from numaplane.listeners import LISTENER_HELP, default_address
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ _STRATEGIES = ("MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNU
 
 
 def _common(func: F) -> F:
-    options = [
+    options: list[Callable[[Any], Any]] = [
         click.option(
             "--config",
             "config_file",
@@ -59,6 +60,7 @@ def _common(func: F) -> F:
             "--cache-resync-period",
             "--resync-period",
             "resync_period",
+            type=Duration(),
             default=None,
             metavar="DURATION",
             help="Over-reserve resync period (5s, 1m30s, 250ms or seconds); 0 means the passthrough cache "
@@ -88,7 +90,7 @@ def _common(func: F) -> F:
         click.option(
             "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster, else $KUBECONFIG."
         ),
-        click.option("--api-server", default=None, help="API server URL without credentials (tests, kubectl proxy)."),
+        api_server_option,
         click.option("--log-format", type=click.Choice(["json", "console"]), default="json", show_default=True),
         click.option(
             "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
@@ -165,31 +167,17 @@ def _client_subjects(kw: dict[str, Any]) -> tuple[str, ...] | None:
 
 
 def _kube(kw: dict[str, Any]) -> KubePort:
-    from numaplane.kube.client import LightkubePort
-    from numaplane.kube.errors import KubeError
-
-    try:
-        if kw["api_server"]:
-            return LightkubePort.from_server(str(kw["api_server"]))
-        if kw["kubeconfig"]:
-            return LightkubePort.from_kubeconfig(str(kw["kubeconfig"]))
-        try:
-            return LightkubePort.in_cluster()
-        except KubeError:
-            return LightkubePort.from_kubeconfig(None)
-    except KubeError as exc:
-        raise click.ClickException(f"no Kubernetes API: {exc}") from exc
+    return daemon_port(kw["api_server"], kw["kubeconfig"])
 
 
 async def _serve(service: Any, kube: KubePort) -> int:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, service.stop)
+    signals = StopSignals(service.stop)
     try:
-        return int(await service.run())
+        code = int(await service.run())
     finally:
         await kube.close()
+    signals.raise_if_interrupted()
+    return code
 
 
 @click.group(name="scheduler", context_settings={"auto_envvar_prefix": "NUMAPLANE_SCHEDULER"})

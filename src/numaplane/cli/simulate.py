@@ -12,6 +12,7 @@ from typing import Any, cast
 import click
 from click.core import ParameterSource
 
+from numaplane.cli._duration import Duration
 from numaplane.cli._output import InputError, console, emit_document, format_bytes
 from numaplane.cli._validate import validate_option, warn_line
 from numaplane.documents import DocumentError, read_document
@@ -104,10 +105,10 @@ def _load_workload(path: str, validation: Validation = "strict") -> list[PodArri
 )
 @click.option(
     "--resync-period",
-    type=click.FloatRange(min=0.1),
-    default=5.0,
+    type=Duration(minimum=0.1),
+    default="5s",
     show_default=True,
-    help="Over-reserve cache resync period, seconds.",
+    help="Over-reserve cache resync period (5s, 1m30s, 250ms or seconds), as the scheduler's.",
 )
 @click.option(
     "--percentage-of-nodes-to-score",

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 import click
 
 from numaplane import __version__
-from numaplane.cli._connect import connect
+from numaplane.cli._connect import api_server_option, connect
 from numaplane.cli._output import console
 from numaplane.kube.client import LightkubePort
 from numaplane.kube.errors import KubeError
@@ -27,7 +27,7 @@ from numaplane.sim.snapshot import SnapshotWriter
     "--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig (default: $KUBECONFIG or ~/.kube/config)."
 )
 @click.option("--context", help="Kubeconfig context (default: the current one).")
-@click.option("--server", metavar="URL", help="An API server URL without credentials (kubectl proxy, a fake server).")
+@api_server_option
 @click.option(
     "--output",
     "-o",
@@ -53,7 +53,7 @@ def command(**opts: Any) -> None:
       numaplane snapshot --kubeconfig ~/.kube/prod --context east -o east.yaml
       numaplane simulate --from cluster.yaml --set-policy single-numa-node
     """
-    port, source = connect(opts["server"], opts["kubeconfig"], opts["context"])
+    port, source = connect(opts["api_server"], opts["kubeconfig"], opts["context"])
     meta = {
         "capturedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "source": source,

@@ -12,12 +12,13 @@ Pure: values in, JSON-ready dicts out. Label contract (what pruning relies on):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from numaplane import __version__
-from numaplane.operator.api.meta import API_VERSION, GROUP
+from numaplane.operator.api.meta import API_VERSION, GROUP, valid_dns_label
 
 __all__ = [
     "LABEL_COMPONENT",
@@ -27,7 +28,9 @@ __all__ = [
     "MANAGED_BY",
     "Owner",
     "Settings",
+    "image_problem",
     "meta",
+    "namespace_problem",
 ]
 
 DEFAULT_IMAGE = f"ghcr.io/numaplane/numaplane:v{__version__}"
@@ -57,6 +60,37 @@ METRICS_SCRAPER_LABEL = f"{GROUP}/scrape-metrics"
 EXTENDER_PORT = 8888
 KUBE_SCHEDULER_SECURE_PORT = 10259
 NONROOT_UID = 65532
+
+
+#: A container image reference as the runtimes parse it (github.com/distribution/reference):
+#: ``[registry[:port]/]path[:tag][@digest]``, path components lower case.
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REFERENCE = re.compile(
+    rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
+#: Longest image reference accepted (distribution's name limit plus tag and digest).
+MAX_IMAGE_REFERENCE = 512
+
+
+def image_problem(image: str) -> str | None:
+    """Why ``image`` is not a usable container image reference (``None``: it is)."""
+    if not image:
+        return "an image reference is required (e.g. registry.example.com/numaplane:v1)"
+    if len(image) > MAX_IMAGE_REFERENCE or not _IMAGE_REFERENCE.fullmatch(image):
+        return f"{image[:80]!r} is not a container image reference ([registry/]name[:tag][@digest])"
+    return None
+
+
+def namespace_problem(namespace: str) -> str | None:
+    """Why ``namespace`` is not a namespace name, a DNS-1123 label (``None``: it is)."""
+    if not valid_dns_label(namespace):
+        return (
+            f"{namespace[:80]!r} is not a namespace name (at most 63 characters: lower case letters, digits and "
+            "'-', starting and ending with a letter or digit)"
+        )
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,8 +52,9 @@ from numaplane.resources.errors import QuantityError
 from numaplane.resources.quantity import parse_quantity
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import CPUSetParseError
+from numaplane.topology.model import Topology
 
-__all__ = ["DeviceSpec", "NodeResourceConfig", "parse_config"]
+__all__ = ["DeviceSpec", "NodeResourceConfig", "invalid_config", "machine_problems", "parse_config"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +124,12 @@ class NodeResourceConfig:
         return self.reserved_cpus.size() if self.reserved_cpus is not None else 0
 
 
-def parse_config(doc: Any) -> NodeResourceConfig:
-    """Validate and parse a config document; raise :class:`PolicyConfigError` listing all problems."""
+def parse_config(doc: Any, machine: Topology | None = None) -> NodeResourceConfig:
+    """Validate and parse a config document; raise :class:`PolicyConfigError` listing all problems.
+
+    With ``machine`` the same pass also checks the document against that machine
+    (:func:`machine_problems`: reserved CPUs and NUMA nodes named by reservedMemory and devices exist),
+    so every problem — schema, values and machine — is listed at once."""
     problems: list[str] = []
     if doc is None:
         doc = {}
@@ -178,11 +183,15 @@ def parse_config(doc: Any) -> NodeResourceConfig:
 
     devices = _devices(doc.get("devices"), problems)
     dra_enabled, dra_attributes = _dra(_section(doc, "dra", problems), problems)
+    if machine is not None:
+        problems.extend(
+            _machine_problems(
+                machine, reserved_cpus, reserved_count, reserved_memory, devices, mem.get("reservedMemory")
+            )
+        )
 
     if problems:
-        raise PolicyConfigError(
-            f"invalid configuration ({len(problems)} problem{'s' if len(problems) > 1 else ''}): " + "; ".join(problems)
-        )
+        raise invalid_config(problems)
     return NodeResourceConfig(
         topology_policy=tm_policy,
         topology_scope=tm_scope,
@@ -197,6 +206,60 @@ def parse_config(doc: Any) -> NodeResourceConfig:
         dra_enabled=dra_enabled,
         dra_numa_attributes=dra_attributes,
     )
+
+
+def invalid_config(problems: list[str]) -> PolicyConfigError:
+    """The one error listing every problem of a configuration."""
+    return PolicyConfigError(
+        f"invalid configuration ({len(problems)} problem{'s' if len(problems) > 1 else ''}): " + "; ".join(problems)
+    )
+
+
+def machine_problems(config: NodeResourceConfig, machine: Topology) -> list[str]:
+    """Every way an already parsed ``config`` does not fit ``machine`` (empty: it fits), each naming its path:
+    reserved CPUs that are not online CPUs of the machine, a reserved count above its CPU count, and
+    ``reservedMemory`` or device NUMA nodes it does not have."""
+    return _machine_problems(
+        machine, config.reserved_cpus, config.reserved_cpu_count, config.reserved_memory, config.devices, None
+    )
+
+
+def _machine_problems(
+    machine: Topology,
+    reserved_cpus: CPUSet | None,
+    reserved_count: int | None,
+    reserved_memory: Mapping[int, Mapping[str, int]],
+    devices: Mapping[str, tuple[DeviceSpec, ...]],
+    raw_reserved_memory: Any,
+) -> list[str]:
+    problems: list[str] = []
+    online = machine.all_cpus
+    if reserved_cpus is not None and not reserved_cpus.is_subset_of(online):
+        problems.append(
+            f"cpuManager.reservedCPUs: CPU {reserved_cpus.difference(online).format()} not online on this machine "
+            f"(CPUs {online.format() or 'none'})"
+        )
+    if reserved_count is not None and reserved_count > online.size():
+        problems.append(
+            f"cpuManager.reservedCPUCount: {reserved_count} is more than the machine's {online.size()} CPUs"
+        )
+    nodes = machine.memory_numa_ids
+    known = f"(NUMA nodes {', '.join(map(str, nodes)) or 'none'})"
+    raw = raw_reserved_memory if isinstance(raw_reserved_memory, list) else []
+    for numa in sorted(reserved_memory):
+        if numa not in nodes:
+            index = next((i for i, e in enumerate(raw) if isinstance(e, Mapping) and e.get("numaNode") == numa), None)
+            where = f"memoryManager.reservedMemory[{index}]" if index is not None else "memoryManager.reservedMemory"
+            problems.append(f"{where}.numaNode: NUMA node {numa} is not on this machine {known}")
+    for resource, specs in sorted(devices.items()):
+        for i, spec in enumerate(specs):
+            missing = sorted(set(spec.numa or ()) - set(nodes))
+            if missing:
+                problems.append(
+                    f"devices.{resource}[{i}].numa: NUMA node {', '.join(map(str, missing))} is not on this machine "
+                    f"{known} (device {spec.id})"
+                )
+    return problems
 
 
 #: A qualified DRA attribute name: ``<DNS subdomain>/<C identifier>`` (resource.k8s.io/v1 limits).

@@ -36,7 +36,7 @@ from typing import Any
 
 from numaplane.policy.asks import AdmissionRun, Provider, answer_in_process, topology_steps, wants
 from numaplane.policy.builtin import CPUPlugin, DevicesPlugin, MemoryPlugin, build_plugins
-from numaplane.policy.config import NodeResourceConfig, parse_config
+from numaplane.policy.config import NodeResourceConfig, invalid_config, machine_problems, parse_config
 from numaplane.policy.errors import PolicyConfigError, ReconfigureRejected
 from numaplane.policy.hints import TopologyHint
 from numaplane.policy.plugin import PluginAllocation, ResourcePlugin
@@ -114,6 +114,17 @@ class Admission:
         return doc
 
 
+def _parsed_for(config: NodeResourceConfig | Mapping[str, Any], topology: Topology) -> NodeResourceConfig:
+    """``config`` parsed and checked against ``topology`` in one pass (:class:`PolicyConfigError` lists
+    every problem, the machine's included)."""
+    if not isinstance(config, NodeResourceConfig):
+        return parse_config(config, topology)
+    problems = machine_problems(config, topology)
+    if problems:
+        raise invalid_config(problems)
+    return config
+
+
 class ResourceManager:
     """Plugins, topology manager and admitted pods of one node. Not thread-safe: callers serialise."""
 
@@ -124,7 +135,7 @@ class ResourceManager:
         extra_plugins: Sequence[ResourcePlugin] = (),
     ) -> None:
         self.topology = topology
-        self.config = config if isinstance(config, NodeResourceConfig) else parse_config(config or {})
+        self.config = _parsed_for(config or {}, topology)
         builtin = build_plugins(topology, self.config)
         self._builtin: dict[str, CPUPlugin | MemoryPlugin | DevicesPlugin] = {p.name: p for p in builtin}
         self.plugins: list[ResourcePlugin] = [*builtin, *extra_plugins]
@@ -348,7 +359,7 @@ class ResourceManager:
     def check_config(self, config: NodeResourceConfig | Mapping[str, Any]) -> list[str]:
         """Every problem ``config`` would cause now (empty: it can be applied)."""
         try:
-            parsed = config if isinstance(config, NodeResourceConfig) else parse_config(config)
+            parsed = _parsed_for(config, self.topology)
         except PolicyConfigError as exc:
             return [str(exc)]
         problems: list[str] = []

@@ -11,9 +11,11 @@ by Go's ``int64`` range; :func:`parse_duration` gives them in seconds. Inputs lo
 
 from __future__ import annotations
 
+import re
+
 from numaplane.resources.errors import DurationError
 
-__all__ = ["MAX_DURATION_LENGTH", "format_duration", "parse_duration", "parse_duration_nanos"]
+__all__ = ["MAX_DURATION_LENGTH", "format_duration", "parse_duration", "parse_duration_nanos", "parse_seconds"]
 
 #: Longest duration text accepted (Go has no bound; ours keeps hostile inputs cheap).
 MAX_DURATION_LENGTH = 128
@@ -125,6 +127,18 @@ def parse_duration(text: str, *, non_negative: bool = False) -> float:
     if non_negative and nanos < 0:
         raise DurationError(text, "negative")
     return nanos / 1e9
+
+
+_PLAIN_SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")
+
+
+def parse_seconds(text: str) -> float:
+    """Non-negative seconds from a Go duration (``5s``, ``1m30s``, ``250ms``, ``0``) or a plain number of
+    seconds (``5``, ``0.5``): what every period flag accepts. Raises :class:`DurationError`."""
+    body = text.strip()
+    if _PLAIN_SECONDS.fullmatch(body):
+        return float(body)
+    return parse_duration(body, non_negative=True)
 
 
 def format_duration(seconds: float) -> str:

@@ -33,7 +33,6 @@ arrive faster than the exporter republishes). Units: seconds everywhere.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
@@ -52,7 +51,7 @@ from numaplane.placement.overreserve import (
     ResyncScope,
 )
 from numaplane.placement.score import ScoringStrategy
-from numaplane.resources.duration import parse_duration
+from numaplane.resources.duration import parse_seconds
 from numaplane.resources.errors import DurationError
 from numaplane.scheduler.errors import SchedulerConfigError
 
@@ -334,18 +333,12 @@ def config_from_document(doc: Any, base: SchedulerConfig | None = None) -> Sched
     return config.with_overrides(**values)
 
 
-_PLAIN_SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")
-
-
 def parse_period(text: str) -> float:
     """Seconds from a Go duration (``5s``, ``1m30s``, ``250ms``, ``0``; :mod:`numaplane.resources.duration`)
     or, as the ``--resync-period`` flag has always accepted, a plain non-negative number of seconds (``5``, ``0.5``).
     """
-    body = text.strip()
-    if _PLAIN_SECONDS.fullmatch(body):
-        return float(body)
     try:
-        return parse_duration(body, non_negative=True)
+        return parse_seconds(text)
     except DurationError as exc:
         raise SchedulerConfigError(f"period {exc}") from exc
 

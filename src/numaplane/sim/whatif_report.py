@@ -2,7 +2,8 @@
 
 Document shape (``numaplane simulate --from ... -o json``)::
 
-    {"snapshot": {nodes, nodesModelledFromNRT, boundPods, pendingPods, podsOnUnknownNodes, ...},
+    {"apiVersion": "numaplane.io/v1", "kind": "WhatIfReport",
+     "snapshot": {nodes, nodesModelledFromNRT, boundPods, pendingPods, podsOnUnknownNodes, ...},
      "baseline": {"readmitted": N, "notReadmitted": [{pod, node, reason}],
                   "matchesNRT": bool, "nrtMismatches": {node: [text]}, "modelNotes": {node: [text]}},
      "headroomBefore": {resource: total available over every NUMA zone},
@@ -62,6 +63,8 @@ def whatif_document(result: WhatIfResult, meta: dict[str, Any] | None = None) ->
     ]
     bound = sum(len(p) for p in cluster.bound.values())
     doc: dict[str, Any] = {
+        "apiVersion": "numaplane.io/v1",
+        "kind": "WhatIfReport",
         "snapshot": {
             **(meta or {}),
             "nodes": len(cluster.nodes),

@@ -8,6 +8,9 @@ counts derived from ``cpus`` when present. Fixtures carry no NUMA node list: one
 online CPUs, and a listed node's CPUs are always the online CPUs naming it. Units are the model's
 (bytes, bytes per page, SLIT distances). Reading raises :class:`TopologyFormatError` naming the field
 (``$.cpus[3].core``); reading :func:`topology_to_dict`'s output back gives the same document.
+:func:`topology_document` is the published form of the same document (``numaplane topology -o json``):
+camelCase keys under ``apiVersion: numaplane.io/v1``, ``kind: Topology``; :func:`topology_from_dict`
+reads both forms.
 Every number is bounded before it is used (CPU and NUMA node ids are never negative, other ids
 at least -1 (unknown, as sysfs reports for offline CPUs); CPU ids up to
 :data:`~numaplane.limits.MAX_CPU_ID`, NUMA ids up to :data:`~numaplane.limits.MAX_NUMA_ID`, SLIT
@@ -25,7 +28,41 @@ from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import TopologyFormatError
 from numaplane.topology.model import CPUInfo, HugePages, NUMANode, PCIDevice, Topology
 
-__all__ = ["topology_from_dict", "topology_to_dict"]
+__all__ = ["TOPOLOGY_API_VERSION", "TOPOLOGY_KIND", "topology_document", "topology_from_dict", "topology_to_dict"]
+
+#: The published form (``numaplane topology -o json|yaml``): camelCase keys under an apiVersion and kind.
+TOPOLOGY_API_VERSION = "numaplane.io/v1"
+TOPOLOGY_KIND = "Topology"
+#: Keys whose values are free-form or keyed by ids: never renamed.
+_OPAQUE = frozenset({"attributes", "distances"})
+
+
+def topology_document(topology: Topology) -> dict[str, Any]:
+    """The published document: :func:`topology_to_dict` with camelCase keys (``numNumaNodes``,
+    ``memoryTotalBytes``, ``pciDevices``), under ``apiVersion`` / ``kind``, as the project's other
+    outputs. :func:`topology_from_dict` reads it back (and the snake_case fixture form)."""
+    body = _renamed(topology_to_dict(topology), _camel)
+    return {"apiVersion": TOPOLOGY_API_VERSION, "kind": TOPOLOGY_KIND, **body}
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _snake(key: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
+
+
+def _renamed(value: Any, rename: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            (rename(k) if isinstance(k, str) else k): (v if k in _OPAQUE else _renamed(v, rename))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_renamed(v, rename) for v in value]
+    return value
 
 
 def topology_to_dict(topology: Topology) -> dict[str, Any]:
@@ -80,6 +117,14 @@ def topology_from_dict(doc: Mapping[str, Any]) -> Topology:
     """Build from a topology JSON document; raise :class:`TopologyFormatError` naming the field."""
     if not isinstance(doc, Mapping):
         raise TopologyFormatError("$", "a topology document must be a JSON object")
+    if "kind" in doc or "apiVersion" in doc:  # the published form (topology_document)
+        if doc.get("kind") != TOPOLOGY_KIND or doc.get("apiVersion") != TOPOLOGY_API_VERSION:
+            raise TopologyFormatError(
+                "$.kind",
+                f"kind {doc.get('kind')!r}, apiVersion {doc.get('apiVersion')!r}: expected {TOPOLOGY_KIND!r}, "
+                f"{TOPOLOGY_API_VERSION!r}",
+            )
+        doc = _renamed({k: v for k, v in doc.items() if k not in ("kind", "apiVersion")}, _snake)
     raw_cpus = doc.get("cpus")
     if not isinstance(raw_cpus, list):
         raise TopologyFormatError("$.cpus", "missing or not a list")

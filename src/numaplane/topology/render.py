@@ -2,8 +2,9 @@
 
 Formats:
 
-* ``json`` / ``yaml``: exactly :meth:`Topology.to_dict`, so the output reads back with
-  :meth:`Topology.from_dict` (``numaplane topology --from FILE``) and gives the same document;
+* ``json`` / ``yaml``: :func:`~numaplane.topology.document.topology_document` (the topology document
+  with camelCase keys under ``apiVersion``/``kind``), which reads back with :meth:`Topology.from_dict`
+  (``numaplane topology --from FILE``, ``--topology FILE``) and gives the same document;
 * ``table``: rich tables — a summary, one row per NUMA node (CPUs, cores, memory, hugepages,
   devices), the distance matrix, one row per socket, and discovery warnings;
 * ``svg`` / ``png``: an lstopo-like picture (``topology/render_picture.py``, matplotlib Agg, loaded
@@ -26,6 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from numaplane.topology.cpuset import CPUSet
+from numaplane.topology.document import topology_document
 from numaplane.topology.model import HugePages, PCIDevice, Topology
 
 __all__ = [
@@ -77,12 +79,12 @@ def gib(n_bytes: int) -> str:
 
 def to_json(topology: Topology) -> str:
     """The topology document as indented JSON (ends with a newline)."""
-    return json.dumps(topology.to_dict(), indent=2) + "\n"
+    return json.dumps(topology_document(topology), indent=2) + "\n"
 
 
 def to_yaml(topology: Topology) -> str:
     """The topology document as YAML, keys in document order."""
-    return yaml.safe_dump(topology.to_dict(), sort_keys=False, width=120)
+    return yaml.safe_dump(topology_document(topology), sort_keys=False, width=120)
 
 
 def render(topology: Topology, fmt: OutputFormat) -> bytes:
