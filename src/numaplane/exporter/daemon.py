@@ -5,6 +5,7 @@ Wiring (one node, one event loop)::
     periodic timer ─┐
     notify file ────┤                      ┌── Scanner (PodResources, sysfs, kubelet config)
     kubelet files ──┤
+    applied policy ─┤
     pod mirror ─────┼─► EventGate ─► cycle ┤
     NRT mirror ─────┤   (coalesce,         └── Publisher (KubePort) ─► API server
     retry timer ────┘    rate limit)
@@ -39,7 +40,15 @@ from typing import Any, Final
 import structlog
 
 from numaplane.exporter.errors import ExporterConfigError, ExporterError
-from numaplane.exporter.events import Batch, EventGate, KubeletWatcher, NotifyFileWatcher, Trigger, periodic
+from numaplane.exporter.events import (
+    Batch,
+    EventGate,
+    FilesWatcher,
+    KubeletWatcher,
+    NotifyFileWatcher,
+    Trigger,
+    periodic,
+)
 from numaplane.exporter.kubelet import KubeletConfigSource
 from numaplane.exporter.metrics import ExporterMetrics
 from numaplane.exporter.mirror import Mirror
@@ -141,6 +150,17 @@ class Exporter:
                 backend=options.notify_backend,
                 poll_seconds=options.notify_poll_seconds,
                 check_seconds=options.kubelet_check_seconds,
+            )
+        self.policy_watch: FilesWatcher | None = None
+        if options.applied_policy_file is not None:
+            # every refresh mode: the published policy must be the one the agent enforces now
+            self.policy_watch = FilesWatcher(
+                [options.applied_policy_file],
+                lambda _path: self.gate.post(Trigger.APPLIED_POLICY),
+                backend=options.notify_backend,
+                poll_seconds=options.notify_poll_seconds,
+                check_seconds=options.kubelet_check_seconds,
+                what="applied policy file",
             )
         self.probes = ProbeServer(self.metrics.registry, liveness=self.liveness, readiness=self.readiness)
         self._tasks = Supervisor("exporter")
@@ -327,7 +347,8 @@ class Exporter:
             # a scan at least every heartbeat, whatever the refresh mode: the publisher rewrites the
             # object when its heartbeat is due (the staleness bound schedulers honour)
             self._tasks.spawn(periodic(self.gate, opts.heartbeat_seconds), "heartbeat")
-        for watcher, name in ((self.notify, "notify"), (self.kubelet_watch, "kubelet-watch")):
+        watchers = ((self.notify, "notify"), (self.kubelet_watch, "kubelet-watch"), (self.policy_watch, "policy-watch"))
+        for watcher, name in watchers:
             if watcher is not None:
                 self._tasks.spawn(watcher.run(), name)
                 with contextlib.suppress(TimeoutError):
@@ -350,6 +371,7 @@ class Exporter:
             notify_backend=self.notify.backend if self.notify is not None else None,
             kubelet_state_dir=str(opts.kubelet_state_dir) if self.kubelet_watch is not None else None,
             kubelet_watch_backend=self.kubelet_watch.backend if self.kubelet_watch is not None else None,
+            applied_policy_file=str(opts.applied_policy_file) if opts.applied_policy_file else None,
             publish=self.publisher is not None,
             probes=self.probes.ports,
         )

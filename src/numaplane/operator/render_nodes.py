@@ -9,7 +9,8 @@ Command-line contract with the components (one image, ``ENTRYPOINT numaplane``):
 
 ``numaplane exporter`` (its real CLI) — ``--node-name`` (from the downward API), ``--sysfs-root``
 (the folder holding ``sys/``), ``--podresources-socket unix://...``, ``--kubelet-config`` (kubelet
-mode) or ``--topology-manager-policy``/``--topology-manager-scope`` (agent mode, from the policy),
+mode) or ``--applied-policy-file`` (agent mode: the file the agent rewrites with the policy it
+enforces, on the same host folder as the notify file; so a policy change never rolls the exporters),
 ``--refresh-mode periodic|events|both`` (``PeriodicAndEvents`` with a 0 period is ``events``:
 upstream's "explicit 0 disables"), ``--period <seconds>``, ``--notify-file`` (agent mode: the agent
 touches it) or ``--kubelet-state-dir`` (kubelet mode: the kubelet's root folder, read-only, whose
@@ -22,7 +23,8 @@ all|with-exclusive-resources``, ``--no-publish``, ``--exclude-pods <ns-glob>/<na
 pod template carries no hash of it, so a policy change never restarts agents), ``--nri-socket``,
 ``--state-dir``, ``--podresources-socket`` (served by the agent), ``--plugin-dir``,
 ``--notify-file`` (the exporter's notify file on the host, touched after every allocation change;
-always passed, so switching a group's refresh mode never restarts its agents), ``--kubelet-config``
+always passed, so switching a group's refresh mode never restarts its agents), ``--applied-policy-file``
+(the configuration in force, for the exporter), ``--kubelet-config``
 (the kubelet's configuration file, mounted read-only: the take-over check refuses to enforce while
 the kubelet's static managers are on), ``--watch-pods`` (exact requests from the node's Pods; its
 RBAC allows reading pods, writing its own pod's status and creating Events in its namespace),
@@ -100,6 +102,8 @@ KUBELET_CONFIG_MOUNT = "/host-kubelet/config.yaml"
 KUBELET_STATE_MOUNT = "/host-kubelet-state"
 #: The agent touches ``<run_dir>/notify`` after allocation changes; the exporter watches the same host file.
 NOTIFY_FILE = "notify"
+#: The agent writes the configuration in force to ``<run_dir>/applied-policy.json``; the exporter publishes it.
+APPLIED_POLICY_FILE = "applied-policy.json"
 _EXPORTER_RUN_MOUNT = "/host-run-numaplane"
 #: Default exporter/agent tolerations: run on control-plane nodes a group selects.
 DEFAULT_TOLERATIONS: tuple[dict[str, Any], ...] = (
@@ -124,20 +128,15 @@ def policy_configmap_name(group: str) -> str:
     return f"numaplane-policy-{group}"
 
 
-def _topology_manager(document: Mapping[str, Any]) -> tuple[str, str]:
-    tm = document.get("topologyManager") or {}
-    return str(tm.get("policy", "none")), str(tm.get("scope", "container"))
-
-
-def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup, document: Mapping[str, Any] | None) -> list[str]:
+def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup) -> list[str]:
     cfg = group.config
     args = ["exporter", "--node-name=$(NODE_NAME)", "--sysfs-root=/host"]
     if group.enforcement is Enforcement.AGENT:
-        policy, scope = _topology_manager(document or {})
+        # the policy is the one the agent applied (a node-local file it rewrites on every change), never
+        # a flag: a new policy reaches the NRT at once and never rolls the exporters
         args += [
             "--podresources-socket=unix:///host-numaplane/podresources/kubelet.sock",
-            f"--topology-manager-policy={policy}",
-            f"--topology-manager-scope={scope}",
+            f"--applied-policy-file={_EXPORTER_RUN_MOUNT}/{APPLIED_POLICY_FILE}",
         ]
     else:
         args += [
@@ -186,6 +185,7 @@ def agent_args(nro: NUMAResourcesOperator, settings: Settings) -> list[str]:
         f"--podresources-socket={settings.state_dir}/podresources/kubelet.sock",
         f"--plugin-dir={settings.state_dir}/plugins",
         f"--notify-file={settings.run_dir}/{NOTIFY_FILE}",
+        f"--applied-policy-file={settings.run_dir}/{APPLIED_POLICY_FILE}",
         f"--kubelet-config={KUBELET_CONFIG_MOUNT}",
         "--watch-pods",
         "--sysfs-root=/host",
@@ -249,7 +249,7 @@ def _daemonset(
 
 
 def exporter_daemonset(
-    nro: NUMAResourcesOperator, group: NodeGroup, document: Mapping[str, Any] | None, settings: Settings, owner: Owner
+    nro: NUMAResourcesOperator, group: NodeGroup, settings: Settings, owner: Owner
 ) -> dict[str, Any]:
     mounts = [{"name": "host-sys", "mountPath": "/host/sys", "readOnly": True}]
     volumes = [host_path_volume("host-sys", "/sys", "Directory")]
@@ -275,7 +275,7 @@ def exporter_daemonset(
         "name": EXPORTER,
         "image": settings.image,
         "imagePullPolicy": settings.image_pull_policy,
-        "args": exporter_args(nro, group, document),
+        "args": exporter_args(nro, group),
         "env": [env_from_field("NODE_NAME", "spec.nodeName"), env_from_field("POD_NAME", "metadata.name")],
         "ports": container_ports(),
         "readinessProbe": probe("/readyz"),
@@ -376,10 +376,9 @@ def render_node_objects(
             network_policy("numaplane-agent", AGENT, {"matchLabels": component_labels(AGENT)}, settings, owner),
         ]
     for group in nro.node_groups:
-        document = None
         if group.enforcement is Enforcement.AGENT:
             document = policy_document(group.name, assignment.by_group.get(group.name))
             out.append(policy_configmap(group, document, settings, owner))
             out.append(agent_daemonset(nro, group, settings, owner))
-        out.append(exporter_daemonset(nro, group, document, settings, owner))
+        out.append(exporter_daemonset(nro, group, settings, owner))
     return out
