@@ -206,6 +206,9 @@ def check_exporter(spec: Mapping[str, Any], container: Mapping[str, Any], ctx: c
     assert options.node_name == "$(NODE_NAME)"
     assert host_path(spec, container, str(options.sysfs_root / "sys")) == "/sys"
     wiring = {"podresources": host_path(spec, container, socket_path(options.podresources_socket))}
+    # one exporter per node: every exporter locks a file on the host (issue 23 item 4)
+    assert options.lock_file is not None
+    wiring["lock"] = host_path(spec, container, str(options.lock_file))
     if options.kubelet_config_file is not None:
         host_path(spec, container, str(options.kubelet_config_file))
     else:  # agent mode: the policy is the one the agent applied, from the file it writes (issue 23 item 2)
@@ -331,6 +334,8 @@ def test_every_rendered_command_line_parses_and_is_wired(variant: str) -> None:
                 assert exporter["notify"] == files["notify"]
             # ... and publishes the policy the agent writes it applied
             assert exporter["applied-policy"] == files["applied-policy"]
+    # whatever its group (kubelet or agent mode), every exporter locks the same host file
+    assert len({files["lock"] for (component, _), files in wiring.items() if component == "exporter"}) <= 1
     if "NUMAResourcesOperator" in crs:
         assert "exporter" in seen
     if "NUMAResourcesScheduler" in crs:

@@ -112,6 +112,14 @@ _REFRESH = ("periodic", "events", "both")
 @click.option("--adopt", is_flag=True, help="Take over an existing object that has no managed-by label.")
 @click.option("--no-publish", is_flag=True, help="Compute and serve metrics, never write.")
 @click.option(
+    "--lock-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="One exporter per node: hold an exclusive lock on this node-local file (created if missing). "
+    "A second exporter with the same file waits (alive, not ready, logs the holder) instead of "
+    "publishing the same object.",
+)
+@click.option(
     "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster, else $KUBECONFIG."
 )
 @click.option("--api-server", default=None, help="API server URL without credentials (tests, kubectl proxy).")
@@ -213,6 +221,7 @@ def _options(kw: dict[str, Any]) -> ExporterOptions:
         publish=not kw["no_publish"],
         metrics_address=_opt_str(kw["metrics_address"]) or None,
         health_address=_opt_str(kw["health_address"]) or None,
+        lock_file=Path(str(kw["lock_file"])) if kw["lock_file"] else None,
     )
 
 

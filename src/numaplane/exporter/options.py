@@ -133,6 +133,8 @@ class ExporterOptions:
     retry_max_seconds: float = 10.0
     metrics_address: str | None = None
     health_address: str | None = None
+    #: One exporter per node: an exclusive ``flock`` on this node-local file (:mod:`numaplane.exporter.nodelock`).
+    lock_file: Path | None = None
 
     def __post_init__(self) -> None:
         self.validate()

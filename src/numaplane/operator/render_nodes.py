@@ -17,6 +17,7 @@ touches it) or ``--kubelet-state-dir`` (kubelet mode: the kubelet's root folder,
 manager checkpoints change on every allocation) in the event modes,
 ``--pods-fingerprint``/``--no-pods-fingerprint``, ``--pods-fingerprint-method
 all|with-exclusive-resources``, ``--no-publish``, ``--exclude-pods <ns-glob>/<name-glob>`` (repeated),
+``--lock-file`` (``<run dir>/exporter.lock`` on the host: a second exporter of the node waits),
 ``--metrics-address``, ``--health-address``, ``--log-level``.
 
 ``numaplane agent`` — ``--node-name``, ``--config`` (a file the agent watches and reloads live; the
@@ -40,6 +41,9 @@ same host files.
 Exactly one exporter per node: a DaemonSet runs one pod per selected node, and a required pod
 anti-affinity on ``kubernetes.io/hostname`` against every exporter pod keeps a second group's
 exporter Pending should selectors ever overlap (the operator rejects overlapping groups anyway).
+What the scheduler cannot see — an exporter started by hand or by another tool, a second install —
+is stopped on the node itself: every exporter locks the same host file (``--lock-file``), and a
+second one waits, not ready, until the first is gone.
 """
 
 from __future__ import annotations
@@ -104,6 +108,8 @@ KUBELET_STATE_MOUNT = "/host-kubelet-state"
 NOTIFY_FILE = "notify"
 #: The agent writes the configuration in force to ``<run_dir>/applied-policy.json``; the exporter publishes it.
 APPLIED_POLICY_FILE = "applied-policy.json"
+#: Every exporter of a node locks ``<run_dir>/exporter.lock``: one publishes, a second one waits.
+EXPORTER_LOCK_FILE = "exporter.lock"
 _EXPORTER_RUN_MOUNT = "/host-run-numaplane"
 #: Default exporter/agent tolerations: run on control-plane nodes a group selects.
 DEFAULT_TOLERATIONS: tuple[dict[str, Any], ...] = (
@@ -163,6 +169,8 @@ def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup) -> list[str]:
     if cfg.info_refresh_pause is InfoRefreshPause.ENABLED:
         args.append("--no-publish")
     args += [f"--exclude-pods={p.flag_value}" for p in nro.pod_excludes]
+    # one exporter per node, whatever runs it (a second DaemonSet, a rolling update's overlap)
+    args.append(f"--lock-file={_EXPORTER_RUN_MOUNT}/{EXPORTER_LOCK_FILE}")
     args += _common_args(nro)
     return args
 
