@@ -241,6 +241,7 @@ def exporter_command(
             "--podresources-socket": f"unix://{folder / 'podres.sock'}",
             "--notify-file": str(folder / "notify"),
             "--applied-policy-file": str(folder / "applied-policy.json"),
+            "--lock-file": str(folder / "exporter.lock"),
             "--metrics-address": f"127.0.0.1:{port}",
             "--health-address": f"127.0.0.1:{port}",
         },
