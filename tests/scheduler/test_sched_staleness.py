@@ -159,3 +159,18 @@ async def test_a_pod_held_while_its_node_was_stale_is_scheduled_once_the_node_is
         finally:
             service.stop()
             await asyncio.wait_for(task, 10)
+
+
+def test_a_write_between_ticks_is_dated_by_the_next_tick_never_the_previous_one() -> None:
+    """Found on the real control plane (heartbeat 1 s, bound 3 s): the scheduler called the node stale
+    2.9 s after the exporter's last write — the write had been dated by the tick *before* it arrived."""
+    state = SchedulerState(SchedulerConfig())
+    state.node_upserted(node_doc("n", cpu=8))
+    state.nrt_upserted(beating_nrt("n", 4, bound="3"))
+    state.tick(100.0)
+    state.nrt_upserted(beating_nrt("n", 4, bound="3"))  # the last write, received at ~100.9
+    state.tick(101.0)
+    state.tick(103.5)  # 2.6 s after the write: within the bound (the old code said 3.5 s, stale)
+    assert state.gate.stale() == {}
+    state.tick(104.5)
+    assert state.gate.stale() == {"n": pytest.approx(3.5)}
