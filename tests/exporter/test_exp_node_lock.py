@@ -14,6 +14,7 @@ import asyncio
 import json
 import signal
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -187,3 +188,22 @@ def test_an_unusable_lock_file_is_a_config_error_naming_it(tmp_path: Path) -> No
     blocker.write_text("")
     with pytest.raises(ExporterConfigError, match=f"lock file {blocker / 'exporter.lock'}"):
         NodeLock(blocker / "exporter.lock", node=NODE).try_acquire()
+
+
+def test_the_cli_refuses_an_unusable_lock_file_in_one_line(sysfs_root: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    fake = answers(tmp_path / "podres", [])
+    got = subprocess.run(
+        [
+            sys.executable, "-c", CODE, "exporter", f"--node-name={NODE}", f"--podresources-socket=fake://{fake}",
+            f"--sysfs-root={sysfs_root}", "--topology-manager-policy=none", "--topology-manager-scope=container",
+            "--api-server=http://127.0.0.1:9", f"--lock-file={blocker / 'exporter.lock'}",
+            "--metrics-address=", "--health-address=",
+        ],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert got.returncode == 2, got.stderr
+    assert "Traceback" not in got.stderr
+    errors = [line for line in got.stderr.splitlines() if line.startswith("Error:")]
+    assert errors and f"lock file {blocker / 'exporter.lock'}" in errors[0], got.stderr
