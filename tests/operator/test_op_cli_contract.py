@@ -212,8 +212,15 @@ def check_exporter(spec: Mapping[str, Any], container: Mapping[str, Any], ctx: c
     assert options.node_name == "$(NODE_NAME)"
     assert host_path(spec, container, str(options.sysfs_root / "sys")) == "/sys"
     wiring = {"podresources": host_path(spec, container, socket_path(options.podresources_socket))}
+    # one exporter per node: every exporter locks a file on the host (issue 23 item 4)
+    assert options.lock_file is not None
+    wiring["lock"] = host_path(spec, container, str(options.lock_file))
     if options.kubelet_config_file is not None:
         host_path(spec, container, str(options.kubelet_config_file))
+    else:  # agent mode: the policy is the one the agent applied, from the file it writes (issue 23 item 2)
+        assert options.applied_policy_file is not None
+        assert options.topology_manager_policy is None and options.topology_manager_scope is None
+        wiring["applied-policy"] = host_path(spec, container, str(options.applied_policy_file))
     if options.refresh_mode.events and options.kubelet_config_file is not None:
         # kubelet mode: the event source is the kubelet's own checkpoints (nobody touches a notify file)
         assert options.notify_file is None and options.kubelet_state_dir is not None
@@ -246,6 +253,7 @@ def check_agent(spec: Mapping[str, Any], container: Mapping[str, Any], ctx: clic
     host_path(spec, container, str(options.plugin_dir))
     assert host_path(spec, container, str(options.config_file)).startswith("configMap:numaplane-policy-")
     assert options.podresources_socket is not None and options.notify_file is not None
+    assert options.applied_policy_file is not None
     # the take-over check reads the kubelet's configuration from the host, read-only
     assert host_path(spec, container, str(ctx.params["kubelet_config"])) == Settings().kubelet_config_file
     mount = next(m for m in container["volumeMounts"] if m["mountPath"] == ctx.params["kubelet_config"])
@@ -253,6 +261,7 @@ def check_agent(spec: Mapping[str, Any], container: Mapping[str, Any], ctx: clic
     return {
         "podresources": host_path(spec, container, socket_path(options.podresources_socket)),
         "notify": host_path(spec, container, str(options.notify_file)),
+        "applied-policy": host_path(spec, container, str(options.applied_policy_file)),
     }
 
 
@@ -329,6 +338,10 @@ def test_every_rendered_command_line_parses_and_is_wired(variant: str) -> None:
             assert exporter["podresources"] == files["podresources"]
             if "notify" in exporter:
                 assert exporter["notify"] == files["notify"]
+            # ... and publishes the policy the agent writes it applied
+            assert exporter["applied-policy"] == files["applied-policy"]
+    # whatever its group (kubelet or agent mode), every exporter locks the same host file
+    assert len({files["lock"] for (component, _), files in wiring.items() if component == "exporter"}) <= 1
     if "NUMAResourcesOperator" in crs:
         assert "exporter" in seen
     if "NUMAResourcesScheduler" in crs:

@@ -263,9 +263,18 @@ def test_policy_configmap_is_the_agents_config_document() -> None:
     policy = NodeResourcePolicy.from_dict(sample_resources()[2])
     assert document == policy.config_document()
     assert cm["metadata"]["annotations"]["numaplane.io/policy-revision"] == policy.revision
-    # agent-mode exporter learns the topology manager policy from the same document
+    # the agent-mode exporter learns the policy from the agent (the file it writes what it applied to),
+    # never from a flag: a policy change does not roll the exporters (issue 23 item 2)
     args = find(objects, "DaemonSet", "numaplane-exporter-latency")["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--topology-manager-policy=single-numa-node" in args and "--topology-manager-scope=pod" in args
+    assert not [a for a in args if a.startswith("--topology-manager-")]
+    assert "--applied-policy-file=/host-run-numaplane/applied-policy.json" in args
+    agent = find(objects, "DaemonSet", "numaplane-agent-latency")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--applied-policy-file={SETTINGS.run_dir}/applied-policy.json" in agent
+    changed = samples()
+    changed[2]["spec"]["config"]["topologyManager"]["policy"] = "restricted"
+    again = render_stack(parse_resources(changed), SETTINGS)
+    exporter = find(objects, "DaemonSet", "numaplane-exporter-latency")
+    assert find(again, "DaemonSet", "numaplane-exporter-latency") == exporter
 
 
 def test_agent_group_without_policy_gets_the_default_document() -> None:

@@ -217,6 +217,7 @@ def agent_command(
             "--podresources-socket": str(folder / "podres.sock"),
             "--plugin-dir": str(folder / "plugins"),
             "--notify-file": str(folder / "notify"),
+            "--applied-policy-file": str(folder / "applied-policy.json"),
             "--kubelet-config": str(kubelet.config_file),
             "--sysfs-root": "/",
             "--metrics-address": f"127.0.0.1:{port}",
@@ -239,6 +240,8 @@ def exporter_command(
             "--sysfs-root": "/",
             "--podresources-socket": f"unix://{folder / 'podres.sock'}",
             "--notify-file": str(folder / "notify"),
+            "--applied-policy-file": str(folder / "applied-policy.json"),
+            "--lock-file": str(folder / "exporter.lock"),
             "--metrics-address": f"127.0.0.1:{port}",
             "--health-address": f"127.0.0.1:{port}",
         },
@@ -428,6 +431,59 @@ def check_exporter_on_the_agent(
             raise AssertionError(
                 f"{exc}\nNRT: {get_nrt(cp, kubelet.node_name)}\nexporter log:\n{log.read_text(errors='replace')[-4000:]}"
             ) from None
+
+
+def test_a_policy_change_reaches_the_nrt_without_an_exporter_restart(
+    control_plane: ControlPlane, real_kubelet: RealKubelet, short_tmp: Path
+) -> None:
+    """Issue 23 item 2, agent mode: the NRT's Topology Manager attributes are the policy the agent
+    enforces now. The agent and the exporter run with the args ``numaplane render`` gives them; the
+    policy ConfigMap's file changes (single-numa-node/container → restricted/pod, as the operator
+    writes a new NodeResourcePolicy revision); the agent applies it live and the same exporter
+    process publishes it. On the old main the exporter's policy was a rendered flag: unchanged until
+    the exporter pod was rolled."""
+    kubelet = real_kubelet
+    kubelet.delete_pods()
+    if kubelet.policy != KUBELET_OFF:
+        kubelet.restart(KUBELET_OFF)
+    ensure_nrt_crd(control_plane)
+    with deployed_agent(control_plane, kubelet, short_tmp) as agent:
+        kubeconfig = control_plane.service_account_kubeconfig(agent.namespace, "numaplane-exporter")
+        port = free_port()
+        log = short_tmp / "exporter.log"
+
+        def attributes() -> dict[str, str]:
+            nrt = get_nrt(control_plane, kubelet.node_name) or {}
+            return {a["name"]: a["value"] for a in nrt.get("attributes", [])}
+
+        def policy_is(policy: str, scope: str) -> bool:
+            got = attributes()
+            return got.get("topologyManagerPolicy") == policy and got.get("topologyManagerScope") == scope
+
+        command = exporter_command(agent.docs, kubelet, short_tmp, kubeconfig, port)
+        assert not [a for a in command if a.startswith("--topology-manager-")], command
+        with numaplane(command, log) as exporter:
+            wait_http_ready(exporter, port, log)
+            try:
+                control_plane.wait_for(
+                    "NRT with the rendered policy", lambda: policy_is("single-numa-node", "container"), timeout=60
+                )
+                config = short_tmp / "config.yaml"
+                document = yaml.safe_load(config.read_text())
+                document["topologyManager"] = {"policy": "restricted", "scope": "pod"}
+                document["metadata"]["revision"] = "changed-1"
+                config.write_text(yaml.safe_dump(document))
+                changed = time.monotonic()
+                control_plane.wait_for("NRT with the new policy", lambda: policy_is("restricted", "pod"), timeout=30)
+                took = time.monotonic() - changed
+            except (TimeoutError, AssertionError) as exc:
+                raise AssertionError(
+                    f"{exc}\nNRT attributes {attributes()}\nexporter log:\n{log.read_text(errors='replace')[-3000:]}"
+                    f"\nagent log:\n{agent.log_tail()}"
+                ) from None
+            assert exporter.poll() is None and agent.process.poll() is None  # neither restarted
+    print(f"\npolicy ConfigMap file changed → NRT attributes changed: {took:.2f} s (agent config poll 1 s)")
+    assert took < 10, took
 
 
 def test_agent_warns_when_the_kubelet_does_not_reserve_its_cpus(

@@ -223,6 +223,72 @@ def test_a_live_policy_change_reaches_the_nodes_configuration(
     )
 
 
+NRT_PATH = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
+
+
+def _nrt(node: str, *, ours: bool) -> dict[str, Any]:
+    """A minimal NRT of ``node`` as our exporter writes it (its managed-by label), or another writer's."""
+    labels = {"app.kubernetes.io/managed-by": "numaplane-exporter"} if ours else {}
+    return {
+        "apiVersion": "topology.node.k8s.io/v1alpha2",
+        "kind": "NodeResourceTopology",
+        "metadata": {"name": node, "labels": labels},
+        "topologyPolicies": ["None"],
+        "zones": [
+            {
+                "name": "node-0",
+                "type": "Node",
+                "resources": [{"name": "cpu", "capacity": "8", "allocatable": "8", "available": "8"}],
+            }
+        ],
+    }
+
+
+def _nrt_names(cp: ControlPlane) -> set[str]:
+    return {o["metadata"]["name"] for o in cp.request("GET", NRT_PATH)["items"]}
+
+
+def test_the_nrt_of_a_node_that_left_every_node_group_is_deleted(
+    control_plane: ControlPlane, installed: OperatorProcess
+) -> None:
+    """Issue 23 item 3 (RTE#203): a node relabelled out of every node group keeps no NRT of ours — the
+    scheduler would trust it forever. Other writers' objects and the NRTs of nodes still in the stack stay."""
+    cp = control_plane
+    for node, ours in (("op-w1", True), ("op-w2", True), ("op-p1", False)):
+        with contextlib.suppress(ApiStatus):
+            cp.request("DELETE", f"{NRT_PATH}/{node}")
+        cp.request("POST", NRT_PATH, _nrt(node, ours=ours))
+    time.sleep(2)  # the operator saw them appear and collected nothing: op-w1/op-w2 are in a group
+    assert {"op-w1", "op-w2", "op-p1"} <= _nrt_names(cp)
+    left = time.monotonic()
+    cp.request(
+        "PATCH",
+        "/api/v1/nodes/op-w2",
+        {"metadata": {"labels": {"numaplane.io/node-group": None}}},
+        content_type="application/merge-patch+json",
+    )
+    try:
+        cp.wait_for("op-w2's NRT deleted", lambda: "op-w2" not in _nrt_names(cp), timeout=30)
+        took = time.monotonic() - left
+        assert {"op-w1", "op-p1"} <= _nrt_names(cp)  # in the stack / another writer's: left alone
+        assert any(
+            "deleted NodeResourceTopology op-w2: no node group selects its node any more" in line
+            for line in installed.lines()
+        )
+        assert installed.metric("numaplane_operator_nrt_garbage_collected_total") >= 1
+    finally:
+        cp.request(
+            "PATCH",
+            "/api/v1/nodes/op-w2",
+            {"metadata": {"labels": {"numaplane.io/node-group": "worker"}}},
+            content_type="application/merge-patch+json",
+        )
+        for node in ("op-w1", "op-w2", "op-p1"):
+            with contextlib.suppress(ApiStatus):
+                cp.request("DELETE", f"{NRT_PATH}/{node}")
+    print(f"\nnode relabelled out of every group → its NRT deleted by the operator: {took:.2f} s")
+
+
 def test_node_events_do_not_reconcile_the_whole_stack(control_plane: ControlPlane, installed: OperatorProcess) -> None:
     cp = control_plane
     cp.wait_for("quiet", lambda: _quiet(installed), timeout=30)

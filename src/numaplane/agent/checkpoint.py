@@ -55,9 +55,43 @@ __all__ = [
     "decode",
     "encode",
     "topology_digest",
+    "write_atomically",
 ]
 
 _WRITES = itertools.count()
+
+
+def write_atomically(path: Path, payload: bytes, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``payload``: temp file in the same folder, write, ``fsync``, ``rename``,
+    ``fsync`` the folder — a reader (or a crash) sees the old or the new content, never a mix.
+    Creates the folder; raises ``OSError``."""
+    folder = path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    # a fresh name per write (a write cancelled by shutdown may still run in its thread), created
+    # with O_EXCL|O_NOFOLLOW: never written through a planted symlink or into an existing file
+    tmp = folder / f".{path.name}.tmp-{os.getpid()}-{next(_WRITES)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(payload)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fchmod(fd, mode)  # the process umask does not narrow it
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 FORMAT = "numaplane.io/agent-checkpoint"
 VERSION = 1
 _HEADER_FIELDS = ("format", "version", "node", "topology", "data")
@@ -157,30 +191,7 @@ class CheckpointStore:
         return len(payload)
 
     def write_bytes(self, payload: bytes) -> None:
-        folder = self.path.parent
-        folder.mkdir(parents=True, exist_ok=True)
-        # a fresh name per write (a write cancelled by shutdown may still run in its thread), created
-        # with O_EXCL|O_NOFOLLOW: never written through a planted symlink or into an existing file
-        tmp = folder / f".{self.path.name}.tmp-{os.getpid()}-{next(_WRITES)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            view = memoryview(payload)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        os.close(fd)
-        os.replace(tmp, self.path)
-        dir_fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomically(self.path, payload)
 
     def remove_stale_temps(self) -> list[Path]:
         """Delete temp files of writes a crash interrupted (``.<name>.tmp-<pid>``); return them."""

@@ -11,7 +11,9 @@ from flags and runs it. Start-up sequence (:meth:`Agent.start`):
 3. the file config is applied over the restored one (``reconfigure``: allocations untouched);
 4. servers: PodResources socket, probes/metrics, plugin registry; the config watcher; the optional
    Pod informer; the checkpoint writer and the update sender; the notify file (``notify_file``:
-   touched after every allocation change, see :mod:`numaplane.agent.notify`); the policy reporter
+   touched after every allocation change, see :mod:`numaplane.agent.notify`); the applied policy file
+   (``applied_policy_file``: the configuration in force, rewritten after every applied change, which the
+   exporter publishes, see :mod:`numaplane.agent.appliedpolicy`); the policy reporter
    (with API access and ``pod_name``: the revision applied or rejected, on the agent's own pod, see
    :mod:`numaplane.agent.policyreport`); with API access, Events on the pods of containers that wait
    in the shared pool for resources (:mod:`numaplane.agent.waitreport`);
@@ -41,6 +43,7 @@ from typing import Any
 
 import structlog
 
+from numaplane.agent.appliedpolicy import AppliedPolicyWriter
 from numaplane.agent.checkpoint import CheckpointIdentity, CheckpointStore, CheckpointWriter, topology_digest
 from numaplane.agent.claims import ClaimSource
 from numaplane.agent.configwatch import ConfigWatcher, read_config
@@ -52,7 +55,7 @@ from numaplane.agent.notify import ChangeNotifier
 from numaplane.agent.plugins import PluginRegistry
 from numaplane.agent.podresources import AgentPodResources
 from numaplane.agent.pods import PodSource
-from numaplane.agent.policyreport import PolicyReporter
+from numaplane.agent.policyreport import PolicyReporter, document_revision
 from numaplane.agent.state import NodeAgentState
 from numaplane.agent.waitreport import WaitingReporter
 from numaplane.grpcapi.podresources.server import PodResourcesServer
@@ -97,6 +100,9 @@ class AgentOptions:
     nri_plugin_index: str = "50"
     config_poll_seconds: float = 1.0
     notify_file: Path | None = None
+    #: The configuration in force is written here at start and after every applied change (the exporter's
+    #: ``--applied-policy-file``: it publishes this policy as the NRT's attributes).
+    applied_policy_file: Path | None = None
     #: The agent's own pod (downward API): with API access, the policy report goes on its conditions.
     pod_name: str = ""
     pod_namespace: str = ""
@@ -146,6 +152,7 @@ class Agent:
         self.pods: PodSource | None = None
         self.claims: ClaimSource | None = None
         self.notifier: ChangeNotifier | None = None
+        self.policy_file: AppliedPolicyWriter | None = None
         self.reporter: PolicyReporter | None = None
         self.waiting_reporter: WaitingReporter | None = None
         self._config_doc: Mapping[str, Any] | None = None
@@ -234,10 +241,16 @@ class Agent:
         if opts.notify_file is not None:
             self.notifier = ChangeNotifier(opts.notify_file, on_result=self._notified)
             self.notifier.prepare()
+        if opts.applied_policy_file is not None:
+            self.policy_file = AppliedPolicyWriter(
+                opts.applied_policy_file, opts.node_name, on_result=self._policy_file_written
+            )
+            self.policy_file.prepare()
         if self.kube is not None and opts.pod_name and opts.pod_namespace:
             self.reporter = PolicyReporter(self.kube, opts.pod_namespace, opts.pod_name)
         self.metrics.config_generation.set(1)
         self.metrics.config_valid.set(0 if config_error else 1)
+        revision_in_force: str | None = None  # the checkpoint's config: its revision is not known
         if config_error:
             self.metrics.set_config_rejected(config_error)
             self._report(False, config_error)
@@ -255,8 +268,12 @@ class Agent:
                 )
             else:
                 self._report(True)
+                revision_in_force = document_revision(self._config_doc)
         else:
             self._report(True)
+            revision_in_force = document_revision(self._config_doc)
+        if self.policy_file is not None:
+            await self.policy_file.write(state.manager.config, revision_in_force)
         self.runner = runner = StateRunner(state)
         self.sender = UpdateSender(runner, self.metrics)
         self.writer = CheckpointWriter(
@@ -411,6 +428,9 @@ class Agent:
     def _notified(self, ok: bool) -> None:
         self.metrics.notify_touches.labels(result="ok" if ok else "error").inc()
 
+    def _policy_file_written(self, ok: bool) -> None:
+        self.metrics.applied_policy_writes.labels(result="ok" if ok else "error").inc()
+
     def _set_gauges(self) -> None:
         state = self.state
         if state is None:
@@ -446,6 +466,8 @@ class Agent:
             self._report(False, str(exc))
             raise
         self._report(True)
+        if self.policy_file is not None:  # before the notify touch below: the exporter reads both
+            await self.policy_file.write(state.manager.config, document_revision(doc))
         self._follow_dra()
         self.sender.submit((u.container_id for u in updates), "reconfigure")
         if state.take_deferred():
@@ -475,6 +497,8 @@ class Agent:
             details["owedUpdates"] = self.sender.owed
         if self.watcher is not None and self.watcher.last_error:
             details["configRejected"] = self.watcher.last_error
+        if self.policy_file is not None and self.policy_file.last_error:
+            details["appliedPolicyFile"] = self.policy_file.last_error
         if self.registry is not None:
             details["plugins"] = {
                 name: ("available" if p.reachable else f"isolated: {p.last_error}")

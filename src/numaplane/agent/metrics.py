@@ -143,6 +143,12 @@ class AgentMetrics:
             ["result"],
             registry=r,
         )
+        self.applied_policy_writes = Counter(
+            "numaplane_agent_applied_policy_writes",
+            "Writes of the applied policy file (the configuration in force, read by the exporter), by result (ok/error).",
+            ["result"],
+            registry=r,
+        )
 
     def set_config_rejected(self, reason: str) -> None:
         self.config_rejected_info.clear()

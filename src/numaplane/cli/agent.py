@@ -63,6 +63,13 @@ DEFAULT_KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
     default=None,
     help="Touch this file after every allocation change (the exporter's --notify-file, refresh mode events/both).",
 )
+@click.option(
+    "--applied-policy-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the configuration in force here at start and after every applied change (the exporter's"
+    " --applied-policy-file: it publishes that Topology Manager policy and scope).",
+)
 @click.option("--plugin-uid", type=int, default=None, help="Uid plugin processes must run as (default: ours).")
 @click.option("--plugin-timeout", type=float, default=0.25, show_default=True, help="Per-call deadline, seconds.")
 @click.option("--nri-plugin-name", default="numaplane", show_default=True)
@@ -121,7 +128,9 @@ def command(ctx: click.Context, /, **kw: Any) -> None:
     state in --state-dir (atomic, checksummed; a bad file is moved aside and the state rebuilt from
     the runtime), serves the kubelet PodResources API on --podresources-socket for exporters, accepts
     out-of-process plugins in --plugin-dir, reloads --config when it changes, and touches --notify-file
-    after every allocation change so that an exporter in events mode republishes at once. With
+    after every allocation change so that an exporter in events mode republishes at once. It writes
+    the configuration in force to --applied-policy-file, which the exporter publishes as the node's
+    Topology Manager policy and scope. With
     --watch-pods it also reports the policy revision it applied or rejected on its own pod
     (--pod-name/--pod-namespace, from the downward API).
 
@@ -271,6 +280,7 @@ def _options(kw: dict[str, Any]) -> AgentOptions:
         nri_plugin_index=str(kw["nri_plugin_index"]),
         config_poll_seconds=float(kw["config_poll_interval"]),
         notify_file=Path(str(kw["notify_file"])) if kw["notify_file"] else None,
+        applied_policy_file=Path(str(kw["applied_policy_file"])) if kw["applied_policy_file"] else None,
         pod_name=str(kw["pod_name"] or ""),
         pod_namespace=str(kw["pod_namespace"] or ""),
     )

@@ -46,6 +46,14 @@ _REFRESH = ("periodic", "events", "both")
 @click.option(
     "--topology-manager-scope", type=click.Choice(["container", "pod"]), default=None, help="Overrides the file."
 )
+@click.option(
+    "--applied-policy-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Agent mode: the file numaplane agent writes the policy in force to (its --applied-policy-file); "
+    "its Topology Manager policy and scope are published, and it is watched (a change republishes at once). "
+    "Instead of --kubelet-config and the --topology-manager-* flags.",
+)
 @click.option("--reserved-cpus", default=None, help="Overrides reservedSystemCPUs (cpuset syntax).")
 @click.option(
     "--refresh-mode",
@@ -106,6 +114,14 @@ _REFRESH = ("periodic", "events", "both")
 @click.option("--adopt", is_flag=True, help="Take over an existing object that has no managed-by label.")
 @click.option("--no-publish", is_flag=True, help="Compute and serve metrics, never write.")
 @click.option(
+    "--lock-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="One exporter per node: hold an exclusive lock on this node-local file (created if missing). "
+    "A second exporter with the same file waits (alive, not ready, logs the holder) instead of "
+    "publishing the same object.",
+)
+@click.option(
     "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster, else $KUBECONFIG."
 )
 @api_server_option
@@ -130,7 +146,8 @@ _REFRESH = ("periodic", "events", "both")
 def command(**kw: Any) -> None:
     """Publish this node's NodeResourceTopology: per-NUMA-zone capacity, allocatable and available.
 
-    Reads the kubelet's PodResources API (or numaplane agent's), sysfs and the kubelet config;
+    Reads the kubelet's PodResources API (or numaplane agent's), sysfs and the kubelet config (or,
+    on agent nodes, the policy the agent applied: --applied-policy-file);
     writes the object only when its content changed; serves /metrics, /healthz and /readyz; logs
     JSON lines to stderr.
 
@@ -192,6 +209,7 @@ def _options(kw: dict[str, Any]) -> ExporterOptions:
         podresources_timeout_seconds=float(kw["podresources_timeout"]),
         sysfs_root=Path(str(kw["sysfs_root"])),
         kubelet_config_file=Path(str(kw["kubelet_config"])) if kw["kubelet_config"] else None,
+        applied_policy_file=Path(str(kw["applied_policy_file"])) if kw["applied_policy_file"] else None,
         topology_manager_policy=_opt_str(kw["topology_manager_policy"]),
         topology_manager_scope=_opt_str(kw["topology_manager_scope"]),
         reserved_cpus=reserved,
@@ -215,6 +233,7 @@ def _options(kw: dict[str, Any]) -> ExporterOptions:
         publish=not kw["no_publish"],
         metrics_address=_opt_str(kw["metrics_address"]) or None,
         health_address=_opt_str(kw["health_address"]) or None,
+        lock_file=Path(str(kw["lock_file"])) if kw["lock_file"] else None,
     )
 
 

@@ -5,6 +5,7 @@ Wiring (one node, one event loop)::
     periodic timer ─┐
     notify file ────┤                      ┌── Scanner (PodResources, sysfs, kubelet config)
     kubelet files ──┤
+    applied policy ─┤
     pod mirror ─────┼─► EventGate ─► cycle ┤
     NRT mirror ─────┤   (coalesce,         └── Publisher (KubePort) ─► API server
     retry timer ────┘    rate limit)
@@ -18,6 +19,9 @@ Wiring (one node, one event loop)::
   Nothing a cycle raises stops the daemon.
 * Without a Kubernetes port (``kube=None``) or with ``publish=False`` the daemon scans and exposes
   metrics but writes nothing; without a port, terminal pods cannot be recognised and are counted.
+* Node lock (``lock_file``, :mod:`numaplane.exporter.nodelock`): taken before anything is read or
+  published; while another exporter of the node holds it, only the probes run (alive, not ready,
+  ``node_lock`` in the details) and a task retries every ``lock_retry_seconds``.
 * Readiness (``/readyz``): the last scan read the PodResources API (RTE's ``PodresourcesFetched``)
   and the last publish succeeded or found the object current (``NodeTopologyUpdated``). Liveness
   (``/healthz``): the refresh loop and every helper task are running. The tasks (mirrors, timers,
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -39,10 +44,19 @@ from typing import Any, Final
 import structlog
 
 from numaplane.exporter.errors import ExporterConfigError, ExporterError
-from numaplane.exporter.events import Batch, EventGate, KubeletWatcher, NotifyFileWatcher, Trigger, periodic
+from numaplane.exporter.events import (
+    Batch,
+    EventGate,
+    FilesWatcher,
+    KubeletWatcher,
+    NotifyFileWatcher,
+    Trigger,
+    periodic,
+)
 from numaplane.exporter.kubelet import KubeletConfigSource
 from numaplane.exporter.metrics import ExporterMetrics
 from numaplane.exporter.mirror import Mirror
+from numaplane.exporter.nodelock import NodeLock
 from numaplane.exporter.options import ExporterOptions
 from numaplane.exporter.publisher import Outcome, Publisher
 from numaplane.exporter.scan import Scanner, ScanResult
@@ -58,6 +72,8 @@ from numaplane.supervisor import Supervisor
 __all__ = ["TERMINAL_PHASES", "Exporter", "ExporterStatus"]
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+#: The task that waits for another exporter's node lock (:mod:`numaplane.exporter.nodelock`).
+NODE_LOCK_TASK: Final = "node-lock"
 
 
 class Exporter:
@@ -142,12 +158,28 @@ class Exporter:
                 poll_seconds=options.notify_poll_seconds,
                 check_seconds=options.kubelet_check_seconds,
             )
+        self.policy_watch: FilesWatcher | None = None
+        if options.applied_policy_file is not None:
+            # every refresh mode: the published policy must be the one the agent enforces now
+            self.policy_watch = FilesWatcher(
+                [options.applied_policy_file],
+                lambda _path: self.gate.post(Trigger.APPLIED_POLICY),
+                backend=options.notify_backend,
+                poll_seconds=options.notify_poll_seconds,
+                check_seconds=options.kubelet_check_seconds,
+                what="applied policy file",
+            )
         self.probes = ProbeServer(self.metrics.registry, liveness=self.liveness, readiness=self.readiness)
         self._tasks = Supervisor("exporter")
         self._stop = asyncio.Event()
         self._retry_delay = options.retry_initial_seconds
         self._retry_handle: asyncio.TimerHandle | None = None
         self._started = False
+        self.node_lock: NodeLock | None = None
+        if options.lock_file is not None:
+            self.node_lock = NodeLock(options.lock_file, node=options.node_name, pod=os.environ.get("POD_NAME", ""))
+        self.lock_retry_seconds = 0.5
+        self._waiting_for_lock: float | None = None
 
     # ------------------------------------------------------------------ errors and events
 
@@ -203,11 +235,18 @@ class Exporter:
 
     def liveness(self) -> tuple[bool, dict[str, Any]]:
         dead = self._tasks.dead()
-        ok = self._started and not dead and not self._stop.is_set()
+        if dead.get(NODE_LOCK_TASK) == "returned":  # it took the lock and started the rest
+            del dead[NODE_LOCK_TASK]
+        # waiting for another exporter's node lock is alive (a liveness restart would not help)
+        ok = (self._started or self._waiting_for_lock is not None) and not dead and not self._stop.is_set()
         return ok, {"tasks": self._tasks.names(), "dead": dead}
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
-        ok = self.status.podresources_fetched and (self.publisher is None or self.status.topology_updated)
+        ok = (
+            self._started
+            and self.status.podresources_fetched
+            and (self.publisher is None or self.status.topology_updated)
+        )
         return ok, self.status.to_dict()
 
     # ------------------------------------------------------------------ one cycle
@@ -306,8 +345,10 @@ class Exporter:
             await self.cycle(batch)
 
     async def start(self) -> None:
-        """Start every task and the probe server; :class:`ExporterConfigError` for a bad notify file or probe address."""
-        if self._started:
+        """Start every task and the probe server; :class:`ExporterConfigError` for a bad notify file,
+        lock file or probe address. With a node lock held by another exporter, only the probes run
+        (alive, not ready) and a task takes the lock as soon as it is free, then starts the rest."""
+        if self._started or self._waiting_for_lock is not None:
             return
         opts = self.options
         if self.notify is not None:
@@ -317,6 +358,32 @@ class Exporter:
         except ObservabilityError as error:
             raise ExporterConfigError(str(error)) from error
         await self._tasks.start()
+        if self.node_lock is not None and not self.node_lock.try_acquire():
+            holder = self.node_lock.holder()
+            self._waiting_for_lock = time.monotonic()
+            self.status.node_lock = f"waiting: {self.node_lock.path} is held by another exporter ({holder})"
+            self._log.warning(
+                "node_lock_busy",
+                lock_file=str(self.node_lock.path),
+                holder=holder,
+                consequence="this exporter publishes nothing (not ready) until the other one is gone",
+                fix="run one exporter per node (two DaemonSets selecting the same node?)",
+            )
+            self._tasks.spawn(self._wait_for_lock(self.node_lock), NODE_LOCK_TASK)
+            return
+        await self._start_publishing()
+
+    async def _wait_for_lock(self, lock: NodeLock) -> None:
+        while not lock.try_acquire():
+            await asyncio.sleep(self.lock_retry_seconds)
+        waited = time.monotonic() - (self._waiting_for_lock or time.monotonic())
+        self._log.info("node_lock_acquired", lock_file=str(lock.path), waited_seconds=round(waited, 3))
+        await self._start_publishing()
+
+    async def _start_publishing(self) -> None:
+        opts = self.options
+        if self.node_lock is not None:
+            self.status.node_lock = f"held: {self.node_lock.path}"
         if self.pod_mirror is not None:
             self._tasks.spawn(self.pod_mirror.run(), "pod-mirror")
         if self.nrt_mirror is not None:
@@ -327,7 +394,8 @@ class Exporter:
             # a scan at least every heartbeat, whatever the refresh mode: the publisher rewrites the
             # object when its heartbeat is due (the staleness bound schedulers honour)
             self._tasks.spawn(periodic(self.gate, opts.heartbeat_seconds), "heartbeat")
-        for watcher, name in ((self.notify, "notify"), (self.kubelet_watch, "kubelet-watch")):
+        watchers = ((self.notify, "notify"), (self.kubelet_watch, "kubelet-watch"), (self.policy_watch, "policy-watch"))
+        for watcher, name in watchers:
             if watcher is not None:
                 self._tasks.spawn(watcher.run(), name)
                 with contextlib.suppress(TimeoutError):
@@ -350,6 +418,7 @@ class Exporter:
             notify_backend=self.notify.backend if self.notify is not None else None,
             kubelet_state_dir=str(opts.kubelet_state_dir) if self.kubelet_watch is not None else None,
             kubelet_watch_backend=self.kubelet_watch.backend if self.kubelet_watch is not None else None,
+            applied_policy_file=str(opts.applied_policy_file) if opts.applied_policy_file else None,
             publish=self.publisher is not None,
             probes=self.probes.ports,
         )
@@ -373,6 +442,8 @@ class Exporter:
         await self._tasks.close()
         await self.probes.stop()
         await self.podresources.close()
+        if self.node_lock is not None:
+            self.node_lock.release()
         self._log.info("exporter_stopped")
 
     async def run(self) -> None:

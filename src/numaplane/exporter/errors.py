@@ -17,6 +17,8 @@ Exception tree::
     │   │                             machine does not have, an empty pod name, unparsable JSON)
     │   ├── KubeletConfigError        the kubelet config file is unreadable, not YAML, not a
     │   │                             KubeletConfiguration, or holds an invalid value
+    │   ├── AppliedPolicyError        the agent's applied policy file is missing (the agent has not
+    │   │                             written it yet), unreadable or not a valid configuration
     │   └── SysfsSourceError          sysfs discovery failed (names the file)
     └── PublishError                  the object could not be written; the last one stays published
         ├── ForeignObjectError        the NRT object on the server is not ours (no or another
@@ -51,6 +53,7 @@ from numaplane.kube.errors import (
 
 __all__ = [
     "ApiWriteError",
+    "AppliedPolicyError",
     "ExporterConfigError",
     "ExporterError",
     "ForeignObjectError",
@@ -106,6 +109,12 @@ class KubeletConfigError(SourceError):
     """The kubelet configuration file cannot be used."""
 
     kind = "kubelet_config"
+
+
+class AppliedPolicyError(SourceError):
+    """The agent's applied policy file cannot be used (agent mode)."""
+
+    kind = "applied_policy"
 
 
 class SysfsSourceError(SourceError):

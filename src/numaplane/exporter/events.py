@@ -15,8 +15,9 @@ Sources: :func:`periodic` posts :attr:`Trigger.PERIODIC` every ``period_seconds`
 :class:`NotifyFileWatcher` posts :attr:`Trigger.REACTIVE` when the notify file is written, touched,
 replaced or created; :class:`KubeletWatcher` posts :attr:`Trigger.KUBELET_STATE` when the kubelet
 rewrites the checkpoint of one of its managers (it does so on every exclusive allocation and
-release) and :attr:`Trigger.KUBELET_CONFIG` when its configuration file changes. Both are
-:class:`FilesWatcher`: inotify through ``asyncinotify`` (on the files' folders, so that replacing a
+release) and :attr:`Trigger.KUBELET_CONFIG` when its configuration file changes; in agent mode a
+:class:`FilesWatcher` on the agent's applied policy file posts :attr:`Trigger.APPLIED_POLICY` (in every
+refresh mode: the published policy is the one in force). All are :class:`FilesWatcher`: inotify through ``asyncinotify`` (on the files' folders, so that replacing a
 file works) when that library is installed and the kernel allows it, and otherwise polling of
 ``(mtime, ctime, size, inode)`` every ``poll_seconds``; with inotify a bounded signature check
 catches a dropped event.
@@ -60,6 +61,7 @@ class Trigger(enum.StrEnum):
     REACTIVE = "reactive"  # the notify file
     KUBELET_STATE = "kubelet-state"  # the kubelet rewrote a checkpoint of its managers
     KUBELET_CONFIG = "kubelet-config"  # the kubelet's configuration file changed (re-read it)
+    APPLIED_POLICY = "applied-policy"  # the agent applied another policy (re-read its file)
     POD_PHASE = "pod-phase"  # a pod of the node became Succeeded or Failed
     OBJECT = "object"  # our object was deleted or changed on the server
     RETRY = "retry"  # back-off after a failed cycle
@@ -70,6 +72,7 @@ _PRIORITY = (
     Trigger.REACTIVE,
     Trigger.KUBELET_STATE,
     Trigger.KUBELET_CONFIG,
+    Trigger.APPLIED_POLICY,
     Trigger.POD_PHASE,
     Trigger.OBJECT,
     Trigger.INITIAL,
@@ -95,8 +98,8 @@ class Batch:
 
     @property
     def refresh(self) -> bool:
-        """Whether the slow inputs (sysfs, kubelet config) should be re-read."""
-        return bool(self.triggers & {Trigger.INITIAL, Trigger.PERIODIC, Trigger.KUBELET_CONFIG})
+        """Whether the slow inputs (sysfs, kubelet config or applied policy) should be re-read."""
+        return bool(self.triggers & {Trigger.INITIAL, Trigger.PERIODIC, Trigger.KUBELET_CONFIG, Trigger.APPLIED_POLICY})
 
     @property
     def update_kind(self) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from numaplane.documents import DocumentError, parse_document
-from numaplane.exporter.errors import KubeletConfigError
+from numaplane.exporter.errors import KubeletConfigError, SourceError
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import CPUSetParseError
 
@@ -134,13 +134,22 @@ class KubeletConfigSource:
     """The kubelet config file, parsed again only when it changed on disk.
 
     :meth:`read` raises :class:`KubeletConfigError` on every call while the file is unusable (so each
-    failed refresh is counted); a later good read replaces the value.
+    failed refresh is counted); a later good read replaces the value. Subclasses read other files
+    into the same settings by overriding :meth:`parse` and :meth:`unreadable`.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._stamp: tuple[int, int, int] | None = None
         self._settings: KubeletSettings | None = None
+
+    def parse(self, text: str) -> KubeletSettings:
+        """The settings in the file's ``text``; raises a :class:`~numaplane.exporter.errors.SourceError`."""
+        return parse_kubelet_config(text, str(self.path))
+
+    def unreadable(self, error: OSError | UnicodeDecodeError) -> SourceError:
+        """The error for a file that cannot be read."""
+        return KubeletConfigError(f"{self.path}: cannot read: {error}")
 
     def read(self) -> KubeletSettings:
         try:
@@ -151,10 +160,10 @@ class KubeletConfigSource:
             text = self.path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             self._stamp = None
-            raise KubeletConfigError(f"{self.path}: cannot read: {error}") from error
+            raise self.unreadable(error) from error
         try:
-            settings = parse_kubelet_config(text, str(self.path))
-        except KubeletConfigError:
+            settings = self.parse(text)
+        except SourceError:
             self._stamp = None
             raise
         self._stamp, self._settings = stamp, settings

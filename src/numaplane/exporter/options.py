@@ -103,6 +103,8 @@ class ExporterOptions:
     podresources_timeout_seconds: float = 10.0
     sysfs_root: Path = Path("/")
     kubelet_config_file: Path | None = None
+    #: Agent mode: the policy the agent enforces now (:mod:`numaplane.exporter.applied`), watched.
+    applied_policy_file: Path | None = None
     topology_manager_policy: str | None = None
     topology_manager_scope: str | None = None
     reserved_cpus: CPUSet | None = None
@@ -131,6 +133,8 @@ class ExporterOptions:
     retry_max_seconds: float = 10.0
     metrics_address: str | None = None
     health_address: str | None = None
+    #: One exporter per node: an exclusive ``flock`` on this node-local file (:mod:`numaplane.exporter.nodelock`).
+    lock_file: Path | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -179,10 +183,21 @@ class ExporterOptions:
                 f"{', '.join(TOPOLOGY_MANAGER_SCOPES)}"
             )
         has_tm_flags = self.topology_manager_policy is not None and self.topology_manager_scope is not None
-        if self.kubelet_config_file is None and not has_tm_flags:
+        if self.applied_policy_file is not None:
+            if self.kubelet_config_file is not None:
+                raise ExporterConfigError(
+                    "--applied-policy-file (agent mode: the agent's policy) and --kubelet-config (kubelet mode) "
+                    "exclude each other"
+                )
+            if self.topology_manager_policy is not None or self.topology_manager_scope is not None:
+                raise ExporterConfigError(
+                    "--applied-policy-file says the Topology Manager policy and scope the agent enforces: "
+                    "drop --topology-manager-policy/--topology-manager-scope"
+                )
+        elif self.kubelet_config_file is None and not has_tm_flags:
             raise ExporterConfigError(
-                "the Topology Manager configuration is unknown: give --kubelet-config or both "
-                "--topology-manager-policy and --topology-manager-scope"
+                "the Topology Manager configuration is unknown: give --kubelet-config, --applied-policy-file "
+                "(agent mode) or both --topology-manager-policy and --topology-manager-scope"
             )
 
     def excluded(self, namespace: str, name: str) -> bool:

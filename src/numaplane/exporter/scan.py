@@ -5,8 +5,9 @@ Inputs come in two speeds:
 * *fast* — the PodResources ``GetAllocatableResources`` and ``List`` answers, read on every scan.
   Any failure abandons the scan (the error propagates; nothing is published, so the last good
   object stays on the server);
-* *slow* — the machine view (sysfs) and the kubelet settings (config file + flags), read at the
-  first scan and again when a scan is asked to ``refresh`` (periodic ticks). A failed re-read is
+* *slow* — the machine view (sysfs) and the kubelet settings (config file + flags; in agent mode the
+  agent's applied policy file instead), read at the first scan and again when a scan is asked to
+  ``refresh`` (periodic ticks, a changed kubelet config or applied policy file). A failed re-read is
   reported through ``on_error`` and the previous good value is kept; with no good value yet the
   scan fails. A PodResources answer that contradicts the machine marks the machine view stale,
   so the next scan re-reads sysfs (CPU hot-plug) before judging again.
@@ -35,6 +36,7 @@ from typing import Any, Final
 
 import structlog
 
+from numaplane.exporter.applied import AppliedPolicySource
 from numaplane.exporter.errors import ExporterError, MalformedPodResources, PodResourcesSourceError
 from numaplane.exporter.kubelet import KubeletConfigSource, KubeletSettings
 from numaplane.exporter.options import ExporterOptions
@@ -81,7 +83,9 @@ class Scanner:
         self.options = options
         self.podresources = podresources
         self.machine_source = machine_source or MachineSource(options.sysfs_root)
-        if kubelet_source is None and options.kubelet_config_file is not None:
+        if kubelet_source is None and options.applied_policy_file is not None:
+            kubelet_source = AppliedPolicySource(options.applied_policy_file)
+        elif kubelet_source is None and options.kubelet_config_file is not None:
             kubelet_source = KubeletConfigSource(options.kubelet_config_file)
         self.kubelet_source = kubelet_source
         self.terminal_pods = terminal_pods

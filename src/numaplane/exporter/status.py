@@ -22,6 +22,8 @@ class ExporterStatus:
     last_error_at: float | None = None
     cycles: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
+    #: With ``--lock-file``: ``held: <path>`` or ``waiting: <path> is held by another exporter (...)``.
+    node_lock: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         now = time.monotonic()
@@ -34,4 +36,5 @@ class ExporterStatus:
             else {"kind": self.last_error.kind, "message": self.last_error.message},
             "cycles": self.cycles,
             "outcomes": dict(self.outcomes),
+            **({"node_lock": self.node_lock} if self.node_lock is not None else {}),
         }

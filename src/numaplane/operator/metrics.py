@@ -44,5 +44,9 @@ class Metrics:
             Counter(
                 "numaplane_operator_objects_pruned", "Objects deleted because no longer wanted.", ["kind"], registry=reg
             ),
-            Counter("numaplane_operator_nrt_garbage_collected", "NRT objects of deleted nodes removed.", registry=reg),
+            Counter(
+                "numaplane_operator_nrt_garbage_collected",
+                "NRT objects of deleted nodes, or of ours whose node left the stack, removed.",
+                registry=reg,
+            ),
         )

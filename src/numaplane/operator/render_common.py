@@ -132,7 +132,11 @@ NODE_PATH_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ),
     ("nri_socket_dir", "--nri-socket-dir", "The folder of the runtime's NRI socket nri.sock (agents mount it)."),
     ("state_dir", "--agent-state-dir", "The agents' checkpoint folder (kept across agent restarts)."),
-    ("run_dir", "--agent-run-dir", "The folder of the agent's notify file, shared with the exporter."),
+    (
+        "run_dir",
+        "--agent-run-dir",
+        "The folder of the agent's notify and applied policy files, shared with the exporter.",
+    ),
 )
 
 

@@ -9,20 +9,23 @@ Command-line contract with the components (one image, ``ENTRYPOINT numaplane``):
 
 ``numaplane exporter`` (its real CLI) — ``--node-name`` (from the downward API), ``--sysfs-root``
 (the folder holding ``sys/``), ``--podresources-socket unix://...``, ``--kubelet-config`` (kubelet
-mode) or ``--topology-manager-policy``/``--topology-manager-scope`` (agent mode, from the policy),
+mode) or ``--applied-policy-file`` (agent mode: the file the agent rewrites with the policy it
+enforces, on the same host folder as the notify file; so a policy change never rolls the exporters),
 ``--refresh-mode periodic|events|both`` (``PeriodicAndEvents`` with a 0 period is ``events``:
 upstream's "explicit 0 disables"), ``--period <seconds>``, ``--notify-file`` (agent mode: the agent
 touches it) or ``--kubelet-state-dir`` (kubelet mode: the kubelet's root folder, read-only, whose
 manager checkpoints change on every allocation) in the event modes,
 ``--pods-fingerprint``/``--no-pods-fingerprint``, ``--pods-fingerprint-method
 all|with-exclusive-resources``, ``--no-publish``, ``--exclude-pods <ns-glob>/<name-glob>`` (repeated),
+``--lock-file`` (``<run dir>/exporter.lock`` on the host: a second exporter of the node waits),
 ``--metrics-address``, ``--health-address``, ``--log-level``.
 
 ``numaplane agent`` — ``--node-name``, ``--config`` (a file the agent watches and reloads live; the
 pod template carries no hash of it, so a policy change never restarts agents), ``--nri-socket``,
 ``--state-dir``, ``--podresources-socket`` (served by the agent), ``--plugin-dir``,
 ``--notify-file`` (the exporter's notify file on the host, touched after every allocation change;
-always passed, so switching a group's refresh mode never restarts its agents), ``--kubelet-config``
+always passed, so switching a group's refresh mode never restarts its agents), ``--applied-policy-file``
+(the configuration in force, for the exporter), ``--kubelet-config``
 (the kubelet's configuration file, mounted read-only: the take-over check refuses to enforce while
 the kubelet's static managers are on), ``--watch-pods`` (exact requests from the node's Pods; its
 RBAC allows reading pods, writing its own pod's status and creating Events in its namespace),
@@ -38,6 +41,9 @@ same host files.
 Exactly one exporter per node: a DaemonSet runs one pod per selected node, and a required pod
 anti-affinity on ``kubernetes.io/hostname`` against every exporter pod keeps a second group's
 exporter Pending should selectors ever overlap (the operator rejects overlapping groups anyway).
+What the scheduler cannot see — an exporter started by hand or by another tool, a second install —
+is stopped on the node itself: every exporter locks the same host file (``--lock-file``), and a
+second one waits, not ready, until the first is gone.
 """
 
 from __future__ import annotations
@@ -100,6 +106,10 @@ KUBELET_CONFIG_MOUNT = "/host-kubelet/config.yaml"
 KUBELET_STATE_MOUNT = "/host-kubelet-state"
 #: The agent touches ``<run_dir>/notify`` after allocation changes; the exporter watches the same host file.
 NOTIFY_FILE = "notify"
+#: The agent writes the configuration in force to ``<run_dir>/applied-policy.json``; the exporter publishes it.
+APPLIED_POLICY_FILE = "applied-policy.json"
+#: Every exporter of a node locks ``<run_dir>/exporter.lock``: one publishes, a second one waits.
+EXPORTER_LOCK_FILE = "exporter.lock"
 _EXPORTER_RUN_MOUNT = "/host-run-numaplane"
 #: Default exporter/agent tolerations: run on control-plane nodes a group selects.
 DEFAULT_TOLERATIONS: tuple[dict[str, Any], ...] = (
@@ -124,20 +134,15 @@ def policy_configmap_name(group: str) -> str:
     return f"numaplane-policy-{group}"
 
 
-def _topology_manager(document: Mapping[str, Any]) -> tuple[str, str]:
-    tm = document.get("topologyManager") or {}
-    return str(tm.get("policy", "none")), str(tm.get("scope", "container"))
-
-
-def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup, document: Mapping[str, Any] | None) -> list[str]:
+def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup) -> list[str]:
     cfg = group.config
     args = ["exporter", "--node-name=$(NODE_NAME)", "--sysfs-root=/host"]
     if group.enforcement is Enforcement.AGENT:
-        policy, scope = _topology_manager(document or {})
+        # the policy is the one the agent applied (a node-local file it rewrites on every change), never
+        # a flag: a new policy reaches the NRT at once and never rolls the exporters
         args += [
             "--podresources-socket=unix:///host-numaplane/podresources/kubelet.sock",
-            f"--topology-manager-policy={policy}",
-            f"--topology-manager-scope={scope}",
+            f"--applied-policy-file={_EXPORTER_RUN_MOUNT}/{APPLIED_POLICY_FILE}",
         ]
     else:
         args += [
@@ -164,6 +169,8 @@ def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup, document: Mappin
     if cfg.info_refresh_pause is InfoRefreshPause.ENABLED:
         args.append("--no-publish")
     args += [f"--exclude-pods={p.flag_value}" for p in nro.pod_excludes]
+    # one exporter per node, whatever runs it (a second DaemonSet, a rolling update's overlap)
+    args.append(f"--lock-file={_EXPORTER_RUN_MOUNT}/{EXPORTER_LOCK_FILE}")
     args += _common_args(nro)
     return args
 
@@ -186,6 +193,7 @@ def agent_args(nro: NUMAResourcesOperator, settings: Settings) -> list[str]:
         f"--podresources-socket={settings.state_dir}/podresources/kubelet.sock",
         f"--plugin-dir={settings.state_dir}/plugins",
         f"--notify-file={settings.run_dir}/{NOTIFY_FILE}",
+        f"--applied-policy-file={settings.run_dir}/{APPLIED_POLICY_FILE}",
         f"--kubelet-config={KUBELET_CONFIG_MOUNT}",
         "--watch-pods",
         "--sysfs-root=/host",
@@ -249,7 +257,7 @@ def _daemonset(
 
 
 def exporter_daemonset(
-    nro: NUMAResourcesOperator, group: NodeGroup, document: Mapping[str, Any] | None, settings: Settings, owner: Owner
+    nro: NUMAResourcesOperator, group: NodeGroup, settings: Settings, owner: Owner
 ) -> dict[str, Any]:
     mounts = [{"name": "host-sys", "mountPath": "/host/sys", "readOnly": True}]
     volumes = [host_path_volume("host-sys", "/sys", "Directory")]
@@ -275,7 +283,7 @@ def exporter_daemonset(
         "name": EXPORTER,
         "image": settings.image,
         "imagePullPolicy": settings.image_pull_policy,
-        "args": exporter_args(nro, group, document),
+        "args": exporter_args(nro, group),
         "env": [env_from_field("NODE_NAME", "spec.nodeName"), env_from_field("POD_NAME", "metadata.name")],
         "ports": container_ports(),
         "readinessProbe": probe("/readyz"),
@@ -376,10 +384,9 @@ def render_node_objects(
             network_policy("numaplane-agent", AGENT, {"matchLabels": component_labels(AGENT)}, settings, owner),
         ]
     for group in nro.node_groups:
-        document = None
         if group.enforcement is Enforcement.AGENT:
             document = policy_document(group.name, assignment.by_group.get(group.name))
             out.append(policy_configmap(group, document, settings, owner))
             out.append(agent_daemonset(nro, group, settings, owner))
-        out.append(exporter_daemonset(nro, group, document, settings, owner))
+        out.append(exporter_daemonset(nro, group, settings, owner))
     return out

@@ -147,6 +147,9 @@ class StandaloneScheduler:
             EventHandlers(
                 on_add=lambda obj: self.cluster_changed("NodeResourceTopology added"),
                 on_update=lambda old, new: self.cluster_changed("NodeResourceTopology updated"),
+                # a deleted NRT (the operator removes those of nodes that left the stack) ends a
+                # stale node's refusal too: its pods are judged without NUMA data, as upstream
+                on_delete=lambda obj: self.cluster_changed("NodeResourceTopology deleted"),
             )
         )
 

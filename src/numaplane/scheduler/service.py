@@ -219,8 +219,9 @@ class ExtenderService(_Process):
             self.state, kube, self.metrics, ready=lambda: self.ready, on_refused=self.requeue.refused
         )
         changed = self.requeue.object_changed
-        for informer in (self.informers.nrts, self.informers.nodes):
-            informer.add_handler(EventHandlers(on_add=changed, on_update=changed))
+        # an NRT deleted (its node left the stack) ends a stale node's refusal too
+        self.informers.nrts.add_handler(EventHandlers(on_add=changed, on_update=changed, on_delete=changed))
+        self.informers.nodes.add_handler(EventHandlers(on_add=changed, on_update=changed))
 
     def _on_flush(self, nodes: tuple[str, ...]) -> None:
         self.requeue.changed(nodes)

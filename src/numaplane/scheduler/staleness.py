@@ -17,7 +17,9 @@ While a node is stale, :meth:`StalenessGate.get` answers a problem view (the fil
 over-reserve feedback is given, as for any untrusted data). The first write seen afterwards makes
 the node judgeable again with no restart: the wrapped cache was fed every event all along. Objects
 without :data:`STALE_AFTER_ANNOTATION` (other exporters, older numaplane exporters) are never stale.
-The time is fed by :meth:`tick` (the scheduler ticks at least every second), so the gate is pure.
+The time is fed by :meth:`tick` (the scheduler ticks at least every second), so the gate is pure; a
+write is dated by the first tick after it, so a node is never found stale before its bound, and at
+most two ticks after it.
 """
 
 from __future__ import annotations
@@ -112,7 +114,9 @@ class StalenessGate:
         if bound is None:
             self._seen.pop(name, None)
         else:
-            self._seen[name] = (bound, self._now)
+            # seen "now", which the next tick dates: never the previous tick's time, which would make
+            # the write look up to one tick older than it is (and the node stale before its bound)
+            self._seen[name] = (bound, None)
         if self._stale.pop(name, None) is not None:
             self._changed.add(name)
             log.info("node topology fresh again", node=name)
@@ -135,7 +139,7 @@ class StalenessGate:
         self._now = now
         for node, (bound, seen) in self._seen.items():
             if seen is None:
-                self._seen[node] = (bound, now)  # seen before the first tick: from now on
+                self._seen[node] = (bound, now)  # written since the previous tick: from now on
                 continue
             age = now - seen
             if age > bound and node not in self._stale:
