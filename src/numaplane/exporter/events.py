@@ -62,6 +62,7 @@ class Trigger(enum.StrEnum):
     KUBELET_CONFIG = "kubelet-config"  # the kubelet's configuration file changed (re-read it)
     POD_PHASE = "pod-phase"  # a pod of the node became Succeeded or Failed
     OBJECT = "object"  # our object was deleted or changed on the server
+    DRA = "dra"  # a ResourceSlice of the node, a DeviceClass or a claim's allocation changed (--dra)
     RETRY = "retry"  # back-off after a failed cycle
 
 
@@ -71,6 +72,7 @@ _PRIORITY = (
     Trigger.KUBELET_STATE,
     Trigger.KUBELET_CONFIG,
     Trigger.POD_PHASE,
+    Trigger.DRA,
     Trigger.OBJECT,
     Trigger.INITIAL,
     Trigger.RETRY,
