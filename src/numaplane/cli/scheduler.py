@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -243,6 +244,12 @@ def extender(**kw: Any) -> None:
 )
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True, help="Lease leader election.")
 @click.option(
+    "--dra/--no-dra",
+    default=False,
+    show_default=True,
+    help="Allocate pods' DRA ResourceClaims (exact counts of a DeviceClass, CEL selectors) in the zone of their CPUs.",
+)
+@click.option(
     "--leader-elect-lease-name", "--leader-election-lease", "leader_elect_lease_name", default="numaplane-scheduler"
 )
 @click.option(
@@ -262,7 +269,7 @@ def run(**kw: Any) -> None:
     from numaplane.scheduler.config import DEFAULT_SCHEDULER_NAME
     from numaplane.scheduler.service import SchedulerService, default_identity
 
-    config = _config(kw, (DEFAULT_SCHEDULER_NAME,))
+    config = dataclasses.replace(_config(kw, (DEFAULT_SCHEDULER_NAME,)), dra=bool(kw["dra"]))
     _check_addresses(kw["metrics_address"], kw["health_address"])
     leader: LeaderElectionConfig | None = None
     if kw["leader_elect"]:
