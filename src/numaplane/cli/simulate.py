@@ -148,7 +148,7 @@ def _load_workload(path: str, validation: Validation = "strict") -> list[PodArri
     type=click.IntRange(1, 64),
     default=None,
     help="DRA comparison: N devices of DeviceClass accel on every NUMA node; a share of the pods claims one "
-    "(--dra-claim-share); compares 'kubelet managers + DRA' with 'numaplane + DRA' (docs/dra.md).",
+    "(--dra-claim-share); compares 'kubelet managers + DRA', extender mode and 'numaplane + DRA' (docs/dra.md).",
 )
 @click.option(
     "--dra-claim-share",
@@ -323,8 +323,9 @@ def _run_dra(opts: dict[str, Any], templates: Any, arrivals: list[PodArrival]) -
     out.print(table)
     out.print(
         "misaligned: a claimed device on a NUMA node outside the container's exclusive CPUs. kubelet managers + DRA: "
-        "kube-scheduler's allocator takes the first free device and the kubelet admits without it; numaplane + DRA: "
-        "the device comes from the zone of the CPUs and the agent aligns the CPUs with it."
+        "kube-scheduler's allocator takes the first free device and the kubelet admits without it; kube-scheduler "
+        "DRA + numaplane agent (extender mode): the same device, the agent aligns the CPUs with it or refuses; "
+        "numaplane + DRA: the device comes from the zone of the CPUs and the agent aligns the CPUs with it."
     )
 
 

@@ -4,12 +4,17 @@ comparison the kubelet cannot win (issue 28 item 4).
 Every node gets ``N`` devices of the DeviceClass ``accel`` on each NUMA node (one ResourceSlice per node,
 devices in NUMA order, as a driver publishes them). A share of the workload's Guaranteed pods with
 whole CPUs carries a claim for one device (seeded, the same pods in both runs). The same arrivals and
-departures run twice:
+departures run three times:
 
 * ``kubelet managers + DRA`` — kube-scheduler's view: a node whose free CPUs hold the pod and that has a
   free device; its DRA allocator takes the first free device of the slice (it knows no NUMA node of the
   CPUs); the node's resource manager admits the pod as the kubelet does, without the devices (the
   kubelet prepares claims after admission, so DRA takes no part in its topology manager);
+* ``kube-scheduler DRA + numaplane agent`` — extender mode: kube-scheduler's allocator chooses the
+  device as above, numaplane's agent admits with the DRA hint provider, so the CPUs follow the device
+  when its zone has room; otherwise ``single-numa-node`` refuses the pod and ``best-effort`` runs it
+  misaligned (the residual misalignment of extender mode; a claim selector on the NUMA attribute pins
+  the allocator, docs/dra.md);
 * ``numaplane + DRA`` — the same node order, but a node is taken only where
   :func:`~numaplane.placement.dra_zones.claim_zones` (the node's NRT) and
   :func:`~numaplane.policy.dra_select.allocate_claims` find a free device in a zone that holds the
@@ -44,7 +49,7 @@ __all__ = ["DRA_MODES", "DRAModeResult", "compare_dra", "with_claims"]
 
 DRIVER = "accel.example.com"
 CLAIM = "accel"
-DRA_MODES = ("kubelet managers + DRA", "numaplane + DRA")
+DRA_MODES = ("kubelet managers + DRA", "kube-scheduler DRA + numaplane agent", "numaplane + DRA")
 _CLASS = DeviceClass("accel")
 _REQUEST = ClaimRequest("req", _CLASS, 1)
 
@@ -129,8 +134,9 @@ def _cpu(pod: Pod) -> float:
 
 
 def _run(mode: str, templates: Sequence[NodeTemplate], arrivals: Sequence[PodArrival], per_numa: int) -> DRAModeResult:
-    aware = mode == DRA_MODES[1]
-    nodes = [_Node(t, i, per_numa, aware) for i, t in enumerate(templates)]
+    aware = mode == DRA_MODES[2]  # numaplane chooses the device
+    agent = mode != DRA_MODES[0]  # numaplane's agent admits (the DRA hint provider)
+    nodes = [_Node(t, i, per_numa, agent) for i, t in enumerate(templates)]
     result = DRAModeResult(mode, pods=len(arrivals))
     events: list[tuple[float, int, str, Any]] = []
     for i, arrival in enumerate(arrivals):
