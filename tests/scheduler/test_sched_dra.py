@@ -80,10 +80,16 @@ def _claim(name: str, exactly: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 async def _dra_scheduler(
-    nrts: list[dict[str, Any]], devices: dict[str, int], claims: list[dict[str, Any]], taken: tuple[str, ...] = ()
+    nrts: list[dict[str, Any]],
+    devices: dict[str, int],
+    claims: list[dict[str, Any]],
+    taken: tuple[str, ...] = (),
+    more: dict[str, dict[str, int]] | None = None,
 ) -> tuple[InMemoryKube, StandaloneScheduler, ClaimAllocator]:
     store = InMemoryKube()
     await store.create(RESOURCE_SLICE, _slice("n", devices))
+    for node, node_devices in (more or {}).items():
+        await store.create(RESOURCE_SLICE, _slice(node, node_devices))
     await store.create(
         DEVICE_CLASS,
         {
@@ -99,7 +105,7 @@ async def _dra_scheduler(
         await store.update_status(
             RESOURCE_CLAIM, {**other, "status": {"allocation": {"devices": {"results": results}}}}
         )
-    state = state_with([node_doc("n")], nrts)
+    state = state_with([node_doc(n) for n in ["n", *(more or {})]], nrts)
     dra = ClaimAllocator(store)
     informers = ClusterInformers(store, state, extra=dra.informers)
     for informer in dra.informers:
@@ -156,6 +162,28 @@ async def test_two_pods_in_a_row_never_get_the_same_device() -> None:
             claim = await store.get(RESOURCE_CLAIM, name, namespace="default")
             got[name] = claim["status"]["allocation"]["devices"]["results"][0]["device"]
         assert got == {"c1": "a0", "c2": "a1"}
+    finally:
+        await _stop(dra)
+
+
+async def test_a_node_whose_devices_cannot_share_a_zone_with_the_cpus_is_passed_over() -> None:
+    # the cycle picks node "n" (equal totals, name order) but its only device is on NUMA 0, where 1 CPU is free;
+    # node "z" has its device on the zone with room: the pod goes there
+    nrts = [two_zone_nrt("n", cpu=(1, 4)), two_zone_nrt("z", cpu=(2, 0))]
+    store, scheduler, dra = await _dra_scheduler(nrts, {"a0": 0}, [_claim("c1")], more={"z": {"b0": 0}})
+    try:
+        created = await store.create(POD, _claim_pod("gpu", 2, "c1"))
+        scheduler.state.pod_upserted(None, created)
+        plain = scheduler.state.pods.get("default/gpu")
+        assert plain is not None and scheduler.decide(plain).node == "n"  # the cycle alone would pick n
+        await scheduler.schedule_one("default/gpu")
+        await _settle(scheduler)
+        pod = await store.get(POD, "gpu", namespace="default")
+        assert pod["spec"].get("nodeName") == "z"
+        claim = await store.get(RESOURCE_CLAIM, "c1", namespace="default")
+        assert claim["status"]["allocation"]["devices"]["results"][0] == {
+            "request": "accel", "driver": DRIVER, "pool": "z", "device": "b0"
+        }  # fmt: skip
     finally:
         await _stop(dra)
 
