@@ -13,9 +13,13 @@ from test_sched_state import state_with, two_zone_nrt
 
 from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.resources import DEVICE_CLASS, POD, RESOURCE_CLAIM, RESOURCE_SLICE
+from numaplane.resources.pod import parse_pod
 from numaplane.scheduler.dra import ClaimAllocator
+from numaplane.scheduler.extender import Extender
 from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.loop import StandaloneScheduler
+from numaplane.scheduler.metrics import SchedulerMetrics
+from numaplane.scheduler.wire import ExtenderArgs
 
 DRIVER = "accel.example.com"
 
@@ -240,5 +244,26 @@ async def test_claims_it_cannot_allocate_leave_the_pod_pending_with_a_clear_even
         assert not pod["spec"].get("nodeName")
         (event,) = await events_for(store, "gpu", "FailedScheduling")
         assert text in event["message"]
+    finally:
+        await _stop(dra)
+
+
+# --- the extender with --dra ------------------------------------------------------------------------
+
+
+async def test_extender_filter_removes_nodes_whose_devices_cannot_share_a_zone_with_the_cpus() -> None:
+    nrts = [two_zone_nrt("n", cpu=(1, 4)), two_zone_nrt("z", cpu=(2, 0))]
+    store, scheduler, dra = await _dra_scheduler(nrts, {"a0": 0}, [_claim("c1")], more={"z": {"b0": 0}})
+    try:
+        created = await store.create(POD, _claim_pod("gpu", 2, "c1"))
+        pod = parse_pod(created)
+        extender = Extender(scheduler.state, store, SchedulerMetrics(), ready=lambda: True, dra=dra)
+        result = extender.filter(ExtenderArgs(pod, node_names=("n", "z")))
+        assert result["NodeNames"] == ["z"]
+        assert result["FailedAndUnresolvableNodes"] == {
+            "n": "cannot align the pod's claimed devices with its CPUs and memory"
+        }
+        without = Extender(scheduler.state, store, SchedulerMetrics(), ready=lambda: True)
+        assert without.filter(ExtenderArgs(pod, node_names=("n", "z")))["NodeNames"] == ["n", "z"]
     finally:
         await _stop(dra)

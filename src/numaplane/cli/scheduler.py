@@ -207,6 +207,12 @@ def group() -> None:
 @click.option("--metrics-address", default=None, help="HOST:PORT for /metrics (default: on --address).")
 @click.option("--health-address", default=None, help="HOST:PORT for /healthz, /readyz (default: on --address).")
 @click.option("--url-prefix", default="", help="Path prefix of the verbs (the path part of the extender's urlPrefix).")
+@click.option(
+    "--dra/--no-dra",
+    default=False,
+    show_default=True,
+    help="Filter out nodes where no NUMA zone holds a pod's CPUs and memory with a free device of each of its claims.",
+)
 def extender(**kw: Any) -> None:
     """Serve filter, prioritize and bind for kube-scheduler's `extenders:` configuration.
 
@@ -216,7 +222,7 @@ def extender(**kw: Any) -> None:
     from numaplane.scheduler.config import DEFAULT_EXTENDER_NAMES
     from numaplane.scheduler.service import ExtenderService
 
-    config = _config(kw, DEFAULT_EXTENDER_NAMES)
+    config = dataclasses.replace(_config(kw, DEFAULT_EXTENDER_NAMES), dra=bool(kw["dra"]))
     _check_addresses(kw["address"], kw["metrics_address"], kw["health_address"])
     tls = _tls(kw)
     configure_logging(str(kw["log_format"]), str(kw["log_level"]))

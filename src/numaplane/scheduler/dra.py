@@ -52,7 +52,7 @@ from numaplane.policy.dra_select import (
 )
 from numaplane.resources.pod import Pod
 
-__all__ = ["ClaimAllocator", "Placement", "PodClaimDemand"]
+__all__ = ["ClaimAllocator", "Placement", "PodClaimDemand", "claims_of"]
 
 log = structlog.get_logger("numaplane.scheduler")
 
@@ -80,6 +80,12 @@ class Placement:
     node: str
     zone: int | None
     devices: Mapping[str, list[tuple[str, SliceDevice]]]
+
+
+def claims_of(pod: Pod) -> list[Any]:
+    """The pod's ``spec.resourceClaims`` entries (empty: it uses none)."""
+    entries = (pod.raw.get("spec") or {}).get("resourceClaims") or []
+    return entries if isinstance(entries, list) else []
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -142,7 +148,7 @@ class ClaimAllocator:
 
     def demand(self, pod: Pod) -> PodClaimDemand:
         """What ``pod``'s claims ask; :class:`UnsupportedClaim` (or :class:`DRAError`) naming why not."""
-        entries = (pod.raw.get("spec") or {}).get("resourceClaims") or []
+        entries = claims_of(pod)
         generated = {
             s.get("name"): s.get("resourceClaimName")
             for s in (pod.raw.get("status") or {}).get("resourceClaimStatuses") or []
@@ -150,7 +156,7 @@ class ClaimAllocator:
         }
         classes = self.device_classes()
         out: dict[str, tuple[JsonObj, tuple[ClaimRequest, ...]]] = {}
-        for i, entry in enumerate(entries if isinstance(entries, list) else []):
+        for i, entry in enumerate(entries):
             name = entry.get("name") if isinstance(entry, Mapping) else None
             where = f"Pod {pod.key}.spec.resourceClaims[{i}]"
             if not isinstance(name, str):

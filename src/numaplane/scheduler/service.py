@@ -217,7 +217,7 @@ class ExtenderService(_Process):
         self.health_address = health_address
         self.requeue = RequeueSignal(self.state, kube, clock=self.clock, metrics=self.metrics)
         self.extender = Extender(
-            self.state, kube, self.metrics, ready=lambda: self.ready, on_refused=self.requeue.refused
+            self.state, kube, self.metrics, ready=lambda: self.ready, on_refused=self.requeue.refused, dra=self.dra
         )
         changed = self.requeue.object_changed
         for informer in (self.informers.nrts, self.informers.nodes):
