@@ -103,6 +103,17 @@ _REFRESH = ("periodic", "events", "both")
 )
 @click.option("--watch-namespace", default=None, help="Only charge allocations of pods in this namespace.")
 @click.option("--exclude-resource", multiple=True, help="Resource name to drop from every zone (repeatable).")
+@click.option(
+    "--dra/--no-dra",
+    default=False,
+    show_default=True,
+    help="Publish the node's DRA devices per zone (rows deviceclass.resource.kubernetes.io/<class>; needs the API server).",
+)
+@click.option(
+    "--dra-numa-attribute",
+    multiple=True,
+    help="Driver-specific device NUMA attribute tried after resource.kubernetes.io/numaNode (repeatable).",
+)
 @click.option("--pods-fingerprint/--no-pods-fingerprint", default=True, show_default=True)
 @click.option(
     "--pods-fingerprint-method",
@@ -226,6 +237,8 @@ def _options(kw: dict[str, Any]) -> ExporterOptions:
         exclude_terminal_pods=bool(kw["exclude_terminal_pods"]),
         watch_namespace=_opt_str(kw["watch_namespace"]),
         resource_exclude={"*": excluded_resources} if excluded_resources else {},
+        dra=bool(kw["dra"]),
+        dra_numa_attributes=tuple(str(x) for x in kw["dra_numa_attribute"]),
         fingerprint=bool(kw["pods_fingerprint"]),
         fingerprint_method=parse_method(str(kw["pods_fingerprint_method"])),
         owner_reference=bool(kw["owner_reference"]),
@@ -253,7 +266,7 @@ async def _daemon(options: ExporterOptions, kw: dict[str, Any]) -> None:
     from numaplane.kube.port import KubePort
 
     kube: KubePort | None = None
-    if options.publish or options.exclude_terminal_pods:
+    if options.publish or options.exclude_terminal_pods or options.dra:
         kube = daemon_port(kw["api_server"], kw["kubeconfig"])
     exporter = Exporter(options, kube=kube)
     signals = StopSignals(exporter.stop)

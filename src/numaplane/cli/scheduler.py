@@ -11,6 +11,7 @@ usage error (exit 2); losing the leader lease exits with 1, as kube-scheduler do
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -218,6 +219,12 @@ def group() -> None:
 @click.option("--metrics-address", default=None, help="HOST:PORT for /metrics (default: on --address).")
 @click.option("--health-address", default=None, help="HOST:PORT for /healthz, /readyz (default: on --address).")
 @click.option("--url-prefix", default="", help="Path prefix of the verbs (the path part of the extender's urlPrefix).")
+@click.option(
+    "--dra/--no-dra",
+    default=False,
+    show_default=True,
+    help="Filter out nodes where no NUMA zone holds a pod's CPUs and memory with a free device of each of its claims.",
+)
 def extender(**kw: Any) -> None:
     """Serve filter, prioritize and bind for kube-scheduler's `extenders:` configuration.
 
@@ -227,7 +234,7 @@ def extender(**kw: Any) -> None:
     from numaplane.scheduler.config import DEFAULT_EXTENDER_NAMES
     from numaplane.scheduler.service import ExtenderService
 
-    config = _config(kw, DEFAULT_EXTENDER_NAMES)
+    config = dataclasses.replace(_config(kw, DEFAULT_EXTENDER_NAMES), dra=bool(kw["dra"]))
     _check_addresses(kw["address"], kw["metrics_address"], kw["health_address"])
     tls = _tls(kw)
     subjects = _client_subjects(kw)
@@ -265,6 +272,12 @@ def extender(**kw: Any) -> None:
 )
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True, help="Lease leader election.")
 @click.option(
+    "--dra/--no-dra",
+    default=False,
+    show_default=True,
+    help="Allocate pods' DRA ResourceClaims (exact counts of a DeviceClass, CEL selectors) in the zone of their CPUs.",
+)
+@click.option(
     "--leader-elect-lease-name", "--leader-election-lease", "leader_elect_lease_name", default="numaplane-scheduler"
 )
 @click.option(
@@ -284,7 +297,7 @@ def run(**kw: Any) -> None:
     from numaplane.scheduler.config import DEFAULT_SCHEDULER_NAME
     from numaplane.scheduler.service import SchedulerService, default_identity
 
-    config = _config(kw, (DEFAULT_SCHEDULER_NAME,))
+    config = dataclasses.replace(_config(kw, (DEFAULT_SCHEDULER_NAME,)), dra=bool(kw["dra"]))
     _check_addresses(kw["metrics_address"], kw["health_address"])
     leader: LeaderElectionConfig | None = None
     if kw["leader_elect"]:

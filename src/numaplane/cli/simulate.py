@@ -144,6 +144,20 @@ def _load_workload(path: str, validation: Validation = "strict") -> list[PodArri
     "plugin_factory) returns a ResourcePlugin; its resources join the generated workload (repeatable). "
     "E.g. examples/plugins/accelerator_plugin.py",
 )
+@click.option(
+    "--dra-devices-per-numa",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="DRA comparison: N devices of DeviceClass accel on every NUMA node; a share of the pods claims one "
+    "(--dra-claim-share); compares 'kubelet managers + DRA', extender mode and 'numaplane + DRA' (docs/dra.md).",
+)
+@click.option(
+    "--dra-claim-share",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.5,
+    show_default=True,
+    help="With --dra-devices-per-numa: the share of Guaranteed whole-CPU pods that claim one device.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @validate_option
 @_from_options
@@ -164,6 +178,7 @@ def command(**opts: Any) -> None:
       numaplane simulate --topology intel-xeon-4s4n-144t=10 --workload examples/workloads/telco-mix.yaml
       numaplane simulate --schedulers default,numa:LeastNUMANodes:overreserve -o json
       numaplane simulate --list-topologies -o json
+      numaplane simulate --nodes 8 --pods 300 --dra-devices-per-numa 2
       numaplane simulate --from cluster.yaml --set-policy single-numa-node@pool=numa
     """
     ctx = click.get_current_context()
@@ -207,6 +222,8 @@ _NOT_WITH_FROM = {
     "scope": "change policies with --set-policy or the scenario's policies",
     "report_dir": "the what-if writes no HTML report; use -o json or -o yaml",
     "list_topologies": "it lists the built-in machines only",
+    "dra_devices_per_numa": "the DRA comparison runs on generated clusters only",
+    "dra_claim_share": "the DRA comparison runs on generated clusters only",
 }
 
 
@@ -270,6 +287,49 @@ def _check_report_dir(path: Path) -> None:
         raise InputError(f"--report {path}: cannot write there: {exc.strerror or exc}") from exc
 
 
+def _run_dra(opts: dict[str, Any], templates: Any, arrivals: list[PodArrival]) -> None:
+    """``--dra-devices-per-numa``: the aligned/unaligned comparison of :mod:`numaplane.sim.dra`."""
+    from numaplane.sim.dra import compare_dra, with_claims
+
+    claimed = with_claims(arrivals, opts["dra_claim_share"], opts["seed"])
+    results = compare_dra(templates, claimed, opts["dra_devices_per_numa"])
+    doc = {
+        "apiVersion": "numaplane.io/v1",
+        "kind": "DRASimulation",
+        "nodes": len(templates),
+        "devicesPerNUMANode": opts["dra_devices_per_numa"],
+        "claimShare": opts["dra_claim_share"],
+        "topologyManager": f"{opts['policy']} / {opts['scope']}",
+        "runs": [r.to_dict() for r in results],
+    }
+    if opts["output"] != "table":
+        emit_document(doc, opts["output"])
+        return
+    from rich.table import Table
+
+    table = Table(
+        title=f"DRA: {len(templates)} nodes, {opts['dra_devices_per_numa']} devices per NUMA node, "
+        f"{opts['policy']} / {opts['scope']}",
+        title_justify="left",
+    )
+    for col in ("run", "pods with a claim that ran", "misaligned", "aligned", "refused by admission", "never ran"):
+        table.add_column(col, justify="left" if col == "run" else "right")
+    for r in results:
+        d = r.to_dict()
+        table.add_row(
+            r.mode, str(d["claimPodsRun"]), str(d["misaligned"]), str(d["aligned"]),
+            str(d["admissionRejections"]), str(d["neverRan"]),
+        )  # fmt: skip
+    out = console()
+    out.print(table)
+    out.print(
+        "misaligned: a claimed device on a NUMA node outside the container's exclusive CPUs. kubelet managers + DRA: "
+        "kube-scheduler's allocator takes the first free device and the kubelet admits without it; kube-scheduler "
+        "DRA + numaplane agent (extender mode): the same device, the agent aligns the CPUs with it or refuses; "
+        "numaplane + DRA: the device comes from the zone of the CPUs and the agent aligns the CPUs with it."
+    )
+
+
 def _run(opts: dict[str, Any]) -> None:
     if opts["report_dir"]:
         _check_report_dir(Path(opts["report_dir"]))
@@ -303,6 +363,9 @@ def _run(opts: dict[str, Any]) -> None:
             device_resources=devices,
         )
         arrivals = generate_workload(opts["seed"], mix)
+    if opts.get("dra_devices_per_numa"):
+        _run_dra(opts, templates, arrivals)
+        return
     schedulers = [SchedulerSpec.parse(s.strip()) for s in opts["schedulers"].split(",") if s.strip()]
     if not schedulers:
         raise click.ClickException("--schedulers names no scheduler")

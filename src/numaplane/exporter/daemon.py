@@ -43,6 +43,7 @@ from typing import Any, Final
 
 import structlog
 
+from numaplane.exporter.dra import DRAInventory
 from numaplane.exporter.errors import ExporterConfigError, ExporterError
 from numaplane.exporter.events import (
     Batch,
@@ -132,6 +133,19 @@ class Exporter:
                 on_error=self.report,
                 heartbeat_seconds=options.heartbeat_seconds or None,
             )
+        self.dra: DRAInventory | None = None
+        if options.dra:
+            if kube is None:
+                raise ExporterConfigError(
+                    "--dra needs the API server (the node's ResourceSlices, DeviceClasses and claims)"
+                )
+            self.dra = DRAInventory(
+                kube,
+                options.node_name,
+                numa_attributes=options.dra_numa_attributes,
+                changed=lambda: self.gate.post(Trigger.DRA),
+                on_error=self._on_watch_error,
+            )
         self.scanner = Scanner(
             options,
             self.podresources,
@@ -139,6 +153,7 @@ class Exporter:
             kubelet_source=kubelet_source,
             terminal_pods=self._terminal_pods if self.pod_mirror is not None else None,
             on_error=self.report,
+            dra=self.dra.groups if self.dra is not None else None,
         )
         self.notify: NotifyFileWatcher | None = None
         if options.refresh_mode.events and options.notify_file is not None:
@@ -340,6 +355,14 @@ class Exporter:
                 await asyncio.wait_for(self.pod_mirror.synced.wait(), self.initial_sync_seconds)
             except TimeoutError:
                 self._log.warning("pods_not_synced", waited_seconds=self.initial_sync_seconds)
+        for mirror in self.dra.mirrors if self.dra is not None else ():
+            # never publish slices without the claims that use them (a zone would look free)
+            try:
+                await asyncio.wait_for(mirror.synced.wait(), self.initial_sync_seconds)
+            except TimeoutError:
+                self._log.warning(
+                    "dra_not_synced", resource=mirror.res.plural, waited_seconds=self.initial_sync_seconds
+                )
         while True:
             batch = await self.gate.next()
             await self.cycle(batch)
@@ -388,6 +411,8 @@ class Exporter:
             self._tasks.spawn(self.pod_mirror.run(), "pod-mirror")
         if self.nrt_mirror is not None:
             self._tasks.spawn(self.nrt_mirror.run(), "object-mirror")
+        for mirror in self.dra.mirrors if self.dra is not None else ():
+            self._tasks.spawn(mirror.run(), f"dra-{mirror.res.plural}")
         if opts.refresh_mode.periodic:
             self._tasks.spawn(periodic(self.gate, opts.period_seconds), "periodic")
         if self.publisher is not None and opts.heartbeat_seconds > 0:

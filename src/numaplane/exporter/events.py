@@ -64,6 +64,7 @@ class Trigger(enum.StrEnum):
     APPLIED_POLICY = "applied-policy"  # the agent applied another policy (re-read its file)
     POD_PHASE = "pod-phase"  # a pod of the node became Succeeded or Failed
     OBJECT = "object"  # our object was deleted or changed on the server
+    DRA = "dra"  # a ResourceSlice of the node, a DeviceClass or a claim's allocation changed (--dra)
     RETRY = "retry"  # back-off after a failed cycle
 
 
@@ -74,6 +75,7 @@ _PRIORITY = (
     Trigger.KUBELET_CONFIG,
     Trigger.APPLIED_POLICY,
     Trigger.POD_PHASE,
+    Trigger.DRA,
     Trigger.OBJECT,
     Trigger.INITIAL,
     Trigger.RETRY,

@@ -121,6 +121,11 @@ class ExporterOptions:
     exclude_terminal_pods: bool = True
     watch_namespace: str | None = None
     resource_exclude: Mapping[str, Sequence[str]] = field(default_factory=dict, hash=False)
+    #: Publish the node's DRA devices per zone (rows ``deviceclass.resource.kubernetes.io/<class>``,
+    #: :mod:`numaplane.exporter.dra`); needs the API server.
+    dra: bool = False
+    #: Driver-specific NUMA attributes tried after ``resource.kubernetes.io/numaNode`` (qualified names).
+    dra_numa_attributes: tuple[str, ...] = ()
     fingerprint: bool = True
     fingerprint_method: Method = METHOD_WITH_EXCLUSIVE_RESOURCES
     owner_reference: bool = True
@@ -169,6 +174,11 @@ class ExporterOptions:
             raise ExporterConfigError("retry back-off must satisfy 0 < initial <= maximum")
         if not self.podresources_timeout_seconds > 0:
             raise ExporterConfigError("podresources timeout must be > 0 s")
+        for name in self.dra_numa_attributes:
+            if "/" not in name or not name.split("/", 1)[1]:
+                raise ExporterConfigError(
+                    f"--dra-numa-attribute {name!r}: give a qualified name (<driver domain>/<attribute>)"
+                )
         for address in (self.metrics_address, self.health_address):
             if address:
                 parse_address(address)

@@ -43,13 +43,16 @@ from numaplane.exporter.options import ExporterOptions
 from numaplane.exporter.sources import MachineSource, PodResourcesSource, check_consistency
 from numaplane.nrt.fingerprint import compute_fingerprint, select_pods
 from numaplane.nrt.model import NodeResourceTopology
-from numaplane.nrt.podresources import AllocatableResources, PodResources
+from numaplane.nrt.podresources import AllocatableResources, ContainerDevices, PodResources
 from numaplane.nrt.zones import MachineView, ZoneConfig, compute_zones, make_nrt
 
-__all__ = ["MANAGED_BY", "MANAGED_BY_LABEL", "ScanResult", "Scanner", "TerminalPods"]
+__all__ = ["MANAGED_BY", "MANAGED_BY_LABEL", "DRADevices", "ScanResult", "Scanner", "TerminalPods"]
 
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "numaplane-exporter"
+
+#: The node's DRA device groups ``(allocatable, used)`` (:meth:`numaplane.exporter.dra.DRAInventory.groups`).
+DRADevices = Callable[[], tuple[tuple[ContainerDevices, ...], tuple[ContainerDevices, ...]]]
 
 #: The ``(namespace, name)`` pairs of the node's pods whose phase is ``Succeeded`` or ``Failed``.
 TerminalPods = Callable[[], AbstractSet[tuple[str, str]]]
@@ -79,6 +82,7 @@ class Scanner:
         kubelet_source: KubeletConfigSource | None = None,
         terminal_pods: TerminalPods | None = None,
         on_error: Callable[[ExporterError], None] | None = None,
+        dra: DRADevices | None = None,
     ) -> None:
         self.options = options
         self.podresources = podresources
@@ -89,6 +93,7 @@ class Scanner:
             kubelet_source = KubeletConfigSource(options.kubelet_config_file)
         self.kubelet_source = kubelet_source
         self.terminal_pods = terminal_pods
+        self.dra = dra
         self._on_error = on_error or (lambda error: None)
         self._zone_config = ZoneConfig(
             resource_exclude={k: tuple(v) for k, v in options.resource_exclude.items()},
@@ -147,7 +152,11 @@ class Scanner:
             raise
         kept, excluded, terminal = self._filter(pods)
         opts = self.options
-        zones = compute_zones(opts.node_name, machine, allocatable, kept, self._zone_config)
+        dra_used: tuple[ContainerDevices, ...] = ()
+        if self.dra is not None:
+            dra_allocatable, dra_used = self.dra()
+            allocatable = replace(allocatable, devices=allocatable.devices + dra_allocatable)
+        zones = compute_zones(opts.node_name, machine, allocatable, kept, self._zone_config, dra_used)
         fingerprint = compute_fingerprint(select_pods(kept, opts.fingerprint_method)) if opts.fingerprint else None
         nrt = make_nrt(
             opts.node_name,

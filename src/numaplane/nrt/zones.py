@@ -68,6 +68,7 @@ from numaplane.nrt.model import (
 )
 from numaplane.nrt.podresources import (
     AllocatableResources,
+    ContainerDevices,
     ContainerMemory,
     PodResources,
     allocatable_from_dict,
@@ -237,11 +238,16 @@ def compute_zones(
     allocatable: AllocatableResources,
     pods: Iterable[PodResources],
     config: ZoneConfig | None = None,
+    devices_used: Iterable[ContainerDevices] = (),
 ) -> tuple[Zone, ...]:
-    """The zones of ``node_name`` (ascending NUMA id; resources sorted by name). See the module rules."""
+    """The zones of ``node_name`` (ascending NUMA id; resources sorted by name). See the module rules.
+
+    ``devices_used``: devices in use that no pod of ``pods`` lists (the exporter's DRA devices named
+    in allocated ResourceClaims, :mod:`numaplane.exporter.dra`)."""
     config = config or ZoneConfig()
     basis = ZoneBasis(node_name, machine, allocatable, config)
     usage = basis.usage()
+    usage.add_devices([(d.resource_name, d.device_ids, d.numa_nodes) for d in devices_used])
     for pod in pods:
         if config.namespace is not None and pod.namespace != config.namespace:
             continue

@@ -87,6 +87,8 @@ def merge_rules(*groups: Iterable[Rule]) -> tuple[Rule, ...]:
 EXPORTER_CLUSTER_RULES: tuple[Rule, ...] = (
     Rule.of([NRT_GROUP], ["noderesourcetopologies"], ["get", "list", "watch", "create", "update", "patch"]),
     Rule.of([""], ["nodes", "pods"], READ),
+    # ``--dra``: the node's ResourceSlices, DeviceClasses and allocated claims make the DRA rows
+    Rule.of(["resource.k8s.io"], ["deviceclasses", "resourceclaims", "resourceslices"], READ),
 )
 AGENT_CLUSTER_RULES: tuple[Rule, ...] = (
     Rule.of([""], ["pods"], READ),
@@ -110,6 +112,11 @@ STANDALONE_SCHEDULER_CLUSTER_RULES: tuple[Rule, ...] = (
     Rule.of([""], ["pods/binding"], ["create"]),
     Rule.of([""], ["pods/status"], ["patch", "update"]),
     Rule.of([NRT_GROUP], ["noderesourcetopologies"], READ),
+    # ``scheduler run --dra``: it reads devices and claims and writes the claims' allocation; v1.36's
+    # API server also asks for ``update`` on ``resourceclaims/binding`` to change status.allocation or
+    # status.reservedFor (found on the real v1.36.2 control plane)
+    Rule.of(["resource.k8s.io"], ["deviceclasses", "resourceclaims", "resourceslices"], READ),
+    Rule.of(["resource.k8s.io"], ["resourceclaims/status", "resourceclaims/binding"], ["update"]),
     *_EVENTS,
 )
 #: What the stock kube-scheduler reads and writes (its informers, binding, preemption, delegated

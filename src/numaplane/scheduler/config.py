@@ -98,6 +98,8 @@ class SchedulerConfig:
     backoff_max_seconds: float = 10.0
     max_unschedulable_seconds: float = 60.0
     bind_concurrency: int = 16
+    #: ``scheduler run --dra``: allocate the supported subset of pods' DRA claims (scheduler/dra.py).
+    dra: bool = False
 
     def __post_init__(self) -> None:
         if not self.scheduler_names or any(not n for n in self.scheduler_names):

@@ -71,9 +71,11 @@ from numaplane.limits import (
     MAX_REMEMBERED_FILTER_NODES,
     MAX_REMEMBERED_FILTERS,
 )
+from numaplane.policy.dra import DRAError
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.candidates import candidate_scores, candidate_verdicts
+from numaplane.scheduler.dra import ClaimAllocator, claims_of
 from numaplane.scheduler.errors import ExtenderRequestError
 from numaplane.scheduler.metrics import SchedulerMetrics
 from numaplane.scheduler.state import SchedulerState
@@ -182,8 +184,10 @@ class Extender:
         *,
         ready: Callable[[], bool],
         on_refused: Callable[[Pod], None] | None = None,
+        dra: ClaimAllocator | None = None,
     ) -> None:
         self.state = state
+        self.dra = dra
         self.kube = kube
         self.metrics = metrics
         self.ready = ready
@@ -231,6 +235,8 @@ class Extender:
         for name in cv.names[unknown_at].tolist():
             unresolvable[name] = "node not found"
         passing = cv.names[cv.feasible].tolist()
+        if self.dra is not None and passing and claims_of(pod):
+            passing = self._dra_filter(pod, passing, unresolvable)
         self._remember(pod.key, pod.uid, frozenset(passing))
         result = filter_result(args, passing, failed, unresolvable)
         if not passing and names and self.on_refused is not None:
@@ -244,6 +250,26 @@ class Extender:
             unresolvable=unresolvable,
         )
         return result
+
+    def _dra_filter(self, pod: Pod, passing: list[str], unresolvable: dict[str, str]) -> list[str]:
+        """``--dra``: the passing nodes where a zone holds the pod's CPUs and memory and a free device
+        of each claim (:meth:`ClaimAllocator.place` per node); claims it cannot read are left to
+        kube-scheduler's DynamicResources plugin (no node is removed for them)."""
+        assert self.dra is not None
+        try:
+            demand = self.dra.demand(pod)
+        except DRAError as exc:
+            log.debug("dra claims not judged", pod=pod.key, reason=str(exc))
+            return passing
+        views = {n: self.state.gate.get(n, pod).topology for n in passing}
+        kept: list[str] = []
+        for name in passing:
+            placement, why = self.dra.place(pod, demand, [name], views)
+            if placement is None:
+                unresolvable[name] = why.get(name, "no free devices match the pod's claims")
+            else:
+                kept.append(name)
+        return kept
 
     def prioritize(self, args: ExtenderArgs) -> list[HostPriority] | None:
         """The ``HostPriorityList`` for ``args``; ``None`` when not ready (the handler answers 503)."""

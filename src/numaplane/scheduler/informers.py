@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from numaplane.kube.clock import Clock
@@ -111,10 +112,17 @@ class ClusterInformers:
     """The three informers of a scheduler process (module docstring)."""
 
     def __init__(
-        self, kube: KubePort, state: SchedulerState, *, clock: Clock | None = None, backoff_max_seconds: float = 10.0
+        self,
+        kube: KubePort,
+        state: SchedulerState,
+        *,
+        clock: Clock | None = None,
+        backoff_max_seconds: float = 10.0,
+        extra: Sequence[Informer] = (),
     ) -> None:
         common: dict[str, Any] = {"clock": clock, "backoff_max_seconds": backoff_max_seconds}
         self.state = state
+        self.extra = tuple(extra)  # started, synced and reported with the three (the DRA informers)
         self.zones = ZoneTable()
         self.nodes = Informer(kube, NODE, name="nodes", transform=node_view, **common)
         self.nrts = Informer(
@@ -162,7 +170,7 @@ class ClusterInformers:
     @property
     def all(self) -> tuple[Informer, ...]:
         # Nodes and NRTs first: pods referencing them then find the node known.
-        return (self.nodes, self.nrts, self.pods)
+        return (self.nodes, self.nrts, self.pods, *self.extra)
 
     @property
     def synced(self) -> bool:

@@ -19,10 +19,14 @@ One scheduling cycle per pod, one pod at a time (like kube-scheduler's schedulin
    (at most ``bind_concurrency`` at once) while the next pod is scheduled. A successful binding is followed by
    PostBind and a ``Scheduled`` Normal Event; a failed one by Unreserve and a retry after backoff.
 
-A pod that uses DRA ResourceClaims (``spec.resourceClaims``) is never bound: this scheduler does not
-allocate claims, and binding it would leave the kubelet a pod whose claims nobody allocated. It stays
-pending with a ``FailedScheduling`` Warning Event and ``PodScheduled=False`` naming its claims
-(:func:`claims_message`), retried from the unschedulable queue like any other.
+A pod that uses DRA ResourceClaims (``spec.resourceClaims``): with ``--dra`` the scheduler allocates
+the supported subset of claims itself (:mod:`numaplane.scheduler.dra`): among the cycle's feasible
+nodes, best first, the first whose zones hold the pod's CPUs and memory together with free matching
+devices; it writes the claims' allocation and reservation, then binds (a failed binding clears
+them). Claims it does not support, or no node with devices, leave the pod pending with a
+``FailedScheduling`` Warning Event naming why. Without ``--dra`` such a pod is never bound (binding
+it would leave the kubelet a pod whose claims nobody allocated): it stays pending with an event naming
+its claims (:func:`claims_message`), retried from the unschedulable queue like any other.
 
 Structured logs explain each decision (``pod``, ``podUID``, ``node``, scores, reasons).
 """
@@ -46,9 +50,11 @@ from numaplane.kube.events import make_event
 from numaplane.kube.informer import EventHandlers
 from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import EVENT
+from numaplane.policy.dra import DRAError
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.decision import Decision, decide
+from numaplane.scheduler.decision import Decision, decide, fit_error_message
+from numaplane.scheduler.dra import ClaimAllocator, Placement, PodClaimDemand
 from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.metrics import SchedulerMetrics
 from numaplane.scheduler.queue import SchedulingQueue
@@ -100,8 +106,9 @@ def claims_message(pod: Pod) -> str:
     names = [str(e.get("name", "?")) if isinstance(e, dict) else "?" for e in entries[:8]]
     more = f" and {len(entries) - 8} more" if len(entries) > 8 else ""
     return (
-        f"pod uses ResourceClaims ({', '.join(names)}{more}) and numaplane scheduler run does not allocate "
-        "DRA claims: schedule it with kube-scheduler (DynamicResources plugin) and the numaplane extender"
+        f"pod uses ResourceClaims ({', '.join(names)}{more}) and numaplane scheduler run allocates DRA claims "
+        "only with --dra: start it with --dra, or schedule the pod with kube-scheduler (DynamicResources "
+        "plugin) and the numaplane extender"
     )
 
 
@@ -116,8 +123,10 @@ class StandaloneScheduler:
         *,
         metrics: SchedulerMetrics | None = None,
         clock: Clock | None = None,
+        dra: ClaimAllocator | None = None,
     ) -> None:
         self.kube = kube
+        self.dra = dra
         self.state = state
         self.config: SchedulerConfig = state.config
         self.informers = informers
@@ -130,6 +139,15 @@ class StandaloneScheduler:
             max_unschedulable_seconds=cfg.max_unschedulable_seconds,
             clock=self.clock,
         )
+        for informer in dra.informers if dra is not None else ():
+            # a claim deallocated, a slice or class added: pods waiting for devices may fit now
+            informer.add_handler(
+                EventHandlers(
+                    on_add=lambda obj: self.cluster_changed("dra object added"),
+                    on_update=lambda old, new: self.cluster_changed("dra object updated"),
+                    on_delete=lambda obj: self.cluster_changed("dra object deleted"),
+                )
+            )
         self.metrics.watch_queues({q: functools.partial(self._queue_size, q) for q in self.queue.sizes()})
         self._bind_slots = asyncio.Semaphore(cfg.bind_concurrency)
         self._background: set[asyncio.Task[None]] = set()
@@ -219,6 +237,12 @@ class StandaloneScheduler:
         structlog.contextvars.bind_contextvars(pod=key, podUID=pod.uid)
         try:
             unsupported = claims_message(pod)
+            demand: PodClaimDemand | None = None
+            if unsupported and self.dra is not None:
+                try:
+                    demand, unsupported = self.dra.demand(pod), ""
+                except DRAError as exc:
+                    unsupported = f"numaplane scheduler run does not allocate this pod's claims: {exc}"
             if unsupported:
                 self._left_pending(pod, unsupported, started)
                 return
@@ -227,6 +251,16 @@ class StandaloneScheduler:
                 self._unschedulable(pod, decision, started)
                 return
             node = decision.node
+            placement: Placement | None = None
+            if demand is not None and self.dra is not None:
+                order = sorted(decision.scores, key=lambda n: (n != node, -decision.scores[n], n))
+                views = {n: self.state.gate.get(n, pod).topology for n in order}
+                placement, why = self.dra.place(pod, demand, order, views)
+                if placement is None:
+                    reasons = {**decision.reasons, **{n: [r] for n, r in why.items()}}
+                    self._left_pending(pod, fit_error_message(decision.total, reasons), started)
+                    return
+                node = placement.node
             if not self.state.assume(pod, node):  # a binding of this pod is already in flight or done
                 log.warning("pod already reserved; retrying later", node=node)
                 self.queue.error(key)
@@ -239,7 +273,7 @@ class StandaloneScheduler:
                 rejected=decision.rejected,
                 flow="schedule",
             )
-            self._spawn_background(self._bind(pod, node, started))
+            self._spawn_background(self._bind(pod, node, started, demand, placement))
         finally:
             structlog.contextvars.unbind_contextvars("pod", "podUID")
 
@@ -294,11 +328,32 @@ class StandaloneScheduler:
 
         self._spawn_background(patch())
 
-    async def _bind(self, pod: Pod, node: str, started: float) -> None:
+    async def _bind(
+        self,
+        pod: Pod,
+        node: str,
+        started: float,
+        demand: PodClaimDemand | None = None,
+        placement: Placement | None = None,
+    ) -> None:
         key = pod.key
         async with self._bind_slots:
             try:
-                await self.kube.bind(pod.name, node, namespace=pod.namespace, pod_uid=pod.uid or None)
+                if self.dra is not None and demand is not None and placement is not None:
+                    try:
+                        await self.dra.write(pod, demand, placement)
+                    except KubeError:
+                        await self._release(pod, demand)
+                        raise
+                    log.info(
+                        "claims allocated", pod=key, node=node, zone=placement.zone, claims=sorted(placement.devices)
+                    )
+                try:
+                    await self.kube.bind(pod.name, node, namespace=pod.namespace, pod_uid=pod.uid or None)
+                except KubeError:
+                    if demand is not None:
+                        await self._release(pod, demand)
+                    raise
             except (NotFound, Conflict) as exc:
                 # Gone, recreated or bound by someone else: nothing to retry for this object.
                 self.state.forget(pod, node)
@@ -321,6 +376,14 @@ class StandaloneScheduler:
         self.metrics.attempt_seconds.labels(result="scheduled").observe(time.perf_counter() - started)
         log.info("bound", pod=key, podUID=pod.uid, node=node, flow="bind")
         self._post_event(pod, "Scheduled", f"Successfully assigned {key} to {node}", "Normal")
+
+    async def _release(self, pod: Pod, demand: PodClaimDemand) -> None:
+        if self.dra is None:
+            return
+        try:
+            await self.dra.release(pod, demand)
+        except KubeError as exc:
+            log.warning("claims not released after a failed binding", pod=pod.key, error=str(exc))
 
     def _repeat(self, pod: Pod, reason: str, message: str) -> bool:
         """Whether this event repeats the pod's last one; then it is aggregated into that Event object

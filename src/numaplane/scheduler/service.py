@@ -43,6 +43,7 @@ from numaplane.limits import MAX_EXTENDER_BODY_BYTES
 from numaplane.listeners import DEFAULT_ADDRESSES
 from numaplane.observability.http import ProbeServer
 from numaplane.scheduler.config import SchedulerConfig
+from numaplane.scheduler.dra import ClaimAllocator
 from numaplane.scheduler.extender import Extender
 from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.loop import StandaloneScheduler
@@ -121,7 +122,10 @@ class _Process:
         self.clock: Clock = clock or SystemClock()
         self.metrics = metrics or SchedulerMetrics()
         self.state = SchedulerState(config)
-        self.informers = ClusterInformers(kube, self.state, clock=self.clock)
+        self.dra = ClaimAllocator(kube, clock=self.clock) if config.dra else None
+        self.informers = ClusterInformers(
+            kube, self.state, clock=self.clock, extra=self.dra.informers if self.dra is not None else ()
+        )
         self.http = ProbeServer(
             self.metrics.registry, liveness=self._liveness, readiness=self._readiness, max_body_bytes=MAX_BODY_BYTES
         )
@@ -216,7 +220,7 @@ class ExtenderService(_Process):
         self.health_address = health_address
         self.requeue = RequeueSignal(self.state, kube, clock=self.clock, metrics=self.metrics)
         self.extender = Extender(
-            self.state, kube, self.metrics, ready=lambda: self.ready, on_refused=self.requeue.refused
+            self.state, kube, self.metrics, ready=lambda: self.ready, on_refused=self.requeue.refused, dra=self.dra
         )
         changed = self.requeue.object_changed
         # an NRT deleted (its node left the stack) ends a stale node's refusal too
@@ -267,7 +271,9 @@ class SchedulerService(_Process):
         self.leader_election = leader_election
         self.metrics_address = metrics_address
         self.health_address = health_address
-        self.scheduler = StandaloneScheduler(kube, self.state, self.informers, metrics=self.metrics, clock=self.clock)
+        self.scheduler = StandaloneScheduler(
+            kube, self.state, self.informers, metrics=self.metrics, clock=self.clock, dra=self.dra
+        )
         self.elector: LeaderElector | None = None
         self.leading = False
         self._work_ended = False
