@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from numaplane.e2e.serial import SerialOptions, SerialRun, pods_exclusive_cpus, zone_cpus_used
+from numaplane.e2e.serial import SerialOptions, SerialRun, pods_exclusive_cpus, zone_cpus_in_use, zone_cpus_used
 from numaplane.e2e.view import ClusterView
 from numaplane.kube.resources import CRD, NODE_RESOURCE_TOPOLOGY, POD
 from numaplane.testing.fakeapi import FakeApiServer
@@ -82,7 +82,7 @@ async def test_a_stale_nrt_is_waited_for_and_named(fake_apiserver: FakeApiServer
             await fake_apiserver.store.replace(NODE_RESOURCE_TOPOLOGY, {**live, "zones": _nrt(1)["zones"]})
 
         task = asyncio.create_task(publish_the_release())
-        assert await run.settled("n1") == {"node-0": 1.0}
+        assert await run.settled("n1") == {"node-0": 0.0}
         await task
     finally:
         await run.port.close()
@@ -91,6 +91,16 @@ async def test_a_stale_nrt_is_waited_for_and_named(fake_apiserver: FakeApiServer
 async def test_an_nrt_that_counts_the_nodes_pods_is_taken_at_once(fake_apiserver: FakeApiServer) -> None:
     run = await _run(fake_apiserver, _nrt(0), [_pod("g", "1")])
     try:
-        assert await run.settled("n1") == {"node-0": 0.0}
+        assert await run.settled("n1") == {"node-0": 1.0}
     finally:
         await run.port.close()
+
+
+def test_the_canary_is_measured_in_cpus_in_use_not_available() -> None:
+    """Seen on the real node: the NRT before the canary came from the exporter of the group's previous
+    (kubelet) mode, 0 CPUs allocatable and 0 available; the agent-mode exporter then published 1
+    allocatable, 0 available with the canary's CPU. ``available`` did not move, the CPUs in use did."""
+    before = {"metadata": {"name": "n1"}, "zones": [_nrt(0)["zones"][0]]}
+    before["zones"][0]["resources"][0].update(allocatable="0", available="0")
+    after = _nrt(0)
+    assert zone_cpus_in_use(before) == {"node-0": 0.0} and zone_cpus_in_use(after) == {"node-0": 1.0}

@@ -9,8 +9,8 @@ of their own (``numaplane-e2e-<random>``) that is deleted at the end whatever ha
                            Guaranteed pod (integer CPUs, memory request = limit) for the NUMA-aware
                            scheduler, pinned to the node by ``nodeSelector``, must be Running within
                            the timeout, and the node's NRT must show its CPUs taken from exactly one
-                           NUMA zone (the zone's available CPUs drop by the whole request; no other
-                           zone changes): NUMA-aligned, as the cluster reports it
+                           NUMA zone (the zone's CPUs in use, allocatable - available, rise by the
+                           whole request; no other zone changes): NUMA-aligned, as the cluster reports it
 ``agent-restart/<node>``   (agent mode) the agent pod is deleted; its DaemonSet's new pod must be Ready,
                            the canary still Running and the NRT's zones unchanged — nothing lost
 ``policy-change/<group>``  (agent mode, with a NodeResourcePolicy) the policy's topology-manager policy
@@ -88,9 +88,10 @@ def zone_cpus(nrt: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def zone_cpus_used(nrt: Mapping[str, Any]) -> float:
-    """Exclusive CPUs in use as the NRT says: ``allocatable - available`` summed over ``Node`` zones."""
-    used = 0.0
+def zone_cpus_in_use(nrt: Mapping[str, Any]) -> dict[str, float]:
+    """Exclusive CPUs in use per ``Node`` zone: ``allocatable - available`` (unlike ``available``, this
+    does not move when the zone's allocatable CPUs change, e.g. an exporter of another mode replaced)."""
+    out: dict[str, float] = {}
     for zone in nrt.get("zones") or []:
         if zone.get("type") != "Node":
             continue
@@ -98,8 +99,14 @@ def zone_cpus_used(nrt: Mapping[str, Any]) -> float:
             if row.get("name") == "cpu":
                 with contextlib.suppress(QuantityError):
                     allocatable = float(parse_quantity(str(row.get("allocatable"))).amount)
-                    used += allocatable - float(parse_quantity(str(row.get("available"))).amount)
-    return used
+                    available = float(parse_quantity(str(row.get("available"))).amount)
+                    out[str(zone.get("name"))] = allocatable - available
+    return out
+
+
+def zone_cpus_used(nrt: Mapping[str, Any]) -> float:
+    """Exclusive CPUs in use as the NRT says, over every ``Node`` zone."""
+    return sum(zone_cpus_in_use(nrt).values())
 
 
 def pods_exclusive_cpus(pods: Iterable[Mapping[str, Any]], excluded: Callable[[str, str], bool]) -> float:
@@ -171,7 +178,8 @@ class SerialRun:
         return pods_exclusive_cpus(pods, lambda ns, name: any(r.matches(ns, name) for r in rules)), deleting
 
     async def settled(self, node: str) -> dict[str, float]:
-        """The NRT's zones once it agrees with the node's pods (``TimeoutError`` saying how it differs).
+        """The exclusive CPUs in use per zone once the NRT agrees with the node's pods (``TimeoutError``
+        saying how it differs).
 
         The canary is judged by what it changes in the NRT, so the NRT it starts from must be current:
         a pod that was just deleted (a previous canary, whose namespace is still going), or an exporter
@@ -188,7 +196,7 @@ class SerialRun:
                 f"its zones show {used:g} exclusive CPUs in use, the node's Guaranteed pods hold {held:g}"
                 + (" (a pod on the node is being deleted)" if deleting else "")
             ]
-            return zone_cpus(nrt) if abs(used - held) < 1e-9 and not deleting else None
+            return zone_cpus_in_use(nrt) if abs(used - held) < 1e-9 and not deleting else None
 
         try:
             return await _wait("the NRT to agree with the node's pods before the canary", agrees, self.opts)
@@ -227,8 +235,8 @@ class SerialRun:
         want = float(self.opts.canary_cpus)
 
         async def aligned() -> dict[str, float] | None:
-            after = zone_cpus(await self.nrt(node))
-            drops = {z: before.get(z, 0.0) - v for z, v in after.items() if before.get(z, 0.0) != v}
+            after = zone_cpus_in_use(await self.nrt(node))
+            drops = {z: v - before.get(z, 0.0) for z, v in after.items() if before.get(z, 0.0) != v}
             return drops if abs(sum(drops.values()) - want) < 1e-9 else None
 
         try:
@@ -241,7 +249,10 @@ class SerialRun:
                 Status.FAIL,
                 f"canary Running but {exc}: the exporter does not see its exclusive CPUs",
                 time.monotonic() - started,
-                (f"the NRT's zones show {used:g} exclusive CPUs in use, the node's Guaranteed pods hold {held:g}",),
+                (
+                    f"the NRT's zones show {used:g} exclusive CPUs in use, the node's Guaranteed pods hold {held:g}",
+                    f"exclusive CPUs in use per zone before the canary: {before}",
+                ),
             ), name
         if len(drops) != 1:
             spread = ", ".join(f"{z}: {d:g}" for z, d in sorted(drops.items()))
