@@ -1,14 +1,22 @@
-"""The read-only checks on plain objects (no cluster): what each NRT inconsistency reports."""
+"""The read-only checks on plain objects, and through the fake API server: what each problem reports."""
 
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
-from numaplane.e2e.checks import check_daemon_sets, check_nrt, check_operator
+from numaplane.agent.takeover import CONDITION_TYPE, check, report_condition
+from numaplane.e2e.checks import check_agent, check_daemon_sets, check_nrt, check_operator
 from numaplane.e2e.report import Status
-from numaplane.e2e.view import ClusterView
+from numaplane.e2e.view import ClusterView, gather
+from numaplane.kube.client import LightkubePort
+from numaplane.kube.resources import CRD, NODE_RESOURCE_TOPOLOGY, POD
+from numaplane.kube.resources import NODE as NODE_RESOURCE
 from numaplane.operator.api.numaresources import NUMAResourcesOperator
+from numaplane.operator.controller import NODE_RESOURCE_POLICY, NUMA_RESOURCES_OPERATOR
+from numaplane.testing.fakeapi import FakeApiServer
+from numaplane.testing.fakeapi.crd import crd_for
 
 NRO = {
     "apiVersion": "numaplane.io/v1",
@@ -106,3 +114,97 @@ def test_operator_and_daemon_sets() -> None:
     assert check_daemon_sets(_view(daemon_sets=ds))[0].message == "DaemonSet numaplane-exporter-w: 1 of 2 pods ready"
     ds = {"numaplane-exporter-w": {"status": {"desiredNumberScheduled": 0, "numberReady": 0}}}
     assert check_daemon_sets(_view(daemon_sets=ds))[0].status is Status.WARN
+
+
+def _without_memory(nrt: dict[str, Any], policy: str = "single-numa-node") -> dict[str, Any]:
+    nrt = copy.deepcopy(nrt)
+    for zone in nrt["zones"]:
+        zone["resources"] = [r for r in zone["resources"] if r["name"] != "memory"]
+    nrt["attributes"][0]["value"] = policy
+    return nrt
+
+
+def test_memory_manager_none_fails_where_the_numa_filter_checks_guaranteed_pods() -> None:
+    """Issue 23 item 6: no zone reports memory → every Guaranteed pod asking memory is refused there."""
+    result = check_nrt(_view(nrts={"n1": _without_memory(NRT)}), NODE)
+    assert result.status is Status.FAIL, result
+    assert result.message.startswith("no NUMA zone of this node reports memory: its memory manager policy is None")
+    assert "refuses every Guaranteed pod that requests memory" in result.message
+    assert any("kubelet's memoryManagerPolicy" in d for d in result.details)  # a kubelet-mode group
+    # a policy the NUMA filter does not check lets those pods through: nothing to flag
+    assert check_nrt(_view(nrts={"n1": _without_memory(NRT, "restricted")}), NODE).status is Status.PASS
+
+
+AGENT_NRO = copy.deepcopy(NRO)
+AGENT_NRO["spec"]["nodeGroups"][0]["enforcement"] = "agent"
+AGENT_POD = {
+    "metadata": {"name": "agent-1", "namespace": "ns", "labels": {"app.kubernetes.io/component": "agent"}},
+    "spec": {"nodeName": "n1", "containers": [{"name": "agent", "image": "numaplane"}]},
+    "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]},
+}
+
+
+async def _agent_cluster(server: FakeApiServer, nrt: dict[str, Any]) -> LightkubePort:
+    """One agent-mode node: its NRT, its exporter pod (Ready), its agent pod (not Ready), its policy."""
+    store = server.store
+    for res in (NUMA_RESOURCES_OPERATOR, NODE_RESOURCE_POLICY, NODE_RESOURCE_TOPOLOGY):
+        await store.create(CRD, crd_for(res))
+    await store.create(NUMA_RESOURCES_OPERATOR, copy.deepcopy(AGENT_NRO))
+    policy = {"topologyManager": {"policy": "single-numa-node"}, "cpuManager": {"policy": "static"}}
+    await store.create(
+        NODE_RESOURCE_POLICY,
+        {"metadata": {"name": "w-policy"}, "spec": {"nodeGroup": "w", "config": policy}},
+    )
+    node = await store.create(NODE_RESOURCE, copy.deepcopy(NODE))
+    await store.update_status(NODE_RESOURCE, {**node, "status": NODE["status"]})
+    nrt = copy.deepcopy(nrt)
+    nrt["metadata"]["ownerReferences"][0]["uid"] = node["metadata"]["uid"]
+    await store.create(NODE_RESOURCE_TOPOLOGY, nrt)
+    exporter = copy.deepcopy(EXPORTER)
+    exporter["metadata"]["namespace"] = "ns"
+    exporter["spec"]["containers"] = [{"name": "exporter", "image": "numaplane"}]
+    for pod in (exporter, AGENT_POD):  # the kubelet's part: the pods' status
+        created = await store.create(POD, copy.deepcopy(pod))
+        await store.update_status(POD, {**created, "status": pod["status"]})
+    return server.port_client()
+
+
+async def test_a_refused_take_over_is_reported_with_the_conditions_reason(fake_apiserver: FakeApiServer) -> None:
+    """Issue 23 item 6: the agent's own ``numaplane.io/TakeOver`` condition, not only "not Ready"."""
+    port = await _agent_cluster(fake_apiserver, NRT)
+    try:
+        verdict = check({"cpuManagerPolicy": "static"}, "/var/lib/kubelet/config.yaml")
+        await report_condition(port, "ns", "agent-1", verdict, datetime.now(UTC))  # what the agent writes
+        view = await gather(port, "ns", None)
+        result = await check_agent(port, view, view.nodes[0])
+    finally:
+        await port.close()
+    assert result.status is Status.FAIL, result
+    assert result.message.startswith("agent pod agent-1 refuses to take over the node (KubeletStaticPolicy): ")
+    assert "the kubelet's CPU manager policy is 'static'" in result.message
+    assert "/var/lib/kubelet/config.yaml" in result.message
+    assert any("not Ready" in d for d in result.details)
+
+
+async def test_an_unready_agent_without_a_verdict_says_so(fake_apiserver: FakeApiServer) -> None:
+    port = await _agent_cluster(fake_apiserver, NRT)
+    try:
+        view = await gather(port, "ns", None)
+        result = await check_agent(port, view, view.nodes[0])
+    finally:
+        await port.close()
+    assert result.status is Status.FAIL and result.message == "agent pod agent-1 is phase Running, not Ready"
+    assert any(CONDITION_TYPE in d for d in result.details)
+
+
+async def test_memory_none_names_the_node_resource_policy(fake_apiserver: FakeApiServer) -> None:
+    port = await _agent_cluster(fake_apiserver, _without_memory(NRT))
+    try:
+        view = await gather(port, "ns", None)
+    finally:
+        await port.close()
+    assert set(view.policies) == {"w"}
+    result = check_nrt(view, view.nodes[0])
+    assert result.status is Status.FAIL
+    assert "refuses every Guaranteed pod that requests memory" in result.message
+    assert "NodeResourcePolicy w-policy: memoryManager.policy is 'None'" in result.details

@@ -62,12 +62,15 @@ def command(**opts: Any) -> None:
     Read-only by default (GET and LIST only): the CRDs are installed and served, the operator and its
     custom resources are Available, every node group's DaemonSets are ready, every selected node has
     a NodeResourceTopology consistent with its Node (CPU capacity, attributes) whose exporter is
-    ready, the NUMA-aware scheduler is ready, and in agent mode the agent is ready, has applied its
-    policy and the kubelet's CPU and memory managers are off.
+    ready and, under the single-numa-node policy, whose zones report memory (memory manager None:
+    every Guaranteed pod asking memory would be refused), the NUMA-aware scheduler is ready, and in
+    agent mode the agent is ready and has not refused to take over (its TakeOver condition's reason
+    is reported), has applied its policy and the kubelet's CPU and memory managers are off.
 
     --serial adds disruptive checks on one node per node group, in a namespace of their own that is
-    deleted afterwards: a Guaranteed canary pod must land NUMA-aligned, and in agent mode the agent
-    is restarted (nothing may be lost) and the policy is changed live and restored.
+    deleted afterwards: once the node's NRT agrees with its pods, a Guaranteed canary pod must land
+    NUMA-aligned, and in agent mode the agent is restarted (nothing may be lost) and the policy is
+    changed live and restored.
 
     \b
     Examples:

@@ -14,10 +14,15 @@ API server's node proxy). What each check asserts:
 ``nrt/<node>``    per selected node: an NRT exists, is owned by this Node (not a deleted one of the
                   same name), its ``Node`` zones' CPU capacity adds up to the Node's capacity and
                   their allocatable CPUs fit in the Node's allocatable, the topology-manager attributes
-                  are present, and it is fresh: the exporter pod on that node is Ready
+                  are present, and it is fresh: the exporter pod on that node is Ready; with the
+                  ``single-numa-node`` policy some zone must report memory (memory manager ``None``
+                  publishes none, and the NUMA filter then refuses every Guaranteed pod that
+                  requests memory: a failure naming the kubelet's or the NodeResourcePolicy's setting)
 ``scheduler``     the ``NUMAResourcesScheduler`` is ``Available`` and its Deployment has ready pods
-``agent/<node>``  per node of an agent-mode group: the agent pod is Ready, reports the policy revision
-                  as applied, and the kubelet's CPU and memory managers are off (``configz``)
+``agent/<node>``  per node of an agent-mode group: the agent pod is Ready and has not refused to take
+                  over the node (its ``numaplane.io/TakeOver`` condition: a refusal is reported with the
+                  condition's reason and message), reports the policy revision as applied, and the
+                  kubelet's CPU and memory managers are off (``configz``)
 """
 
 from __future__ import annotations
@@ -27,24 +32,28 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from numaplane.agent.takeover import CONDITION_TYPE as TAKEOVER_CONDITION
 from numaplane.e2e.report import CheckResult, Status
 from numaplane.e2e.view import CRD_NAMES, ClusterView, attribute, condition, is_true, pod_ready
 from numaplane.kube.client import LightkubePort
 from numaplane.kube.errors import KubeError
 from numaplane.operator.api import numaresources as nro_api
 from numaplane.operator.api import scheduler as nrs_api
-from numaplane.operator.api.numaresources import Enforcement
+from numaplane.operator.api.numaresources import Enforcement, NodeGroup
 from numaplane.operator.render import OPERATOR_NAME
 from numaplane.operator.render_nodes import agent_name, exporter_name
 from numaplane.operator.render_scheduler import NAME as SCHEDULER_DEPLOYMENT
 from numaplane.operator.status import POLICY_CONDITION
 from numaplane.resources.errors import QuantityError
 from numaplane.resources.quantity import parse_quantity
+from numaplane.scheduler.explain import unreported_resource_note
 
 __all__ = ["read_only_checks"]
 
 #: Topology-manager attributes every NRT must carry (the scheduler filters by them).
 REQUIRED_ATTRIBUTES = ("topologyManagerPolicy", "topologyManagerScope")
+#: The topology-manager policy the NUMA filter checks (the others pass every pod).
+FILTERED_POLICY = "single-numa-node"
 
 
 # ---------------------------------------------------------------- helpers
@@ -89,6 +98,18 @@ def _zone_sum(nrt: Mapping[str, Any], resource: str, column: str) -> float | Non
                     total += amount
                     seen = True
     return total if seen else None
+
+
+def _memory_policy_source(view: ClusterView, group: NodeGroup | None) -> str:
+    """Which configuration sets this node's memory manager policy, as the e2e checks read it."""
+    if group is None or group.enforcement is not Enforcement.AGENT:
+        return "the kubelet's memoryManagerPolicy sets it (kubelet mode): set it to Static, with reservedMemory"
+    policy = view.policies.get(group.name)
+    if policy is None:
+        return f"no NodeResourcePolicy for node group {group.name!r}: its agents run memoryManager.policy None"
+    config = (policy.get("spec") or {}).get("config") or {}
+    value = (config.get("memoryManager") or {}).get("policy") or "None"
+    return f"NodeResourcePolicy {policy['metadata']['name']}: memoryManager.policy is {value!r}"
 
 
 def _timed(name: str, started: float, status: Status, message: str, *details: str) -> CheckResult:
@@ -233,6 +254,11 @@ def check_nrt(view: ClusterView, node: Mapping[str, Any]) -> CheckResult:
     node_mem = _quantity((status.get("capacity") or {}).get("memory"))
     if zone_mem is not None and node_mem and abs(zone_mem - node_mem) > 0.1 * node_mem:
         notes.append(f"zones' memory ({zone_mem / 2**30:.1f} GiB) differs from the Node's ({node_mem / 2**30:.1f} GiB)")
+    policy = attribute(nrt, "topologyManagerPolicy")
+    if zone_cpu is not None and zone_mem is None and policy == FILTERED_POLICY:
+        problems.append(unreported_resource_note("memory"))
+        notes.append(f"the NRT's topologyManagerPolicy is {policy}: the NUMA filter checks every Guaranteed pod")
+        notes.append(_memory_policy_source(view, group))
     missing = [a for a in REQUIRED_ATTRIBUTES if attribute(nrt, a) is None]
     if missing:
         problems.append(f"attributes missing: {', '.join(missing)} (an exporter older than NRT v1alpha2?)")
@@ -241,7 +267,6 @@ def check_nrt(view: ClusterView, node: Mapping[str, Any]) -> CheckResult:
             problems.append(f"stale: no exporter pod on this node (DaemonSet {exporter_name(group.name)})")
         elif not pod_ready(exporter):
             problems.append(f"stale: exporter pod {exporter['metadata']['name']} is not Ready ({_pod_state(exporter)})")
-    policy = attribute(nrt, "topologyManagerPolicy")
     summary = f"{len(nrt.get('zones') or [])} zones, {zone_cpu or 0:g} CPUs, policy {policy}"
     if problems:
         return _timed(check, started, Status.FAIL, problems[0], *problems[1:], *notes)
@@ -302,10 +327,20 @@ async def check_agent(port: LightkubePort, view: ClusterView, node: Mapping[str,
     problems: list[str] = []
     notes: list[str] = []
     pod = view.component_pod("agent", name)
+    takeover = condition(pod, TAKEOVER_CONDITION)
     if pod is None:
         problems.append("no agent pod on this node")
+    elif takeover is not None and takeover.get("status") == "False":
+        problems.append(
+            f"agent pod {pod['metadata']['name']} refuses to take over the node"
+            f" ({takeover.get('reason') or 'no reason'}): {takeover.get('message') or 'no message'}"
+        )
+        if not pod_ready(pod):
+            notes.append(f"agent pod {pod['metadata']['name']} is {_pod_state(pod)}")
     elif not pod_ready(pod):
         problems.append(f"agent pod {pod['metadata']['name']} is {_pod_state(pod)}")
+        if takeover is None:
+            notes.append(f"the agent has not reported its take-over verdict (pod condition {TAKEOVER_CONDITION})")
     else:
         cond = condition(pod, POLICY_CONDITION)
         if cond is None:

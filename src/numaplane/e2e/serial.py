@@ -3,11 +3,14 @@
 Run one at a time (hence "serial"), on the first selected node of each node group, in a namespace
 of their own (``numaplane-e2e-<random>``) that is deleted at the end whatever happened:
 
-``canary/<node>``          a Guaranteed pod (integer CPUs, memory request = limit) for the NUMA-aware
+``canary/<node>``          first the node's NRT must agree with its pods (the exclusive CPUs its zones
+                           show in use are those the node's Guaranteed pods hold, no pod is being
+                           deleted): the NRT the canary is judged against is current. Then a
+                           Guaranteed pod (integer CPUs, memory request = limit) for the NUMA-aware
                            scheduler, pinned to the node by ``nodeSelector``, must be Running within
                            the timeout, and the node's NRT must show its CPUs taken from exactly one
-                           NUMA zone (the zone's available CPUs drop by the whole request; no other
-                           zone changes): NUMA-aligned, as the cluster reports it
+                           NUMA zone (the zone's CPUs in use, allocatable - available, rise by the
+                           whole request; no other zone changes): NUMA-aligned, as the cluster reports it
 ``agent-restart/<node>``   (agent mode) the agent pod is deleted; its DaemonSet's new pod must be Ready,
                            the canary still Running and the NRT's zones unchanged — nothing lost
 ``policy-change/<group>``  (agent mode, with a NodeResourcePolicy) the policy's topology-manager policy
@@ -22,12 +25,13 @@ import contextlib
 import copy
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from numaplane.e2e.report import CheckResult, Status
 from numaplane.e2e.view import ClusterView, attribute, condition, pod_ready
+from numaplane.exporter.options import ExporterOptions
 from numaplane.kube.client import LightkubePort
 from numaplane.kube.errors import KubeError, NotFound
 from numaplane.kube.resources import NAMESPACE, NODE_RESOURCE_TOPOLOGY, POD
@@ -36,7 +40,9 @@ from numaplane.operator.api.numaresources import Enforcement, NodeGroup
 from numaplane.operator.api.policy import config_revision
 from numaplane.operator.controller import NODE_RESOURCE_POLICY
 from numaplane.operator.status import POLICY_CONDITION
-from numaplane.resources.errors import QuantityError
+from numaplane.placement.requests import is_exclusive
+from numaplane.resources.errors import PodSpecError, QuantityError
+from numaplane.resources.pod import parse_pod
 from numaplane.resources.quantity import parse_quantity
 
 __all__ = ["SerialOptions", "serial_checks"]
@@ -82,6 +88,49 @@ def zone_cpus(nrt: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def zone_cpus_in_use(nrt: Mapping[str, Any]) -> dict[str, float]:
+    """Exclusive CPUs in use per ``Node`` zone: ``allocatable - available`` (unlike ``available``, this
+    does not move when the zone's allocatable CPUs change, e.g. an exporter of another mode replaced)."""
+    out: dict[str, float] = {}
+    for zone in nrt.get("zones") or []:
+        if zone.get("type") != "Node":
+            continue
+        for row in zone.get("resources") or []:
+            if row.get("name") == "cpu":
+                with contextlib.suppress(QuantityError):
+                    allocatable = float(parse_quantity(str(row.get("allocatable"))).amount)
+                    available = float(parse_quantity(str(row.get("available"))).amount)
+                    out[str(zone.get("name"))] = allocatable - available
+    return out
+
+
+def zone_cpus_used(nrt: Mapping[str, Any]) -> float:
+    """Exclusive CPUs in use as the NRT says, over every ``Node`` zone."""
+    return sum(zone_cpus_in_use(nrt).values())
+
+
+def pods_exclusive_cpus(pods: Iterable[Mapping[str, Any]], excluded: Callable[[str, str], bool]) -> float:
+    """Exclusive CPUs the node's pods hold, as the kubelet (or the agent) gives them and the exporter
+    counts them: integral CPUs of the app and sidecar containers of Guaranteed pods, pods that are not
+    terminal, not being deleted and not excluded from the exporter's accounting."""
+    total = 0.0
+    for doc in pods:
+        meta = doc.get("metadata") or {}
+        if meta.get("deletionTimestamp") or (doc.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        try:
+            pod = parse_pod(doc)
+        except PodSpecError:
+            continue
+        if excluded(pod.namespace, pod.name) or pod.qos_class != "Guaranteed":
+            continue
+        for container in (*(c for c in pod.init_containers if c.sidecar), *pod.containers):
+            cpu = container.request("cpu")
+            if cpu is not None and is_exclusive(pod.qos_class, "cpu", cpu, frozenset()):
+                total += float(cpu.amount)
+    return total
+
+
 def canary_pod(name: str, node: str, scheduler: str, opts: SerialOptions) -> dict[str, Any]:
     resources = {"cpu": str(opts.canary_cpus), "memory": opts.canary_memory}
     return {
@@ -117,13 +166,53 @@ class SerialRun:
     async def nrt(self, node: str) -> dict[str, Any]:
         return await self.port.get(NODE_RESOURCE_TOPOLOGY, node)
 
+    async def held_cpus(self, node: str) -> tuple[float, bool]:
+        """``(exclusive CPUs the node's pods hold, whether a pod on the node is being deleted)``."""
+        pods = (await self.port.list(POD, field_selector=f"spec.nodeName={node}")).items
+        rules = (
+            ExporterOptions.parse_excludes(p.flag_value for p in self.view.nro_model.pod_excludes)
+            if self.view.nro_model
+            else ()
+        )
+        deleting = any((p.get("metadata") or {}).get("deletionTimestamp") for p in pods)
+        return pods_exclusive_cpus(pods, lambda ns, name: any(r.matches(ns, name) for r in rules)), deleting
+
+    async def settled(self, node: str) -> dict[str, float]:
+        """The exclusive CPUs in use per zone once the NRT agrees with the node's pods (``TimeoutError``
+        saying how it differs).
+
+        The canary is judged by what it changes in the NRT, so the NRT it starts from must be current:
+        a pod that was just deleted (a previous canary, whose namespace is still going), or an exporter
+        being replaced (its DaemonSet rolled) leaves an NRT that still counts CPUs no pod holds; the
+        canary taking those CPUs then changes nothing in it, and the canary's CPUs never show.
+        """
+        seen: list[str] = []
+
+        async def agrees() -> dict[str, float] | None:
+            nrt = await self.nrt(node)
+            held, deleting = await self.held_cpus(node)
+            used = zone_cpus_used(nrt)
+            seen[:] = [
+                f"its zones show {used:g} exclusive CPUs in use, the node's Guaranteed pods hold {held:g}"
+                + (" (a pod on the node is being deleted)" if deleting else "")
+            ]
+            return zone_cpus_in_use(nrt) if abs(used - held) < 1e-9 and not deleting else None
+
+        try:
+            return await _wait("the NRT to agree with the node's pods before the canary", agrees, self.opts)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}: {seen[0] if seen else 'nothing read'}") from exc
+
     async def canary(self, group: NodeGroup, node: str) -> tuple[CheckResult, str | None]:
         started = time.monotonic()
         check = f"canary/{node}"
         scheduler = str(((self.view.nrs or {}).get("spec") or {}).get("schedulerName") or "")
         if not scheduler:
             scheduler = nrs_api.DEFAULT_SCHEDULER_NAME if self.view.nrs else "default-scheduler"
-        before = zone_cpus(await self.nrt(node))
+        try:
+            before = await self.settled(node)
+        except TimeoutError as exc:
+            return CheckResult(check, Status.FAIL, str(exc), time.monotonic() - started), None
         name = f"canary-{group.name}"[:63]
         await self.port.create(POD, canary_pod(name, node, scheduler, self.opts), namespace=self.namespace)
 
@@ -146,18 +235,24 @@ class SerialRun:
         want = float(self.opts.canary_cpus)
 
         async def aligned() -> dict[str, float] | None:
-            after = zone_cpus(await self.nrt(node))
-            drops = {z: before.get(z, 0.0) - v for z, v in after.items() if before.get(z, 0.0) != v}
+            after = zone_cpus_in_use(await self.nrt(node))
+            drops = {z: v - before.get(z, 0.0) for z, v in after.items() if before.get(z, 0.0) != v}
             return drops if abs(sum(drops.values()) - want) < 1e-9 else None
 
         try:
             drops = await _wait("the NRT to show the canary's CPUs", aligned, self.opts)
         except TimeoutError as exc:
+            held, _ = await self.held_cpus(node)
+            used = zone_cpus_used(await self.nrt(node))
             return CheckResult(
                 check,
                 Status.FAIL,
                 f"canary Running but {exc}: the exporter does not see its exclusive CPUs",
                 time.monotonic() - started,
+                (
+                    f"the NRT's zones show {used:g} exclusive CPUs in use, the node's Guaranteed pods hold {held:g}",
+                    f"exclusive CPUs in use per zone before the canary: {before}",
+                ),
             ), name
         if len(drops) != 1:
             spread = ", ".join(f"{z}: {d:g}" for z, d in sorted(drops.items()))

@@ -1,7 +1,7 @@
 """What ``numaplane e2e`` reads from the cluster, once, and how it reads objects' status fields.
 
 :func:`gather` issues the GET and LIST requests (nothing is written) and returns a :class:`ClusterView`:
-the CRDs, the operator's custom resources, the Nodes (those ``node_selector`` picks), the NRTs and the
+the CRDs, the operator's custom resources (the ``NodeResourcePolicy`` objects by node group), the Nodes (those ``node_selector`` picks), the NRTs and the
 install namespace's pods, DaemonSets and Deployments. An object that does not exist is ``None`` (or
 absent from its map); the operator's resource is read only when its CRD exists. The small readers
 below (:func:`condition`, :func:`is_true`, :func:`pod_ready`, :func:`attribute`) read the raw JSON objects.
@@ -19,7 +19,7 @@ from numaplane.kube.resources import CRD, DAEMON_SET, DEPLOYMENT, NODE, NODE_RES
 from numaplane.operator.api import numaresources as nro_api
 from numaplane.operator.api import scheduler as nrs_api
 from numaplane.operator.api.numaresources import NodeGroup, NUMAResourcesOperator
-from numaplane.operator.controller import NUMA_RESOURCES_OPERATOR, NUMA_RESOURCES_SCHEDULER
+from numaplane.operator.controller import NODE_RESOURCE_POLICY, NUMA_RESOURCES_OPERATOR, NUMA_RESOURCES_SCHEDULER
 from numaplane.operator.errors import SpecError
 from numaplane.operator.render_common import LABEL_COMPONENT
 
@@ -43,6 +43,8 @@ class ClusterView:
     nro_model: NUMAResourcesOperator | None = None
     nro_problem: str = ""
     nrs: dict[str, Any] | None = None
+    #: ``NodeResourcePolicy`` objects by ``spec.nodeGroup`` (the agents' configuration)
+    policies: dict[str, dict[str, Any]] = field(default_factory=dict)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     nrts: dict[str, dict[str, Any]] = field(default_factory=dict)
     pods: list[dict[str, Any]] = field(default_factory=list)
@@ -92,6 +94,9 @@ async def gather(port: LightkubePort, namespace: str, node_selector: str | None)
                 view.nro_problem = str(exc)
     if view.crds.get(CRD_NAMES[2]):
         view.nrs = await _optional(port.get(NUMA_RESOURCES_SCHEDULER, nrs_api.SINGLETON_NAME))
+    if view.crds.get(CRD_NAMES[3]):
+        for policy in (await port.list(NODE_RESOURCE_POLICY)).items:
+            view.policies.setdefault(str((policy.get("spec") or {}).get("nodeGroup") or ""), policy)
     view.nodes = (await port.list(NODE, label_selector=node_selector)).items
     if view.crds.get(CRD_NAMES[0]):
         view.nrts = {o["metadata"]["name"]: o for o in (await port.list(NODE_RESOURCE_TOPOLOGY)).items}

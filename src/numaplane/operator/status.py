@@ -141,12 +141,18 @@ def node_policy_state(pod: Mapping[str, Any], revision: str) -> tuple[NodePolicy
 
 
 def policy_nodes(pods: Iterable[Mapping[str, Any]], revision: str) -> list[dict[str, Any]]:
-    """``status.nodes`` entries (sorted by node) from the group's agent pods (unscheduled pods skipped)."""
-    out = []
+    """``status.nodes`` entries (sorted by node) from the group's agent pods (unscheduled pods skipped).
+
+    One entry per node (``name`` is the list's map key: the API server refuses a duplicate): while a
+    DaemonSet replaces an agent pod the old one (being deleted, or terminated) and the new one are
+    both on the node; the node's entry is the pod neither being deleted nor ended, else the newest."""
+    current: dict[str, Mapping[str, Any]] = {}
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
-        if not node:
-            continue
+        if node and (node not in current or _newer(pod, current[node])):
+            current[node] = pod
+    out = []
+    for node, pod in current.items():
         state, reported, message = node_policy_state(pod, revision)
         entry: dict[str, Any] = {"name": node, "state": state.value}
         if reported:
@@ -155,3 +161,14 @@ def policy_nodes(pods: Iterable[Mapping[str, Any]], revision: str) -> list[dict[
             entry["message"] = message
         out.append(entry)
     return sorted(out, key=lambda e: str(e["name"]))
+
+
+def _newer(pod: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
+    """Whether ``pod`` speaks for its node rather than ``than``: not being deleted first, then newer."""
+
+    def rank(p: Mapping[str, Any]) -> tuple[bool, str]:
+        meta = p.get("metadata") or {}
+        ended = (p.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        return (not meta.get("deletionTimestamp") and not ended, str(meta.get("creationTimestamp") or ""))
+
+    return rank(pod) > rank(than)
