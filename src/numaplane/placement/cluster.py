@@ -268,6 +268,12 @@ class ClusterArrays:
 
     # --- rows --------------------------------------------------------------------------------------
 
+    @property
+    def stamps_issued(self) -> int:
+        """The last row stamp issued: stamps only grow, so a row whose stamp is above a number read
+        here earlier changed since."""
+        return self._stamps
+
     def index_snapshot(self) -> Mapping[str, int]:
         """A read-only copy of ``index`` (name → row), shared until a node is added or removed."""
         if self._snapshot is None:
