@@ -70,6 +70,16 @@ def test_memo_recomputes_only_changed_and_new_rows() -> None:
     assert len(asked) == 4  # another key computes its own rows
 
 
+def test_memo_is_bounded_by_keys_and_bytes() -> None:
+    stamp = np.zeros(1000, np.int64)
+    by_keys: RowMemo[np.int64] = RowMemo(capacity=3)
+    by_bytes: RowMemo[np.int64] = RowMemo(budget=3 * 8000)  # three rows arrays of 1,000 int64
+    for key in range(10):
+        for memo in (by_keys, by_bytes):
+            memo.rows(key, stamp, 0, lambda: np.zeros(1000, np.int64), lambda rows: np.zeros(len(rows), np.int64))
+    assert len(by_keys) == 3 and len(by_bytes) == 3
+
+
 def _check(pipe: Pipeline, pod: Pod, entries: dict[str, tuple[Any, dict[str, Any], bool]]) -> None:
     result = pipe.evaluate(pod)
     for name, (doc, node, fresh) in entries.items():

@@ -9,7 +9,7 @@ clears it, so a result row computed for a shape stays exact until the row's stam
 
 :class:`RowMemo` keeps, per shape, one array of results with the stamps it was computed at, and asks
 its caller to recompute only the rows whose stamp changed (and rows added since). At most
-``capacity`` shapes are kept (least recently used dropped). Pure: no I/O.
+``capacity`` shapes and about ``budget`` bytes of rows are kept (least recently used dropped). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -101,12 +101,16 @@ class RowMemo(Generic[_T]):
     was computed is one whose stamp is above the last stamp issued then: an entry keeps one number,
     not a copy of the stamps."""
 
-    def __init__(self, capacity: int = 128) -> None:
-        self.capacity = capacity
+    def __init__(self, capacity: int = 128, budget: int = 4 << 20) -> None:
+        self.capacity = capacity  # at most this many keys
+        self.budget = budget  # and at most about this many bytes of results (a large cluster keeps fewer)
         self._entries: OrderedDict[Hashable, _Entry[_T]] = OrderedDict()
 
     def clear(self) -> None:
         self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def rows(
         self,
@@ -126,7 +130,8 @@ class RowMemo(Generic[_T]):
         if entry is None:
             entry = _Entry(compute_all(), issued)
             self._entries[key] = entry
-            if len(self._entries) > self.capacity:
+            keep = min(self.capacity, max(1, self.budget // max(1, entry.values.nbytes)))
+            while len(self._entries) > keep:
                 self._entries.popitem(last=False)
             return entry.values
         self._entries.move_to_end(key)
