@@ -26,6 +26,7 @@ def test_views_of_distinct_zones_share_allocatable_and_costs() -> None:
         assert za.available != zb.available
         assert za.allocatable == zb.allocatable and za.costs == zb.costs
         assert za.allocatable is zb.allocatable and za.costs is zb.costs
+    assert a.config == b.config and a.config is b.config
 
 
 def test_rows_with_one_layout_share_it_and_results_are_unchanged() -> None:

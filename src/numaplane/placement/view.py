@@ -172,7 +172,11 @@ def topology_manager_config(nrt: NodeResourceTopology) -> TopologyManagerConfig:
         value = _atoi(attr_max)
         if value is not None and value > 1:
             max_numa = min(value, LIMIT_MAX_NUMA_NODES)
-    return TopologyManagerConfig(policy, scope, max_numa)
+    config = TopologyManagerConfig(policy, scope, max_numa)
+    return _CONFIGS.setdefault(config, config)  # few distinct values: one object each (issue 30: memory)
+
+
+_CONFIGS: dict[TopologyManagerConfig, TopologyManagerConfig] = {}  # at most 4 * 2 * LIMIT_MAX_NUMA_NODES
 
 
 ZoneReading = NUMAZone | IgnoredZone | str  # how a zone reads: usable, ignored, or the problem
