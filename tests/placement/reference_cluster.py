@@ -188,7 +188,7 @@ class ReferenceClusterArrays:
             row = self._free.pop()
         else:
             if self.n == self.capacity:
-                self._grow(self.capacity * 2, self.slots)
+                self._grow(self.capacity + max(1, self.capacity // 2), self.slots)  # the growth step of cluster.py
             row = self.n
             self.n += 1
             self.names.append(None)

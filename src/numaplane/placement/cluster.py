@@ -151,6 +151,7 @@ def _cells(topology: NodeTopology) -> _Cells:
 # cannot be reused while it exists. Matrices are read-only.
 _COSTS_MEMO = 1 << 14
 _COSTS: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[Mapping[int, int], ...], I64, bool]] = {}
+_MATRICES: dict[tuple[bytes, int], I64] = {}
 
 
 def _cost_matrix(zones: tuple[NUMAZone, ...], ids: tuple[int, ...]) -> tuple[I64, bool]:
@@ -175,6 +176,9 @@ def _cost_matrix(zones: tuple[NUMAZone, ...], ids: tuple[int, ...]) -> tuple[I64
     matrix.flags.writeable = False
     if len(_COSTS) >= _COSTS_MEMO:
         _COSTS.clear()
+        _MATRICES.clear()
+    # equal matrices of different nodes' zones are one array (read-only; issue 30: memory)
+    matrix = _MATRICES.setdefault((matrix.tobytes(), len(zones)), matrix)
     _COSTS[key] = (maps, matrix, irregular)
     return matrix, irregular
 
@@ -211,7 +215,13 @@ class ClusterArrays:
         self._adv_cols: dict[int, tuple[NodeInfo, I64]] = {}  # row → (its Node, advertised scalar columns)
         self._flags: dict[int, tuple[bool, bool, bool, bool, bool, int, bool, bool]] = {}  # row → row_flags(row)
         # row → what its listed cells, advertised columns, zones and costs were written from
-        self._layouts: dict[int, tuple[NodeInfo, bytes, bytes, bytes, int]] = {}
+        self._layouts: dict[int, tuple[NodeInfo, bytes, int]] = {}
+        # equal layouts and advertised columns of different rows are one object (issue 30: memory)
+        self._shared: dict[bytes, bytes] = {}
+        self._shared_cols: dict[bytes, I64] = {}
+        self._flag_sets: dict[
+            tuple[bool, bool, bool, bool, bool, int, bool, bool], tuple[bool, bool, bool, bool, bool, int, bool, bool]
+        ] = {}
         self._alloc_rows(self.capacity)
 
     # --- storage -----------------------------------------------------------------------------------
@@ -268,6 +278,12 @@ class ClusterArrays:
 
     # --- rows --------------------------------------------------------------------------------------
 
+    @property
+    def stamps_issued(self) -> int:
+        """The last row stamp issued: stamps only grow, so a row whose stamp is above a number read
+        here earlier changed since."""
+        return self._stamps
+
     def index_snapshot(self) -> Mapping[str, int]:
         """A read-only copy of ``index`` (name → row), shared until a node is added or removed."""
         if self._snapshot is None:
@@ -316,7 +332,7 @@ class ClusterArrays:
             row = self._free.pop()
         else:
             if self.n == self.capacity:
-                self._grow(self.capacity * 2, self.slots)
+                self._grow(self.capacity + max(1, self.capacity // 2), self.slots)  # 1.5x: less slack
             row = self.n
             self.n += 1
             self.names.append(None)
@@ -332,6 +348,10 @@ class ClusterArrays:
         if known is not None and known[0] is node:
             return known[1]
         cols = np.array([self.column(res) for res in node.allocatable if is_scalar_resource(res)], np.int64)
+        cols.flags.writeable = False
+        if len(self._shared_cols) > 4 * self.capacity:
+            self._shared_cols.clear()
+        cols = self._shared_cols.setdefault(cols.tobytes(), cols)
         self._adv_cols[row] = (node, cols)
         return cols
 
@@ -366,7 +386,7 @@ class ClusterArrays:
                 True, True, fresh, False, irregular, POLICY_CODES[config.policy], config.scope == "pod",
                 len(topology.zones) > 0,
             )  # fmt: skip
-        self._flags[row] = flags
+        self._flags[row] = self._flag_sets.setdefault(flags, flags)  # few distinct tuples: shared
         if flags != before:
             self.flags_version += 1
         return row
@@ -396,7 +416,11 @@ class ClusterArrays:
         cols = np.array([self.columns[res] for res in cells.names], np.int64)
         slots, milli, value = cells.slots, cells.milli, cells.value
         zones = len(topology.zones)
-        layout = (node, cols.tobytes(), slots.tobytes(), cells.costs.tobytes(), zones)
+        # cells and slots have one entry per cell, costs ``zones * zones``: the lengths split the bytes
+        cells_bytes = cols.tobytes() + slots.tobytes() + cells.costs.tobytes()
+        if len(self._shared) > 4 * self.capacity:
+            self._shared.clear()
+        layout = (node, self._shared.setdefault(cells_bytes, cells_bytes), zones)
         if self._layouts.get(row) == layout:
             # same Node, same listed cells, same costs: only the values and the config are rewritten
             # (everything else already holds exactly what a clear-and-write would put there)

@@ -42,6 +42,7 @@ from numaplane.placement.requests import (
 )
 from numaplane.placement.result import Fit, Reject
 from numaplane.placement.score import MAX_SCORE, ScoringStrategy, score
+from numaplane.placement.shapes import RowMemo, pod_shape
 from numaplane.resources.pod import Container, Pod
 from numaplane.resources.quantity import Quantity
 
@@ -116,6 +117,10 @@ class Pipeline:
         self._distances = Distances()
         self._cached_masks: _Masks | None = None
         self._last_exotic: tuple[Pod, bool] | None = None
+        self._verdicts: RowMemo[np.bool_] = RowMemo()
+        self._score_rows: RowMemo[np.int64] = RowMemo()
+        self._unit_rows: RowMemo[np.int64] = RowMemo()
+        self._kept_for: tuple[ScoringStrategy, FilterOptions] = (self.strategy, self.options)
 
     # --- updates -----------------------------------------------------------------------------------
 
@@ -146,6 +151,15 @@ class Pipeline:
         return count
 
     # --- evaluation --------------------------------------------------------------------------------
+
+    def _kept(self) -> None:
+        """Drop the kept rows when the strategy or the options were replaced since they were computed."""
+        strategy, options = self._kept_for
+        if strategy is not self.strategy or options is not self.options:
+            self._verdicts.clear()
+            self._score_rows.clear()
+            self._unit_rows.clear()
+            self._kept_for = (self.strategy, self.options)
 
     def explain(self, pod: Pod, name: str) -> Fit | Reject:
         """The per-node verdict with its explanation for one node."""
@@ -191,12 +205,28 @@ class Pipeline:
 
     def feasible(self, pod: Pod, rows: slice | None = None) -> B:
         """The NUMA filter verdict of ``pod`` on every row ``0 .. n-1`` (rows by ``cluster.index``), or
-        on the rows of the slice ``rows`` (``step`` 1) only: each row's verdict depends on that row alone."""
+        on the rows of the slice ``rows`` (``step`` 1) only: each row's verdict depends on that row alone.
+
+        Every row: kept per pod shape, only the rows changed since recomputed (``placement/shapes.py``)."""
+        if rows is not None:
+            return self._feasible(pod, rows)
+        cl = self.cluster
+        self._kept()
+        verdicts = self._verdicts.rows(
+            pod_shape(pod),
+            cl.stamp[: cl.n],
+            cl.stamps_issued,
+            lambda: self._feasible(pod, None),
+            lambda at: self._feasible(pod, at),
+        )
+        return verdicts.copy()
+
+    def _feasible(self, pod: Pod, rows: Rows | None) -> B:
+        """:meth:`feasible` on every row, the slice ``rows`` or the ascending row indices ``rows``."""
         cl = self.cluster
         n = cl.n
         m = self._masks()
         sel, count = count_of(cl, rows)
-        assert isinstance(sel, slice)
         qos = pod.qos_class
         exotic = self._exotic(pod)
         wanted = effective_placement(pod)
@@ -212,9 +242,10 @@ class Pipeline:
             feasible = self._filter(pod, qos == "Guaranteed", m, sel)
         fallback = (cl.present[:n] if exotic else m.filter_fallback)[sel]
         if fallback.any():
-            lo = sel.indices(n)[0]
-            for pos in np.flatnonzero(fallback).tolist():
-                src = cl.sources[lo + pos]
+            at = np.flatnonzero(fallback)
+            picked = at + sel.indices(n)[0] if isinstance(sel, slice) else sel[at]
+            for pos, row in zip(at.tolist(), picked.tolist(), strict=True):
+                src = cl.sources[row]
                 assert src is not None
                 verdict = filter_node(pod, src.topology, src.node, fresh=src.fresh, options=self.options)
                 feasible[pos] = isinstance(verdict, Fit)
@@ -250,11 +281,27 @@ class Pipeline:
 
     def scores(self, pod: Pod, rows: I64 | None = None) -> I64:
         """The NUMA score (0..100) of ``pod`` on every row ``0 .. n-1``, or on ``rows`` only (in that
-        order; each row's score depends on that row alone, so scoring a subset gives the same values)."""
+        order; each row's score depends on that row alone, so scoring a subset gives the same values).
+
+        Every row: kept per pod shape, only the rows changed since recomputed (``placement/shapes.py``)."""
+        cl = self.cluster
+        if rows is not None and len(rows) * _GATHER_SHARE <= cl.n:
+            return self._scores(pod, rows)
+        self._kept()
+        every = self._score_rows.rows(
+            pod_shape(pod),
+            cl.stamp[: cl.n],
+            cl.stamps_issued,
+            lambda: self._scores(pod, None),
+            lambda at: self._scores(pod, at),
+        )
+        # many rows: whole-array views (and the kept rows) beat gathering every input
+        return every.copy() if rows is None else every[rows]
+
+    def _scores(self, pod: Pod, rows: I64 | None) -> I64:
+        """:meth:`scores` on every row or the ascending row indices ``rows``, computed."""
         cl = self.cluster
         n = cl.n
-        if rows is not None and len(rows) * _GATHER_SHARE > n:
-            return self.scores(pod)[rows]  # many rows: whole-array views beat gathering every input
         m = self._masks()
         sel, count = count_of(cl, rows)
         exotic = self._exotic(pod)
@@ -296,7 +343,7 @@ class Pipeline:
                 out.append((name, m))
         return out
 
-    def _filter(self, pod: Pod, guaranteed: bool, m: _Masks, sel: slice) -> B:
+    def _filter(self, pod: Pod, guaranteed: bool, m: _Masks, sel: Rows) -> B:
         cl = self.cluster
         feasible = m.passthrough[sel].copy()
         check_pod, check_ctr = m.check_pod[sel], m.check_ctr[sel]
@@ -307,7 +354,7 @@ class Pipeline:
             feasible |= check_ctr & self._container_scope(pod, guaranteed, sel)
         return feasible
 
-    def _container_scope(self, pod: Pod, guaranteed: bool, sel: slice) -> B:
+    def _container_scope(self, pod: Pod, guaranteed: bool, sel: Rows) -> B:
         cl = self.cluster
         ok = np.ones(count_of(cl, sel)[1], bool)
         for init in pod.init_containers:
@@ -359,7 +406,19 @@ class Pipeline:
             milli = _milli(quantity)
             assert milli is not None  # pods with such requests take the per-node path (_exotic)
             values.append((name, quantity.value(), milli))
-        return unit_score(self.cluster, values, self.strategy, sel)
+        cl = self.cluster
+        if not (isinstance(sel, slice) and sel == slice(0, cl.n)):
+            return unit_score(cl, values, self.strategy, sel)
+        # every row: kept per request list (the containers of many pod shapes share theirs)
+        self._kept()
+        kept = self._unit_rows.rows(
+            tuple(values),
+            cl.stamp[: cl.n],
+            cl.stamps_issued,
+            lambda: unit_score(cl, values, self.strategy, sel),
+            lambda at: unit_score(cl, values, self.strategy, at),
+        )
+        return kept.copy()
 
 
 def _exotic(pod: Pod) -> bool:

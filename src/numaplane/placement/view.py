@@ -33,7 +33,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from numaplane.nrt.model import ZONE_TYPE_NODE, NodeResourceTopology, Zone, zone_numa_id
 from numaplane.resources.quantity import ZERO, Quantity
@@ -172,7 +172,11 @@ def topology_manager_config(nrt: NodeResourceTopology) -> TopologyManagerConfig:
         value = _atoi(attr_max)
         if value is not None and value > 1:
             max_numa = min(value, LIMIT_MAX_NUMA_NODES)
-    return TopologyManagerConfig(policy, scope, max_numa)
+    config = TopologyManagerConfig(policy, scope, max_numa)
+    return _CONFIGS.setdefault(config, config)  # few distinct values: one object each (issue 30: memory)
+
+
+_CONFIGS: dict[TopologyManagerConfig, TopologyManagerConfig] = {}  # at most 4 * 2 * LIMIT_MAX_NUMA_NODES
 
 
 ZoneReading = NUMAZone | IgnoredZone | str  # how a zone reads: usable, ignored, or the problem
@@ -280,7 +284,23 @@ def _zone(zone: Zone) -> ZoneReading:
         peer = zone_numa_id(cost.name)
         if peer is not None and peer <= _MAX_COST_ID:
             costs[peer] = cost.value
-    return NUMAZone(numa, zone.name, available, allocatable, costs)
+    return NUMAZone(numa, zone.name, available, _shared(allocatable), _shared(costs))
+
+
+# Equal maps of different zones held once (issue 30: memory with every zone distinct, the allocatable
+# amounts and the distances of most zones are still alike). Views never modify their maps.
+_SHARED_MAPS: dict[tuple[tuple[object, object], ...], Mapping[Any, Any]] = {}
+_SHARED_LIMIT = 1 << 14
+_M = TypeVar("_M", bound=Mapping[Any, Any])
+
+
+def _shared(values: _M) -> _M:
+    """The map equal to ``values`` (same items, same order) already held, else ``values`` itself."""
+    key = tuple(values.items())
+    if len(_SHARED_MAPS) >= _SHARED_LIMIT:
+        _SHARED_MAPS.clear()
+    known: _M = _SHARED_MAPS.setdefault(key, values)  # type: ignore[assignment]
+    return known
 
 
 def malformed(node: str, problem: str) -> NodeTopology:
