@@ -69,6 +69,19 @@ API_VERSION = "v1"
 _OPTIONAL = frozenset({"GetInventory"})  # methods a v1 plugin may leave unimplemented
 
 
+#: Channel options for a plugin's local socket. gRPC shares subchannels between the channels of one
+#: process by default, so a fresh channel to a restarted plugin would inherit the dead process's
+#: subchannel, still backing off, and fail calls with its stale "connection refused"; each channel keeps
+#: its own (``use_local_subchannel_pool``), and reconnection backs off from 100 ms to at most 1 s (a
+#: local socket: a plugin that comes back is answered within a second, never after gRPC's 2-minute cap).
+CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.use_local_subchannel_pool", 1),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+
+
 def socket_target(path: str) -> str:
     """``unix://<absolute path>`` (or the argument when it already is a target)."""
     return path if path.startswith("unix:") else f"unix://{path}"
@@ -147,7 +160,7 @@ class GrpcResourcePlugin:
             if self._channel is not None:
                 self._channel.close()
             self.target = socket_target(target)
-            self._channel = grpc.insecure_channel(self.target)
+            self._channel = grpc.insecure_channel(self.target, options=CHANNEL_OPTIONS)
             self._stub = pb_grpc.ResourcePluginStub(self._channel)
             self._drop_async_channel()  # a new one on the next asynchronous call
 
@@ -244,10 +257,9 @@ class GrpcResourcePlugin:
         plugin stays isolated then.
         """
         with self._lock:
-            if target is not None and socket_target(target) != self.target:
-                self._set_target(target)
-            else:  # a fresh asynchronous channel: the old one may be backing off from the dead process
-                self._drop_async_channel()
+            # fresh channels, blocking and asynchronous, even to the same socket: the old ones may be
+            # backing off from the dead process and would fail calls with its stale connection error
+            self._set_target(self.target if target is None else target)
             slow = timeout_seconds or max(self.timeout_seconds, 2.0)
             kept = self.configure_remote(slow)
             if not kept and self._state:
@@ -394,7 +406,7 @@ class GrpcResourcePlugin:
         while self._stale:
             asyncio.get_running_loop().create_task(self._stale.pop().close(None))
         if self._aio_stub is None:
-            self._aio = grpc.aio.insecure_channel(self.target)
+            self._aio = grpc.aio.insecure_channel(self.target, options=CHANNEL_OPTIONS)
             self._aio_stub = pb_grpc.ResourcePluginStub(self._aio)
         return self._aio_stub
 
