@@ -109,6 +109,12 @@ SEQUENCE: list[tuple[Step, dict[str, str]]] = [
 #: kubelet's resource fit check (allocatable CPU excludes the reserved CPU, see KUBELET_OFF) instead.
 AGENT_REFUSAL = {"refused: TopologyAffinityError": "refused: OutOfcpu"}
 
+#: The other difference, on containerd 1.7 (docs/agent.md, "The agent never wedges the runtime"): the
+#: agent never calls Runtime.UpdateContainers there, so the CPUs a deleted pod frees reach the shared
+#: containers with the runtime's next answered request, not at once as the kubelet's reconcile does:
+#: after a deletion the shared pods keep the cpusets they had before it.
+OWED_AFTER_DELETE = frozenset(index for index, ((action, _, _), _) in enumerate(SEQUENCE) if action == "delete")
+
 #: the Guaranteed pod running at the end of the sequence
 LAST = "seq-init"
 
@@ -165,7 +171,15 @@ def run_sequence(kubelet: RealKubelet, expected: list[dict[str, str]], what: str
 
 
 def as_the_agent_refuses(steps: list[dict[str, str]]) -> list[dict[str, str]]:
-    return [{name: AGENT_REFUSAL.get(value, value) for name, value in step.items()} for step in steps]
+    """The kubelet's cpusets as the agent gives them: its refusals (:data:`AGENT_REFUSAL`), and after a
+    deletion the shared pods' cpusets of the step before (:data:`OWED_AFTER_DELETE`)."""
+    out: list[dict[str, str]] = []
+    for index, step in enumerate(steps):
+        seen = {name: AGENT_REFUSAL.get(value, value) for name, value in step.items()}
+        if index in OWED_AFTER_DELETE and index > 0:
+            seen = {name: out[index - 1].get(name, value) for name, value in seen.items()}
+        out.append(seen)
+    return out
 
 
 def deploy_agent_rbac(cp: ControlPlane, docs: list[dict[str, Any]]) -> None:
