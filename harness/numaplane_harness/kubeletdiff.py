@@ -30,8 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from numaplane.placement.predicates import BasicNode, parse_node, resource_reasons
 from numaplane.policy.manager import ResourceManager
-from numaplane.resources.pod import parse_pod
+from numaplane.resources.pod import Pod, add_resources, parse_pod
+from numaplane.resources.quantity import Quantity
+from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import Topology
 from numaplane_harness.busyboximage import BUSYBOX_IMAGE
 from numaplane_harness.kubecluster import ApiStatus
@@ -47,9 +50,13 @@ __all__ = [
     "compare",
     "default_matrix",
     "generate_ops",
+    "kubelet_topology",
     "minimise",
+    "node_admission",
+    "onto_online",
     "play_kubelet",
     "play_numaplane",
+    "topology_mismatch",
 ]
 
 
@@ -139,6 +146,20 @@ def default_matrix(*, memory_static: bool, reduced: bool = False) -> list[DiffCo
     if reduced:  # a policy of each scope, the SMT-alignment and the uncore-cache options
         return [configs[0], configs[3], configs[6], configs[6 + 3]]
     return configs
+
+
+def onto_online(config: DiffConfig, online: CPUSet) -> DiffConfig:
+    """``config`` with its reserved CPUs moved to as many of the lowest online CPUs when one of them is
+    offline (intel-xeon-e5-2680v3-2s-offline-cpu0-node0 has no CPU 0). Both sides refuse to start
+    otherwise, with the same error: ``[cpumanager] unable to build the reserved physical CPUs from the
+    reserved set`` (the kubelet's static policy looks each reserved CPU up in its topology)."""
+    reserved = CPUSet.parse(config.reserved_cpus)
+    if reserved <= online:
+        return config
+    moved = CPUSet(sorted(online)[: len(reserved)])
+    return DiffConfig(
+        **{**config.__dict__, "name": f"{config.name} (reserved {moved.format()})", "reserved_cpus": moved.format()}
+    )
 
 
 def generate_ops(seed: int, count: int, *, hugepages: bool, max_cpus: int) -> list[Op]:
@@ -316,29 +337,70 @@ def _decided(kubelet: RealKubelet, name: str) -> dict[str, Any] | None:
     return None
 
 
+def node_admission(pod: Pod, node: BasicNode, used: Mapping[str, Quantity], pods_on_node: int) -> str:
+    """The reason the kubelet's generic admission (``lifecycle.NewPredicateAdmitHandler``) rejects
+    ``pod`` ("" when it fits): its resources predicate is the scheduler's ``NodeResourcesFit`` over the
+    Node's allocatable and the other admitted pods' requests, and the kubelet reports only the first
+    failure as ``OutOf<resource>`` in the order ``noderesources.Fits`` checks: pods, cpu, memory,
+    ephemeral-storage, then the other resources."""
+    reasons = resource_reasons(pod, node, used, pods_on_node)
+    if "Too many pods" in reasons:
+        return "OutOfpods"
+    short = [r.removeprefix("Insufficient ") for r in reasons if r.startswith("Insufficient ")]
+    first = ("cpu", "memory", "ephemeral-storage")
+    short.sort(key=lambda name: (first.index(name) if name in first else len(first), name))
+    return f"OutOf{short[0]}" if short else ""
+
+
 def play_numaplane(
-    topology: Topology, config: DiffConfig, ops: Sequence[Op], pods: Callable[[AddPod], Mapping[str, Any]]
+    topology: Topology,
+    config: DiffConfig,
+    ops: Sequence[Op],
+    pods: Callable[[AddPod], Mapping[str, Any]],
+    node: BasicNode | None = None,
 ) -> Outcome:
-    """Play ``ops`` on numaplane's manager; ``pods(op)`` gives the pod as the API server returned it."""
+    """Play ``ops`` on numaplane's manager; ``pods(op)`` gives the pod as the API server returned it.
+
+    With ``node`` (the kubelet's Node as the API server holds it) the kubelet's generic admission is
+    modelled too, as it stands beside numaplane on a real node: the kubelet runs the resource
+    managers' admit handler first and then :func:`node_admission`; a pod the second rejects keeps what
+    the managers gave it until the next pod's allocation (the CPU and memory managers'
+    ``removeStaleState`` at the start of ``Allocate`` drops pods that are not active)."""
     began = time.monotonic()
     manager = ResourceManager(topology, config.numaplane_config())
     decisions: list[Decision] = []
     uids: dict[str, str] = {}
+    admitted: dict[str, dict[str, Quantity]] = {}  # uid -> effective requests, the pods the kubelet admitted
+    stale: list[str] = []
     for op in ops:
         if isinstance(op, DeletePod):
             uid = next(u for u, n in uids.items() if n == op.name)
             manager.remove(uid)
+            admitted.pop(uid, None)
             continue
         pod = parse_pod(pods(op))
         uids[pod.uid] = op.name
+        for uid in stale:
+            manager.remove(uid)
+        stale.clear()
         admission = manager.admit(pod)
+        reason = admission.reason
+        if admission.admitted and node is not None:
+            used: dict[str, Quantity] = {}
+            for requests in admitted.values():
+                used = add_resources(used, requests)
+            reason = node_admission(pod, node, used, len(admitted))
+            if reason:
+                stale.append(pod.uid)
+            else:
+                admitted[pod.uid] = pod.effective_requests()
         cpu_state = manager.cpu.state.to_dict()
         memory_state = _numaplane_memory(manager)
         decisions.append(
             Decision(
                 op.name,
-                admission.admitted,
-                admission.reason,
+                not reason,
+                reason,
                 dict(cpu_state.get("entries", {}).get(pod.uid, {})),
                 dict(memory_state.get("entries", {}).get(pod.uid, {})),
             )
@@ -439,6 +501,43 @@ def describe(ops: Sequence[Op]) -> str:
     return "; ".join(parts)
 
 
+def kubelet_topology(log: str) -> dict[int, tuple[int, int, int, int]] | None:
+    """CPU → (core, socket, NUMA node, uncore cache) from the kubelet's log line ``"Detected CPU
+    topology"`` (the CPU manager logs its ``topology.Discover`` result at start; None: no such line)."""
+    import json
+
+    found = None
+    for line in log.splitlines():
+        if '"Detected CPU topology"' in line and "topology=" in line:
+            found = line
+    if found is None:
+        return None
+    doc, _ = json.JSONDecoder().raw_decode(found[found.index("topology=") + len("topology=") :])
+    return {
+        int(cpu): (
+            int(d.get("CoreID", 0)),
+            int(d.get("SocketID", 0)),
+            int(d.get("NUMANodeID", 0)),
+            int(d.get("UncoreCacheID", 0)),
+        )
+        for cpu, d in doc.get("CPUDetails", {}).items()
+    }
+
+
+def topology_mismatch(topology: Topology, kubelet: Mapping[int, tuple[int, int, int, int]]) -> Mismatch | None:
+    """The CPUs whose (core, socket, NUMA node, uncore cache) differ between the kubelet's view and
+    numaplane's ``topology`` (at most 8 of them shown), or None."""
+    ours = {c.cpu: (c.core, c.socket, c.numa, c.uncore) for c in topology.cpus if c.online}
+    differing = sorted(set(ours) ^ set(kubelet) | {c for c in ours.keys() & kubelet.keys() if ours[c] != kubelet[c]})
+    if not differing:
+        return None
+    return Mismatch(
+        f"detected CPU topology ({len(differing)} CPUs differ; core, socket, NUMA node, uncore cache)",
+        {c: kubelet.get(c) for c in differing[:8]},
+        {c: ours.get(c) for c in differing[:8]},
+    )
+
+
 def snapshot_path(shared: Path, machine: str) -> Path:
     return shared / "topologies" / "real" / f"{machine}.tar.gz"
 
@@ -492,10 +591,15 @@ def run_machine(
         c if c.memory_static == memory_static else DiffConfig(**{**c.__dict__, "memory_static": memory_static})
         for c in chosen
     ]
+    chosen = [onto_online(c, topology.all_cpus) for c in chosen]
     hugepages = any(h.total for n in topology.numa_nodes for h in n.hugepages)
     ops = generate_ops(seed, count, hugepages=hugepages and memory_static, max_cpus=topology.all_cpus.size())
     results: list[ConfigResult] = []
     with run_kubelet(control_plane, containerd, chosen[0].kubelet_policy(), overlay=overlay) as kubelet:
+        detected = kubelet_topology(kubelet.log_path.read_text(errors="replace"))
+        if detected is None:
+            raise RuntimeError(f'{overlay.name}: the kubelet logged no "Detected CPU topology"')
+        seen = topology_mismatch(topology, detected)
         for i, config in enumerate(chosen):
             began = time.monotonic()
             if i:
@@ -511,16 +615,20 @@ def run_machine(
             ) -> tuple[int, list[Mismatch]]:
                 kubelet.delete_pods()
                 real = play_kubelet(kubelet, sequence)
-                ours = play_numaplane(topology, config, sequence, lambda op: real.created[op.name])
+                node = parse_node(control_plane.request("GET", f"/api/v1/nodes/{kubelet.node_name}"))
+                ours = play_numaplane(topology, config, sequence, lambda op: real.created[op.name], node)
                 if hwloc:
-                    other = play_numaplane(hwloc_view, config, sequence, lambda op: real.created[op.name])
+                    other = play_numaplane(hwloc_view, config, sequence, lambda op: real.created[op.name], node)
                     box[0] = len(compare(real, other, memory=config.memory_static)[1])
                 return compare(real, ours, memory=config.memory_static)
 
             compared, mismatches = both(ops, hwloc=check_hwloc)
+            if i == 0:  # the machine as both sides see it: one comparison per machine
+                compared += 1
+                mismatches = ([seen] if seen else []) + mismatches
             minimal: list[Op] = []
             if mismatches and minimise_budget:
-                first = [m for m in mismatches if not m.what.startswith("final")]
+                first = [m for m in mismatches if not m.what.startswith(("final", "detected"))]
                 if first:
                     prefix = first_mismatch_prefix(ops, first[0])
 
