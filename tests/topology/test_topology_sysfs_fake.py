@@ -34,6 +34,10 @@ def base_machine() -> tuple[dict[str, str], dict[str, str]]:
             f"{CPU}/cpu{cpu}/cache/index3/level": "3\n",
             f"{CPU}/cpu{cpu}/cache/index3/id": "7\n",
             f"{CPU}/cpu{cpu}/cache/index3/shared_cpu_list": "0-3\n",
+            # what cAdvisor also needs to read a cache (the kubelet view)
+            f"{CPU}/cpu{cpu}/cache/index3/shared_cpu_map": "f\n",
+            f"{CPU}/cpu{cpu}/cache/index3/size": "8192K\n",
+            f"{CPU}/cpu{cpu}/cache/index3/type": "Unified\n",
         }
     files[f"{NODE}/online"] = "0-1\n"
     for node, cpus, mask in ((0, "0,2", "5"), (1, "1,3", "a")):
