@@ -44,7 +44,7 @@ def table(results: list[ConfigResult]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--machines", default="", help="comma-separated snapshot names (default: all)")
-    parser.add_argument("--reduced", action="store_true", help="3 configurations per machine (CI's)")
+    parser.add_argument("--reduced", action="store_true", help="4 configurations per machine (CI's)")
     parser.add_argument("--pods", type=int, default=12, help="operations per sequence (adds and deletions)")
     parser.add_argument("--seed", type=int, default=27)
     parser.add_argument("--minimise", type=int, default=4, help="kubelet replays allowed to shrink a mismatch")

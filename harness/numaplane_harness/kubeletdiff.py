@@ -286,7 +286,13 @@ def play_kubelet(kubelet: RealKubelet, ops: Sequence[Op], *, timeout: float = 60
         uid = str(created["metadata"]["uid"])
         uids[uid] = op.name
         created_pods[op.name] = created
-        pod = cp.wait_for(f"decision on {op.name}", lambda n=op.name: _decided(kubelet, n), timeout=timeout)
+        try:
+            pod = cp.wait_for(f"decision on {op.name}", lambda n=op.name: _decided(kubelet, n), timeout=timeout)
+        except TimeoutError as exc:  # say what the kubelet was doing instead
+            alive = kubelet.process is not None and kubelet.process.poll() is None
+            raise TimeoutError(
+                f"{exc}; kubelet {'running' if alive else 'exited'}, its errors:\n" + _log_errors(kubelet)
+            ) from None
         status = pod["status"]
         admitted = status.get("phase") != "Failed"
         cpu_state = kubelet.cpu_manager_state()
@@ -307,6 +313,13 @@ def play_kubelet(kubelet: RealKubelet, ops: Sequence[Op], *, timeout: float = 60
         time.monotonic() - began,
         created_pods,
     )
+
+
+def _log_errors(kubelet: RealKubelet, lines: int = 12) -> str:
+    """The last error (``E…``) and panic lines of the kubelet's log, or its tail when there are none."""
+    tail = kubelet.log_tail(4000).splitlines()
+    errors = [line for line in tail if line.startswith(("E", "panic", "goroutine")) or "panic" in line[:80]]
+    return "\n".join((errors or tail)[-lines:])
 
 
 def _memory_state(kubelet: RealKubelet) -> dict[str, Any]:
@@ -444,13 +457,23 @@ def compare(kubelet: Outcome, numaplane: Outcome, *, memory: bool) -> tuple[int,
         mismatches.append(Mismatch("final cpu_manager_state", kubelet.cpu_state, numaplane.cpu_state))
     if memory:
         compared += 1
-        if kubelet.memory_state != numaplane.memory_state:
+        if _blocks_sorted(kubelet.memory_state) != _blocks_sorted(numaplane.memory_state):
             mismatches.append(Mismatch("final memory_manager_state", kubelet.memory_state, numaplane.memory_state))
     return compared, mismatches
 
 
 def _blocks(memory: Mapping[str, Any]) -> dict[str, Any]:
+    """A container's blocks in type order: the kubelet's static policy appends them in Go map order
+    (``for resourceName, requestedSize := range requestedResources`` in ``Allocate``), a random order."""
     return {name: sorted(blocks, key=lambda b: str(b.get("type"))) for name, blocks in memory.items()}
+
+
+def _blocks_sorted(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A memory checkpoint with every container's blocks in type order (:func:`_blocks`)."""
+    out = dict(state)
+    if "entries" in out:
+        out["entries"] = {pod: _blocks(containers) for pod, containers in out["entries"].items()}
+    return out
 
 
 def first_mismatch_prefix(ops: Sequence[Op], mismatch: Mismatch) -> list[Op]:

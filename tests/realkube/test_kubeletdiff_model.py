@@ -127,3 +127,30 @@ def test_the_kubelets_detected_topology_is_read_from_its_log(tmp_path: Path) -> 
     found = topology_mismatch(topology, seen)
     assert found is not None and found.kubelet == {5: (5, 0, 0, 7)} and "1 CPUs differ" in found.what
     assert kubelet_topology("no such line") is None
+
+
+def test_final_memory_state_compared_regardless_of_block_order() -> None:
+    """The kubelet appends a container's blocks in Go map order; the order is no decision."""
+    from numaplane_harness.kubeletdiff import Outcome, compare
+
+    blocks = [
+        {"numaAffinity": [1], "type": "memory", "size": 1 << 29},
+        {"numaAffinity": [1], "type": "hugepages-2Mi", "size": 4 << 20},
+    ]
+
+    def outcome(order: list[dict[str, Any]]) -> Outcome:
+        return Outcome([], {}, {"policyName": "Static", "machineState": {}, "entries": {"p6": {"c0": order}}})
+
+    assert compare(outcome(blocks), outcome(blocks[::-1]), memory=True) == (2, [])
+    other = [dict(blocks[0], size=1 << 28), blocks[1]]
+    _, found = compare(outcome(blocks), outcome(other), memory=True)
+    assert [m.what for m in found] == ["final memory_manager_state"]
+
+
+def test_memory_checkpoint_lists_every_hugepage_size_of_the_nodes(tmp_path: Path) -> None:
+    """As the kubelet's (cAdvisor reads every nodeN/hugepages/hugepages-* folder): 1Gi with 0 pages too."""
+    topology = discover(prepare_overlay(REAL / "intel-xeon-2s-snc2-4n-80t-hugepages.tar.gz", tmp_path).root)
+    out = play_numaplane(topology, DiffConfig("x"), [AddPod("p", (ContainerSpec("c0", "1", 64, 2),))], _pods)
+    for node in out.memory_state["machineState"].values():
+        assert sorted(node["memoryMap"]) == ["hugepages-1Gi", "hugepages-2Mi", "memory"]
+        assert node["memoryMap"]["hugepages-1Gi"]["total"] == 0

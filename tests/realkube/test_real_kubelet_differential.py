@@ -25,23 +25,14 @@ from numaplane_harness.unavailable import component_unavailable
 
 SHARED = Path(os.environ["NUMAPLANE_SHARED"])
 #: the CI subset: the machine where cAdvisor's cores differ from thread_siblings, a hugepages one, an ARM
-#: one (no clock speed in cpuinfo), one whose snapshot has no node meminfo (memory manager None)
-#: Two divergences found by this test and not yet fixed (issue 27 item 2), kept visible as strict xfails:
-#: the hugepages machine's final memory_manager_state differs (the kubelet's machineState also lists
-#: hugepages-1Gi with 0 pages; every decision is equal); on the x7550 numaplane chooses other CPUs than
-#: the kubelet under prefer-align-cpus-by-uncorecache (uncore caches seen differently).
-KNOWN = {
-    "intel-xeon-2s-snc2-4n-80t-hugepages": "final memory_manager_state: the kubelet lists hugepages-1Gi with 0 pages",
-    "intel-xeon-x7550-4s-64t-3nodes": "prefer-align-cpus-by-uncorecache chooses other CPUs than the kubelet",
-}
-CI_MACHINES = tuple(
-    pytest.param(m, marks=pytest.mark.xfail(reason=KNOWN[m], strict=True)) if m in KNOWN else m
-    for m in (
-        "amd-opteron6276-4s8n-64c",
-        "intel-xeon-2s-snc2-4n-80t-hugepages",
-        "arm64-kunpeng920-2s4n-128c",
-        "intel-xeon-x7550-4s-64t-3nodes",
-    )
+#: one (no clock speed in cpuinfo), and one with two sockets in a NUMA node whose caches cAdvisor cannot
+#: read (no cache ``id``: the kubelet's uncore cache is the socket) and whose snapshot has no node meminfo
+#: (memory manager None)
+CI_MACHINES = (
+    "amd-opteron6276-4s8n-64c",
+    "intel-xeon-2s-snc2-4n-80t-hugepages",
+    "arm64-kunpeng920-2s4n-128c",
+    "intel-xeon-x7550-4s-64t-3nodes",
 )
 
 
