@@ -33,10 +33,11 @@ SHARED = Path(os.environ.get("NUMAPLANE_SHARED", str(HERE.parent.parent / "share
 def table(results: list[ConfigResult]) -> str:
     width = max((len(r.machine) for r in results), default=7)
     cwidth = max((len(r.config) for r in results), default=6)
-    rows = [f"{'machine':<{width}}  {'config':<{cwidth}}  pods  equal/compared  seconds"]
+    rows = [f"{'machine':<{width}}  {'config':<{cwidth}}  pods  equal/compared  seconds  rejected by the kubelet"]
     for r in results:
         rows.append(
             f"{r.machine:<{width}}  {r.config:<{cwidth}}  {r.pods:>4}  {r.equal:>5}/{r.compared:<8}  {r.seconds:7.1f}"
+            f"  {', '.join(r.rejected) or '-'}"
         )
     return "\n".join(rows)
 
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"decisions_compared: {compared} count")
     print(f"decisions_equal: {equal} count")
     print(f"mismatches: {compared - equal} count")
+    print(f"rejections: {sum(len(r.rejected) for r in results)} count")
     print(f"wall: {time.monotonic() - began:.1f} s")
     print(f"load_before: {load_before} loadavg")
     print(f"load_after: {Path('/proc/loadavg').read_text().split()[0]} loadavg")

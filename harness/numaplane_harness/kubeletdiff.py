@@ -578,6 +578,8 @@ class ConfigResult:
     minimal: list[Op] = field(default_factory=list)
     #: mismatches of the same kubelet run against numaplane over the hwloc view (``check_hwloc``; -1: not run)
     hwloc_mismatches: int = -1
+    #: the kubelet's rejection reasons in the sequence (``OutOfcpu``, ``TopologyAffinityError``, …)
+    rejected: list[str] = field(default_factory=list)
 
     @property
     def equal(self) -> int:
@@ -629,15 +631,19 @@ def run_machine(
                 kubelet.restart(config.kubelet_policy())
 
             hwloc_mismatches = [-1]
+            rejected: list[str] = []
 
             def both(
                 sequence: Sequence[Op],
                 config: DiffConfig = config,
                 hwloc: bool = False,
                 box: list[int] = hwloc_mismatches,
+                reasons: list[str] | None = None,
             ) -> tuple[int, list[Mismatch]]:
                 kubelet.delete_pods()
                 real = play_kubelet(kubelet, sequence)
+                if reasons is not None:
+                    reasons.extend(d.reason for d in real.decisions if not d.admitted)
                 node = parse_node(control_plane.request("GET", f"/api/v1/nodes/{kubelet.node_name}"))
                 ours = play_numaplane(topology, config, sequence, lambda op: real.created[op.name], node)
                 if hwloc:
@@ -645,7 +651,7 @@ def run_machine(
                     box[0] = len(compare(real, other, memory=config.memory_static)[1])
                 return compare(real, ours, memory=config.memory_static)
 
-            compared, mismatches = both(ops, hwloc=check_hwloc)
+            compared, mismatches = both(ops, hwloc=check_hwloc, reasons=rejected)
             if i == 0:  # the machine as both sides see it: one comparison per machine
                 compared += 1
                 mismatches = ([seen] if seen else []) + mismatches
@@ -672,6 +678,7 @@ def run_machine(
                     time.monotonic() - began,
                     minimal,
                     hwloc_mismatches[0],
+                    rejected,
                 )
             )
     return results
