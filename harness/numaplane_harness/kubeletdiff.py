@@ -149,10 +149,11 @@ def default_matrix(*, memory_static: bool, reduced: bool = False) -> list[DiffCo
 
 
 def onto_online(config: DiffConfig, online: CPUSet) -> DiffConfig:
-    """``config`` with its reserved CPUs moved to as many of the lowest online CPUs when one of them is
-    offline (intel-xeon-e5-2680v3-2s-offline-cpu0-node0 has no CPU 0). Both sides refuse to start
-    otherwise, with the same error: ``[cpumanager] unable to build the reserved physical CPUs from the
-    reserved set`` (the kubelet's static policy looks each reserved CPU up in its topology)."""
+    """``config`` with its reserved CPUs moved to as many of the lowest CPUs the kubelet sees when one of
+    them is not (intel-xeon-e5-2680v3-2s-offline-cpu0-node0: CPU 0 offline, node 0 without a directory).
+    Both sides refuse to start otherwise: the kubelet with ``reserved-cpus: 4 is not a subset of
+    online-cpus: 5,7,…`` (its start-up check), numaplane with ``[cpumanager] unable to build the
+    reserved physical CPUs from the reserved set`` (the static policy's own check)."""
     reserved = CPUSet.parse(config.reserved_cpus)
     if reserved <= online:
         return config

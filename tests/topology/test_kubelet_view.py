@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import Topology
 from numaplane.topology.sysfs import discover
 
@@ -60,6 +61,16 @@ def test_opteron_cores_are_single_threads_not_thread_sibling_pairs(snapshot_root
     assert len({c.core for c in hwloc.cpus if c.online}) == 32
     # its caches have no id file: cAdvisor reads none, and the kubelet's uncore id is the socket
     assert all(c.uncore == c.socket for c in kubelet.cpus if c.online)
+
+
+def test_cpus_of_a_node_without_directory_are_not_the_kubelets(snapshot_root: Callable[[str], Path]) -> None:
+    """Node 0 of this capture is offline (no directory): cAdvisor reads CPUs only from node directories,
+    and the real kubelet reported ``online-cpus: 5,7,9,11,13,15,17,19`` (refusing reserved CPU 4)."""
+    root = snapshot_root("intel-xeon-e5-2680v3-2s-offline-cpu0-node0")
+    kubelet = discover(root)
+    assert kubelet.all_cpus == CPUSet([5, 7, 9, 11, 13, 15, 17, 19])
+    assert [n.id for n in kubelet.numa_nodes] == [1]
+    assert discover(root, view="hwloc").all_cpus == CPUSet.range(4, 20)
 
 
 def test_x7550_uncore_caches_are_its_sockets(snapshot_root: Callable[[str], Path]) -> None:

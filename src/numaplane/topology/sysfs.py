@@ -65,7 +65,7 @@ from typing import Literal
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import SysfsError
 from numaplane.topology.model import CPUInfo, NUMANode, PCIDevice, Topology
-from numaplane.topology.sysfs_numa import read_numa
+from numaplane.topology.sysfs_numa import NodeFacts, node_dir_ids, read_numa
 from numaplane.topology.sysfs_parse import parse_bool, parse_cpulist
 from numaplane.topology.sysfs_reader import Reader
 
@@ -107,6 +107,7 @@ def discover_with_warnings(root: str | Path = "/", *, view: View = "kubelet") ->
     uncore = _uncore(r, online, warnings)
     numa, nodes = read_numa(r, universe, online, warnings, raw_lists)
     if view == "kubelet":
+        online, nodes = _kubelet_visible(r, online, numa, nodes, warnings)
         core = _kubelet_cores(raws, online, numa, core, warnings)
         uncore = _kubelet_uncore(r, online, numa, core, socket)
     types = _core_types(r)
@@ -318,6 +319,23 @@ def _uncore(r: Reader, online: CPUSet, warnings: list[str]) -> dict[int, int]:
         warnings.append("L3 caches report neither id nor shared_cpu_list: uncore cache ids set to 0")
         return {}
     return {cpu: caches[i][1].first() for cpu, i in owner.items()}
+
+
+def _kubelet_visible(
+    r: Reader, online: CPUSet, numa: dict[int, int], nodes: list[NodeFacts], warnings: list[str]
+) -> tuple[CPUSet, list[NodeFacts]]:
+    """The online CPUs and NUMA nodes cAdvisor shows the kubelet: where ``nodeN`` directories exist it
+    reads nodes and their CPUs only from them (``GetNodesInfo``), so a CPU no directory lists (its
+    node offline, as node 0 of intel-xeon-e5-2680v3-2s-offline-cpu0-node0) is not the kubelet's."""
+    dirs = set(node_dir_ids(r))
+    if not dirs:
+        return online, nodes  # cAdvisor's getCPUTopology: every CPU on node 0, as read_numa does
+    unseen = CPUSet(cpu for cpu in online if numa.get(cpu, -1) not in dirs)
+    if unseen:
+        warnings.append(f"online CPUs {unseen} are in no node directory: the kubelet does not see them (offline here)")
+        for cpu in unseen:
+            numa.pop(cpu, None)
+    return online - unseen, [n for n in nodes if n.id in dirs]
 
 
 def _kubelet_cores(
