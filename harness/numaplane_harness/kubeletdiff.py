@@ -448,9 +448,24 @@ def compare(kubelet: Outcome, numaplane: Outcome, *, memory: bool) -> tuple[int,
     """``(decisions compared, mismatches)``; the final checkpoints count as one comparison each."""
     mismatches: list[Mismatch] = []
     for k, n in zip(kubelet.decisions, numaplane.decisions, strict=True):
-        # the kubelet lists a container's blocks in Go map order (memory and hugepages either way round)
-        k_view = (k.admitted, k.reason, dict(k.cpus), _blocks(k.memory) if memory else {})
-        n_view = (n.admitted, n.reason, dict(n.cpus), _blocks(n.memory) if memory else {})
+        # the kubelet lists a container's blocks in Go map order (memory and hugepages either way round).
+        # A pod both reject is compared by reason only: what the kubelet's managers gave its containers
+        # before a later check failed (an init container's CPUs and memory before SMTAlignmentError, a
+        # pod's before OutOfcpu) stays in its checkpoint until the next pod's hints or allocation
+        # (``removeStaleState`` drops pods that are not active): garbage, not a decision.
+        both_rejected = not k.admitted and not n.admitted
+        k_view = (
+            k.admitted,
+            k.reason,
+            {} if both_rejected else dict(k.cpus),
+            _blocks(k.memory) if memory and not both_rejected else {},
+        )
+        n_view = (
+            n.admitted,
+            n.reason,
+            {} if both_rejected else dict(n.cpus),
+            _blocks(n.memory) if memory and not both_rejected else {},
+        )
         if k_view != n_view:
             mismatches.append(Mismatch(k.pod, k_view, n_view))
     compared = len(kubelet.decisions) + 1

@@ -154,3 +154,17 @@ def test_memory_checkpoint_lists_every_hugepage_size_of_the_nodes(tmp_path: Path
     for node in out.memory_state["machineState"].values():
         assert sorted(node["memoryMap"]) == ["hugepages-1Gi", "hugepages-2Mi", "memory"]
         assert node["memoryMap"]["hugepages-1Gi"]["total"] == 0
+
+
+def test_a_pod_both_reject_is_compared_by_reason() -> None:
+    """The kubelet keeps what its managers gave a rejected pod's init container until the next pod's
+    allocation (kvm-skylake, full-pcpus-only: ``SMTAlignmentError`` with the init's CPU and memory in
+    the checkpoint); numaplane releases it at once. The reasons still must agree."""
+    from numaplane_harness.kubeletdiff import Decision, Outcome, compare
+
+    block = {"numaAffinity": [0], "type": "memory", "size": 1 << 27}
+    kubelet = Outcome([Decision("p1", False, "SMTAlignmentError", {"init": "1"}, {"init": [block]})], {}, {})
+    ours = Outcome([Decision("p1", False, "SMTAlignmentError", {}, {})], {}, {})
+    assert compare(kubelet, ours, memory=True)[1][:1] == []
+    other = Outcome([Decision("p1", False, "TopologyAffinityError", {}, {})], {}, {})
+    assert [m.what for m in compare(kubelet, other, memory=True)[1]][:1] == ["p1"]
