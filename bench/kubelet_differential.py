@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
                     except Exception as exc:  # one machine's failure is reported, the others still run
                         failed[machine] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                        tail = "\n    ".join(str(exc).splitlines()[-12:])
+                        tail = "\n    ".join(str(exc).splitlines()[-40:])
                         print(f"{machine}: FAILED {failed[machine]}\n    {tail}", file=sys.stderr, flush=True)
                         continue
                 results.extend(got)

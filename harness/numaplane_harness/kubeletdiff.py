@@ -319,7 +319,10 @@ def play_kubelet(kubelet: RealKubelet, ops: Sequence[Op], *, timeout: float = 60
 def _log_errors(kubelet: RealKubelet, lines: int = 12) -> str:
     """The last error (``E…``) and panic lines of the kubelet's log, or its tail when there are none."""
     tail = kubelet.log_tail(4000).splitlines()
-    errors = [line for line in tail if line.startswith(("E", "panic", "goroutine")) or "panic" in line[:80]]
+    panic = next((i for i, line in enumerate(tail) if line.startswith("panic:")), None)
+    if panic is not None:  # the Go stack: where the kubelet crashed
+        return "\n".join(tail[panic : panic + 3 * lines])
+    errors = [line for line in tail if line.startswith("E")]
     return "\n".join((errors or tail)[-lines:])
 
 
