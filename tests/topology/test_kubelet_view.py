@@ -39,6 +39,8 @@ KUBELET = {
     "intel-xeon-x7550-4s-64t-3nodes": (64, 32, 4, 3, 4),
     "nvidia-gb10-arm64-1s1n-20c": (20, 20, 1, 1, 1),
     "arm64-kunpeng920-2s4n-128c": (128, 128, 2, 4, 2),
+    # physical_package_id -1 everywhere: one socket -1 (and so one uncore cache -1), as the kubelet logged
+    "ibm-power7-8n-256t-smt4": (256, 64, 1, 8, 1),
     # no cache folder at all
     "riscv-sophgo-sg2042-1s4n-64c": (64, 16, 1, 4, 1),
     # cache ids: the L3 of each socket (shared by two SNC nodes, so not a node-level cache)

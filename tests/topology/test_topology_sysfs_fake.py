@@ -118,11 +118,14 @@ def test_package_minus_one_grouped_by_core_siblings(tmp_path: Path) -> None:
     for cpu in range(4):
         changes[f"{CPU}/cpu{cpu}/topology/physical_package_id".replace("/", "__")] = "-1\n"
         changes[f"{CPU}/cpu{cpu}/topology/core_siblings_list".replace("/", "__")] = "0,2\n" if cpu % 2 == 0 else "1,3\n"
-    result = discover_with_warnings(build(tmp_path, **changes))
+    root = build(tmp_path, **changes)
+    result = discover_with_warnings(root, view="hwloc")
     t = result.topology
     assert t.cpus_by_socket == {0: CPUSet([0, 2]), 1: CPUSet([1, 3])}
     assert all(c.raw_socket_id == -1 for c in t.cpus)
     assert any("physical_package_id" in w for w in result.warnings)
+    # the kubelet's view keeps cAdvisor's SocketID: -1 as read
+    assert discover(root).cpus_by_socket == {-1: CPUSet(range(4))}
 
 
 def test_cpulist_trusted_over_cpumap(tmp_path: Path) -> None:

@@ -49,8 +49,11 @@ Two views (``view=``), differing only in cores and uncore caches:
   that thread and gives up on the rest of the node at the first index lacking ``id``, ``size``,
   ``level``, ``type`` or ``shared_cpu_map`` (older kernels and ARM have no cache ``id``: the x7550,
   Opteron, Kunpeng, POWER and GB10 snapshots), and at a CPU without a ``cache`` folder (RISC-V). A
-  core without an uncore cache takes its socket id (the kubelet's ``getUncoreCacheID``). CPUs
-  without ``core_id`` fall back to the hwloc grouping (warned).
+  core without an uncore cache takes its socket id (the kubelet's ``getUncoreCacheID``). Sockets are
+  ``physical_package_id`` as read, -1 included (cAdvisor does not regroup: on the POWER7 capture every
+  CPU is in socket -1). Where ``nodeN`` directories exist, a CPU none of them lists is offline in this
+  view (cAdvisor reads CPUs from the node directories only). CPUs without ``core_id`` fall back to the
+  hwloc grouping (warned).
 * ``"hwloc"`` (pictures and ``lscpu``-like output): cores by ``thread_siblings_list`` and the L3's
   ``id`` as described above, as hwloc and lscpu show the machine.
 """
@@ -108,6 +111,8 @@ def discover_with_warnings(root: str | Path = "/", *, view: View = "kubelet") ->
     numa, nodes = read_numa(r, universe, online, warnings, raw_lists)
     if view == "kubelet":
         online, nodes = _kubelet_visible(r, online, numa, nodes, warnings)
+        # cAdvisor's SocketID is physical_package_id as read, -1 included (POWER7): no regrouping
+        socket = {cpu: raw if (raw := raws[cpu].package) is not None else socket[cpu] for cpu in online}
         core = _kubelet_cores(raws, online, numa, core, warnings)
         uncore = _kubelet_uncore(r, online, numa, core, socket)
     types = _core_types(r)
