@@ -617,9 +617,10 @@ def run_machine(
     minimise_budget: int = 0,
     reduced: bool = False,
     check_hwloc: bool = False,
+    ops: Sequence[Op] | None = None,
 ) -> list[ConfigResult]:
     """Every configuration (default: :func:`default_matrix`, memory Static where the snapshot allows)
-    on one machine; one kubelet, restarted per configuration. ``check_hwloc``: also replay numaplane
+    on one machine; one kubelet, restarted per configuration; ``ops`` replaces the seeded sequence. ``check_hwloc``: also replay numaplane
     over ``discover(view="hwloc")`` against the same kubelet run (the view the managers must not use:
     proof that the differential sees a difference in cores)."""
     from numaplane.topology.sysfs import discover
@@ -637,7 +638,8 @@ def run_machine(
     ]
     chosen = [onto_online(c, topology.all_cpus) for c in chosen]
     hugepages = any(h.total for n in topology.numa_nodes for h in n.hugepages)
-    ops = generate_ops(seed, count, hugepages=hugepages and memory_static, max_cpus=topology.all_cpus.size())
+    if ops is None:
+        ops = generate_ops(seed, count, hugepages=hugepages and memory_static, max_cpus=topology.all_cpus.size())
     results: list[ConfigResult] = []
     with run_kubelet(control_plane, containerd, chosen[0].kubelet_policy(), overlay=overlay) as kubelet:
         detected = kubelet_topology(kubelet.log_path.read_text(errors="replace"))

@@ -20,7 +20,7 @@ import pytest
 from numaplane_harness.containerd import ContainerdInstance
 from numaplane_harness.kubecluster import ControlPlane
 from numaplane_harness.kubelet import kubelet_unavailable_reason
-from numaplane_harness.kubeletdiff import describe, run_machine
+from numaplane_harness.kubeletdiff import AddPod, ContainerSpec, DiffConfig, describe, run_machine
 from numaplane_harness.unavailable import component_unavailable
 
 SHARED = Path(os.environ["NUMAPLANE_SHARED"])
@@ -77,3 +77,31 @@ def test_real_kubelet_and_numaplane_decide_alike(
         # the kubelet's on this machine in every configuration
         assert all(r.hwloc_mismatches > 0 for r in results), lines
     assert [m for r in results for m in r.mismatches] == [], "\n".join(lines)
+
+
+def test_real_kubelet_node_admission_out_of_cpu(
+    diff_runtime: tuple[ControlPlane, ContainerdInstance], short_tmp: Path
+) -> None:
+    """The kubelet's generic admission beside the managers: on 20 CPUs (19 allocatable), a shared pod of
+    1500m and two 8-CPU pods leave 1500m, so a 2-CPU pod is given CPUs by the CPU manager and then
+    rejected ``OutOfcpu``; a 1-CPU pod after it fits, and its CPUs are chosen with the rejected pod's
+    released. numaplane's side models it (``node_admission``) and must decide alike."""
+    plane, runtime = diff_runtime
+    ops = [
+        AddPod("shared", (ContainerSpec("c0", "1500m", 64),)),
+        AddPod("a", (ContainerSpec("c0", "8", 64),)),
+        AddPod("b", (ContainerSpec("c0", "8", 64),)),
+        AddPod("c", (ContainerSpec("c0", "2", 64),)),
+        AddPod("d", (ContainerSpec("c0", "1", 64),)),
+    ]
+    (result,) = run_machine(
+        plane,
+        runtime,
+        SHARED / "topologies" / "real" / "intel-desktop-1s1n-20t.tar.gz",
+        short_tmp,
+        configs=[DiffConfig("best-effort/container", "best-effort", "container")],
+        ops=ops,
+    )
+    detail = "\n".join(f"{m.what}: kubelet {m.kubelet} / numaplane {m.numaplane}" for m in result.mismatches)
+    assert result.rejected == ["OutOfcpu"], detail
+    assert result.mismatches == [], detail

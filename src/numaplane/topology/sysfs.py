@@ -112,7 +112,7 @@ def discover_with_warnings(root: str | Path = "/", *, view: View = "kubelet") ->
     if view == "kubelet":
         online, nodes = _kubelet_visible(r, online, numa, nodes, warnings)
         # cAdvisor's SocketID is physical_package_id as read, -1 included (POWER7): no regrouping
-        socket = {cpu: raw if (raw := raws[cpu].package) is not None else socket[cpu] for cpu in online}
+        socket = {cpu: pkg if (pkg := raws[cpu].package) is not None else socket[cpu] for cpu in online}
         core = _kubelet_cores(raws, online, numa, core, warnings)
         uncore = _kubelet_uncore(r, online, numa, core, socket)
     types = _core_types(r)
