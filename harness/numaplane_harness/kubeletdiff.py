@@ -93,6 +93,8 @@ class DiffConfig:
     cpu_options: Mapping[str, str] = field(default_factory=dict)
     reserved_cpus: str = "0"
     memory_static: bool = True
+    #: the NUMA node of the reserved memory (the kubelet checks it exists even with its policy None)
+    memory_node: int = 0
 
     def kubelet_policy(self) -> KubeletPolicy:
         return KubeletPolicy(
@@ -100,7 +102,7 @@ class DiffConfig:
             reserved_system_cpus=self.reserved_cpus,
             cpu_manager_policy_options=dict(self.cpu_options),
             memory_manager_policy="Static" if self.memory_static else "None",
-            reserved_memory={0: EVICTION_MEMORY},
+            reserved_memory={self.memory_node: EVICTION_MEMORY},
             topology_manager_policy=self.topology_policy,
             topology_manager_scope=self.topology_scope,
             feature_gates={"CPUManagerPolicyAlphaOptions": True, "CPUManagerPolicyBetaOptions": True}
@@ -114,7 +116,7 @@ class DiffConfig:
             "cpuManager": {"policy": "static", "reservedCPUs": self.reserved_cpus, "options": dict(self.cpu_options)},
             "memoryManager": {
                 "policy": "Static" if self.memory_static else "None",
-                "reservedMemory": [{"numaNode": 0, "limits": {"memory": EVICTION_MEMORY}}]
+                "reservedMemory": [{"numaNode": self.memory_node, "limits": {"memory": EVICTION_MEMORY}}]
                 if self.memory_static
                 else [],
             },
@@ -148,12 +150,16 @@ def default_matrix(*, memory_static: bool, reduced: bool = False) -> list[DiffCo
     return configs
 
 
-def onto_online(config: DiffConfig, online: CPUSet) -> DiffConfig:
+def onto_online(config: DiffConfig, online: CPUSet, nodes: Sequence[int] = (0,)) -> DiffConfig:
     """``config`` with its reserved CPUs moved to as many of the lowest CPUs the kubelet sees when one of
     them is not (intel-xeon-e5-2680v3-2s-offline-cpu0-node0: CPU 0 offline, node 0 without a directory).
     Both sides refuse to start otherwise: the kubelet with ``reserved-cpus: 4 is not a subset of
     online-cpus: 5,7,…`` (its start-up check), numaplane with ``[cpumanager] unable to build the
-    reserved physical CPUs from the reserved set`` (the static policy's own check)."""
+    reserved physical CPUs from the reserved set`` (the static policy's own check). Likewise the
+    reserved memory moves to the lowest of ``nodes`` when node 0 is not among them (the kubelet: ``the
+    reserved memory configuration references a NUMA node 0 that does not exist on this machine``)."""
+    if config.memory_node not in nodes:  # the kubelet refuses reserved memory on a node it does not see
+        config = DiffConfig(**{**config.__dict__, "memory_node": min(nodes)})
     reserved = CPUSet.parse(config.reserved_cpus)
     if reserved <= online:
         return config
@@ -636,7 +642,7 @@ def run_machine(
         c if c.memory_static == memory_static else DiffConfig(**{**c.__dict__, "memory_static": memory_static})
         for c in chosen
     ]
-    chosen = [onto_online(c, topology.all_cpus) for c in chosen]
+    chosen = [onto_online(c, topology.all_cpus, [n.id for n in topology.numa_nodes]) for c in chosen]
     hugepages = any(h.total for n in topology.numa_nodes for h in n.hugepages)
     if ops is None:
         ops = generate_ops(seed, count, hugepages=hugepages and memory_static, max_cpus=topology.all_cpus.size())

@@ -96,8 +96,9 @@ def test_reserved_cpus_move_to_online_ones_where_cpu0_is_offline(tmp_path: Path)
     # as the kubelet (its static policy looks every reserved CPU up in the topology), numaplane refuses CPU 0
     with pytest.raises(PolicyConfigError, match="unable to build the reserved physical CPUs"):
         ResourceManager(topology, config.numaplane_config())
-    moved = onto_online(config, topology.all_cpus)
+    moved = onto_online(config, topology.all_cpus, [n.id for n in topology.numa_nodes])
     assert moved.reserved_cpus == "5" and "reserved 5" in moved.name
+    assert moved.memory_node == 1  # node 0 is not the kubelet's
     ResourceManager(topology, moved.numaplane_config())
     two = onto_online(DiffConfig("y", reserved_cpus="0-1", memory_static=False), topology.all_cpus)
     assert CPUSet.parse(two.reserved_cpus) == CPUSet([5, 7])
