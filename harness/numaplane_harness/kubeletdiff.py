@@ -11,7 +11,11 @@ For one snapshot (``shared/topologies/real/*.tar.gz``) and one :class:`DiffConfi
   ``cpu_manager_state`` / ``memory_manager_state``;
 * on numaplane's :class:`~numaplane.policy.manager.ResourceManager` over
   ``discover(snapshot, view="kubelet")`` with the same configuration, fed the pods as the API server
-  returned them (same uids).
+  returned them (same uids), and followed by :func:`node_admission` (the kubelet's generic admission,
+  which runs beside the managers on a real node, over the Node the kubelet registered).
+
+:func:`kubelet_topology` reads the machine as the kubelet saw it from its log and
+:func:`topology_mismatch` compares it CPU by CPU with numaplane's view.
 
 :func:`compare` lists every decision that differs and whether the final checkpoints are equal.
 :func:`minimise` shrinks a sequence to the shortest prefix and then drops earlier operations one at a
