@@ -33,10 +33,11 @@ SHARED = Path(os.environ.get("NUMAPLANE_SHARED", str(HERE.parent.parent / "share
 def table(results: list[ConfigResult]) -> str:
     width = max((len(r.machine) for r in results), default=7)
     cwidth = max((len(r.config) for r in results), default=6)
-    rows = [f"{'machine':<{width}}  {'config':<{cwidth}}  pods  equal/compared  seconds"]
+    rows = [f"{'machine':<{width}}  {'config':<{cwidth}}  pods  equal/compared  seconds  rejected by the kubelet"]
     for r in results:
         rows.append(
             f"{r.machine:<{width}}  {r.config:<{cwidth}}  {r.pods:>4}  {r.equal:>5}/{r.compared:<8}  {r.seconds:7.1f}"
+            f"  {', '.join(r.rejected) or '-'}"
         )
     return "\n".join(rows)
 
@@ -44,7 +45,7 @@ def table(results: list[ConfigResult]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--machines", default="", help="comma-separated snapshot names (default: all)")
-    parser.add_argument("--reduced", action="store_true", help="3 configurations per machine (CI's)")
+    parser.add_argument("--reduced", action="store_true", help="4 configurations per machine (CI's)")
     parser.add_argument("--pods", type=int, default=12, help="operations per sequence (adds and deletions)")
     parser.add_argument("--seed", type=int, default=27)
     parser.add_argument("--minimise", type=int, default=4, help="kubelet replays allowed to shrink a mismatch")
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
                     except Exception as exc:  # one machine's failure is reported, the others still run
                         failed[machine] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                        tail = "\n    ".join(str(exc).splitlines()[-12:])
+                        tail = "\n    ".join(str(exc).splitlines()[-40:])
                         print(f"{machine}: FAILED {failed[machine]}\n    {tail}", file=sys.stderr, flush=True)
                         continue
                 results.extend(got)
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"decisions_compared: {compared} count")
     print(f"decisions_equal: {equal} count")
     print(f"mismatches: {compared - equal} count")
+    print(f"rejections: {sum(len(r.rejected) for r in results)} count")
     print(f"wall: {time.monotonic() - began:.1f} s")
     print(f"load_before: {load_before} loadavg")
     print(f"load_after: {Path('/proc/loadavg').read_text().split()[0]} loadavg")

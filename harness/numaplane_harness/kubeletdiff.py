@@ -11,7 +11,11 @@ For one snapshot (``shared/topologies/real/*.tar.gz``) and one :class:`DiffConfi
   ``cpu_manager_state`` / ``memory_manager_state``;
 * on numaplane's :class:`~numaplane.policy.manager.ResourceManager` over
   ``discover(snapshot, view="kubelet")`` with the same configuration, fed the pods as the API server
-  returned them (same uids).
+  returned them (same uids), and followed by :func:`node_admission` (the kubelet's generic admission,
+  which runs beside the managers on a real node, over the Node the kubelet registered).
+
+:func:`kubelet_topology` reads the machine as the kubelet saw it from its log and
+:func:`topology_mismatch` compares it CPU by CPU with numaplane's view.
 
 :func:`compare` lists every decision that differs and whether the final checkpoints are equal.
 :func:`minimise` shrinks a sequence to the shortest prefix and then drops earlier operations one at a
@@ -30,8 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from numaplane.placement.predicates import BasicNode, parse_node, resource_reasons
 from numaplane.policy.manager import ResourceManager
-from numaplane.resources.pod import parse_pod
+from numaplane.resources.pod import Pod, add_resources, parse_pod
+from numaplane.resources.quantity import Quantity
+from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import Topology
 from numaplane_harness.busyboximage import BUSYBOX_IMAGE
 from numaplane_harness.kubecluster import ApiStatus
@@ -47,9 +54,13 @@ __all__ = [
     "compare",
     "default_matrix",
     "generate_ops",
+    "kubelet_topology",
     "minimise",
+    "node_admission",
+    "onto_online",
     "play_kubelet",
     "play_numaplane",
+    "topology_mismatch",
 ]
 
 
@@ -86,6 +97,8 @@ class DiffConfig:
     cpu_options: Mapping[str, str] = field(default_factory=dict)
     reserved_cpus: str = "0"
     memory_static: bool = True
+    #: the NUMA node of the reserved memory (the kubelet checks it exists even with its policy None)
+    memory_node: int = 0
 
     def kubelet_policy(self) -> KubeletPolicy:
         return KubeletPolicy(
@@ -93,7 +106,7 @@ class DiffConfig:
             reserved_system_cpus=self.reserved_cpus,
             cpu_manager_policy_options=dict(self.cpu_options),
             memory_manager_policy="Static" if self.memory_static else "None",
-            reserved_memory={0: EVICTION_MEMORY},
+            reserved_memory={self.memory_node: EVICTION_MEMORY},
             topology_manager_policy=self.topology_policy,
             topology_manager_scope=self.topology_scope,
             feature_gates={"CPUManagerPolicyAlphaOptions": True, "CPUManagerPolicyBetaOptions": True}
@@ -107,7 +120,7 @@ class DiffConfig:
             "cpuManager": {"policy": "static", "reservedCPUs": self.reserved_cpus, "options": dict(self.cpu_options)},
             "memoryManager": {
                 "policy": "Static" if self.memory_static else "None",
-                "reservedMemory": [{"numaNode": 0, "limits": {"memory": EVICTION_MEMORY}}]
+                "reservedMemory": [{"numaNode": self.memory_node, "limits": {"memory": EVICTION_MEMORY}}]
                 if self.memory_static
                 else [],
             },
@@ -139,6 +152,25 @@ def default_matrix(*, memory_static: bool, reduced: bool = False) -> list[DiffCo
     if reduced:  # a policy of each scope, the SMT-alignment and the uncore-cache options
         return [configs[0], configs[3], configs[6], configs[6 + 3]]
     return configs
+
+
+def onto_online(config: DiffConfig, online: CPUSet, nodes: Sequence[int] = (0,)) -> DiffConfig:
+    """``config`` with its reserved CPUs moved to as many of the lowest CPUs the kubelet sees when one of
+    them is not (intel-xeon-e5-2680v3-2s-offline-cpu0-node0: CPU 0 offline, node 0 without a directory).
+    Both sides refuse to start otherwise: the kubelet with ``reserved-cpus: 4 is not a subset of
+    online-cpus: 5,7,…`` (its start-up check), numaplane with ``[cpumanager] unable to build the
+    reserved physical CPUs from the reserved set`` (the static policy's own check). Likewise the
+    reserved memory moves to the lowest of ``nodes`` when node 0 is not among them (the kubelet: ``the
+    reserved memory configuration references a NUMA node 0 that does not exist on this machine``)."""
+    if config.memory_node not in nodes:  # the kubelet refuses reserved memory on a node it does not see
+        config = DiffConfig(**{**config.__dict__, "memory_node": min(nodes)})
+    reserved = CPUSet.parse(config.reserved_cpus)
+    if reserved <= online:
+        return config
+    moved = CPUSet(sorted(online)[: len(reserved)])
+    return DiffConfig(
+        **{**config.__dict__, "name": f"{config.name} (reserved {moved.format()})", "reserved_cpus": moved.format()}
+    )
 
 
 def generate_ops(seed: int, count: int, *, hugepages: bool, max_cpus: int) -> list[Op]:
@@ -265,7 +297,13 @@ def play_kubelet(kubelet: RealKubelet, ops: Sequence[Op], *, timeout: float = 60
         uid = str(created["metadata"]["uid"])
         uids[uid] = op.name
         created_pods[op.name] = created
-        pod = cp.wait_for(f"decision on {op.name}", lambda n=op.name: _decided(kubelet, n), timeout=timeout)
+        try:
+            pod = cp.wait_for(f"decision on {op.name}", lambda n=op.name: _decided(kubelet, n), timeout=timeout)
+        except TimeoutError as exc:  # say what the kubelet was doing instead
+            alive = kubelet.process is not None and kubelet.process.poll() is None
+            raise TimeoutError(
+                f"{exc}; kubelet {'running' if alive else 'exited'}, its errors:\n" + _log_errors(kubelet)
+            ) from None
         status = pod["status"]
         admitted = status.get("phase") != "Failed"
         cpu_state = kubelet.cpu_manager_state()
@@ -286,6 +324,16 @@ def play_kubelet(kubelet: RealKubelet, ops: Sequence[Op], *, timeout: float = 60
         time.monotonic() - began,
         created_pods,
     )
+
+
+def _log_errors(kubelet: RealKubelet, lines: int = 12) -> str:
+    """The last error (``E…``) and panic lines of the kubelet's log, or its tail when there are none."""
+    tail = kubelet.log_tail(4000).splitlines()
+    panic = next((i for i, line in enumerate(tail) if line.startswith("panic:")), None)
+    if panic is not None:  # the Go stack: where the kubelet crashed
+        return "\n".join(tail[panic : panic + 3 * lines])
+    errors = [line for line in tail if line.startswith("E")]
+    return "\n".join((errors or tail)[-lines:])
 
 
 def _memory_state(kubelet: RealKubelet) -> dict[str, Any]:
@@ -316,29 +364,70 @@ def _decided(kubelet: RealKubelet, name: str) -> dict[str, Any] | None:
     return None
 
 
+def node_admission(pod: Pod, node: BasicNode, used: Mapping[str, Quantity], pods_on_node: int) -> str:
+    """The reason the kubelet's generic admission (``lifecycle.NewPredicateAdmitHandler``) rejects
+    ``pod`` ("" when it fits): its resources predicate is the scheduler's ``NodeResourcesFit`` over the
+    Node's allocatable and the other admitted pods' requests, and the kubelet reports only the first
+    failure as ``OutOf<resource>`` in the order ``noderesources.Fits`` checks: pods, cpu, memory,
+    ephemeral-storage, then the other resources."""
+    reasons = resource_reasons(pod, node, used, pods_on_node)
+    if "Too many pods" in reasons:
+        return "OutOfpods"
+    short = [r.removeprefix("Insufficient ") for r in reasons if r.startswith("Insufficient ")]
+    first = ("cpu", "memory", "ephemeral-storage")
+    short.sort(key=lambda name: (first.index(name) if name in first else len(first), name))
+    return f"OutOf{short[0]}" if short else ""
+
+
 def play_numaplane(
-    topology: Topology, config: DiffConfig, ops: Sequence[Op], pods: Callable[[AddPod], Mapping[str, Any]]
+    topology: Topology,
+    config: DiffConfig,
+    ops: Sequence[Op],
+    pods: Callable[[AddPod], Mapping[str, Any]],
+    node: BasicNode | None = None,
 ) -> Outcome:
-    """Play ``ops`` on numaplane's manager; ``pods(op)`` gives the pod as the API server returned it."""
+    """Play ``ops`` on numaplane's manager; ``pods(op)`` gives the pod as the API server returned it.
+
+    With ``node`` (the kubelet's Node as the API server holds it) the kubelet's generic admission is
+    modelled too, as it stands beside numaplane on a real node: the kubelet runs the resource
+    managers' admit handler first and then :func:`node_admission`; a pod the second rejects keeps what
+    the managers gave it until the next pod's allocation (the CPU and memory managers'
+    ``removeStaleState`` at the start of ``Allocate`` drops pods that are not active)."""
     began = time.monotonic()
     manager = ResourceManager(topology, config.numaplane_config())
     decisions: list[Decision] = []
     uids: dict[str, str] = {}
+    admitted: dict[str, dict[str, Quantity]] = {}  # uid -> effective requests, the pods the kubelet admitted
+    stale: list[str] = []
     for op in ops:
         if isinstance(op, DeletePod):
             uid = next(u for u, n in uids.items() if n == op.name)
             manager.remove(uid)
+            admitted.pop(uid, None)
             continue
         pod = parse_pod(pods(op))
         uids[pod.uid] = op.name
+        for uid in stale:
+            manager.remove(uid)
+        stale.clear()
         admission = manager.admit(pod)
+        reason = admission.reason
+        if admission.admitted and node is not None:
+            used: dict[str, Quantity] = {}
+            for requests in admitted.values():
+                used = add_resources(used, requests)
+            reason = node_admission(pod, node, used, len(admitted))
+            if reason:
+                stale.append(pod.uid)
+            else:
+                admitted[pod.uid] = pod.effective_requests()
         cpu_state = manager.cpu.state.to_dict()
         memory_state = _numaplane_memory(manager)
         decisions.append(
             Decision(
                 op.name,
-                admission.admitted,
-                admission.reason,
+                not reason,
+                reason,
                 dict(cpu_state.get("entries", {}).get(pod.uid, {})),
                 dict(memory_state.get("entries", {}).get(pod.uid, {})),
             )
@@ -372,9 +461,24 @@ def compare(kubelet: Outcome, numaplane: Outcome, *, memory: bool) -> tuple[int,
     """``(decisions compared, mismatches)``; the final checkpoints count as one comparison each."""
     mismatches: list[Mismatch] = []
     for k, n in zip(kubelet.decisions, numaplane.decisions, strict=True):
-        # the kubelet lists a container's blocks in Go map order (memory and hugepages either way round)
-        k_view = (k.admitted, k.reason, dict(k.cpus), _blocks(k.memory) if memory else {})
-        n_view = (n.admitted, n.reason, dict(n.cpus), _blocks(n.memory) if memory else {})
+        # the kubelet lists a container's blocks in Go map order (memory and hugepages either way round).
+        # A pod both reject is compared by reason only: what the kubelet's managers gave its containers
+        # before a later check failed (an init container's CPUs and memory before SMTAlignmentError, a
+        # pod's before OutOfcpu) stays in its checkpoint until the next pod's hints or allocation
+        # (``removeStaleState`` drops pods that are not active): garbage, not a decision.
+        both_rejected = not k.admitted and not n.admitted
+        k_view = (
+            k.admitted,
+            k.reason,
+            {} if both_rejected else dict(k.cpus),
+            _blocks(k.memory) if memory and not both_rejected else {},
+        )
+        n_view = (
+            n.admitted,
+            n.reason,
+            {} if both_rejected else dict(n.cpus),
+            _blocks(n.memory) if memory and not both_rejected else {},
+        )
         if k_view != n_view:
             mismatches.append(Mismatch(k.pod, k_view, n_view))
     compared = len(kubelet.decisions) + 1
@@ -382,13 +486,23 @@ def compare(kubelet: Outcome, numaplane: Outcome, *, memory: bool) -> tuple[int,
         mismatches.append(Mismatch("final cpu_manager_state", kubelet.cpu_state, numaplane.cpu_state))
     if memory:
         compared += 1
-        if kubelet.memory_state != numaplane.memory_state:
+        if _blocks_sorted(kubelet.memory_state) != _blocks_sorted(numaplane.memory_state):
             mismatches.append(Mismatch("final memory_manager_state", kubelet.memory_state, numaplane.memory_state))
     return compared, mismatches
 
 
 def _blocks(memory: Mapping[str, Any]) -> dict[str, Any]:
+    """A container's blocks in type order: the kubelet's static policy appends them in Go map order
+    (``for resourceName, requestedSize := range requestedResources`` in ``Allocate``), a random order."""
     return {name: sorted(blocks, key=lambda b: str(b.get("type"))) for name, blocks in memory.items()}
+
+
+def _blocks_sorted(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A memory checkpoint with every container's blocks in type order (:func:`_blocks`)."""
+    out = dict(state)
+    if "entries" in out:
+        out["entries"] = {pod: _blocks(containers) for pod, containers in out["entries"].items()}
+    return out
 
 
 def first_mismatch_prefix(ops: Sequence[Op], mismatch: Mismatch) -> list[Op]:
@@ -439,6 +553,43 @@ def describe(ops: Sequence[Op]) -> str:
     return "; ".join(parts)
 
 
+def kubelet_topology(log: str) -> dict[int, tuple[int, int, int, int]] | None:
+    """CPU → (core, socket, NUMA node, uncore cache) from the kubelet's log line ``"Detected CPU
+    topology"`` (the CPU manager logs its ``topology.Discover`` result at start; None: no such line)."""
+    import json
+
+    found = None
+    for line in log.splitlines():
+        if '"Detected CPU topology"' in line and "topology=" in line:
+            found = line
+    if found is None:
+        return None
+    doc, _ = json.JSONDecoder().raw_decode(found[found.index("topology=") + len("topology=") :])
+    return {
+        int(cpu): (
+            int(d.get("CoreID", 0)),
+            int(d.get("SocketID", 0)),
+            int(d.get("NUMANodeID", 0)),
+            int(d.get("UncoreCacheID", 0)),
+        )
+        for cpu, d in doc.get("CPUDetails", {}).items()
+    }
+
+
+def topology_mismatch(topology: Topology, kubelet: Mapping[int, tuple[int, int, int, int]]) -> Mismatch | None:
+    """The CPUs whose (core, socket, NUMA node, uncore cache) differ between the kubelet's view and
+    numaplane's ``topology`` (at most 8 of them shown), or None."""
+    ours = {c.cpu: (c.core, c.socket, c.numa, c.uncore) for c in topology.cpus if c.online}
+    differing = sorted(set(ours) ^ set(kubelet) | {c for c in ours.keys() & kubelet.keys() if ours[c] != kubelet[c]})
+    if not differing:
+        return None
+    return Mismatch(
+        f"detected CPU topology ({len(differing)} CPUs differ; core, socket, NUMA node, uncore cache)",
+        {c: kubelet.get(c) for c in differing[:8]},
+        {c: ours.get(c) for c in differing[:8]},
+    )
+
+
 def snapshot_path(shared: Path, machine: str) -> Path:
     return shared / "topologies" / "real" / f"{machine}.tar.gz"
 
@@ -456,6 +607,8 @@ class ConfigResult:
     minimal: list[Op] = field(default_factory=list)
     #: mismatches of the same kubelet run against numaplane over the hwloc view (``check_hwloc``; -1: not run)
     hwloc_mismatches: int = -1
+    #: the kubelet's rejection reasons in the sequence (``OutOfcpu``, ``TopologyAffinityError``, …)
+    rejected: list[str] = field(default_factory=list)
 
     @property
     def equal(self) -> int:
@@ -474,9 +627,10 @@ def run_machine(
     minimise_budget: int = 0,
     reduced: bool = False,
     check_hwloc: bool = False,
+    ops: Sequence[Op] | None = None,
 ) -> list[ConfigResult]:
     """Every configuration (default: :func:`default_matrix`, memory Static where the snapshot allows)
-    on one machine; one kubelet, restarted per configuration. ``check_hwloc``: also replay numaplane
+    on one machine; one kubelet, restarted per configuration; ``ops`` replaces the seeded sequence. ``check_hwloc``: also replay numaplane
     over ``discover(view="hwloc")`` against the same kubelet run (the view the managers must not use:
     proof that the differential sees a difference in cores)."""
     from numaplane.topology.sysfs import discover
@@ -492,35 +646,49 @@ def run_machine(
         c if c.memory_static == memory_static else DiffConfig(**{**c.__dict__, "memory_static": memory_static})
         for c in chosen
     ]
+    chosen = [onto_online(c, topology.all_cpus, [n.id for n in topology.numa_nodes]) for c in chosen]
     hugepages = any(h.total for n in topology.numa_nodes for h in n.hugepages)
-    ops = generate_ops(seed, count, hugepages=hugepages and memory_static, max_cpus=topology.all_cpus.size())
+    if ops is None:
+        ops = generate_ops(seed, count, hugepages=hugepages and memory_static, max_cpus=topology.all_cpus.size())
     results: list[ConfigResult] = []
     with run_kubelet(control_plane, containerd, chosen[0].kubelet_policy(), overlay=overlay) as kubelet:
+        detected = kubelet_topology(kubelet.log_path.read_text(errors="replace"))
+        if detected is None:
+            raise RuntimeError(f'{overlay.name}: the kubelet logged no "Detected CPU topology"')
+        seen = topology_mismatch(topology, detected)
         for i, config in enumerate(chosen):
             began = time.monotonic()
             if i:
                 kubelet.restart(config.kubelet_policy())
 
             hwloc_mismatches = [-1]
+            rejected: list[str] = []
 
             def both(
                 sequence: Sequence[Op],
                 config: DiffConfig = config,
                 hwloc: bool = False,
                 box: list[int] = hwloc_mismatches,
+                reasons: list[str] | None = None,
             ) -> tuple[int, list[Mismatch]]:
                 kubelet.delete_pods()
                 real = play_kubelet(kubelet, sequence)
-                ours = play_numaplane(topology, config, sequence, lambda op: real.created[op.name])
+                if reasons is not None:
+                    reasons.extend(d.reason for d in real.decisions if not d.admitted)
+                node = parse_node(control_plane.request("GET", f"/api/v1/nodes/{kubelet.node_name}"))
+                ours = play_numaplane(topology, config, sequence, lambda op: real.created[op.name], node)
                 if hwloc:
-                    other = play_numaplane(hwloc_view, config, sequence, lambda op: real.created[op.name])
+                    other = play_numaplane(hwloc_view, config, sequence, lambda op: real.created[op.name], node)
                     box[0] = len(compare(real, other, memory=config.memory_static)[1])
                 return compare(real, ours, memory=config.memory_static)
 
-            compared, mismatches = both(ops, hwloc=check_hwloc)
+            compared, mismatches = both(ops, hwloc=check_hwloc, reasons=rejected)
+            if i == 0:  # the machine as both sides see it: one comparison per machine
+                compared += 1
+                mismatches = ([seen] if seen else []) + mismatches
             minimal: list[Op] = []
             if mismatches and minimise_budget:
-                first = [m for m in mismatches if not m.what.startswith("final")]
+                first = [m for m in mismatches if not m.what.startswith(("final", "detected"))]
                 if first:
                     prefix = first_mismatch_prefix(ops, first[0])
 
@@ -541,6 +709,7 @@ def run_machine(
                     time.monotonic() - began,
                     minimal,
                     hwloc_mismatches[0],
+                    rejected,
                 )
             )
     return results

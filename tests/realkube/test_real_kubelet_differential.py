@@ -20,28 +20,19 @@ import pytest
 from numaplane_harness.containerd import ContainerdInstance
 from numaplane_harness.kubecluster import ControlPlane
 from numaplane_harness.kubelet import kubelet_unavailable_reason
-from numaplane_harness.kubeletdiff import describe, run_machine
+from numaplane_harness.kubeletdiff import AddPod, ContainerSpec, DiffConfig, describe, run_machine
 from numaplane_harness.unavailable import component_unavailable
 
 SHARED = Path(os.environ["NUMAPLANE_SHARED"])
 #: the CI subset: the machine where cAdvisor's cores differ from thread_siblings, a hugepages one, an ARM
-#: one (no clock speed in cpuinfo), one whose snapshot has no node meminfo (memory manager None)
-#: Two divergences found by this test and not yet fixed (issue 27 item 2), kept visible as strict xfails:
-#: the hugepages machine's final memory_manager_state differs (the kubelet's machineState also lists
-#: hugepages-1Gi with 0 pages; every decision is equal); on the x7550 numaplane chooses other CPUs than
-#: the kubelet under prefer-align-cpus-by-uncorecache (uncore caches seen differently).
-KNOWN = {
-    "intel-xeon-2s-snc2-4n-80t-hugepages": "final memory_manager_state: the kubelet lists hugepages-1Gi with 0 pages",
-    "intel-xeon-x7550-4s-64t-3nodes": "prefer-align-cpus-by-uncorecache chooses other CPUs than the kubelet",
-}
-CI_MACHINES = tuple(
-    pytest.param(m, marks=pytest.mark.xfail(reason=KNOWN[m], strict=True)) if m in KNOWN else m
-    for m in (
-        "amd-opteron6276-4s8n-64c",
-        "intel-xeon-2s-snc2-4n-80t-hugepages",
-        "arm64-kunpeng920-2s4n-128c",
-        "intel-xeon-x7550-4s-64t-3nodes",
-    )
+#: one (no clock speed in cpuinfo), and one with two sockets in a NUMA node whose caches cAdvisor cannot
+#: read (no cache ``id``: the kubelet's uncore cache is the socket) and whose snapshot has no node meminfo
+#: (memory manager None)
+CI_MACHINES = (
+    "amd-opteron6276-4s8n-64c",
+    "intel-xeon-2s-snc2-4n-80t-hugepages",
+    "arm64-kunpeng920-2s4n-128c",
+    "intel-xeon-x7550-4s-64t-3nodes",
 )
 
 
@@ -86,3 +77,31 @@ def test_real_kubelet_and_numaplane_decide_alike(
         # the kubelet's on this machine in every configuration
         assert all(r.hwloc_mismatches > 0 for r in results), lines
     assert [m for r in results for m in r.mismatches] == [], "\n".join(lines)
+
+
+def test_real_kubelet_node_admission_out_of_cpu(
+    diff_runtime: tuple[ControlPlane, ContainerdInstance], short_tmp: Path
+) -> None:
+    """The kubelet's generic admission beside the managers: on 20 CPUs (19 allocatable), a shared pod of
+    1500m and two 8-CPU pods leave 1500m, so a 2-CPU pod is given CPUs by the CPU manager and then
+    rejected ``OutOfcpu``; a 1-CPU pod after it fits, and its CPUs are chosen with the rejected pod's
+    released. numaplane's side models it (``node_admission``) and must decide alike."""
+    plane, runtime = diff_runtime
+    ops = [
+        AddPod("shared", (ContainerSpec("c0", "1500m", 64),)),
+        AddPod("a", (ContainerSpec("c0", "8", 64),)),
+        AddPod("b", (ContainerSpec("c0", "8", 64),)),
+        AddPod("c", (ContainerSpec("c0", "2", 64),)),
+        AddPod("d", (ContainerSpec("c0", "1", 64),)),
+    ]
+    (result,) = run_machine(
+        plane,
+        runtime,
+        SHARED / "topologies" / "real" / "intel-desktop-1s1n-20t.tar.gz",
+        short_tmp,
+        configs=[DiffConfig("best-effort/container", "best-effort", "container")],
+        ops=ops,
+    )
+    detail = "\n".join(f"{m.what}: kubelet {m.kubelet} / numaplane {m.numaplane}" for m in result.mismatches)
+    assert result.rejected == ["OutOfcpu"], detail
+    assert result.mismatches == [], detail

@@ -2,8 +2,11 @@
 
 Cores are threads with equal (core_id, physical_package_id) within one NUMA node, never
 thread_siblings; a core's uncore cache is its first level>2 cache not shared by exactly its node's
-threads, else the NUMA node id. The expected figures are what the kubelet reported for these
-machines (the issue's trial: Opteron 64 cores, 8 L3 groups) or follow from the snapshot's files.
+threads, else its socket id (the kubelet's getUncoreCacheID). cAdvisor v0.56.2 reads every
+cache/index* of a core's first thread and gives up on the rest of the node when one lacks ``id``
+(older kernels, ARM): then every core there falls back to its socket. The expected figures are the
+kubelet v1.36.2's own "Detected CPU topology" on these snapshots (the differential,
+tests/realkube/test_real_kubelet_differential.py, compares every CPU of it with this view).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import Topology
 from numaplane.topology.sysfs import discover
 
@@ -30,12 +34,17 @@ def _counts(t: Topology) -> tuple[int, int, int, int, int]:
 
 # (cpus, cores, sockets, NUMA nodes, uncore caches) in the kubelet's view; the hwloc view differs.
 KUBELET = {
-    "amd-opteron6276-4s8n-64c": (64, 64, 4, 8, 8),
-    "riscv-sophgo-sg2042-1s4n-64c": (64, 16, 1, 4, 4),
-    "intel-xeon-x7550-4s-64t-3nodes": (64, 32, 4, 3, 3),
+    # no cache ids in these captures: one uncore cache per socket
+    "amd-opteron6276-4s8n-64c": (64, 64, 4, 8, 4),
+    "intel-xeon-x7550-4s-64t-3nodes": (64, 32, 4, 3, 4),
     "nvidia-gb10-arm64-1s1n-20c": (20, 20, 1, 1, 1),
+    "arm64-kunpeng920-2s4n-128c": (128, 128, 2, 4, 2),
+    # physical_package_id -1 everywhere: one socket -1 (and so one uncore cache -1), as the kubelet logged
+    "ibm-power7-8n-256t-smt4": (256, 64, 1, 8, 1),
+    # no cache folder at all
+    "riscv-sophgo-sg2042-1s4n-64c": (64, 16, 1, 4, 1),
+    # cache ids: the L3 of each socket (shared by two SNC nodes, so not a node-level cache)
     "intel-xeon-2s-snc2-4n-80t-hugepages": (80, 40, 2, 4, 2),
-    "arm64-kunpeng920-2s4n-128c": (128, 128, 2, 4, 4),
 }
 
 
@@ -52,9 +61,68 @@ def test_opteron_cores_are_single_threads_not_thread_sibling_pairs(snapshot_root
     hwloc = discover(root, view="hwloc")
     assert all(c.core == c.cpu for c in kubelet.cpus if c.online)
     assert len({c.core for c in hwloc.cpus if c.online}) == 32
-    # the L3 there is shared by exactly a NUMA node's CPUs: cAdvisor files it under the node, so the
-    # kubelet's uncore id is the node id
-    assert all(c.uncore == c.numa for c in kubelet.cpus if c.online)
+    # its caches have no id file: cAdvisor reads none, and the kubelet's uncore id is the socket
+    assert all(c.uncore == c.socket for c in kubelet.cpus if c.online)
+
+
+def test_cpus_of_a_node_without_directory_are_not_the_kubelets(snapshot_root: Callable[[str], Path]) -> None:
+    """Node 0 of this capture is offline (no directory): cAdvisor reads CPUs only from node directories,
+    and the real kubelet reported ``online-cpus: 5,7,9,11,13,15,17,19`` (refusing reserved CPU 4)."""
+    root = snapshot_root("intel-xeon-e5-2680v3-2s-offline-cpu0-node0")
+    kubelet = discover(root)
+    assert kubelet.all_cpus == CPUSet([5, 7, 9, 11, 13, 15, 17, 19])
+    assert [n.id for n in kubelet.numa_nodes] == [1]
+    assert discover(root, view="hwloc").all_cpus == CPUSet.range(4, 20)
+
+
+def test_x7550_uncore_caches_are_its_sockets(snapshot_root: Callable[[str], Path]) -> None:
+    """Node 0 holds two sockets; the L3 of each (16 threads, no id file) is not read by cAdvisor."""
+    t = discover(snapshot_root("intel-xeon-x7550-4s-64t-3nodes"))
+    on = [c for c in t.cpus if c.online]
+    assert {c.uncore for c in on if c.numa == 0} == {0, 1}
+    assert all(c.uncore == c.socket for c in on)
+
+
+CPU = "sys/devices/system/cpu"
+
+
+def _machine(tmp_path: Path, *, without_id: int | None = None, cpus: int = 12) -> Path:
+    """One NUMA node, one package, ``cpus`` single-thread cores; L3 ``id`` 5 shared by CPUs 0-3 and
+    ``id`` 9 by the rest (so neither is node-wide); CPU ``without_id`` lacks its L1's ``id`` file."""
+    files = {f"{CPU}/online": f"0-{cpus - 1}\n", "sys/devices/system/node/node0/cpulist": f"0-{cpus - 1}\n"}
+    for cpu in range(cpus):
+        base = f"{CPU}/cpu{cpu}"
+        files[f"{base}/topology/core_id"] = f"{cpu}\n"
+        files[f"{base}/topology/physical_package_id"] = "0\n"
+        files[f"{base}/topology/thread_siblings_list"] = f"{cpu}\n"
+        l3 = (5, "f") if cpu < 4 else (9, format(((1 << cpus) - 1) & ~0xF, "x"))
+        for index, (level, cache_id, shared) in enumerate(((1, cpu, format(1 << cpu, "x")), (3, *l3))):
+            d = f"{base}/cache/index{index}"
+            files |= {f"{d}/level": f"{level}\n", f"{d}/size": "32K\n", f"{d}/type": "Unified\n"}
+            files[f"{d}/shared_cpu_map"] = f"{shared}\n"
+            if not (cpu == without_id and index == 0):
+                files[f"{d}/id"] = f"{cache_id}\n"
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return tmp_path
+
+
+def test_uncore_cache_ids_read_as_cadvisor_does(tmp_path: Path) -> None:
+    t = discover(_machine(tmp_path))
+    assert {c.cpu: c.uncore for c in t.cpus} == {cpu: 5 if cpu < 4 else 9 for cpu in range(12)}
+
+
+def test_an_unreadable_cache_stops_cadvisor_for_the_rest_of_the_node(tmp_path: Path) -> None:
+    """cAdvisor visits the node's CPUs in glob order (cpu0, cpu1, cpu10, cpu11, cpu2, …): with cpu11's
+    L1 lacking ``id``, cpu0, cpu1 and cpu10 keep their L3 and every later core falls back to socket 0."""
+    t = discover(_machine(tmp_path, without_id=11))
+    expected = dict.fromkeys(range(12), 0) | {0: 5, 1: 5, 10: 9}
+    assert {c.cpu: c.uncore for c in t.cpus} == expected
+    # the hwloc view reads the L3 of every CPU
+    assert {c.cpu: c.uncore for c in discover(tmp_path, view="hwloc").cpus} == {
+        cpu: 5 if cpu < 4 else 9 for cpu in range(12)
+    }
 
 
 def test_view_is_checked() -> None:

@@ -37,6 +37,10 @@ def base_machine() -> tuple[dict[str, str], dict[str, str]]:
             f"{CPU}/cpu{cpu}/cache/index3/level": "3\n",
             f"{CPU}/cpu{cpu}/cache/index3/id": "7\n",
             f"{CPU}/cpu{cpu}/cache/index3/shared_cpu_list": "0-3\n",
+            # what cAdvisor also needs to read a cache (the kubelet view)
+            f"{CPU}/cpu{cpu}/cache/index3/shared_cpu_map": "f\n",
+            f"{CPU}/cpu{cpu}/cache/index3/size": "8192K\n",
+            f"{CPU}/cpu{cpu}/cache/index3/type": "Unified\n",
         }
     files[f"{NODE}/online"] = "0-1\n"
     for node, cpus, mask in ((0, "0,2", "5"), (1, "1,3", "a")):
@@ -117,11 +121,14 @@ def test_package_minus_one_grouped_by_core_siblings(tmp_path: Path) -> None:
     for cpu in range(4):
         changes[f"{CPU}/cpu{cpu}/topology/physical_package_id".replace("/", "__")] = "-1\n"
         changes[f"{CPU}/cpu{cpu}/topology/core_siblings_list".replace("/", "__")] = "0,2\n" if cpu % 2 == 0 else "1,3\n"
-    result = discover_with_warnings(build(tmp_path, **changes))
+    root = build(tmp_path, **changes)
+    result = discover_with_warnings(root, view="hwloc")
     t = result.topology
     assert t.cpus_by_socket == {0: CPUSet([0, 2]), 1: CPUSet([1, 3])}
     assert all(c.raw_socket_id == -1 for c in t.cpus)
     assert any("physical_package_id" in w for w in result.warnings)
+    # the kubelet's view keeps cAdvisor's SocketID: -1 as read
+    assert discover(root).cpus_by_socket == {-1: CPUSet(range(4))}
 
 
 def test_cpulist_trusted_over_cpumap(tmp_path: Path) -> None:

@@ -45,10 +45,17 @@ Two views (``view=``), differing only in cores and uncore caches:
   built as cAdvisor v0.56.2 builds ``MachineInfo.Topology`` and the kubelet's ``topology.Discover``
   reads it. Within one NUMA node, online CPUs with equal (``core_id``, ``physical_package_id``) form
   a core (``thread_siblings`` is never read); the core id is its lowest CPU. For each core, the first
-  ``cache/index*`` (in name order) of its lowest CPU with ``level`` > 2 whose ``shared_cpu_map``
-  counts a number of CPUs other than (cores of the node × threads of this core) is its uncore cache,
-  id from ``id`` (-1 when missing); a core without one takes its NUMA node id as uncore id (the
-  kubelet's fallback). CPUs without ``core_id`` fall back to the hwloc grouping (warned).
+  ``cache/index*`` (in name order) of its first thread (in cAdvisor's order: ``cpu10`` before
+  ``cpu2``) with ``level`` > 2 whose ``shared_cpu_map`` counts a number of CPUs other than (cores of
+  the node × threads of this core) is its uncore cache, id from ``id``. cAdvisor reads every index of
+  that thread and gives up on the rest of the node at the first index lacking ``id``, ``size``,
+  ``level``, ``type`` or ``shared_cpu_map`` (older kernels and ARM have no cache ``id``: the x7550,
+  Opteron, Kunpeng, POWER and GB10 snapshots), and at a CPU without a ``cache`` folder (RISC-V). A
+  core without an uncore cache takes its socket id (the kubelet's ``getUncoreCacheID``). Sockets are
+  ``physical_package_id`` as read, -1 included (cAdvisor does not regroup: on the POWER7 capture every
+  CPU is in socket -1). Where ``nodeN`` directories exist, a CPU none of them lists is offline in this
+  view (cAdvisor reads CPUs from the node directories only). CPUs without ``core_id`` fall back to the
+  hwloc grouping (warned).
 * ``"hwloc"`` (pictures and ``lscpu``-like output): cores by ``thread_siblings_list`` and the L3's
   ``id`` as described above, as hwloc and lscpu show the machine.
 """
@@ -64,7 +71,7 @@ from numaplane.limits import MAX_CPU_ID
 from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.errors import SysfsError
 from numaplane.topology.model import CPUInfo, NUMANode, PCIDevice, Topology
-from numaplane.topology.sysfs_numa import read_numa
+from numaplane.topology.sysfs_numa import NodeFacts, node_dir_ids, read_numa
 from numaplane.topology.sysfs_parse import parse_bool, parse_cpulist
 from numaplane.topology.sysfs_reader import Reader
 
@@ -106,8 +113,11 @@ def discover_with_warnings(root: str | Path = "/", *, view: View = "kubelet") ->
     uncore = _uncore(r, online, warnings)
     numa, nodes = read_numa(r, universe, online, warnings, raw_lists)
     if view == "kubelet":
+        online, nodes = _kubelet_visible(r, online, numa, nodes, warnings)
+        # cAdvisor's SocketID is physical_package_id as read, -1 included (POWER7): no regrouping
+        socket = {cpu: pkg if (pkg := raws[cpu].package) is not None else socket[cpu] for cpu in online}
         core = _kubelet_cores(raws, online, numa, core, warnings)
-        uncore = _kubelet_uncore(r, online, numa, core)
+        uncore = _kubelet_uncore(r, online, numa, core, socket)
     types = _core_types(r)
     cpus: list[CPUInfo] = []
     for cpu in universe:
@@ -323,6 +333,23 @@ def _uncore(r: Reader, online: CPUSet, warnings: list[str]) -> dict[int, int]:
     return {cpu: caches[i][1].first() for cpu, i in owner.items()}
 
 
+def _kubelet_visible(
+    r: Reader, online: CPUSet, numa: dict[int, int], nodes: list[NodeFacts], warnings: list[str]
+) -> tuple[CPUSet, list[NodeFacts]]:
+    """The online CPUs and NUMA nodes cAdvisor shows the kubelet: where ``nodeN`` directories exist it
+    reads nodes and their CPUs only from them (``GetNodesInfo``), so a CPU no directory lists (its
+    node offline, as node 0 of intel-xeon-e5-2680v3-2s-offline-cpu0-node0) is not the kubelet's."""
+    dirs = set(node_dir_ids(r))
+    if not dirs:
+        return online, nodes  # cAdvisor's getCPUTopology: every CPU on node 0, as read_numa does
+    unseen = CPUSet(cpu for cpu in online if numa.get(cpu, -1) not in dirs)
+    if unseen:
+        warnings.append(f"online CPUs {unseen} are in no node directory: the kubelet does not see them (offline here)")
+        for cpu in unseen:
+            numa.pop(cpu, None)
+    return online - unseen, [n for n in nodes if n.id in dirs]
+
+
 def _kubelet_cores(
     raws: dict[int, _RawCPU], online: CPUSet, numa: dict[int, int], hwloc: dict[int, int], warnings: list[str]
 ) -> dict[int, int]:
@@ -342,38 +369,77 @@ def _kubelet_cores(
     return core
 
 
-def _kubelet_uncore(r: Reader, online: CPUSet, numa: dict[int, int], core: dict[int, int]) -> dict[int, int]:
-    """Online CPU → uncore cache id as the kubelet gets it from cAdvisor (module docstring)."""
-    threads: dict[int, list[int]] = {}
-    for cpu in online:
-        threads.setdefault(core[cpu], []).append(cpu)
-    cores_in_node: dict[int, int] = {}
-    for first in threads:
-        node = numa.get(first, -1)
-        cores_in_node[node] = cores_in_node.get(node, 0) + 1
+def _kubelet_uncore(
+    r: Reader, online: CPUSet, numa: dict[int, int], core: dict[int, int], socket: dict[int, int]
+) -> dict[int, int]:
+    """Online CPU → uncore cache id as the kubelet gets it from cAdvisor (module docstring).
+
+    cAdvisor lists a node's CPUs as ``filepath.Glob`` does (``cpu10`` before ``cpu2``), makes a core at
+    its first thread and reads the caches of that thread; the first core whose caches cannot be read
+    stops the reading for the rest of the node (``addCacheInfo`` returns its error). A core without an
+    uncore cache gets its socket id (the kubelet's ``getUncoreCacheID``)."""
+    by_node: dict[int, list[int]] = {}
+    for cpu in sorted(online, key=lambda c: f"cpu{c}"):
+        by_node.setdefault(numa.get(cpu, -1), []).append(cpu)
     uncore: dict[int, int] = {}
-    for first, members in threads.items():
-        node = numa.get(first, -1)
-        per_node = cores_in_node[node] * len(members)
-        cache_id = _kubelet_uncore_id(r, first, per_node)
-        for cpu in members:
-            uncore[cpu] = node if cache_id is None else cache_id
+    for cpus in by_node.values():
+        threads: dict[int, list[int]] = {}
+        for cpu in cpus:
+            threads.setdefault(core[cpu], []).append(cpu)
+        readable = True
+        for members in threads.values():
+            cache_id: int | None = None
+            if readable:
+                caches = _cadvisor_caches(r, members[0])
+                if caches is None:
+                    readable = False
+                else:
+                    per_node = len(threads) * len(members)
+                    cache_id = next((i for level, i, n in caches if level > 2 and n != per_node), None)
+            for cpu in members:
+                uncore[cpu] = socket[members[0]] if cache_id is None else cache_id
     return uncore
 
 
-def _kubelet_uncore_id(r: Reader, cpu: int, threads_per_node: int) -> int | None:
-    """The id of ``cpu``'s first level>2 cache not shared by exactly its node's threads (None: none)."""
+def _cadvisor_caches(r: Reader, cpu: int) -> list[tuple[int, int, int]] | None:
+    """``(level, id, CPUs sharing it)`` of each ``cache/index*`` of ``cpu`` in name order, as cAdvisor
+    v0.56.2 ``GetCacheInfo`` reads them; ``None`` where it fails: a missing folder, or an index without
+    a readable ``id``, ``size`` (``<n>K``), ``level``, ``type`` or ``shared_cpu_map`` (on every
+    architecture but s390x cAdvisor needs the ``id`` file, which older kernels and ARM lack)."""
     base = f"{CPU_DIR}/cpu{cpu}/cache"
-    names = sorted(n for n in r.listdir(base) or () if n.startswith("index"))
-    for name in names:
-        if (r.integer(f"{base}/{name}/level") or 0) <= 2:
-            continue
-        shared = r.cpus_mask(f"{base}/{name}/shared_cpu_map") or r.cpus(f"{base}/{name}/shared_cpu_list")
-        if shared is not None and len(shared) == threads_per_node:
-            continue  # a node-level cache: cAdvisor files it under the node, not the core
-        cache_id = r.integer(f"{base}/{name}/id")
-        return -1 if cache_id is None else cache_id
-    return None
+    names = r.listdir(base)
+    if names is None:
+        return None
+    out = []
+    for name in sorted(n for n in names if n.startswith("index")):
+        where = f"{base}/{name}"
+        cache_id = _leading_int(r.text(f"{where}/id"))
+        size = r.text(f"{where}/size")
+        level = _leading_int(r.text(f"{where}/level"))
+        shared = r.text(f"{where}/shared_cpu_map")
+        if (
+            cache_id is None
+            or level is None
+            or size is None
+            or not re.match(r"\s*[0-9]+K", size)
+            or r.text(f"{where}/type") is None
+            or shared is None
+        ):
+            return None
+        try:
+            count = sum(int(chunk.strip(), 16).bit_count() for chunk in shared.split(","))
+        except ValueError:
+            return None
+        out.append((level, cache_id, count))
+    return out
+
+
+def _leading_int(text: str | None) -> int | None:
+    """Go's ``fmt.Sscanf(text, "%d")``: the leading integer, ``None`` when there is none."""
+    if text is None:
+        return None
+    m = re.match(r"\s*([+-]?[0-9]+)", text)
+    return int(m.group(1)) if m else None
 
 
 def _l3_index(r: Reader, cpu: int) -> str | None:

@@ -20,7 +20,7 @@ from numaplane.topology.sysfs_parse import (
 )
 from numaplane.topology.sysfs_reader import Reader
 
-__all__ = ["NodeFacts", "read_numa"]
+__all__ = ["NodeFacts", "node_dir_ids", "read_numa"]
 
 NODE_DIR = "sys/devices/system/node"
 CPU_DIR = "sys/devices/system/cpu"
@@ -41,6 +41,11 @@ class NodeFacts:
 
 def _node_ids(names: Iterable[str]) -> list[int]:
     return sorted(int(m.group(1)) for m in map(_NODE.match, names) if m)
+
+
+def node_dir_ids(r: Reader) -> list[int]:
+    """The ids of the ``nodeN`` directories (ascending; empty without ``sys/devices/system/node``)."""
+    return _node_ids(r.listdir(NODE_DIR) or ())
 
 
 def read_numa(

@@ -1,0 +1,171 @@
+"""What the real-kubelet differential models on numaplane's side (``numaplane_harness.kubeletdiff``).
+
+Fast: no kubelet runs here; ``test_real_kubelet_differential.py`` compares these models with the real
+kubelet v1.36.2 (issue 27 item 2).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from numaplane.placement.predicates import parse_node
+from numaplane.policy.errors import PolicyConfigError
+from numaplane.policy.manager import ResourceManager
+from numaplane.topology.cpuset import CPUSet
+from numaplane.topology.model import Topology
+from numaplane.topology.sysfs import discover
+from numaplane_harness.kubeletdiff import (
+    AddPod,
+    ContainerSpec,
+    DiffConfig,
+    kubelet_topology,
+    manifest,
+    node_admission,
+    onto_online,
+    play_numaplane,
+    topology_mismatch,
+)
+from numaplane_harness.machineoverlay import prepare_overlay
+
+REAL = Path(os.environ["NUMAPLANE_SHARED"]) / "topologies" / "real"
+
+
+def _pods(op: AddPod) -> dict[str, Any]:
+    doc = manifest(op, "node")
+    doc["metadata"]["uid"] = f"uid-{op.name}"
+    return doc
+
+
+def _node(cpu: str, memory: str = "64Gi") -> Any:
+    return parse_node(
+        {"metadata": {"name": "node"}, "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}}}
+    )
+
+
+def test_out_of_cpu_after_shared_pods_as_the_kubelets_predicate(tmp_path: Path) -> None:
+    """4 allocatable CPUs: a shared pod of 1500m leaves 2500m, so a 3-CPU Guaranteed pod is given CPUs by the
+    CPU manager (its pool is not shrunk by shared pods) and then rejected ``OutOfcpu`` by the predicate;
+    the next pod's allocation drops the rejected pod's CPUs (removeStaleState)."""
+    overlay = prepare_overlay(REAL / "intel-desktop-1s1n-20t.tar.gz", tmp_path)
+    topology = discover(overlay.root)
+    config = DiffConfig("best-effort", "best-effort", memory_static=False)
+    ops = [
+        AddPod("shared", (ContainerSpec("c0", "1500m", 64),)),
+        AddPod("big", (ContainerSpec("c0", "3", 64),)),
+        AddPod("small", (ContainerSpec("c0", "2", 64),)),
+    ]
+    out = play_numaplane(topology, config, ops, _pods, _node("4"))
+    assert [(d.pod, d.admitted, d.reason) for d in out.decisions] == [
+        ("shared", True, ""),
+        ("big", False, "OutOfcpu"),
+        ("small", True, ""),
+    ]
+    assert out.decisions[1].cpus  # held until the next allocation
+    assert set(out.cpu_state["entries"]) == {"small"}
+    # without the Node, numaplane's manager alone admits the pod
+    alone = play_numaplane(topology, config, ops, _pods)
+    assert [d.admitted for d in alone.decisions] == [True, True, True]
+
+
+def test_node_admission_reports_the_first_failure_in_the_kubelets_order() -> None:
+    from numaplane.resources.pod import parse_pod
+
+    pod = parse_pod(_pods(AddPod("p", (ContainerSpec("c0", "2", 2048, 4),))))
+    tight = parse_node(
+        {"status": {"allocatable": {"cpu": "1", "memory": "1Gi", "hugepages-2Mi": "2Mi", "pods": "110"}}}
+    )
+    assert node_admission(pod, tight, {}, 0) == "OutOfcpu"
+    no_memory = parse_node({"status": {"allocatable": {"cpu": "8", "memory": "1Gi", "hugepages-2Mi": "2Mi"}}})
+    assert node_admission(pod, no_memory, {}, 0) == "OutOfmemory"
+    pages = parse_node({"status": {"allocatable": {"cpu": "8", "memory": "8Gi", "hugepages-2Mi": "2Mi"}}})
+    assert node_admission(pod, pages, {}, 0) == "OutOfhugepages-2Mi"
+    full = parse_node({"status": {"allocatable": {"cpu": "8", "memory": "8Gi", "hugepages-2Mi": "8Mi", "pods": "1"}}})
+    assert node_admission(pod, full, {}, 1) == "OutOfpods"
+    assert node_admission(pod, pages.__class__("n", allocatable=full.allocatable), {}, 0) == ""
+
+
+def test_reserved_cpus_move_to_online_ones_where_cpu0_is_offline(tmp_path: Path) -> None:
+    overlay = prepare_overlay(REAL / "intel-xeon-e5-2680v3-2s-offline-cpu0-node0.tar.gz", tmp_path)
+    topology = discover(overlay.root)
+    assert 0 not in topology.all_cpus and 4 not in topology.all_cpus  # node 0 has no directory
+    config = DiffConfig("x", memory_static=False)
+    # as the kubelet (its static policy looks every reserved CPU up in the topology), numaplane refuses CPU 0
+    with pytest.raises(PolicyConfigError, match="unable to build the reserved physical CPUs"):
+        ResourceManager(topology, config.numaplane_config())
+    moved = onto_online(config, topology.all_cpus, [n.id for n in topology.numa_nodes])
+    assert moved.reserved_cpus == "5" and "reserved 5" in moved.name
+    assert moved.memory_node == 1  # node 0 is not the kubelet's
+    ResourceManager(topology, moved.numaplane_config())
+    two = onto_online(DiffConfig("y", reserved_cpus="0-1", memory_static=False), topology.all_cpus)
+    assert CPUSet.parse(two.reserved_cpus) == CPUSet([5, 7])
+    assert onto_online(DiffConfig("z"), CPUSet.range(0, 3)).reserved_cpus == "0"
+
+
+def _one_socket(topology: Topology) -> dict[int, tuple[int, int, int, int]]:
+    return {c.cpu: (c.core, c.socket, c.numa, c.uncore) for c in topology.cpus if c.online}
+
+
+def test_the_kubelets_detected_topology_is_read_from_its_log(tmp_path: Path) -> None:
+    topology = discover(prepare_overlay(REAL / "amd-opteron6276-4s8n-64c.tar.gz", tmp_path).root)
+    details = {
+        str(cpu): {"NUMANodeID": n, "SocketID": s, "CoreID": c, "UncoreCacheID": u}
+        for cpu, (c, s, n, u) in _one_socket(topology).items()
+    }
+    import json
+
+    line = (
+        'I1207 03:00:00.000000 1 cpu_manager.go:1] "Detected CPU topology" logger="CPUManager" '
+        f"topology={json.dumps({'NumCPUs': 64, 'CPUDetails': details})}"
+    )
+    seen = kubelet_topology("other line\n" + line + "\n")
+    assert seen == _one_socket(topology)
+    assert topology_mismatch(topology, seen) is None
+    seen[5] = (5, 0, 0, 7)
+    found = topology_mismatch(topology, seen)
+    assert found is not None and found.kubelet == {5: (5, 0, 0, 7)} and "1 CPUs differ" in found.what
+    assert kubelet_topology("no such line") is None
+
+
+def test_final_memory_state_compared_regardless_of_block_order() -> None:
+    """The kubelet appends a container's blocks in Go map order; the order is no decision."""
+    from numaplane_harness.kubeletdiff import Outcome, compare
+
+    blocks = [
+        {"numaAffinity": [1], "type": "memory", "size": 1 << 29},
+        {"numaAffinity": [1], "type": "hugepages-2Mi", "size": 4 << 20},
+    ]
+
+    def outcome(order: list[dict[str, Any]]) -> Outcome:
+        return Outcome([], {}, {"policyName": "Static", "machineState": {}, "entries": {"p6": {"c0": order}}})
+
+    assert compare(outcome(blocks), outcome(blocks[::-1]), memory=True) == (2, [])
+    other = [dict(blocks[0], size=1 << 28), blocks[1]]
+    _, found = compare(outcome(blocks), outcome(other), memory=True)
+    assert [m.what for m in found] == ["final memory_manager_state"]
+
+
+def test_memory_checkpoint_lists_every_hugepage_size_of_the_nodes(tmp_path: Path) -> None:
+    """As the kubelet's (cAdvisor reads every nodeN/hugepages/hugepages-* folder): 1Gi with 0 pages too."""
+    topology = discover(prepare_overlay(REAL / "intel-xeon-2s-snc2-4n-80t-hugepages.tar.gz", tmp_path).root)
+    out = play_numaplane(topology, DiffConfig("x"), [AddPod("p", (ContainerSpec("c0", "1", 64, 2),))], _pods)
+    for node in out.memory_state["machineState"].values():
+        assert sorted(node["memoryMap"]) == ["hugepages-1Gi", "hugepages-2Mi", "memory"]
+        assert node["memoryMap"]["hugepages-1Gi"]["total"] == 0
+
+
+def test_a_pod_both_reject_is_compared_by_reason() -> None:
+    """The kubelet keeps what its managers gave a rejected pod's init container until the next pod's
+    allocation (kvm-skylake, full-pcpus-only: ``SMTAlignmentError`` with the init's CPU and memory in
+    the checkpoint); numaplane releases it at once. The reasons still must agree."""
+    from numaplane_harness.kubeletdiff import Decision, Outcome, compare
+
+    block = {"numaAffinity": [0], "type": "memory", "size": 1 << 27}
+    kubelet = Outcome([Decision("p1", False, "SMTAlignmentError", {"init": "1"}, {"init": [block]})], {}, {})
+    ours = Outcome([Decision("p1", False, "SMTAlignmentError", {}, {})], {}, {})
+    assert compare(kubelet, ours, memory=True)[1][:1] == []
+    other = Outcome([Decision("p1", False, "TopologyAffinityError", {}, {})], {}, {})
+    assert [m.what for m in compare(kubelet, other, memory=True)[1]][:1] == ["p1"]
