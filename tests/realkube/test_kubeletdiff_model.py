@@ -93,8 +93,9 @@ def test_reserved_cpus_move_to_online_ones_where_cpu0_is_offline(tmp_path: Path)
     topology = discover(overlay.root)
     assert 0 not in topology.all_cpus and 4 not in topology.all_cpus  # node 0 has no directory
     config = DiffConfig("x", memory_static=False)
-    # as the kubelet (its static policy looks every reserved CPU up in the topology), numaplane refuses CPU 0
-    with pytest.raises(PolicyConfigError, match="unable to build the reserved physical CPUs"):
+    # as the kubelet (its static policy looks every reserved CPU up in the topology), numaplane refuses CPU 0:
+    # the node config is checked against the machine in one pass (issue 26 finding 7)
+    with pytest.raises(PolicyConfigError, match=r"cpuManager\.reservedCPUs: CPU 0 not online on this machine"):
         ResourceManager(topology, config.numaplane_config())
     moved = onto_online(config, topology.all_cpus, [n.id for n in topology.numa_nodes])
     assert moved.reserved_cpus == "5" and "reserved 5" in moved.name
