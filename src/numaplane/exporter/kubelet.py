@@ -104,14 +104,12 @@ def parse_kubelet_config(text: str, where: str = "kubelet config") -> KubeletSet
         doc = parse_document(text, where)
     except DocumentError as error:
         raise KubeletConfigError(str(error)) from error
-    if doc is None or doc == {}:
-        raise KubeletConfigError(f"{where}: not a {_KIND} (the file is empty)")
+    if doc is None:
+        doc = {}
     if not isinstance(doc, Mapping):
         raise KubeletConfigError(f"{where}: expected a mapping, got {type(doc).__name__}")
     kind = doc.get("kind")
-    if kind is None:
-        raise KubeletConfigError(f"{where}: not a {_KIND} (no kind)")
-    if kind != _KIND:
+    if kind is not None and kind != _KIND:
         raise KubeletConfigError(f"{where}: kind is {kind!r}, expected {_KIND!r}")
     api_version = doc.get("apiVersion")
     if api_version is not None and not (isinstance(api_version, str) and api_version.startswith(_API_GROUP)):
