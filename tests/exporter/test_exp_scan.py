@@ -209,14 +209,14 @@ async def test_fake_dir_source(tmp_path: Path, base_options: ExporterOptions) ->
         await source.list_pods()
     # the files are read as untrusted JSON (bounded reader): nesting, huge integers and size are refused, typed
     (tmp_path / "list.json").write_text("[" * 100_000)
-    with pytest.raises(MalformedPodResources, match="list.json: nested deeper than"):
+    with pytest.raises(MalformedPodResources, match=r"list\.json: nested deeper than"):
         await source.list_pods()
     (tmp_path / "list.json").write_text('{"pod_resources": [], "x": ' + "9" * 5000 + "}")
-    with pytest.raises(MalformedPodResources, match="list.json: not JSON"):
+    with pytest.raises(MalformedPodResources, match=r"list\.json: not JSON"):
         await source.list_pods()
     with (tmp_path / "list.json").open("wb") as big:
         big.truncate(MAX_MESSAGE_BYTES + 1)
-    with pytest.raises(MalformedPodResources, match=f"list.json: larger than {MAX_MESSAGE_BYTES} bytes"):
+    with pytest.raises(MalformedPodResources, match=rf"list\.json: larger than {MAX_MESSAGE_BYTES} bytes"):
         await source.list_pods()
     (tmp_path / "list.json").write_text(json.dumps({"pod_resources": [{"name": 5}]}))
     with pytest.raises(MalformedPodResources, match="expected a string"):
