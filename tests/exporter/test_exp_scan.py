@@ -174,7 +174,10 @@ async def test_sysfs_errors(base_options: ExporterOptions, tmp_path: Path) -> No
 
 async def test_kubelet_config_errors(base_options: ExporterOptions, tmp_path: Path) -> None:
     config = tmp_path / "kubelet.yaml"
-    config.write_text("topologyManagerPolicy: restricted\ntopologyManagerScope: pod\n")
+    config.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "topologyManagerPolicy: restricted\ntopologyManagerScope: pod\n"
+    )
     file_only = dataclasses.replace(
         base_options, kubelet_config_file=config, topology_manager_policy=None, topology_manager_scope=None
     )
