@@ -28,6 +28,7 @@ Invariants:
   ``timeout_seconds`` ends that request with :class:`DecodeWorkerLost` (HTTP 503) and is replaced by a
   fresh process at the next large body; a dead worker never hangs the extender (the answer is awaited
   with :meth:`multiprocessing.connection.Connection.poll`, which returns at end of file).
+* Workers run at a lower CPU priority (nice +:data:`WORKER_NICENESS`) than the extender.
 * Workers are started with the ``spawn`` method (no copy of the extender's threads, locks or caches),
   once — lazily at the first large body, or by :meth:`DecodePool.start` — and kept; :meth:`close`
   stops them. Each is a child process of the extender: its memory is the extender's too (the bench
@@ -40,6 +41,7 @@ import asyncio
 import contextlib
 import dataclasses
 import multiprocessing
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,6 +61,7 @@ __all__ = [
     "DECODE_WORKERS",
     "LARGE_BODY_BYTES",
     "RETRY_AFTER_SECONDS",
+    "WORKER_NICENESS",
     "DecodePool",
     "Verb",
 ]
@@ -71,6 +74,9 @@ LARGE_BODY_BYTES: Final = 1024 * 1024
 DECODE_WORKERS: Final = 2
 #: A worker's answer is awaited at most this long (seconds); the bounded decoder takes ~1 s for 48 MiB.
 DECODE_TIMEOUT_SECONDS: Final = 60.0
+#: Added to a worker's nice value: on a CPU shared with the extender (its limit is 2 CPUs), the event
+#: loop answering the other requests is scheduled before a worker decoding a hostile body.
+WORKER_NICENESS: Final = 10
 #: ``Retry-After`` of a refused large body (seconds).
 RETRY_AFTER_SECONDS: Final = 1
 
@@ -133,6 +139,8 @@ def _decode_in_worker(conn: Connection) -> None:
     Runs in the worker process only. Exceptions are sent as their reasons (exception objects with
     their own ``__init__`` do not always unpickle). Ends when the extender closes its end."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the extender's Ctrl-C stops it; the pool stops us
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)  # the extender's own requests come first on a busy CPU
     parsers: dict[bytes, Callable[[Any], Any]] = {b"extender": parse_extender_args, b"binding": parse_binding_args}
     while True:
         try:
@@ -245,6 +253,7 @@ class DecodePool:
             except (EOFError, OSError, TimeoutError) as exc:
                 self._busy.discard(worker)
                 self.workers_lost += 1
+                await asyncio.to_thread(worker.process.join, 1.0)  # a dead one is reaped: its exit code
                 code = worker.process.exitcode
                 cause = f"exit code {code}" if code is not None else f"{type(exc).__name__}: {exc}"
                 log.warning("extender decode worker lost; a fresh one replaces it", pid=worker.pid, cause=cause)

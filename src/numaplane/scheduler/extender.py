@@ -137,6 +137,9 @@ async def read_body(request: web.Request) -> bytearray:
             if len(body) + len(chunk) > MAX_EXTENDER_DECODED_BYTES:
                 raise BodyTooLarge(f"request body larger than {MAX_EXTENDER_DECODED_BYTES} bytes once decoded")
             body += chunk
+            # A chunk already buffered (or inflated from what is buffered) is returned without a pause:
+            # give the loop a turn per chunk, or reading (and inflating) 48 MiB holds it ~0.2 s.
+            await asyncio.sleep(0)
     except web.RequestPayloadError:  # aiohttp's parser could not inflate it, and reads no more of it
         # The stream holds that error: end it, or aiohttp's drain of an unread body after the response
         # re-raises it and logs a traceback per request.
@@ -170,6 +173,7 @@ def _json_response(doc: Any, status: int = 200) -> web.Response:
 async def _slices(view: memoryview) -> AsyncIterator[memoryview]:
     for start in range(0, len(view), REPLY_SLICE_BYTES):
         yield view[start : start + REPLY_SLICE_BYTES]
+        await asyncio.sleep(0)  # a turn for the loop per slice (the socket may take each one at once)
 
 
 class Extender:
