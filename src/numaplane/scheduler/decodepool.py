@@ -11,9 +11,12 @@ bodies are decoded in process (a thread): they take a few milliseconds, less tha
 
 Threshold (:data:`LARGE_BODY_BYTES`, 1 MiB): a real kube-scheduler filter for 5,000 nodes with
 ``NodeNames`` is ~80 KiB and a Pod is a few KiB, so every body of a real cluster in
-``nodeCacheCapable`` mode stays in process; a body of 1 MiB decodes in about 1-5 ms in process, about
-the cost of the pipe round trip (``bench/extender_hostile.py`` measures both), so below it a worker
-gains nothing; above it the GIL hold grows linearly (about 1 s for 47 MiB).
+``nodeCacheCapable`` mode stays in process. Measured on the shared 2-CPU machine (load 5-6, median of
+30): an 80 KiB ``NodeNames`` body decodes in 2.2 ms in process and 3.5 ms through a worker; a 1 MiB body
+in 13-22 ms in process (the GIL held all along) and 14-32 ms through a worker (the GIL free but for the
+pipe). Below 1 MiB the in-process hold stays within the idle p99 of the other requests (2-33 ms by
+machine load) and a worker would only add its round trip; above it the hold grows linearly (about 1 s
+for 47 MiB).
 
 Invariants:
 
