@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from numaplane.agent.errors import AgentConfigError
 from numaplane.agent.takeover import CONDITION_TYPE, check, check_source
 from numaplane.cli import main
+from numaplane.exporter.errors import KubeletConfigError
+from numaplane.exporter.kubelet import parse_kubelet_config
 from numaplane.kube.resources import EVENT, POD
 from numaplane.testing.fakeapi import FakeApiServer
 
@@ -115,3 +118,26 @@ async def test_refusal_is_a_condition_and_an_event_on_the_agent_pod(
         assert "cpuManagerPolicy" in event["message"]
     finally:
         await kube.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("kind: KubeletConfiguration\ncpuManagerPolicy: static\n", "not a KubeletConfiguration (no apiVersion"),
+        (STATIC + "cpuManagerPolicy: 1\n", "cpuManagerPolicy: must be a string, got int"),
+        (STATIC.replace("cpuManagerPolicy", "CPUManagerPolicy"), "CPUManagerPolicy: unknown field"),
+        (STATIC + "topologyManagerPolicy: strict\n", "topologyManagerPolicy: 'strict' is not one of"),
+    ],
+)
+def test_the_agent_reads_the_kubelet_config_with_the_exporters_strict_reader(
+    tmp_path: Path, text: str, reason: str
+) -> None:
+    """One reader (numaplane.kube.kubeletconfig) for the agent and the exporter: the same refusals."""
+    path = tmp_path / "kubelet.yaml"
+    path.write_text(text)
+    with pytest.raises(AgentConfigError) as agent:
+        check_source(str(path))
+    assert str(agent.value).startswith(f"kubelet configuration {path}: ") and reason in str(agent.value)
+    with pytest.raises(KubeletConfigError) as exporter:
+        parse_kubelet_config(text, str(path))
+    assert str(exporter.value).startswith(f"{path}: ") and reason in str(exporter.value)

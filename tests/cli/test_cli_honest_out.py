@@ -39,6 +39,7 @@ def _free_url() -> str:
         ("", "the file is empty"),
         ("cpuManagerPolicy: none\n", "no kind"),
         ("apiVersion: v1\nkind: KubeletConfiguration\n", "apiVersion 'v1'"),
+        ("kind: KubeletConfiguration\ncpuManagerPolicy: none\n", "no apiVersion"),
     ],
 )
 def test_agent_check_refuses_what_is_not_a_kubelet_configuration(tmp_path: Path, text: str, what: str) -> None:
@@ -188,7 +189,7 @@ def test_what_if_json_has_api_version_and_kind(tmp_path: Path) -> None:
     assert (doc["apiVersion"], doc["kind"]) == ("numaplane.io/v1", "WhatIfReport")
 
 
-@pytest.mark.parametrize("content", [None, "apiVersion: v1\nkind: Pod\n"])
+@pytest.mark.parametrize("content", [None, "apiVersion: v1\nkind: Pod\n", "topologyManagerPolicy: restricted\n"])
 def test_exporter_oneshot_with_an_unusable_kubelet_config_is_bad_input(tmp_path: Path, content: str | None) -> None:
     path = tmp_path / "kubelet.yaml"
     if content is not None:

@@ -51,7 +51,9 @@ def _args(fake_dir: Path, sysfs_root: Path, *extra: str) -> list[str]:
 
 def test_oneshot_prints_the_object(fake_dir: Path, sysfs_root: Path, tmp_path: Path) -> None:
     kubelet = tmp_path / "kubelet.yaml"
-    kubelet.write_text("kind: KubeletConfiguration\ntopologyManagerPolicy: restricted\ntopologyManagerScope: pod\n")
+    kubelet.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ntopologyManagerPolicy: restricted\ntopologyManagerScope: pod\n"
+    )
     runner = CliRunner()
     result = runner.invoke(command, [*_args(fake_dir, sysfs_root, "--kubelet-config", str(kubelet)), "--oneshot"])
     assert result.exit_code == 0, result.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -28,9 +29,29 @@ def test_kubelet_config_fields_are_read() -> None:
     assert settings == KubeletSettings("single-numa-node", "pod", CPUSet([0, 4]), "static", "Static")
 
 
+HEAD = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+
+
 def test_absent_fields_take_the_kubelet_defaults() -> None:
-    assert parse_kubelet_config("kind: KubeletConfiguration\n") == KubeletSettings()
-    assert parse_kubelet_config("") == KubeletSettings()
+    assert parse_kubelet_config(HEAD) == KubeletSettings()
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("", "the file is empty"),
+        ("{}\n", "the file is empty"),
+        ("topologyManagerPolicy: restricted\n", "no kind"),
+        ("kind: KubeletConfiguration\ntopologyManagerPolicy: restricted\n", "no apiVersion"),
+        ("apiVersion: v1\nkind: KubeletConfiguration\n", "apiVersion 'v1'"),
+        ("kind: Pod\n", "kind 'Pod'"),
+        ("- a list\n", "a list, not a mapping"),
+    ],
+)
+def test_what_is_not_a_kubelet_configuration_is_refused(text: str, needle: str) -> None:
+    """As the kubelet's own loader (and ``agent --check``, the same reader): kind and apiVersion required."""
+    with pytest.raises(KubeletConfigError, match=re.escape(f"cfg.yaml: not a KubeletConfiguration ({needle}")):
+        parse_kubelet_config(text, "cfg.yaml")
 
 
 def test_flags_override_the_file_key_by_key() -> None:
@@ -42,18 +63,19 @@ def test_flags_override_the_file_key_by_key() -> None:
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        ("topologyManagerPolicy: single-numa\n", "topologyManagerPolicy"),
-        ("topologyManagerScope: node\n", "topologyManagerScope"),
-        ("reservedSystemCPUs: 0-x\n", "reservedSystemCPUs"),
-        ("topologyManagerPolicy: 3\n", "must be a string"),
-        ("kind: Pod\n", "kind"),
-        ("apiVersion: v1\n", "apiVersion"),
-        ("- a list\n", "expected a mapping"),
-        ("a: [unclosed\n", "YAML"),
+        (HEAD + "topologyManagerPolicy: single-numa\n", "cfg.yaml: topologyManagerPolicy: 'single-numa' is not"),
+        (HEAD + "topologyManagerScope: node\n", "cfg.yaml: topologyManagerScope: 'node' is not one of"),
+        (HEAD + "reservedSystemCPUs: 0-x\n", "cfg.yaml: reservedSystemCPUs: "),
+        (HEAD + "topologyManagerPolicy: 3\n", "cfg.yaml: topologyManagerPolicy: must be a string, got int"),
+        (HEAD + "cpuManagerPolicy: [static]\n", "cfg.yaml: cpuManagerPolicy: must be a string, got list"),
+        # the kubelet's lenient decoding would read it (Go matches names case-insensitively): refused
+        (HEAD + "TopologyManagerPolicy: restricted\n", "cfg.yaml: TopologyManagerPolicy: unknown field"),
+        (HEAD + "a: [unclosed\n", "cfg.yaml: not valid YAML/JSON"),
+        (HEAD + "a: &x [1]\nb: *x\n", "cfg.yaml: YAML aliases"),
     ],
 )
 def test_bad_kubelet_config_is_a_typed_error(text: str, needle: str) -> None:
-    with pytest.raises(KubeletConfigError, match=needle) as info:
+    with pytest.raises(KubeletConfigError, match=re.escape(needle)) as info:
         parse_kubelet_config(text, "cfg.yaml")
     assert info.value.kind == "kubelet_config"
     assert "cfg.yaml" in str(info.value)
@@ -64,13 +86,13 @@ def test_config_source_rereads_only_on_change_and_recovers(tmp_path: Path) -> No
     path.write_text(FULL)
     source = KubeletConfigSource(path)
     assert source.read().topology_manager_scope == "pod"
-    path.write_text("topologyManagerPolicy: bogus\n")
+    path.write_text(HEAD + "topologyManagerPolicy: bogus\n")
     os.utime(path, ns=(1, 1))
     with pytest.raises(KubeletConfigError):
         source.read()
     with pytest.raises(KubeletConfigError):  # every read of a broken file fails (each one is counted)
         source.read()
-    path.write_text("topologyManagerPolicy: restricted\n")
+    path.write_text(HEAD + "topologyManagerPolicy: restricted\n")
     assert source.read().topology_manager_policy == "restricted"
     path.unlink()
     with pytest.raises(KubeletConfigError, match="cannot read"):

@@ -153,7 +153,7 @@ async def test_kubelet_checkpoints_and_config_post_their_triggers(tmp_path: Path
     root = tmp_path / "kubelet"
     root.mkdir()
     config = tmp_path / "etc" / "config.yaml"
-    _kubelet_write(config, "kind: KubeletConfiguration\n")
+    _kubelet_write(config, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
     gate = EventGate()
     watcher = KubeletWatcher(gate, state_dir=root, config_file=config, backend=backend, poll_seconds=0.01)
     task = asyncio.create_task(watcher.run())
@@ -166,7 +166,10 @@ async def test_kubelet_checkpoints_and_config_post_their_triggers(tmp_path: Path
             assert batch.triggers == {Trigger.KUBELET_STATE} and not batch.refresh
         (root / "cpu_manager_state").unlink()  # the kubelet restarted with another policy
         assert (await asyncio.wait_for(gate.next(), 2.0)).triggers == {Trigger.KUBELET_STATE}
-        _kubelet_write(config, "kind: KubeletConfiguration\ntopologyManagerPolicy: restricted\n")
+        _kubelet_write(
+            config,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ntopologyManagerPolicy: restricted\n",
+        )
         batch = await asyncio.wait_for(gate.next(), 2.0)
         assert Trigger.KUBELET_CONFIG in batch.triggers and batch.refresh  # the config is re-read
         (root / "unrelated").write_text("x")  # other files of the kubelet's folder do not count

@@ -23,6 +23,7 @@ from numaplane.exporter.errors import (
 from numaplane.exporter.options import ExporterOptions, PodExclude
 from numaplane.exporter.scan import MANAGED_BY, MANAGED_BY_LABEL, Scanner
 from numaplane.exporter.sources import FakeDirPodResources, GrpcPodResources, MachineSource, open_podresources
+from numaplane.grpcapi.podresources.client import MAX_MESSAGE_BYTES
 from numaplane.grpcapi.podresources.server import PodResourcesServer, StaticProvider
 from numaplane.nrt.fingerprint import compute_fingerprint
 from numaplane.nrt.podresources import AllocatableResources, PodResources
@@ -173,7 +174,10 @@ async def test_sysfs_errors(base_options: ExporterOptions, tmp_path: Path) -> No
 
 async def test_kubelet_config_errors(base_options: ExporterOptions, tmp_path: Path) -> None:
     config = tmp_path / "kubelet.yaml"
-    config.write_text("topologyManagerPolicy: restricted\ntopologyManagerScope: pod\n")
+    config.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "topologyManagerPolicy: restricted\ntopologyManagerScope: pod\n"
+    )
     file_only = dataclasses.replace(
         base_options, kubelet_config_file=config, topology_manager_policy=None, topology_manager_scope=None
     )
@@ -205,6 +209,17 @@ async def test_fake_dir_source(tmp_path: Path, base_options: ExporterOptions) ->
     assert zone_row(obj, "node-1", "cpu")["available"] == "2"
     (tmp_path / "list.json").write_text("{not json")
     with pytest.raises(MalformedPodResources, match="not JSON"):
+        await source.list_pods()
+    # the files are read as untrusted JSON (bounded reader): nesting, huge integers and size are refused, typed
+    (tmp_path / "list.json").write_text("[" * 100_000)
+    with pytest.raises(MalformedPodResources, match=r"list\.json: nested deeper than"):
+        await source.list_pods()
+    (tmp_path / "list.json").write_text('{"pod_resources": [], "x": ' + "9" * 5000 + "}")
+    with pytest.raises(MalformedPodResources, match=r"list\.json: not JSON"):
+        await source.list_pods()
+    with (tmp_path / "list.json").open("wb") as big:
+        big.truncate(MAX_MESSAGE_BYTES + 1)
+    with pytest.raises(MalformedPodResources, match=rf"list\.json: larger than {MAX_MESSAGE_BYTES} bytes"):
         await source.list_pods()
     (tmp_path / "list.json").write_text(json.dumps({"pod_resources": [{"name": 5}]}))
     with pytest.raises(MalformedPodResources, match="expected a string"):

@@ -120,6 +120,7 @@ class Exporter:
         self.kubelet.write_text(
             yaml.safe_dump(
                 {
+                    "apiVersion": "kubelet.config.k8s.io/v1beta1",
                     "kind": "KubeletConfiguration",
                     "topologyManagerPolicy": "single-numa-node",
                     "topologyManagerScope": "container",

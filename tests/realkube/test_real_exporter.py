@@ -96,6 +96,7 @@ class ExporterRun:
         kubelet.write_text(
             yaml.safe_dump(
                 {
+                    "apiVersion": "kubelet.config.k8s.io/v1beta1",
                     "kind": "KubeletConfiguration",
                     "topologyManagerPolicy": "single-numa-node",
                     "topologyManagerScope": "container",

@@ -121,7 +121,14 @@ class Kubelet(threading.Thread):
                 build_sysfs(sysfs)
             kubelet_config = work / "kubelet.yaml"
             kubelet_config.write_text(
-                yaml.safe_dump({"topologyManagerPolicy": "single-numa-node", "reservedSystemCPUs": "0,4"})
+                yaml.safe_dump(
+                    {
+                        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+                        "kind": "KubeletConfiguration",
+                        "topologyManagerPolicy": "single-numa-node",
+                        "reservedSystemCPUs": "0,4",
+                    }
+                )
             )
             args = [
                 "exporter",

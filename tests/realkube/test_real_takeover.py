@@ -31,7 +31,12 @@ spec:
     nodeSelector: {matchLabels: {numaplane.io/node-group: takeover}}
     enforcement: agent
 """
-STATIC = {"kind": "KubeletConfiguration", "cpuManagerPolicy": "static", "memoryManagerPolicy": "Static"}
+STATIC = {
+    "apiVersion": "kubelet.config.k8s.io/v1beta1",
+    "kind": "KubeletConfiguration",
+    "cpuManagerPolicy": "static",
+    "memoryManagerPolicy": "Static",
+}
 POD_NAME = "numaplane-agent-standin"
 
 

@@ -30,16 +30,19 @@ from __future__ import annotations
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from numaplane.agent.errors import AgentConfigError
-from numaplane.documents import DocumentError, parse_document
 from numaplane.kube.clock import format_time
 from numaplane.kube.errors import Conflict, KubeError
 from numaplane.kube.events import make_event
+from numaplane.kube.kubeletconfig import (
+    KIND,
+    MAX_KUBELET_CONFIG_BYTES,
+    KubeletConfigurationError,
+    parse_kubelet_configuration,
+    read_kubelet_configuration,
+)
 from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import POD
 
@@ -55,8 +58,7 @@ __all__ = [
 ]
 
 CONDITION_TYPE: Final = "numaplane.io/TakeOver"
-KUBELET_CONFIG_KIND: Final = "KubeletConfiguration"
-_API_GROUP: Final = "kubelet.config.k8s.io/"
+KUBELET_CONFIG_KIND: Final = KIND
 
 
 @dataclass(frozen=True)
@@ -126,40 +128,22 @@ def check(doc: Mapping[str, Any], source: str) -> TakeoverCheck:
 
 def read_kubelet_config(where: str, *, timeout_seconds: float = 5.0) -> tuple[Mapping[str, Any], str]:
     """``(KubeletConfiguration document, source)`` from a file path or an ``http(s)://`` ``/configz`` URL
-    (e.g. ``http://127.0.0.1:8001/api/v1/nodes/NODE/proxy/configz`` through ``kubectl proxy``).
-    Raises :class:`AgentConfigError` naming the source."""
+    (e.g. ``http://127.0.0.1:8001/api/v1/nodes/NODE/proxy/configz`` through ``kubectl proxy``), read by
+    the project's one strict reader (:mod:`numaplane.kube.kubeletconfig`; a URL may answer the kubelet's
+    ``{"kubeletconfig": ...}`` envelope). Raises :class:`AgentConfigError` naming the source."""
     try:
         if where.startswith(("http://", "https://")):
             with urllib.request.urlopen(where, timeout=timeout_seconds) as answer:
-                text = answer.read().decode()
+                data = answer.read(MAX_KUBELET_CONFIG_BYTES + 1)
+            config = parse_kubelet_configuration(data.decode(), where, envelope=True)
         else:
-            text = Path(where).read_text(encoding="utf-8")
-        doc = parse_document(text, "kubelet-config.yaml") if text.strip() else {}  # /configz: JSON, YAML reads it
-    except DocumentError as exc:
-        raise AgentConfigError(f"kubelet configuration {where}: {exc.reason}") from exc
-    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise AgentConfigError(f"kubelet configuration {where}: {exc}") from exc
-    if isinstance(doc, Mapping) and isinstance(doc.get("kubeletconfig"), Mapping):
-        return doc["kubeletconfig"], where  # the /configz envelope: the kubelet's own, without kind
-    if not isinstance(doc, Mapping) or doc.get("kind") != KUBELET_CONFIG_KIND:
-        raise AgentConfigError(f"kubelet configuration {where}: not a KubeletConfiguration ({_what(doc)})")
-    api_version = doc.get("apiVersion")
-    if api_version is not None and not (isinstance(api_version, str) and api_version.startswith(_API_GROUP)):
-        raise AgentConfigError(
-            f"kubelet configuration {where}: not a KubeletConfiguration (apiVersion {api_version!r} is not "
-            f"{_API_GROUP}...)"
-        )
-    return doc, where
-
-
-def _what(doc: Any) -> str:
-    """What a document that is not a ``KubeletConfiguration`` is, for the error."""
-    if doc in (None, {}):
-        return "the file is empty"
-    if not isinstance(doc, Mapping):
-        return f"a {type(doc).__name__}, not a mapping"
-    kind = doc.get("kind")
-    return f"kind {kind!r}" if kind is not None else "no kind"
+            config = read_kubelet_configuration(where)
+    except KubeletConfigurationError as exc:
+        reason = f"{exc.field}: {exc.reason}" if exc.field else exc.reason
+        raise AgentConfigError(f"kubelet configuration {where}: {reason}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentConfigError(f"kubelet configuration {where}: {exc}") from None
+    return config.document, where
 
 
 def check_source(where: str) -> TakeoverCheck:

@@ -250,6 +250,7 @@ def extender(**kw: Any) -> None:
         freeze_gc=True,
         tls=tls,
         client_subjects=subjects,
+        start_decode_workers=True,
     )
     code = asyncio.run(_serve(service, kube))
     if code:

@@ -1,10 +1,12 @@
 """The kubelet settings the exporter needs, from a ``KubeletConfiguration`` YAML file and/or flags.
 
-Read from the file (``kubelet.config.k8s.io/v1beta1`` field names): ``topologyManagerPolicy``,
-``topologyManagerScope``, ``reservedSystemCPUs``, ``cpuManagerPolicy``, ``memoryManagerPolicy``.
-A field absent from the file takes the kubelet's default (``none``, ``container``, no reserved
-CPUs, ``none``, ``None``), because that is what the kubelet then runs with. Flags override the file
-key by key (:meth:`KubeletSettings.overridden`).
+Read from the file with the project's one strict reader, :mod:`numaplane.kube.kubeletconfig` (the
+agent's take-over check reads it too): ``kind: KubeletConfiguration`` and a
+``kubelet.config.k8s.io/...`` ``apiVersion`` required, ``topologyManagerPolicy``,
+``topologyManagerScope``, ``reservedSystemCPUs``, ``cpuManagerPolicy``, ``memoryManagerPolicy``
+typed and checked. A field absent from the file takes the kubelet's default (``none``,
+``container``, no reserved CPUs, ``none``, ``None``), because that is what the kubelet then runs
+with. Flags override the file key by key (:meth:`KubeletSettings.overridden`).
 
 Validation is strict where the value is published or used: the Topology Manager policy and scope
 must be kubelet spellings, reserved CPUs a valid cpuset. Manager policies of the CPU and memory
@@ -18,15 +20,17 @@ the refresh loop can ask for it on every periodic tick at the cost of one ``stat
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
 
-from numaplane.documents import DocumentError, parse_document
 from numaplane.exporter.errors import KubeletConfigError, SourceError
+from numaplane.kube.kubeletconfig import (
+    TOPOLOGY_MANAGER_POLICIES,
+    TOPOLOGY_MANAGER_SCOPES,
+    KubeletConfigurationError,
+    parse_kubelet_configuration,
+)
 from numaplane.topology.cpuset import CPUSet
-from numaplane.topology.errors import CPUSetParseError
 
 __all__ = [
     "TOPOLOGY_MANAGER_POLICIES",
@@ -37,11 +41,6 @@ __all__ = [
     "validate_policy",
     "validate_scope",
 ]
-
-TOPOLOGY_MANAGER_POLICIES: Final = ("none", "best-effort", "restricted", "single-numa-node")
-TOPOLOGY_MANAGER_SCOPES: Final = ("container", "pod")
-_KIND: Final = "KubeletConfiguration"
-_API_GROUP: Final = "kubelet.config.k8s.io/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,44 +88,20 @@ def validate_scope(value: str, where: str = "topologyManagerScope") -> str:
     return value
 
 
-def _string(doc: Mapping[str, Any], key: str, default: str, where: str) -> str:
-    value = doc.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise KubeletConfigError(f"{where}: {key} must be a string, got {type(value).__name__}")
-    return value
-
-
 def parse_kubelet_config(text: str, where: str = "kubelet config") -> KubeletSettings:
-    """Parse a ``KubeletConfiguration`` document; ``where`` names the source in error messages."""
+    """Parse a ``KubeletConfiguration`` document with the project's one strict reader
+    (:func:`numaplane.kube.kubeletconfig.parse_kubelet_configuration`: ``kind`` and ``apiVersion``
+    required, the fields read typed and checked); ``where`` names the source in error messages."""
     try:
-        doc = parse_document(text, where)
-    except DocumentError as error:
-        raise KubeletConfigError(str(error)) from error
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, Mapping):
-        raise KubeletConfigError(f"{where}: expected a mapping, got {type(doc).__name__}")
-    kind = doc.get("kind")
-    if kind is not None and kind != _KIND:
-        raise KubeletConfigError(f"{where}: kind is {kind!r}, expected {_KIND!r}")
-    api_version = doc.get("apiVersion")
-    if api_version is not None and not (isinstance(api_version, str) and api_version.startswith(_API_GROUP)):
-        raise KubeletConfigError(f"{where}: apiVersion {api_version!r} is not a kubelet.config.k8s.io version")
-    policy = validate_policy(_string(doc, "topologyManagerPolicy", "none", where), f"{where}: topologyManagerPolicy")
-    scope = validate_scope(_string(doc, "topologyManagerScope", "container", where), f"{where}: topologyManagerScope")
-    reserved_text = _string(doc, "reservedSystemCPUs", "", where)
-    try:
-        reserved = CPUSet.parse(reserved_text)
-    except CPUSetParseError as error:
-        raise KubeletConfigError(f"{where}: reservedSystemCPUs: {error}") from error
+        config = parse_kubelet_configuration(text, where)
+    except KubeletConfigurationError as error:
+        raise KubeletConfigError(str(error)) from None
     return KubeletSettings(
-        topology_manager_policy=policy,
-        topology_manager_scope=scope,
-        reserved_cpus=reserved,
-        cpu_manager_policy=_string(doc, "cpuManagerPolicy", "none", where),
-        memory_manager_policy=_string(doc, "memoryManagerPolicy", "None", where),
+        topology_manager_policy=config.topology_manager_policy,
+        topology_manager_scope=config.topology_manager_scope,
+        reserved_cpus=config.reserved_system_cpus,
+        cpu_manager_policy=config.cpu_manager_policy,
+        memory_manager_policy=config.memory_manager_policy,
     )
 
 

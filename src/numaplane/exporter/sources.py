@@ -23,11 +23,11 @@ names the failing file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final, Protocol
 
+from numaplane import boundedjson
 from numaplane.exporter.errors import MalformedPodResources, PodResourcesSourceError, SysfsSourceError
 from numaplane.grpcapi.errors import (
     PodResourcesError,
@@ -35,7 +35,7 @@ from numaplane.grpcapi.errors import (
     PodResourcesUnavailable,
     PodResourcesUnsupported,
 )
-from numaplane.grpcapi.podresources.client import PodResourcesClient
+from numaplane.grpcapi.podresources.client import MAX_MESSAGE_BYTES, PodResourcesClient
 from numaplane.nrt.errors import NRTError
 from numaplane.nrt.podresources import (
     AllocatableResources,
@@ -144,7 +144,12 @@ def _decode_or_source_error(error: PodResourcesError, method: str) -> PodResourc
 
 
 class FakeDirPodResources:
-    """``fake://<dir>``: answers read from JSON files in ``dir`` on every call."""
+    """``fake://<dir>``: answers read from JSON files in ``dir`` on every call.
+
+    The files are untrusted input like the socket's answers: each is read through the project's bounded
+    JSON reader (:func:`numaplane.boundedjson.loads`) with the gRPC client's answer limit
+    (:data:`~numaplane.grpcapi.podresources.client.MAX_MESSAGE_BYTES`, bytes) and nesting bounded; a file
+    over it is refused after reading at most one byte more than the limit."""
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
@@ -153,13 +158,14 @@ class FakeDirPodResources:
     def _load(self, name: str) -> object:
         path = self.directory / name
         try:
-            text = path.read_text(encoding="utf-8")
+            with path.open("rb") as file:
+                data = file.read(MAX_MESSAGE_BYTES + 1)
         except OSError as error:
             raise PodResourcesSourceError(f"{path}: cannot read: {error}", kind="podresources_unavailable") from error
         try:
-            return json.loads(text)
-        except ValueError as error:
-            raise MalformedPodResources(f"{path}: not JSON: {error}") from error
+            return boundedjson.loads(data, max_bytes=MAX_MESSAGE_BYTES)
+        except boundedjson.JSONInputError as error:
+            raise MalformedPodResources(f"{path}: {error}") from error
 
     async def list_pods(self) -> Sequence[PodResources]:
         try:

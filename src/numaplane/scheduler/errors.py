@@ -6,6 +6,8 @@ Exception tree::
     ├── SchedulerConfigError       an invalid configuration file or flag value (also a ValueError)
     └── ExtenderRequestError       a malformed kube-scheduler extender request body; the HTTP server
                                    answers 400 with :attr:`ExtenderRequestError.reason` (also a ValueError)
+        ├── DecodeBusy             every decode worker holds a large body already (HTTP 429, Retry-After)
+        └── DecodeWorkerLost       the worker decoding the body died or timed out (HTTP 503)
 
 Kubernetes API failures keep their own types (:mod:`numaplane.kube.errors`); per-node data problems
 never raise, they become rejections with a reason (:mod:`numaplane.placement`).
@@ -13,7 +15,7 @@ never raise, they become rejections with a reason (:mod:`numaplane.placement`).
 
 from __future__ import annotations
 
-__all__ = ["ExtenderRequestError", "SchedulerConfigError", "SchedulerError"]
+__all__ = ["DecodeBusy", "DecodeWorkerLost", "ExtenderRequestError", "SchedulerConfigError", "SchedulerError"]
 
 
 class SchedulerError(Exception):
@@ -30,3 +32,11 @@ class ExtenderRequestError(SchedulerError, ValueError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class DecodeBusy(ExtenderRequestError):
+    """Every worker of the decode pool holds a large body already (HTTP 429 with ``Retry-After``)."""
+
+
+class DecodeWorkerLost(ExtenderRequestError):
+    """The worker process decoding this body died or did not answer in time (HTTP 503); it is replaced."""

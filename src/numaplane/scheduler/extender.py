@@ -48,7 +48,10 @@ Run one replica: each replica has its own cache, and kube-scheduler calls one UR
 
 Bodies are bounded (:mod:`numaplane.limits`): at most ``MAX_EXTENDER_BODY_BYTES`` on the wire and
 ``MAX_EXTENDER_DECODED_BYTES`` once decompressed, read in chunks and refused (HTTP 413) as soon as a limit
-is passed; at most ``MAX_EXTENDER_NODES`` nodes per request.
+is passed; at most ``MAX_EXTENDER_NODES`` nodes per request. A body over 1 MiB once inflated is decoded
+in a worker process (:mod:`numaplane.scheduler.decodepool`), so decoding it never stalls the other
+requests; when every worker holds a large body already the request gets HTTP 429 with ``Retry-After``,
+and HTTP 503 when its worker died (a fresh one replaces it).
 """
 
 from __future__ import annotations
@@ -75,8 +78,9 @@ from numaplane.policy.dra import DRAError
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.candidates import candidate_scores, candidate_verdicts
+from numaplane.scheduler.decodepool import LARGE_BODY_BYTES, RETRY_AFTER_SECONDS, DecodePool, Verb
 from numaplane.scheduler.dra import ClaimAllocator, claims_of
-from numaplane.scheduler.errors import ExtenderRequestError
+from numaplane.scheduler.errors import DecodeBusy, DecodeWorkerLost, ExtenderRequestError
 from numaplane.scheduler.metrics import SchedulerMetrics
 from numaplane.scheduler.state import SchedulerState
 from numaplane.scheduler.wire import (
@@ -133,6 +137,9 @@ async def read_body(request: web.Request) -> bytearray:
             if len(body) + len(chunk) > MAX_EXTENDER_DECODED_BYTES:
                 raise BodyTooLarge(f"request body larger than {MAX_EXTENDER_DECODED_BYTES} bytes once decoded")
             body += chunk
+            # A chunk already buffered (or inflated from what is buffered) is returned without a pause:
+            # give the loop a turn per chunk, or reading (and inflating) 48 MiB holds it ~0.2 s.
+            await asyncio.sleep(0)
     except web.RequestPayloadError:  # aiohttp's parser could not inflate it, and reads no more of it
         # The stream holds that error: end it, or aiohttp's drain of an unread body after the response
         # re-raises it and logs a traceback per request.
@@ -166,6 +173,7 @@ def _json_response(doc: Any, status: int = 200) -> web.Response:
 async def _slices(view: memoryview) -> AsyncIterator[memoryview]:
     for start in range(0, len(view), REPLY_SLICE_BYTES):
         yield view[start : start + REPLY_SLICE_BYTES]
+        await asyncio.sleep(0)  # a turn for the loop per slice (the socket may take each one at once)
 
 
 class Extender:
@@ -185,8 +193,12 @@ class Extender:
         ready: Callable[[], bool],
         on_refused: Callable[[Pod], None] | None = None,
         dra: ClaimAllocator | None = None,
+        decode_pool: DecodePool | None = None,
     ) -> None:
         self.state = state
+        #: Decodes bodies over :data:`~numaplane.scheduler.decodepool.LARGE_BODY_BYTES` out of process
+        #: (``None``: every body in process, in a thread).
+        self.decode_pool = decode_pool
         self.dra = dra
         self.kube = kube
         self.metrics = metrics
@@ -360,22 +372,38 @@ class Extender:
         base = normalize_prefix(prefix)
 
         def adder(app: web.Application) -> None:
-            app.router.add_post(f"{base}/filter", self._wrap("filter", parse_extender_args, self._filter))
-            app.router.add_post(f"{base}/prioritize", self._wrap("prioritize", parse_extender_args, self._prioritize))
-            app.router.add_post(f"{base}/bind", self._wrap("bind", parse_binding_args, self._bind))
+            app.router.add_post(f"{base}/filter", self._wrap("filter", "extender", self._filter))
+            app.router.add_post(f"{base}/prioritize", self._wrap("prioritize", "extender", self._prioritize))
+            app.router.add_post(f"{base}/bind", self._wrap("bind", "binding", self._bind))
 
         return adder
 
+    async def _decode_request(self, kind: Verb, body: bytearray) -> Any:
+        """The typed arguments of ``body``: a large body in a worker process of :attr:`decode_pool` (it
+        never holds this process's GIL), a small one in a thread (a few ms; module docstring of
+        :mod:`numaplane.scheduler.decodepool`)."""
+        if self.decode_pool is not None and len(body) > LARGE_BODY_BYTES:
+            return await self.decode_pool.decode(kind, body)
+        async with self._decoding:  # decoded in a worker thread: the loop serves other requests
+            return await asyncio.to_thread(_decode, _PARSERS[kind], body)
+
     def _wrap(
-        self, verb: str, parse: Callable[[Any], Any], handler: Callable[[Any], Awaitable[web.Response]]
+        self, verb: str, kind: Verb, handler: Callable[[Any], Awaitable[web.Response]]
     ) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(request: web.Request) -> web.Response:
             started = time.perf_counter()
             try:
                 body = await read_body(request)
-                async with self._decoding:  # decoded in a worker thread: the loop serves other requests
-                    args = await asyncio.to_thread(_decode, parse, body)
+                args = await self._decode_request(kind, body)
+                del body
                 response = await handler(args)
+            except DecodeBusy as exc:
+                log.warning("extender request refused: decode workers busy", verb=verb, reason=exc.reason)
+                response = _json_response({"Error": exc.reason}, 429)
+                response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+            except DecodeWorkerLost as exc:
+                log.warning("extender request failed: decode worker lost", verb=verb, reason=exc.reason)
+                response = _json_response({"Error": exc.reason}, 503)
             except ExtenderRequestError as exc:
                 log.warning("bad extender request", verb=verb, reason=exc.reason)
                 response = _json_response({"Error": exc.reason}, 413 if isinstance(exc, BodyTooLarge) else 400)
@@ -401,6 +429,9 @@ class Extender:
 
     async def _bind(self, args: BindingArgs) -> web.Response:
         return _json_response(await self.bind(args))
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {"extender": parse_extender_args, "binding": parse_binding_args}
 
 
 def _decode(parse: Callable[[Any], Any], body: bytes | bytearray) -> Any:

@@ -43,6 +43,7 @@ from numaplane.limits import MAX_EXTENDER_BODY_BYTES
 from numaplane.listeners import DEFAULT_ADDRESSES
 from numaplane.observability.http import ProbeServer
 from numaplane.scheduler.config import SchedulerConfig
+from numaplane.scheduler.decodepool import DECODE_WORKERS, DecodePool
 from numaplane.scheduler.dra import ClaimAllocator
 from numaplane.scheduler.extender import Extender
 from numaplane.scheduler.informers import ClusterInformers
@@ -210,8 +211,14 @@ class ExtenderService(_Process):
         freeze_gc: bool = False,
         tls: ssl.SSLContext | None = None,
         client_subjects: Collection[str] | None = None,
+        decode_workers: int = DECODE_WORKERS,
+        start_decode_workers: bool = False,
     ) -> None:
         super().__init__(kube, config, clock=clock, metrics=metrics, freeze_gc=freeze_gc)
+        #: Worker processes for large bodies (0: all decoding in process); started with :meth:`start`
+        #: when ``start_decode_workers`` (the CLI), else at the first large body.
+        self.decode_pool = DecodePool(decode_workers) if decode_workers > 0 else None
+        self.start_decode_workers = start_decode_workers
         self.tls = tls
         self.client_subjects = client_subjects
         self.address = address
@@ -220,7 +227,13 @@ class ExtenderService(_Process):
         self.health_address = health_address
         self.requeue = RequeueSignal(self.state, kube, clock=self.clock, metrics=self.metrics)
         self.extender = Extender(
-            self.state, kube, self.metrics, ready=lambda: self.ready, on_refused=self.requeue.refused, dra=self.dra
+            self.state,
+            kube,
+            self.metrics,
+            ready=lambda: self.ready,
+            on_refused=self.requeue.refused,
+            dra=self.dra,
+            decode_pool=self.decode_pool,
         )
         changed = self.requeue.object_changed
         # an NRT deleted (its node left the stack) ends a stale node's refusal too
@@ -232,6 +245,8 @@ class ExtenderService(_Process):
 
     async def start(self) -> None:
         """Start informers, the resync loop and the HTTP server; returns once listening."""
+        if self.decode_pool is not None and self.start_decode_workers:
+            await self.decode_pool.start()
         await self._start_common()
         self._tasks.spawn(self.requeue.run(), "requeue")
         self.http.add_routes("extender", self.extender.add_routes(self.prefix))
@@ -248,6 +263,13 @@ class ExtenderService(_Process):
         """Serve until :meth:`stop` (or a failing task: :data:`EXIT_TASK_FAILED`)."""
         await self.start()
         return await self._serve_until_stopped()
+
+    async def _cleanup(self) -> None:
+        try:
+            await super()._cleanup()
+        finally:
+            if self.decode_pool is not None:
+                await self.decode_pool.close()
 
 
 class SchedulerService(_Process):
