@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"decisions_equal: {equal} count")
     known = sum(len(r.known) for r in results)
     print(f"mismatches: {compared - equal - known} count")
-    print(f"known_divergences: {known} count (named kubelet divergences, e.g. kubelet-hybrid-full-core)")
+    print(f"known_divergences: {known} count")
     print(f"rejections: {sum(len(r.rejected) for r in results)} count")
     print(f"wall: {time.monotonic() - began:.1f} s")
     print(f"load_before: {load_before} loadavg")
