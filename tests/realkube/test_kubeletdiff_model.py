@@ -275,3 +275,24 @@ def test_classify_leaves_differences_before_the_kubelets_first_unavailable_take(
         }
     )
     assert classify(found, ops, kubelet, uniform, CPUSet.parse("0")) == (found, [])
+
+
+def test_a_recorded_case_round_trips_through_json() -> None:
+    """What ``bench/agent_differential.py --record`` writes reads back to the same case (sequence with
+    deletions and init containers, the kubelet's decisions and checkpoints, its Node)."""
+    import json
+
+    from numaplane_harness.agentdiff import Case
+
+    doc = json.loads((Path(__file__).parent / "data" / "kubelet_decisions.json").read_text())
+    for entries in doc["machines"].values():
+        for entry in entries:
+            case = Case.from_dict(entry)
+            again = Case.from_dict(json.loads(json.dumps(case.to_dict())))
+            assert again == case
+    assert any(
+        isinstance(op, AddPod) and any(c.init for c in op.containers)
+        for e in doc["machines"].values()
+        for c in e
+        for op in Case.from_dict(c).ops
+    )
