@@ -88,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{r.machine} {r.config}: {r.equal}/{r.compared} ({r.seconds:.1f} s)", flush=True)
                     for m in r.mismatches:
                         print(f"  MISMATCH {m.what}: kubelet {m.kubelet} | numaplane {m.numaplane}", flush=True)
+                    for known, m in r.known:
+                        print(
+                            f"  KNOWN {known.name} {m.what}: kubelet {m.kubelet} | numaplane {m.numaplane}", flush=True
+                        )
                     if r.minimal:
                         print(f"  minimal: {describe(r.minimal)}", flush=True)
     except (KubeUnavailable, ContainerdUnavailable, KubeletUnavailable) as exc:
@@ -102,14 +106,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pods: {sum(r.pods for r in results)} count")
     print(f"decisions_compared: {compared} count")
     print(f"decisions_equal: {equal} count")
-    print(f"mismatches: {compared - equal} count")
+    known = sum(len(r.known) for r in results)
+    print(f"mismatches: {compared - equal - known} count")
+    print(f"known_divergences: {known} count")
     print(f"rejections: {sum(len(r.rejected) for r in results)} count")
     print(f"wall: {time.monotonic() - began:.1f} s")
     print(f"load_before: {load_before} loadavg")
     print(f"load_after: {Path('/proc/loadavg').read_text().split()[0]} loadavg")
     for machine, why in failed.items():
         print(f"failed {machine}: {why}")
-    return 1 if failed or compared != equal else 0
+    return 1 if failed or compared != equal + known else 0
 
 
 if __name__ == "__main__":

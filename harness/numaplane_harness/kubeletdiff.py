@@ -45,22 +45,29 @@ from numaplane_harness.kubecluster import ApiStatus
 from numaplane_harness.kubelet import EVICTION_MEMORY, KubeletPolicy, RealKubelet
 
 __all__ = [
+    "KUBELET_HYBRID_FULL_CORE",
     "AddPod",
     "ContainerSpec",
     "Decision",
     "DeletePod",
     "DiffConfig",
+    "Host",
+    "KnownDivergence",
+    "Mismatch",
     "Outcome",
+    "classify",
     "compare",
     "default_matrix",
     "generate_ops",
     "kubelet_topology",
     "minimise",
+    "named_state",
     "node_admission",
     "onto_online",
     "play_kubelet",
     "play_numaplane",
     "topology_mismatch",
+    "unavailable_takes",
 ]
 
 
@@ -272,6 +279,12 @@ def _named_state(state: Mapping[str, Any], uid_to_name: Mapping[str, str]) -> di
     return out
 
 
+def named_state(state: Mapping[str, Any], uid_to_name: Mapping[str, str]) -> dict[str, Any]:
+    """A checkpoint (``cpu_manager_state`` / ``memory_manager_state`` format) without its checksum, its
+    entries keyed by pod name instead of uid (the two sides' uids differ)."""
+    return _named_state(state, uid_to_name)
+
+
 def play_kubelet(kubelet: RealKubelet, ops: Sequence[Op], *, timeout: float = 60) -> Outcome:
     """Play ``ops`` on the running kubelet (its pods deleted first, its checkpoints fresh from
     :meth:`RealKubelet.restart`); the pods are left in place for the caller to delete."""
@@ -385,6 +398,7 @@ def play_numaplane(
     ops: Sequence[Op],
     pods: Callable[[AddPod], Mapping[str, Any]],
     node: BasicNode | None = None,
+    host: Host | None = None,
 ) -> Outcome:
     """Play ``ops`` on numaplane's manager; ``pods(op)`` gives the pod as the API server returned it.
 
@@ -392,7 +406,14 @@ def play_numaplane(
     modelled too, as it stands beside numaplane on a real node: the kubelet runs the resource
     managers' admit handler first and then :func:`node_admission`; a pod the second rejects keeps what
     the managers gave it until the next pod's allocation (the CPU and memory managers'
-    ``removeStaleState`` at the start of ``Allocate`` drops pods that are not active)."""
+    ``removeStaleState`` at the start of ``Allocate`` drops pods that are not active).
+
+    ``host``: the CPUs and NUMA nodes of the host the kubelet really runs on. A pod whose first init
+    container's CPUs and memory nodes are all there really runs it (``true``; elsewhere runc refuses
+    its ``cpuset.cpus``/``cpuset.mems``) to completion, and the kubelet creates the next
+    container, whose memory manager ``AddContainer`` drops the finished init containers' memory
+    (:meth:`ResourceManager.release_finished_init_memory`); modelled after the pod's decision is read
+    (kvm-skylake-4cpu-2offline, whose CPUs 0-1 are this host's). Elsewhere containers never start."""
     began = time.monotonic()
     manager = ResourceManager(topology, config.numaplane_config())
     decisions: list[Decision] = []
@@ -432,6 +453,14 @@ def play_numaplane(
                 dict(memory_state.get("entries", {}).get(pod.uid, {})),
             )
         )
+        if not reason and host is not None and pod.init_containers and pod.containers:
+            first = pod.init_containers[0].name
+            runs_on = cpu_state.get("entries", {}).get(pod.uid, {}).get(first)
+            cpus = CPUSet.parse(runs_on) if runs_on is not None else manager.shared_pool()
+            blocks = memory_state.get("entries", {}).get(pod.uid, {}).get(first, [])
+            nodes = {n for b in blocks for n in b.get("numaAffinity", [])}
+            if cpus <= host.cpus and nodes <= host.nodes:
+                manager.release_finished_init_memory(pod.uid, pod.containers[0].name)
     return Outcome(
         decisions,
         _named_state(manager.cpu.state.to_dict(), uids),
@@ -503,6 +532,85 @@ def _blocks_sorted(state: Mapping[str, Any]) -> dict[str, Any]:
     if "entries" in out:
         out["entries"] = {pod: _blocks(containers) for pod, containers in out["entries"].items()}
     return out
+
+
+@dataclass(frozen=True)
+class KnownDivergence:
+    """A named difference where the kubelet, not numaplane, departs from its own contract, with the
+    evidence; :func:`classify` moves the mismatches it explains out of the unexplained ones."""
+
+    name: str
+    why: str
+
+
+#: kubelet v1.36.2 ``pkg/kubelet/cm/cpumanager``: ``topology.CPUsPerCore()`` is the integer division
+#: ``NumCPUs / NumCores``; ``cpuAccumulator.isCoreFree`` (cpu_assignment.go) calls a core free when its
+#: *available* CPUs number ``CPUsPerCore()``, and ``takeFullCores`` then takes
+#: ``a.topo.CPUDetails.CPUsInCores(core)``: every CPU of the core in the whole topology, available or not.
+#: On a machine whose cores have different thread counts (intel-hybrid-4p8e: 4 P cores × 2 threads and
+#: 8 E cores × 1, 16 CPUs / 12 cores = 1) a P core with one thread left is "free", and taking it hands
+#: out its other thread too: the reserved CPU 0 (``0-1,8`` for a 3-CPU container with CPU 0 reserved)
+#: or a CPU another pod holds. numaplane keeps the reserved and held CPUs out (the static policy's
+#: ``GetAvailableCPUs``: default set less reserved); from the first such kubelet decision on, the two
+#: sides' states differ.
+KUBELET_HYBRID_FULL_CORE = KnownDivergence(
+    "kubelet-hybrid-full-core",
+    "the kubelet's takeFullCores takes a whole core from the topology when its free threads number "
+    "CPUsPerCore() = NumCPUs / NumCores (integer division): on cores of unequal thread counts it hands "
+    "out a reserved CPU or a CPU another pod holds",
+)
+
+
+def unavailable_takes(ops: Sequence[Op], kubelet: Outcome, reserved: CPUSet) -> list[tuple[str, str]]:
+    """``(pod, CPUs)`` for each kubelet decision that gave a container a CPU that was not available: a
+    reserved one, or one a live pod held (a pod's own init containers' CPUs are reused by its app
+    containers, so CPUs are compared between pods only)."""
+    decisions = {d.pod: d for d in kubelet.decisions}
+    held: dict[str, CPUSet] = {}
+    found: list[tuple[str, str]] = []
+    for op in ops:
+        if isinstance(op, DeletePod):
+            held.pop(op.name, None)
+            continue
+        decision = decisions.get(op.name)
+        if decision is None or not decision.admitted:
+            continue
+        cpus = CPUSet()
+        for text in decision.cpus.values():
+            cpus = cpus | CPUSet.parse(text)
+        others = CPUSet()
+        for pod, taken in held.items():
+            if pod != op.name:
+                others = others | taken
+        if (cpus & reserved) or (cpus & others):
+            found.append((op.name, cpus.format()))
+        held[op.name] = cpus
+    return found
+
+
+def classify(
+    mismatches: Sequence[Mismatch], ops: Sequence[Op], kubelet: Outcome, topology: Topology, reserved: CPUSet
+) -> tuple[list[Mismatch], list[tuple[KnownDivergence, Mismatch]]]:
+    """``(unexplained, explained)``: a mismatch is explained by :data:`KUBELET_HYBRID_FULL_CORE` when the
+    machine's cores differ in thread count (``NumCPUs % NumCores != 0``, the kubelet's ``CPUsPerCore()``
+    inexact) and it is at or after the kubelet's first decision that took an unavailable CPU
+    (:func:`unavailable_takes`), or it is a final checkpoint then. Anything before stays unexplained."""
+    if not topology.num_cores or topology.num_cpus % topology.num_cores == 0:
+        return list(mismatches), []
+    bad = unavailable_takes(ops, kubelet, reserved)
+    if not bad:
+        return list(mismatches), []
+    order = [op.name for op in ops if isinstance(op, AddPod)]
+    first = order.index(bad[0][0])
+    unexplained: list[Mismatch] = []
+    explained: list[tuple[KnownDivergence, Mismatch]] = []
+    for m in mismatches:
+        at = order.index(m.what) if m.what in order else (len(order) if m.what.startswith("final") else -1)
+        if at >= first:
+            explained.append((KUBELET_HYBRID_FULL_CORE, m))
+        else:
+            unexplained.append(m)
+    return unexplained, explained
 
 
 def first_mismatch_prefix(ops: Sequence[Op], mismatch: Mismatch) -> list[Op]:
@@ -590,6 +698,23 @@ def topology_mismatch(topology: Topology, kubelet: Mapping[int, tuple[int, int, 
     )
 
 
+@dataclass(frozen=True)
+class Host:
+    """The CPUs and NUMA nodes this host really has online (outside any overlay): where the kubelet's
+    containers can run."""
+
+    cpus: CPUSet
+    nodes: frozenset[int]
+
+    @classmethod
+    def here(cls) -> Host:
+        nodes = Path("/sys/devices/system/node/online")
+        return cls(
+            CPUSet.parse(Path("/sys/devices/system/cpu/online").read_text().strip()),
+            frozenset(CPUSet.parse(nodes.read_text().strip())) if nodes.exists() else frozenset({0}),
+        )
+
+
 def snapshot_path(shared: Path, machine: str) -> Path:
     return shared / "topologies" / "real" / f"{machine}.tar.gz"
 
@@ -609,10 +734,20 @@ class ConfigResult:
     hwloc_mismatches: int = -1
     #: the kubelet's rejection reasons in the sequence (``OutOfcpu``, ``TopologyAffinityError``, …)
     rejected: list[str] = field(default_factory=list)
+    #: the configuration as played (reserved CPUs and memory moved onto the machine), the sequence, the
+    #: kubelet's outcome and its Node as the API server held it: what the agent's path is compared with
+    #: (:mod:`numaplane_harness.agentdiff`)
+    diff_config: DiffConfig | None = None
+    ops: list[Op] = field(default_factory=list)
+    kubelet: Outcome | None = None
+    node: dict[str, Any] | None = None
+    #: mismatches a named kubelet divergence explains (:func:`classify`), out of ``mismatches``
+    known: list[tuple[KnownDivergence, Mismatch]] = field(default_factory=list)
 
     @property
     def equal(self) -> int:
-        return self.compared - len(self.mismatches)
+        """Comparisons equal (the ones a named divergence explains are not equal, nor unexplained)."""
+        return self.compared - len(self.mismatches) - len(self.known)
 
 
 def run_machine(
@@ -650,6 +785,7 @@ def run_machine(
     hugepages = any(h.total for n in topology.numa_nodes for h in n.hugepages)
     if ops is None:
         ops = generate_ops(seed, count, hugepages=hugepages and memory_static, max_cpus=topology.all_cpus.size())
+    this_host = Host.here()
     results: list[ConfigResult] = []
     with run_kubelet(control_plane, containerd, chosen[0].kubelet_policy(), overlay=overlay) as kubelet:
         detected = kubelet_topology(kubelet.log_path.read_text(errors="replace"))
@@ -663,6 +799,7 @@ def run_machine(
 
             hwloc_mismatches = [-1]
             rejected: list[str] = []
+            kept: list[Any] = []
 
             def both(
                 sequence: Sequence[Op],
@@ -670,19 +807,23 @@ def run_machine(
                 hwloc: bool = False,
                 box: list[int] = hwloc_mismatches,
                 reasons: list[str] | None = None,
+                keep: list[Any] = kept,
             ) -> tuple[int, list[Mismatch]]:
                 kubelet.delete_pods()
                 real = play_kubelet(kubelet, sequence)
+                node_doc = control_plane.request("GET", f"/api/v1/nodes/{kubelet.node_name}")
                 if reasons is not None:
                     reasons.extend(d.reason for d in real.decisions if not d.admitted)
-                node = parse_node(control_plane.request("GET", f"/api/v1/nodes/{kubelet.node_name}"))
-                ours = play_numaplane(topology, config, sequence, lambda op: real.created[op.name], node)
+                    keep[:] = [real, node_doc]
+                node = parse_node(node_doc)
+                ours = play_numaplane(topology, config, sequence, lambda op: real.created[op.name], node, this_host)
                 if hwloc:
                     other = play_numaplane(hwloc_view, config, sequence, lambda op: real.created[op.name], node)
                     box[0] = len(compare(real, other, memory=config.memory_static)[1])
                 return compare(real, ours, memory=config.memory_static)
 
             compared, mismatches = both(ops, hwloc=check_hwloc, reasons=rejected)
+            mismatches, known = classify(mismatches, ops, kept[0], topology, CPUSet.parse(config.reserved_cpus))
             if i == 0:  # the machine as both sides see it: one comparison per machine
                 compared += 1
                 mismatches = ([seen] if seen else []) + mismatches
@@ -710,6 +851,11 @@ def run_machine(
                     minimal,
                     hwloc_mismatches[0],
                     rejected,
+                    config,
+                    list(ops),
+                    kept[0],
+                    {"status": {k: kept[1].get("status", {}).get(k, {}) for k in ("capacity", "allocatable")}},
+                    known,
                 )
             )
     return results

@@ -136,6 +136,43 @@ def test_removing_a_finished_init_container_releases_only_what_is_not_reused() -
     assert node_state.check() == []
 
 
+def test_creating_the_app_container_releases_the_finished_init_containers_memory_as_the_kubelet() -> None:
+    """The kubelet's memory manager ``AddContainer``: the app container's creation means the init
+    container completed, and its memory (what the app container did not reuse) goes at once, without
+    waiting for its RemoveContainer; its CPUs stay with the pod (as the kubelet's CPU manager keeps
+    them). Found by the real-kubelet differential on kvm-skylake-4cpu-2offline."""
+    config = {
+        **CONFIG,
+        "memoryManager": {"policy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "100Mi"}}]},
+    }
+
+    def with_memory(name: str, cpus: int, memory: str) -> dict[str, Any]:
+        doc = spec(name, cpus)
+        doc["resources"] = {
+            "requests": {"cpu": str(cpus), "memory": memory},
+            "limits": {"cpu": str(cpus), "memory": memory},
+        }
+        return doc
+
+    pod = api_pod("mem", [with_memory("app", 2, "256Mi")], init=[with_memory("init", 4, "1Gi")])
+    node_state = make_state(Pods(pod), config)
+    policy = node_state.manager.memory.policy
+    assert policy is not None
+    sb = sandbox("mem")
+    init = node_state.create(sb, guaranteed(sb, "init", n=4))
+    held = policy.blocks("uid-mem", "init")
+    assert held is not None and [b.size for b in held] == [768 << 20]  # 1Gi less the app's reused 256Mi
+    generation = node_state.generation
+    node_state.create(sb, guaranteed(sb, "app", n=2))
+    assert policy.blocks("uid-mem", "init") is None and policy.blocks("uid-mem", "app") is not None
+    assert node_state.generation > generation  # the checkpoint is written again
+    assert node_state.manager.cpu.state.get("uid-mem", "init") == init.cpus  # CPUs stay
+    assert node_state.check() == []
+    restored = make_state(Pods(pod), config)
+    restored.restore(node_state.snapshot())
+    assert restored.snapshot() == node_state.snapshot() and restored.check() == []
+
+
 def test_a_sidecars_cpus_are_never_reused() -> None:
     pod = api_pod("side", [spec("app", 2)], init=[spec("proxy", 2, restart="Always"), spec("init", 2)])
     node_state = make_state(Pods(pod))

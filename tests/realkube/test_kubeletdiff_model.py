@@ -170,3 +170,129 @@ def test_a_pod_both_reject_is_compared_by_reason() -> None:
     assert compare(kubelet, ours, memory=True)[1][:1] == []
     other = Outcome([Decision("p1", False, "TopologyAffinityError", {}, {})], {}, {})
     assert [m.what for m in compare(kubelet, other, memory=True)[1]][:1] == ["p1"]
+
+
+def _recorded(machine: str) -> tuple[Topology, list[Any], Any]:
+    """The real kubelet's recorded decisions on ``machine`` (``data/kubelet_decisions.json``, written by
+    ``bench/agent_differential.py --record``), its view of the machine and the host it ran on."""
+    import json
+    import tempfile
+
+    from numaplane_harness.agentdiff import Case
+    from numaplane_harness.kubeletdiff import Host
+
+    doc = json.loads((Path(__file__).parent / "data" / "kubelet_decisions.json").read_text())
+    with tempfile.TemporaryDirectory(prefix="npkm-", dir="/tmp") as tmp:
+        topology = discover(prepare_overlay(REAL / f"{machine}.tar.gz", Path(tmp)).root, view="kubelet")
+    host = Host(CPUSet.parse(doc["host"]["cpus"]), frozenset(doc["host"]["nodes"]))
+    return topology, [Case.from_dict(c) for c in doc["machines"][machine]], host
+
+
+def test_a_finished_init_containers_memory_goes_when_the_next_container_is_created() -> None:
+    """kvm-skylake-4cpu-2offline (CPUs 0-1: this host's, so the kubelet's containers really run): the
+    kubelet's memory manager ``AddContainer`` dropped each finished init container from
+    ``memory_manager_state`` when the app container was created. Modelled (``play_numaplane(host=…)``)
+    numaplane's manager decides and ends exactly as the recorded kubelet; without the exit modelled the
+    final memory checkpoint differs in 3 of the 4 configurations."""
+    from numaplane_harness.kubeletdiff import compare
+
+    topology, cases, host = _recorded("kvm-skylake-4cpu-2offline")
+    without = []
+    for case in cases:
+
+        def pods(op: AddPod) -> dict[str, Any]:
+            return _pods(op)
+
+        node = parse_node(case.node)
+        ours = play_numaplane(topology, case.config, case.ops, pods, node, host)
+        _, mismatches = compare(case.kubelet, ours, memory=case.config.memory_static)
+        assert mismatches == [], (case.config.name, mismatches)
+        blind = play_numaplane(topology, case.config, case.ops, pods, node)
+        without += [m.what for m in compare(case.kubelet, blind, memory=case.config.memory_static)[1]]
+    assert without == ["final memory_manager_state"] * 3
+
+
+def test_the_kubelets_full_core_takes_on_a_hybrid_machine_are_the_named_divergence() -> None:
+    """intel-hybrid-4p8e-1s1n-16t (4 P cores × 2 threads, 8 E cores × 1: the kubelet's CPUsPerCore() is
+    16 / 12 = 1): the kubelet gave the first pod's 3-CPU init container ``0-1,8`` (CPU 0 is reserved)
+    and later ``4-5`` to p4 while p2 held CPU 4. Every difference from numaplane comes at or after that
+    first take and is named ``kubelet-hybrid-full-core``; none is left unexplained."""
+    from numaplane_harness.kubeletdiff import KUBELET_HYBRID_FULL_CORE, classify, compare, unavailable_takes
+
+    topology, cases, host = _recorded("intel-hybrid-4p8e-1s1n-16t")
+    assert topology.num_cpus == 16 and topology.num_cores == 12 and topology.cpus_per_core == 1
+    explained = 0
+    for case in cases:
+        reserved = CPUSet.parse(case.config.reserved_cpus)
+        assert unavailable_takes(case.ops, case.kubelet, reserved) == [("p0", "0-1,8-10"), ("p4", "4-5")]
+        assert case.kubelet.decisions[0].cpus["init"] == "0-1,8"
+        ours = play_numaplane(topology, case.config, case.ops, _pods, parse_node(case.node), host)
+        assert not any(CPUSet.parse(cpus) & reserved for d in ours.decisions for cpus in d.cpus.values())
+        _, mismatches = compare(case.kubelet, ours, memory=case.config.memory_static)
+        unexplained, known = classify(mismatches, case.ops, case.kubelet, topology, reserved)
+        assert unexplained == [], (case.config.name, unexplained)
+        assert {k for k, _ in known} == {KUBELET_HYBRID_FULL_CORE} and known[0][1].what == "p0"
+        explained += len(known)
+    assert explained == 27  # 8 + 8 + 3 + 8 in the four configurations
+
+
+def test_classify_leaves_differences_before_the_kubelets_first_unavailable_take() -> None:
+    """Only differences at or after the kubelet's first take of an unavailable CPU are explained, and
+    only on a machine whose cores differ in thread count."""
+    from numaplane_harness.kubeletdiff import Decision, Mismatch, Outcome, classify
+
+    hybrid = Topology.from_dict(
+        {
+            "name": "h",
+            "cpus": [{"cpu": c, "core": c // 2 if c < 4 else c - 2, "socket": 0, "numa": 0} for c in range(6)],
+            "numa_nodes": [{"id": 0, "memory_total_bytes": 1 << 30}],
+        }
+    )
+    ops = [AddPod(f"p{i}", (ContainerSpec("c0", "2", 64),)) for i in range(3)]
+    kubelet = Outcome(
+        [
+            Decision("p0", True, "", {"c0": "2-3"}, {}),
+            Decision("p1", True, "", {"c0": "0-1"}, {}),  # CPU 0 is reserved
+            Decision("p2", True, "", {"c0": "4-5"}, {}),
+        ],
+        {},
+        {},
+    )
+    found = [
+        Mismatch("p0", 1, 2),
+        Mismatch("p1", 1, 2),
+        Mismatch("p2", 1, 2),
+        Mismatch("final cpu_manager_state", 1, 2),
+    ]
+    unexplained, known = classify(found, ops, kubelet, hybrid, CPUSet.parse("0"))
+    assert [m.what for m in unexplained] == ["p0"]
+    assert [m.what for _, m in known] == ["p1", "p2", "final cpu_manager_state"]
+    uniform = Topology.from_dict(
+        {
+            "name": "u",
+            "cpus": [{"cpu": c, "core": c // 2, "socket": 0, "numa": 0} for c in range(6)],
+            "numa_nodes": [{"id": 0, "memory_total_bytes": 1 << 30}],
+        }
+    )
+    assert classify(found, ops, kubelet, uniform, CPUSet.parse("0")) == (found, [])
+
+
+def test_a_recorded_case_round_trips_through_json() -> None:
+    """What ``bench/agent_differential.py --record`` writes reads back to the same case (sequence with
+    deletions and init containers, the kubelet's decisions and checkpoints, its Node)."""
+    import json
+
+    from numaplane_harness.agentdiff import Case
+
+    doc = json.loads((Path(__file__).parent / "data" / "kubelet_decisions.json").read_text())
+    for entries in doc["machines"].values():
+        for entry in entries:
+            case = Case.from_dict(entry)
+            again = Case.from_dict(json.loads(json.dumps(case.to_dict())))
+            assert again == case
+    assert any(
+        isinstance(op, AddPod) and any(c.init for c in op.containers)
+        for e in doc["machines"].values()
+        for c in e
+        for op in Case.from_dict(c).ops
+    )

@@ -307,6 +307,37 @@ class ResourceManager:
             kept = tuple(c for c in admission.containers if c.name != container_name)
             self.admissions[pod_uid] = replace(admission, containers=kept)
 
+    def release_finished_init_memory(self, pod_uid: str, container_name: str) -> tuple[str, ...]:
+        """``container_name`` of the pod is being created: release the memory of every regular init
+        container before it in the spec (they have run to completion), as the kubelet's memory manager
+        ``AddContainer`` does (``pkg/kubelet/cm/memorymanager/memory_manager.go``: it removes each
+        earlier non-restartable init container from its state; an init container being created stops
+        the walk). What later containers reuse was already moved to them at admission: the blocks
+        released are the rest (zero-size when reused whole). CPUs stay (the CPU manager keeps an init
+        container's entry until the pod goes). Returns the names released; a no-op when nothing is
+        held. The admission record keeps the containers, without their memory allocation."""
+        pod = self.pods.get(pod_uid)
+        if pod is None or self.memory.policy is None:
+            return ()
+        released: list[str] = []
+        for init in pod.init_containers:
+            if init.name == container_name:
+                break
+            if init.sidecar or self.memory.policy.blocks(pod_uid, init.name) is None:
+                continue
+            self.memory.release(pod_uid, init.name)
+            released.append(init.name)
+        admission = self.admissions.get(pod_uid)
+        if released and admission is not None:
+            kept = tuple(
+                replace(c, allocations=tuple(a for a in c.allocations if a.plugin != self.memory.name))
+                if c.name in released
+                else c
+                for c in admission.containers
+            )
+            self.admissions[pod_uid] = replace(admission, containers=kept)
+        return tuple(released)
+
     # -- views --------------------------------------------------------------------------------------
     def shared_pool(self) -> CPUSet:
         """CPUs shared (non-exclusive) containers run on: the built-in CPU plugin's pool (all CPUs less

@@ -245,6 +245,50 @@ def test_remove_container_releases_a_finished_init_container_and_updates_the_rec
     assert restored.snapshot() == rm.snapshot()
 
 
+def test_creating_a_later_container_releases_the_finished_init_containers_memory_as_the_kubelet() -> None:
+    """The kubelet's memory manager ``AddContainer``: when a container is created, every earlier regular
+    init container has completed and its memory goes (here 512Mi the app container did not reuse;
+    a sidecar's stays; CPUs stay, as the CPU manager keeps them until the pod goes)."""
+    topo = synthetic(sockets=1, numa_per_socket=2, cores_per_numa=2, threads_per_core=1)
+    config = {
+        "cpuManager": {"reservedCPUs": "0"},
+        "memoryManager": {"policy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "100Mi"}}]},
+        "topologyManager": {"policy": "single-numa-node"},
+    }
+    rm = ResourceManager(topo, config)
+
+    def res(cpu: str, memory: str) -> dict[str, Any]:
+        return {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}}
+
+    pod = parse_pod(
+        {
+            "metadata": {"name": "p", "uid": "p"},
+            "spec": {
+                "initContainers": [
+                    {"name": "init", "resources": res("1", "1Gi")},
+                    {"name": "side", "restartPolicy": "Always", "resources": res("1", "64Mi")},
+                ],
+                "containers": [{"name": "app", "resources": res("1", "512Mi")}],
+            },
+        }
+    )
+    assert rm.admit(pod).admitted
+    held = [b.size for b in rm.memory.policy.blocks("p", "init") or []]
+    assert len(held) == 1 and 0 < held[0] < 1 << 30  # what later containers reused was moved to them
+    free_before = rm.memory.policy.allocatable()
+    assert rm.release_finished_init_memory("p", "init") == ()  # an init container being created: nothing done
+    assert rm.release_finished_init_memory("p", "app") == ("init",)
+    assert rm.memory.policy.blocks("p", "init") is None and rm.memory.policy.blocks("p", "side") is not None
+    assert rm.cpu.state.to_dict()["entries"]["p"].keys() == {"init", "side", "app"}  # CPUs stay
+    admission = {c.name: c for c in rm.admissions["p"].containers}
+    assert [a.plugin for a in admission["init"].allocations if a.memory] == []
+    assert rm.memory.policy.allocatable() == free_before  # allocatable is capacity: unchanged
+    assert rm.release_finished_init_memory("p", "app") == ()  # idempotent
+    restored = ResourceManager(topo, config)
+    restored.restore(json.loads(json.dumps(rm.snapshot())))
+    assert restored.snapshot() == rm.snapshot()
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(topology=topologies, stream=ops, policy=policies)
 def test_managers_sharing_a_topology_share_the_static_policy_but_not_state(
