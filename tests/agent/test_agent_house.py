@@ -23,6 +23,7 @@ pytestmark = pytest.mark.timeout(60)
 async def test_every_long_lived_task_is_a_child_of_the_agents_supervisor(
     short_tmp: Path, fake_kube: LightkubePort
 ) -> None:
+    (short_tmp / "config.json").write_text(json.dumps({**CONFIG, "dra": {"enabled": True}}))
     agent = Agent(options(short_tmp, pod_name="agent-0", pod_namespace="numaplane"), topology=TOPOLOGY, kube=fake_kube)
     await agent.start()
     try:
@@ -30,6 +31,8 @@ async def test_every_long_lived_task_is_a_child_of_the_agents_supervisor(
             "checkpoint-writer",
             "config-watcher",
             "informer-node-pods",
+            "informer-node-slices",
+            "informer-resource-claims",
             "nri-plugin",
             "nri-update-sender",
             "policy-reporter",

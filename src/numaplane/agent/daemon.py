@@ -27,8 +27,8 @@ from flags and runs it. Start-up sequence (:meth:`Agent.start`):
 6. the NRI plugin connects (and reconnects with backoff forever): Configure → Synchronize, after which
    ``/readyz`` turns ready.
 
-The long-lived tasks — the background loops of :meth:`Agent._children`, the Pod informer and the NRI
-plugin — are children of one :class:`~numaplane.supervisor.Supervisor` (:attr:`Agent.tasks`), as in
+The long-lived tasks — the background loops of :meth:`Agent._children`, the Pod informer, the claim and
+slice informers (once the config enables DRA) and the NRI plugin — are children of one :class:`~numaplane.supervisor.Supervisor` (:attr:`Agent.tasks`), as in
 the other daemons; a background loop restarts itself after a crash (``agent/background.py``).
 
 :meth:`Agent.stop` flushes the checkpoint and stops everything; SIGTERM/SIGINT call it from the CLI.
@@ -250,7 +250,7 @@ class Agent:
             child.start(self.tasks)
         await self._serve()
         if self.pods is not None:
-            self.tasks.spawn(self.pods.informer.run(), f"informer-{self.pods.informer.name}")
+            self.pods.start(self.tasks)
         self._follow_dra()
         await self._first_pod_list()
         await self._serve_probes()
@@ -463,7 +463,7 @@ class Agent:
         """Start the claim and slice informers once the config enables DRA (not before: a cluster
         without ``resource.k8s.io/v1``, or an agent role without read access to it, stays quiet)."""
         if self.claims is not None and self.state is not None and self.state.manager.config.dra_enabled:
-            self.claims.start()
+            self.claims.start(self.tasks)
 
     async def _check_node_allocatable(self) -> None:
         """Warn once at start if the Node's allocatable CPU includes CPUs the policy reserves."""
@@ -609,7 +609,7 @@ class Agent:
         for closer in (self.watcher, self.pods, self.claims, self.sender, self.reporter, self.waiting_reporter):
             if closer is not None:
                 await closer.stop()
-        await self.tasks.close()  # the children not stopped above (the pod informer)
+        await self.tasks.close()  # every child is stopped above; this leaves none behind in any case
         if self.registry is not None:
             await self.registry.stop()
         if self.writer is not None:
