@@ -27,6 +27,7 @@ from numaplane.policy.cpu_assignment import index_for, take_distributed, take_pa
 from numaplane.policy.errors import AdmissionError
 from numaplane.policy.hints import TopologyHint
 from numaplane.resources.pod import Pod, parse_pod
+from numaplane.topology.document import topology_from_dict
 from numaplane.topology.model import Topology, synthetic
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,7 +37,7 @@ FIXTURE = "topoDualSocketMultiNumaPerSocketHTLarge"
 
 def load_fixture(name: str) -> Topology:
     with (SHARED / "conformance" / "topologies" / f"{name}.json").open(encoding="utf-8") as fh:
-        return Topology.from_dict(json.load(fh))
+        return topology_from_dict(json.load(fh))
 
 
 def guaranteed_pod(uid: str, cpus: int) -> Pod:

@@ -38,6 +38,7 @@ from numaplane.policy.memory import MemoryPolicy
 from numaplane.policy.memory_state import NUMAMemory
 from numaplane.policy.topology_manager import ProviderHints, TopologyManager
 from numaplane.resources.pod import Container, Pod, parse_pod
+from numaplane.topology.document import topology_from_dict
 from numaplane.topology.model import Topology
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,7 +66,7 @@ class CPUProvider:
 
 def load_fixture() -> Topology:
     with (SHARED / "conformance" / "topologies" / f"{FIXTURE}.json").open(encoding="utf-8") as fh:
-        return Topology.from_dict(json.load(fh))
+        return topology_from_dict(json.load(fh))
 
 
 def pod_doc(uid: str, containers: list[tuple[int, int, int, int]]) -> Pod:

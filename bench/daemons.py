@@ -51,6 +51,7 @@ from numaplane.nri.proto import api_pb2
 from numaplane.nrt.crd import crd_manifest
 from numaplane.operator.crds import all_crds
 from numaplane.testing.fakeapi import FakeApiServer
+from numaplane.topology.document import topology_to_dict
 from numaplane.topology.model import synthetic
 
 GI = 1 << 30
@@ -344,7 +345,7 @@ async def bench_exporter(server: FakeApiServer, work: Path, pods: int) -> None:
 async def bench_agent(server: FakeApiServer, work: Path, containers: int) -> None:
     topo = work / "topology.json"
     machine = synthetic(sockets=2, numa_per_socket=2, cores_per_numa=32, threads_per_core=2)
-    topo.write_text(json.dumps(machine.to_dict()))
+    topo.write_text(json.dumps(topology_to_dict(machine)))
     config = work / "node.yaml"
     config.write_text(
         json.dumps(

@@ -18,7 +18,7 @@ from typing import Any
 
 from nrtdoc import nrt_document
 
-from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.parse import parse_strict
 from numaplane.placement.filter import filter as filter_node
 from numaplane.placement.node import NodeInfo, node_info
 from numaplane.placement.pipeline import Pipeline
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     pipe = Pipeline(strategy, zones=args.zones)
     for i in range(args.nodes):
         name = f"node{i:05d}"
-        topo = node_topology(NodeResourceTopology.from_dict(make_nrt(rng, name, args.zones, args.scope)))
+        topo = node_topology(parse_strict(make_nrt(rng, name, args.zones, args.scope)))
         nodes.append((name, topo, NodeInfo(name, info.allocatable)))
         pipe.cluster.upsert(name, topo, NodeInfo(name, info.allocatable))
     load_s = time.perf_counter() - t0

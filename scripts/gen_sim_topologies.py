@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from numaplane.topology.document import topology_to_dict
 from numaplane.topology.snapshot import unpack_snapshot
 from numaplane.topology.sysfs import discover
 
@@ -44,7 +45,7 @@ def main() -> int:
         name = snap.name.removesuffix(".tar.gz")
         with tempfile.TemporaryDirectory(dir=_scratch()) as tmp:
             topo = discover(unpack_snapshot(snap, tmp))
-        doc = topo.to_dict()
+        doc = topology_to_dict(topo)
         doc["name"] = name
         doc["source"] = f"numaplane sysfs discovery of the real snapshot {snap.name}"
         doc.pop("attributes", None)

@@ -38,6 +38,7 @@ from typing import Any
 
 from numaplane.grpcapi.podresources.client import PodResourcesClient
 from numaplane.nrt.podresources import PodResources
+from numaplane.topology.document import topology_to_dict
 from numaplane.topology.model import synthetic
 from numaplane_harness.containerd import (
     BUSYBOX_IMAGE,
@@ -92,7 +93,7 @@ class AgentProcess:
 
     def start(self) -> None:
         (self.folder / "config.json").write_text(json.dumps(CONFIG))
-        (self.folder / "topology.json").write_text(json.dumps(TOPOLOGY.to_dict()))
+        (self.folder / "topology.json").write_text(json.dumps(topology_to_dict(TOPOLOGY)))
         self.log = self.folder / f"agent-{int(time.time() * 1000)}.log"
         args = [
             sys.executable, "-c", "import sys; from numaplane.cli import main; sys.exit(main())", "agent",

@@ -18,6 +18,7 @@ from cli_helpers import NUMAPLANE, REPO, numaplane
 
 from numaplane.sim.cluster import load_topology
 from numaplane.sim.snapshot import SnapshotWriter
+from numaplane.topology.document import topology_to_dict
 
 MACHINE = "intel-xeon-e5-2680-2s2n-16c-pci"  # 16 CPUs, NUMA nodes 0 and 1
 POD = REPO / "examples" / "pods" / "guaranteed.yaml"
@@ -203,7 +204,7 @@ def test_exporter_oneshot_with_an_unusable_kubelet_config_is_bad_input(tmp_path:
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)])
 def test_daemon_exits_130_on_ctrl_c_and_0_on_sigterm(tmp_path: Path, sig: signal.Signals, code: int) -> None:
     topology = tmp_path / "machine.json"
-    topology.write_text(json.dumps(load_topology(MACHINE).to_dict()))
+    topology.write_text(json.dumps(topology_to_dict(load_topology(MACHINE))))
     ready = tmp_path / "state" / "agent_state.json"
     proc = subprocess.Popen(
         [

@@ -26,7 +26,7 @@ from numaplane.nri.proto import api_pb2
 from numaplane.nri.protocol import Connection, Role
 from numaplane.nri.translate import container_from_pb, sandbox_from_pb
 from numaplane.nrt.errors import NRTFormatError
-from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.parse import parse_strict
 from numaplane.operator.errors import SpecError
 from numaplane.operator.render import parse_resources, sample_resources
 from numaplane.placement.view import node_topology
@@ -51,8 +51,9 @@ from numaplane.scheduler.wire import (
 from numaplane.sim.errors import WorkloadError
 from numaplane.sim.workload import parse_workload
 from numaplane.topology.cpuset import CPUSet
+from numaplane.topology.document import topology_from_dict, topology_to_dict
 from numaplane.topology.errors import CPUSetParseError, SysfsError, TopologyFormatError
-from numaplane.topology.model import Topology, synthetic
+from numaplane.topology.model import synthetic
 from numaplane.topology.snapshot import unpack_snapshot
 from numaplane.topology.sysfs import discover
 
@@ -158,7 +159,7 @@ WORKLOAD = {
     "pods": [{"name": "a", "count": 3, "arrival": 1, "interval": 2, "duration": 5, "spec": POD["spec"]}],
 }
 
-TOPOLOGY = synthetic(sockets=2, cores_per_numa=2, threads_per_core=2).to_dict()
+TOPOLOGY = topology_to_dict(synthetic(sockets=2, cores_per_numa=2, threads_per_core=2))
 ME = CheckpointIdentity("node-a", "sha256:x")
 
 
@@ -209,7 +210,7 @@ def _checkpoint(doc: Any) -> object:
 
 
 def _nrt(doc: Any) -> object:
-    return node_topology(NodeResourceTopology.from_dict(doc))
+    return node_topology(parse_strict(doc))
 
 
 def _archive(data: bytes) -> object:
@@ -389,7 +390,7 @@ TARGETS: list[Target] = [
         st.binary(max_size=200) | mutations({"manager": {"version": 1}, "containers": []}),
     ),
     Target("workload", parse_workload, (WorkloadError,), mutations(WORKLOAD) | json_values),
-    Target("topology-json", Topology.from_dict, (TopologyFormatError,), mutations(TOPOLOGY) | json_values),
+    Target("topology-json", topology_from_dict, (TopologyFormatError,), mutations(TOPOLOGY) | json_values),
     Target("snapshot-archive", _archive, (SysfsError,), archives),
     Target(
         "snapshot-archive-link-chains",

@@ -15,7 +15,7 @@ import yaml
 
 from numaplane.nrt.crd import CRD_NAME, QUANTITY_PATTERN, crd_manifest, validation_schema
 from numaplane.nrt.fingerprint import compute_fingerprint
-from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.parse import parse_strict
 from numaplane.nrt.zones import make_nrt, zones_from_dicts
 from numaplane.resources.errors import QuantityError
 from numaplane.resources.quantity import parse_quantity
@@ -113,7 +113,7 @@ def test_every_produced_object_validates(shared_dir: Path) -> None:
     for doc in objects:
         errors = [e.message for e in validator.iter_errors(doc)]
         assert errors == [], errors
-        assert NodeResourceTopology.from_dict(doc).to_dict() == doc
+        assert parse_strict(doc).to_dict() == doc
     first = objects[0]
     assert [a["name"] for a in first["attributes"]] == [
         "nodeTopologyPodsFingerprint",
@@ -146,7 +146,7 @@ def _foreign() -> dict[str, Any]:
 
 
 def test_model_round_trip_validates() -> None:
-    doc = NodeResourceTopology.from_dict(_foreign()).to_dict()
+    doc = parse_strict(_foreign()).to_dict()
     assert list(_validator().iter_errors(doc)) == []
 
 

@@ -22,7 +22,7 @@ from numaplane.nrt.model import (
     zone_name,
     zone_numa_id,
 )
-from numaplane.nrt.parse import parse_lenient
+from numaplane.nrt.parse import parse_lenient, parse_strict
 
 
 def _foreign() -> dict[str, Any]:
@@ -64,7 +64,7 @@ def _foreign() -> dict[str, Any]:
 
 def test_round_trip_is_faithful() -> None:
     doc = _foreign()
-    nrt = NodeResourceTopology.from_dict(copy.deepcopy(doc))
+    nrt = parse_strict(copy.deepcopy(doc))
     assert nrt.to_dict() == doc
     cpu = nrt.zones[0].resource("cpu")
     assert cpu is not None
@@ -75,7 +75,7 @@ def test_round_trip_is_faithful() -> None:
 
 
 def test_helpers() -> None:
-    nrt = NodeResourceTopology.from_dict(_foreign())
+    nrt = parse_strict(_foreign())
     assert nrt.name == "worker-0"
     assert nrt.attribute("topologyManagerScope") == "container"
     assert nrt.attribute("missing") is None
@@ -142,7 +142,7 @@ def test_v1alpha1_is_accepted() -> None:
         "topologyPolicies": ["None"],
         "zones": [],
     }
-    nrt = NodeResourceTopology.from_dict(doc)
+    nrt = parse_strict(doc)
     assert nrt.to_dict() == doc
 
 
@@ -170,14 +170,14 @@ def test_format_errors_name_the_field(mutate: Any, path: str) -> None:
     doc = _foreign()
     mutate(doc)
     with pytest.raises(NRTFormatError) as info:
-        NodeResourceTopology.from_dict(doc)
+        parse_strict(doc)
     assert info.value.path == path
     assert isinstance(info.value, ValueError)
 
 
 def test_not_an_object() -> None:
     with pytest.raises(NRTFormatError):
-        NodeResourceTopology.from_dict([1, 2])
+        parse_strict([1, 2])
 
 
 def test_lenient_drops_bad_parts_and_reports() -> None:
@@ -189,7 +189,7 @@ def test_lenient_drops_bad_parts_and_reports() -> None:
     assert [r.name for r in nrt.zones[0].resources] == ["memory"]
     assert len(nrt.zones) == 3
     nrt2, problems2 = parse_lenient(_foreign())
-    assert problems2 == () and nrt2 == NodeResourceTopology.from_dict(_foreign())
+    assert problems2 == () and nrt2 == parse_strict(_foreign())
 
 
 def test_attribute_helpers() -> None:
@@ -201,7 +201,7 @@ def test_attribute_helpers() -> None:
 
 
 def test_values_are_frozen_and_hashable() -> None:
-    nrt = NodeResourceTopology.from_dict(_foreign())
+    nrt = parse_strict(_foreign())
     with pytest.raises(AttributeError):
         nrt.zones = ()  # type: ignore[misc]
-    assert hash(nrt) == hash(NodeResourceTopology.from_dict(_foreign()))
+    assert hash(nrt) == hash(parse_strict(_foreign()))

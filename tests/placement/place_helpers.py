@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.parse import parse_strict
 from numaplane.resources.errors import PodSpecError
 from numaplane.resources.pod import Container, Pod, parse_pod
 from numaplane.resources.quantity import parse_quantity
@@ -170,7 +171,7 @@ def nrt_doc(
 
 
 def nrt(node: str, zones: list[dict[str, Any]], **kw: Any) -> NodeResourceTopology:
-    return NodeResourceTopology.from_dict(nrt_doc(node, zones, **kw))
+    return parse_strict(nrt_doc(node, zones, **kw))
 
 
 def node_doc(name: str, allocatable: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from place_helpers import container, gu_pod, node_doc, nrt, pod, zone
 
 from numaplane.nrt.fingerprint import compute_fingerprint
 from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.parse import parse_strict
 from numaplane.placement.cache import (
     DiscardReservedCache,
     OverReserveCache,
@@ -243,7 +244,7 @@ def accounted(available: tuple[int, int], fingerprint: str) -> NodeResourceTopol
         for res in z["resources"]:
             if res["name"] == "cpu":
                 res["available"] = str(left)
-    return NodeResourceTopology.from_dict(doc)
+    return parse_strict(doc)
 
 
 def test_a_flush_keeps_charging_a_bound_pending_pod_and_prevents_the_overcommit() -> None:

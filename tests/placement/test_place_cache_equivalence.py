@@ -14,6 +14,7 @@ from reference_overreserve import ReferenceOverReserveCache
 
 from numaplane.nrt.fingerprint import compute_fingerprint
 from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.parse import parse_strict
 from numaplane.placement.cachebase import CachedTopology
 from numaplane.placement.overreserve import OverReserveCache, OverReserveConfig
 from numaplane.resources.pod import Pod
@@ -55,7 +56,7 @@ def _nrt(rng: random.Random, node: str, bound: list[Pod]) -> NodeResourceTopolog
     if rng.random() < 0.05:
         doc["zones"][0]["resources"][0]["available"] = "4 cores"  # malformed: stays a dict event
         return doc
-    return NodeResourceTopology.from_dict(doc) if rng.random() < 0.8 else doc
+    return parse_strict(doc) if rng.random() < 0.8 else doc
 
 
 def _same(a: CachedTopology, b: CachedTopology) -> None:

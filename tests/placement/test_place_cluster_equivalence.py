@@ -13,6 +13,7 @@ from place_helpers import node_doc, nrt_doc, zone
 from reference_cluster import ReferenceClusterArrays
 
 from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.parse import parse_strict
 from numaplane.placement.cachebase import parse_event
 from numaplane.placement.cluster import ClusterArrays
 from numaplane.placement.node import NodeInfo, node_info
@@ -47,7 +48,7 @@ def _view(rng: random.Random, name: str) -> NodeTopology | None:
 
 def _parsed(doc: dict[str, Any]) -> NodeResourceTopology | dict[str, Any]:
     try:
-        return NodeResourceTopology.from_dict(doc)
+        return parse_strict(doc)
     except Exception:
         return doc
 
@@ -133,10 +134,10 @@ def test_node_topology_reads_shared_zone_objects_the_same(seed: int) -> None:
             if rng.random() < 0.1:
                 zd["type"] = "Socket"
             zones.append(zd)
-        obj = NodeResourceTopology.from_dict(nrt_doc(f"n{i}", zones))
+        obj = parse_strict(nrt_doc(f"n{i}", zones))
         memo: ZoneMemo = {}
         first = node_topology(obj)
         assert node_topology(obj, memo) == first and node_topology(obj, memo) == first
-        assert node_topology(NodeResourceTopology.from_dict(obj.to_dict()), memo) == first
+        assert node_topology(parse_strict(obj.to_dict()), memo) == first
         renamed = dc_replace(obj, metadata=dc_replace(obj.metadata, name=f"m{i}"))  # same Zone objects
         assert node_topology(renamed, memo) == dc_replace(first, node=f"m{i}")

@@ -6,7 +6,7 @@ import gc
 from dataclasses import replace
 from typing import Any
 
-from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.parse import parse_strict
 from numaplane.nrt.sharing import ZoneTable
 from numaplane.placement.cachebase import LatestNRTs
 from numaplane.placement.view import ZoneReadings, node_topology
@@ -22,12 +22,12 @@ def doc(name: str, cpu_free: int) -> dict[str, Any]:
 
 def test_views_of_nodes_sharing_zones_share_their_numa_zones_and_equal_private_views() -> None:
     table = ZoneTable()
-    objs = [table.shared(NodeResourceTopology.from_dict(doc(f"n{i}", 6))) for i in range(3)]
+    objs = [table.shared(parse_strict(doc(f"n{i}", 6))) for i in range(3)]
     latest = LatestNRTs(objs)
     views = [latest.view(f"n{i}") for i in range(3)]
     assert all(v is not None for v in views)
     for obj, view in zip(objs, views, strict=True):
-        private = node_topology(NodeResourceTopology.from_dict(obj.to_dict()), {})
+        private = node_topology(parse_strict(obj.to_dict()), {})
         assert view == private and view is not None and view.node == obj.name
     first, second = views[0], views[1]
     assert first is not None and second is not None
@@ -37,7 +37,7 @@ def test_views_of_nodes_sharing_zones_share_their_numa_zones_and_equal_private_v
 
 def test_a_reading_is_dropped_when_its_zone_is_freed() -> None:
     readings = ZoneReadings()
-    obj = NodeResourceTopology.from_dict(doc("n1", 6))
+    obj = parse_strict(doc("n1", 6))
     kinds = [type(readings.read(z)).__name__ for z in obj.zones]
     assert kinds == ["NUMAZone", "NUMAZone", "IgnoredZone"]
     assert len(readings) == 3

@@ -6,7 +6,7 @@ from sched_helpers import GI, node_doc, nrt_doc, zone_doc
 
 from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY
-from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.parse import parse_strict
 from numaplane.nrt.sharing import ZoneTable
 from numaplane.scheduler.informers import PARSED_NRT, node_view, nrt_stub, without_managed_fields
 
@@ -20,7 +20,7 @@ async def test_an_nrt_is_cached_as_a_stub_holding_its_parsed_object() -> None:
     stub = nrt_stub(dict(stored, metadata=dict(stored["metadata"])))
     meta = stored["metadata"]
     assert stub["metadata"] == {"name": "n1", "resourceVersion": meta["resourceVersion"]}
-    expected = NodeResourceTopology.from_dict(without_managed_fields(dict(stored, metadata=dict(meta))))
+    expected = parse_strict(without_managed_fields(dict(stored, metadata=dict(meta))))
     assert stub[PARSED_NRT] == expected
     assert set(stub) == {"apiVersion", "kind", "metadata", PARSED_NRT}
 
@@ -58,4 +58,4 @@ def test_the_nrt_informer_shares_equal_zones_between_nodes() -> None:
     first = nrt_stub(nrt_doc("n1", [zone_doc(0, rows)]), zones)[PARSED_NRT]
     second = nrt_stub(nrt_doc("n2", [zone_doc(0, rows)]), zones)[PARSED_NRT]
     assert first.zones[0] is second.zones[0]
-    assert second == NodeResourceTopology.from_dict(nrt_doc("n2", [zone_doc(0, rows)]))
+    assert second == parse_strict(nrt_doc("n2", [zone_doc(0, rows)]))

@@ -8,6 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from numaplane.cli import main
+from numaplane.topology.document import topology_to_dict
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -80,7 +81,7 @@ def test_topology_from_a_json_file(tmp_path: Path) -> None:
     from numaplane.topology.model import synthetic
 
     path = tmp_path / "m.json"
-    path.write_text(json.dumps(synthetic(sockets=2, cores_per_numa=8).to_dict()))
+    path.write_text(json.dumps(topology_to_dict(synthetic(sockets=2, cores_per_numa=8))))
     code, out, err = _run("--topology", f"{path}=3", "--pods", "40", "--schedulers", "default", "-o", "json")
     assert code == 0, err
     assert json.loads(out)["inputs"]["nodes"] == 3

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from numaplane.topology.document import topology_from_dict, topology_to_dict
 from numaplane.topology.errors import TopologyError, TopologyLoadError
 from numaplane.topology.load import archive_stem, load_sysfs, load_topology, load_topology_file
-from numaplane.topology.model import Topology
 
 
 def _fixture(shared_dir: Path) -> Path:
@@ -17,9 +17,9 @@ def _fixture(shared_dir: Path) -> Path:
 
 
 def test_document_json_and_yaml(shared_dir: Path, tmp_path: Path) -> None:
-    expected = Topology.from_dict(json.loads(_fixture(shared_dir).read_text()))
+    expected = topology_from_dict(json.loads(_fixture(shared_dir).read_text()))
     assert load_topology_file(_fixture(shared_dir)).cpus == expected.cpus
-    doc = expected.to_dict()
+    doc = topology_to_dict(expected)
     doc.pop("name", None)
     yaml_file = tmp_path / "machine.yaml"
     yaml_file.write_text(json.dumps(doc))  # JSON is YAML

@@ -8,8 +8,8 @@ Modules:
 * ``containers`` — what NRI carries about a container → QoS, requests, limits (or the Pod from the API);
 * ``wholepod`` — pods admitted as a whole when the Pod is known (init-container reuse, pod scope);
 * ``state`` — the state machine (:class:`~numaplane.agent.state.NodeAgentState`): admission, shared
-  pool, release, snapshots (no I/O), with ``records``, ``admitting``, ``podadmission``, ``reconcile``
-  (Synchronize), ``consistency`` (invariants) and ``listing`` (PodResources answers); it sees the
+  pool, release, whole-pod admission, Synchronize, snapshots (no I/O), with ``records``, ``admitting``,
+  ``consistency`` (invariants) and ``listing`` (PodResources answers); it sees the
   agent's own NRI values (:mod:`numaplane.nri.events`), never protobuf;
 * ``handler`` — the NRI handler: protobuf translated (:mod:`numaplane.nri.translate`), state calls
   serialised by ``runner`` (with background ``UpdateContainers``);
@@ -25,7 +25,7 @@ Modules:
 * ``daemon`` — :class:`~numaplane.agent.daemon.Agent`, wiring everything (``numaplane agent``).
 
 With the node's Pods from the API (``--watch-pods``) a pod that needs the resource manager is admitted
-as a whole, as the kubelet admits it (``wholepod``, ``podadmission``). Without them — or for a pod the informer
+as a whole, as the kubelet admits it (``wholepod``, ``state``). Without them — or for a pod the informer
 has not seen at its first container — the agent admits one container at a time, and then cannot reuse
 init containers' resources, apply the topology manager's ``pod`` scope to the whole pod, or see
 pod-level ``spec.resources``, and grants no extended resources at all: annotations never grant

@@ -1,8 +1,10 @@
 """One background loop per component: start it once, cancel it and wait for it on stop.
 
-The agent's checkpoint writer, policy reporter, config watcher and NRI update sender each run a single
-``_run`` coroutine for their lifetime; :class:`BackgroundLoop` holds that task. Invariant: at most one
-live task per instance; :meth:`BackgroundLoop.stop` returns only once the task has finished.
+The agent's checkpoint writer, policy reporter, waiting reporter, config watcher and NRI update sender
+each run a single ``_run`` coroutine for their lifetime; :class:`BackgroundLoop` holds that task — in
+the agent a child of its :class:`~numaplane.supervisor.Supervisor` (``start(tasks)``), elsewhere (tests)
+a plain task. Invariant: at most one live task per instance; :meth:`BackgroundLoop.stop` returns only
+once the task has finished.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Callable
 from typing import ClassVar
 
 import structlog
+
+from numaplane.supervisor import Supervisor
 
 log = structlog.get_logger("numaplane.agent")
 
@@ -40,8 +44,13 @@ class BackgroundLoop:
     restart_seconds: float = 0.5
     crashes: int = 0
 
-    def start(self) -> None:
-        if self._task is None or self._task.done():
+    def start(self, tasks: Supervisor | None = None) -> None:
+        """Run the loop (idempotent while it runs): as child :attr:`task_name` of ``tasks``, or a plain task."""
+        if self._task is not None and not self._task.done():
+            return
+        if tasks is not None:
+            self._task = tasks.spawn(self._supervise(), self.task_name)
+        else:
             self._task = asyncio.get_running_loop().create_task(self._supervise(), name=self.task_name)
 
     async def stop(self) -> None:

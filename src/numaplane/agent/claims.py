@@ -20,6 +20,7 @@ The PCI fallback reads ``<sysfs root>/sys/bus/pci/devices/<pciBusID>/numa_node``
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,11 +28,13 @@ from typing import Any
 
 import structlog
 
+from numaplane.agent.background import cancel_and_wait
 from numaplane.kube.informer import Informer
 from numaplane.kube.port import KubePort
 from numaplane.kube.resources import RESOURCE_CLAIM, RESOURCE_SLICE
 from numaplane.policy.dra import DRAError, PciNuma, PodClaims, resolve_pod_claims, slice_devices
 from numaplane.resources.pod import Pod
+from numaplane.supervisor import Supervisor
 
 __all__ = ["ClaimSource", "pci_numa_reader", "reduce_claim"]
 
@@ -80,18 +83,27 @@ class ClaimSource:
         self._devices: tuple[tuple[tuple[str, str], ...], dict[tuple[str, str, str], Mapping[str, Any]]] | None = None
         self._bad_slices: set[str] = set()
         self.started = False
+        self._tasks: list[asyncio.Task[None]] = []
 
-    def start(self) -> None:
-        """Start both informers (once; later calls do nothing)."""
-        if not self.started:
-            self.started = True
-            self.claims.start()
-            self.slices.start()
+    def start(self, tasks: Supervisor | None = None) -> None:
+        """Start both informers (once; later calls do nothing): as children of ``tasks`` (the agent's
+        supervisor), or each in its own task."""
+        if self.started:
+            return
+        self.started = True
+        for informer in (self.claims, self.slices):
+            if tasks is None:
+                informer.start()
+            else:
+                self._tasks.append(tasks.spawn(informer.run(), f"informer-{informer.name}"))
 
     async def stop(self) -> None:
         if self.started:
             await self.claims.stop()
             await self.slices.stop()
+        running, self._tasks = self._tasks, []
+        for task in running:
+            await cancel_and_wait(task)
 
     async def wait_for_sync(self) -> None:
         await self.claims.wait_for_sync()

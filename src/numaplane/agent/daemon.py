@@ -4,7 +4,10 @@
 from flags and runs it. Start-up sequence (:meth:`Agent.start`):
 
 1. topology (a topology JSON file, or sysfs) and config file (an invalid file at start is an error
-   unless a checkpoint carries a config, which then stays in force and the problem is reported);
+   unless a checkpoint carries a config, which then stays in force and the problem is reported); the
+   config is parsed once, checked against the machine in the same pass (:class:`StartInputs`), and a
+   changed file later is parsed once too (:meth:`Agent._apply_config`): that value is what the manager,
+   the plugins and the state take;
 2. the checkpoint: restored if intact and ours; a corrupted or foreign file is logged, counted
    (``numaplane_agent_checkpoint_loads{result=…}``), moved aside, and the state starts empty — the
    runtime's Synchronize then rebuilds it (adopting every running container). Never a crash loop;
@@ -24,11 +27,15 @@ from flags and runs it. Start-up sequence (:meth:`Agent.start`):
 6. the NRI plugin connects (and reconnects with backoff forever): Configure → Synchronize, after which
    ``/readyz`` turns ready.
 
+The long-lived tasks — the background loops of :meth:`Agent._children`, the Pod informer, the claim and
+slice informers (once the config enables DRA) and the NRI plugin — are children of one :class:`~numaplane.supervisor.Supervisor` (:attr:`Agent.tasks`), as in
+the other daemons; a background loop restarts itself after a crash (``agent/background.py``).
+
 :meth:`Agent.stop` flushes the checkpoint and stops everything; SIGTERM/SIGINT call it from the CLI.
 
-Over 400 lines, on purpose: this module is the one place that runs the start-up sequence above in
-order and the shutdown in reverse; every piece it starts lives in its own module, and splitting the
-wiring itself would scatter the ordering this docstring documents.
+Over 600 lines, on purpose: this module is the one place that runs the start-up sequence above in
+order (one method per step) and the shutdown in reverse; every piece it starts lives in its own module,
+and splitting the wiring itself would scatter the ordering this docstring documents.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +51,7 @@ from typing import Any
 import structlog
 
 from numaplane.agent.appliedpolicy import AppliedPolicyWriter
+from numaplane.agent.background import BackgroundLoop
 from numaplane.agent.checkpoint import CheckpointIdentity, CheckpointStore, CheckpointWriter, topology_digest
 from numaplane.agent.claims import ClaimSource
 from numaplane.agent.configwatch import ConfigWatcher, read_config
@@ -68,6 +76,7 @@ from numaplane.policy.config import NodeResourceConfig, parse_config
 from numaplane.policy.dra import DRAPlugin, PodClaims
 from numaplane.policy.errors import PolicyConfigError, ReconfigureRejected
 from numaplane.policy.manager import ResourceManager
+from numaplane.supervisor import Supervisor
 from numaplane.topology.errors import TopologyError
 from numaplane.topology.load import load_sysfs, load_topology_file
 from numaplane.topology.model import Topology
@@ -118,6 +127,23 @@ class AgentOptions:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class StartInputs:
+    """What start-up reads before anything runs (steps 1 and 2 of the module docstring).
+
+    ``config`` is the node config file parsed once, checked against ``topology`` in the same pass (the
+    defaults without a file; ``None`` when the file is invalid, ``config_error`` saying why); every later
+    step takes this value. ``digest``: the file content's SHA-256 (hex); ``checkpoint``: the checkpoint's
+    document, ``None`` when missing or moved aside."""
+
+    topology: Topology
+    config: NodeResourceConfig | None
+    digest: str
+    config_error: str
+    store: CheckpointStore
+    checkpoint: dict[str, Any] | None
+
+
 def load_topology(options: AgentOptions) -> Topology:
     """From ``topology_file`` (a topology JSON/YAML document), else discovered from sysfs under
     ``sysfs_root`` — through the one loader, ``topology/load.py``."""
@@ -158,6 +184,8 @@ class Agent:
         self._config_doc: Mapping[str, Any] | None = None
         self.checkpoint_status = "not loaded"
         self.quarantined: Path | None = None
+        #: Every long-lived task of the agent, as in the other daemons (see :mod:`numaplane.supervisor`).
+        self.tasks = Supervisor("agent")
         self._nri_task: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
 
@@ -207,6 +235,37 @@ class Agent:
         )
 
     async def start(self) -> None:
+        """Run the start-up sequence of the module docstring; every long-lived task is a child of
+        :attr:`tasks` (:meth:`_children`, the pod informer, the NRI plugin)."""
+        inputs = await self._read_inputs()
+        state = self.state = self._build_state(inputs)
+        self._prepare_outputs()
+        revision_in_force = self._apply_start_config(inputs)
+        if self.policy_file is not None:
+            await self.policy_file.write(state.manager.config, revision_in_force)
+        nri = self._wire(inputs)
+        await self.tasks.start()
+        for child in self._children():
+            child.on_crash = self._task_crashed
+            child.start(self.tasks)
+        await self._serve()
+        if self.pods is not None:
+            self.pods.start(self.tasks)
+        self._follow_dra()
+        await self._first_pod_list()
+        await self._serve_probes()
+        self._nri_task = self.tasks.spawn(nri.run(), "nri-plugin")
+        log.info(
+            "agent started",
+            node=self.options.node_name,
+            nri_socket=self.options.nri_socket,
+            cpus=inputs.topology.num_cpus,
+            numa_nodes=inputs.topology.num_numa_nodes,
+            checkpoint=self.checkpoint_status,
+        )
+
+    async def _read_inputs(self) -> StartInputs:
+        """Steps 1 and 2: the machine, the node config (parsed once) and the checkpoint's document."""
         opts = self.options
         topology = self.topology if self.topology is not None else await asyncio.to_thread(load_topology, opts)
         self.topology = topology
@@ -215,29 +274,37 @@ class Agent:
             raise AgentConfigError(f"--config {opts.config_file}: no such file")
         config, digest, config_error = self._read_config(topology)
         opts.state_dir.mkdir(parents=True, exist_ok=True)
-        identity = CheckpointIdentity(opts.node_name, topology_digest(topology))
-        store = CheckpointStore(self.checkpoint_path, identity)
+        store = CheckpointStore(self.checkpoint_path, CheckpointIdentity(opts.node_name, topology_digest(topology)))
         data = await asyncio.to_thread(self._load_checkpoint, store)
         if config is None and data is None:
             raise AgentConfigError(config_error)
-        self.pods = PodSource(self.kube, opts.node_name) if self.kube is not None else None
+        return StartInputs(topology, config, digest, config_error, store, data)
+
+    def _build_state(self, inputs: StartInputs) -> NodeAgentState:
+        """The Pod and claim sources (with API access) and the state, restored from the checkpoint if usable."""
+        opts, config = self.options, inputs.config
         if self.kube is not None:
+            self.pods = PodSource(self.kube, opts.node_name)
             self.claims = ClaimSource(self.kube, opts.node_name, sysfs_root=opts.sysfs_root)
         elif config is not None and config.dra_enabled:
             raise AgentConfigError(f"dra.enabled: {NO_API_FOR_DRA}")
         lookup = self.pods.lookup if self.pods is not None else None
-        state = NodeAgentState(self._manager(topology, config), pod_lookup=lookup)
-        if data is not None:
-            try:
-                state.restore(data)
-            except CheckpointError as exc:
-                self._bad_checkpoint(store, exc)
-                state = NodeAgentState(self._manager(topology, config), pod_lookup=lookup)
-            else:
-                self.checkpoint_status = "restored"
-                self.metrics.checkpoint_load.labels(result="restored").inc()
-                log.info("checkpoint restored", containers=len(state.records), path=str(store.path))
-        self.state = state
+        state = NodeAgentState(self._manager(inputs.topology, config), pod_lookup=lookup)
+        if inputs.checkpoint is None:
+            return state
+        try:
+            state.restore(inputs.checkpoint)
+        except CheckpointError as exc:
+            self._bad_checkpoint(inputs.store, exc)
+            return NodeAgentState(self._manager(inputs.topology, config), pod_lookup=lookup)
+        self.checkpoint_status = "restored"
+        self.metrics.checkpoint_load.labels(result="restored").inc()
+        log.info("checkpoint restored", containers=len(state.records), path=str(inputs.store.path))
+        return state
+
+    def _prepare_outputs(self) -> None:
+        """The notify file, the applied policy file and the policy reporter (nothing runs yet)."""
+        opts = self.options
         if opts.notify_file is not None:
             self.notifier = ChangeNotifier(opts.notify_file, on_result=self._notified)
             self.notifier.prepare()
@@ -248,14 +315,20 @@ class Agent:
             self.policy_file.prepare()
         if self.kube is not None and opts.pod_name and opts.pod_namespace:
             self.reporter = PolicyReporter(self.kube, opts.pod_namespace, opts.pod_name)
+
+    def _apply_start_config(self, inputs: StartInputs) -> str | None:
+        """Step 3: the file's config over the restored one; the revision in force (``None``: the
+        checkpoint's config, whose revision is not known)."""
+        assert self.state is not None
+        state, config, config_error = self.state, inputs.config, inputs.config_error
         self.metrics.config_generation.set(1)
         self.metrics.config_valid.set(0 if config_error else 1)
-        revision_in_force: str | None = None  # the checkpoint's config: its revision is not known
         if config_error:
             self.metrics.set_config_rejected(config_error)
             self._report(False, config_error)
             log.error("config file invalid at start; the checkpoint's config stays in force", reason=config_error)
-        elif config is not None and config != state.manager.config:
+            return None
+        if config is not None and config != state.manager.config:
             try:
                 state.reconfigure(config)
             except PolicyConfigError as exc:
@@ -266,35 +339,31 @@ class Agent:
                     "config file conflicts with the restored allocations; keeping the checkpoint's config",
                     reason=str(exc),
                 )
-            else:
-                self._report(True)
-                revision_in_force = document_revision(self._config_doc)
-        else:
-            self._report(True)
-            revision_in_force = document_revision(self._config_doc)
-        if self.policy_file is not None:
-            await self.policy_file.write(state.manager.config, revision_in_force)
-        self.runner = runner = StateRunner(state)
-        self.sender = UpdateSender(runner, self.metrics)
+                return None
+        self._report(True)
+        return document_revision(self._config_doc)
+
+    def _wire(self, inputs: StartInputs) -> NRIPlugin:
+        """Step 4's pieces, built and connected (none started): runner, update sender, checkpoint writer,
+        waiting reporter, NRI handler and plugin, plugin registry, config watcher; the gauges."""
+        assert self.state is not None
+        opts = self.options
+        self.runner = runner = StateRunner(self.state)
+        self.sender = sender = UpdateSender(runner, self.metrics)
         self.writer = CheckpointWriter(
-            store,
+            inputs.store,
             self._snapshot,
             min_interval_seconds=opts.checkpoint_interval_seconds,
             on_result=self._checkpoint_written,
         )
+        if inputs.checkpoint is None or self.checkpoint_status != "restored":
+            self.writer.mark_dirty()
         if self.kube is not None:
             self.waiting_reporter = WaitingReporter(self.kube, host=opts.node_name)
-            self.waiting_reporter.on_crash = self._task_crashed
-            self.waiting_reporter.start()
-        waiting = self.waiting_reporter
         self.handler = AgentHandler(
-            runner,
-            metrics=self.metrics,
-            sender=self.sender,
-            on_change=self._changed,
-            on_waiting=None if waiting is None else (lambda st: waiting.follow(st.waiting, st.records)),
+            runner, metrics=self.metrics, sender=sender, on_change=self._changed, on_waiting=self._on_waiting()
         )
-        self.nri = NRIPlugin(
+        self.nri = nri = NRIPlugin(
             self.handler,
             name=opts.nri_plugin_name,
             idx=opts.nri_plugin_index,
@@ -302,20 +371,11 @@ class Agent:
             backoff_initial_seconds=opts.nri_backoff_initial_seconds,
             backoff_max_seconds=opts.nri_backoff_max_seconds,
         )
-        self.sender.sender = self.nri.update_containers
-        nri, sender = self.nri, self.sender
-        self.metrics.nri_connected.set_function(lambda: 1.0 if nri.registered else 0.0)
+        sender.sender = nri.update_containers
+        self.metrics.nri_connected.set_function(lambda: float(nri.registered))
         self.metrics.nri_sessions_without_sync.set_function(lambda: float(nri.sessions_without_sync))
         self.metrics.owed_updates.set_function(lambda: float(sender.owed))
         self._set_gauges()
-        self.writer.on_crash = self.sender.on_crash = self._task_crashed
-        self.writer.start()
-        self.sender.start()
-        if data is None or self.checkpoint_status != "restored":
-            self.writer.mark_dirty()
-        if opts.podresources_socket:
-            self.podresources = PodResourcesServer(AgentPodResources(runner), opts.podresources_socket)
-            await self.podresources.start()
         if opts.plugin_dir is not None:
             self.registry = PluginRegistry(
                 opts.plugin_dir,
@@ -326,49 +386,60 @@ class Agent:
                 metrics=self.metrics,
                 on_change=self._changed,
             )
-            await self.registry.start()
         if opts.config_file is not None:
             self.watcher = ConfigWatcher(
                 opts.config_file,
                 self._apply_config,
                 interval_seconds=opts.config_poll_seconds,
                 metrics=self.metrics,
-                initial_digest=digest,
+                initial_digest=inputs.digest,
             )
-            if config_error:
-                self.watcher.last_error = config_error
-            self.watcher.on_crash = self._task_crashed
-            self.watcher.start()
-        if self.pods is not None:
-            self.pods.start()
-        self._follow_dra()
-        if self.reporter is not None:
-            self.reporter.on_crash = self._task_crashed
-            self.reporter.start()
-        if self.pods is not None:
-            try:
-                async with asyncio.timeout(opts.pod_sync_timeout_seconds):
-                    await self.pods.informer.wait_for_sync()
-                    if self.claims is not None and self.claims.started:
-                        await self.claims.wait_for_sync()
-            except TimeoutError:
-                log.warning(
-                    "the node's pods are not listed yet; pods unknown at Synchronize are adopted one container at a time",
-                    waited_seconds=opts.pod_sync_timeout_seconds,
-                )
-            await self._check_node_allocatable()
+            self.watcher.last_error = inputs.config_error
+        return nri
+
+    def _on_waiting(self) -> Callable[[NodeAgentState], None] | None:
+        """The handler's hook for containers waiting in the shared pool (Events through the waiting reporter)."""
+        waiting = self.waiting_reporter
+        if waiting is None:
+            return None
+        return lambda st: waiting.follow(st.waiting, st.records)
+
+    def _children(self) -> list[BackgroundLoop]:
+        """The background loops, in start order: each restarts itself after a crash (counted in
+        ``numaplane_agent_background_crashes``) and runs as a child of :attr:`tasks`."""
+        loops = (self.writer, self.sender, self.waiting_reporter, self.watcher, self.reporter)
+        return [loop for loop in loops if loop is not None]
+
+    async def _serve(self) -> None:
+        """The PodResources socket and the plugin registry's socket."""
+        if self.options.podresources_socket:
+            assert self.runner is not None
+            self.podresources = PodResourcesServer(AgentPodResources(self.runner), self.options.podresources_socket)
+            await self.podresources.start()
+        if self.registry is not None:
+            await self.registry.start()
+
+    async def _first_pod_list(self) -> None:
+        """Step 5: with the Pod informer, wait (bounded) for its first list, then check the Node."""
+        if self.pods is None:
+            return
+        try:
+            async with asyncio.timeout(self.options.pod_sync_timeout_seconds):
+                await self.pods.informer.wait_for_sync()
+                if self.claims is not None and self.claims.started:
+                    await self.claims.wait_for_sync()
+        except TimeoutError:
+            log.warning(
+                "the node's pods are not listed yet; pods unknown at Synchronize are adopted one container at a time",
+                waited_seconds=self.options.pod_sync_timeout_seconds,
+            )
+        await self._check_node_allocatable()
+
+    async def _serve_probes(self) -> None:
+        opts = self.options
         if opts.metrics_address or opts.health_address:
             self.probes = ProbeServer(self.metrics.registry, liveness=self.liveness, readiness=self.readiness)
             await self.probes.start(opts.metrics_address, opts.health_address)
-        self._nri_task = asyncio.get_running_loop().create_task(self.nri.run(), name="nri-plugin")
-        log.info(
-            "agent started",
-            node=opts.node_name,
-            nri_socket=opts.nri_socket,
-            cpus=topology.num_cpus,
-            numa_nodes=topology.num_numa_nodes,
-            checkpoint=self.checkpoint_status,
-        )
 
     def _manager(self, topology: Topology, config: NodeResourceConfig | None) -> ResourceManager:
         """The resource manager with the DRA hint provider, which the node config switches on
@@ -392,7 +463,7 @@ class Agent:
         """Start the claim and slice informers once the config enables DRA (not before: a cluster
         without ``resource.k8s.io/v1``, or an agent role without read access to it, stays quiet)."""
         if self.claims is not None and self.state is not None and self.state.manager.config.dra_enabled:
-            self.claims.start()
+            self.claims.start(self.tasks)
 
     async def _check_node_allocatable(self) -> None:
         """Warn once at start if the Node's allocatable CPU includes CPUs the policy reserves."""
@@ -452,16 +523,22 @@ class Agent:
             self.reporter.report(self._config_doc, applied, why)
 
     async def _apply_config(self, doc: Mapping[str, Any]) -> None:
+        """A changed config file: parsed once here (checked against the machine in the same pass), and
+        that value is what the plugins are asked about and what the state applies."""
         assert self.runner is not None and self.sender is not None
         state = self.runner.state
         self._config_doc = doc
         try:
+            try:
+                config = parse_config(doc, state.manager.topology)
+            except PolicyConfigError as exc:
+                raise ReconfigureRejected([str(exc)]) from None
             if self.registry is not None and self.registry.plugins:
                 # out-of-process plugins are asked here, not by the manager (which does no I/O)
-                problems = state.manager.check_config(doc) + await self.registry.check_config(parse_config(doc))
+                problems = state.manager.check_config(config) + await self.registry.check_config(config)
                 if problems:
                     raise ReconfigureRejected(problems)
-            updates = await self.runner.call(lambda: state.reconfigure(doc))
+            updates = await self.runner.call(lambda: state.reconfigure(config))
         except PolicyConfigError as exc:
             self._report(False, str(exc))
             raise
@@ -532,6 +609,7 @@ class Agent:
         for closer in (self.watcher, self.pods, self.claims, self.sender, self.reporter, self.waiting_reporter):
             if closer is not None:
                 await closer.stop()
+        await self.tasks.close()  # every child is stopped above; this leaves none behind in any case
         if self.registry is not None:
             await self.registry.stop()
         if self.writer is not None:

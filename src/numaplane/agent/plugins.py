@@ -260,7 +260,7 @@ class PluginRegistry:
             options=request.options,
             on_availability=self._availability,
         )
-        saved = state.saved_plugin_states.pop(request.name, None)
+        saved = state.take_saved_plugin_state(request.name)
         if saved:
             plugin.restore(saved)  # not reachable yet: only remembered, sent by connect()
         await self._connect(plugin, None)

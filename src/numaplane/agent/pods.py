@@ -8,16 +8,19 @@ informer has not seen a pod yet (or the API is unreachable) the agent falls back
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
 import structlog
 
+from numaplane.agent.background import cancel_and_wait
 from numaplane.kube.informer import Informer
 from numaplane.kube.port import KubePort
 from numaplane.kube.resources import POD
 from numaplane.resources.errors import PodSpecError
 from numaplane.resources.pod import Pod, parse_pod
+from numaplane.supervisor import Supervisor
 
 __all__ = ["PodSource"]
 
@@ -37,12 +40,19 @@ class PodSource:
             kube, POD, field_selector=f"spec.nodeName={node_name}", indexers={"uid": _uid}, name="node-pods"
         )
         self._cache: dict[str, tuple[str, Pod]] = {}
+        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        self.informer.start()
+    def start(self, tasks: Supervisor | None = None) -> None:
+        """Run the informer: as a child of ``tasks`` (the agent's supervisor), or in its own task."""
+        if tasks is None:
+            self.informer.start()
+        else:
+            self._task = tasks.spawn(self.informer.run(), f"informer-{self.informer.name}")
 
     async def stop(self) -> None:
         await self.informer.stop()
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
 
     def lookup(self, uid: str) -> Pod | None:
         """The pod with ``uid``, or ``None`` (unknown yet, or malformed)."""

@@ -12,8 +12,12 @@ Two ways a container is admitted:
 
 * **with its whole pod** (``whole_pod``) — when the Pod is known from the API (``pod_lookup``) and
   needs the manager (Guaranteed, or extended resources): the manager admits the real pod once, as
-  the kubelet does, and each container receives its own allocation when it is created
-  (``podadmission.py``, ``wholepod.py``);
+  the kubelet does — init containers' resources reused by later containers, topology scope ``pod``,
+  pod-level resources — and each container receives its own allocation when it is created (the
+  per-pod bookkeeping is :class:`~numaplane.agent.wholepod.PodEntry`). A container's allocation
+  outlives the container (a restarted container gets it again); a finished regular init container's
+  RemoveContainer releases what later containers do not reuse; the pod's StopPodSandbox /
+  RemovePodSandbox releases the rest;
 * **one container at a time** — without the Pod (no API access, or not seen yet), or for a pod
   whose containers were already admitted that way: the container becomes a single-container pod
   ``<pod uid>/<container name>`` built from what NRI carries (``containers.py``, which documents what
@@ -35,7 +39,16 @@ Decisions:
   containers: the first creation of another container name in the sandbox releases the stopped
   one-at-a-time containers of that sandbox first (the kubelet creates the next container only after
   the init containers before it completed, and reuses their CPUs);
-* :meth:`synchronize` — reconcile with the runtime's full list (``reconcile.py``).
+* :meth:`synchronize` — reconcile with the runtime's full list: drop records of containers that are
+  gone or stopped and pod entries whose sandbox is gone, adopt live containers the state does not know
+  (admission as at creation, whole pods included; a container that cannot be admitted keeps running in
+  the shared pool, is reported, and waits in :attr:`waiting` unless its rejection is final), release
+  finished init containers removed meanwhile, and return an update for every live container whose
+  cpuset differs from the desired one.
+
+This class is the one owner of the registry (``records``, ``pods``, ``holders``, ``waiting``): no other
+module mutates them (``admitting``, ``consistency``, ``listing`` and ``wholepod`` read them or keep
+their own parts).
 
 The restart window: while no plugin is connected the runtime creates containers without NRI
 adjustments (unpinned, on every CPU); Synchronize adopts them when the agent is back. A Guaranteed
@@ -50,14 +63,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from numaplane.agent import podadmission, reconcile
 from numaplane.agent.admitting import ManagerAdmissions
 from numaplane.agent.consistency import canonical_check, validate_manager_doc, violations
-from numaplane.agent.containers import ContainerInfo, derive
+from numaplane.agent.containers import ContainerInfo, check_claims, derive, parse_cpuset
 from numaplane.agent.errors import AdmissionRejected, CheckpointCorrupted
 from numaplane.agent.listing import pod_resources
 from numaplane.agent.records import ContainerRecord, CreateDecision, PodLookup, PodStarted, SyncResult
-from numaplane.agent.wholepod import PodEntry
+from numaplane.agent.wholepod import PodEntry, admission_pod, pod_needs_manager
 from numaplane.nri.events import CpusetUpdate, RuntimeContainer, Sandbox, cpuset_text
 from numaplane.nrt.podresources import AllocatableResources, PodResources
 from numaplane.policy.asks import AdmissionRun
@@ -67,6 +79,7 @@ from numaplane.resources.pod import Pod
 from numaplane.topology.cpuset import CPUSet
 
 __all__ = [
+    "FINAL_REJECTIONS",
     "ContainerRecord",
     "CpusetUpdate",
     "CreateDecision",
@@ -76,6 +89,9 @@ __all__ = [
     "SyncResult",
     "cpuset_text",
 ]
+
+#: Rejections that retrying cannot cure (the others, such as a lack of CPUs, may pass later).
+FINAL_REJECTIONS = frozenset({"InvalidContainer", "DuplicateContainer", "InvalidPreference", "ResourceNotRequested"})
 
 
 class NodeAgentState:
@@ -105,6 +121,10 @@ class NodeAgentState:
         """Give up the parked admission of ``pod_uid`` (see :meth:`ManagerAdmissions.abandon`)."""
         if self.admissions.abandon(pod_uid, waiting=waiting):
             self.generation += 1
+
+    def take_saved_plugin_state(self, name: str) -> Any:
+        """The checkpointed state of plugin ``name`` registered only now (forgotten here), or ``None``."""
+        return self.saved_plugin_states.pop(name, None)
 
     # -- views ----------------------------------------------------------------------------------------
     @property
@@ -151,9 +171,9 @@ class NodeAgentState:
         if known is not None:  # the same request again (e.g. answered after a reconnect)
             cpus, mems = self.desired(known)
             return CreateDecision(cpus, mems, known.exclusive is not None, env=self.admissions.env(known))
-        entry = podadmission.pod_entry(self, sandbox) or podadmission.admit_pod(self, sandbox, container.name)
+        entry = self._pod_entry(sandbox) or self._admit_pod(sandbox, container.name)
         if entry is not None:
-            record = podadmission.bind(self, entry, sandbox, container)
+            record = self._bind(entry, sandbox, container)
         else:
             info = derive(sandbox, container, self.lookup(sandbox))
             self._release_completed(info.sandbox_id, container.name)
@@ -174,16 +194,97 @@ class NodeAgentState:
         """RUN_POD_SANDBOX: admit the pod as a whole now if the Pod is known (a rejection is not an
         error here: the sandbox runs, and the pod's first CreateContainer retries and fails). Raises
         :class:`AnswersNeeded` as :meth:`create`."""
-        if podadmission.pod_entry(self, sandbox) is not None:
+        if self._pod_entry(sandbox) is not None:
             return PodStarted()
         self.admissions.may_park = True
         try:
-            entry = podadmission.admit_pod(self, sandbox, None)
+            entry = self._admit_pod(sandbox, None)
         except AdmissionRejected as exc:
             return PodStarted(tuple(self._pool_updates()), rejection=exc)
         finally:
             self.admissions.may_park = False
         return PodStarted(tuple(self._pool_updates()), admitted=entry is not None)
+
+    # -- whole-pod admission --------------------------------------------------------------------------
+    def _pod_entry(self, sandbox: Sandbox) -> PodEntry | None:
+        """The whole-pod entry of ``sandbox``; an entry left by an older sandbox of the pod is released."""
+        if not sandbox.uid:
+            return None
+        entry = self.pods.get(sandbox.uid)
+        if entry is None or entry.sandbox_id == sandbox.id:
+            return entry
+        # The pod got a new sandbox: its containers all start again. (The kubelet stops the old
+        # sandbox first; had the agent missed that, containers still registered there keep running
+        # in the shared pool, holding nothing, until they go.)
+        for record in [r for r in self.records.values() if r.whole_pod and r.pod_uid == entry.uid]:
+            if self.holders.get(record.key) == record.container_id:
+                del self.holders[record.key]
+            record.managed = record.whole_pod = False
+            record.exclusive = record.mems = None
+            record.error = f"PodSandboxReplaced: the pod now runs in sandbox {sandbox.id[:12]}"
+        self.release_entry(entry)
+        return None
+
+    def _admit_pod(self, sandbox: Sandbox, name: str | None) -> PodEntry | None:
+        """Admit the sandbox's pod as a whole (raises :class:`AdmissionRejected`); ``None`` when the
+        Pod is unknown, needs no admission, or already has containers admitted one at a time.
+
+        ``name``: the container being created (``None`` at RUN_POD_SANDBOX). Records of regular init
+        containers before it (admitted one at a time while the Pod was not known yet) have finished:
+        they are released first; any other live container of the sandbox keeps the pod one-at-a-time.
+        """
+        api = self.lookup(sandbox)
+        if api is None:
+            return None
+        pod = admission_pod(api)
+        where = f"{pod.namespace}/{pod.name}"
+        for c in pod.all_containers():  # annotations never grant: a claim the spec does not back is refused
+            check_claims(sandbox.annotations, c.name, pod, pod=where)
+            check_claims(api.annotations, c.name, pod, pod=where)
+        if not pod_needs_manager(pod):
+            return None
+        mine = [r for r in self.records.values() if r.sandbox_id == sandbox.id]
+        if mine:
+            order = {c.name: i for i, c in enumerate(pod.all_containers())}
+            position = order.get(name, len(order)) if name is not None else -1
+            regular_init = {c.name for c in pod.init_containers if not c.sidecar}
+            if any(r.name not in regular_init or order[r.name] >= position for r in mine):
+                return None
+            for r in mine:
+                self.release(r)
+        self.admissions.admit(pod, {"pod": f"{pod.namespace}/{pod.name}", "container": name or ""})
+        entry = PodEntry(pod, sandbox.id)
+        self.pods[pod.uid] = entry
+        self.generation += 1
+        return entry
+
+    def _bind(self, entry: PodEntry, sandbox: Sandbox, container: RuntimeContainer) -> ContainerRecord:
+        """Register ``container`` with its allocation from the pod's admission (registered; no I/O)."""
+        name = container.name
+        predecessor = self.holders.get(f"{entry.uid}/{name}")
+        if predecessor is not None and predecessor != container.id:
+            self.release(self.records[predecessor])  # a re-created container: the allocation stays the pod's
+        pod = entry.pod
+        record = ContainerRecord(
+            container_id=container.id,
+            sandbox_id=container.pod_sandbox_id or sandbox.id,
+            pod_uid=entry.uid,
+            pod_name=sandbox.name or pod.name,
+            namespace=sandbox.namespace or pod.namespace,
+            name=name,
+            qos=pod.qos_class,
+        )
+        if name in entry.released:
+            # a completed init container created again in the same sandbox (the kubelet re-runs
+            # init containers only in a new sandbox): what it held was given back; it shares the pool
+            record.error = "InitContainerReleased: its allocation was released when it completed"
+        elif entry.knows(name):
+            record.managed = record.whole_pod = True
+            record.exclusive = self.manager.exclusive_cpus(entry.uid, name)
+            record.mems = self.admissions.mems(entry.uid, name)
+        entry.note_created(name)
+        self.register(record)
+        return record
 
     def transfer(self, old_id: str, info: ContainerInfo) -> ContainerRecord:
         """A container re-created under the same pod and name takes over its predecessor's allocation."""
@@ -300,7 +401,7 @@ class NodeAgentState:
         """``updates`` plus those of waiting containers admitted now that resources were released."""
         if not self.waiting:
             return updates
-        retried = reconcile.retry_waiting(self)
+        retried = self.retry_waiting()
         if not retried:
             return updates
         merged = {u.container_id: u for u in [*updates, *retried, *self._pool_updates()]}
@@ -357,12 +458,122 @@ class NodeAgentState:
 
     # -- reconciliation -------------------------------------------------------------------------------
     def synchronize(self, pods: Sequence[Sandbox], containers: Sequence[RuntimeContainer]) -> SyncResult:
-        """Reconcile with the runtime's complete list of pods and containers (see ``reconcile.py``)."""
-        return reconcile.synchronize(self, pods, containers)
+        """Reconcile with the runtime's complete list of pods and containers (see the module docstring)."""
+        sandboxes = {p.id: p for p in pods}
+        live = {c.id: c for c in containers if c.state.live}
+        present = {c.id for c in containers}
+        dropped = []
+        for cid, record in list(self.records.items()):
+            if cid in live:
+                record.stopped = False
+            elif cid in present and record.managed and not record.whole_pod and record.sandbox_id in sandboxes:
+                record.stopped = True  # stopped, not removed: keeps its allocation for a restart (self.stop)
+            else:
+                dropped.append(cid)
+                self.release(record)
+        for entry in [e for e in self.pods.values() if e.sandbox_id not in sandboxes]:
+            self.release_entry(entry)  # the pod went while the agent was away
+        adopted: list[str] = []
+        failed: list[tuple[str, str, str]] = []
+        unknown = [c for c in live.values() if c.id not in self.records or self.records[c.id].unadmitted]
+        unknown.sort(
+            key=lambda c: (sandboxes[c.pod_sandbox_id].uid if c.pod_sandbox_id in sandboxes else "", c.name, c.id)
+        )
+        self.waiting = {}
+        for c in unknown:
+            sandbox = sandboxes.get(c.pod_sandbox_id) or Sandbox(id=c.pod_sandbox_id)
+            self.records.pop(c.id, None)  # a placeholder of an earlier failed adoption: try again
+            try:
+                self._adopt(sandbox, c, live)
+            except AdmissionRejected as exc:
+                failed.append((c.id, exc.reason, exc.message))
+                self._unadmitted(sandboxes, c, exc.reason, exc.message)
+                if exc.reason not in FINAL_REJECTIONS:
+                    self.waiting[c.id] = (sandbox, c)  # retried whenever resources are released
+            adopted.append(c.id)
+        # finished init containers removed while the agent was away: release them now
+        names_in: dict[str, set[str]] = {}
+        for c in containers:
+            names_in.setdefault(c.pod_sandbox_id, set()).add(c.name)
+        for entry in list(self.pods.values()):
+            names = names_in.get(entry.sandbox_id, set())
+            for name in sorted(entry.regular_init - entry.released - names):
+                if entry.finished(name) and f"{entry.uid}/{name}" not in self.holders:
+                    self.release_init(entry, name)
+        self.refresh_pool()
+        updates: list[CpusetUpdate] = []
+        for cid, c in live.items():
+            record = self.records.get(cid) or self._unadmitted(sandboxes, c, "Released", "its pod was released")
+            cpus, mems = self.desired(record)
+            reported = parse_cpuset(c.resources.cpus)
+            reported_mems = parse_cpuset(c.resources.mems)
+            if reported != cpus or (mems is not None and reported_mems != mems):
+                updates.append(CpusetUpdate(cid, cpus, mems))
+                record.adjusted = False  # re-pin again at POST_START: the update may race the start
+            record.applied = cpuset_text(cpus)
+        self.generation += 1
+        return SyncResult(tuple(updates), tuple(adopted), tuple(dropped), tuple(failed))
+
+    def _unadmitted(
+        self, sandboxes: Mapping[str, Sandbox], c: RuntimeContainer, reason: str, message: str
+    ) -> ContainerRecord:
+        """Register a running container that holds nothing: it runs in the shared pool."""
+        sandbox = sandboxes.get(c.pod_sandbox_id) or Sandbox(id=c.pod_sandbox_id)
+        record = ContainerRecord(
+            container_id=c.id,
+            sandbox_id=c.pod_sandbox_id,
+            pod_uid=sandbox.uid or c.pod_sandbox_id,
+            pod_name=sandbox.name,
+            namespace=sandbox.namespace,
+            name=c.name,
+            qos="",
+            error=f"{reason}: {message}",
+        )
+        self.records[c.id] = record
+        self.generation += 1
+        return record
+
+    def _adopt(self, sandbox: Sandbox, c: RuntimeContainer, live: Mapping[str, RuntimeContainer]) -> None:
+        """Register a running container the agent does not know (raises :class:`AdmissionRejected`)."""
+        entry = self._pod_entry(sandbox) or self._admit_pod(sandbox, c.name)
+        key = f"{entry.uid if entry is not None else sandbox.uid or sandbox.id}/{c.name}"
+        holder = self.holders.get(key)
+        if holder == c.id:  # its own placeholder (restored from a checkpoint)
+            del self.holders[key]
+            holder = None
+        if holder is not None and holder in live:
+            raise AdmissionRejected("DuplicateContainer", f"container {holder[:12]} already runs as {key}")
+        if entry is not None:
+            self._bind(entry, sandbox, c)
+            return
+        info = derive(sandbox, c, self.lookup(sandbox))
+        if holder is not None:
+            self.transfer(holder, info)
+        else:
+            self.register(self.admissions.admit_alone(info))
 
     def retry_waiting(self) -> list[CpusetUpdate]:
-        """Pin the waiting containers that fit now (see ``reconcile.py``)."""
-        return reconcile.retry_waiting(self)
+        """Admit the running containers Synchronize could not admit (resources were short), where they
+        fit now; the updates pin them. The others keep waiting in the shared pool."""
+        updates: list[CpusetUpdate] = []
+        for cid, (sandbox, c) in list(self.waiting.items()):
+            placeholder = self.records.get(cid)
+            if placeholder is None or not placeholder.unadmitted:
+                del self.waiting[cid]
+                continue
+            del self.records[cid]
+            try:
+                self._adopt(sandbox, c, {cid: c})
+            except AdmissionRejected:
+                self.records[cid] = placeholder
+                continue
+            del self.waiting[cid]
+            record = self.records[cid]
+            cpus, mems = self.desired(record)
+            record.applied = cpuset_text(cpus)
+            updates.append(CpusetUpdate(cid, cpus, mems))
+            self.generation += 1
+        return updates
 
     def refresh_pool(self) -> None:
         """Take the manager's current shared pool as the one containers are told (no updates made)."""

@@ -73,6 +73,7 @@ from numaplane.nrt import fingerprint as fp
 from numaplane.nrt.crd import validation_schema
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology, Zone
+from numaplane.nrt.parse import parse_strict
 
 __all__ = ["FIELD_MANAGER", "TRIGGER_ANNOTATION", "Outcome", "PublishResult", "Publisher", "View", "content_key"]
 
@@ -189,7 +190,7 @@ class Publisher:
 
     def _same(self, obj: Mapping[str, Any], desired: NodeResourceTopology) -> bool:
         try:
-            current = NodeResourceTopology.from_dict(obj)
+            current = parse_strict(obj)
         except NRTFormatError:
             return False
         if content_key(current) != content_key(desired):
@@ -288,7 +289,7 @@ class Publisher:
             hint = "" if manager is not None else " (start with --adopt to take it over)"
             raise ForeignObjectError(f"NodeResourceTopology {self.node_name} is {who}{hint}; not overwriting")
         try:
-            NodeResourceTopology.from_dict(current)
+            parse_strict(current)
         except NRTFormatError as error:
             self._on_error(InvalidServerObject(f"NodeResourceTopology {self.node_name} on the server: {error}"))
 

@@ -250,16 +250,6 @@ class NodeResourceTopology:
         out["zones"] = [z.to_dict() for z in self.zones]
         return out
 
-    @classmethod
-    def from_dict(cls, doc: Any) -> NodeResourceTopology:
-        """Parse a JSON-ready object (v1alpha2, or the structurally compatible v1alpha1).
-
-        Raises :class:`NRTFormatError` naming the first malformed field.
-        """
-        from numaplane.nrt.parse import parse_strict  # it imports this module
-
-        return parse_strict(doc)
-
 
 def zone_numa_id(name: str) -> int | None:
     """``node-<n>`` → ``n`` (``n`` ≥ 0, Go ``Atoi`` syntax as upstream ``NameToID``); anything else → None."""

@@ -1,6 +1,6 @@
 """Reading a NodeResourceTopology object from JSON values: strict, or lenient for foreign objects.
 
-:func:`parse_strict` (what :meth:`NodeResourceTopology.from_dict` calls) raises the first
+:func:`parse_strict` (what every reader of a whole object calls) raises the first
 :class:`~numaplane.nrt.errors.NRTFormatError`, naming the field (``$.zones[1].resources[0].available``);
 :func:`parse_lenient` drops malformed zones, resource rows, costs, attributes and metadata maps instead
 and returns the problems found in document order, for consumers that must keep going on objects other

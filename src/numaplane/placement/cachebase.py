@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.parse import parse_strict
 from numaplane.placement.view import NodeTopology, malformed, node_topology
 from numaplane.resources.pod import Pod
 
@@ -64,7 +65,7 @@ def parse_event(nrt: NRTEvent) -> tuple[str, NodeResourceTopology | None, NodeTo
     name = meta.get("name") if isinstance(meta, Mapping) else None
     name = name if isinstance(name, str) and name else "?"
     try:
-        obj = NodeResourceTopology.from_dict(nrt)
+        obj = parse_strict(nrt)
     except NRTFormatError as exc:
         return name, None, malformed(name, str(exc))
     return obj.name, obj, node_topology(obj)

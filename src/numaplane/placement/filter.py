@@ -47,6 +47,7 @@ from typing import Any
 
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.parse import parse_strict
 from numaplane.placement.effective import (
     MSG_INVALID_PREFERENCE,
     MSG_PREFERENCE_UNMET,
@@ -167,7 +168,7 @@ def as_topology(nrt: NRTInput) -> NodeTopology:
     if isinstance(nrt, NodeResourceTopology):
         return node_topology(nrt)
     try:
-        return node_topology(NodeResourceTopology.from_dict(nrt))
+        return node_topology(parse_strict(nrt))
     except NRTFormatError as exc:
         meta = nrt.get("metadata") if isinstance(nrt, Mapping) else None
         name = meta.get("name") if isinstance(meta, Mapping) else None

@@ -38,7 +38,7 @@ from typing import Any
 from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY
 from numaplane.nrt.errors import NRTFormatError
-from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.parse import parse_strict
 from numaplane.placement.cycle import REASON_MESSAGES, numa_verdicts
 from numaplane.placement.errors import NodeDataError
 from numaplane.placement.filter import FilterOptions, as_topology
@@ -187,7 +187,7 @@ def _inputs(
     topology: NodeTopology | None = None
     if doc is not None:
         try:
-            topology = as_topology(NodeResourceTopology.from_dict(doc))
+            topology = as_topology(parse_strict(doc))
         except NRTFormatError as exc:
             topology = malformed(name, str(exc))
     if node is None:

@@ -32,6 +32,7 @@ from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY, POD
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
+from numaplane.nrt.parse import parse_strict
 from numaplane.nrt.sharing import ZoneTable
 from numaplane.scheduler.state import SchedulerState
 
@@ -94,7 +95,7 @@ def nrt_stub(obj: JsonObj, zones: ZoneTable | None = None) -> JsonObj:
     """
     interned(without_managed_fields(obj))
     try:
-        parsed = NodeResourceTopology.from_dict(obj)
+        parsed = parse_strict(obj)
     except NRTFormatError:
         return obj
     if zones is not None:

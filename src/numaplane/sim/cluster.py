@@ -40,6 +40,7 @@ from numaplane.policy.manager import ResourceManager
 from numaplane.policy.plugin import ResourcePlugin
 from numaplane.resources.quantity import Quantity
 from numaplane.sim.errors import ClusterSpecError
+from numaplane.topology.document import topology_from_dict
 from numaplane.topology.errors import TopologyError
 from numaplane.topology.model import HugePages, NUMANode, Topology
 
@@ -79,7 +80,7 @@ def builtin_topologies() -> tuple[str, ...]:
 @cache
 def _raw_builtin(name: str) -> Topology:
     path = resources.files("numaplane.sim") / "data" / "topologies" / f"{name}.json"
-    return Topology.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    return topology_from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
 def assumed_memory(name: str) -> bool:

@@ -44,6 +44,7 @@ from numaplane.limits import MAX_CPU_ID
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.from_manager import node_nrt
 from numaplane.nrt.model import NodeResourceTopology, Zone, zone_numa_id
+from numaplane.nrt.parse import parse_strict
 from numaplane.policy.config import NodeResourceConfig, parse_config
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager
@@ -292,7 +293,7 @@ def model_node(node: Mapping[str, Any], nrt_doc: Mapping[str, Any] | None) -> No
     body = {k: v for k, v in nrt_doc.items() if k not in ("name", "policy")}
     body["metadata"] = {"name": name}
     try:
-        nrt = NodeResourceTopology.from_dict(body)
+        nrt = parse_strict(body)
         topology, doc, wanted = machine_from_nrt(nrt, smt=labels.get(SMT_LABEL) == "true", name=name)
         reserved, notes = _reserved_memory(topology, doc, wanted)
         doc["memoryManager"]["reservedMemory"] = reserved

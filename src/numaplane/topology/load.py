@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from numaplane.documents import DocumentError, read_document
+from numaplane.topology.document import topology_from_dict
 from numaplane.topology.errors import TopologyFormatError, TopologyLoadError
 from numaplane.topology.model import Topology
 from numaplane.topology.snapshot import find_sysfs_root, unpack_snapshot
@@ -53,7 +54,7 @@ def load_topology_file(path: str | Path) -> Topology:
     except DocumentError as exc:
         raise TopologyLoadError(exc.path or file, exc.reason) from None
     try:
-        topology = Topology.from_dict(doc)
+        topology = topology_from_dict(doc)
     except TopologyFormatError as exc:
         raise TopologyLoadError(file, str(exc)) from None
     except (AttributeError, KeyError, TypeError, ValueError) as exc:  # not even a mapping of the right shape

@@ -1,7 +1,7 @@
 """The machine model: logical CPUs, cores, sockets, NUMA nodes, caches, memory and PCI devices.
 
 Pure data (no I/O). A :class:`Topology` is built from a sysfs tree (``topology/sysfs.py``), from a
-topology JSON document (:func:`Topology.from_dict`; the format, a superset of the conformance fixture
+topology JSON document (:func:`numaplane.topology.document.topology_from_dict`; the format, a superset of the conformance fixture
 format of ``shared/conformance/SCHEMA.md`` §3, is in :mod:`numaplane.topology.document`) or
 synthetically (:func:`synthetic`).
 
@@ -262,20 +262,6 @@ class Topology:
     def distance(self, a: int, b: int) -> int | None:
         node = self.numa_by_id.get(a)
         return node.distances.get(b) if node else None
-
-    # -- serialisation (the document format lives in :mod:`numaplane.topology.document`) --------------
-    def to_dict(self) -> dict[str, Any]:
-        """The topology JSON document (superset of the conformance fixture format)."""
-        from numaplane.topology.document import topology_to_dict  # it imports this module
-
-        return topology_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, doc: Mapping[str, Any]) -> Topology:
-        """Build from a topology JSON document; raise :class:`TopologyFormatError` naming the field."""
-        from numaplane.topology.document import topology_from_dict  # it imports this module
-
-        return topology_from_dict(doc)
 
 
 def synthetic(

@@ -3,7 +3,7 @@
 Formats:
 
 * ``json`` / ``yaml``: :func:`~numaplane.topology.document.topology_document` (the topology document
-  with camelCase keys under ``apiVersion``/``kind``), which reads back with :meth:`Topology.from_dict`
+  with camelCase keys under ``apiVersion``/``kind``), which reads back with :func:`~numaplane.topology.document.topology_from_dict`
   (``numaplane topology --from FILE``, ``--topology FILE``) and gives the same document;
 * ``table``: rich tables — a summary, one row per NUMA node (CPUs, cores, memory, hugepages,
   devices), the distance matrix, one row per socket, and discovery warnings;

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from numaplane.resources.pod import Pod, parse_pod
+from numaplane.topology.document import topology_from_dict
 from numaplane.topology.model import CPUInfo, Topology, synthetic
 
 SHARED = Path(os.environ.get("NUMAPLANE_SHARED", str(Path(__file__).resolve().parents[3].parent / "shared")))
@@ -16,7 +17,7 @@ CONFORMANCE = SHARED / "conformance"
 
 def fixture(name: str) -> Topology:
     with (CONFORMANCE / "topologies" / f"{name}.json").open(encoding="utf-8") as fh:
-        return Topology.from_dict(json.load(fh))
+        return topology_from_dict(json.load(fh))
 
 
 def fixture_names() -> list[str]:

@@ -8,7 +8,7 @@ from helpers_cpu import fixture, machine
 from numaplane.policy.cpu import ReservedCPUs, StaticPolicy, StaticPolicyOptions
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.topology.cpuset import CPUSet
-from numaplane.topology.model import Topology
+from numaplane.topology.document import topology_from_dict, topology_to_dict
 
 
 def test_parse_go_bool_spellings() -> None:
@@ -76,10 +76,10 @@ def test_fix_c_align_by_socket_without_socket_data_is_a_typed_error() -> None:
     # would divide by zero while generating hints.
     with pytest.raises(PolicyConfigError, match="no sockets"):
         StaticPolicy(fixture("machineInfoDualNumaHT"), 0, {"align-by-socket": "true"})
-    doc = fixture("topoDualSocketHT").to_dict()
+    doc = topology_to_dict(fixture("topoDualSocketHT"))
     doc["num_sockets"] = 0
     with pytest.raises(PolicyConfigError, match="no sockets"):
-        StaticPolicy(Topology.from_dict(doc), 0, {"align-by-socket": "true"})
+        StaticPolicy(topology_from_dict(doc), 0, {"align-by-socket": "true"})
     StaticPolicy(fixture("machineInfoDualNumaHT"), 0, {})  # fine without the option
 
 

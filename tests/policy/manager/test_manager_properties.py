@@ -16,13 +16,14 @@ from numaplane.policy.errors import ReconfigureRejected
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.topology.cpuset import CPUSet
+from numaplane.topology.document import topology_from_dict, topology_to_dict
 from numaplane.topology.model import Topology, synthetic
 
 FIXTURES = ["topoDualSocketHT", "topoDualSocketMultiNumaPerSocketHT", "topoQuadSocketFourWayHT"]
 
 
 def _fixture(shared: Path, name: str) -> Topology:
-    return Topology.from_dict(json.loads((shared / "conformance" / "topologies" / f"{name}.json").read_text()))
+    return topology_from_dict(json.loads((shared / "conformance" / "topologies" / f"{name}.json").read_text()))
 
 
 def _pod(uid: str, cpu: str, memory: str = "1Gi", *, guaranteed: bool = True, annotations: Any = None) -> Pod:
@@ -299,7 +300,7 @@ def test_managers_sharing_a_topology_share_the_static_policy_but_not_state(
     config = {"topologyManager": {"policy": policy}, "cpuManager": {"reservedCPUCount": 1}}
     shared = [ResourceManager(topology, config) for _ in range(2)]
     assert shared[0].cpu.policy is shared[1].cpu.policy
-    alone = [ResourceManager(Topology.from_dict(topology.to_dict()), config) for _ in range(2)]
+    alone = [ResourceManager(topology_from_dict(topology_to_dict(topology)), config) for _ in range(2)]
     assert alone[0].cpu.policy is not alone[1].cpu.policy
     for i, (op, cpus, guaranteed) in enumerate(stream):
         for rm in (shared[i % 2], alone[i % 2]):  # the same operation on the same node of each pair

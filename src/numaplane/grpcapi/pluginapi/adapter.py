@@ -61,6 +61,7 @@ from numaplane.policy.errors import AdmissionError, PluginUnavailableError, Poli
 from numaplane.policy.hints import TopologyHint
 from numaplane.policy.plugin import Hints, Inventory, PluginAllocation
 from numaplane.resources.pod import Container, Pod
+from numaplane.topology.document import topology_to_dict
 from numaplane.topology.model import Topology
 
 __all__ = ["API_VERSION", "GrpcResourcePlugin", "socket_target"]
@@ -239,7 +240,7 @@ class GrpcResourcePlugin:
         """
         doc = self.config_doc if self.config_doc is not None else self.config.to_dict()
         request = pb.ConfigureRequest(
-            topology_json=json.dumps(self.topology.to_dict(), separators=(",", ":")),
+            topology_json=json.dumps(topology_to_dict(self.topology), separators=(",", ":")),
             config_json=json.dumps(doc, separators=(",", ":")),
         )
         answer = self._call("Configure", request, timeout_seconds or max(self.timeout_seconds, 2.0))

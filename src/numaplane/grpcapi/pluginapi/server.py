@@ -58,6 +58,7 @@ from numaplane.grpcapi.sockets import socket_umask
 from numaplane.policy.config import parse_config
 from numaplane.policy.errors import AdmissionError, PolicyError
 from numaplane.policy.plugin import ResourcePlugin, inventory_of
+from numaplane.topology.document import topology_from_dict
 from numaplane.topology.model import Topology
 
 __all__ = ["REGISTRY_SOCKET", "PluginFactory", "PluginServer", "register", "run_plugin"]
@@ -96,7 +97,7 @@ class _Servicer(pb_grpc.ResourcePluginServicer):
             if self.s.plugin is not None and self.s.configured_with == key:
                 return pb.ConfigureResponse(kept_state=True)
             try:
-                topology = Topology.from_dict(json.loads(request.topology_json))
+                topology = topology_from_dict(json.loads(request.topology_json))
                 doc = json.loads(request.config_json) if request.config_json else {}
                 plugin = self.s.factory(topology, doc)
             except Exception as exc:
