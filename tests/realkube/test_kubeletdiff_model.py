@@ -16,6 +16,7 @@ from numaplane.placement.predicates import parse_node
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager
 from numaplane.topology.cpuset import CPUSet
+from numaplane.topology.document import topology_from_dict
 from numaplane.topology.model import Topology
 from numaplane.topology.sysfs import discover
 from numaplane_harness.kubeletdiff import (
@@ -241,7 +242,7 @@ def test_classify_leaves_differences_before_the_kubelets_first_unavailable_take(
     only on a machine whose cores differ in thread count."""
     from numaplane_harness.kubeletdiff import Decision, Mismatch, Outcome, classify
 
-    hybrid = Topology.from_dict(
+    hybrid = topology_from_dict(
         {
             "name": "h",
             "cpus": [{"cpu": c, "core": c // 2 if c < 4 else c - 2, "socket": 0, "numa": 0} for c in range(6)],
@@ -267,7 +268,7 @@ def test_classify_leaves_differences_before_the_kubelets_first_unavailable_take(
     unexplained, known = classify(found, ops, kubelet, hybrid, CPUSet.parse("0"))
     assert [m.what for m in unexplained] == ["p0"]
     assert [m.what for _, m in known] == ["p1", "p2", "final cpu_manager_state"]
-    uniform = Topology.from_dict(
+    uniform = topology_from_dict(
         {
             "name": "u",
             "cpus": [{"cpu": c, "core": c // 2, "socket": 0, "numa": 0} for c in range(6)],

@@ -279,6 +279,10 @@ class NodeAgentState:
             # init containers only in a new sandbox): what it held was given back; it shares the pool
             record.error = "InitContainerReleased: its allocation was released when it completed"
         elif entry.knows(name):
+            # the kubelet's memory manager AddContainer: the regular init containers before this one have
+            # completed, their memory (what later containers did not reuse) goes back at once
+            if self.manager.release_finished_init_memory(entry.uid, name):
+                self.generation += 1
             record.managed = record.whole_pod = True
             record.exclusive = self.manager.exclusive_cpus(entry.uid, name)
             record.mems = self.admissions.mems(entry.uid, name)
