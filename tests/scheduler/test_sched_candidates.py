@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
 
-from numaplane.placement.overreserve import OverReserveCache
+from numaplane.placement.caches.overreserve import OverReserveCache
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.candidates import candidate_scores, candidate_verdicts
 from numaplane.scheduler.config import SchedulerConfig

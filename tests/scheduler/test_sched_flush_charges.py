@@ -1,6 +1,6 @@
 """The scheduler keeps its flush behaviour now that the over-reserve cache owns it: after every flush, the
 pods still charged to a flushed node are exactly those the scheduler state used to charge again itself
-(before the rule moved into :mod:`numaplane.placement.overreserve`): every pod its usage holds on the
+(before the rule moved into :mod:`numaplane.placement.caches.overreserve`): every pod its usage holds on the
 node that the informer has shown, and that is either assumed (its binding not seen yet) or bound but not
 relevant under the informer mode — each at the request of the informer's object."""
 
@@ -15,8 +15,8 @@ import pytest
 from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
 
 from numaplane.nrt.fingerprint import compute_fingerprint
-from numaplane.placement.overreserve import OverReserveCache
-from numaplane.placement.requests import pod_request
+from numaplane.placement.caches.overreserve import OverReserveCache
+from numaplane.placement.model.requests import pod_request
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.state import SchedulerState

@@ -12,7 +12,7 @@ from sched_helpers import events_for, eventually, node_doc, nrt_doc, pod_doc, se
 
 from numaplane.exporter import publisher as exporter_publisher
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY, POD
-from numaplane.placement.result import Reject
+from numaplane.placement.model.result import Reject
 from numaplane.resources.pod import parse_pod
 from numaplane.scheduler import staleness
 from numaplane.scheduler.config import SchedulerConfig

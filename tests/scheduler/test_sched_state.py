@@ -11,11 +11,11 @@ from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
 from numaplane.kube.clock import FakeClock
 from numaplane.kube.memory import InMemoryKube
 from numaplane.nrt.fingerprint import compute_fingerprint
-from numaplane.placement.cache import filter_with_cache, score_with_cache
-from numaplane.placement.filter import filter as numa_filter
-from numaplane.placement.overreserve import OverReserveCache
-from numaplane.placement.reasons import MALFORMED, UNTRUSTED
-from numaplane.placement.result import Fit, Reject
+from numaplane.placement.arrays.reasons import MALFORMED, UNTRUSTED
+from numaplane.placement.caches.cache import filter_with_cache, score_with_cache
+from numaplane.placement.caches.overreserve import OverReserveCache
+from numaplane.placement.explain.filter import filter as numa_filter
+from numaplane.placement.model.result import Fit, Reject
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.decision import fit_error_message

@@ -159,8 +159,8 @@ def command(
       numaplane explain --pod examples/pods/guaranteed.yaml --nrt examples/nrts/
       numaplane explain --pod pod.yaml --kubeconfig ~/.kube/config -o json
     """
-    from numaplane.placement.filter import FilterOptions
-    from numaplane.placement.score import ScoringStrategy
+    from numaplane.placement.explain.filter import FilterOptions
+    from numaplane.placement.explain.score import ScoringStrategy
     from numaplane.scheduler.explain import Ignored, explain_pod
 
     if nrt_path is None and kubeconfig is None and api_server is None:

@@ -104,7 +104,7 @@ def _common(func: F) -> F:
 
 def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConfig:
     """The parsed options as a configuration (:func:`~numaplane.scheduler.settings.settings_from_options`)."""
-    from numaplane.placement.errors import PlacementConfigError
+    from numaplane.placement.model.errors import PlacementConfigError
     from numaplane.scheduler.errors import SchedulerConfigError
     from numaplane.scheduler.settings import settings_from_options
 

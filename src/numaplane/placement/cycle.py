@@ -10,13 +10,13 @@ The rule (:class:`SelectionRules`), as kube-scheduler's framework applies it wit
   for kube-scheduler's own default scheduler, which picks among ties at random). :meth:`Cycle.select`
   applies either to array rows (the tests state the name rule over names and check both agree);
 * which nodes are filtered at all follows ``percentage_of_nodes_to_score``
-  (:mod:`numaplane.placement.sampling`): from a rotating start, window by window, until enough feasible
+  (:mod:`numaplane.placement.arrays.sampling`): from a rotating start, window by window, until enough feasible
   nodes are found (every node below 100 nodes or at 100 %). Only the nodes the search processed report
   NUMA rejections to the cache; only the nodes it found are scored.
 
 :class:`Cycle` is that one cycle, and owns the state such a decision reads: the NodeResourcesFit
-arrays (:class:`~numaplane.placement.fit.FitArrays`) and, for a NUMA-aware scheduler, the NRT cache and
-the vectorised :class:`~numaplane.placement.pipeline.Pipeline` refreshed from it before every decision.
+arrays (:class:`~numaplane.placement.arrays.fit.FitArrays`) and, for a NUMA-aware scheduler, the NRT cache and
+the vectorised :class:`~numaplane.placement.arrays.pipeline.Pipeline` refreshed from it before every decision.
 Its node set is mutable state (:meth:`Cycle.set_node`, :meth:`Cycle.remove_node`, :meth:`Cycle.set_usage`).
 The simulator drives it over a fixed node set; the standalone scheduler
 (:func:`numaplane.scheduler.decision.decide`) over the informers' nodes, with the result of
@@ -37,16 +37,16 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from numaplane.placement.cache import nodes_maybe_overreserved
-from numaplane.placement.cachebase import NRTCache
-from numaplane.placement.filter import DEFAULT_OPTIONS, FilterOptions
-from numaplane.placement.fit import FitArrays
-from numaplane.placement.node import NodeInfo
-from numaplane.placement.pipeline import Evaluation, Pipeline
-from numaplane.placement.reasons import EXPLAIN, FITS, REASON_MESSAGES, numa_verdicts, reason_codes
-from numaplane.placement.sampling import num_feasible_nodes_to_find, search
-from numaplane.placement.score import ScoringStrategy
-from numaplane.placement.view import NodeTopology
+from numaplane.placement.arrays.fit import FitArrays
+from numaplane.placement.arrays.pipeline import Evaluation, Pipeline
+from numaplane.placement.arrays.reasons import EXPLAIN, FITS, REASON_MESSAGES, numa_verdicts, reason_codes
+from numaplane.placement.arrays.sampling import num_feasible_nodes_to_find, search
+from numaplane.placement.caches.cache import nodes_maybe_overreserved
+from numaplane.placement.caches.cachebase import NRTCache
+from numaplane.placement.explain.filter import DEFAULT_OPTIONS, FilterOptions
+from numaplane.placement.explain.score import ScoringStrategy
+from numaplane.placement.model.node import NodeInfo
+from numaplane.placement.model.view import NodeTopology
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 

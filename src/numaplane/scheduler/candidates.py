@@ -11,13 +11,13 @@ asking the cycle only for what it needs (verdicts, or scores):
   for a known node, ``0`` for an unknown one);
 * ``known`` — the state holds a Node for the name (with or without a row);
 * :meth:`CandidateVerdicts.reasons` — the upstream message of each failed position, one shared string
-  per reason code (:data:`~numaplane.placement.reasons.REASON_MESSAGES`), the per-node explanation only
+  per reason code (:data:`~numaplane.placement.arrays.reasons.REASON_MESSAGES`), the per-node explanation only
   for code ``EXPLAIN`` and nodes without a row;
 * :meth:`CandidateVerdicts.preemptible` — failed positions on trusted zone data that fit once the node is
   emptied of pods (:meth:`~numaplane.placement.cycle.Cycle.emptied_evaluation`).
 
 With ``mark=True`` the failed positions on trusted, readable data are reported to the NRT cache in one
-call (:func:`~numaplane.placement.cache.nodes_maybe_overreserved`), in request order. These are the
+call (:func:`~numaplane.placement.caches.cache.nodes_maybe_overreserved`), in request order. These are the
 answers :meth:`SchedulerState.evaluate <numaplane.scheduler.state.SchedulerState.evaluate>` gives name by
 name: the arrays are the ones the cache was synced into just before (the cycle's ``fresh``, ``has_nrt``,
 ``problem`` and ``nzones`` are the cached view's freshness, presence, problem and zones), so the
@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from numaplane.placement.cache import nodes_maybe_overreserved
+from numaplane.placement.caches.cache import nodes_maybe_overreserved
 from numaplane.placement.cycle import EXPLAIN, FITS, REASON_MESSAGES
-from numaplane.placement.result import Reject
+from numaplane.placement.model.result import Reject
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.state import SchedulerState
 from numaplane.scheduler.verdicts import ALIGN_REASONS, MSG_UNEXPLAINED

@@ -38,19 +38,19 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
 from numaplane.limits import MAX_CONFIG_INTEGER, MAX_CONFIG_SECONDS
-from numaplane.placement.cache import make_cache
-from numaplane.placement.cachebase import NRTCache
-from numaplane.placement.cycle import SelectionRules
-from numaplane.placement.errors import PlacementConfigError
-from numaplane.placement.filter import FilterOptions
-from numaplane.placement.overreserve import (
+from numaplane.placement.caches.cache import make_cache
+from numaplane.placement.caches.cachebase import NRTCache
+from numaplane.placement.caches.overreserve import (
     ForeignPodsDetect,
     InformerMode,
     OverReserveConfig,
     ResyncMethod,
     ResyncScope,
 )
-from numaplane.placement.score import ScoringStrategy
+from numaplane.placement.cycle import SelectionRules
+from numaplane.placement.explain.filter import FilterOptions
+from numaplane.placement.explain.score import ScoringStrategy
+from numaplane.placement.model.errors import PlacementConfigError
 from numaplane.resources.duration import parse_seconds
 from numaplane.resources.errors import DurationError
 from numaplane.scheduler.errors import SchedulerConfigError

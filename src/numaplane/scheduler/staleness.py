@@ -30,8 +30,8 @@ from typing import Any, Final
 import structlog
 
 from numaplane.nrt.model import NodeResourceTopology
-from numaplane.placement.cachebase import CachedTopology, NRTCache, NRTEvent
-from numaplane.placement.view import malformed
+from numaplane.placement.caches.cachebase import CachedTopology, NRTCache, NRTEvent
+from numaplane.placement.model.view import malformed
 from numaplane.resources.pod import Pod
 
 __all__ = ["HEARTBEAT_ANNOTATION", "STALE_AFTER_ANNOTATION", "StalenessGate", "stale_after_seconds"]
@@ -67,7 +67,7 @@ def _name(nrt: NRTEvent) -> str:
 
 
 class StalenessGate:
-    """An :class:`~numaplane.placement.cachebase.NRTCache` that hides stale nodes of ``inner`` (module docstring).
+    """An :class:`~numaplane.placement.caches.cachebase.NRTCache` that hides stale nodes of ``inner`` (module docstring).
 
     State: per node with a declared bound, ``(bound seconds, monotonic time the last write was seen)``;
     the set of nodes stale now; the latest time fed by :meth:`tick`.

@@ -10,7 +10,7 @@ never replaced: it holds references to them and changes none).
 * :meth:`NodeVerdicts.basic_reasons` — kube-scheduler's basic predicates, reasons of the *first*
   failing plugin in kube-scheduler's order (NodeUnschedulable, NodeName, TaintToleration,
   NodeAffinity, NodeResourcesFit), as the framework stops at the first failing filter plugin (per
-  node, :func:`~numaplane.placement.predicates.fits_node`: asked only when reasons are reported).
+  node, :func:`~numaplane.placement.explain.predicates.fits_node`: asked only when reasons are reported).
 
 Why these per-node functions stay in production, and why none is a second decision path: every
 verdict that places or rejects a pod comes from the cycle's arrays
@@ -18,7 +18,7 @@ verdict that places or rejects a pod comes from the cycle's arrays
 cases the arrays cannot answer:
 
 * the *text* of a rejection. The arrays keep one boolean per node and plugin, and a reason code
-  (:func:`~numaplane.placement.reasons.reason_codes`) that settles only untrusted or unreadable NRT data
+  (:func:`~numaplane.placement.arrays.reasons.reason_codes`) that settles only untrusted or unreadable NRT data
   and the ``cannot align pod/container`` rejections of ``single-numa-node`` nodes. Which container
   kind failed (init, sidecar, app), inconsistent or unusable zones, other policies, and which basic
   predicate failed with which resources (``Insufficient cpu``, taints, affinity) exist only in the
@@ -28,7 +28,7 @@ cases the arrays cannot answer:
   LeastAllocated score 0, and, should kube-scheduler ask the extender to score it, its NUMA score from
   the cached NRT per node);
 * LeastAllocated scores beyond 0..100 (negative cpu or memory amounts, see
-  :meth:`~numaplane.placement.fit.FitArrays.scores_bounded`): Python integers, exact where the int64
+  :meth:`~numaplane.placement.arrays.fit.FitArrays.scores_bounded`): Python integers, exact where the int64
   arrays clip.
 
 Whether eviction could help (:attr:`NumaEvaluation.preemptible`) is the arrays' alone (the emptied
@@ -44,11 +44,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from numaplane.placement.cachebase import NRTCache
+from numaplane.placement.caches.cachebase import NRTCache
 from numaplane.placement.cycle import EXPLAIN, REASON_MESSAGES
-from numaplane.placement.filter import filter as numa_filter
-from numaplane.placement.predicates import default_score, fits_node
-from numaplane.placement.result import (
+from numaplane.placement.explain.filter import filter as numa_filter
+from numaplane.placement.explain.predicates import default_score, fits_node
+from numaplane.placement.explain.score import score
+from numaplane.placement.model.result import (
     MSG_APP,
     MSG_INIT,
     MSG_POD,
@@ -56,7 +57,6 @@ from numaplane.placement.result import (
     Fit,
     Reject,
 )
-from numaplane.placement.score import score
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.records import NodeRecord

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from numaplane.placement.score import ScoringStrategy
+from numaplane.placement.explain.score import ScoringStrategy
 
 __all__ = ["DEFAULT_SCHEDULERS", "EXTRA_SCHEDULERS", "RunResult", "SchedulerSpec", "SimConfig"]
 

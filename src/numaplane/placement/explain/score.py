@@ -4,7 +4,7 @@
 
 * a pod that is not Guaranteed scores 100 everywhere, without reading any NRT;
 * no NRT object, untrusted data (``fresh=False``) or unusable data: 0;
-* LeastNUMANodes applies to every policy (:mod:`numaplane.placement.least_numa`); MostAllocated,
+* LeastNUMANodes applies to every policy (:mod:`numaplane.placement.explain.least_numa`); MostAllocated,
   LeastAllocated and BalancedAllocation only to ``single-numa-node`` nodes (0 otherwise).
 
 Per-zone functions use integer values rounded up (upstream ``Value()``: 500m cpu counts as 1, memory
@@ -46,12 +46,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from numaplane.limits import MAX_CONFIG_INTEGER
-from numaplane.placement.effective import judged_policy, judged_scope
-from numaplane.placement.errors import PlacementConfigError
-from numaplane.placement.filter import NRTInput, as_topology
-from numaplane.placement.least_numa import least_numa_score
-from numaplane.placement.requests import pod_request
-from numaplane.placement.view import NodeTopology, NUMAZone
+from numaplane.placement.explain.filter import NRTInput, as_topology
+from numaplane.placement.explain.least_numa import least_numa_score
+from numaplane.placement.model.effective import judged_policy, judged_scope
+from numaplane.placement.model.errors import PlacementConfigError
+from numaplane.placement.model.requests import pod_request
+from numaplane.placement.model.view import NodeTopology, NUMAZone
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 

@@ -102,10 +102,10 @@ from typing import Literal
 
 from numaplane.nrt.fingerprint import ANNOTATION, ATTRIBUTE, ATTRIBUTE_METHOD, check_fingerprint
 from numaplane.nrt.model import NodeResourceTopology
-from numaplane.placement.cachebase import CachedTopology, LatestNRTs, NRTEvent, parse_event
-from numaplane.placement.errors import PlacementConfigError
-from numaplane.placement.requests import pod_has_exclusive_resources, pod_request
-from numaplane.placement.view import NodeTopology, node_topology, topology_manager_config
+from numaplane.placement.caches.cachebase import CachedTopology, LatestNRTs, NRTEvent, parse_event
+from numaplane.placement.model.errors import PlacementConfigError
+from numaplane.placement.model.requests import pod_has_exclusive_resources, pod_request
+from numaplane.placement.model.view import NodeTopology, node_topology, topology_manager_config
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 
