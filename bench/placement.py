@@ -21,9 +21,10 @@ from nrtdoc import nrt_document
 from numaplane.nrt.model import NodeResourceTopology
 from numaplane.placement.arrays.pipeline import Pipeline
 from numaplane.placement.explain.filter import filter as filter_node
-from numaplane.placement.explain.score import STRATEGY_TYPES, ScoringStrategy, score
+from numaplane.placement.explain.score import score
 from numaplane.placement.model.node import NodeInfo, node_info
 from numaplane.placement.model.result import Fit
+from numaplane.placement.model.strategies import STRATEGY_TYPES, ScoringStrategy
 from numaplane.placement.model.view import NodeTopology, node_topology
 from numaplane.resources.pod import Pod, parse_pod
 

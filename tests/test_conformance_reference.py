@@ -15,8 +15,8 @@ from numaplane.conformance.kinds.nrt_filter import compare as compare_verdict
 from numaplane.conformance.kinds.nrt_zones import compare as compare_zones
 from numaplane.nrt.zones import zones_from_dicts
 from numaplane.placement.explain.filter import filter as reference_filter
-from numaplane.placement.explain.score import ScoringStrategy
 from numaplane.placement.explain.score import score as reference_score
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.pod import parse_pod
 
 

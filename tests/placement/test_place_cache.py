@@ -16,8 +16,8 @@ from numaplane.placement.caches.cache import (
     make_cache,
     score_with_cache,
 )
-from numaplane.placement.explain.score import ScoringStrategy
 from numaplane.placement.model.result import Fit, Reject
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.pod import Pod
 
 NODE = node_doc("n1", {"cpu": "8", "memory": "16Gi", "vendor/nic": "4"})

@@ -15,8 +15,9 @@ from numaplane.placement.arrays.pipeline import Pipeline
 from numaplane.placement.caches.cache import OverReserveCache, OverReserveConfig
 from numaplane.placement.explain.filter import FilterOptions
 from numaplane.placement.explain.filter import filter as filter_node
-from numaplane.placement.explain.score import STRATEGY_TYPES, ScoringStrategy, score
+from numaplane.placement.explain.score import score
 from numaplane.placement.model.result import Fit
+from numaplane.placement.model.strategies import STRATEGY_TYPES, ScoringStrategy
 from numaplane.resources.errors import PodSpecError, ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 

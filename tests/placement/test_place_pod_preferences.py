@@ -11,8 +11,9 @@ from place_helpers import container, node_doc, nrt_doc, zone
 
 from numaplane.placement.arrays.pipeline import Pipeline
 from numaplane.placement.explain.filter import filter as filter_node
-from numaplane.placement.explain.score import ScoringStrategy, score
+from numaplane.placement.explain.score import score
 from numaplane.placement.model.result import Fit, Reject
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.pod import Pod, parse_pod
 
 

@@ -19,7 +19,7 @@ from numaplane.exporter.scan import Scanner
 from numaplane.nrt.model import Zone
 from numaplane.nrt.podresources import AllocatableResources, PodResources, allocatable_from_dict, list_from_dict
 from numaplane.nrt.zones import MachineView
-from numaplane.placement.explain.score import ScoringStrategy
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.state import SchedulerState
 

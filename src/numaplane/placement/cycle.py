@@ -44,8 +44,8 @@ from numaplane.placement.arrays.sampling import num_feasible_nodes_to_find, sear
 from numaplane.placement.caches.cache import nodes_maybe_overreserved
 from numaplane.placement.caches.cachebase import NRTCache
 from numaplane.placement.explain.filter import DEFAULT_OPTIONS, FilterOptions
-from numaplane.placement.explain.score import ScoringStrategy
 from numaplane.placement.model.node import NodeInfo
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.placement.model.view import NodeTopology
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity

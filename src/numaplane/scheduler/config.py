@@ -49,8 +49,8 @@ from numaplane.placement.caches.overreserve import (
 )
 from numaplane.placement.cycle import SelectionRules
 from numaplane.placement.explain.filter import FilterOptions
-from numaplane.placement.explain.score import ScoringStrategy
 from numaplane.placement.model.errors import PlacementConfigError
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.duration import parse_seconds
 from numaplane.resources.errors import DurationError
 from numaplane.scheduler.errors import SchedulerConfigError

@@ -42,11 +42,11 @@ from numaplane.nrt.model import NodeResourceTopology
 from numaplane.placement.cycle import REASON_MESSAGES, numa_verdicts
 from numaplane.placement.explain.filter import FilterOptions, as_topology
 from numaplane.placement.explain.filter import filter as numa_filter
-from numaplane.placement.explain.score import ScoringStrategy
 from numaplane.placement.model.errors import NodeDataError
 from numaplane.placement.model.node import NodeInfo, node_info
 from numaplane.placement.model.requests import pod_request
 from numaplane.placement.model.result import Fit
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.placement.model.view import NodeTopology, malformed
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity

@@ -45,9 +45,9 @@ from numaplane.placement.caches.cache import make_cache
 from numaplane.placement.caches.cachebase import NRTCache
 from numaplane.placement.caches.overreserve import OverReserveConfig
 from numaplane.placement.cycle import Cycle, NumaSetup, SelectionRules
-from numaplane.placement.explain.score import ScoringStrategy
 from numaplane.placement.model.effective import effective_placement, judged_policy
 from numaplane.placement.model.node import node_info
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.pod import Pod
 from numaplane.sim.cluster import NodeTemplate, SimNode, instantiate
 from numaplane.sim.spec import RunResult, SchedulerSpec, SimConfig
@@ -109,7 +109,7 @@ class Run:
                 self.cache = make_cache(discard_reserved_nodes=spec.cache == "discard-reserved")
             # as many zone slots as the largest machine has NUMA nodes (the arrays grow if needed)
             zones = max((len(t.topology.numa_nodes) for t in templates), default=1)
-            numa = NumaSetup(self.cache, ScoringStrategy(spec.strategy), zones=zones)  # type: ignore[arg-type]
+            numa = NumaSetup(self.cache, ScoringStrategy(spec.strategy), zones=zones)
         # NUMA-aware: the standalone scheduler's rule; default: kube-scheduler's (random ties: search order)
         rules = SelectionRules(
             percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,

@@ -24,8 +24,9 @@ from functools import lru_cache
 import numpy as np
 
 from numaplane.placement.arrays.cluster import F64, I64, B, ClusterArrays
-from numaplane.placement.explain.score import MAX_SCORE, ScoringStrategy
+from numaplane.placement.explain.score import MAX_SCORE
 from numaplane.placement.model.requests import ALWAYS_ALLOCATABLE, is_host_level, is_numa_affine
+from numaplane.placement.model.strategies import ScoringStrategy
 
 __all__ = ["Requests", "Rows", "align", "charge", "count_of", "first_slot", "unit_score"]
 

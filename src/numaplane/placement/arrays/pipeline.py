@@ -34,7 +34,7 @@ from numaplane.placement.arrays.shapes import RowMemo, pod_shape
 from numaplane.placement.caches.cachebase import NRTCache
 from numaplane.placement.explain.filter import DEFAULT_OPTIONS, FilterOptions, NRTInput, as_topology
 from numaplane.placement.explain.filter import filter as filter_node
-from numaplane.placement.explain.score import MAX_SCORE, ScoringStrategy, score
+from numaplane.placement.explain.score import MAX_SCORE, score
 from numaplane.placement.model.effective import EffectivePlacement, effective_placement
 from numaplane.placement.model.node import NodeInfo, node_info
 from numaplane.placement.model.requests import (
@@ -43,6 +43,7 @@ from numaplane.placement.model.requests import (
     pod_request,
 )
 from numaplane.placement.model.result import Fit, Reject
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.pod import Container, Pod
 from numaplane.resources.quantity import Quantity
 

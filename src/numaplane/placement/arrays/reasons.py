@@ -19,10 +19,10 @@ import numpy.typing as npt
 from numaplane.placement.arrays.cluster import POLICY_CODES
 from numaplane.placement.arrays.pipeline import Evaluation, Pipeline
 from numaplane.placement.explain.filter import DEFAULT_OPTIONS, FilterOptions
-from numaplane.placement.explain.score import ScoringStrategy
 from numaplane.placement.model.effective import effective_placement
 from numaplane.placement.model.node import NodeInfo
 from numaplane.placement.model.result import MSG_APP, MSG_INVALID_DATA, MSG_MALFORMED, MSG_POD
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.placement.model.view import NodeTopology
 from numaplane.resources.pod import Pod
 

@@ -21,7 +21,7 @@ from typing import Any
 from numaplane.placement.caches.cachebase import CachedTopology, LatestNRTs, NRTCache, NRTEvent
 from numaplane.placement.caches.overreserve import OverReserveCache, OverReserveConfig, ResyncReport
 from numaplane.placement.explain.filter import DEFAULT_OPTIONS, FilterOptions, filter
-from numaplane.placement.explain.score import ScoringStrategy, score
+from numaplane.placement.explain.score import score
 from numaplane.placement.model.node import NodeInfo
 from numaplane.placement.model.result import (
     MSG_APP,
@@ -33,6 +33,7 @@ from numaplane.placement.model.result import (
     Fit,
     Reject,
 )
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.pod import Pod
 
 __all__ = [
