@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import random
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -33,7 +32,9 @@ def _expected_charges(state: SchedulerState, node: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in state.usage.pods(node):
         pod: Pod | None = state.pods.get(key)
-        if pod is not None and (state.usage.is_assumed(key) or not _relevant(state.config.informer_mode, pod.phase)):
+        if pod is not None and (
+            state.usage.is_assumed(key) or not _relevant(state.config.cache.informer_mode, pod.phase)
+        ):
             out[key] = pod_request(pod)
     return out
 
@@ -55,7 +56,7 @@ def _nrt(rng: random.Random, node: str, docs: dict[str, dict[str, Any]], mode: s
 @pytest.mark.parametrize("seed", range(6))
 def test_flushed_nodes_stay_charged_as_the_core_used_to_charge_them(mode: str, seed: int) -> None:
     rng = random.Random(seed)
-    config = replace(SchedulerConfig(), resync_period_seconds=1.0, informer_mode=mode)  # type: ignore[arg-type]
+    config = SchedulerConfig().with_overrides(resync_period_seconds=1.0, informer_mode=mode)
     state = SchedulerState(config)
     cache = state.cache
     assert isinstance(cache, OverReserveCache)

@@ -31,7 +31,7 @@ def two_zone_nrt(name: str, cpu: tuple[int, int] = (4, 4), alloc: int = 4, **kw:
 
 
 def state_with(nodes: list[dict[str, Any]], nrts: list[dict[str, Any]], **config: Any) -> SchedulerState:
-    state = SchedulerState(replace(SchedulerConfig(), **config))
+    state = SchedulerState(SchedulerConfig().with_overrides(**config))
     for n in nodes:
         state.node_upserted(n)
     for t in nrts:
