@@ -111,7 +111,7 @@ class SchedulerState:
         self._reserved: set[str] = set()
         self._names = frozenset(config.scheduler_names)
         #: Per-node verdicts and explanations over this state (reads it, changes nothing).
-        self.verdicts = NodeVerdicts(config, self.gate, self.nodes, self.usage)
+        self.verdicts = NodeVerdicts(self.cycle, self.nodes, self.usage)
 
     # --- informer input ----------------------------------------------------------------------------
 
@@ -313,6 +313,14 @@ class SchedulerState:
             all_codes = self.cycle.reason_codes(pod, ev)
             codes = {name: int(all_codes[row]) for name in failed if (row := rows.get(name)) is not None}
         return NumaEvaluation(pod, scores, failed, unknown, self.verdicts, preemptible, codes, rejected_scores)
+
+    def unusable_node(self, name: str) -> str | None:
+        """Why the Node object of ``name`` is unusable (the cycle holds no row for it), as the NUMA
+        filter reports it; ``None`` for a node the state does not know."""
+        record = self.nodes.get(name)
+        if record is None:
+            return None
+        return record.problem or "malformed node object"
 
     def _trusted_zone_data(self, name: str, pod: Pod) -> bool:
         cached = self.gate.get(name, pod)

@@ -161,8 +161,9 @@ def make_cache(
 def nodes_maybe_overreserved(cache: NRTCache, nodes: Iterable[str], pod: Pod) -> None:
     """Report per-zone filter rejections of ``pod`` on ``nodes`` to ``cache`` (one
     ``node_maybe_overreserved`` per node, in one call when the cache counts them in bulk)."""
-    if isinstance(cache, OverReserveCache):
-        cache.nodes_maybe_overreserved(nodes, pod)
+    bulk = getattr(type(cache), "nodes_maybe_overreserved", None)  # a class's own method, never forwarded
+    if bulk is not None:
+        bulk(cache, nodes, pod)
         return
     for node in nodes:
         cache.node_maybe_overreserved(node, pod)
