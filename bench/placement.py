@@ -19,12 +19,13 @@ from typing import Any
 from nrtdoc import nrt_document
 
 from numaplane.nrt.parse import parse_strict
-from numaplane.placement.filter import filter as filter_node
-from numaplane.placement.node import NodeInfo, node_info
-from numaplane.placement.pipeline import Pipeline
-from numaplane.placement.result import Fit
-from numaplane.placement.score import STRATEGY_TYPES, ScoringStrategy, score
-from numaplane.placement.view import NodeTopology, node_topology
+from numaplane.placement.arrays.pipeline import Pipeline
+from numaplane.placement.explain.filter import filter as filter_node
+from numaplane.placement.explain.score import score
+from numaplane.placement.model.node import NodeInfo, node_info
+from numaplane.placement.model.result import Fit
+from numaplane.placement.model.strategies import STRATEGY_TYPES, ScoringStrategy
+from numaplane.placement.model.view import NodeTopology, node_topology
 from numaplane.resources.pod import Pod, parse_pod
 
 GI = 1 << 30

@@ -17,7 +17,7 @@ import cProfile
 import pstats
 import time
 
-from numaplane.placement.sampling import num_feasible_nodes_to_find
+from numaplane.placement.arrays.sampling import num_feasible_nodes_to_find
 from numaplane.sim.cluster import DEFAULT_CLUSTER, build_templates, scale_cluster
 from numaplane.sim.engine import run_scheduler
 from numaplane.sim.spec import SchedulerSpec, SimConfig

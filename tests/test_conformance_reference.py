@@ -14,9 +14,9 @@ import pytest
 from numaplane.conformance.kinds.nrt_filter import compare as compare_verdict
 from numaplane.conformance.kinds.nrt_zones import compare as compare_zones
 from numaplane.nrt.zones import zones_from_dicts
-from numaplane.placement.filter import filter as reference_filter
-from numaplane.placement.score import ScoringStrategy
-from numaplane.placement.score import score as reference_score
+from numaplane.placement.explain.filter import filter as reference_filter
+from numaplane.placement.explain.score import score as reference_score
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.pod import parse_pod
 
 
@@ -65,8 +65,8 @@ def test_reason_codes_from_the_arrays_equal_the_explained_reasons(shared_dir: Pa
     """Every rejection of the nrt-filter cases: the message the production path reports from its
     arrays' reason code is the per-node explanation's reason, word for word."""
     from numaplane.conformance.production import scheduler_state
-    from numaplane.placement.reasons import EXPLAIN
-    from numaplane.placement.result import Reject
+    from numaplane.placement.arrays.reasons import EXPLAIN
+    from numaplane.placement.model.result import Reject
 
     seen = set()
     for case in _cases(shared_dir, "nrt-filter", "nrt-filter-oracle"):

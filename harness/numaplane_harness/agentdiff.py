@@ -47,7 +47,7 @@ from numaplane.nri.errors import StatusError
 from numaplane.nri.fake_runtime import FakeRuntime
 from numaplane.nri.proto import api_pb2
 from numaplane.nrt.podresources import PodResources
-from numaplane.placement.predicates import BasicNode, parse_node
+from numaplane.placement.explain.predicates import BasicNode, parse_node
 from numaplane.resources.pod import add_resources, parse_pod
 from numaplane.resources.quantity import Quantity, parse_quantity
 from numaplane.topology.cpuset import CPUSet

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from numaplane.placement.predicates import BasicNode, parse_node, resource_reasons
+from numaplane.placement.explain.predicates import BasicNode, parse_node, resource_reasons
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import Pod, add_resources, parse_pod
 from numaplane.resources.quantity import Quantity

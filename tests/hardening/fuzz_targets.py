@@ -29,7 +29,7 @@ from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.parse import parse_strict
 from numaplane.operator.errors import SpecError
 from numaplane.operator.render import parse_resources, sample_resources
-from numaplane.placement.view import node_topology
+from numaplane.placement.model.view import node_topology
 from numaplane.policy.config import parse_config
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager

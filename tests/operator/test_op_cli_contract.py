@@ -283,7 +283,7 @@ def check_scheduler(
         assert config.strategy.type == cr["scoringStrategy"]["type"]
         for weight in cr["scoringStrategy"].get("resources", []):
             assert config.strategy.weight(weight["name"]) == weight["weight"]
-    assert config.informer_mode == cr.get("schedulerInformer", "Dedicated")
+    assert config.cache.informer_mode == cr.get("schedulerInformer", "Dedicated")
     if name == "extender":
         _check_addresses(ctx.params["address"], ctx.params["metrics_address"], ctx.params["health_address"])
         import yaml

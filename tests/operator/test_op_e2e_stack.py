@@ -479,7 +479,7 @@ async def test_one_nro_and_one_nrs_give_nrts_and_a_numa_aware_scheduler(
 
         config = scheduler_config(ctx.params, (DEFAULT_SCHEDULER_NAME,))
         assert config.scheduler_names == (SCHEDULER_NAME,)
-        assert config.cache_mode == "overreserve" and config.resync_period_seconds == 2.0
+        assert config.cache_mode == "overreserve" and config.cache.resync_period_seconds == 2.0
         assert config.strategy.type == "LeastAllocated" and config.strategy.weight("cpu") == 2
         sched_kube = api.port_client()
         stack.push_async_callback(sched_kube.close)

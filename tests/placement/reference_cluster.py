@@ -1,6 +1,6 @@
 """The cluster arrays as they were before row writes were vectorised, kept verbatim as a test oracle.
 
-``test_place_cluster_equivalence`` drives this and :class:`numaplane.placement.cluster.ClusterArrays`
+``test_place_cluster_equivalence`` drives this and :class:`numaplane.placement.arrays.cluster.ClusterArrays`
 with the same updates and requires identical arrays.
 """
 
@@ -16,8 +16,8 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from numaplane.placement.node import NodeInfo, is_scalar_resource
-from numaplane.placement.view import NodeTopology
+from numaplane.placement.model.node import NodeInfo, is_scalar_resource
+from numaplane.placement.model.view import NodeTopology
 
 INT64_MIN = np.iinfo(np.int64).min
 _BOUND = 1 << 59  # |milli value| limit: sums of up to 16 slots stay inside int64

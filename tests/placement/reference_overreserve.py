@@ -1,11 +1,11 @@
 """The over-reserve cache as it was before its bookkeeping was optimised, kept as a test oracle.
 
 ``test_place_cache_equivalence`` feeds random event streams to this and to
-:class:`numaplane.placement.overreserve.OverReserveCache` and requires identical answers.
+:class:`numaplane.placement.caches.overreserve.OverReserveCache` and requires identical answers.
 
 Verbatim except for one later rule, written here in its plainest form (a scan over every pod): a
 resync flush keeps charging the pods its NRT cannot account for (``recharge_uncovered``, the module
-docstring of :mod:`numaplane.placement.overreserve`).
+docstring of :mod:`numaplane.placement.caches.overreserve`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 
 from numaplane.nrt.fingerprint import ANNOTATION, ATTRIBUTE, ATTRIBUTE_METHOD, check_fingerprint
 from numaplane.nrt.model import NodeResourceTopology
-from numaplane.placement.cachebase import CachedTopology, NRTEvent, parse_event
-from numaplane.placement.overreserve import OverReserveConfig
-from numaplane.placement.requests import pod_has_exclusive_resources, pod_request
-from numaplane.placement.view import NodeTopology, node_topology, topology_manager_config
+from numaplane.placement.caches.cachebase import CachedTopology, NRTEvent, parse_event
+from numaplane.placement.caches.overreserve import OverReserveConfig
+from numaplane.placement.model.requests import pod_has_exclusive_resources, pod_request
+from numaplane.placement.model.view import NodeTopology, node_topology, topology_manager_config
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 

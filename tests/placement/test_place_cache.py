@@ -8,7 +8,7 @@ from place_helpers import container, gu_pod, node_doc, nrt, pod, zone
 from numaplane.nrt.fingerprint import compute_fingerprint
 from numaplane.nrt.model import NodeResourceTopology
 from numaplane.nrt.parse import parse_strict
-from numaplane.placement.cache import (
+from numaplane.placement.caches.cache import (
     DiscardReservedCache,
     OverReserveCache,
     OverReserveConfig,
@@ -17,8 +17,8 @@ from numaplane.placement.cache import (
     make_cache,
     score_with_cache,
 )
-from numaplane.placement.result import Fit, Reject
-from numaplane.placement.score import ScoringStrategy
+from numaplane.placement.model.result import Fit, Reject
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.pod import Pod
 
 NODE = node_doc("n1", {"cpu": "8", "memory": "16Gi", "vendor/nic": "4"})
@@ -535,7 +535,7 @@ def test_make_cache_selection_and_changed_nodes() -> None:
 
 
 def test_exclusive_resources_definition() -> None:
-    from numaplane.placement.requests import is_exclusive, pod_has_exclusive_resources
+    from numaplane.placement.model.requests import is_exclusive, pod_has_exclusive_resources
     from numaplane.resources.quantity import parse_quantity as q
 
     names = frozenset({"cpu", "memory", "vendor/nic"})

@@ -15,8 +15,8 @@ from reference_overreserve import ReferenceOverReserveCache
 from numaplane.nrt.fingerprint import compute_fingerprint
 from numaplane.nrt.model import NodeResourceTopology
 from numaplane.nrt.parse import parse_strict
-from numaplane.placement.cachebase import CachedTopology
-from numaplane.placement.overreserve import OverReserveCache, OverReserveConfig
+from numaplane.placement.caches.cachebase import CachedTopology
+from numaplane.placement.caches.overreserve import OverReserveCache, OverReserveConfig
 from numaplane.resources.pod import Pod
 
 NODES = ("n1", "n2", "n3")

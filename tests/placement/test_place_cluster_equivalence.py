@@ -14,10 +14,10 @@ from reference_cluster import ReferenceClusterArrays
 
 from numaplane.nrt.model import NodeResourceTopology
 from numaplane.nrt.parse import parse_strict
-from numaplane.placement.cachebase import parse_event
-from numaplane.placement.cluster import ClusterArrays
-from numaplane.placement.node import NodeInfo, node_info
-from numaplane.placement.view import NodeTopology
+from numaplane.placement.arrays.cluster import ClusterArrays
+from numaplane.placement.caches.cachebase import parse_event
+from numaplane.placement.model.node import NodeInfo, node_info
+from numaplane.placement.model.view import NodeTopology
 from numaplane.resources.quantity import parse_quantity
 
 RESOURCES = ["cpu", "memory", "hugepages-1Gi", "vendor/nic", "gpu", "ephemeral-storage"]
@@ -123,7 +123,7 @@ def test_node_topology_reads_shared_zone_objects_the_same(seed: int) -> None:
     copies, give equal views with or without it (malformed and ignored zones included)."""
     from dataclasses import replace as dc_replace
 
-    from numaplane.placement.view import ZoneMemo, node_topology
+    from numaplane.placement.model.view import ZoneMemo, node_topology
 
     rng = random.Random(seed)
     for i in range(40):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from numaplane.placement.cycle import Cycle, SelectionRules
-from numaplane.placement.node import NodeInfo
+from numaplane.placement.model.node import NodeInfo
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.resources.quantity import Quantity, parse_quantity
 

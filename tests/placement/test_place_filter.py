@@ -8,11 +8,11 @@ import pytest
 from place_helpers import container, gu_pod, node_doc, nrt, nrt_doc, pod, two_zone_nrt, zone
 
 from numaplane.conformance.runner import run_files
-from numaplane.placement.filter import FilterOptions
-from numaplane.placement.filter import filter as nfilter
-from numaplane.placement.node import NodeInfo, node_info
-from numaplane.placement.result import Fit, Reject
-from numaplane.placement.view import node_topology, topology_manager_config
+from numaplane.placement.explain.filter import FilterOptions
+from numaplane.placement.explain.filter import filter as nfilter
+from numaplane.placement.model.node import NodeInfo, node_info
+from numaplane.placement.model.result import Fit, Reject
+from numaplane.placement.model.view import node_topology, topology_manager_config
 
 NODE = node_doc("n1", {"cpu": "8", "memory": "16Gi", "vendor/nic": "4", "hugepages-2Mi": "1Gi"})
 

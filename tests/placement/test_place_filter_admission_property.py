@@ -1,6 +1,6 @@
 """Property (issue 24): whenever the NUMA filter says a node fits a pod, the node's own admission, in
 the very state the node's NRT describes, admits the pod. The pods carry random valid
-``numaplane.io/`` preferences (``placement/effective.py`` says what the filter makes of each), among
+``numaplane.io/`` preferences (``placement/model/effective.py`` says what the filter makes of each), among
 them ``memory-pinning: true`` on every node: the filter judges it from the NRT (memory is listed per
 zone only under the memory manager policy ``Static``).
 
@@ -41,9 +41,9 @@ from hypothesis import strategies as st
 from place_helpers import node_doc
 
 from numaplane.nrt.from_manager import NRTPublisher
-from numaplane.placement.filter import filter as filter_node
-from numaplane.placement.pipeline import Pipeline
-from numaplane.placement.result import Fit
+from numaplane.placement.arrays.pipeline import Pipeline
+from numaplane.placement.explain.filter import filter as filter_node
+from numaplane.placement.model.result import Fit
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.topology.model import Topology, synthetic

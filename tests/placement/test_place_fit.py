@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from place_helpers import pod_or_refusal
 
-from numaplane.placement.fit import FitArrays
-from numaplane.placement.predicates import (
+from numaplane.placement.arrays.fit import FitArrays
+from numaplane.placement.explain.predicates import (
     BasicNode,
     default_score,
     fits_node,

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from numaplane.placement.kernels import first_slot
+from numaplane.placement.arrays.kernels import first_slot
 
 
 @given(

@@ -11,12 +11,13 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 from place_helpers import container, gu_pod, node_doc, nrt, pod_or_refusal, unchecked_pod, zone
 
-from numaplane.placement.cache import OverReserveCache, OverReserveConfig
-from numaplane.placement.filter import FilterOptions
-from numaplane.placement.filter import filter as filter_node
-from numaplane.placement.pipeline import Pipeline
-from numaplane.placement.result import Fit
-from numaplane.placement.score import STRATEGY_TYPES, ScoringStrategy, score
+from numaplane.placement.arrays.pipeline import Pipeline
+from numaplane.placement.caches.cache import OverReserveCache, OverReserveConfig
+from numaplane.placement.explain.filter import FilterOptions
+from numaplane.placement.explain.filter import filter as filter_node
+from numaplane.placement.explain.score import score
+from numaplane.placement.model.result import Fit
+from numaplane.placement.model.strategies import STRATEGY_TYPES, ScoringStrategy
 from numaplane.resources.errors import PodSpecError, ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 
@@ -298,7 +299,7 @@ def test_results_follow_single_row_updates() -> None:
     results."""
     import random
 
-    from numaplane.placement.view import NodeTopology, node_topology
+    from numaplane.placement.model.view import NodeTopology, node_topology
     from numaplane.resources.quantity import parse_quantity
 
     rng = random.Random(11)

@@ -1,5 +1,5 @@
 """The NUMA filter judges a pod at its own ``numaplane.io/topology-scope`` / ``topology-policy``
-(``placement/effective.py``), in the per-node function and the vectorised pipeline alike, and rejects a
+(``placement/model/effective.py``), in the per-node function and the vectorised pipeline alike, and rejects a
 pod whose preferences the node would refuse (``InvalidPreference``)."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from place_helpers import container, node_doc, nrt_doc, zone
 
-from numaplane.placement.filter import filter as filter_node
-from numaplane.placement.pipeline import Pipeline
-from numaplane.placement.result import Fit, Reject
-from numaplane.placement.score import ScoringStrategy, score
+from numaplane.placement.arrays.pipeline import Pipeline
+from numaplane.placement.explain.filter import filter as filter_node
+from numaplane.placement.explain.score import score
+from numaplane.placement.model.result import Fit, Reject
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.pod import Pod, parse_pod
 
 

@@ -1,5 +1,5 @@
 """kube-scheduler's percentageOfNodesToScore: the number of feasible nodes a cycle looks for and the
-rotating search (placement/sampling.py), against the rules and a literal sequential loop."""
+rotating search (placement/arrays/sampling.py), against the rules and a literal sequential loop."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numaplane.placement.sampling import num_feasible_nodes_to_find, search
+from numaplane.placement.arrays.sampling import num_feasible_nodes_to_find, search
 
 
 @pytest.mark.parametrize(

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from place_helpers import container, gu_pod, node_doc, nrt, nrt_doc, pod, two_zone_nrt, zone
 
-from numaplane.placement.errors import PlacementConfigError
-from numaplane.placement.filter import FilterOptions
-from numaplane.placement.filter import filter as nfilter
-from numaplane.placement.result import Fit, Reject
-from numaplane.placement.score import ScoringStrategy, score
+from numaplane.placement.explain.filter import FilterOptions
+from numaplane.placement.explain.filter import filter as nfilter
+from numaplane.placement.explain.score import score
+from numaplane.placement.model.errors import PlacementConfigError
+from numaplane.placement.model.result import Fit, Reject
+from numaplane.placement.model.strategies import ScoringStrategy
 
 NODE = node_doc("n1", {"cpu": "16", "memory": "64Gi", "vendor/gpu": "4"})
 KUBELET = FilterOptions(kubelet_admission=True)

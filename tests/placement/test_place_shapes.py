@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from place_helpers import container, node_doc, nrt, zone
 
-from numaplane.placement.filter import filter as filter_node
-from numaplane.placement.pipeline import Pipeline
-from numaplane.placement.result import Fit
-from numaplane.placement.score import STRATEGY_TYPES, ScoringStrategy, score
-from numaplane.placement.shapes import RowMemo, pod_shape
+from numaplane.placement.arrays.pipeline import Pipeline
+from numaplane.placement.arrays.shapes import RowMemo, pod_shape
+from numaplane.placement.explain.filter import filter as filter_node
+from numaplane.placement.explain.score import score
+from numaplane.placement.model.result import Fit
+from numaplane.placement.model.strategies import STRATEGY_TYPES, ScoringStrategy
 from numaplane.resources.pod import Pod, parse_pod
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from place_helpers import node_doc, nrt, zone
 
 from numaplane.nrt.model import NodeResourceTopology
-from numaplane.placement.cluster import ClusterArrays
-from numaplane.placement.node import node_info
-from numaplane.placement.view import node_topology
+from numaplane.placement.arrays.cluster import ClusterArrays
+from numaplane.placement.model.node import node_info
+from numaplane.placement.model.view import node_topology
 
 
 def _distinct(i: int) -> NodeResourceTopology:

@@ -8,8 +8,8 @@ from typing import Any
 
 from numaplane.nrt.parse import parse_strict
 from numaplane.nrt.sharing import ZoneTable
-from numaplane.placement.cachebase import LatestNRTs
-from numaplane.placement.view import ZoneReadings, node_topology
+from numaplane.placement.caches.cachebase import LatestNRTs
+from numaplane.placement.model.view import ZoneReadings, node_topology
 
 
 def doc(name: str, cpu_free: int) -> dict[str, Any]:

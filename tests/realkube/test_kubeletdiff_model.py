@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from numaplane.placement.predicates import parse_node
+from numaplane.placement.explain.predicates import parse_node
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.policy.manager import ResourceManager
 from numaplane.topology.cpuset import CPUSet

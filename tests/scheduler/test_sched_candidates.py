@@ -1,4 +1,5 @@
-"""The extender's array verdicts on a request's names give SchedulerState.evaluate's answers, name by name."""
+"""The cycle's one-call answers to the extender's filter and prioritize (Cycle.filter, Cycle.prioritize) give
+SchedulerState.evaluate's answers, name by name."""
 
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
 
-from numaplane.placement.overreserve import OverReserveCache
+from numaplane.placement.caches.overreserve import OverReserveCache
+from numaplane.placement.model.result import ALIGN_REASONS
 from numaplane.resources.pod import Pod, parse_pod
-from numaplane.scheduler.candidates import candidate_scores, candidate_verdicts
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.state import SchedulerState
-from numaplane.scheduler.verdicts import ALIGN_REASONS
 
 #: Nodes covering every reason: fits, cannot align (container and pod scope; evictions help or not),
 #: malformed and untrusted data, no NRT, a policy the plugin does not align, a Node object
@@ -60,7 +60,7 @@ def make_state(churn: bool = False) -> SchedulerState:
 def expected(state: SchedulerState, pod: Pod, names: list[str], mark: bool) -> dict[str, Any]:
     ev = state.evaluate(pod, names, mark=mark, preemption=True)
     scores = [
-        ev.scores.get(n, ev.rejected_scores.get(n, state.verdicts.numa_score(pod, n) if n in state.nodes else 0))
+        ev.scores.get(n, ev.rejected_scores.get(n, state.cycle.numa_score(pod, n) if n in state.nodes else 0))
         for n in names
     ]
     return {
@@ -74,15 +74,14 @@ def expected(state: SchedulerState, pod: Pod, names: list[str], mark: bool) -> d
 
 
 def actual(state: SchedulerState, pod: Pod, names: list[str], mark: bool) -> dict[str, Any]:
-    cv = candidate_verdicts(state, pod, names, mark=mark)
-    messages, codes = cv.reasons()
+    answer = state.cycle.filter(pod, names, state.unusable_node, mark=mark)
     return {
-        "feasible": cv.feasible.tolist(),
-        "known": cv.known.tolist(),
-        "scores": candidate_scores(state, pod, names).tolist(),
-        "reasons": messages.tolist(),
-        "aligning": (cv.aligning(messages, codes) & cv.failed).tolist(),
-        "preemptible": cv.preemptible().tolist(),
+        "feasible": answer.feasible.tolist(),
+        "known": answer.known.tolist(),
+        "scores": state.cycle.prioritize(pod, names, state.nodes).tolist(),
+        "reasons": answer.reasons.tolist(),
+        "aligning": [bool(f) and r in ALIGN_REASONS for f, r in zip(answer.failed, answer.reasons, strict=True)],
+        "preemptible": answer.preemptible.tolist(),
     }
 
 

@@ -189,9 +189,9 @@ def test_the_operators_command_lines_are_accepted() -> None:
             defaults = ("numaplane-scheduler",)
             config = _config(ctx.params, defaults)
             if spec.get("cacheResyncPeriod") == "0s":
-                assert config.cache_mode == "passthrough" and config.informer_mode == "Shared"
+                assert config.cache_mode == "passthrough" and config.cache.informer_mode == "Shared"
             else:
-                assert config.cache_mode == "overreserve" and config.resync_period_seconds == 5.0
+                assert config.cache_mode == "overreserve" and config.cache.resync_period_seconds == 5.0
             if mode == "extender":
                 assert ctx.params["address"] == "127.0.0.1:8888"
                 assert config.strategy.type == "MostAllocated" and config.strategy.weight("cpu") == 3

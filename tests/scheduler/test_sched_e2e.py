@@ -24,7 +24,7 @@ from numaplane.scheduler.service import EXIT_LEADERSHIP_LOST, EXIT_OK, Scheduler
 from numaplane.testing.fakeapi import FakeApiServer
 
 NODES = ["worker-a", "worker-b", "worker-c"]
-FAST = SchedulerConfig(
+FAST = SchedulerConfig().with_overrides(
     resync_period_seconds=0.1,
     backoff_initial_seconds=0.02,
     backoff_max_seconds=0.2,

@@ -1,6 +1,6 @@
 """The scheduler keeps its flush behaviour now that the over-reserve cache owns it: after every flush, the
 pods still charged to a flushed node are exactly those the scheduler state used to charge again itself
-(before the rule moved into :mod:`numaplane.placement.overreserve`): every pod its usage holds on the
+(before the rule moved into :mod:`numaplane.placement.caches.overreserve`): every pod its usage holds on the
 node that the informer has shown, and that is either assumed (its binding not seen yet) or bound but not
 relevant under the informer mode — each at the request of the informer's object."""
 
@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import copy
 import random
-from dataclasses import replace
 from typing import Any
 
 import pytest
 from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
 
 from numaplane.nrt.fingerprint import compute_fingerprint
-from numaplane.placement.overreserve import OverReserveCache
-from numaplane.placement.requests import pod_request
+from numaplane.placement.caches.overreserve import OverReserveCache
+from numaplane.placement.model.requests import pod_request
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.state import SchedulerState
@@ -33,7 +32,9 @@ def _expected_charges(state: SchedulerState, node: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in state.usage.pods(node):
         pod: Pod | None = state.pods.get(key)
-        if pod is not None and (state.usage.is_assumed(key) or not _relevant(state.config.informer_mode, pod.phase)):
+        if pod is not None and (
+            state.usage.is_assumed(key) or not _relevant(state.config.cache.informer_mode, pod.phase)
+        ):
             out[key] = pod_request(pod)
     return out
 
@@ -55,7 +56,7 @@ def _nrt(rng: random.Random, node: str, docs: dict[str, dict[str, Any]], mode: s
 @pytest.mark.parametrize("seed", range(6))
 def test_flushed_nodes_stay_charged_as_the_core_used_to_charge_them(mode: str, seed: int) -> None:
     rng = random.Random(seed)
-    config = replace(SchedulerConfig(), resync_period_seconds=1.0, informer_mode=mode)  # type: ignore[arg-type]
+    config = SchedulerConfig().with_overrides(resync_period_seconds=1.0, informer_mode=mode)
     state = SchedulerState(config)
     cache = state.cache
     assert isinstance(cache, OverReserveCache)

@@ -32,7 +32,7 @@ def test_a_zero_resync_period_means_passthrough_and_a_positive_one_overreserve()
     off = settings_from_options(NAMES, resync_period="0s")
     assert off.cache_mode == "passthrough"
     on = settings_from_options(NAMES, resync_period="7s", informer_mode="shared")
-    assert (on.cache_mode, on.resync_period_seconds, on.informer_mode) == ("overreserve", 7.0, "Shared")
+    assert (on.cache_mode, on.cache.resync_period_seconds, on.cache.informer_mode) == ("overreserve", 7.0, "Shared")
     explicit = settings_from_options(NAMES, resync_period="0", cache_mode="discard-reserved")
     assert explicit.cache_mode == "discard-reserved"
 

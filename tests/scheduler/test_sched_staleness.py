@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,7 +11,7 @@ from sched_helpers import events_for, eventually, node_doc, nrt_doc, pod_doc, se
 
 from numaplane.exporter import publisher as exporter_publisher
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY, POD
-from numaplane.placement.result import Reject
+from numaplane.placement.model.result import Reject
 from numaplane.resources.pod import parse_pod
 from numaplane.scheduler import staleness
 from numaplane.scheduler.config import SchedulerConfig
@@ -31,7 +30,7 @@ def beating_nrt(name: str, free: int, bound: str | None = "30") -> dict[str, Any
 
 @pytest.mark.parametrize("mode", ["passthrough", "overreserve"])
 def test_a_node_whose_nrt_is_not_rewritten_within_its_bound_is_refused_then_trusted_again(mode: str) -> None:
-    config = replace(SchedulerConfig(), cache_mode=mode, resync_period_seconds=5.0 if mode == "overreserve" else 0)
+    config = SchedulerConfig().with_overrides(cache_mode=mode)  # the cache resyncs every 5 s when it is over-reserve
     state = SchedulerState(config)
     state.node_upserted(node_doc("n", cpu=8))
     state.nrt_upserted(beating_nrt("n", 4))
@@ -90,8 +89,7 @@ async def test_a_pod_held_while_its_node_was_stale_is_scheduled_once_the_node_is
     deletes those of nodes that left the stack — re-queues it at once, not after the unschedulable
     pool's flush (60 s here). Standalone: the pod is bound. Extender: the requeue signal (the pod
     condition kube-scheduler retries on) names the node. On the old main a deletion re-queued nothing."""
-    config = replace(
-        SchedulerConfig(),
+    config = SchedulerConfig().with_overrides(
         resync_period_seconds=0.1,
         backoff_initial_seconds=0.02,
         backoff_max_seconds=0.2,

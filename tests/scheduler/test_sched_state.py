@@ -11,11 +11,11 @@ from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
 from numaplane.kube.clock import FakeClock
 from numaplane.kube.memory import InMemoryKube
 from numaplane.nrt.fingerprint import compute_fingerprint
-from numaplane.placement.cache import filter_with_cache, score_with_cache
-from numaplane.placement.filter import filter as numa_filter
-from numaplane.placement.overreserve import OverReserveCache
-from numaplane.placement.reasons import MALFORMED, UNTRUSTED
-from numaplane.placement.result import Fit, Reject
+from numaplane.placement.arrays.reasons import MALFORMED, UNTRUSTED
+from numaplane.placement.caches.cache import filter_with_cache, score_with_cache
+from numaplane.placement.caches.overreserve import OverReserveCache
+from numaplane.placement.explain.filter import filter as numa_filter
+from numaplane.placement.model.result import ALIGN_REASONS, Fit, Reject
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.decision import fit_error_message
@@ -23,7 +23,6 @@ from numaplane.scheduler.informers import ClusterInformers
 from numaplane.scheduler.loop import StandaloneScheduler
 from numaplane.scheduler.queue import SchedulingQueue
 from numaplane.scheduler.state import SchedulerState
-from numaplane.scheduler.verdicts import ALIGN_REASONS
 
 
 def two_zone_nrt(name: str, cpu: tuple[int, int] = (4, 4), alloc: int = 4, **kw: Any) -> dict[str, Any]:
@@ -31,7 +30,7 @@ def two_zone_nrt(name: str, cpu: tuple[int, int] = (4, 4), alloc: int = 4, **kw:
 
 
 def state_with(nodes: list[dict[str, Any]], nrts: list[dict[str, Any]], **config: Any) -> SchedulerState:
-    state = SchedulerState(replace(SchedulerConfig(), **config))
+    state = SchedulerState(SchedulerConfig().with_overrides(**config))
     for n in nodes:
         state.node_upserted(n)
     for t in nrts:

@@ -157,7 +157,7 @@ def test_bad_bodies(body: bytes, reason: str) -> None:
 
 def test_config_defaults_and_flat_document() -> None:
     config = SchedulerConfig()
-    assert config.cache_mode == "overreserve" and config.resync_period_seconds == 5.0
+    assert config.cache_mode == "overreserve" and config.cache.resync_period_seconds == 5.0
     assert type(config.make_cache()).__name__ == "OverReserveCache"
     doc = yaml.safe_load(
         """
@@ -173,7 +173,7 @@ def test_config_defaults_and_flat_document() -> None:
     assert config.scheduler_names == ("a", "b")
     assert config.strategy.type == "MostAllocated" and config.strategy.weight("cpu") == 3
     assert config.cache_mode == "passthrough" and type(config.make_cache()).__name__ == "PassthroughCache"
-    assert config.foreign_pods_detect == "OnlyExclusiveResources"
+    assert config.cache.foreign_pods_detect == "OnlyExclusiveResources"
     assert config.filter_options.kubelet_admission and config.backoff_max_seconds == 3
     assert config_from_document({"discardReservedNodes": True, "cacheResyncPeriodSeconds": 5}).cache_mode == (
         "discard-reserved"
@@ -198,7 +198,7 @@ def test_config_from_kube_scheduler_configuration() -> None:
     config = config_from_document(doc)
     assert config.scheduler_names == ("topo-aware-scheduler",)
     assert config.strategy.type == "LeastNUMANodes"
-    assert (config.cache_mode, config.resync_period_seconds) == ("overreserve", 7.0)
+    assert (config.cache_mode, config.cache.resync_period_seconds) == ("overreserve", 7.0)
     assert config.over_reserve_config().profile_names == frozenset({"topo-aware-scheduler"})
 
 
@@ -283,3 +283,22 @@ def test_percentage_of_nodes_to_score_is_a_scheduler_setting() -> None:
     assert config_from_document(doc).selection.percentage_of_nodes_to_score == 40
     with pytest.raises(SchedulerConfigError, match="percentageOfNodesToScore"):
         config_from_document({"percentageOfNodesToScore": 101})
+
+
+def test_over_reserve_settings_are_defined_once_in_the_cache_config() -> None:
+    """SchedulerConfig holds an OverReserveConfig instead of restating its fields; overrides by the
+    cache's field names reach it, and a bad mode is a SchedulerConfigError naming the ``cache.*`` key."""
+    from dataclasses import fields
+
+    from numaplane.placement.caches.overreserve import OverReserveConfig
+
+    restated = {f.name for f in fields(SchedulerConfig)} & {f.name for f in fields(OverReserveConfig)}
+    assert restated == set()
+    config = SchedulerConfig(scheduler_names=("a", "b")).with_overrides(
+        resync_period_seconds=2.5, informer_mode="Shared", recharge_uncovered=False
+    )
+    cache = config.over_reserve_config()
+    assert (cache.resync_period_seconds, cache.informer_mode, cache.recharge_uncovered) == (2.5, "Shared", False)
+    assert cache.profile_names == frozenset({"a", "b"})
+    with pytest.raises(SchedulerConfigError, match=r"cache\.resyncScope must be one of All, OnlyResources, not 'x'"):
+        config_from_document({"cache": {"resyncScope": "x"}})

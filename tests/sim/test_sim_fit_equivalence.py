@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from reference_fit import ReferenceFitArrays
 
-from numaplane.placement.fit import FitArrays
+from numaplane.placement.arrays.fit import FitArrays
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.resources.quantity import Quantity, parse_quantity
 

@@ -1,5 +1,5 @@
 """The simulator runs the scheduler that ships, which judges each pod at its own preferences
-(``placement/effective.py``): a pod asking pod scope is never sent where only container scope fits."""
+(``placement/model/effective.py``): a pod asking pod scope is never sent where only container scope fits."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ from accelerator_plugin import ENV_DEVICES, NAME, RESOURCE
 from numaplane.grpcapi.pluginapi.adapter import GrpcResourcePlugin
 from numaplane.grpcapi.pluginapi.asking import admit, flush
 from numaplane.nrt.from_manager import allocation_state, node_nrt
-from numaplane.placement.filter import filter as numa_filter
-from numaplane.placement.result import Fit, Reject
+from numaplane.placement.explain.filter import filter as numa_filter
+from numaplane.placement.model.result import Fit, Reject
 from numaplane.policy.config import parse_config
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import parse_pod

@@ -24,10 +24,11 @@ from numaplane.cli._connect import api_server_option
 from numaplane.cli._output import OUTPUT_CHOICES, InputError, console, emit_document
 from numaplane.cli._validate import validate_option, warn_line
 from numaplane.documents import DocumentError, read_document, read_documents
+from numaplane.placement.model.strategies import STRATEGY_TYPES
 from numaplane.resources.podschema import Validation
 
 _SUFFIXES = (".yaml", ".yml", ".json")
-_STRATEGIES = ("MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNUMANodes")
+_STRATEGIES = STRATEGY_TYPES  # the one table of scoring strategies
 
 
 def _documents(path: Path, kind: str) -> tuple[list[tuple[str, Any]], list[tuple[str, str]]]:
@@ -159,8 +160,8 @@ def command(
       numaplane explain --pod examples/pods/guaranteed.yaml --nrt examples/nrts/
       numaplane explain --pod pod.yaml --kubeconfig ~/.kube/config -o json
     """
-    from numaplane.placement.filter import FilterOptions
-    from numaplane.placement.score import ScoringStrategy
+    from numaplane.placement.explain.filter import FilterOptions
+    from numaplane.placement.model.strategies import ScoringStrategy
     from numaplane.scheduler.explain import Ignored, explain_pod
 
     if nrt_path is None and kubeconfig is None and api_server is None:
@@ -192,7 +193,7 @@ def command(
         pod,
         nrts,
         nodes,
-        strategy=ScoringStrategy(scoring_strategy),  # type: ignore[arg-type]
+        strategy=ScoringStrategy(scoring_strategy),
         options=FilterOptions(kubelet_admission=kubelet_admission),
         problems=[Ignored(source, reason) for source, reason in problems],
     )

@@ -22,6 +22,7 @@ from numaplane.cli._connect import api_server_option, daemon_port
 from numaplane.cli._duration import Duration
 from numaplane.cli._signals import StopSignals
 from numaplane.listeners import LISTENER_HELP, default_address
+from numaplane.placement.model.strategies import STRATEGY_TYPES
 
 if TYPE_CHECKING:
     import ssl
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_STRATEGIES = ("MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNUMANodes")
+_STRATEGIES = STRATEGY_TYPES  # the one table of scoring strategies
 
 
 def _common(func: F) -> F:
@@ -104,7 +105,7 @@ def _common(func: F) -> F:
 
 def _config(kw: dict[str, Any], default_names: tuple[str, ...]) -> SchedulerConfig:
     """The parsed options as a configuration (:func:`~numaplane.scheduler.settings.settings_from_options`)."""
-    from numaplane.placement.errors import PlacementConfigError
+    from numaplane.placement.model.errors import PlacementConfigError
     from numaplane.scheduler.errors import SchedulerConfigError
     from numaplane.scheduler.settings import settings_from_options
 

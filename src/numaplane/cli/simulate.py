@@ -17,7 +17,7 @@ from numaplane.cli._output import InputError, console, emit_document, format_byt
 from numaplane.cli._validate import validate_option, warn_line
 from numaplane.documents import DocumentError, read_document
 from numaplane.limits import MAX_SIMULATED_NODES
-from numaplane.placement.sampling import num_feasible_nodes_to_find
+from numaplane.placement.arrays.sampling import num_feasible_nodes_to_find
 from numaplane.resources.podschema import Validation
 from numaplane.sim.cluster import (
     DEFAULT_CLUSTER,

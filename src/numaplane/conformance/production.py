@@ -2,7 +2,7 @@
 
 * :func:`scheduler_state` — a :class:`~numaplane.scheduler.state.SchedulerState` (passthrough cache, as the
   cases assume) fed the case's Node and NRT objects the way its informers feed it; decisions then come
-  from the vectorised :class:`~numaplane.placement.pipeline.Pipeline` (kernels, LeastNUMANodes search),
+  from the vectorised :class:`~numaplane.placement.arrays.pipeline.Pipeline` (kernels, LeastNUMANodes search),
   exactly what the extender and the standalone scheduler run.
 * :func:`scan_zones` — the exporter's :class:`~numaplane.exporter.scan.Scanner` over in-memory
   PodResources and sysfs sources holding the case's responses.
@@ -19,7 +19,7 @@ from numaplane.exporter.scan import Scanner
 from numaplane.nrt.model import Zone
 from numaplane.nrt.podresources import AllocatableResources, PodResources, allocatable_from_dict, list_from_dict
 from numaplane.nrt.zones import MachineView
-from numaplane.placement.score import ScoringStrategy
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.state import SchedulerState
 

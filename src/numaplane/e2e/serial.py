@@ -40,7 +40,7 @@ from numaplane.operator.api.numaresources import Enforcement, NodeGroup
 from numaplane.operator.api.policy import config_revision
 from numaplane.operator.controller import NODE_RESOURCE_POLICY
 from numaplane.operator.status import POLICY_CONDITION
-from numaplane.placement.requests import is_exclusive
+from numaplane.placement.model.requests import is_exclusive
 from numaplane.resources.errors import PodSpecError, QuantityError
 from numaplane.resources.pod import parse_pod
 from numaplane.resources.quantity import parse_quantity

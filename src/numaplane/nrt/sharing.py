@@ -4,7 +4,7 @@ A scheduler holds the parsed NRT of every node; thousands of nodes of the same h
 equally loaded, publish zones with the same content (name, type, parent, costs, attributes and
 resource rows). :class:`ZoneTable` maps each parsed zone to the live zone of the same content, so
 such objects share one :class:`Zone` (and everything under it) instead of holding a copy each, and
-consumers that remember per zone object (:func:`numaplane.placement.view.node_topology`) read each
+consumers that remember per zone object (:func:`numaplane.placement.model.view.node_topology`) read each
 distinct zone once.
 
 A zone of new content is kept with its rows and cost list replaced by equal shared ones: a row

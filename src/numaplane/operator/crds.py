@@ -43,6 +43,7 @@ from numaplane.operator.schema import (
     rule,
     string,
 )
+from numaplane.placement.model.strategies import DEFAULT_STRATEGY, STRATEGY_TYPES
 from numaplane.policy.config_schema import CONFIG_SCHEMA
 
 __all__ = ["all_crds", "node_resource_policy_crd", "numa_resources_operator_crd", "numa_resources_scheduler_crd"]
@@ -161,9 +162,7 @@ def numa_resources_scheduler_crd() -> dict[str, Any]:
             "cacheResyncPeriod": duration_schema("Resync period of the NRT cache; 0s disables resync.", "5s"),
             "scoringStrategy": obj(
                 {
-                    "type": string(
-                        enum=[v.value for v in nrs.ScoringType], default=nrs.ScoringType.LEAST_ALLOCATED.value
-                    ),
+                    "type": string(enum=list(STRATEGY_TYPES), default=DEFAULT_STRATEGY.value),
                     "resources": array(weight, max_items=32, map_keys=["name"]),
                 }
             ),

@@ -1,28 +1,24 @@
-"""NUMA-aware placement for the scheduler (pure core: no I/O, no clock).
+"""NUMA-aware placement for the scheduler (pure core: no I/O, no clock), in rooms by role.
 
-The NodeResourceTopologyMatch plugin's decisions, per node and vectorised over a cluster:
+The NodeResourceTopologyMatch plugin's decisions, laid out as scheduler-plugins lays out its plugin
+(the import direction is a lint-imports contract: each room imports only the rooms below it):
 
-* :mod:`~numaplane.placement.view` — what the scheduler reads from an NRT object (policy, scope, zones);
-* :mod:`~numaplane.placement.filter` — ``filter(pod, nrt, node) -> Fit | Reject``
-  (:mod:`~numaplane.placement.result`), with :mod:`~numaplane.placement.admission` as the opt-in
-  kubelet-admission mode for ``restricted`` / ``best-effort`` nodes;
-* :mod:`~numaplane.placement.score` — ``score(pod, nrt, node, strategy) -> int`` (Most/LeastAllocated,
-  BalancedAllocation) and :mod:`~numaplane.placement.least_numa` (LeastNUMANodes);
-* :mod:`~numaplane.placement.cache` — Passthrough, DiscardReserved and
-  :mod:`~numaplane.placement.overreserve` caches as event-driven state machines;
-* :mod:`~numaplane.placement.pipeline` — one pod over many nodes at once, on the struct-of-arrays view
-  of :mod:`~numaplane.placement.cluster` with the kernels of :mod:`~numaplane.placement.kernels` and
-  :mod:`~numaplane.placement.pipeline_numa`; results equal the per-node functions;
-* :mod:`~numaplane.placement.fit` — kube-scheduler's NodeResourcesFit and LeastAllocated score over
-  every node at once (store: :mod:`~numaplane.placement.fit_store`, quantities and requests:
-  :mod:`~numaplane.placement.fit_quantity`);
-* :mod:`~numaplane.placement.cycle` — the one scheduling cycle over a changing set of nodes, which
-  the standalone scheduler, the extender and the simulator drive: the node-selection rule (weights,
-  tie break, ``percentageOfNodesToScore`` search), the fit and NUMA arrays, an input mask for the
-  caller's other predicates; the reason code of every node's verdict comes from
-  :mod:`~numaplane.placement.reasons`. The scheduler and the simulator use these modules, never the
-  pipeline, its kernels or the search directly (lint-imports).
+* :mod:`~numaplane.placement.cycle` (top) — the one scheduling cycle over a changing set of nodes,
+  which the standalone scheduler, the extender and the simulator drive: the node-selection rule
+  (weights, tie break, ``percentageOfNodesToScore`` search), an input mask for the caller's other
+  predicates, and the extender's filter and prioritize answered in one call each;
+* :mod:`~numaplane.placement.arrays` — the deciding arrays: one pod over every node at once
+  (NUMA struct-of-arrays, kernels, row memo per pod shape, NodeResourcesFit arrays, the search,
+  every row's reason code);
+* :mod:`~numaplane.placement.caches` — Passthrough, DiscardReserved and over-reserve NRT caches as
+  event-driven state machines;
+* :mod:`~numaplane.placement.explain` — the explaining per-node functions (``filter``, ``score``,
+  LeastNUMANodes, kubelet-admission mode, basic predicates, DRA zones): the reference the arrays equal,
+  and the text of a rejection;
+* :mod:`~numaplane.placement.model` (bottom) — the shared values: NRT and Node views, requests,
+  effective preferences, verdicts, errors, the table of scoring strategies.
 
-Submodules are imported directly (``from numaplane.placement.filter import filter``); this package
-imports nothing so that light users do not pay for numpy.
+The scheduler and the simulator use the cycle, never the arrays directly (lint-imports).
+Submodules are imported directly (``from numaplane.placement.explain.filter import filter``); no
+package here imports anything, so that light users do not pay for numpy.
 """

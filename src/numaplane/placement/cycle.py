@@ -10,13 +10,13 @@ The rule (:class:`SelectionRules`), as kube-scheduler's framework applies it wit
   for kube-scheduler's own default scheduler, which picks among ties at random). :meth:`Cycle.select`
   applies either to array rows (the tests state the name rule over names and check both agree);
 * which nodes are filtered at all follows ``percentage_of_nodes_to_score``
-  (:mod:`numaplane.placement.sampling`): from a rotating start, window by window, until enough feasible
+  (:mod:`numaplane.placement.arrays.sampling`): from a rotating start, window by window, until enough feasible
   nodes are found (every node below 100 nodes or at 100 %). Only the nodes the search processed report
   NUMA rejections to the cache; only the nodes it found are scored.
 
 :class:`Cycle` is that one cycle, and owns the state such a decision reads: the NodeResourcesFit
-arrays (:class:`~numaplane.placement.fit.FitArrays`) and, for a NUMA-aware scheduler, the NRT cache and
-the vectorised :class:`~numaplane.placement.pipeline.Pipeline` refreshed from it before every decision.
+arrays (:class:`~numaplane.placement.arrays.fit.FitArrays`) and, for a NUMA-aware scheduler, the NRT cache and
+the vectorised :class:`~numaplane.placement.arrays.pipeline.Pipeline` refreshed from it before every decision.
 Its node set is mutable state (:meth:`Cycle.set_node`, :meth:`Cycle.remove_node`, :meth:`Cycle.set_usage`).
 The simulator drives it over a fixed node set; the standalone scheduler
 (:func:`numaplane.scheduler.decision.decide`) over the informers' nodes, with the result of
@@ -30,23 +30,27 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import repeat
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from numaplane.placement.cache import nodes_maybe_overreserved
-from numaplane.placement.cachebase import NRTCache
-from numaplane.placement.filter import DEFAULT_OPTIONS, FilterOptions
-from numaplane.placement.fit import FitArrays
-from numaplane.placement.node import NodeInfo
-from numaplane.placement.pipeline import Evaluation, Pipeline
-from numaplane.placement.reasons import EXPLAIN, FITS, REASON_MESSAGES, numa_verdicts, reason_codes
-from numaplane.placement.sampling import num_feasible_nodes_to_find, search
-from numaplane.placement.score import ScoringStrategy
-from numaplane.placement.view import NodeTopology
+from numaplane.placement.arrays.fit import FitArrays
+from numaplane.placement.arrays.pipeline import Evaluation, Pipeline
+from numaplane.placement.arrays.reasons import EXPLAIN, FITS, REASON_MESSAGES, numa_verdicts, reason_codes
+from numaplane.placement.arrays.sampling import num_feasible_nodes_to_find, search
+from numaplane.placement.caches.cache import nodes_maybe_overreserved
+from numaplane.placement.caches.cachebase import NRTCache
+from numaplane.placement.explain.filter import DEFAULT_OPTIONS, FilterOptions
+from numaplane.placement.explain.filter import filter as numa_filter
+from numaplane.placement.explain.score import score as numa_score
+from numaplane.placement.model.node import NodeInfo
+from numaplane.placement.model.result import ALIGN_REASONS, MSG_UNEXPLAINED, Fit, Reject
+from numaplane.placement.model.strategies import ScoringStrategy
+from numaplane.placement.model.view import NodeTopology
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 
@@ -58,6 +62,7 @@ __all__ = [
     "Candidates",
     "Cycle",
     "Evaluation",
+    "FilterAnswer",
     "NumaSetup",
     "SelectionRules",
     "numa_verdicts",
@@ -65,6 +70,8 @@ __all__ = [
 ]
 
 I64 = npt.NDArray[np.int64]
+B = npt.NDArray[np.bool_]
+Objects = npt.NDArray[np.object_]
 
 #: Nodes per verdict window of a cycle's search (a window usually ends the search).
 MIN_WINDOW = 256
@@ -107,6 +114,32 @@ class Candidates:
 
     rows: I64
     numa_scores: I64 | None
+
+
+@dataclass(frozen=True)
+class FilterAnswer:
+    """The NUMA filter's answer on one extender request's names (:meth:`Cycle.filter`), arrays by
+    request position.
+
+    ``rows``: each name's row of the cycle's NUMA arrays (``-1``: the cycle does not hold the node — an
+    unknown name, or a Node object too malformed to have a row); ``feasible``: the row's verdict (a name
+    without a row fails); ``known``: the caller has a Node for the name (every name with a row);
+    ``reasons``: the upstream message of each :attr:`failed` position (``None`` elsewhere);
+    ``preemptible``: failed positions with a row whose ``cannot align`` rejection (``ALIGN_REASONS``)
+    evicting pods could resolve — the pod fits the node's trusted zones once every zone's ``available``
+    is back at its ``allocatable`` (all ``False`` when not asked for)."""
+
+    names: Objects
+    rows: I64
+    feasible: B
+    known: B
+    reasons: Objects
+    preemptible: B
+
+    @property
+    def failed(self) -> B:
+        """Known names the NUMA filter rejects (with or without a row)."""
+        return self.known & ~self.feasible
 
 
 class Cycle:
@@ -385,10 +418,108 @@ class Cycle:
             raise ValueError("this cycle has no NUMA plugin")
         return reason_codes(self.pipeline, pod, ev)
 
+    # --- the extender's verbs, one call each --------------------------------------------------------
+
+    def filter(
+        self,
+        pod: Pod,
+        names: Sequence[str],
+        absent: Callable[[str], str | None],
+        *,
+        mark: bool = True,
+        preemption: bool = True,
+    ) -> FilterAnswer:
+        """The NUMA filter of ``pod`` on the nodes ``names`` (kube-scheduler's candidates), answered
+        from the arrays in one pass (:class:`FilterAnswer`). ``absent``: for a name the cycle holds no
+        row for, why the caller's Node is unusable (the reason of its rejection), ``None`` for a name
+        the caller does not know. ``mark``: report the rejections on trusted,
+        readable data to the cache, in request order, as the search does (the bind-time check does
+        not); ``preemption``: fill ``preemptible``. Messages come from the rows' reason codes
+        (:meth:`reason_codes`); only code ``EXPLAIN`` asks the per-node explanation (:meth:`explain`),
+        whose verdict equals the arrays' (property tests): were it a :class:`Fit`, the position still
+        fails, with ``MSG_UNEXPLAINED``."""
+        index, all_feasible = self.numa_feasible(pod)
+        rows = np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
+        array: Objects = np.empty(len(names), dtype=object)
+        array[:] = names
+        has_row = rows >= 0
+        feasible = np.zeros(len(names), dtype=np.bool_)
+        feasible[has_row] = all_feasible[rows[has_row]]
+        known = has_row.copy()
+        reasons: Objects = np.full(len(names), None, dtype=object)
+        for pos in np.flatnonzero(~has_row).tolist():
+            problem = absent(names[pos])
+            if problem is not None:
+                known[pos] = True
+                reasons[pos] = problem
+        rejected = has_row & ~feasible
+        preemptible = np.zeros(len(names), dtype=np.bool_)
+        if not rejected.any():
+            return FilterAnswer(array, rows, feasible, known, reasons, preemptible)
+        if mark:
+            assert self.cache is not None
+            report = array[rejected][self._trusted(rows[rejected])].tolist()
+            if report:
+                nodes_maybe_overreserved(self.cache, report, pod)
+        codes = self.reason_codes(pod, all_feasible)[rows[rejected]]
+        messages = _CODE_MESSAGES[codes]
+        aligning = _CODE_ALIGNS[codes]
+        positions = np.flatnonzero(rejected)
+        for i in np.flatnonzero(codes == EXPLAIN).tolist():
+            verdict = self.explain(pod, str(array[positions[i]]))
+            messages[i] = verdict.reason if isinstance(verdict, Reject) else MSG_UNEXPLAINED
+            aligning[i] = messages[i] in ALIGN_REASONS
+        reasons[rejected] = messages
+        if preemption:
+            failed = rows[rejected]
+            trusted = self._trusted(failed, zones=True)
+            preemptible[rejected] = self.emptied_feasible(pod)[failed] & trusted & aligning
+        return FilterAnswer(array, rows, feasible, known, reasons, preemptible)
+
+    def prioritize(self, pod: Pod, names: Sequence[str], known: Container[str]) -> I64:
+        """The 0..100 NUMA score of ``pod`` on each of ``names``, in request order, in one pass: the
+        row's score (upstream's Score scores any node it is asked about, rejected or not); for a name
+        the cycle holds no row for, the per-node score from the cached NRT when the caller ``known``s
+        the node (its Node object is unusable: the score never reads it), else 0."""
+        index, all_scores = self.numa_scores(pod)
+        rows = np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=len(names))
+        has_row = rows >= 0
+        out = np.zeros(len(names), dtype=np.int64)
+        out[has_row] = all_scores[rows[has_row]]
+        for pos in np.flatnonzero(~has_row).tolist():
+            if names[pos] in known:
+                out[pos] = self.numa_score(pod, names[pos])
+        return out
+
+    def explain(self, pod: Pod, name: str) -> Reject | Fit:
+        """The per-node NUMA verdict of ``pod`` on node ``name`` of the cycle, with the full reason of a
+        rejection (which container, which zone is short): the explaining room's ``filter`` over the
+        cached view and the node's Node object."""
+        if self.cache is None or self._numa is None:
+            raise ValueError("this cycle has no NUMA plugin")
+        cached = self.cache.get(name, pod)
+        return numa_filter(pod, cached.topology, self.infos[name], fresh=cached.fresh, options=self._numa.options)
+
+    def numa_score(self, pod: Pod, name: str) -> int:
+        """The per-node NUMA score (0..100) of ``pod`` on ``name`` from the cached NRT (the Node object
+        is not read: ``name`` need not be in the cycle)."""
+        if self.cache is None or self._numa is None:
+            raise ValueError("this cycle has no NUMA plugin")
+        cached = self.cache.get(name, pod)
+        return numa_score(pod, cached.topology, None, self._numa.strategy, fresh=cached.fresh)
+
     def fits(self, pod: Pod) -> npt.NDArray[np.bool_]:
         """NodeResourcesFit's verdict of ``pod`` on every node, by position."""
         self._layout()
         return self.fit.feasible(pod)[self._fit_rows]
+
+
+#: Message of each reason code (``None`` where the per-node explanation gives it), indexable by code.
+_CODE_MESSAGES: Objects = np.array(
+    [REASON_MESSAGES.get(code) for code in range(max(FITS, EXPLAIN, *REASON_MESSAGES) + 1)], dtype=object
+)
+#: Whether each reason code's message is a ``cannot align`` one, indexable by code.
+_CODE_ALIGNS: B = np.array([message in ALIGN_REASONS for message in _CODE_MESSAGES.tolist()], dtype=np.bool_)
 
 
 def _emptied(topology: NodeTopology | None) -> NodeTopology | None:

@@ -30,7 +30,7 @@ A pod's *allocation request* (:class:`AllocationRequest`, :func:`allocation_requ
 notion every decision about the pod reads: its QoS class, its effective requests and its parsed
 preferences (or the message that refuses them), computed once per pod. The node's admission
 (``manager.py``, the built-in CPU and memory plugins) and the NUMA-aware scheduler's judgement
-(``placement/effective.py``: the filter and score, the over-reserve cache, the extender, the
+(``placement/model/effective.py``: the filter and score, the over-reserve cache, the extender, the
 standalone scheduler, the simulator and ``numaplane explain``) all read it; only the check against a
 node's own topology policy (:func:`policy_conflict`) depends on the node.
 """

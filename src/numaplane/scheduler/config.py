@@ -35,22 +35,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from numaplane.limits import MAX_CONFIG_INTEGER, MAX_CONFIG_SECONDS
-from numaplane.placement.cache import make_cache
-from numaplane.placement.cachebase import NRTCache
-from numaplane.placement.cycle import SelectionRules
-from numaplane.placement.errors import PlacementConfigError
-from numaplane.placement.filter import FilterOptions
-from numaplane.placement.overreserve import (
-    ForeignPodsDetect,
-    InformerMode,
+from numaplane.placement.caches.cache import make_cache
+from numaplane.placement.caches.cachebase import NRTCache
+from numaplane.placement.caches.overreserve import (
     OverReserveConfig,
-    ResyncMethod,
-    ResyncScope,
 )
-from numaplane.placement.score import ScoringStrategy
+from numaplane.placement.cycle import SelectionRules
+from numaplane.placement.explain.filter import FilterOptions
+from numaplane.placement.model.errors import PlacementConfigError
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.duration import parse_seconds
 from numaplane.resources.errors import DurationError
 from numaplane.scheduler.errors import SchedulerConfigError
@@ -70,6 +66,8 @@ __all__ = [
 CacheMode = Literal["passthrough", "overreserve", "discard-reserved"]
 CACHE_MODES: tuple[CacheMode, ...] = ("passthrough", "overreserve", "discard-reserved")
 DEFAULT_SCHEDULER_NAME = "numaplane-scheduler"
+#: The settings :meth:`SchedulerConfig.with_overrides` routes to its over-reserve cache's config.
+_CACHE_FIELDS = frozenset(f.name for f in fields(OverReserveConfig)) - {"profile_names"}
 #: The kube-scheduler profiles an extender serves by default (used to tell our pods from foreign ones).
 DEFAULT_EXTENDER_NAMES = ("default-scheduler",)
 PLUGIN_NAME = "NodeResourceTopologyMatch"
@@ -82,14 +80,9 @@ class SchedulerConfig:
     scheduler_names: tuple[str, ...] = (DEFAULT_SCHEDULER_NAME,)
     strategy: ScoringStrategy = field(default_factory=ScoringStrategy)
     cache_mode: CacheMode = "overreserve"
-    resync_period_seconds: float = 5.0
-    foreign_pods_detect: ForeignPodsDetect = "All"
-    resync_method: ResyncMethod = "Autodetect"
-    informer_mode: InformerMode = "Dedicated"
-    resync_scope: ResyncScope = "All"
-    adopt_new_nrts: bool = True
-    keep_late_reservations: bool = True
-    recharge_uncovered: bool = True
+    #: The over-reserve cache's settings, defined once there (its ``profile_names`` are ours:
+    #: :meth:`over_reserve_config`); :meth:`with_overrides` takes its field names too.
+    cache: OverReserveConfig = field(default_factory=OverReserveConfig)
     kubelet_admission: bool = False
     numa_score_weight: int = 1
     fit_score_weight: int = 1
@@ -106,16 +99,6 @@ class SchedulerConfig:
             raise SchedulerConfigError("at least one non-empty scheduler name is needed")
         if self.cache_mode not in CACHE_MODES:
             raise SchedulerConfigError(f"cache mode must be one of {', '.join(CACHE_MODES)}, not {self.cache_mode!r}")
-        if self.cache_mode == "overreserve" and self.resync_period_seconds <= 0:
-            raise SchedulerConfigError("the over-reserve cache needs a resync period > 0 seconds")
-        for name, value, options in (
-            ("cache.foreignPodsDetect", self.foreign_pods_detect, get_args(ForeignPodsDetect)),
-            ("cache.resyncMethod", self.resync_method, get_args(ResyncMethod)),
-            ("cache.informerMode", self.informer_mode, get_args(InformerMode)),
-            ("cache.resyncScope", self.resync_scope, get_args(ResyncScope)),
-        ):
-            if value not in options:
-                raise SchedulerConfigError(f"{name} must be one of {', '.join(options)}, not {value!r}")
         if self.numa_score_weight < 0 or self.fit_score_weight < 0:
             raise SchedulerConfigError("score weights must be >= 0")
         if not 0 <= self.percentage_of_nodes_to_score <= 100:
@@ -141,33 +124,31 @@ class SchedulerConfig:
 
     def over_reserve_config(self) -> OverReserveConfig:
         """The over-reserve cache's settings; our scheduler names are the "own" profiles."""
-        return OverReserveConfig(
-            resync_period_seconds=self.resync_period_seconds if self.resync_period_seconds > 0 else 5.0,
-            profile_names=frozenset(self.scheduler_names),
-            foreign_pods_detect=self.foreign_pods_detect,
-            resync_method=self.resync_method,
-            informer_mode=self.informer_mode,
-            resync_scope=self.resync_scope,
-            adopt_new_nrts=self.adopt_new_nrts,
-            keep_late_reservations=self.keep_late_reservations,
-            recharge_uncovered=self.recharge_uncovered,
-        )
+        return replace(self.cache, profile_names=frozenset(self.scheduler_names))
 
     def make_cache(self) -> NRTCache:
         """A fresh NRT cache of the configured mode."""
         return make_cache(
-            resync_period_seconds=self.resync_period_seconds if self.cache_mode == "overreserve" else 0,
+            resync_period_seconds=self.cache.resync_period_seconds if self.cache_mode == "overreserve" else 0,
             discard_reserved_nodes=self.cache_mode == "discard-reserved",
             config=self.over_reserve_config(),
         )
 
     def with_overrides(self, **values: Any) -> SchedulerConfig:
-        """A copy with the given fields replaced; ``None`` values are ignored (flag not given)."""
+        """A copy with the given fields replaced; ``None`` values are ignored (flag not given). The
+        fields of :class:`OverReserveConfig` (but ``profile_names``) replace those of :attr:`cache`;
+        an invalid one raises :class:`SchedulerConfigError` naming it."""
         known = {f.name for f in fields(self)}
         given = {k: v for k, v in values.items() if v is not None}
+        cached = {k: given.pop(k) for k in list(given) if k in _CACHE_FIELDS}
         unknown = set(given) - known
         if unknown:
             raise SchedulerConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        if cached:
+            try:
+                given["cache"] = replace(given.get("cache", self.cache), **cached)
+            except PlacementConfigError as exc:
+                raise SchedulerConfigError(str(exc)) from exc
         return replace(self, **given)
 
     def describe(self) -> dict[str, Any]:
@@ -175,14 +156,14 @@ class SchedulerConfig:
         return {
             "schedulerNames": list(self.scheduler_names),
             "cache": self.cache_mode,
-            "resyncPeriodSeconds": self.resync_period_seconds,
+            "resyncPeriodSeconds": self.cache.resync_period_seconds,
             "scoringStrategy": self.strategy.type,
             "weights": dict(self.strategy.weights),
             "kubeletAdmission": self.kubelet_admission,
             "upstreamDifferences": {
-                "adoptNewNRTs": self.adopt_new_nrts,
-                "keepLateReservations": self.keep_late_reservations,
-                "rechargeUncovered": self.recharge_uncovered,
+                "adoptNewNRTs": self.cache.adopt_new_nrts,
+                "keepLateReservations": self.cache.keep_late_reservations,
+                "rechargeUncovered": self.cache.recharge_uncovered,
             },
         }
 

@@ -6,7 +6,7 @@ claims, after the scheduling cycle found its feasible nodes, :meth:`ClaimAllocat
 best total first and takes the first one where
 
 * the zones that hold the pod's CPUs and memory together with its devices
-  (:func:`~numaplane.placement.dra_zones.claim_zones`, from the node's NRT, DRA rows included when the
+  (:func:`~numaplane.placement.explain.dra_zones.claim_zones`, from the node's NRT, DRA rows included when the
   exporter publishes them) offer free matching devices, all in one zone (lowest NUMA id first); or,
   on a node whose policy does not refuse unaligned pods (not ``single-numa-node``/``restricted``)
   or whose NRT is unknown, any free matching devices (lowest NUMA node first);
@@ -35,8 +35,8 @@ from numaplane.kube.clock import Clock
 from numaplane.kube.informer import Informer
 from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import DEVICE_CLASS, RESOURCE_CLAIM, RESOURCE_SLICE
-from numaplane.placement.dra_zones import RESTRICTIVE_POLICIES, claim_zones
-from numaplane.placement.view import NodeTopology
+from numaplane.placement.explain.dra_zones import RESTRICTIVE_POLICIES, claim_zones
+from numaplane.placement.model.view import NodeTopology
 from numaplane.policy.dra import DRAError
 from numaplane.policy.dra_select import (
     ClaimRequest,

@@ -3,7 +3,7 @@
 :func:`explain_pod` takes the NUMA verdict, score and reason of one pod on every node from the
 production arrays (:func:`numaplane.placement.cycle.numa_verdicts`, what the scheduler's cycle decides
 with), the details
-from the per-node filter (:func:`numaplane.placement.filter.filter`), and returns an
+from the per-node filter (:func:`numaplane.placement.explain.filter.filter`), and returns an
 :class:`ExplainReport`: per node the verdict with the upstream reason
 (``cannot align container`` ...), the failing container and resource, each zone's shortfall
 (requested vs available), the NUMA zone the kubelet would most likely pick when it fits, the topology
@@ -23,7 +23,7 @@ Why the per-node filter runs here too, and why it is not a second decision: the 
 node, only fits or not, the score and a reason *code*; they reduce each container's check to one
 boolean per node and keep neither which container failed, nor which resource in which zone fell short
 by how much, nor the zone the kubelet would choose. Those details exist only in the per-node filter's
-:class:`~numaplane.placement.result.Reject`. The verdict, score and reason shown are the arrays'; the
+:class:`~numaplane.placement.model.result.Reject`. The verdict, score and reason shown are the arrays'; the
 per-node result adds the details only (were the two ever to disagree, the arrays' verdict is shown).
 
 Pure: inputs are plain dicts; :func:`fetch_cluster` is the only I/O (through the kube port).
@@ -40,14 +40,14 @@ from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.parse import parse_strict
 from numaplane.placement.cycle import REASON_MESSAGES, numa_verdicts
-from numaplane.placement.errors import NodeDataError
-from numaplane.placement.filter import FilterOptions, as_topology
-from numaplane.placement.filter import filter as numa_filter
-from numaplane.placement.node import NodeInfo, node_info
-from numaplane.placement.requests import pod_request
-from numaplane.placement.result import Fit
-from numaplane.placement.score import ScoringStrategy
-from numaplane.placement.view import NodeTopology, malformed
+from numaplane.placement.explain.filter import FilterOptions, as_topology
+from numaplane.placement.explain.filter import filter as numa_filter
+from numaplane.placement.model.errors import NodeDataError
+from numaplane.placement.model.node import NodeInfo, node_info
+from numaplane.placement.model.requests import pod_request
+from numaplane.placement.model.result import Fit
+from numaplane.placement.model.strategies import ScoringStrategy
+from numaplane.placement.model.view import NodeTopology, malformed
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 

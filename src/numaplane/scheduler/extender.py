@@ -10,7 +10,9 @@ Semantics:
 Filter and prioritize read the verdicts and scores of the state's scheduling cycle
 (:class:`~numaplane.placement.cycle.Cycle`, the one the standalone scheduler and the simulator drive):
 kube-scheduler has already searched, applied its other filters and chosen the candidates, so the
-extender asks the cycle's NUMA arrays about exactly those nodes (:meth:`SchedulerState.evaluate`).
+extender asks the cycle about exactly those nodes, one call per verb
+(:meth:`Cycle.filter <numaplane.placement.cycle.Cycle.filter>`, :meth:`Cycle.prioritize
+<numaplane.placement.cycle.Cycle.prioritize>`).
 
 * **filter** — the NUMA filter of the pod on every node of the request, from the state's cache.
   Node objects always come from our informer, with either ``nodeCacheCapable`` setting: a request
@@ -77,7 +79,6 @@ from numaplane.limits import (
 from numaplane.policy.dra import DRAError
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
-from numaplane.scheduler.candidates import candidate_scores, candidate_verdicts
 from numaplane.scheduler.decodepool import LARGE_BODY_BYTES, RETRY_AFTER_SECONDS, DecodePool, Verb
 from numaplane.scheduler.dra import ClaimAllocator, claims_of
 from numaplane.scheduler.errors import DecodeBusy, DecodeWorkerLost, ExtenderRequestError
@@ -233,20 +234,17 @@ class Extender:
             return filter_result(args, [], {}, {}, NOT_READY)
         pod = args.pod
         names = args.names
-        cv = candidate_verdicts(self.state, pod, names, mark=True)
-        failed_at, unknown_at = cv.failed, ~cv.known
-        reasons, codes = cv.reasons()
-        preemptible = cv.preemptible() & failed_at
-        if preemptible.any():  # only the cannot-align rejections are worth an eviction
-            preemptible[preemptible] = cv.aligning(reasons[preemptible], codes[preemptible])
+        answer = self.state.cycle.filter(pod, names, self.state.unusable_node, mark=True)
+        reasons, preemptible = answer.reasons, answer.preemptible
+        failed_at, unknown_at = answer.failed, ~answer.known
         to_unresolvable = failed_at & ~preemptible
-        failed = dict(zip(cv.names[preemptible].tolist(), reasons[preemptible].tolist(), strict=True))
+        failed = dict(zip(answer.names[preemptible].tolist(), reasons[preemptible].tolist(), strict=True))
         unresolvable: dict[str, str] = dict(
-            zip(cv.names[to_unresolvable].tolist(), reasons[to_unresolvable].tolist(), strict=True)
+            zip(answer.names[to_unresolvable].tolist(), reasons[to_unresolvable].tolist(), strict=True)
         )
-        for name in cv.names[unknown_at].tolist():
+        for name in answer.names[unknown_at].tolist():
             unresolvable[name] = "node not found"
-        passing = cv.names[cv.feasible].tolist()
+        passing = answer.names[answer.feasible].tolist()
         if self.dra is not None and passing and claims_of(pod):
             passing = self._dra_filter(pod, passing, unresolvable)
         self._remember(pod.key, pod.uid, frozenset(passing))
@@ -288,7 +286,7 @@ class Extender:
         if not self.ready():
             return None
         names = args.names
-        scores = candidate_scores(self.state, args.pod, names)
+        scores = self.state.cycle.prioritize(args.pod, names, self.state.nodes)
         log.debug("prioritize", pod=args.pod.key, scores=dict(zip(names, scores.tolist(), strict=True)))
         return priority_scores(names, scores)
 
@@ -359,11 +357,8 @@ class Extender:
 
         No cache feedback (``mark=False``): a bind-time check must not change what the next filter sees.
         """
-        verdicts = candidate_verdicts(self.state, pod, [node], mark=False)
-        if bool(verdicts.feasible[0]):
-            return ""
-        reasons, _codes = verdicts.reasons()
-        return str(reasons[0])
+        answer = self.state.cycle.filter(pod, [node], self.state.unusable_node, mark=False, preemption=False)
+        return "" if bool(answer.feasible[0]) else str(answer.reasons[0])
 
     # --- HTTP --------------------------------------------------------------------------------------
 

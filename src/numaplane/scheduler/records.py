@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from numaplane.placement.node import NodeInfo as NumaNode
-from numaplane.placement.predicates import BasicNode
+from numaplane.placement.explain.predicates import BasicNode
+from numaplane.placement.model.node import NodeInfo as NumaNode
 
 __all__ = ["TERMINAL_PHASES", "NodeRecord", "object_name", "pod_key"]
 

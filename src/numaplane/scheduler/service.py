@@ -86,7 +86,7 @@ async def resync_loop(
     over-reserve cache at a quarter of its period when that is shorter."""
     interval = 1.0
     if state.config.cache_mode == "overreserve":
-        interval = max(0.02, min(1.0, state.config.resync_period_seconds / 4))
+        interval = max(0.02, min(1.0, state.config.cache.resync_period_seconds / 4))
     while True:
         await clock.sleep(interval)
         try:

@@ -12,7 +12,7 @@ flags that were given. Rules the flags follow:
 * ``--informer-mode`` is case-insensitive (``shared`` → ``Shared``).
 
 Errors are :class:`~numaplane.scheduler.errors.SchedulerConfigError` (or the placement layer's
-:class:`~numaplane.placement.errors.PlacementConfigError` for an invalid strategy).
+:class:`~numaplane.placement.model.errors.PlacementConfigError` for an invalid strategy).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from numaplane.documents import DocumentError, read_document
-from numaplane.placement.score import ScoringStrategy
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.scheduler.config import SchedulerConfig, config_from_document, parse_period
 from numaplane.scheduler.errors import SchedulerConfigError
 
@@ -66,7 +66,7 @@ def settings_from_options(
     weights_given = tuple(resource_weight)
     if scoring_strategy or weights_given:
         weights = _weights(weights_given) if weights_given else dict(strategy.weights)
-        strategy = ScoringStrategy(scoring_strategy or strategy.type, weights)  # type: ignore[arg-type]
+        strategy = ScoringStrategy(scoring_strategy or strategy.type, weights)
     period: float | None = None
     if resync_period is not None:
         period = parse_period(str(resync_period))

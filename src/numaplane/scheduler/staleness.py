@@ -24,14 +24,15 @@ most two ticks after it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import structlog
 
 from numaplane.nrt.model import NodeResourceTopology
-from numaplane.placement.cachebase import CachedTopology, NRTCache, NRTEvent
-from numaplane.placement.view import malformed
+from numaplane.placement.caches.cache import nodes_maybe_overreserved
+from numaplane.placement.caches.cachebase import CachedTopology, NRTCache, NRTEvent
+from numaplane.placement.model.view import malformed
 from numaplane.resources.pod import Pod
 
 __all__ = ["HEARTBEAT_ANNOTATION", "STALE_AFTER_ANNOTATION", "StalenessGate", "stale_after_seconds"]
@@ -67,7 +68,7 @@ def _name(nrt: NRTEvent) -> str:
 
 
 class StalenessGate:
-    """An :class:`~numaplane.placement.cachebase.NRTCache` that hides stale nodes of ``inner`` (module docstring).
+    """An :class:`~numaplane.placement.caches.cachebase.NRTCache` that hides stale nodes of ``inner`` (module docstring).
 
     State: per node with a declared bound, ``(bound seconds, monotonic time the last write was seen)``;
     the set of nodes stale now; the latest time fed by :meth:`tick`.
@@ -168,3 +169,7 @@ class StalenessGate:
     def node_maybe_overreserved(self, node: str, pod: Pod) -> None:
         if node not in self._stale:
             self.inner.node_maybe_overreserved(node, pod)
+
+    def nodes_maybe_overreserved(self, nodes: Iterable[str], pod: Pod) -> None:
+        """:meth:`node_maybe_overreserved` for each of ``nodes``, in one call to the wrapped cache."""
+        nodes_maybe_overreserved(self.inner, [n for n in nodes if n not in self._stale], pod)

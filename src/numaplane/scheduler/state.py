@@ -21,7 +21,7 @@ Decisions (the standalone one is :func:`numaplane.scheduler.decision.decide`, a 
 
 * :meth:`SchedulerState.node_mask` — kube-scheduler's node-level predicates (NodeUnschedulable,
   NodeName, TaintToleration, NodeAffinity), the cycle's input mask: they run per node in Python,
-  only where they can fail (:func:`~numaplane.placement.predicates.has_node_constraints`);
+  only where they can fail (:func:`~numaplane.placement.explain.predicates.has_node_constraints`);
 * :meth:`SchedulerState.evaluate` — the cycle's NUMA verdicts and scores of one pod over the nodes
   kube-scheduler (the extender) or the requeue check names, with the cache feedback upstream gives: a
   candidate rejected on trusted data is reported with ``node_maybe_overreserved``;
@@ -58,10 +58,16 @@ import numpy.typing as npt
 import structlog
 
 from numaplane.placement.cycle import Cycle, NumaSetup
-from numaplane.placement.errors import NodeDataError
-from numaplane.placement.node import NodeInfo as NumaNode
-from numaplane.placement.node import node_info
-from numaplane.placement.predicates import BasicNode, has_node_constraints, is_restricted, node_reasons, parse_node
+from numaplane.placement.explain.predicates import (
+    BasicNode,
+    has_node_constraints,
+    is_restricted,
+    node_reasons,
+    parse_node,
+)
+from numaplane.placement.model.errors import NodeDataError
+from numaplane.placement.model.node import NodeInfo as NumaNode
+from numaplane.placement.model.node import node_info
 from numaplane.resources.errors import ResourceError
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.scheduler.config import SchedulerConfig
@@ -105,7 +111,7 @@ class SchedulerState:
         self._reserved: set[str] = set()
         self._names = frozenset(config.scheduler_names)
         #: Per-node verdicts and explanations over this state (reads it, changes nothing).
-        self.verdicts = NodeVerdicts(config, self.gate, self.nodes, self.usage)
+        self.verdicts = NodeVerdicts(self.cycle, self.nodes, self.usage)
 
     # --- informer input ----------------------------------------------------------------------------
 
@@ -237,7 +243,7 @@ class SchedulerState:
         """Let the cache resync if its period elapsed (``now``: monotonic seconds); the flushed nodes.
 
         A flush keeps charging the pods its NRT cannot account for (pods still being bound, pods bound
-        but not yet admitted): the over-reserve cache does that itself (``numaplane.placement.overreserve``).
+        but not yet admitted): the over-reserve cache does that itself (``numaplane.placement.caches.overreserve``).
         """
         report = self.gate.tick(now)
         flushed = tuple(getattr(report, "flushed", ()) or ())
@@ -308,6 +314,14 @@ class SchedulerState:
             codes = {name: int(all_codes[row]) for name in failed if (row := rows.get(name)) is not None}
         return NumaEvaluation(pod, scores, failed, unknown, self.verdicts, preemptible, codes, rejected_scores)
 
+    def unusable_node(self, name: str) -> str | None:
+        """Why the Node object of ``name`` is unusable (the cycle holds no row for it), as the NUMA
+        filter reports it; ``None`` for a node the state does not know."""
+        record = self.nodes.get(name)
+        if record is None:
+            return None
+        return record.problem or "malformed node object"
+
     def _trusted_zone_data(self, name: str, pod: Pod) -> bool:
         cached = self.gate.get(name, pod)
         topology = cached.topology
@@ -321,7 +335,7 @@ class SchedulerState:
 
     def node_mask(self, pod: Pod) -> npt.NDArray[np.bool_]:
         """Whether kube-scheduler's node-level predicates
-        (:func:`~numaplane.placement.predicates.node_reasons`) let ``pod`` onto each node of the cycle,
+        (:func:`~numaplane.placement.explain.predicates.node_reasons`) let ``pod`` onto each node of the cycle,
         by position: asked on every node, or only on the restricted ones for a pod without node
         constraints (the others cannot reject it). Writes pending usage changes to the cycle."""
         self._usage_synced()

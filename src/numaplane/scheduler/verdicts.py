@@ -1,16 +1,17 @@
 """Per-node verdicts and their explanations for :class:`~numaplane.scheduler.state.SchedulerState`.
 
 :class:`NodeVerdicts` (``SchedulerState.verdicts``) answers for one pod on one node, by the
-per-node functions: the explained NUMA verdict (:meth:`NodeVerdicts.explain`), the NUMA
-score, and the basic predicates' reasons and LeastAllocated score.
+per-node functions: the explained NUMA verdict (:meth:`NodeVerdicts.explain`, the cycle's
+:meth:`~numaplane.placement.cycle.Cycle.explain` for the nodes it holds), and the basic predicates'
+reasons and LeastAllocated score.
 :class:`NumaEvaluation` is the result of ``SchedulerState.evaluate``; it asks these per-node answers
-on demand. It reads the scheduler state's ``config``, ``cache``, ``nodes`` and ``usage`` (the same objects,
+on demand. It reads the scheduler state's ``cycle``, ``nodes`` and ``usage`` (the same objects,
 never replaced: it holds references to them and changes none).
 
 * :meth:`NodeVerdicts.basic_reasons` — kube-scheduler's basic predicates, reasons of the *first*
   failing plugin in kube-scheduler's order (NodeUnschedulable, NodeName, TaintToleration,
   NodeAffinity, NodeResourcesFit), as the framework stops at the first failing filter plugin (per
-  node, :func:`~numaplane.placement.predicates.fits_node`: asked only when reasons are reported).
+  node, :func:`~numaplane.placement.explain.predicates.fits_node`: asked only when reasons are reported).
 
 Why these per-node functions stay in production, and why none is a second decision path: every
 verdict that places or rejects a pod comes from the cycle's arrays
@@ -18,7 +19,7 @@ verdict that places or rejects a pod comes from the cycle's arrays
 cases the arrays cannot answer:
 
 * the *text* of a rejection. The arrays keep one boolean per node and plugin, and a reason code
-  (:func:`~numaplane.placement.reasons.reason_codes`) that settles only untrusted or unreadable NRT data
+  (:func:`~numaplane.placement.arrays.reasons.reason_codes`) that settles only untrusted or unreadable NRT data
   and the ``cannot align pod/container`` rejections of ``single-numa-node`` nodes. Which container
   kind failed (init, sidecar, app), inconsistent or unusable zones, other policies, and which basic
   predicate failed with which resources (``Insufficient cpu``, taints, affinity) exist only in the
@@ -28,7 +29,7 @@ cases the arrays cannot answer:
   LeastAllocated score 0, and, should kube-scheduler ask the extender to score it, its NUMA score from
   the cached NRT per node);
 * LeastAllocated scores beyond 0..100 (negative cpu or memory amounts, see
-  :meth:`~numaplane.placement.fit.FitArrays.scores_bounded`): Python integers, exact where the int64
+  :meth:`~numaplane.placement.arrays.fit.FitArrays.scores_bounded`): Python integers, exact where the int64
   arrays clip.
 
 Whether eviction could help (:attr:`NumaEvaluation.preemptible`) is the arrays' alone (the emptied
@@ -44,29 +45,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from numaplane.placement.cachebase import NRTCache
-from numaplane.placement.cycle import EXPLAIN, REASON_MESSAGES
-from numaplane.placement.filter import filter as numa_filter
-from numaplane.placement.predicates import default_score, fits_node
-from numaplane.placement.result import (
-    MSG_APP,
-    MSG_INIT,
-    MSG_POD,
-    MSG_SIDECAR,
-    Fit,
-    Reject,
-)
-from numaplane.placement.score import score
+from numaplane.placement.cycle import EXPLAIN, REASON_MESSAGES, Cycle
+from numaplane.placement.explain.predicates import default_score, fits_node
+from numaplane.placement.model.result import MSG_UNEXPLAINED, Fit, Reject
 from numaplane.resources.pod import Pod
-from numaplane.scheduler.config import SchedulerConfig
 from numaplane.scheduler.records import NodeRecord
 from numaplane.scheduler.usage import NodeUsage
 
-__all__ = ["ALIGN_REASONS", "MSG_UNEXPLAINED", "NodeVerdicts", "NumaEvaluation", "plugin_of_reason"]
+__all__ = ["NodeVerdicts", "NumaEvaluation", "plugin_of_reason"]
 
-ALIGN_REASONS = frozenset({MSG_POD, MSG_INIT, MSG_SIDECAR, MSG_APP})
-#: The reason of a node the vectorised NUMA filter rejects but the per-node explanation does not.
-MSG_UNEXPLAINED = "node(s) rejected by the NUMA filter"
 # kube-scheduler's default filter order for the predicates we implement.
 _PLUGIN_ORDER = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit")
 
@@ -139,11 +126,8 @@ class NodeVerdicts:
     """Per-node verdicts over the state of a :class:`~numaplane.scheduler.state.SchedulerState`
     (module docstring)."""
 
-    def __init__(
-        self, config: SchedulerConfig, cache: NRTCache, nodes: Mapping[str, NodeRecord], usage: NodeUsage
-    ) -> None:
-        self.config = config
-        self.cache = cache
+    def __init__(self, cycle: Cycle, nodes: Mapping[str, NodeRecord], usage: NodeUsage) -> None:
+        self.cycle = cycle
         self.nodes = nodes
         self.usage = usage
 
@@ -153,14 +137,8 @@ class NodeVerdicts:
         if record is None:
             return Reject("node not found", "Error")
         if record.numa is None:
-            return Reject(record.problem or "malformed node object", "Error")
-        cached = self.cache.get(name, pod)
-        return numa_filter(pod, cached.topology, record.numa, fresh=cached.fresh, options=self.config.filter_options)
-
-    def numa_score(self, pod: Pod, name: str) -> int:
-        """The NUMA score (0..100) of ``pod`` on ``name`` by the per-node function."""
-        cached = self.cache.get(name, pod)
-        return score(pod, cached.topology, None, self.config.strategy, fresh=cached.fresh)
+            return Reject(record.problem or "malformed node object", "Error")  # as SchedulerState.unusable_node
+        return self.cycle.explain(pod, name)  # the cycle holds every node whose Node object parses
 
     def basic_reasons(self, pod: Pod, name: str) -> list[str]:
         """Reasons the basic predicates reject ``pod`` on ``name`` (first failing plugin only)."""

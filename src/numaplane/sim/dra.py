@@ -16,7 +16,7 @@ departures run three times:
   misaligned (the residual misalignment of extender mode; a claim selector on the NUMA attribute pins
   the allocator, docs/dra.md);
 * ``numaplane + DRA`` — the same node order, but a node is taken only where
-  :func:`~numaplane.placement.dra_zones.claim_zones` (the node's NRT) and
+  :func:`~numaplane.placement.explain.dra_zones.claim_zones` (the node's NRT) and
   :func:`~numaplane.policy.dra_select.allocate_claims` find a free device in a zone that holds the
   pod's CPUs and memory (``scheduler run --dra``); the node's manager has the DRA hint provider
   (:class:`~numaplane.policy.dra.DRAPlugin`, numaplane's agent), so the CPUs follow the device.
@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from numaplane.nrt.from_manager import NRTPublisher
-from numaplane.placement.dra_zones import RESTRICTIVE_POLICIES, claim_zones
-from numaplane.placement.view import node_topology
+from numaplane.placement.explain.dra_zones import RESTRICTIVE_POLICIES, claim_zones
+from numaplane.placement.model.view import node_topology
 from numaplane.policy.dra import ClaimDevice, DRAPlugin, PodClaims
 from numaplane.policy.dra_select import ClaimRequest, DeviceClass, SliceDevice, allocate_claims
 from numaplane.policy.manager import ResourceManager

@@ -14,7 +14,7 @@ Events (time in simulated seconds; ties in insertion order):
 
 A scheduling attempt is one decision of a :class:`~numaplane.placement.cycle.Cycle`, the class the
 standalone scheduler drives too (:mod:`numaplane.placement.cycle`): NodeResourcesFit and, for a
-NUMA-aware scheduler, the NUMA filter through the real cache (:mod:`numaplane.placement.cache`) and
+NUMA-aware scheduler, the NUMA filter through the real cache (:mod:`numaplane.placement.caches.cache`) and
 the vectorised pipeline, searched following ``percentageOfNodesToScore``; the highest
 ``numa_weight * NUMA score + fit_weight * LeastAllocated score`` wins (the scheduler's default weights,
 1 and 1), the lowest node name on ties; the ``default`` scheduler (kube-scheduler without the NUMA
@@ -41,13 +41,13 @@ from typing import Any
 import numpy as np
 
 from numaplane.nrt.from_manager import NRTPublisher
-from numaplane.placement.cache import make_cache
-from numaplane.placement.cachebase import NRTCache
+from numaplane.placement.caches.cache import make_cache
+from numaplane.placement.caches.cachebase import NRTCache
+from numaplane.placement.caches.overreserve import OverReserveConfig
 from numaplane.placement.cycle import Cycle, NumaSetup, SelectionRules
-from numaplane.placement.effective import effective_placement, judged_policy
-from numaplane.placement.node import node_info
-from numaplane.placement.overreserve import OverReserveConfig
-from numaplane.placement.score import ScoringStrategy
+from numaplane.placement.model.effective import effective_placement, judged_policy
+from numaplane.placement.model.node import node_info
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.pod import Pod
 from numaplane.sim.cluster import NodeTemplate, SimNode, instantiate
 from numaplane.sim.spec import RunResult, SchedulerSpec, SimConfig
@@ -109,7 +109,7 @@ class Run:
                 self.cache = make_cache(discard_reserved_nodes=spec.cache == "discard-reserved")
             # as many zone slots as the largest machine has NUMA nodes (the arrays grow if needed)
             zones = max((len(t.topology.numa_nodes) for t in templates), default=1)
-            numa = NumaSetup(self.cache, ScoringStrategy(spec.strategy), zones=zones)  # type: ignore[arg-type]
+            numa = NumaSetup(self.cache, ScoringStrategy(spec.strategy), zones=zones)
         # NUMA-aware: the standalone scheduler's rule; default: kube-scheduler's (random ties: search order)
         rules = SelectionRules(
             percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,

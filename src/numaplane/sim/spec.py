@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from numaplane.placement.score import ScoringStrategy
+from numaplane.placement.model.strategies import ScoringStrategy
 
 __all__ = ["DEFAULT_SCHEDULERS", "EXTRA_SCHEDULERS", "RunResult", "SchedulerSpec", "SimConfig"]
 
@@ -36,7 +36,7 @@ class SchedulerSpec:
         if parts[0] == "numa" and 2 <= len(parts) <= 3:
             strategy = parts[1]
             cache = parts[2] if len(parts) == 3 else "overreserve"
-            ScoringStrategy(strategy)  # type: ignore[arg-type]  # validates the name
+            ScoringStrategy(strategy)  # validates the name
             if cache not in ("passthrough", "overreserve", "discard-reserved"):
                 raise ValueError(f"unknown cache mode {cache!r} (passthrough, overreserve, discard-reserved)")
             return SchedulerSpec(f"numa-{strategy}-{cache}", True, strategy, cache)

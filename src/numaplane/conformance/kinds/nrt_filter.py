@@ -13,7 +13,7 @@ from typing import Any
 
 from numaplane.conformance.outcome import CaseContext, Outcome
 from numaplane.conformance.production import scheduler_state
-from numaplane.placement.result import Fit, Reject
+from numaplane.placement.model.result import Fit, Reject
 from numaplane.resources.pod import parse_pod
 
 _NODE = "node0"

@@ -11,7 +11,7 @@ from typing import Any
 
 from numaplane.conformance.outcome import CaseContext, Outcome
 from numaplane.conformance.production import scheduler_state
-from numaplane.placement.score import ScoringStrategy
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.pod import parse_pod
 
 

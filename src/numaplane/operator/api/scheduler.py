@@ -28,6 +28,7 @@ from numaplane.operator.api.meta import (
     valid_dns_label,
 )
 from numaplane.operator.errors import SpecError
+from numaplane.placement.model.strategies import ScoringStrategy, StrategyType
 from numaplane.resources.duration import format_duration
 
 __all__ = [
@@ -38,7 +39,7 @@ __all__ = [
     "NUMAResourcesScheduler",
     "ResourceWeight",
     "SchedulerMode",
-    "ScoringStrategy",
+    "ScoringStrategySpec",
     "ScoringType",
 ]
 
@@ -73,11 +74,8 @@ class InformerMode(enum.StrEnum):
     DEDICATED = "Dedicated"
 
 
-class ScoringType(enum.StrEnum):
-    LEAST_ALLOCATED = "LeastAllocated"
-    MOST_ALLOCATED = "MostAllocated"
-    BALANCED_ALLOCATION = "BalancedAllocation"
-    LEAST_NUMA_NODES = "LeastNUMANodes"
+#: The CRD's ``scoringStrategy.type``: the one table of scoring strategies (its enum, in table order).
+ScoringType = StrategyType
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +88,10 @@ class ResourceWeight:
 
 
 @dataclass(frozen=True, slots=True)
-class ScoringStrategy:
+class ScoringStrategySpec:
+    """``spec.scoringStrategy`` as written (the resources in the order given, none when omitted); the
+    strategy it means is :attr:`strategy`, the scheduler's one :class:`ScoringStrategy`."""
+
     type: ScoringType = ScoringType.LEAST_ALLOCATED
     resources: tuple[ResourceWeight, ...] = ()
 
@@ -101,10 +102,16 @@ class ScoringStrategy:
         return out
 
     @property
+    def strategy(self) -> ScoringStrategy:
+        """The scheduler's scoring strategy (no resources: its default weights, cpu=1 and memory=1)."""
+        if not self.resources:
+            return ScoringStrategy(self.type)
+        return ScoringStrategy(self.type, {r.name: r.weight for r in self.resources})
+
+    @property
     def flag_values(self) -> list[str]:
         """``--resource-weight`` values (``name=weight``); the default pair when none are given."""
-        resources = self.resources or (ResourceWeight("cpu"), ResourceWeight("memory"))
-        return [f"{r.name}={r.weight}" for r in resources]
+        return [f"{name}={weight}" for name, weight in self.strategy.weights.items()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +122,7 @@ class NUMAResourcesScheduler:
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
     mode: SchedulerMode = SchedulerMode.STANDALONE
     cache_resync_period_seconds: float = 5.0
-    scoring_strategy: ScoringStrategy = field(default_factory=ScoringStrategy)
+    scoring_strategy: ScoringStrategySpec = field(default_factory=ScoringStrategySpec)
     scheduler_informer: InformerMode = InformerMode.DEDICATED
     replicas: int = 1
     log_level: LogLevel = LogLevel.NORMAL
@@ -198,7 +205,7 @@ class NUMAResourcesScheduler:
             scheduler_name=name,
             mode=p.choice(spec, "mode", "spec", SchedulerMode, d.mode),
             cache_resync_period_seconds=p.duration(spec, "cacheResyncPeriod", "spec", d.cache_resync_period_seconds),
-            scoring_strategy=ScoringStrategy(
+            scoring_strategy=ScoringStrategySpec(
                 p.choice(raw_scoring, "type", "spec.scoringStrategy", ScoringType, ScoringType.LEAST_ALLOCATED),
                 tuple(weights),
             ),

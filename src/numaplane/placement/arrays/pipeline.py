@@ -1,10 +1,10 @@
 """Filter and score one pod over many nodes at once, vectorised with numpy.
 
-:class:`Pipeline` keeps a :class:`~numaplane.placement.cluster.ClusterArrays` view of every node's
+:class:`Pipeline` keeps a :class:`~numaplane.placement.arrays.cluster.ClusterArrays` view of every node's
 NUMA zones, updated node by node (:meth:`Pipeline.update_node`, :meth:`Pipeline.sync_from_cache`), and
 :meth:`Pipeline.evaluate` returns, for every node, the NUMA filter verdict and the score — by
-definition exactly what :func:`numaplane.placement.filter.filter` and
-:func:`numaplane.placement.score.score` return for that node (the tests check this on random clusters).
+definition exactly what :func:`numaplane.placement.explain.filter.filter` and
+:func:`numaplane.placement.explain.score.score` return for that node (the tests check this on random clusters).
 
 How the vectorised path mirrors the per-node rules: per requested resource one comparison over a
 ``(nodes, zone slots)`` array narrows a boolean feasibility mask (the per-node NUMA bitmask); a node
@@ -26,23 +26,24 @@ from typing import Any
 
 import numpy as np
 
-from numaplane.placement.cachebase import NRTCache
-from numaplane.placement.cluster import I64, POLICY_CODES, B, ClusterArrays
-from numaplane.placement.effective import EffectivePlacement, effective_placement
-from numaplane.placement.filter import DEFAULT_OPTIONS, FilterOptions, NRTInput, as_topology
-from numaplane.placement.filter import filter as filter_node
-from numaplane.placement.kernels import Requests, Rows, align, charge, count_of, unit_score
-from numaplane.placement.node import NodeInfo, node_info
-from numaplane.placement.numa_combos import Distances
-from numaplane.placement.pipeline_numa import MAX_VECTOR_SLOTS, least_numa_scores
-from numaplane.placement.requests import (
+from numaplane.placement.arrays.cluster import I64, POLICY_CODES, B, ClusterArrays
+from numaplane.placement.arrays.kernels import Requests, Rows, align, charge, count_of, unit_score
+from numaplane.placement.arrays.numa_combos import Distances
+from numaplane.placement.arrays.pipeline_numa import MAX_VECTOR_SLOTS, least_numa_scores
+from numaplane.placement.arrays.shapes import RowMemo, pod_shape
+from numaplane.placement.caches.cachebase import NRTCache
+from numaplane.placement.explain.filter import DEFAULT_OPTIONS, FilterOptions, NRTInput, as_topology
+from numaplane.placement.explain.filter import filter as filter_node
+from numaplane.placement.explain.score import MAX_SCORE, score
+from numaplane.placement.model.effective import EffectivePlacement, effective_placement
+from numaplane.placement.model.node import NodeInfo, node_info
+from numaplane.placement.model.requests import (
     include_non_native,
     is_numa_affine,
     pod_request,
 )
-from numaplane.placement.result import Fit, Reject
-from numaplane.placement.score import MAX_SCORE, ScoringStrategy, score
-from numaplane.placement.shapes import RowMemo, pod_shape
+from numaplane.placement.model.result import Fit, Reject
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.pod import Container, Pod
 from numaplane.resources.quantity import Quantity
 
@@ -207,7 +208,7 @@ class Pipeline:
         """The NUMA filter verdict of ``pod`` on every row ``0 .. n-1`` (rows by ``cluster.index``), or
         on the rows of the slice ``rows`` (``step`` 1) only: each row's verdict depends on that row alone.
 
-        Every row: kept per pod shape, only the rows changed since recomputed (``placement/shapes.py``)."""
+        Every row: kept per pod shape, only the rows changed since recomputed (``placement/arrays/shapes.py``)."""
         if rows is not None:
             return self._feasible(pod, rows)
         cl = self.cluster
@@ -261,7 +262,7 @@ class Pipeline:
         return feasible
 
     def _judged_masks(self, wanted: EffectivePlacement, m: _Masks) -> _Masks:
-        """The filter's row selections for a pod with its own scope or policy (``placement/effective.py``):
+        """The filter's row selections for a pod with its own scope or policy (``placement/model/effective.py``):
         a ``single-numa-node`` pod is checked on every readable NRT; its scope replaces each row's."""
         cl = self.cluster
         n = cl.n
@@ -283,7 +284,7 @@ class Pipeline:
         """The NUMA score (0..100) of ``pod`` on every row ``0 .. n-1``, or on ``rows`` only (in that
         order; each row's score depends on that row alone, so scoring a subset gives the same values).
 
-        Every row: kept per pod shape, only the rows changed since recomputed (``placement/shapes.py``)."""
+        Every row: kept per pod shape, only the rows changed since recomputed (``placement/arrays/shapes.py``)."""
         cl = self.cluster
         if rows is not None and len(rows) * _GATHER_SHARE <= cl.n:
             return self._scores(pod, rows)
@@ -305,7 +306,7 @@ class Pipeline:
         m = self._masks()
         sel, count = count_of(cl, rows)
         exotic = self._exotic(pod)
-        # a pod with its own scope or policy is scored by the per-node code (it reads placement/effective.py)
+        # a pod with its own scope or policy is scored by the per-node code (it reads placement/model/effective.py)
         own = not effective_placement(pod).is_default
         scalar = exotic or own or (self.strategy.type == "LeastNUMANodes" and cl.slots > MAX_VECTOR_SLOTS)
         if pod.qos_class != "Guaranteed":

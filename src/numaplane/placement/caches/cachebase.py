@@ -11,7 +11,7 @@ fed through :meth:`NRTCache.nrt_updated` (what such a GET would return).
 must not be trusted now" (the filter rejects with ``invalid node topology data``, the score is 0).
 
 :meth:`NRTCache.drain_changed` returns the nodes whose :meth:`get` result may have changed since the
-previous call, so an incremental consumer (:mod:`numaplane.placement.pipeline`) refreshes only those.
+previous call, so an incremental consumer (:mod:`numaplane.placement.arrays.pipeline`) refreshes only those.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
 from numaplane.nrt.parse import parse_strict
-from numaplane.placement.view import NodeTopology, malformed, node_topology
+from numaplane.placement.model.view import NodeTopology, malformed, node_topology
 from numaplane.resources.pod import Pod
 
 __all__ = ["CachedTopology", "LatestNRTs", "NRTCache", "NRTEvent"]
@@ -76,9 +76,9 @@ class LatestNRTs:
 
     Views of readable objects are computed on first use (:meth:`view`) and kept until the node's
     next object: a cache that reads few of the objects it is fed (over-reserve) parses only those.
-    Zones are read through :data:`~numaplane.placement.view.SHARED_READINGS`: a zone object held by
+    Zones are read through :data:`~numaplane.placement.model.view.SHARED_READINGS`: a zone object held by
     several objects (the node's next one, other nodes' through :class:`~numaplane.nrt.sharing.ZoneTable`)
-    is read once and its views share one :class:`~numaplane.placement.view.NUMAZone`.
+    is read once and its views share one :class:`~numaplane.placement.model.view.NUMAZone`.
     """
 
     def __init__(self, initial: Iterable[NRTEvent] = ()) -> None:

@@ -98,14 +98,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, get_args
 
 from numaplane.nrt.fingerprint import ANNOTATION, ATTRIBUTE, ATTRIBUTE_METHOD, check_fingerprint
 from numaplane.nrt.model import NodeResourceTopology
-from numaplane.placement.cachebase import CachedTopology, LatestNRTs, NRTEvent, parse_event
-from numaplane.placement.errors import PlacementConfigError
-from numaplane.placement.requests import pod_has_exclusive_resources, pod_request
-from numaplane.placement.view import NodeTopology, node_topology, topology_manager_config
+from numaplane.placement.caches.cachebase import CachedTopology, LatestNRTs, NRTEvent, parse_event
+from numaplane.placement.model.errors import PlacementConfigError
+from numaplane.placement.model.requests import pod_has_exclusive_resources, pod_request
+from numaplane.placement.model.view import NodeTopology, node_topology, topology_manager_config
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 
@@ -119,7 +119,11 @@ ResyncScope = Literal["All", "OnlyResources"]
 
 @dataclass(frozen=True, slots=True)
 class OverReserveConfig:
-    """Plugin args of the over-reserve cache (``cache.*`` and ``cacheResyncPeriodSeconds``)."""
+    """Plugin args of the over-reserve cache (``cache.*`` and ``cacheResyncPeriodSeconds``): their one
+    definition (the scheduler's config holds one of these). ``resync_period_seconds`` in seconds, > 0;
+    the four modes are upstream's names (an unknown one raises :class:`PlacementConfigError` naming the
+    ``cache.*`` key); the last three booleans are numaplane's deliberate differences from upstream
+    (``False`` = upstream)."""
 
     resync_period_seconds: float = 5.0
     profile_names: frozenset[str] = frozenset({"topo-aware-scheduler"})
@@ -134,6 +138,14 @@ class OverReserveConfig:
     def __post_init__(self) -> None:
         if self.resync_period_seconds <= 0:
             raise PlacementConfigError("the over-reserve cache needs resync_period_seconds > 0")
+        for name, value, options in (
+            ("cache.foreignPodsDetect", self.foreign_pods_detect, get_args(ForeignPodsDetect)),
+            ("cache.resyncMethod", self.resync_method, get_args(ResyncMethod)),
+            ("cache.informerMode", self.informer_mode, get_args(InformerMode)),
+            ("cache.resyncScope", self.resync_scope, get_args(ResyncScope)),
+        ):
+            if value not in options:
+                raise PlacementConfigError(f"{name} must be one of {', '.join(options)}, not {value!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Quantities and requests as :mod:`numaplane.placement.fit` compares them: thousandths, exactness
+"""Quantities and requests as :mod:`numaplane.placement.arrays.fit` compares them: thousandths, exactness
 bounds and the exact (Fraction) formulas for what the int64 arrays cannot hold.
 
 * the bounds of an *exact* row (``SAFE``) and the clipping of requests and approximate entries;
@@ -8,7 +8,7 @@ bounds and the exact (Fraction) formulas for what the int64 arrays cannot hold.
   checks in rounded-up thousandths, the score path per resource); :class:`Inexact`, the exact amounts
   of a row that is not exact; :class:`Parts`, memoised score parts.
 
-Shared by the ``fit`` modules (:mod:`~numaplane.placement.fit_store`, :mod:`~numaplane.placement.fit`); not used elsewhere.
+Shared by the ``fit`` modules (:mod:`~numaplane.placement.arrays.fit_store`, :mod:`~numaplane.placement.arrays.fit`); not used elsewhere.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def max_pods_of(allocatable: Mapping[str, Quantity]) -> int:
 
 
 def exact_part(cap: Fraction, used: Fraction, req: Fraction) -> int:
-    """One resource's LeastAllocated part, as :func:`~numaplane.placement.predicates.default_score`
+    """One resource's LeastAllocated part, as :func:`~numaplane.placement.explain.predicates.default_score`
     (never negative), clipped to ``_PART_CLIP``."""
     if cap <= 0:
         return 0

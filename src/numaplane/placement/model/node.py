@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from numaplane.placement.errors import NodeDataError
-from numaplane.placement.requests import ALWAYS_ALLOCATABLE
+from numaplane.placement.model.errors import NodeDataError
+from numaplane.placement.model.requests import ALWAYS_ALLOCATABLE
 from numaplane.resources.errors import QuantityError
 from numaplane.resources.quantity import Quantity, parse_quantity
 

@@ -1,7 +1,7 @@
 """LeastNUMANodes' k-combinations of zone slots, and the per-row caches that depend only on a node's NRT.
 
 :func:`combos` / :func:`combo_slots` enumerate the k-combinations of ``slots`` zone slots once, in
-lexicographic order (see :mod:`numaplane.placement.pipeline_numa` for why that order is each node's own).
+lexicographic order (see :mod:`numaplane.placement.arrays.pipeline_numa` for why that order is each node's own).
 :class:`Distances` keeps, per cluster row: the distance sum of every k-combination (from the row's cost
 matrix), the distance-optimal singleton slots, the score step ``100 // maxNUMANodes`` and its half, and
 the rows LeastNUMANodes scores split by scope. The per-row values are recomputed only for rows whose
@@ -18,8 +18,8 @@ from itertools import combinations
 
 import numpy as np
 
-from numaplane.placement.cluster import I64, B, ClusterArrays
-from numaplane.placement.least_numa import MAX_SCORE
+from numaplane.placement.arrays.cluster import I64, B, ClusterArrays
+from numaplane.placement.explain.least_numa import MAX_SCORE
 
 __all__ = ["Distances", "combo_slots", "combos"]
 

@@ -36,8 +36,8 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from numaplane.placement.node import NodeInfo, is_scalar_resource
-from numaplane.placement.view import NodeTopology, NUMAZone
+from numaplane.placement.model.node import NodeInfo, is_scalar_resource
+from numaplane.placement.model.view import NodeTopology, NUMAZone
 
 __all__ = ["F64", "I64", "INT64_MIN", "POLICY_CODES", "B", "ClusterArrays", "RowSource"]
 

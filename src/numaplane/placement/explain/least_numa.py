@@ -30,10 +30,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from itertools import combinations
 
-from numaplane.placement.effective import judged_scope
-from numaplane.placement.filter import WorkZone, suitable, work_zones
-from numaplane.placement.requests import pod_request
-from numaplane.placement.view import NodeTopology
+from numaplane.placement.explain.filter import WorkZone, suitable, work_zones
+from numaplane.placement.model.effective import judged_scope
+from numaplane.placement.model.requests import pod_request
+from numaplane.placement.model.view import NodeTopology
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import ZERO, Quantity
 

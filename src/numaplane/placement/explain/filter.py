@@ -6,15 +6,15 @@
    would relax the node's policy, → ``invalid pod preference: <the admission's message>`` (the node
    rejects it with ``InvalidPreference``; the same text on every node, so kube-scheduler's summary and
    the standalone scheduler's event carry it); the pod's own ``topology-scope``/``topology-policy`` replace the NRT's
-   (:mod:`numaplane.placement.effective`) in the steps below, and the verdict's notes say so;
+   (:mod:`numaplane.placement.model.effective`) in the steps below, and the verdict's notes say so;
 2. a BestEffort pod that names no non-native resource in any container passes unchecked;
 3. data the cache does not trust (``fresh=False``) → ``Unschedulable`` ``invalid node topology data``;
 4. no NRT object → pass (partial coverage is allowed); a pod asking ``memory-pinning: true`` on a
    node whose readable NRT lists no memory in any zone (memory manager not ``Static``) → ``pod
    preference not met: ...`` (the reason in the text, the explanation in the notes);
 5. only policy ``single-numa-node`` is checked; other policies pass (unless
-   :attr:`FilterOptions.kubelet_admission` is on, see :mod:`numaplane.placement.admission`);
-6. pod scope: the plugin's pod request (:func:`~numaplane.placement.requests.pod_request`) must fit one
+   :attr:`FilterOptions.kubelet_admission` is on, see :mod:`numaplane.placement.explain.admission`);
+6. pod scope: the plugin's pod request (:func:`~numaplane.placement.model.requests.pod_request`) must fit one
    zone (``cannot align pod``); container scope: each init container (sidecars included) must fit one
    zone on its own (``cannot align init container`` / ``cannot align sidecar container``), then app
    containers in order must each fit one zone, and each is charged to the lowest feasible NUMA id
@@ -34,7 +34,7 @@ Beyond upstream (documented deviations, none changes a conformance case):
   ``no usable NUMA zone in node topology data`` even for a pod upstream would pass (one that requests
   only host-level resources): the node publishes topology data we cannot read, so alignment cannot be
   predicted (disable with ``FilterOptions(reject_without_zones=False)``);
-* a verdict carries explanations (:mod:`numaplane.placement.result`).
+* a verdict carries explanations (:mod:`numaplane.placement.model.result`).
 
 Pure: no I/O, no clock; the input objects are never mutated.
 """
@@ -48,7 +48,7 @@ from typing import Any
 from numaplane.nrt.errors import NRTFormatError
 from numaplane.nrt.model import NodeResourceTopology
 from numaplane.nrt.parse import parse_strict
-from numaplane.placement.effective import (
+from numaplane.placement.model.effective import (
     MSG_INVALID_PREFERENCE,
     MSG_PREFERENCE_UNMET,
     PINNING_UNMET_SHORT,
@@ -58,10 +58,10 @@ from numaplane.placement.effective import (
     pinning_note,
     relaxes,
 )
-from numaplane.placement.errors import NodeDataError
-from numaplane.placement.node import NodeInfo, node_info
-from numaplane.placement.requests import include_non_native, is_host_level, is_numa_affine, pod_request
-from numaplane.placement.result import (
+from numaplane.placement.model.errors import NodeDataError
+from numaplane.placement.model.node import NodeInfo, node_info
+from numaplane.placement.model.requests import include_non_native, is_host_level, is_numa_affine, pod_request
+from numaplane.placement.model.result import (
     MSG_APP,
     MSG_INCONSISTENT,
     MSG_INIT,
@@ -75,7 +75,7 @@ from numaplane.placement.result import (
     Reject,
     ZoneShortfall,
 )
-from numaplane.placement.view import NodeTopology, malformed, node_topology
+from numaplane.placement.model.view import NodeTopology, malformed, node_topology
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 
@@ -162,7 +162,7 @@ def work_zones(topology: NodeTopology) -> list[WorkZone]:
 
 def as_topology(nrt: NRTInput) -> NodeTopology:
     """The scheduler's view of ``nrt``; a dict is parsed strictly, a malformed one gives a view with
-    :attr:`NodeTopology.problem` set (see :func:`numaplane.placement.view.malformed`)."""
+    :attr:`NodeTopology.problem` set (see :func:`numaplane.placement.model.view.malformed`)."""
     if isinstance(nrt, NodeTopology):
         return nrt
     if isinstance(nrt, NodeResourceTopology):
@@ -260,7 +260,7 @@ def filter(
     policy = judged_policy(pod, topology.config.policy)
     if policy != "single-numa-node":
         if options.kubelet_admission and policy in ("restricted", "best-effort"):
-            from numaplane.placement.admission import admit
+            from numaplane.placement.explain.admission import admit
 
             return admit(pod, topology, info)
         return Fit(False, notes=(f"topology manager policy {policy!r} is not filtered",))

@@ -34,11 +34,11 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from itertools import combinations
 
-from numaplane.placement.filter import WorkZone, shortfalls, work_zones
-from numaplane.placement.node import NodeInfo
-from numaplane.placement.requests import is_numa_affine, pod_request
-from numaplane.placement.result import MSG_APP, MSG_INIT, MSG_POD, MSG_SIDECAR, Fit, Reject
-from numaplane.placement.view import NodeTopology
+from numaplane.placement.explain.filter import WorkZone, shortfalls, work_zones
+from numaplane.placement.model.node import NodeInfo
+from numaplane.placement.model.requests import is_numa_affine, pod_request
+from numaplane.placement.model.result import MSG_APP, MSG_INIT, MSG_POD, MSG_SIDECAR, Fit, Reject
+from numaplane.placement.model.view import NodeTopology
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 

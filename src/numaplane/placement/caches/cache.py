@@ -5,11 +5,11 @@
   exhausted zone before the exporter republishes (scheduler-plugins#452).
 * :class:`DiscardReservedCache` (``discardReservedNodes: true``): a node with a reservation between
   Reserve and Unreserve/PostBind is untrusted (``fresh=False``); otherwise like Passthrough.
-* :class:`~numaplane.placement.overreserve.OverReserveCache` (``cacheResyncPeriodSeconds > 0``):
+* :class:`~numaplane.placement.caches.overreserve.OverReserveCache` (``cacheResyncPeriodSeconds > 0``):
   reservations charged to every zone, resync by pod-set fingerprint, foreign pods.
 
 :func:`make_cache` picks one the way the plugin does. Shared types live in
-:mod:`numaplane.placement.cachebase`.
+:mod:`numaplane.placement.caches.cachebase`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from numaplane.placement.cachebase import CachedTopology, LatestNRTs, NRTCache, NRTEvent
-from numaplane.placement.filter import DEFAULT_OPTIONS, FilterOptions, filter
-from numaplane.placement.node import NodeInfo
-from numaplane.placement.overreserve import OverReserveCache, OverReserveConfig, ResyncReport
-from numaplane.placement.result import (
+from numaplane.placement.caches.cachebase import CachedTopology, LatestNRTs, NRTCache, NRTEvent
+from numaplane.placement.caches.overreserve import OverReserveCache, OverReserveConfig, ResyncReport
+from numaplane.placement.explain.filter import DEFAULT_OPTIONS, FilterOptions, filter
+from numaplane.placement.explain.score import score
+from numaplane.placement.model.node import NodeInfo
+from numaplane.placement.model.result import (
     MSG_APP,
     MSG_INCONSISTENT,
     MSG_INIT,
@@ -32,7 +33,7 @@ from numaplane.placement.result import (
     Fit,
     Reject,
 )
-from numaplane.placement.score import ScoringStrategy, score
+from numaplane.placement.model.strategies import ScoringStrategy
 from numaplane.resources.pod import Pod
 
 __all__ = [
@@ -160,8 +161,9 @@ def make_cache(
 def nodes_maybe_overreserved(cache: NRTCache, nodes: Iterable[str], pod: Pod) -> None:
     """Report per-zone filter rejections of ``pod`` on ``nodes`` to ``cache`` (one
     ``node_maybe_overreserved`` per node, in one call when the cache counts them in bulk)."""
-    if isinstance(cache, OverReserveCache):
-        cache.nodes_maybe_overreserved(nodes, pod)
+    bulk = getattr(type(cache), "nodes_maybe_overreserved", None)  # a class's own method, never forwarded
+    if bulk is not None:
+        bulk(cache, nodes, pod)
         return
     for node in nodes:
         cache.node_maybe_overreserved(node, pod)

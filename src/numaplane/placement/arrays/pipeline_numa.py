@@ -1,4 +1,4 @@
-"""LeastNUMANodes over many nodes at once (the vectorised twin of :mod:`numaplane.placement.least_numa`).
+"""LeastNUMANodes over many nodes at once (the vectorised twin of :mod:`numaplane.placement.explain.least_numa`).
 
 For each set size k the k-combinations of zone *slots* are enumerated once, in lexicographic order, as a
 0/1 membership matrix ``(combos, slots)``. Restricted to combinations whose slots all exist on a node
@@ -28,11 +28,11 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from numaplane.placement.cluster import I64, B, ClusterArrays
-from numaplane.placement.kernels import first_slot
-from numaplane.placement.least_numa import MAX_SCORE
-from numaplane.placement.numa_combos import Distances, combo_slots, combos
-from numaplane.placement.requests import pod_request
+from numaplane.placement.arrays.cluster import I64, B, ClusterArrays
+from numaplane.placement.arrays.kernels import first_slot
+from numaplane.placement.arrays.numa_combos import Distances, combo_slots, combos
+from numaplane.placement.explain.least_numa import MAX_SCORE
+from numaplane.placement.model.requests import pod_request
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 

@@ -1,11 +1,11 @@
-"""The array store under :class:`~numaplane.placement.fit.FitArrays`: nodes, allocatable and usage.
+"""The array store under :class:`~numaplane.placement.arrays.fit.FitArrays`: nodes, allocatable and usage.
 
 Layout: one column per resource name (``columns``; only ever appended) and one row per node (``names``,
 ``index``). ``alloc``, ``used`` and ``free`` (= ``alloc - used``) are ``(columns, rows)`` int64 arrays of
 *thousandths*, so each resource is one contiguous vector; ``count`` is each node's pod count and
 ``max_pods`` its limit. A row is *exact* when every allocatable amount is a whole number of thousandths
 of magnitude below ``2**56`` and every used amount a whole number of thousandths in ``[0, 2**56)``:
-then the int64 arithmetic of :mod:`~numaplane.placement.fit` cannot overflow and equals the Fraction
+then the int64 arithmetic of :mod:`~numaplane.placement.arrays.fit` cannot overflow and equals the Fraction
 arithmetic of the predicates (a request ``q`` exceeds a whole number ``f`` of thousandths iff
 ``ceil(1000 q) > f``, so requests are compared as rounded-up thousandths, like ``MilliValue``). Other
 rows (sub-milli, huge, or negative usage) keep their exact values as Fractions (``_inexact``) and are
@@ -17,14 +17,14 @@ Rows are stable: a node keeps its row while it exists; a removed node's row beco
 next node added. Two ways to keep usage:
 
 * the simulator's: a fixed node list, pods charged and released with :meth:`FitStore.add_vector` (the
-  request vector of :meth:`~numaplane.placement.fit.FitArrays.vector_of`, in rounded-up thousandths,
+  request vector of :meth:`~numaplane.placement.arrays.fit.FitArrays.vector_of`, in rounded-up thousandths,
   plus one pod);
 * a long-running scheduler's: :meth:`FitStore.set_node` (added or allocatable changed),
   :meth:`FitStore.remove_node`, and :meth:`FitStore.set_usage` with the exact sum of the node's pods'
   requests and their count.
 
 Every change stamps the row (``stamp``: per row, the update that last changed it), for the memoised
-score parts of :mod:`~numaplane.placement.fit`.
+score parts of :mod:`~numaplane.placement.arrays.fit`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from numaplane.placement.fit_quantity import (
+from numaplane.placement.model.fit_quantity import (
     APPROX,
     I64,
     SAFE,

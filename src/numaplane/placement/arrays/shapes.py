@@ -2,9 +2,9 @@
 
 Pods come in few *shapes*: what the NUMA filter and score read of a pod — every container's requests,
 init / sidecar kind, the overhead, pod-level requests, the QoS class and the effective placement
-preferences (``placement/effective.py``). Names, labels and the rest of the pod never change a verdict
-or a score. Each row's verdict and score depend on that row alone (``placement/pipeline.py``), and a
-:class:`~numaplane.placement.cluster.ClusterArrays` gives a row a new ``stamp`` whenever it writes or
+preferences (``placement/model/effective.py``). Names, labels and the rest of the pod never change a verdict
+or a score. Each row's verdict and score depend on that row alone (``placement/arrays/pipeline.py``), and a
+:class:`~numaplane.placement.arrays.cluster.ClusterArrays` gives a row a new ``stamp`` whenever it writes or
 clears it, so a result row computed for a shape stays exact until the row's stamp changes.
 
 :class:`RowMemo` keeps, per shape, one array of results with the stamps it was computed at, and asks
@@ -21,8 +21,8 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from numaplane.placement.cluster import I64
-from numaplane.placement.effective import effective_placement
+from numaplane.placement.arrays.cluster import I64
+from numaplane.placement.model.effective import effective_placement
 from numaplane.resources.pod import Container, Pod
 from numaplane.resources.quantity import Quantity
 

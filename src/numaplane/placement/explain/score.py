@@ -4,7 +4,7 @@
 
 * a pod that is not Guaranteed scores 100 everywhere, without reading any NRT;
 * no NRT object, untrusted data (``fresh=False``) or unusable data: 0;
-* LeastNUMANodes applies to every policy (:mod:`numaplane.placement.least_numa`); MostAllocated,
+* LeastNUMANodes applies to every policy (:mod:`numaplane.placement.explain.least_numa`); MostAllocated,
   LeastAllocated and BalancedAllocation only to ``single-numa-node`` nodes (0 otherwise).
 
 Per-zone functions use integer values rounded up (upstream ``Value()``: 500m cpu counts as 1, memory
@@ -42,83 +42,33 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
 
-from numaplane.limits import MAX_CONFIG_INTEGER
-from numaplane.placement.effective import judged_policy, judged_scope
-from numaplane.placement.errors import PlacementConfigError
-from numaplane.placement.filter import NRTInput, as_topology
-from numaplane.placement.least_numa import least_numa_score
-from numaplane.placement.requests import pod_request
-from numaplane.placement.view import NodeTopology, NUMAZone
+from numaplane.placement.explain.filter import NRTInput, as_topology
+from numaplane.placement.explain.least_numa import least_numa_score
+from numaplane.placement.model.effective import judged_policy, judged_scope
+from numaplane.placement.model.requests import pod_request
+from numaplane.placement.model.strategies import ScoringStrategy
+from numaplane.placement.model.view import NodeTopology, NUMAZone
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 
 __all__ = [
     "MAX_SCORE",
-    "STRATEGY_TYPES",
-    "ScoringStrategy",
-    "StrategyType",
     "balanced_allocation",
     "node_score_from_zones",
     "score",
     "zone_score",
 ]
 
-StrategyType = Literal["MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNUMANodes"]
-STRATEGY_TYPES: tuple[StrategyType, ...] = ("MostAllocated", "LeastAllocated", "BalancedAllocation", "LeastNUMANodes")
 MAX_SCORE = 100
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-
-
-@dataclass(frozen=True)
-class ScoringStrategy:
-    """``scoringStrategy`` of the plugin args: a type and per-resource weights (default cpu=1, memory=1)."""
-
-    type: StrategyType = "LeastAllocated"
-    weights: Mapping[str, int] = field(default_factory=lambda: {"cpu": 1, "memory": 1}, hash=False)
-
-    def __post_init__(self) -> None:
-        if self.type not in STRATEGY_TYPES:
-            raise PlacementConfigError(f"invalid ScoringStrategyType {self.type!r}")
-
-    def weight(self, resource: str) -> int:
-        """Configured weight when >= 1, else 1 (unlisted resources count with weight 1)."""
-        w = self.weights.get(resource)
-        return w if w is not None and w >= 1 else 1
-
-    @staticmethod
-    def from_dict(doc: Mapping[str, Any]) -> ScoringStrategy:
-        """From ``{"type": ..., "resources": [{"name", "weight"}]}``; raise :class:`PlacementConfigError`."""
-        kind = doc.get("type", "LeastAllocated")
-        if kind not in STRATEGY_TYPES:
-            raise PlacementConfigError(f"invalid ScoringStrategyType {kind!r}")
-        resources = doc.get("resources")
-        if resources is None:
-            return ScoringStrategy(kind)
-        weights: dict[str, int] = {}
-        if not isinstance(resources, list):
-            raise PlacementConfigError("scoringStrategy.resources must be a list")
-        for item in resources:
-            if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
-                raise PlacementConfigError(f"invalid scoringStrategy resource {item!r}")
-            weight = item.get("weight", 0)
-            if isinstance(weight, bool) or not isinstance(weight, int):
-                raise PlacementConfigError(f"invalid weight {weight!r} for {item['name']!r}")
-            if not -MAX_CONFIG_INTEGER <= weight <= MAX_CONFIG_INTEGER:
-                raise PlacementConfigError(f"the weight for {item['name']!r} must be within ±{MAX_CONFIG_INTEGER}")
-            weights[item["name"]] = weight
-        return ScoringStrategy(kind, weights)
 
 
 def _value(q: Quantity | None) -> int:
     return 0 if q is None else math.ceil(q.amount)
 
 
-def zone_score(
-    kind: StrategyType, requests: Sequence[tuple[str, Quantity]], zone: NUMAZone, strategy: ScoringStrategy
-) -> int:
+def zone_score(kind: str, requests: Sequence[tuple[str, Quantity]], zone: NUMAZone, strategy: ScoringStrategy) -> int:
     """Most/LeastAllocated score of one zone for ``(resource, requested quantity)`` pairs."""
     total = 0
     weights = 0

@@ -1,9 +1,9 @@
 """Vectorised NodeResourcesFit: the resource part of kube-scheduler's filter and its default score,
 for every node at once.
 
-The rule is that of :func:`numaplane.placement.predicates.fits_node` without the node-level predicates
+The rule is that of :func:`numaplane.placement.explain.predicates.fits_node` without the node-level predicates
 (unschedulable, node name, affinity, taints), and the score that of
-:func:`numaplane.placement.predicates.default_score`, exactly, for any quantities:
+:func:`numaplane.placement.explain.predicates.default_score`, exactly, for any quantities:
 
 * a pod fits node ``row`` iff the node's pod count is below ``max_pods[row]`` (the ceiling of its
   ``pods`` allocatable; no limit when it has none) and, for every resource the pod requests with a
@@ -13,9 +13,9 @@ The rule is that of :func:`numaplane.placement.predicates.fits_node` without the
 
 What lives where:
 
-* :mod:`~numaplane.placement.fit_quantity` — thousandths, the bounds of exact rows, the exact formulas,
+* :mod:`~numaplane.placement.model.fit_quantity` — thousandths, the bounds of exact rows, the exact formulas,
   and a pod's requests prepared for the arrays;
-* :mod:`~numaplane.placement.fit_store` — :class:`~numaplane.placement.fit_store.FitStore`, the arrays
+* :mod:`~numaplane.placement.arrays.fit_store` — :class:`~numaplane.placement.arrays.fit_store.FitStore`, the arrays
   (layout, exact and inexact rows, stable rows) and the ways to keep nodes and usage;
 * here — :class:`FitArrays`, the store plus request vectors, verdicts and scores.
 
@@ -36,7 +36,8 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from numaplane.placement.fit_quantity import (
+from numaplane.placement.arrays.fit_store import FitStore
+from numaplane.placement.model.fit_quantity import (
     DEFAULTS,
     I64,
     MEMO_LIMIT,
@@ -46,7 +47,6 @@ from numaplane.placement.fit_quantity import (
     Request,
     exact_part,
 )
-from numaplane.placement.fit_store import FitStore
 from numaplane.resources.pod import Pod
 
 __all__ = ["FitArrays"]

@@ -15,6 +15,7 @@ from typing import Literal
 from numaplane.resources.quantity import Quantity
 
 __all__ = [
+    "ALIGN_REASONS",
     "MSG_APP",
     "MSG_INCONSISTENT",
     "MSG_INIT",
@@ -24,6 +25,7 @@ __all__ = [
     "MSG_NO_USABLE_ZONE",
     "MSG_POD",
     "MSG_SIDECAR",
+    "MSG_UNEXPLAINED",
     "Fit",
     "Reject",
     "StatusCode",
@@ -43,6 +45,10 @@ MSG_APP = "cannot align container"
 MSG_INCONSISTENT = "inconsistent resource accounting"
 # numaplane's own messages for data upstream cannot even load (never produced by upstream).
 MSG_MALFORMED = "malformed node topology data"
+#: The reason of a node the vectorised NUMA filter rejects but the per-node explanation does not.
+MSG_UNEXPLAINED = "node(s) rejected by the NUMA filter"
+#: The ``cannot align`` rejections: the only ones evicting pods can help.
+ALIGN_REASONS = frozenset({MSG_POD, MSG_INIT, MSG_SIDECAR, MSG_APP})
 MSG_NO_USABLE_ZONE = "no usable NUMA zone in node topology data"
 
 

@@ -49,7 +49,7 @@ class BasicNode:
     ``status.allocatable`` (exact quantities; ``status.capacity`` when allocatable is absent), taints and
     ``spec.unschedulable``.
 
-    Not :class:`numaplane.placement.node.NodeInfo`, which holds only what the NUMA filter reads (name and
+    Not :class:`numaplane.placement.model.node.NodeInfo`, which holds only what the NUMA filter reads (name and
     which resources the node advertises)."""
 
     name: str
@@ -172,7 +172,7 @@ def resource_reasons(pod: Pod, node: BasicNode, used: Mapping[str, Quantity], po
     not above ``pods_on_node``), then ``Insufficient <resource>`` in name order for every non-zero
     effective request above ``allocatable - used`` (missing entries count 0). Exact arithmetic.
 
-    :class:`numaplane.placement.fit.FitArrays` computes the same verdict (empty or not) for all nodes
+    :class:`numaplane.placement.arrays.fit.FitArrays` computes the same verdict (empty or not) for all nodes
     at once."""
     reasons: list[str] = []
     max_pods = node.allocatable.get("pods")

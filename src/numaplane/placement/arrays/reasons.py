@@ -1,6 +1,6 @@
 """Reason codes of the NUMA plugin's verdicts, read from the arrays a scheduling cycle decides with.
 
-:func:`reason_codes` gives, per node row of a :class:`~numaplane.placement.pipeline.Pipeline`
+:func:`reason_codes` gives, per node row of a :class:`~numaplane.placement.arrays.pipeline.Pipeline`
 evaluation, ``FITS`` or the code of the upstream status message that follows from the node's data
 alone (:data:`REASON_MESSAGES`), or ``EXPLAIN`` when the message needs the per-node explanation.
 :func:`numa_verdicts` evaluates one pod on nodes given with their data (``numaplane explain``).
@@ -16,14 +16,14 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from numaplane.placement.cluster import POLICY_CODES
-from numaplane.placement.effective import effective_placement
-from numaplane.placement.filter import DEFAULT_OPTIONS, FilterOptions
-from numaplane.placement.node import NodeInfo
-from numaplane.placement.pipeline import Evaluation, Pipeline
-from numaplane.placement.result import MSG_APP, MSG_INVALID_DATA, MSG_MALFORMED, MSG_POD
-from numaplane.placement.score import ScoringStrategy
-from numaplane.placement.view import NodeTopology
+from numaplane.placement.arrays.cluster import POLICY_CODES
+from numaplane.placement.arrays.pipeline import Evaluation, Pipeline
+from numaplane.placement.explain.filter import DEFAULT_OPTIONS, FilterOptions
+from numaplane.placement.model.effective import effective_placement
+from numaplane.placement.model.node import NodeInfo
+from numaplane.placement.model.result import MSG_APP, MSG_INVALID_DATA, MSG_MALFORMED, MSG_POD
+from numaplane.placement.model.strategies import ScoringStrategy
+from numaplane.placement.model.view import NodeTopology
 from numaplane.resources.pod import Pod
 
 __all__ = ["EXPLAIN", "FITS", "REASON_MESSAGES", "numa_verdicts", "reason_codes"]

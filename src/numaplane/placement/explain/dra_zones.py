@@ -2,9 +2,9 @@
 
 The standalone scheduler allocates the supported subset of a pod's claims itself
 (:mod:`numaplane.policy.dra_select`); before choosing devices it asks, per candidate node, which zones
-can hold the pod's effective request (:func:`~numaplane.placement.requests.pod_request`) *and* the
+can hold the pod's effective request (:func:`~numaplane.placement.model.requests.pod_request`) *and* the
 devices of its claims (``deviceclass.resource.kubernetes.io/<class>`` rows the exporter publishes with
-``--dra``). The per-resource rule is the NUMA filter's (:func:`~numaplane.placement.filter.suitable`):
+``--dra``). The per-resource rule is the NUMA filter's (:func:`~numaplane.placement.explain.filter.suitable`):
 non-Guaranteed pods need NUMA-affine resources only listed; every other resource needs
 ``available >= requested``; a host-level resource no zone lists is skipped, and so is a DRA row no
 zone lists (an exporter without ``--dra``: the device side is then judged from the ResourceSlices
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from numaplane.placement.filter import suitable
-from numaplane.placement.requests import is_host_level, pod_request
-from numaplane.placement.view import NodeTopology
+from numaplane.placement.explain.filter import suitable
+from numaplane.placement.model.requests import is_host_level, pod_request
+from numaplane.placement.model.view import NodeTopology
 from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 

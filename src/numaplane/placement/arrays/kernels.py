@@ -1,11 +1,11 @@
-"""Vectorised filter and score kernels over a :class:`~numaplane.placement.cluster.ClusterArrays`.
+"""Vectorised filter and score kernels over a :class:`~numaplane.placement.arrays.cluster.ClusterArrays`.
 
 Arrays are ``(slots, rows)``; every kernel computes one value per selected row — ``sel`` is
 ``slice(0, n)`` (every row, the default: cheap views) or an ascending array of row indices (gathered
 copies; results are the same per row, so callers may recompute only the rows that changed) — and is
-the exact twin of a per-node rule (the row must be *regular*, see :mod:`numaplane.placement.cluster`):
+the exact twin of a per-node rule (the row must be *regular*, see :mod:`numaplane.placement.arrays.cluster`):
 
-* :func:`align` is :func:`numaplane.placement.filter.align`: per requested resource one comparison
+* :func:`align` is :func:`numaplane.placement.explain.filter.align`: per requested resource one comparison
   narrows a ``(slots, rows)`` feasibility mask; a row fits when a slot survives. Slots are in ascending
   NUMA id order on regular rows, so "lowest feasible id" is "first feasible slot" (:func:`charge`).
 * :func:`unit_score` is the per-zone Most/LeastAllocated or BalancedAllocation score reduced to the
@@ -23,9 +23,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from numaplane.placement.cluster import F64, I64, B, ClusterArrays
-from numaplane.placement.requests import ALWAYS_ALLOCATABLE, is_host_level, is_numa_affine
-from numaplane.placement.score import MAX_SCORE, ScoringStrategy
+from numaplane.placement.arrays.cluster import F64, I64, B, ClusterArrays
+from numaplane.placement.explain.score import MAX_SCORE
+from numaplane.placement.model.requests import ALWAYS_ALLOCATABLE, is_host_level, is_numa_affine
+from numaplane.placement.model.strategies import ScoringStrategy
 
 __all__ = ["Requests", "Rows", "align", "charge", "count_of", "first_slot", "unit_score"]
 
