@@ -44,7 +44,7 @@ from typing import Any, Literal
 import structlog
 
 from numaplane.kube.clock import Clock, SystemClock, format_time
-from numaplane.kube.conditions import apply_pod_condition
+from numaplane.kube.conditions import apply_pod_condition, condition, find_condition
 from numaplane.kube.errors import Conflict, KubeError, NotFound, QueueShutDown
 from numaplane.kube.events import make_event
 from numaplane.kube.informer import EventHandlers
@@ -295,23 +295,16 @@ class StandaloneScheduler:
     def _mark_unschedulable(self, pod: Pod, message: str) -> None:
         """Set ``PodScheduled=False`` (reason ``Unschedulable``) as kube-scheduler does — what
         ``kubectl describe`` and cluster-autoscaler read — unless the pod already says exactly that."""
-        conditions = (pod.raw.get("status") or {}).get("conditions") or []
-        current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        current = find_condition((pod.raw.get("status") or {}).get("conditions"), "PodScheduled")
         if current is not None and (current.get("status"), current.get("reason"), current.get("message")) == (
             "False",
             "Unschedulable",
             message,
         ):
             return
-        now = self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        transition = current.get("lastTransitionTime") if current and current.get("status") == "False" else None
-        condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-            "lastTransitionTime": transition or now,
-        }
+        wanted = condition(
+            "PodScheduled", "False", "Unschedulable", message, previous=current, now=format_time(self.clock.now())
+        )
 
         async def patch() -> None:
             try:
@@ -320,7 +313,7 @@ class StandaloneScheduler:
                     name=pod.name,
                     namespace=pod.namespace,
                     uid=pod.uid,
-                    condition=condition,
+                    condition=wanted,
                     field_manager=FIELD_MANAGER,
                 )
             except KubeError as exc:
