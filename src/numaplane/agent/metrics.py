@@ -19,6 +19,11 @@ class AgentMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+
+        def by_result(name: str, documentation: str) -> Counter:
+            """A counter of ``name`` with the one label ``result`` (ok/error, applied/rejected, ...)."""
+            return Counter(name, documentation, ["result"], registry=r)
+
         self.nri_requests = Counter(
             "numaplane_agent_nri_requests",
             "NRI requests served, by method and result.",
@@ -70,11 +75,9 @@ class AgentMetrics:
             ["task"],
             registry=r,
         )
-        self.adoptions = Counter(
+        self.adoptions = by_result(
             "numaplane_agent_adoptions",
             "Running containers found by Synchronize that the agent did not know, by result.",
-            ["result"],
-            registry=r,
         )
         self.container_updates = Counter(
             "numaplane_agent_container_updates",
@@ -92,26 +95,19 @@ class AgentMetrics:
         self.sync_duration = Gauge(
             "numaplane_agent_last_synchronize_duration_seconds", "Duration of the last Synchronize.", registry=r
         )
-        self.checkpoint_writes = Counter(
-            "numaplane_agent_checkpoint_writes", "Checkpoint writes by result.", ["result"], registry=r
-        )
+        self.checkpoint_writes = by_result("numaplane_agent_checkpoint_writes", "Checkpoint writes by result.")
         self.checkpoint_write_duration = Histogram(
             "numaplane_agent_checkpoint_write_duration_seconds",
             "Time to write the checkpoint (worker thread).",
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
-        self.checkpoint_load = Counter(
+        self.checkpoint_load = by_result(
             "numaplane_agent_checkpoint_loads",
             "Checkpoint loads at start by result (restored/missing/corrupted/foreign).",
-            ["result"],
-            registry=r,
         )
-        self.config_reloads = Counter(
-            "numaplane_agent_config_reloads",
-            "Config file reloads by result (applied/rejected).",
-            ["result"],
-            registry=r,
+        self.config_reloads = by_result(
+            "numaplane_agent_config_reloads", "Config file reloads by result (applied/rejected)."
         )
         self.config_valid = Gauge(
             "numaplane_agent_config_last_reload_valid",
@@ -127,27 +123,20 @@ class AgentMetrics:
             ["reason"],
             registry=r,
         )
-        self.plugin_registrations = Counter(
-            "numaplane_agent_plugin_registrations",
-            "Out-of-process plugin registrations by result (accepted/refused).",
-            ["result"],
-            registry=r,
+        self.plugin_registrations = by_result(
+            "numaplane_agent_plugin_registrations", "Out-of-process plugin registrations by result (accepted/refused)."
         )
         self.plugin_available = Gauge(
             "numaplane_agent_plugin_available", "1 while an out-of-process plugin answers.", ["plugin"], registry=r
         )
 
-        self.notify_touches = Counter(
+        self.notify_touches = by_result(
             "numaplane_agent_notify_touches",
             "Touches of the exporter's notify file after allocation changes, by result (ok/error).",
-            ["result"],
-            registry=r,
         )
-        self.applied_policy_writes = Counter(
+        self.applied_policy_writes = by_result(
             "numaplane_agent_applied_policy_writes",
             "Writes of the applied policy file (the configuration in force, read by the exporter), by result (ok/error).",
-            ["result"],
-            registry=r,
         )
 
     def set_config_rejected(self, reason: str) -> None:
