@@ -45,11 +45,12 @@ import structlog
 
 from numaplane.kube.clock import Clock, SystemClock, format_time
 from numaplane.kube.conditions import apply_pod_condition, condition, find_condition
-from numaplane.kube.errors import Conflict, KubeError, NotFound, QueueShutDown
+from numaplane.kube.errors import Conflict, KubeError, NotFound
 from numaplane.kube.events import make_event
 from numaplane.kube.informer import EventHandlers
 from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import EVENT
+from numaplane.kube.worker import run_worker
 from numaplane.policy.dra import DRAError
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.config import SchedulerConfig
@@ -456,23 +457,17 @@ class StandaloneScheduler:
         log.info("scheduling", pending=self.queue.sizes())
         flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         try:
-            while True:
-                try:
-                    key = await self.queue.get()
-                except QueueShutDown:
-                    return
-                try:
-                    await self.schedule_one(key)
-                except Exception:
-                    log.exception("scheduling cycle failed", pod=key)
-                    self.queue.error(key)
-                finally:
-                    self.queue.done(key)
+            await run_worker(self.queue, self.schedule_one, self._cycle_failed)
         finally:
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher
             await self.drain()
+
+    def _cycle_failed(self, key: str, exc: Exception) -> None:
+        """Called inside the worker's ``except`` block: the pod goes back with the queue's error backoff."""
+        log.exception("scheduling cycle failed", pod=key)
+        self.queue.error(key)
 
     async def drain(self) -> None:
         """Cancel in-flight bindings and event posts (at shutdown or when leadership is lost)."""
