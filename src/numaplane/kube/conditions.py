@@ -10,12 +10,12 @@ Kubernetes ``Time`` string (:func:`numaplane.kube.clock.format_time` of their in
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from numaplane.kube.port import JsonObj, KubePort, PatchType
 from numaplane.kube.resources import POD
 
-__all__ = ["apply_pod_condition", "condition", "find_condition", "transition_time"]
+__all__ = ["PodIdentity", "apply_pod_condition", "condition", "find_condition", "transition_time"]
 
 
 def find_condition(conditions: Iterable[Mapping[str, Any]] | None, ctype: str) -> Mapping[str, Any] | None:
@@ -54,18 +54,37 @@ def condition(
     }
 
 
+class PodIdentity(Protocol):
+    """Which pod: its name, namespace and uid (the scheduler's ``Pod`` view is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def uid(self) -> str: ...
+
+
 async def apply_pod_condition(
-    kube: KubePort, *, name: str, namespace: str, uid: str, condition: Mapping[str, Any], field_manager: str
+    kube: KubePort, pod: PodIdentity, condition: Mapping[str, Any], *, field_manager: str
 ) -> JsonObj:
-    """Apply ``condition`` to the pod's ``status.conditions`` (a list-map keyed by type: the other
-    conditions and their owners are left alone). ``uid`` makes the write fail if the pod was recreated.
+    """Apply ``condition`` to ``pod``'s ``status.conditions`` (a list-map keyed by type: the other
+    conditions and their owners are left alone). The uid makes the write fail if the pod was recreated.
     Raises :mod:`numaplane.kube.errors` types."""
     body = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+        "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
         "status": {"conditions": [dict(condition)]},
     }
     return await kube.patch_status(
-        POD, name, body, namespace=namespace, patch_type=PatchType.APPLY, field_manager=field_manager, force=True
+        POD,
+        pod.name,
+        body,
+        namespace=pod.namespace,
+        patch_type=PatchType.APPLY,
+        field_manager=field_manager,
+        force=True,
     )

@@ -309,14 +309,7 @@ class StandaloneScheduler:
 
         async def patch() -> None:
             try:
-                await apply_pod_condition(
-                    self.kube,
-                    name=pod.name,
-                    namespace=pod.namespace,
-                    uid=pod.uid,
-                    condition=wanted,
-                    field_manager=FIELD_MANAGER,
-                )
+                await apply_pod_condition(self.kube, pod, wanted, field_manager=FIELD_MANAGER)
             except KubeError as exc:
                 log.info("PodScheduled condition not recorded", pod=pod.key, error=str(exc))
 

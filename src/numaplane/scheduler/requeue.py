@@ -161,14 +161,7 @@ class RequeueSignal:
             lastProbeTime=now,
         )
         try:
-            await apply_pod_condition(
-                self.kube,
-                name=pod.name,
-                namespace=pod.namespace,
-                uid=pod.uid,
-                condition=wanted,
-                field_manager=FIELD_MANAGER,
-            )
+            await apply_pod_condition(self.kube, pod, wanted, field_manager=FIELD_MANAGER)
         except NotFound:
             self._count("gone")
             return False
