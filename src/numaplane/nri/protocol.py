@@ -121,14 +121,16 @@ class FrameReader(Generic[T]):
     frame stay buffered (:attr:`buffered`) until the next feed.
     """
 
-    __slots__ = ("_buf", "_check", "_make", "_pending", "_size", "_unpack")
+    __slots__ = ("_buf", "_check", "_fields", "_make", "_pending", "_size", "_unpack")
 
     _header: ClassVar[struct.Struct]
     _what: ClassVar[str]  # "a mux frame", for the EOF error
 
     def __init__(self) -> None:
         self._buf = bytearray()
-        self._pending: tuple[tuple[int, ...], int] | None = None  # the checked header at the buffer's start
+        # The checked header at the buffer's start: its fields and payload length (-1: none checked yet).
+        self._fields: tuple[int, ...] = ()
+        self._pending = -1
         # Bound once: feed() is on the NRI hot path (bench/nri_framing.py).
         self._size = self._header.size
         self._unpack = self._header.unpack_from
@@ -149,25 +151,25 @@ class FrameReader(Generic[T]):
         out: list[T] = []
         size = self._size
         end = len(buf)
-        pending = self._pending
-        if pending is None and end < size:
+        length = self._pending
+        if length < 0 and end < size:
             return out
+        fields = self._fields
         unpack, check, frame = self._unpack, self._check, self._make
         pos = 0
         while True:
-            if pending is None:
+            if length < 0:
                 if end - pos < size:
                     break
                 fields = unpack(buf, pos)
-                pending = fields, check(fields)
-            fields, length = pending
+                length = check(fields)
             start = pos + size
             if end - start < length:
                 break
             out.append(frame(fields, bytes(buf[start : start + length])))
             pos = start + length
-            pending = None
-        self._pending = pending
+            length = -1
+        self._fields, self._pending = fields, length
         if pos:
             del buf[:pos]
         return out
