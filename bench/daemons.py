@@ -42,6 +42,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+
 import aiohttp
 from nrtdoc import nrt_document
 
@@ -53,6 +55,7 @@ from numaplane.operator.crds import all_crds
 from numaplane.testing.fakeapi import FakeApiServer
 from numaplane.topology.document import topology_to_dict
 from numaplane.topology.model import synthetic
+from numaplane_harness.sysfs import write_uniform_sysfs
 
 GI = 1 << 30
 HEAVY = ("numpy", "matplotlib", "rich", "grpc", "lightkube", "aiohttp", "jsonschema")
@@ -274,41 +277,9 @@ async def bench_schedulers(server: FakeApiServer, work: Path, nodes: int, pods: 
     await measure(Daemon("scheduler", scheduler_args("run", server, port), work, port), scheduler_load, 5.0)
 
 
-def write_sysfs(root: Path, nodes: int = 4, cpus_per_node: int = 64, mem_gib: int = 64) -> Path:
-    """A sysfs tree: ``nodes`` NUMA nodes, one socket each, no SMT."""
-    cpu_dir, node_dir = root / "sys/devices/system/cpu", root / "sys/devices/system/node"
-    total = nodes * cpus_per_node
-    cpu_dir.mkdir(parents=True)
-    node_dir.mkdir(parents=True)
-    for d in (cpu_dir, node_dir):
-        (d / "online").write_text(f"0-{(total if d is cpu_dir else nodes) - 1}\n")
-        (d / "possible").write_text(f"0-{(total if d is cpu_dir else nodes) - 1}\n")
-    for cpu in range(total):
-        node = cpu // cpus_per_node
-        topo = cpu_dir / f"cpu{cpu}/topology"
-        topo.mkdir(parents=True)
-        first = node * cpus_per_node
-        for key, value in (
-            ("physical_package_id", node),
-            ("core_id", cpu),
-            ("thread_siblings_list", cpu),
-            ("core_siblings_list", f"{first}-{first + cpus_per_node - 1}"),
-        ):
-            (topo / key).write_text(f"{value}\n")
-    for node in range(nodes):
-        base = node_dir / f"node{node}"
-        base.mkdir()
-        first = node * cpus_per_node
-        (base / "cpulist").write_text(f"{first}-{first + cpus_per_node - 1}\n")
-        (base / "distance").write_text(" ".join("10" if j == node else "21" for j in range(nodes)) + "\n")
-        kib = mem_gib * 1024 * 1024
-        (base / "meminfo").write_text(f"Node {node} MemTotal:  {kib} kB\nNode {node} MemFree:  {kib // 2} kB\n")
-    return root
-
-
 async def bench_exporter(server: FakeApiServer, work: Path, pods: int) -> None:
     await server.store.create(NODE, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bench-node"}})
-    sysfs = write_sysfs(work / "host")
+    sysfs = write_uniform_sysfs(work / "host", nodes=4, cpus_per_node=64, mem_gib=64)
     fake = work / "podres"
     fake.mkdir()
     (fake / "get_allocatable_resources.json").write_text(json.dumps({"cpu_ids": list(range(1, 256))}))

@@ -21,10 +21,13 @@ import asyncio
 import contextlib
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
 
 from numaplane.exporter.daemon import Exporter
 from numaplane.exporter.options import ExporterOptions, NotifyBackend, RefreshMode
@@ -35,38 +38,13 @@ from numaplane.nrt.crd import crd_manifest
 from numaplane.nrt.podresources import AllocatableResources, ContainerMemory, ContainerResources, PodResources
 from numaplane.observability.logs import configure_logging
 from numaplane.testing.fakeapi import FakeApiServer
+from numaplane_harness.sysfs import write_uniform_sysfs
 
 NODE_NAME = "bench-node"
 NUMA = 4
 CPUS_PER_NUMA = 16
 GAP_SECONDS = 0.15
 GiB = 1 << 30
-
-
-def build_sysfs(root: Path) -> Path:
-    """A synthetic sysfs tree: NUMA x CPUS_PER_NUMA CPUs, one socket per node, 32 GiB per node."""
-    cpu_dir, node_dir = root / "sys/devices/system/cpu", root / "sys/devices/system/node"
-    total = NUMA * CPUS_PER_NUMA
-    cpu_dir.mkdir(parents=True)
-    (cpu_dir / "online").write_text(f"0-{total - 1}\n")
-    for cpu in range(total):
-        node, first = cpu // CPUS_PER_NUMA, cpu // CPUS_PER_NUMA * CPUS_PER_NUMA
-        topo = cpu_dir / f"cpu{cpu}/topology"
-        topo.mkdir(parents=True)
-        (topo / "physical_package_id").write_text(f"{node}\n")
-        (topo / "core_id").write_text(f"{cpu}\n")
-        (topo / "thread_siblings_list").write_text(f"{cpu}\n")
-        (topo / "core_siblings_list").write_text(f"{first}-{first + CPUS_PER_NUMA - 1}\n")
-    node_dir.mkdir(parents=True)
-    (node_dir / "online").write_text(f"0-{NUMA - 1}\n")
-    for node in range(NUMA):
-        base = node_dir / f"node{node}"
-        base.mkdir()
-        first = node * CPUS_PER_NUMA
-        (base / "cpulist").write_text(f"{first}-{first + CPUS_PER_NUMA - 1}\n")
-        (base / "distance").write_text(" ".join("10" if d == node else "21" for d in range(NUMA)) + "\n")
-        (base / "meminfo").write_text(f"Node {node} MemTotal: {32 * 1024 * 1024} kB\n")
-    return root
 
 
 def pods_for(round_no: int) -> list[PodResources]:
@@ -94,7 +72,7 @@ def percentile(samples: list[float], q: float) -> float:
 async def run(rounds: int, backend: NotifyBackend) -> None:
     work = Path(tempfile.mkdtemp(prefix="npb-", dir="/tmp"))
     try:
-        sysfs = build_sysfs(work / "host")
+        sysfs = write_uniform_sysfs(work / "host", nodes=NUMA, cpus_per_node=CPUS_PER_NUMA, mem_gib=32)
         reserved = {0, CPUS_PER_NUMA, 2 * CPUS_PER_NUMA, 3 * CPUS_PER_NUMA}
         allocatable = AllocatableResources(
             cpu_ids=tuple(c for c in range(NUMA * CPUS_PER_NUMA) if c not in reserved),

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -42,6 +41,7 @@ from pathlib import Path
 
 from numaplane import __version__
 from numaplane_harness.debian import DebianUnavailable, cache_base, debian_arch, fetch_debs
+from numaplane_harness.ocilayout import LAYER_TAR_GZIP, Blob, Image, write_oci_layout
 
 __all__ = [
     "IMAGE_NAME",
@@ -225,102 +225,34 @@ def _write_layout(layer: Path, out: Path, name: str) -> tuple[str, int]:
         gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, compresslevel=6) as dst,
     ):
         shutil.copyfileobj(src, dst, 1 << 20)
-    layer_digest = _sha256(gz)
-    config = json.dumps(
-        {
-            "architecture": debian_arch(),
-            "os": "linux",
-            "config": {
-                "User": f"{NONROOT}:{NONROOT}",
-                "Entrypoint": [ENTRYPOINT],
-                "Cmd": ["--help"],
-                "Env": [
-                    "PATH=/opt/numaplane/bin:/usr/bin:/bin",
-                    f"PYTHONPATH=/{SITE}",
-                    "PYTHONDONTWRITEBYTECODE=1",
-                    "PYTHONUNBUFFERED=1",
-                    "LANG=C.UTF-8",
-                ],
-                "WorkingDir": "/",
-                "Labels": {
-                    "org.opencontainers.image.title": "numaplane",
-                    "org.opencontainers.image.version": __version__,
-                    "org.opencontainers.image.licenses": "Apache-2.0",
-                },
-            },
-            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff_id}"]},
-            "history": [{"created_by": "numaplane_harness.image (Debian bookworm + image/requirements.lock + wheel)"}],
-        },
-        sort_keys=True,
-    ).encode()
-    config_digest = hashlib.sha256(config).hexdigest()
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {
-                "mediaType": "application/vnd.oci.image.config.v1+json",
-                "digest": f"sha256:{config_digest}",
-                "size": len(config),
-            },
-            "layers": [
-                {
-                    "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                    "digest": f"sha256:{layer_digest}",
-                    "size": gz.stat().st_size,
-                }
+    compressed = Blob.of_file(gz)
+    config = {
+        "architecture": debian_arch(),
+        "os": "linux",
+        "config": {
+            "User": f"{NONROOT}:{NONROOT}",
+            "Entrypoint": [ENTRYPOINT],
+            "Cmd": ["--help"],
+            "Env": [
+                "PATH=/opt/numaplane/bin:/usr/bin:/bin",
+                f"PYTHONPATH=/{SITE}",
+                "PYTHONDONTWRITEBYTECODE=1",
+                "PYTHONUNBUFFERED=1",
+                "LANG=C.UTF-8",
             ],
+            "WorkingDir": "/",
+            "Labels": {
+                "org.opencontainers.image.title": "numaplane",
+                "org.opencontainers.image.version": __version__,
+                "org.opencontainers.image.licenses": "Apache-2.0",
+            },
         },
-        sort_keys=True,
-    ).encode()
-    manifest_digest = hashlib.sha256(manifest).hexdigest()
-    index = json.dumps(
-        {
-            "schemaVersion": 2,
-            "manifests": [
-                {
-                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                    "digest": f"sha256:{manifest_digest}",
-                    "size": len(manifest),
-                    "annotations": {
-                        "io.containerd.image.name": name,
-                        "org.opencontainers.image.ref.name": name.rsplit(":", 1)[1],
-                    },
-                }
-            ],
-        },
-        sort_keys=True,
-    ).encode()
-
-    def add(tar: tarfile.TarFile, arcname: str, data: bytes | None = None, source: Path | None = None) -> None:
-        info = tarfile.TarInfo(arcname)
-        info.mtime = 0
-        if data is None and source is None:
-            info.type = tarfile.DIRTYPE
-            info.mode = 0o755
-            tar.addfile(info)
-            return
-        info.mode = 0o644
-        if source is not None:
-            info.size = source.stat().st_size
-            with open(source, "rb") as f:
-                tar.addfile(info, f)
-        else:
-            assert data is not None
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-
-    with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
-        add(tar, "oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
-        add(tar, "index.json", index)
-        add(tar, "blobs")
-        add(tar, "blobs/sha256")
-        add(tar, f"blobs/sha256/{config_digest}", config)
-        add(tar, f"blobs/sha256/{manifest_digest}", manifest)
-        add(tar, f"blobs/sha256/{layer_digest}", source=gz)
-    size = gz.stat().st_size
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff_id}"]},
+        "history": [{"created_by": "numaplane_harness.image (Debian bookworm + image/requirements.lock + wheel)"}],
+    }
+    (digest,) = write_oci_layout(out, [Image(name, config, [(LAYER_TAR_GZIP, compressed)])])
     gz.unlink()
-    return f"sha256:{manifest_digest}", size
+    return digest, compressed.size
 
 
 def build_image(*, repo: Path | None = None, cache: Path | None = None, name: str = IMAGE_NAME) -> BuiltImage:

@@ -17,45 +17,21 @@ from numaplane.nrt.podresources import (
     ContainerResources,
     PodResources,
 )
+from numaplane_harness.sysfs import uniform_machine, write_sysfs
 
 GiB = 1 << 30
 NODE = "worker-1"
 _VALIDATOR = jsonschema.Draft202012Validator(validation_schema("v1alpha2"))
 
 
-def build_sysfs(root: Path, *, nodes: int = 2, cpus_per_node: int = 4, mem_gib: int = 8) -> Path:
-    """A minimal sysfs tree under ``root``: ``nodes`` NUMA nodes, one socket each, no SMT."""
-    cpu_dir = root / "sys/devices/system/cpu"
-    node_dir = root / "sys/devices/system/node"
-    total = nodes * cpus_per_node
-    cpu_dir.mkdir(parents=True)
-    (cpu_dir / "online").write_text(f"0-{total - 1}\n")
-    (cpu_dir / "possible").write_text(f"0-{total - 1}\n")
-    for cpu in range(total):
-        node = cpu // cpus_per_node
-        topo = cpu_dir / f"cpu{cpu}/topology"
-        topo.mkdir(parents=True)
-        (topo / "physical_package_id").write_text(f"{node}\n")
-        (topo / "core_id").write_text(f"{cpu}\n")
-        (topo / "thread_siblings_list").write_text(f"{cpu}\n")
-        first = node * cpus_per_node
-        (topo / "core_siblings_list").write_text(f"{first}-{first + cpus_per_node - 1}\n")
-    node_dir.mkdir(parents=True)
-    (node_dir / "online").write_text(f"0-{nodes - 1}\n")
-    (node_dir / "possible").write_text(f"0-{nodes - 1}\n")
-    for node in range(nodes):
-        base = node_dir / f"node{node}"
-        base.mkdir()
-        first = node * cpus_per_node
-        (base / "cpulist").write_text(f"{first}-{first + cpus_per_node - 1}\n")
-        (base / "distance").write_text(" ".join("10" if j == node else "21" for j in range(nodes)) + "\n")
-        kib = mem_gib * 1024 * 1024
-        (base / "meminfo").write_text(f"Node {node} MemTotal:  {kib} kB\nNode {node} MemFree:  {kib // 2} kB\n")
-        pages = base / "hugepages/hugepages-2048kB"
-        pages.mkdir(parents=True)
-        (pages / "nr_hugepages").write_text("16\n")
-        (pages / "free_hugepages").write_text("16\n")
-    return root
+#: The exporter tests' machine: 2 NUMA nodes of 4 CPUs (one socket each, no SMT), 8 GiB and 16 2 MiB
+#: hugepages per node.
+MACHINE = uniform_machine(nodes=2, cpus_per_node=4, mem_gib=8, hugepages_2m=16)
+
+
+def build_sysfs(root: Path) -> Path:
+    """:data:`MACHINE` as a sysfs tree under ``root`` (the harness's writer); returns ``root``."""
+    return write_sysfs(root, MACHINE)
 
 
 #: CPUs 0 and 4 reserved; 4 GiB of memory per node allocatable; one NIC per node.

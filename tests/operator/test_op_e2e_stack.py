@@ -50,7 +50,8 @@ from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import parse_pod
 from numaplane.scheduler.service import SchedulerService
 from numaplane.testing.fakeapi import FakeApiServer
-from numaplane.topology.model import Topology, synthetic
+from numaplane.topology.model import synthetic
+from numaplane_harness.sysfs import write_sysfs
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -120,35 +121,6 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: f
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for: {what}")
         await asyncio.sleep(0.05)
-
-
-def write_sysfs(root: Path, topology: Topology) -> None:
-    """The sysfs files :func:`numaplane.topology.sysfs.discover` reads, for a machine without SMT."""
-    cpu_dir = root / "sys/devices/system/cpu"
-    node_dir = root / "sys/devices/system/node"
-    last_cpu = max(c.cpu for c in topology.cpus)
-    cpu_dir.mkdir(parents=True)
-    for name in ("online", "possible"):
-        (cpu_dir / name).write_text(f"0-{last_cpu}\n")
-    for c in topology.cpus:
-        topo = cpu_dir / f"cpu{c.cpu}" / "topology"
-        topo.mkdir(parents=True)
-        same_socket = ",".join(str(o.cpu) for o in topology.cpus if o.socket == c.socket)
-        (topo / "physical_package_id").write_text(f"{c.socket}\n")
-        (topo / "core_id").write_text(f"{c.core}\n")
-        (topo / "thread_siblings_list").write_text(f"{c.cpu}\n")
-        (topo / "core_siblings_list").write_text(f"{same_socket}\n")
-    node_dir.mkdir(parents=True)
-    last_node = max(n.id for n in topology.numa_nodes)
-    for name in ("online", "possible"):
-        (node_dir / name).write_text(f"0-{last_node}\n")
-    for n in topology.numa_nodes:
-        base = node_dir / f"node{n.id}"
-        base.mkdir()
-        (base / "cpulist").write_text(f"{n.cpus.format()}\n")
-        (base / "distance").write_text(" ".join(str(n.distances[o]) for o in sorted(n.distances)) + "\n")
-        kib = n.memory_total_bytes // 1024
-        (base / "meminfo").write_text(f"Node {n.id} MemTotal: {kib} kB\nNode {n.id} MemFree: {kib} kB\n")
 
 
 def node_doc(name: str, labels: Mapping[str, str]) -> dict[str, Any]:

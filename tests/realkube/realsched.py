@@ -354,6 +354,32 @@ def numaplane(args: list[str], log_file: Path, ready_port: int) -> Iterator[Numa
         proc.stop()
 
 
+def install_scheduler(
+    cp: ControlPlane, tmp: Path, *, mode: str, scheduler_name: str, replicas: int = 1
+) -> tuple[list[dict[str, Any]], Path]:
+    """The one real-scheduler set-up: the NRT CRD, the RBAC ``numaplane render`` grants the scheduler
+    of ``mode`` (:func:`rendered_scheduler`), and a kubeconfig of its ServiceAccount. Returns
+    ``(the rendered objects, that kubeconfig)``."""
+    install_nrt_crd(cp)
+    docs = rendered_scheduler(cp, tmp, mode=mode, scheduler_name=scheduler_name, replicas=replicas)
+    apply_rbac(cp, docs)
+    return docs, cp.service_account_kubeconfig(NAMESPACE, SA_NAME)
+
+
+def standalone_args(
+    kubeconfig: Path, scheduler_name: str, health_port: int, *extra: str, overreserve: bool = True
+) -> list[str]:
+    """``numaplane scheduler run`` as the tests start it: health on ``health_port``, no metrics listener
+    unless ``extra`` names one, console logs, and (``overreserve``) the over-reserve cache resynced every second."""
+    cache = ["--cache=overreserve", "--resync-period=1s"] if overreserve else []
+    if not any(a.startswith("--metrics-address") for a in extra):
+        extra = ("--metrics-address=", *extra)
+    return [
+        "scheduler", "run", "--kubeconfig", str(kubeconfig), f"--scheduler-name={scheduler_name}", *cache,
+        f"--health-address=127.0.0.1:{health_port}", "--log-format=console", *extra,
+    ]  # fmt: skip
+
+
 def extender_args(kubeconfig: Path, port: int, scheduler_name: str, *extra: str) -> list[str]:
     return [
         "scheduler", "extender", "--kubeconfig", str(kubeconfig), f"--address=127.0.0.1:{port}",

@@ -22,15 +22,12 @@ from typing import Any
 
 import pytest
 from realsched import (
-    NAMESPACE,
-    SA_NAME,
     TEST_LABEL,
-    apply_rbac,
     free_port,
-    install_nrt_crd,
+    install_scheduler,
     numaplane,
-    rendered_scheduler,
     scoped_cluster,
+    standalone_args,
     zone,
 )
 
@@ -78,15 +75,9 @@ def claim_pod(name: str, namespace: str, claim_name: str, label: dict[str, str],
 def test_standalone_allocates_the_claim_in_the_zone_of_the_cpus_and_binds(
     control_plane: ControlPlane, tmp_path: Path
 ) -> None:
-    install_nrt_crd(control_plane)
-    apply_rbac(control_plane, rendered_scheduler(control_plane, tmp_path, mode="standalone", scheduler_name=SCHEDULER))
-    kubeconfig = control_plane.service_account_kubeconfig(NAMESPACE, SA_NAME)
+    _, kubeconfig = install_scheduler(control_plane, tmp_path, mode="standalone", scheduler_name=SCHEDULER)
     health = free_port()
-    args = [
-        "scheduler", "run", "--kubeconfig", str(kubeconfig), f"--scheduler-name={SCHEDULER}", "--dra",
-        "--cache=overreserve", "--resync-period=1s", f"--health-address=127.0.0.1:{health}",
-        "--metrics-address=", "--log-format=console",
-    ]  # fmt: skip
+    args = standalone_args(kubeconfig, SCHEDULER, health, "--dra")
     cp = control_plane
     with scoped_cluster(cp) as cluster:
         ns = cluster.namespace

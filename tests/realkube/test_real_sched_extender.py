@@ -13,15 +13,11 @@ from pathlib import Path
 
 import pytest
 from realsched import (
-    NAMESPACE,
-    SA_NAME,
-    apply_rbac,
     extender_args,
     free_port,
-    install_nrt_crd,
+    install_scheduler,
     kube_scheduler_config,
     numaplane,
-    rendered_scheduler,
     scheduler_log_forbidden,
     scoped_cluster,
     zone,
@@ -37,10 +33,7 @@ PROFILE = "numa-extender"
 @pytest.fixture
 def extender_install(control_plane: ControlPlane, tmp_path: Path) -> tuple[list[dict[str, object]], Path]:
     """The NRT CRD and the rendered extender-mode RBAC; the ServiceAccount's kubeconfig."""
-    install_nrt_crd(control_plane)
-    docs = rendered_scheduler(control_plane, tmp_path, mode="extender", scheduler_name=PROFILE, replicas=2)
-    apply_rbac(control_plane, docs)
-    return docs, control_plane.service_account_kubeconfig(NAMESPACE, SA_NAME)
+    return install_scheduler(control_plane, tmp_path, mode="extender", scheduler_name=PROFILE, replicas=2)
 
 
 @pytest.mark.parametrize("node_cache_capable", [True, False], ids=["node-names", "node-objects"])

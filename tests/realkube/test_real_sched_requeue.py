@@ -16,17 +16,13 @@ from pathlib import Path
 
 import pytest
 from realsched import (
-    NAMESPACE,
-    SA_NAME,
-    apply_rbac,
     extender_args,
     free_port,
-    install_nrt_crd,
+    install_scheduler,
     kube_scheduler_config,
     metric,
     numaplane,
     put_nrt,
-    rendered_scheduler,
     scoped_cluster,
     zone,
 )
@@ -43,10 +39,7 @@ FILTERS = "numaplane_scheduler_extender_requests_total"
 def test_extender_refused_pod_is_retried_within_seconds_of_the_nrt_freeing_room(
     control_plane: ControlPlane, tmp_path: Path
 ) -> None:
-    install_nrt_crd(control_plane)
-    docs = rendered_scheduler(control_plane, tmp_path, mode="extender", scheduler_name=PROFILE)
-    apply_rbac(control_plane, docs)
-    kubeconfig = control_plane.service_account_kubeconfig(NAMESPACE, SA_NAME)
+    docs, kubeconfig = install_scheduler(control_plane, tmp_path, mode="extender", scheduler_name=PROFILE)
     port = free_port()
     config = kube_scheduler_config(docs, port)
     with (

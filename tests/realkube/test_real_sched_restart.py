@@ -10,15 +10,12 @@ from pathlib import Path
 
 import pytest
 from realsched import (
-    NAMESPACE,
-    SA_NAME,
-    apply_rbac,
     free_port,
-    install_nrt_crd,
+    install_scheduler,
     numaplane,
     put_nrt,
-    rendered_scheduler,
     scoped_cluster,
+    standalone_args,
     zone,
 )
 
@@ -31,15 +28,9 @@ SCHEDULER = "numa-standalone"
 
 
 def test_standalone_scheduler_survives_an_apiserver_restart(control_plane: ControlPlane, tmp_path: Path) -> None:
-    install_nrt_crd(control_plane)
-    apply_rbac(control_plane, rendered_scheduler(control_plane, tmp_path, mode="standalone", scheduler_name=SCHEDULER))
-    kubeconfig = control_plane.service_account_kubeconfig(NAMESPACE, SA_NAME)
+    _, kubeconfig = install_scheduler(control_plane, tmp_path, mode="standalone", scheduler_name=SCHEDULER)
     health = free_port()
-    args = [
-        "scheduler", "run", "--kubeconfig", str(kubeconfig), f"--scheduler-name={SCHEDULER}",
-        "--cache=overreserve", "--resync-period=1s", f"--health-address=127.0.0.1:{health}",
-        "--metrics-address=", "--log-format=console",
-    ]  # fmt: skip
+    args = standalone_args(kubeconfig, SCHEDULER, health)
     with (
         scoped_cluster(control_plane) as cluster,
         numaplane(args, tmp_path / "scheduler.log", health) as scheduler,

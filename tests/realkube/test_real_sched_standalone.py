@@ -12,15 +12,13 @@ from pathlib import Path
 import pytest
 from realsched import (
     NAMESPACE,
-    SA_NAME,
-    apply_rbac,
     free_port,
-    install_nrt_crd,
+    install_scheduler,
     metric,
     numaplane,
     put_nrt,
-    rendered_scheduler,
     scoped_cluster,
+    standalone_args,
     zone,
 )
 
@@ -35,17 +33,13 @@ SCHEDULER = "numa-standalone"
 def test_standalone_binds_emits_events_and_over_reserves_through_watches(
     control_plane: ControlPlane, tmp_path: Path
 ) -> None:
-    install_nrt_crd(control_plane)
-    apply_rbac(control_plane, rendered_scheduler(control_plane, tmp_path, mode="standalone", scheduler_name=SCHEDULER))
-    kubeconfig = control_plane.service_account_kubeconfig(NAMESPACE, SA_NAME)
+    _, kubeconfig = install_scheduler(control_plane, tmp_path, mode="standalone", scheduler_name=SCHEDULER)
     health = free_port()
-    args = [
-        "scheduler", "run", "--kubeconfig", str(kubeconfig), f"--scheduler-name={SCHEDULER}",
-        "--cache=overreserve", "--resync-period=1s", f"--health-address=127.0.0.1:{health}",
-        "--metrics-address=", "--log-format=console",
-        # as rendered: Lease election in the install namespace, on the Lease its Role names
+    # as rendered: Lease election in the install namespace, on the Lease its Role names
+    args = standalone_args(
+        kubeconfig, SCHEDULER, health,
         "--leader-elect", f"--leader-election-namespace={NAMESPACE}", "--leader-election-lease=numaplane-scheduler",
-    ]  # fmt: skip
+    )  # fmt: skip
     with (
         scoped_cluster(control_plane) as cluster,
         numaplane(args, tmp_path / "scheduler.log", health) as scheduler,
@@ -107,14 +101,9 @@ def test_standalone_binds_emits_events_and_over_reserves_through_watches(
 def test_standalone_aggregates_repeated_failed_scheduling_events(control_plane: ControlPlane, tmp_path: Path) -> None:
     """A pod stuck while other nodes' NRTs keep changing is retried each time (after backoff), but
     its identical FailedScheduling events are one Event object, as kube-scheduler's are."""
-    install_nrt_crd(control_plane)
-    apply_rbac(control_plane, rendered_scheduler(control_plane, tmp_path, mode="standalone", scheduler_name=SCHEDULER))
-    kubeconfig = control_plane.service_account_kubeconfig(NAMESPACE, SA_NAME)
+    _, kubeconfig = install_scheduler(control_plane, tmp_path, mode="standalone", scheduler_name=SCHEDULER)
     health, metrics = free_port(), free_port()
-    args = [
-        "scheduler", "run", "--kubeconfig", str(kubeconfig), f"--scheduler-name={SCHEDULER}",
-        f"--health-address=127.0.0.1:{health}", f"--metrics-address=127.0.0.1:{metrics}", "--log-format=console",
-    ]  # fmt: skip
+    args = standalone_args(kubeconfig, SCHEDULER, health, f"--metrics-address=127.0.0.1:{metrics}", overreserve=False)
     with (
         scoped_cluster(control_plane) as cluster,
         numaplane(args, tmp_path / "scheduler.log", health) as scheduler,

@@ -27,12 +27,11 @@ from realsched import (
     NRT_PATH,
     REPO,
     TEST_LABEL,
-    apply_rbac,
-    install_nrt_crd,
+    install_scheduler,
     numaplane,
     render,
-    rendered_scheduler,
     scoped_cluster,
+    standalone_args,
 )
 
 from numaplane_harness.containerd import terminate_process
@@ -110,16 +109,10 @@ def test_the_scheduler_stops_trusting_an_nrt_whose_exporter_is_gone(
     control_plane: ControlPlane, tmp_path: Path
 ) -> None:
     cp = control_plane
-    install_nrt_crd(cp)
-    apply_rbac(cp, rendered_scheduler(cp, tmp_path, mode="standalone", scheduler_name=SCHEDULER))
+    _, scheduler_kubeconfig = install_scheduler(cp, tmp_path, mode="standalone", scheduler_name=SCHEDULER)
     exporter_kubeconfig = exporter_rbac(cp)
-    scheduler_kubeconfig = cp.service_account_kubeconfig("numaplane-system", "numaplane-scheduler")
     health = free_port()
-    args = [
-        "scheduler", "run", "--kubeconfig", str(scheduler_kubeconfig), f"--scheduler-name={SCHEDULER}",
-        "--cache=overreserve", "--resync-period=1s", f"--health-address=127.0.0.1:{health}",
-        "--metrics-address=", "--log-format=console",
-    ]  # fmt: skip
+    args = standalone_args(scheduler_kubeconfig, SCHEDULER, health)
     exporter_log = tmp_path / "exporter.log"
     with scoped_cluster(cp) as cluster, numaplane(args, tmp_path / "scheduler.log", health) as scheduler:
         node = f"{cluster.tag}-n"

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from sched_helpers import GI, node_doc, nrt_doc, pod_doc, zone_doc
 
+from numaplane.kube.clock import FakeClock
 from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.resources import POD
 from numaplane.resources.pod import parse_pod
@@ -84,3 +86,23 @@ async def test_pods_of_other_schedulers_bound_or_gone_are_not_signalled() -> Non
     core2.nrt_upserted(nrt_doc("n1", _zones(4, 4)))
     assert await signal2.check() == 0
     assert not signal2.waiting
+
+
+async def test_the_signal_is_stamped_by_the_injected_clock_and_keeps_its_transition_time() -> None:
+    store, state, _, doc = await _setup()
+    clock = FakeClock(datetime(2030, 5, 1, tzinfo=UTC))
+    signal = RequeueSignal(state, store, clock=clock, debounce_seconds=0)
+    state.nrt_upserted(nrt_doc("n1", _zones(4, 1)))
+    signal.refused(parse_pod(doc))
+    assert await signal.check() == 1
+    first = _condition(await store.get(POD, "waits", namespace="default"))
+    assert first is not None
+    assert first["lastProbeTime"] == first["lastTransitionTime"] == "2030-05-01T00:00:00Z"
+    clock.advance(90)
+    state.pod_upserted(None, await store.get(POD, "waits", namespace="default"))
+    signal.refused(parse_pod(await store.get(POD, "waits", namespace="default")))
+    assert await signal.check() == 1
+    second = _condition(await store.get(POD, "waits", namespace="default"))
+    assert second is not None
+    assert second["lastProbeTime"] == "2030-05-01T00:01:30Z"
+    assert second["lastTransitionTime"] == "2030-05-01T00:00:00Z"  # still True: no transition

@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import structlog
 
 from numaplane.agent.checkpoint import write_atomically
 from numaplane.agent.errors import AgentConfigError
+from numaplane.kube.clock import Clock, SystemClock, format_time
 from numaplane.policy.config import NodeResourceConfig
 
 __all__ = ["AppliedPolicyWriter", "applied_document"]
@@ -37,9 +38,10 @@ __all__ = ["AppliedPolicyWriter", "applied_document"]
 log = structlog.get_logger("numaplane.agent")
 
 
-def applied_document(config: NodeResourceConfig, *, node: str, revision: str | None, now: float) -> bytes:
-    """The file's bytes for ``config`` (see the module docstring)."""
-    metadata: dict[str, str] = {"node": node, "appliedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))}
+def applied_document(config: NodeResourceConfig, *, node: str, revision: str | None, now: datetime) -> bytes:
+    """The file's bytes for ``config`` (see the module docstring); ``now`` is the wall time written as
+    ``appliedAt`` (Kubernetes ``Time``)."""
+    metadata: dict[str, str] = {"node": node, "appliedAt": format_time(now)}
     if revision is not None:
         metadata["revision"] = revision
     doc = {**config.to_dict(), "metadata": metadata}
@@ -50,8 +52,11 @@ class AppliedPolicyWriter:
     """Writes the configuration in force to ``path``; ``on_result(ok)`` counts writes; ``last_error``
     is ``""`` while the file is current."""
 
-    def __init__(self, path: Path, node: str, *, on_result: Callable[[bool], None] | None = None) -> None:
+    def __init__(
+        self, path: Path, node: str, *, on_result: Callable[[bool], None] | None = None, clock: Clock | None = None
+    ) -> None:
         self.path = path
+        self.clock: Clock = clock or SystemClock()
         self.node = node
         self.writes = 0
         self.last_error = ""
@@ -65,7 +70,7 @@ class AppliedPolicyWriter:
 
     async def write(self, config: NodeResourceConfig, revision: str | None) -> bool:
         """Replace the file with ``config`` (off the event loop; writes never interleave)."""
-        payload = applied_document(config, node=self.node, revision=revision, now=time.time())
+        payload = applied_document(config, node=self.node, revision=revision, now=self.clock.now())
         async with self._lock:
             try:
                 await asyncio.to_thread(write_atomically, self.path, payload, 0o644)

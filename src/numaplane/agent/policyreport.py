@@ -27,6 +27,7 @@ import structlog
 
 from numaplane.agent.background import BackgroundLoop
 from numaplane.kube.clock import Clock, SystemClock, format_time
+from numaplane.kube.conditions import condition
 from numaplane.kube.errors import Conflict, KubeError
 from numaplane.kube.port import KubePort
 from numaplane.kube.resources import POD
@@ -56,16 +57,8 @@ class PolicyReport:
     def condition(self, previous: Mapping[str, Any] | None, now: str) -> dict[str, Any]:
         status = "True" if self.applied else "False"
         message = f"revision {self.revision}" + ("" if self.applied or not self.why else f": {self.why}")
-        since = now
-        if previous is not None and previous.get("status") == status:
-            since = str(previous.get("lastTransitionTime") or now)
-        return {
-            "type": CONDITION_TYPE,
-            "status": status,
-            "reason": "Applied" if self.applied else "Rejected",
-            "message": message[:32768],
-            "lastTransitionTime": since,
-        }
+        reason = "Applied" if self.applied else "Rejected"
+        return condition(CONDITION_TYPE, status, reason, message[:32768], previous=previous, now=now)
 
 
 class PolicyReporter(BackgroundLoop):

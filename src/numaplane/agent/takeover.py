@@ -34,6 +34,7 @@ from typing import Any, Final
 
 from numaplane.agent.errors import AgentConfigError
 from numaplane.kube.clock import format_time
+from numaplane.kube.conditions import condition, find_condition
 from numaplane.kube.errors import Conflict, KubeError
 from numaplane.kube.events import make_event
 from numaplane.kube.kubeletconfig import (
@@ -154,16 +155,7 @@ def check_source(where: str) -> TakeoverCheck:
 
 def _condition(verdict: TakeoverCheck, previous: Mapping[str, Any] | None, now: str) -> dict[str, Any]:
     status = "True" if verdict.may_take_over else "False"
-    since = now
-    if previous is not None and previous.get("status") == status:
-        since = str(previous.get("lastTransitionTime") or now)
-    return {
-        "type": CONDITION_TYPE,
-        "status": status,
-        "reason": _reason(verdict),
-        "message": verdict.message()[:32768],
-        "lastTransitionTime": since,
-    }
+    return condition(CONDITION_TYPE, status, _reason(verdict), verdict.message()[:32768], previous=previous, now=now)
 
 
 def _reason(verdict: TakeoverCheck) -> str:
@@ -208,8 +200,7 @@ async def report_condition(kube: KubePort, namespace: str, pod_name: str, verdic
         pod = await kube.get(POD, pod_name, namespace=namespace)
         status = dict(pod.get("status") or {})
         conditions = [dict(c) for c in status.get("conditions") or []]
-        previous = next((c for c in conditions if c.get("type") == CONDITION_TYPE), None)
-        wanted = _condition(verdict, previous, format_time(now))
+        wanted = _condition(verdict, find_condition(conditions, CONDITION_TYPE), format_time(now))
         status["conditions"] = [c for c in conditions if c.get("type") != CONDITION_TYPE] + [wanted]
         try:
             return await kube.update_status(POD, {**pod, "status": status})

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from numaplane.cli._connect import api_server_option, daemon_port
+from numaplane.cli._daemon import dra_option, listener_options, log_options
 from numaplane.cli._output import InputError, emit_document
 from numaplane.cli._signals import StopSignals
-from numaplane.listeners import LISTENER_HELP, default_address
 
 if TYPE_CHECKING:
     from numaplane.exporter.options import ExporterOptions
@@ -103,11 +103,8 @@ _REFRESH = ("periodic", "events", "both")
 )
 @click.option("--watch-namespace", default=None, help="Only charge allocations of pods in this namespace.")
 @click.option("--exclude-resource", multiple=True, help="Resource name to drop from every zone (repeatable).")
-@click.option(
-    "--dra/--no-dra",
-    default=False,
-    show_default=True,
-    help="Publish the node's DRA devices per zone (rows deviceclass.resource.kubernetes.io/<class>; needs the API server).",
+@dra_option(
+    "Publish the node's DRA devices per zone (rows deviceclass.resource.kubernetes.io/<class>; needs the API server)."
 )
 @click.option(
     "--dra-numa-attribute",
@@ -136,22 +133,8 @@ _REFRESH = ("periodic", "events", "both")
     "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster, else $KUBECONFIG."
 )
 @api_server_option
-@click.option(
-    "--metrics-address",
-    default=default_address("exporter", "metrics"),
-    show_default=True,
-    help=LISTENER_HELP.format(what="/metrics"),
-)
-@click.option(
-    "--health-address",
-    default=default_address("exporter", "health"),
-    show_default=True,
-    help=LISTENER_HELP.format(what="/healthz, /readyz"),
-)
-@click.option("--log-format", type=click.Choice(["json", "console"]), default="json", show_default=True)
-@click.option(
-    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
-)
+@listener_options("exporter")
+@log_options
 @click.option("--oneshot", is_flag=True, help="Print the object that would be published and exit (no API server).")
 @click.option("--output", "-o", type=click.Choice(["json", "yaml"]), default="json", show_default=True)
 def command(**kw: Any) -> None:

@@ -11,11 +11,10 @@ from typing import Any
 import click
 
 from numaplane.cli._connect import api_server_option
+from numaplane.cli._daemon import listener_options, log_options
 from numaplane.cli._nodepaths import checked_image, checked_namespace, node_path_options, with_node_paths
 from numaplane.cli._signals import StopSignals
-from numaplane.listeners import LISTENER_HELP, default_address
 from numaplane.observability.errors import ObservabilityError
-from numaplane.observability.logs import LOG_FORMATS, LOG_LEVELS
 from numaplane.supervisor import Supervisor, TaskFailed
 
 
@@ -113,20 +112,8 @@ async def _serve(
 @api_server_option
 @node_path_options
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
-@click.option(
-    "--metrics-address",
-    default=default_address("operator", "metrics"),
-    show_default=True,
-    help=LISTENER_HELP.format(what="/metrics"),
-)
-@click.option(
-    "--health-address",
-    default=default_address("operator", "health"),
-    show_default=True,
-    help=LISTENER_HELP.format(what="/healthz, /readyz"),
-)
-@click.option("--log-format", type=click.Choice(LOG_FORMATS), default="json", show_default=True)
-@click.option("--log-level", type=click.Choice(list(LOG_LEVELS)), default="info", show_default=True)
+@listener_options("operator")
+@log_options
 def command(
     namespace: str,
     image: str,

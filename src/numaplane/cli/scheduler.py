@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from numaplane.cli._connect import api_server_option, daemon_port
+from numaplane.cli._daemon import dra_option, listener_options, log_options
 from numaplane.cli._duration import Duration
 from numaplane.cli._signals import StopSignals
-from numaplane.listeners import LISTENER_HELP, default_address
 from numaplane.placement.model.strategies import STRATEGY_TYPES
 
 if TYPE_CHECKING:
@@ -93,10 +93,7 @@ def _common(func: F) -> F:
             "--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster, else $KUBECONFIG."
         ),
         api_server_option,
-        click.option("--log-format", type=click.Choice(["json", "console"]), default="json", show_default=True),
-        click.option(
-            "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
-        ),
+        log_options,
     ]
     for option in reversed(options):
         func = option(func)
@@ -220,11 +217,8 @@ def group() -> None:
 @click.option("--metrics-address", default=None, help="HOST:PORT for /metrics (default: on --address).")
 @click.option("--health-address", default=None, help="HOST:PORT for /healthz, /readyz (default: on --address).")
 @click.option("--url-prefix", default="", help="Path prefix of the verbs (the path part of the extender's urlPrefix).")
-@click.option(
-    "--dra/--no-dra",
-    default=False,
-    show_default=True,
-    help="Filter out nodes where no NUMA zone holds a pod's CPUs and memory with a free device of each of its claims.",
+@dra_option(
+    "Filter out nodes where no NUMA zone holds a pod's CPUs and memory with a free device of each of its claims."
 )
 def extender(**kw: Any) -> None:
     """Serve filter, prioritize and bind for kube-scheduler's `extenders:` configuration.
@@ -260,24 +254,10 @@ def extender(**kw: Any) -> None:
 
 @group.command(name="run")
 @_common
-@click.option(
-    "--metrics-address",
-    default=default_address("scheduler", "metrics"),
-    show_default=True,
-    help=LISTENER_HELP.format(what="/metrics"),
-)
-@click.option(
-    "--health-address",
-    default=default_address("scheduler", "health"),
-    show_default=True,
-    help=LISTENER_HELP.format(what="/healthz, /readyz"),
-)
+@listener_options("scheduler")
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True, help="Lease leader election.")
-@click.option(
-    "--dra/--no-dra",
-    default=False,
-    show_default=True,
-    help="Allocate pods' DRA ResourceClaims (exact counts of a DeviceClass, CEL selectors) in the zone of their CPUs.",
+@dra_option(
+    "Allocate pods' DRA ResourceClaims (exact counts of a DeviceClass, CEL selectors) in the zone of their CPUs."
 )
 @click.option(
     "--leader-elect-lease-name", "--leader-election-lease", "leader_elect_lease_name", default="numaplane-scheduler"

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -17,6 +18,7 @@ from numaplane import __version__
 from numaplane.cli._connect import api_server_option, connect
 from numaplane.cli._output import console
 from numaplane.kube.client import LightkubePort
+from numaplane.kube.clock import format_time
 from numaplane.kube.errors import KubeError
 from numaplane.sim.capture import Progress, capture
 from numaplane.sim.snapshot import SnapshotWriter
@@ -55,7 +57,7 @@ def command(**opts: Any) -> None:
     """
     port, source = connect(opts["api_server"], opts["kubeconfig"], opts["context"])
     meta = {
-        "capturedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "capturedAt": format_time(datetime.now(UTC)),
         "source": source,
         "tool": f"numaplane {__version__}",
     }

@@ -25,7 +25,7 @@ import contextlib
 import copy
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -75,16 +75,27 @@ async def _wait(what: str, check: Callable[[], Awaitable[T | None]], opts: Seria
         await asyncio.sleep(opts.interval_seconds)
 
 
-def zone_cpus(nrt: Mapping[str, Any]) -> dict[str, float]:
-    """Available CPUs per ``Node`` zone."""
-    out: dict[str, float] = {}
+def _node_zone_cpu_rows(nrt: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """``(zone name, its cpu resource row)`` for every ``Node`` zone of ``nrt`` that lists CPUs."""
     for zone in nrt.get("zones") or []:
         if zone.get("type") != "Node":
             continue
         for row in zone.get("resources") or []:
             if row.get("name") == "cpu":
-                with contextlib.suppress(QuantityError):
-                    out[str(zone.get("name"))] = float(parse_quantity(str(row.get("available"))).amount)
+                yield str(zone.get("name")), row
+
+
+def _cpus(row: Mapping[str, Any], field: str) -> float:
+    """A cpu row's ``field`` (``available``, ``allocatable``) in CPUs; :class:`QuantityError` if it is not one."""
+    return float(parse_quantity(str(row.get(field))).amount)
+
+
+def zone_cpus(nrt: Mapping[str, Any]) -> dict[str, float]:
+    """Available CPUs per ``Node`` zone."""
+    out: dict[str, float] = {}
+    for name, row in _node_zone_cpu_rows(nrt):
+        with contextlib.suppress(QuantityError):
+            out[name] = _cpus(row, "available")
     return out
 
 
@@ -92,15 +103,9 @@ def zone_cpus_in_use(nrt: Mapping[str, Any]) -> dict[str, float]:
     """Exclusive CPUs in use per ``Node`` zone: ``allocatable - available`` (unlike ``available``, this
     does not move when the zone's allocatable CPUs change, e.g. an exporter of another mode replaced)."""
     out: dict[str, float] = {}
-    for zone in nrt.get("zones") or []:
-        if zone.get("type") != "Node":
-            continue
-        for row in zone.get("resources") or []:
-            if row.get("name") == "cpu":
-                with contextlib.suppress(QuantityError):
-                    allocatable = float(parse_quantity(str(row.get("allocatable"))).amount)
-                    available = float(parse_quantity(str(row.get("available"))).amount)
-                    out[str(zone.get("name"))] = allocatable - available
+    for name, row in _node_zone_cpu_rows(nrt):
+        with contextlib.suppress(QuantityError):
+            out[name] = _cpus(row, "allocatable") - _cpus(row, "available")
     return out
 
 

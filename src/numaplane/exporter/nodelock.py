@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import fcntl
 import os
-import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from numaplane.exporter.errors import ExporterConfigError
+from numaplane.kube.clock import format_time
 
 __all__ = ["NodeLock"]
 
@@ -58,7 +59,7 @@ class NodeLock:
             os.close(fd)
             raise ExporterConfigError(f"lock file {self.path}: cannot lock: {error}") from error
         self._fd = fd
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        stamp = format_time(datetime.now(UTC))
         note = f"pid={os.getpid()} node={self.node} pod={self.pod or '-'} since={stamp}\n".encode()
         try:
             os.ftruncate(fd, 0)

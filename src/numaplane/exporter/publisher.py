@@ -48,7 +48,6 @@ written without the reference and ``node_lookup`` is reported (looked up again a
 
 from __future__ import annotations
 
-import datetime
 import enum
 import time
 from collections.abc import Callable, Mapping
@@ -66,6 +65,7 @@ from numaplane.exporter.errors import (
     InvalidServerObject,
 )
 from numaplane.exporter.scan import MANAGED_BY, MANAGED_BY_LABEL
+from numaplane.kube.clock import Clock, SystemClock, format_micro_time
 from numaplane.kube.errors import AlreadyExists, Conflict, Gone, KubeError, NotFound
 from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY
@@ -147,10 +147,12 @@ class Publisher:
         max_attempts: int = 4,
         node_retry_seconds: float = 30.0,
         heartbeat_seconds: float | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if heartbeat_seconds is not None and not heartbeat_seconds > 0:
             raise ValueError(f"heartbeat_seconds must be positive, not {heartbeat_seconds!r}")
         self.heartbeat_seconds = heartbeat_seconds
+        self.clock: Clock = clock or SystemClock()  # wall time of the heartbeat annotation
         self._last_write_at: float | None = None  # monotonic time of this publisher's last write
         self.kube = kube
         self.node_name = node_name
@@ -306,9 +308,8 @@ class Publisher:
         notes[TRIGGER_ANNOTATION] = update_kind
         bound = self.stale_after_seconds
         if bound is not None:
-            notes[HEARTBEAT_ANNOTATION] = datetime.datetime.now(datetime.UTC).strftime(
-                "%Y-%m-%dT%H:%M:%S.%fZ"
-            )  # a new value at every write: never a no-op update
+            # a new value at every write: never a no-op update
+            notes[HEARTBEAT_ANNOTATION] = format_micro_time(self.clock.now())
             notes[STALE_AFTER_ANNOTATION] = str(bound)
         else:
             notes.pop(HEARTBEAT_ANNOTATION, None)

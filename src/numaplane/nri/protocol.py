@@ -29,6 +29,7 @@ import enum
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import ClassVar, Generic, TypeVar
 
 from google.protobuf.message import DecodeError
 
@@ -50,6 +51,7 @@ __all__ = [
     "RUNTIME_CONN",
     "CallEvent",
     "Connection",
+    "FrameReader",
     "MessageDecoder",
     "MessageType",
     "MuxDecoder",
@@ -66,6 +68,8 @@ MAX_MESSAGE = 4 * 1024 * 1024
 PLUGIN_CONN = 1
 RUNTIME_CONN = 2
 _KNOWN_CONNS = frozenset({PLUGIN_CONN, RUNTIME_CONN})
+
+T = TypeVar("T")
 
 _MUX_HEADER = struct.Struct(">II")
 _TTRPC_HEADER = struct.Struct(">IIBB")
@@ -106,34 +110,66 @@ def encode_frame(conn_id: int, payload: bytes) -> bytes:
     return _MUX_HEADER.pack(conn_id, len(payload)) + payload
 
 
-class MuxDecoder:
-    """Incremental mux frame parser. Header checks happen as soon as 8 bytes are in, before the payload."""
+class FrameReader(Generic[T]):
+    """Incremental reader of length-prefixed frames: a fixed ``header`` (a :class:`struct.Struct`)
+    whose fields name the payload's length, then that many payload bytes. The one frame reader of
+    both layers: :class:`MuxDecoder` and :class:`MessageDecoder` say what the header holds.
 
-    __slots__ = ("_buf", "_known", "_max")
+    Invariants: :meth:`_length` checks a header as soon as its bytes are in, before any of the
+    payload arrives (a bad header raises at once, whatever follows), and once per frame (a frame fed
+    in pieces is not re-checked); frames come out in order, each exactly once; bytes of an incomplete
+    frame stay buffered (:attr:`buffered`) until the next feed.
+    """
 
-    def __init__(self, known_conn_ids: Iterable[int] = _KNOWN_CONNS, max_payload: int = MAX_FRAME_PAYLOAD) -> None:
+    __slots__ = ("_buf", "_check", "_fields", "_make", "_pending", "_size", "_unpack")
+
+    _header: ClassVar[struct.Struct]
+    _what: ClassVar[str]  # "a mux frame", for the EOF error
+
+    def __init__(self) -> None:
         self._buf = bytearray()
-        self._known = frozenset(known_conn_ids)
-        self._max = max_payload
+        # The checked header at the buffer's start: its fields and payload length (-1: none checked yet).
+        self._fields: tuple[int, ...] = ()
+        self._pending = -1
+        # Bound once: feed() is on the NRI hot path (bench/nri_framing.py).
+        self._size = self._header.size
+        self._unpack = self._header.unpack_from
+        self._check = self._length
+        self._make = self._frame
 
-    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
-        """Append ``data``; return every complete frame as ``(conn_id, payload)``."""
+    def _length(self, fields: tuple[int, ...]) -> int:
+        """The payload length (bytes) the header ``fields`` announce; raises if the header is bad."""
+        raise NotImplementedError
+
+    def _frame(self, fields: tuple[int, ...], payload: bytes) -> T:
+        raise NotImplementedError
+
+    def feed(self, data: bytes) -> list[T]:
+        """Append ``data``; return every complete frame."""
         buf = self._buf
         buf += data
-        out: list[tuple[int, bytes]] = []
-        pos = 0
+        out: list[T] = []
+        size = self._size
         end = len(buf)
-        while end - pos >= MUX_HEADER_SIZE:
-            conn_id, length = _MUX_HEADER.unpack_from(buf, pos)
-            if conn_id not in self._known:
-                raise UnknownConnection(conn_id)
-            if length > self._max:
-                raise FrameTooLarge(length, self._max)
-            if end - pos - MUX_HEADER_SIZE < length:
+        length = self._pending
+        if length < 0 and end < size:
+            return out
+        fields = self._fields
+        unpack, check, frame = self._unpack, self._check, self._make
+        pos = 0
+        while True:
+            if length < 0:
+                if end - pos < size:
+                    break
+                fields = unpack(buf, pos)
+                length = check(fields)
+            start = pos + size
+            if end - start < length:
                 break
-            start = pos + MUX_HEADER_SIZE
-            out.append((conn_id, bytes(buf[start : start + length])))
+            out.append(frame(fields, bytes(buf[start : start + length])))
             pos = start + length
+            length = -1
+        self._fields, self._pending = fields, length
         if pos:
             del buf[:pos]
         return out
@@ -145,7 +181,32 @@ class MuxDecoder:
     def eof(self) -> None:
         """The stream ended: fine between frames, :class:`TruncatedStream` inside one."""
         if self._buf:
-            raise TruncatedStream(f"EOF inside a mux frame ({len(self._buf)} bytes buffered)")
+            raise TruncatedStream(f"EOF inside {self._what} ({len(self._buf)} bytes buffered)")
+
+
+class MuxDecoder(FrameReader[tuple[int, bytes]]):
+    """Incremental mux frame parser, frames as ``(conn_id, payload)``. Header checks happen as soon
+    as 8 bytes are in, before the payload."""
+
+    __slots__ = ("_known", "_max")
+    _header = _MUX_HEADER
+    _what = "a mux frame"
+
+    def __init__(self, known_conn_ids: Iterable[int] = _KNOWN_CONNS, max_payload: int = MAX_FRAME_PAYLOAD) -> None:
+        super().__init__()
+        self._known = frozenset(known_conn_ids)
+        self._max = max_payload
+
+    def _length(self, fields: tuple[int, ...]) -> int:
+        conn_id, length = fields
+        if conn_id not in self._known:
+            raise UnknownConnection(conn_id)
+        if length > self._max:
+            raise FrameTooLarge(length, self._max)
+        return length
+
+    def _frame(self, fields: tuple[int, ...], payload: bytes) -> tuple[int, bytes]:
+        return fields[0], payload
 
 
 # ---- layer 2: ttrpc messages ---------------------------------------------------------------------
@@ -166,45 +227,30 @@ def encode_message(stream_id: int, msg_type: int, body: bytes, flags: int = 0) -
     return _TTRPC_HEADER.pack(len(body), stream_id, msg_type, flags) + body
 
 
-class MessageDecoder:
+class MessageDecoder(FrameReader[TtrpcMessage]):
     """Incremental ttrpc message parser for one logical connection's byte stream."""
 
-    __slots__ = ("_buf", "_max")
+    __slots__ = ("_max",)
+    _header = _TTRPC_HEADER
+    _what = "a ttrpc message"
 
     def __init__(self, max_message: int = MAX_MESSAGE) -> None:
-        self._buf = bytearray()
+        super().__init__()
         self._max = max_message
 
-    def feed(self, data: bytes) -> list[TtrpcMessage]:
-        buf = self._buf
-        buf += data
-        out: list[TtrpcMessage] = []
-        pos = 0
-        end = len(buf)
-        while end - pos >= TTRPC_HEADER_SIZE:
-            length, stream_id, msg_type, flags = _TTRPC_HEADER.unpack_from(buf, pos)
-            if length > self._max:
-                raise MessageTooLarge(length, self._max)
-            if msg_type not in (MessageType.REQUEST, MessageType.RESPONSE, MessageType.DATA):
-                raise BadMessage(f"unknown ttrpc message type {msg_type} (stream {stream_id})")
-            if stream_id == 0:
-                raise BadMessage("ttrpc stream id 0 is not valid")
-            if end - pos - TTRPC_HEADER_SIZE < length:
-                break
-            start = pos + TTRPC_HEADER_SIZE
-            out.append(TtrpcMessage(stream_id, msg_type, flags, bytes(buf[start : start + length])))
-            pos = start + length
-        if pos:
-            del buf[:pos]
-        return out
+    def _length(self, fields: tuple[int, ...]) -> int:
+        length, stream_id, msg_type, _flags = fields
+        if length > self._max:
+            raise MessageTooLarge(length, self._max)
+        if msg_type not in (MessageType.REQUEST, MessageType.RESPONSE, MessageType.DATA):
+            raise BadMessage(f"unknown ttrpc message type {msg_type} (stream {stream_id})")
+        if stream_id == 0:
+            raise BadMessage("ttrpc stream id 0 is not valid")
+        return length
 
-    @property
-    def buffered(self) -> int:
-        return len(self._buf)
-
-    def eof(self) -> None:
-        if self._buf:
-            raise TruncatedStream(f"EOF inside a ttrpc message ({len(self._buf)} bytes buffered)")
+    def _frame(self, fields: tuple[int, ...], payload: bytes) -> TtrpcMessage:
+        _length, stream_id, msg_type, flags = fields
+        return TtrpcMessage(stream_id, msg_type, flags, payload)
 
 
 # ---- layer 3: calls ------------------------------------------------------------------------------

@@ -37,10 +37,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from numaplane.kube.clock import Clock, SystemClock, format_time
-from numaplane.kube.errors import KubeError, NotFound, QueueShutDown
+from numaplane.kube.errors import KubeError, NotFound
 from numaplane.kube.informer import EventHandlers, Informer
 from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY, POD, Resource
+from numaplane.kube.worker import run_worker
 from numaplane.kube.workqueue import WorkQueue
 from numaplane.nrt.crd import crd_manifest as nrt_crd_manifest
 from numaplane.operator.api import numaresources as nro_api
@@ -206,25 +207,21 @@ class Operator:
                 self.queue.shutdown()
 
     async def _worker(self) -> None:
-        while True:
-            try:
-                key = await self.queue.get()
-            except QueueShutDown:
-                return
-            try:
-                requeue = await self.reconcile(key)
-            except KubeError as exc:
-                log.warning("reconcile %s failed: %s; retrying with backoff", key, exc)
-                self.queue.add_rate_limited(key)
-            except Exception:
-                log.exception("reconcile %s crashed; retrying with backoff", key)
-                self.queue.add_rate_limited(key)
-            else:
-                self.queue.forget(key)
-                if requeue is not None:
-                    self.queue.add_after(key, requeue)
-            finally:
-                self.queue.done(key)
+        await run_worker(self.queue, self._reconcile_and_requeue, self._reconcile_failed)
+
+    async def _reconcile_and_requeue(self, key: str) -> None:
+        requeue = await self.reconcile(key)
+        self.queue.forget(key)
+        if requeue is not None:
+            self.queue.add_after(key, requeue)
+
+    def _reconcile_failed(self, key: str, exc: Exception) -> None:
+        """Called inside the worker's ``except`` block: a failed reconcile is retried with backoff."""
+        if isinstance(exc, KubeError):
+            log.warning("reconcile %s failed: %s; retrying with backoff", key, exc)
+        else:
+            log.exception("reconcile %s crashed; retrying with backoff", key)
+        self.queue.add_rate_limited(key)
 
     async def reconcile(self, key: str) -> float | None:
         """Reconcile one key; returns seconds until it should run again (``None``: on events only)."""

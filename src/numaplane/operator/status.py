@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from numaplane.kube.conditions import condition
 from numaplane.operator.api.meta import GROUP
 
 __all__ = [
@@ -79,17 +80,8 @@ def conditions(previous: Sequence[Mapping[str, Any]], state: State, generation: 
     out: list[dict[str, Any]] = []
     for ctype in BASE_CONDITIONS:
         status, reason, message = wanted[ctype]
-        before = old.get(ctype)
-        since = before.get("lastTransitionTime") if before and before.get("status") == status else None
         out.append(
-            {
-                "type": ctype,
-                "status": status,
-                "observedGeneration": generation,
-                "lastTransitionTime": since or now,
-                "reason": reason,
-                "message": message,
-            }
+            condition(ctype, status, reason, message, previous=old.get(ctype), now=now, observedGeneration=generation)
         )
     out += [dict(c) for t, c in old.items() if t not in BASE_CONDITIONS]
     return out

@@ -44,12 +44,13 @@ from typing import Any, Literal
 import structlog
 
 from numaplane.kube.clock import Clock, SystemClock, format_time
-from numaplane.kube.conditions import apply_pod_condition
-from numaplane.kube.errors import Conflict, KubeError, NotFound, QueueShutDown
+from numaplane.kube.conditions import apply_pod_condition, condition, find_condition
+from numaplane.kube.errors import Conflict, KubeError, NotFound
 from numaplane.kube.events import make_event
 from numaplane.kube.informer import EventHandlers
 from numaplane.kube.port import JsonObj, KubePort
 from numaplane.kube.resources import EVENT
+from numaplane.kube.worker import run_worker
 from numaplane.policy.dra import DRAError
 from numaplane.resources.pod import Pod
 from numaplane.scheduler.config import SchedulerConfig
@@ -295,34 +296,20 @@ class StandaloneScheduler:
     def _mark_unschedulable(self, pod: Pod, message: str) -> None:
         """Set ``PodScheduled=False`` (reason ``Unschedulable``) as kube-scheduler does — what
         ``kubectl describe`` and cluster-autoscaler read — unless the pod already says exactly that."""
-        conditions = (pod.raw.get("status") or {}).get("conditions") or []
-        current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        current = find_condition((pod.raw.get("status") or {}).get("conditions"), "PodScheduled")
         if current is not None and (current.get("status"), current.get("reason"), current.get("message")) == (
             "False",
             "Unschedulable",
             message,
         ):
             return
-        now = self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        transition = current.get("lastTransitionTime") if current and current.get("status") == "False" else None
-        condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-            "lastTransitionTime": transition or now,
-        }
+        wanted = condition(
+            "PodScheduled", "False", "Unschedulable", message, previous=current, now=format_time(self.clock.now())
+        )
 
         async def patch() -> None:
             try:
-                await apply_pod_condition(
-                    self.kube,
-                    name=pod.name,
-                    namespace=pod.namespace,
-                    uid=pod.uid,
-                    condition=condition,
-                    field_manager=FIELD_MANAGER,
-                )
+                await apply_pod_condition(self.kube, pod, wanted, field_manager=FIELD_MANAGER)
             except KubeError as exc:
                 log.info("PodScheduled condition not recorded", pod=pod.key, error=str(exc))
 
@@ -463,23 +450,17 @@ class StandaloneScheduler:
         log.info("scheduling", pending=self.queue.sizes())
         flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         try:
-            while True:
-                try:
-                    key = await self.queue.get()
-                except QueueShutDown:
-                    return
-                try:
-                    await self.schedule_one(key)
-                except Exception:
-                    log.exception("scheduling cycle failed", pod=key)
-                    self.queue.error(key)
-                finally:
-                    self.queue.done(key)
+            await run_worker(self.queue, self.schedule_one, self._cycle_failed)
         finally:
             flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await flusher
             await self.drain()
+
+    def _cycle_failed(self, key: str, exc: Exception) -> None:
+        """Called inside the worker's ``except`` block: the pod goes back with the queue's error backoff."""
+        log.exception("scheduling cycle failed", pod=key)
+        self.queue.error(key)
 
     async def drain(self) -> None:
         """Cancel in-flight bindings and event posts (at shutdown or when leadership is lost)."""

@@ -32,7 +32,6 @@ attempt up to ``podMaxBackoffSeconds``, 1 s and 10 s by default; nothing if the 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -40,8 +39,8 @@ from typing import Any
 
 import structlog
 
-from numaplane.kube.clock import Clock, SystemClock
-from numaplane.kube.conditions import apply_pod_condition
+from numaplane.kube.clock import Clock, SystemClock, format_time
+from numaplane.kube.conditions import apply_pod_condition, condition, find_condition
 from numaplane.kube.errors import KubeError, NotFound
 from numaplane.kube.port import KubePort
 from numaplane.resources.pod import Pod
@@ -62,10 +61,6 @@ REASON = "NUMAResourcesFreed"
 class _Waiting:
     uid: str
     refused_at: float
-
-
-def _timestamp(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 class RequeueSignal:
@@ -155,34 +150,18 @@ class RequeueSignal:
         return count
 
     async def _signal(self, pod: Pod, node: str) -> bool:
-        now = time.time()
-        previous = next(
-            (c for c in (pod.raw.get("status") or {}).get("conditions") or [] if c.get("type") == CONDITION_TYPE),
-            None,
+        now = format_time(self.clock.now())
+        wanted = condition(
+            CONDITION_TYPE,
+            "True",
+            REASON,
+            f"numaplane: node {node} can now align this pod's resources on its NUMA zones; kube-scheduler retries it",
+            previous=find_condition((pod.raw.get("status") or {}).get("conditions"), CONDITION_TYPE),
+            now=now,
+            lastProbeTime=now,
         )
-        transition = (
-            previous["lastTransitionTime"]
-            if previous and previous.get("status") == "True" and previous.get("lastTransitionTime")
-            else _timestamp(now)
-        )
-        condition = {
-            "type": CONDITION_TYPE,
-            "status": "True",
-            "reason": REASON,
-            "message": f"numaplane: node {node} can now align this pod's resources on its NUMA zones; "
-            "kube-scheduler retries it",
-            "lastProbeTime": _timestamp(now),
-            "lastTransitionTime": transition,
-        }
         try:
-            await apply_pod_condition(
-                self.kube,
-                name=pod.name,
-                namespace=pod.namespace,
-                uid=pod.uid,
-                condition=condition,
-                field_manager=FIELD_MANAGER,
-            )
+            await apply_pod_condition(self.kube, pod, wanted, field_manager=FIELD_MANAGER)
         except NotFound:
             self._count("gone")
             return False
