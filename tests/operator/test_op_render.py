@@ -236,6 +236,13 @@ def test_daemonsets_per_group() -> None:
             ["--notify-file=/host-run-numaplane/notify"],
         ),
         ({"infoRefreshPause": "Enabled"}, ["--no-publish"], []),
+        ({}, [], ["--dra"]),
+        ({"dra": "Enabled"}, ["--dra"], []),
+        (
+            {"dra": "Enabled", "draNumaAttributes": ["gpu.amd.com/numaNode", "accel.example.com/numa"]},
+            ["--dra", "--dra-numa-attribute=gpu.amd.com/numaNode", "--dra-numa-attribute=accel.example.com/numa"],
+            [],
+        ),
     ],
 )
 def test_exporter_args_follow_node_group_config(config: dict[str, Any], present: list[str], absent: list[str]) -> None:
@@ -521,3 +528,40 @@ def test_exporter_args_parse_with_the_real_exporter_cli(variant: str) -> None:
             assert args[0] == "exporter"
             ctx = cli.command.make_context("exporter", list(args[1:]))
             assert ctx.params["node_name"] == "$(NODE_NAME)"
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"draNumaAttributes": ["gpu.amd.com/numaNode"]}, "config.draNumaAttributes: needs dra: Enabled"),
+        ({"dra": "Enabled", "draNumaAttributes": ["numaNode"]}, "'numaNode' is not a qualified attribute name"),
+        ({"dra": "Enabled", "draNumaAttributes": ["a.b/c", "a.b/c"]}, "duplicate attribute 'a.b/c'"),
+        ({"dra": "On"}, "config.dra"),
+    ],
+)
+def test_bad_dra_node_group_config_is_refused_naming_the_field(config: dict[str, Any], message: str) -> None:
+    from numaplane.operator.errors import SpecError
+
+    with pytest.raises(SpecError) as caught:
+        parse_resources(samples(groups=[{"name": "w", "nodeSelector": {"matchLabels": {"a": "b"}}, "config": config}]))
+    assert message in str(caught.value), caught.value
+
+
+@pytest.mark.parametrize("mode", ["standalone", "extender"])
+def test_scheduler_dra_renders_the_dra_flag_in_either_mode(mode: str) -> None:
+    """``spec.dra: Enabled`` → ``scheduler run --dra`` (standalone) or ``scheduler extender --dra``; the flags
+    parse with the real CLI; off by default."""
+    from numaplane.cli.scheduler import group as scheduler_cli
+
+    verb = "run" if mode == "standalone" else "extender"
+
+    def args_of(objects: list[dict[str, Any]]) -> list[str]:
+        dep = find(objects, "Deployment", "numaplane-scheduler")
+        (container,) = [c for c in dep["spec"]["template"]["spec"]["containers"] if c["args"][0] == "scheduler"]
+        return list(container["args"])
+
+    args = args_of(stack(scheduler={"mode": mode, "dra": "Enabled"}))
+    assert args[:2] == ["scheduler", verb] and "--dra" in args
+    assert "--dra" not in args_of(stack(scheduler={"mode": mode}))
+    ctx = scheduler_cli.commands[verb].make_context(verb, args[2:])
+    assert ctx.params["dra"] is True

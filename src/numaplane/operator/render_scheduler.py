@@ -23,7 +23,7 @@ import yaml
 
 from numaplane.operator.api.meta import LogLevel
 from numaplane.operator.api.scheduler import KIND as NRS_KIND
-from numaplane.operator.api.scheduler import NUMAResourcesScheduler, SchedulerMode
+from numaplane.operator.api.scheduler import NUMAResourcesScheduler, SchedulerDRA, SchedulerMode
 from numaplane.operator.rbac import SCHEDULER_LEASE, binding, role, scheduler_cluster_rules, scheduler_namespace_rules
 from numaplane.operator.render_common import (
     CONFIG_HASH_ANNOTATION,
@@ -106,6 +106,7 @@ def _numaplane_args(nrs: NUMAResourcesScheduler) -> list[str]:
         f"--metrics-address=:{METRICS_PORT}",
         f"--health-address=:{HEALTH_PORT}",
         f"--log-level={nrs.log_level.cli_value}",
+        *(["--dra"] if nrs.dra is SchedulerDRA.ENABLED else []),
     ]
 
 
