@@ -565,3 +565,25 @@ def test_scheduler_dra_renders_the_dra_flag_in_either_mode(mode: str) -> None:
     assert "--dra" not in args_of(stack(scheduler={"mode": mode}))
     ctx = scheduler_cli.commands[verb].make_context(verb, args[2:])
     assert ctx.params["dra"] is True
+
+
+def test_extender_with_dra_keeps_kube_schedulers_dynamic_resources_plugin_and_its_rights() -> None:
+    """Extender mode with ``spec.dra: Enabled``: kube-scheduler's profile keeps ``DynamicResources`` (it
+    allocates the claims) and its ClusterRole may write their status; without it, neither."""
+    from numaplane.operator.render import parse_resources as parse
+
+    for dra, enabled in (("Enabled", True), ("Disabled", False)):
+        inputs = parse(samples(scheduler={"mode": "extender", "dra": dra}))
+        assert inputs.scheduler is not None
+        (profile,) = kube_scheduler_configuration(inputs.scheduler, SETTINGS)["profiles"]
+        assert ("plugins" not in profile) is enabled, profile
+        role = find(stack(scheduler={"mode": "extender", "dra": dra}), "ClusterRole", "numaplane-scheduler")
+        writes = {
+            (r, v)
+            for rule in role["rules"]
+            if "resource.k8s.io" in rule["apiGroups"]
+            for r in rule["resources"]
+            for v in rule["verbs"]
+        }
+        assert (("resourceclaims/status", "update") in writes) is enabled
+        assert (("resourceclaims/binding", "update") in writes) is enabled

@@ -163,9 +163,17 @@ def _leases(name: str) -> tuple[Rule, ...]:
     )
 
 
-def scheduler_cluster_rules(mode: nrs.SchedulerMode) -> tuple[Rule, ...]:
+#: kube-scheduler's ``DynamicResources`` plugin, enabled in extender mode with ``spec.dra: Enabled``: it writes the
+#: claims' allocation and reservation (v1.36 also asks for ``resourceclaims/binding`` to change them, as for the
+#: standalone scheduler).
+KUBE_SCHEDULER_DRA_RULES: tuple[Rule, ...] = (
+    Rule.of(["resource.k8s.io"], ["resourceclaims/status", "resourceclaims/binding"], ["update"]),
+)
+
+
+def scheduler_cluster_rules(mode: nrs.SchedulerMode, dra: bool = False) -> tuple[Rule, ...]:
     if mode is nrs.SchedulerMode.EXTENDER:
-        return merge_rules(KUBE_SCHEDULER_CLUSTER_RULES)
+        return merge_rules(KUBE_SCHEDULER_CLUSTER_RULES + (KUBE_SCHEDULER_DRA_RULES if dra else ()))
     return merge_rules(STANDALONE_SCHEDULER_CLUSTER_RULES)
 
 
