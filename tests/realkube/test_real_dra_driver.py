@@ -24,6 +24,11 @@ Checked, in one kubelet session (the steps share the node):
 4. the kubelet restarts (the driver is found again), then the driver restarts (its checkpoint has both
    claims); deleting the pods makes the kubelet unprepare both claims through the restarted driver: the
    checkpoint and the CDI folder are empty again.
+
+One race is not the driver's and is worked around (:func:`wait_pod`): the kubelet may fetch the claim before
+the API server's Node authorizer has linked the freshly bound pod to it; it is refused and retries that
+pod only a minute or more later (seen once in five runs: not running after 60 s). An annotation change on
+the pod makes it sync again at once; the printed figures count such nudges.
 """
 
 from __future__ import annotations
@@ -161,6 +166,49 @@ class DriverProcess:
         return claims
 
 
+def refused_by_the_node_authorizer(cp: ControlPlane, name: str) -> bool:
+    """Whether the kubelet's claim fetch for pod ``name`` was refused because the API server's Node
+    authorizer had not linked the bound pod to its claim yet (a race of the two watches; docs/dra.md)."""
+    events = cp.request("GET", f"/api/v1/namespaces/default/events?fieldSelector=involvedObject.name={name}")
+    return any(
+        e.get("reason") == "FailedPrepareDynamicResources" and "no relationship found" in str(e.get("message"))
+        for e in events.get("items", [])
+    )
+
+
+def wait_pod(cp: ControlPlane, kubelet: RealKubelet, name: str, check: Any, timeout: float = 60) -> tuple[Any, int]:
+    """Until ``check(pod)`` is truthy: ``(its value, nudges)``. When the kubelet's claim fetch was refused by
+    the Node authorizer race, the kubelet retries the pod's sync only after a minute or more (seen: > 60 s);
+    an annotation change makes it sync again at once, as any pod update does. ``nudges`` counts them."""
+    deadline = time.monotonic() + timeout
+    nudges, last = 0, 0.0
+    while True:
+        got = check(kubelet.get_pod(name))
+        if got:
+            return got, nudges
+        now = time.monotonic()
+        if now > deadline:
+            raise AssertionError(f"pod {name}: not as expected in {timeout} s ({nudges} nudges)")
+        if now - last > 3 and refused_by_the_node_authorizer(cp, name):
+            nudges, last = nudges + 1, now
+            cp.request(
+                "PATCH",
+                f"/api/v1/namespaces/default/pods/{name}",
+                {"metadata": {"annotations": {"test.numaplane.io/resync": str(nudges)}}},
+                content_type="application/merge-patch+json",
+            )
+        time.sleep(0.2)
+
+
+def running(pod: dict[str, Any]) -> dict[str, Any] | None:
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    for cs in statuses:
+        waiting = cs.get("state", {}).get("waiting", {})
+        if waiting.get("reason") in ("CreateContainerError", "CreateContainerConfigError"):
+            raise AssertionError(f"pod {pod['metadata']['name']}: {waiting}")
+    return pod if statuses and all("running" in cs.get("state", {}) for cs in statuses) else None
+
+
 def waiting_reason(pod: dict[str, Any]) -> str | None:
     for cs in pod.get("status", {}).get("containerStatuses") or []:
         waiting = cs.get("state", {}).get("waiting", {})
@@ -265,7 +313,7 @@ async def test_driver_prepares_kube_scheduler_claims_and_the_agent_aligns_cpus(
                     )
                 t0 = time.monotonic()
                 kubelet.create_pod(pod(kubelet, "dra-drv-a", "dra-drv-a"))
-                pod_a = await asyncio.to_thread(kubelet.wait_pod_running, "dra-drv-a", "default", 60)
+                pod_a, nudges_a = await asyncio.to_thread(wait_pod, cp, kubelet, "dra-drv-a", running)
                 figures["pod_a_running_s"] = time.monotonic() - t0
                 claim_a = cp.request("GET", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/dra-drv-a")
                 (result,) = claim_a["status"]["allocation"]["devices"]["results"]
@@ -289,7 +337,8 @@ async def test_driver_prepares_kube_scheduler_claims_and_the_agent_aligns_cpus(
 
                 # 3. pod B: accel-2 is on node 1 too, whose only CPU pod A holds → TopologyAffinityError
                 kubelet.create_pod(pod(kubelet, "dra-drv-b", "dra-drv-b"))
-                message = await asyncio.to_thread(kubelet.wait_pod_status, "dra-drv-b", waiting_reason, timeout=60)
+                message, nudges_b = await asyncio.to_thread(wait_pod, cp, kubelet, "dra-drv-b", waiting_reason)
+                figures["node_authorizer_nudges"] = nudges_a + nudges_b
                 assert "TopologyAffinityError" in message, message
             claim_b = cp.request("GET", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/dra-drv-b")
             assert claim_b["status"]["allocation"]["devices"]["results"][0]["device"] == "accel-2"
