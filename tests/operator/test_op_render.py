@@ -50,6 +50,7 @@ VARIANTS = {
     "install": lambda: render_install(SETTINGS),
     "standalone": stack,
     "extender": lambda: stack(scheduler={"mode": "extender", "replicas": 3}),
+    "extender-dra": lambda: stack(scheduler={"mode": "extender", "dra": "Enabled"}),
     "kubelet-only": lambda: stack(groups=[{"name": "w", "nodeSelector": {"matchLabels": {"a": "b"}}}]),
 }
 
@@ -112,7 +113,7 @@ def test_operator_holds_every_permission_it_grants() -> None:
     install = render_install(SETTINGS)
     cluster_held = _grants(find(install, "ClusterRole", "numaplane-operator")["rules"])
     ns_held = cluster_held | _grants(find(install, "Role", "numaplane-operator")["rules"])
-    for variant in ("standalone", "extender"):
+    for variant in ("standalone", "extender", "extender-dra"):
         objects = VARIANTS[variant]()
         for grant in _grants(_rules(objects, ("ClusterRole",))):
             assert _covered(grant, cluster_held), grant
@@ -587,3 +588,4 @@ def test_extender_with_dra_keeps_kube_schedulers_dynamic_resources_plugin_and_it
         }
         assert (("resourceclaims/status", "update") in writes) is enabled
         assert (("resourceclaims/binding", "update") in writes) is enabled
+        assert (("resourceclaims", "update") in writes) is enabled  # PreBind adds its finalizer

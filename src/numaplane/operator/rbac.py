@@ -165,8 +165,10 @@ def _leases(name: str) -> tuple[Rule, ...]:
 
 #: kube-scheduler's ``DynamicResources`` plugin, enabled in extender mode with ``spec.dra: Enabled``: it writes the
 #: claims' allocation and reservation (v1.36 also asks for ``resourceclaims/binding`` to change them, as for the
-#: standalone scheduler).
+#: standalone scheduler) and, in PreBind, adds its finalizer to the claim itself (``update`` on
+#: ``resourceclaims``: found on the real v1.36.2 control plane).
 KUBE_SCHEDULER_DRA_RULES: tuple[Rule, ...] = (
+    Rule.of(["resource.k8s.io"], ["resourceclaims"], ["update"]),
     Rule.of(["resource.k8s.io"], ["resourceclaims/status", "resourceclaims/binding"], ["update"]),
 )
 
@@ -225,6 +227,7 @@ def operator_cluster_rules(settings: Settings) -> tuple[Rule, ...]:
         AGENT_CLUSTER_RULES,
         STANDALONE_SCHEDULER_CLUSTER_RULES,
         KUBE_SCHEDULER_CLUSTER_RULES,
+        KUBE_SCHEDULER_DRA_RULES,  # the operator grants them (extender mode with spec.dra)
     )
 
 
