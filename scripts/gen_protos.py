@@ -16,7 +16,8 @@ For ``src/numaplane/<pkg path>/<name>.proto`` it writes, beside the ``.proto``:
 
 The import root is ``src/``: a ``.proto`` imports another as ``import "numaplane/<path>/<file>.proto";`` and the
 generated code imports ``numaplane.<path>.<file>_pb2``, so a ``.proto``'s directory must be a Python package
-(have an ``__init__.py``). Well-known types (``google/protobuf/*.proto``) come from grpcio-tools.
+(have an ``__init__.py``). The example DRA driver is a second import root (:data:`EXTRA_ROOTS`:
+``examples/dra-accel-driver/``, package ``accel_driver``), generated the same way, with its own imports. Well-known types (``google/protobuf/*.proto``) come from grpcio-tools.
 
 Every generated file gets a two-line header (``# ruff: noqa`` and ``# fmt: off``) so that linters and the
 formatter leave it alone, and loses its per-line ``# noqa: <code>`` comments (ruff rejects mypy-protobuf's
@@ -40,6 +41,9 @@ PINNED = {"grpcio-tools": "1.76.0", "mypy-protobuf": "5.1.0"}
 HEADER = "# ruff: noqa\n# fmt: off\n"
 NO_GRPC_MARKER = "// gen_protos: no-grpc"
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
+#: Other import roots (relative to the repository) and the one package under each whose ``.proto`` files are
+#: generated; used when ``--src`` is not given.
+EXTRA_ROOTS = (("examples/dra-accel-driver", "accel_driver"),)
 _SERVICE_RE = re.compile(r"^\s*service\s+\w+\s*\{", re.MULTILINE)
 # Per-line noqa comments with codes (mypy-protobuf writes flake8-pyi codes ruff does not know, which ruff
 # flags even under a file-level noqa); the file-level header covers them.
@@ -128,40 +132,43 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     check_versions()
 
-    src: Path = ns.src.resolve()
-    protos = sorted((src / "numaplane").rglob("*.proto"))
-    for proto in protos:
-        if not (proto.parent / "__init__.py").exists():
-            sys.exit(f"gen_protos: {proto.parent} has no __init__.py; its generated modules could not be imported")
-    wanted = generate(src, protos) if protos else {}
-
+    roots = [(ns.src.resolve(), "numaplane")]
+    if ns.src.resolve() == (repo_root() / "src").resolve():
+        roots += [((repo_root() / rel).resolve(), package) for rel, package in EXTRA_ROOTS]
     changed: list[Path] = []
-    for rel, text in wanted.items():
-        target = src / rel
-        if target.exists() and target.read_text(encoding="utf-8") == text:
-            if ns.verbose:
-                print(f"unchanged {target.relative_to(src.parent)}")
-            continue
-        changed.append(target)
-        if not ns.check:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-        print(f"{'differs' if ns.check else 'wrote'} {target.relative_to(src.parent)}")
-
-    stale = [
-        p
-        for p in sorted((src / "numaplane").rglob("*"))
-        if p.is_file() and p.name.endswith(GENERATED_SUFFIXES) and p.relative_to(src) not in wanted
-    ]
-    for path in stale:
-        print(f"stale (no .proto generates it) {path.relative_to(src.parent)}")
+    stale: list[Path] = []
+    total_protos = total_wanted = 0
+    for src, package in roots:
+        protos = sorted((src / package).rglob("*.proto"))
+        for proto in protos:
+            if not (proto.parent / "__init__.py").exists():
+                sys.exit(f"gen_protos: {proto.parent} has no __init__.py; its generated modules could not be imported")
+        wanted = generate(src, protos) if protos else {}
+        total_protos += len(protos)
+        total_wanted += len(wanted)
+        shown = repo_root().resolve() if src.is_relative_to(repo_root().resolve()) else src.parent
+        for rel, text in wanted.items():
+            target = src / rel
+            if target.exists() and target.read_text(encoding="utf-8") == text:
+                if ns.verbose:
+                    print(f"unchanged {target.relative_to(shown)}")
+                continue
+            changed.append(target)
+            if not ns.check:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+            print(f"{'differs' if ns.check else 'wrote'} {target.relative_to(shown)}")
+        for path in sorted((src / package).rglob("*")):
+            if path.is_file() and path.name.endswith(GENERATED_SUFFIXES) and path.relative_to(src) not in wanted:
+                stale.append(path)
+                print(f"stale (no .proto generates it) {path.relative_to(shown)}")
 
     if ns.check and (changed or stale):
         print(f"gen_protos --check: {len(changed)} out of date, {len(stale)} stale; run scripts/gen_protos.py")
         return 1
     if not ns.check and stale:
         return 1
-    print(f"gen_protos: {len(protos)} .proto files, {len(wanted)} generated files, {len(changed)} changed")
+    print(f"gen_protos: {total_protos} .proto files, {total_wanted} generated files, {len(changed)} changed")
     return 0
 
 

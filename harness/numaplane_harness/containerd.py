@@ -188,6 +188,12 @@ class ContainerdInstance:
     images: tuple[str, ...] = (BUSYBOX_IMAGE, PAUSE_IMAGE)
     _env: dict[str, str] = field(default_factory=dict, repr=False)
 
+    @property
+    def cdi_dir(self) -> Path:
+        """The one CDI spec folder this containerd reads (``enable_cdi``; a CDI device named in a container's
+        CRI config is resolved from the specs here)."""
+        return self.workdir / "cdi"
+
     def cri(self) -> CRIClient:
         """A new CRI client (close it, or use it as a context manager)."""
         return CRIClient(self.address, self.cri_pb)
@@ -268,7 +274,9 @@ disabled_plugins = [
   enable_selinux = false
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
-  enable_cdi = false
+  # CDI on, reading only this containerd's own spec folder (DRA drivers write there; issue 28)
+  enable_cdi = true
+  cdi_spec_dirs = ["{work}/cdi"]
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{work}/cni/bin"
     conf_dir = "{work}/cni/conf"
@@ -306,7 +314,7 @@ def run_containerd(
 
     run_before = set(os.listdir(RUN_CONTAINERD)) if RUN_CONTAINERD.is_dir() else None
     work = Path(tempfile.mkdtemp(prefix="numaplane-containerd-"))
-    for sub in ("nri-plugins", "nri-conf.d", "cni/bin", "cni/conf", "opt", "runc"):
+    for sub in ("nri-plugins", "nri-conf.d", "cni/bin", "cni/conf", "opt", "runc", "cdi"):
         (work / sub).mkdir(parents=True, exist_ok=True)
     config = work / "config.toml"
     config.write_text(_config_toml(work, packages, request_timeout))

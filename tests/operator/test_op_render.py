@@ -50,6 +50,7 @@ VARIANTS = {
     "install": lambda: render_install(SETTINGS),
     "standalone": stack,
     "extender": lambda: stack(scheduler={"mode": "extender", "replicas": 3}),
+    "extender-dra": lambda: stack(scheduler={"mode": "extender", "dra": "Enabled"}),
     "kubelet-only": lambda: stack(groups=[{"name": "w", "nodeSelector": {"matchLabels": {"a": "b"}}}]),
 }
 
@@ -112,7 +113,7 @@ def test_operator_holds_every_permission_it_grants() -> None:
     install = render_install(SETTINGS)
     cluster_held = _grants(find(install, "ClusterRole", "numaplane-operator")["rules"])
     ns_held = cluster_held | _grants(find(install, "Role", "numaplane-operator")["rules"])
-    for variant in ("standalone", "extender"):
+    for variant in ("standalone", "extender", "extender-dra"):
         objects = VARIANTS[variant]()
         for grant in _grants(_rules(objects, ("ClusterRole",))):
             assert _covered(grant, cluster_held), grant
@@ -236,6 +237,13 @@ def test_daemonsets_per_group() -> None:
             ["--notify-file=/host-run-numaplane/notify"],
         ),
         ({"infoRefreshPause": "Enabled"}, ["--no-publish"], []),
+        ({}, [], ["--dra"]),
+        ({"dra": "Enabled"}, ["--dra"], []),
+        (
+            {"dra": "Enabled", "draNumaAttributes": ["gpu.amd.com/numaNode", "accel.example.com/numa"]},
+            ["--dra", "--dra-numa-attribute=gpu.amd.com/numaNode", "--dra-numa-attribute=accel.example.com/numa"],
+            [],
+        ),
     ],
 )
 def test_exporter_args_follow_node_group_config(config: dict[str, Any], present: list[str], absent: list[str]) -> None:
@@ -521,3 +529,63 @@ def test_exporter_args_parse_with_the_real_exporter_cli(variant: str) -> None:
             assert args[0] == "exporter"
             ctx = cli.command.make_context("exporter", list(args[1:]))
             assert ctx.params["node_name"] == "$(NODE_NAME)"
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"draNumaAttributes": ["gpu.amd.com/numaNode"]}, "config.draNumaAttributes: needs dra: Enabled"),
+        ({"dra": "Enabled", "draNumaAttributes": ["numaNode"]}, "'numaNode' is not a qualified attribute name"),
+        ({"dra": "Enabled", "draNumaAttributes": ["a.b/c", "a.b/c"]}, "duplicate attribute 'a.b/c'"),
+        ({"dra": "On"}, "config.dra"),
+    ],
+)
+def test_bad_dra_node_group_config_is_refused_naming_the_field(config: dict[str, Any], message: str) -> None:
+    from numaplane.operator.errors import SpecError
+
+    with pytest.raises(SpecError) as caught:
+        parse_resources(samples(groups=[{"name": "w", "nodeSelector": {"matchLabels": {"a": "b"}}, "config": config}]))
+    assert message in str(caught.value), caught.value
+
+
+@pytest.mark.parametrize("mode", ["standalone", "extender"])
+def test_scheduler_dra_renders_the_dra_flag_in_either_mode(mode: str) -> None:
+    """``spec.dra: Enabled`` → ``scheduler run --dra`` (standalone) or ``scheduler extender --dra``; the flags
+    parse with the real CLI; off by default."""
+    from numaplane.cli.scheduler import group as scheduler_cli
+
+    verb = "run" if mode == "standalone" else "extender"
+
+    def args_of(objects: list[dict[str, Any]]) -> list[str]:
+        dep = find(objects, "Deployment", "numaplane-scheduler")
+        (container,) = [c for c in dep["spec"]["template"]["spec"]["containers"] if c["args"][0] == "scheduler"]
+        return list(container["args"])
+
+    args = args_of(stack(scheduler={"mode": mode, "dra": "Enabled"}))
+    assert args[:2] == ["scheduler", verb] and "--dra" in args
+    assert "--dra" not in args_of(stack(scheduler={"mode": mode}))
+    ctx = scheduler_cli.commands[verb].make_context(verb, args[2:])
+    assert ctx.params["dra"] is True
+
+
+def test_extender_with_dra_keeps_kube_schedulers_dynamic_resources_plugin_and_its_rights() -> None:
+    """Extender mode with ``spec.dra: Enabled``: kube-scheduler's profile keeps ``DynamicResources`` (it
+    allocates the claims) and its ClusterRole may write their status; without it, neither."""
+    from numaplane.operator.render import parse_resources as parse
+
+    for dra, enabled in (("Enabled", True), ("Disabled", False)):
+        inputs = parse(samples(scheduler={"mode": "extender", "dra": dra}))
+        assert inputs.scheduler is not None
+        (profile,) = kube_scheduler_configuration(inputs.scheduler, SETTINGS)["profiles"]
+        assert ("plugins" not in profile) is enabled, profile
+        role = find(stack(scheduler={"mode": "extender", "dra": dra}), "ClusterRole", "numaplane-scheduler")
+        writes = {
+            (r, v)
+            for rule in role["rules"]
+            if "resource.k8s.io" in rule["apiGroups"]
+            for r in rule["resources"]
+            for v in rule["verbs"]
+        }
+        assert (("resourceclaims/status", "update") in writes) is enabled
+        assert (("resourceclaims/binding", "update") in writes) is enabled
+        assert (("resourceclaims", "update") in writes) is enabled  # PreBind adds its finalizer

@@ -41,9 +41,10 @@ def render(*args: str) -> list[dict[str, Any]]:
 
 
 def rendered_scheduler(
-    cp: ControlPlane, tmp: Path, *, mode: str, scheduler_name: str, replicas: int = 1
+    cp: ControlPlane, tmp: Path, *, mode: str, scheduler_name: str, replicas: int = 1, **spec: Any
 ) -> list[dict[str, Any]]:
-    """``numaplane render --from`` a NUMAResourcesScheduler of ``mode``: every object it prints."""
+    """``numaplane render --from`` a NUMAResourcesScheduler of ``mode`` (and other ``spec`` fields, e.g.
+    ``dra="Enabled"``): every object it prints."""
     cr = tmp / f"nrs-{mode}.yaml"
     cr.write_text(
         yaml.safe_dump(
@@ -56,6 +57,7 @@ def rendered_scheduler(
                     "mode": mode,
                     "cacheResyncPeriod": "2s",
                     "replicas": replicas,  # > 1: Lease election rendered
+                    **spec,
                 },
             }
         )

@@ -22,10 +22,18 @@ from typing import Any
 
 import pytest
 from realsched import (
+    NAMESPACE,
+    SA_NAME,
     TEST_LABEL,
+    apply_rbac,
+    extender_args,
     free_port,
+    install_nrt_crd,
     install_scheduler,
+    kube_scheduler_config,
     numaplane,
+    rendered_scheduler,
+    scheduler_log_forbidden,
     scoped_cluster,
     standalone_args,
     zone,
@@ -51,14 +59,16 @@ def claim(name: str, namespace: str, device_class: str, **exactly: Any) -> dict[
     }
 
 
-def claim_pod(name: str, namespace: str, claim_name: str, label: dict[str, str], cpu: str = "2") -> dict[str, Any]:
+def claim_pod(
+    name: str, namespace: str, claim_name: str, label: dict[str, str], cpu: str = "2", scheduler: str = SCHEDULER
+) -> dict[str, Any]:
     q = {"cpu": cpu, "memory": "64Mi"}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
-            "schedulerName": SCHEDULER,
+            "schedulerName": scheduler,
             "nodeSelector": label,
             "resourceClaims": [{"name": "accel", "resourceClaimName": claim_name}],
             "containers": [
@@ -126,4 +136,79 @@ def test_standalone_allocates_the_claim_in_the_zone_of_the_cpus_and_binds(
                 assert not cluster.node_of("every")
         finally:
             cp.request("DELETE", f"{DRA}/resourceslices/{slice_doc['metadata']['name']}")
+            cp.request("DELETE", f"{DRA}/deviceclasses/{device_class}")
+
+
+def test_kube_scheduler_dra_and_the_extender_place_the_pod_where_a_zone_fits(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """Extender mode as rendered with ``spec.dra: Enabled``: the real kube-scheduler v1.36.2 with its own
+    ``DynamicResources`` plugin (allocating the claim) and ``numaplane scheduler extender --dra``, both under
+    the rendered RBAC. Two nodes kube-scheduler finds equal (same CPUs, one free device each); on "apart"
+    the device is on NUMA node 0, where the pod's 2 CPUs do not fit; on "together" it is on node 1, where
+    they do. The pod lands on "together" with that device allocated by kube-scheduler; a second such pod,
+    whose only free device is on "apart", is refused with the extender's reason and its claim stays
+    unallocated."""
+    cp = control_plane
+    profile = "numa-extender-dra"
+    install_nrt_crd(cp)
+    docs = rendered_scheduler(cp, tmp_path, mode="extender", scheduler_name=profile, dra="Enabled")
+    apply_rbac(cp, docs)
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
+    assert "--dra" in containers["extender"]["args"]
+    kubeconfig = cp.service_account_kubeconfig(NAMESPACE, SA_NAME)
+    port = free_port()
+    config = kube_scheduler_config(docs, port)
+    assert "plugins" not in config["profiles"][0]  # DynamicResources kept
+    with scoped_cluster(cp) as cluster:
+        ns = cluster.namespace
+        device_class = f"accel-{cluster.tag}"
+        cp.request(
+            "POST",
+            f"{DRA}/deviceclasses",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": device_class},
+                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+            },
+        )
+        apart = cluster.add_node("apart", [zone("node-0", 1, 8), zone("node-1", 4, 8)])
+        together = cluster.add_node("together", [zone("node-0", 1, 8), zone("node-1", 4, 8)])
+        slices = [resource_slice(apart, {"a0": 0}), resource_slice(together, {"t1": 1})]
+        for doc in slices:
+            cp.request("POST", f"{DRA}/resourceslices", doc)
+        try:
+            with (
+                numaplane(extender_args(kubeconfig, port, profile, "--dra"), tmp_path / "extender.log", port) as ext,
+                cp.scheduler(config["profiles"], config["extenders"], kubeconfig_file=kubeconfig),
+            ):
+                label = {TEST_LABEL: cluster.tag}
+                for name in ("c1", "c2"):
+                    cp.request("POST", f"{DRA}/namespaces/{ns}/resourceclaims", claim(name, ns, device_class))
+                cp.request(
+                    "POST", f"/api/v1/namespaces/{ns}/pods", claim_pod("first", ns, "c1", label, scheduler=profile)
+                )
+                try:
+                    assert cluster.wait_bound("first", extra=ext.log()) == together
+                except (AssertionError, TimeoutError) as exc:
+                    raise AssertionError(f"{exc}\n{cp.log_tail('kube-scheduler', 40)}") from None
+                c1 = cp.request("GET", f"{DRA}/namespaces/{ns}/resourceclaims/c1")
+                results = c1["status"]["allocation"]["devices"]["results"]
+                assert [(r["pool"], r["device"]) for r in results] == [(together, "t1")], c1["status"]
+                assert [r["name"] for r in c1["status"]["reservedFor"]] == ["first"]
+                # the only free device left is on "apart", NUMA node 0, where 2 CPUs do not fit
+                cp.request(
+                    "POST", f"/api/v1/namespaces/{ns}/pods", claim_pod("second", ns, "c2", label, scheduler=profile)
+                )
+                cluster.wait_event("second", "FailedScheduling", "cannot align the pod's claimed devices")
+                assert not cluster.node_of("second")
+                c2 = cp.request("GET", f"{DRA}/namespaces/{ns}/resourceclaims/c2")
+                assert not (c2.get("status") or {}).get("allocation")
+                assert not scheduler_log_forbidden(cp), scheduler_log_forbidden(cp)[:5]
+                assert not ext.denials(), ext.denials()[:5]
+        finally:
+            for doc in slices:
+                cp.request("DELETE", f"{DRA}/resourceslices/{doc['metadata']['name']}")
             cp.request("DELETE", f"{DRA}/deviceclasses/{device_class}")

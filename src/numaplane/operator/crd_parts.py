@@ -231,6 +231,18 @@ def node_group_config_schema() -> Schema:
                 max_items=32,
                 list_type="atomic",
             ),
+            "dra": string(
+                "Enabled: the exporters publish the nodes' DRA devices per NUMA zone (numaplane exporter --dra).",
+                enum=[v.value for v in nro.DRA],
+                default=nro.DRA.DISABLED.value,
+            ),
+            "draNumaAttributes": array(
+                string(pattern=nro.QUALIFIED_ATTRIBUTE_PATTERN, max_length=96),
+                description="Driver-specific device NUMA attributes tried, in order, after"
+                " resource.kubernetes.io/numaNode (e.g. gpu.amd.com/numaNode); needs dra: Enabled.",
+                max_items=nro.MAX_DRA_NUMA_ATTRIBUTES,
+                list_type="set",
+            ),
         },
         description="Exporter behaviour for the group (upstream NodeGroupConfig fields and defaults).",
         rules=[
@@ -239,6 +251,11 @@ def node_group_config_schema() -> Schema:
                 " && self.infoRefreshMode == 'Periodic')",
                 "infoRefreshPeriod must be positive when infoRefreshMode is Periodic",
                 field_path=".infoRefreshPeriod",
-            )
+            ),
+            rule(
+                "!has(self.draNumaAttributes) || size(self.draNumaAttributes) == 0 || self.dra == 'Enabled'",
+                "draNumaAttributes needs dra: Enabled",
+                field_path=".draNumaAttributes",
+            ),
         ],
     )

@@ -178,6 +178,13 @@ def numa_resources_scheduler_crd() -> dict[str, Any]:
                 default=1,
             ),
             "logLevel": log_level_schema(),
+            "dra": string(
+                "Enabled: the standalone scheduler allocates pods' DRA claims in the zone of their CPUs"
+                " (scheduler run --dra); in extender mode the filter drops nodes where no zone holds a pod's"
+                " CPUs and memory with a free device of each claim (scheduler extender --dra).",
+                enum=[v.value for v in nrs.SchedulerDRA],
+                default=nrs.SchedulerDRA.DISABLED.value,
+            ),
         }
     )
     status = obj(

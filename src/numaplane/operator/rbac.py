@@ -163,9 +163,19 @@ def _leases(name: str) -> tuple[Rule, ...]:
     )
 
 
-def scheduler_cluster_rules(mode: nrs.SchedulerMode) -> tuple[Rule, ...]:
+#: kube-scheduler's ``DynamicResources`` plugin, enabled in extender mode with ``spec.dra: Enabled``: it writes the
+#: claims' allocation and reservation (v1.36 also asks for ``resourceclaims/binding`` to change them, as for the
+#: standalone scheduler) and, in PreBind, adds its finalizer to the claim itself (``update`` on
+#: ``resourceclaims``: found on the real v1.36.2 control plane).
+KUBE_SCHEDULER_DRA_RULES: tuple[Rule, ...] = (
+    Rule.of(["resource.k8s.io"], ["resourceclaims"], ["update"]),
+    Rule.of(["resource.k8s.io"], ["resourceclaims/status", "resourceclaims/binding"], ["update"]),
+)
+
+
+def scheduler_cluster_rules(mode: nrs.SchedulerMode, dra: bool = False) -> tuple[Rule, ...]:
     if mode is nrs.SchedulerMode.EXTENDER:
-        return merge_rules(KUBE_SCHEDULER_CLUSTER_RULES)
+        return merge_rules(KUBE_SCHEDULER_CLUSTER_RULES + (KUBE_SCHEDULER_DRA_RULES if dra else ()))
     return merge_rules(STANDALONE_SCHEDULER_CLUSTER_RULES)
 
 
@@ -217,6 +227,7 @@ def operator_cluster_rules(settings: Settings) -> tuple[Rule, ...]:
         AGENT_CLUSTER_RULES,
         STANDALONE_SCHEDULER_CLUSTER_RULES,
         KUBE_SCHEDULER_CLUSTER_RULES,
+        KUBE_SCHEDULER_DRA_RULES,  # the operator grants them (extender mode with spec.dra)
     )
 
 

@@ -54,8 +54,8 @@ from typing import Any
 
 import yaml
 
-from numaplane.operator.api.numaresources import KIND as NRO_KIND
 from numaplane.operator.api.numaresources import (
+    DRA,
     Enforcement,
     InfoRefreshMode,
     InfoRefreshPause,
@@ -63,6 +63,7 @@ from numaplane.operator.api.numaresources import (
     NUMAResourcesOperator,
     PodsFingerprinting,
 )
+from numaplane.operator.api.numaresources import KIND as NRO_KIND
 from numaplane.operator.api.policy import NodeResourcePolicy
 from numaplane.operator.assignment import assign_policies, policy_document
 from numaplane.operator.rbac import (
@@ -168,6 +169,9 @@ def exporter_args(nro: NUMAResourcesOperator, group: NodeGroup) -> list[str]:
         args += ["--pods-fingerprint", f"--pods-fingerprint-method={method}"]
     if cfg.info_refresh_pause is InfoRefreshPause.ENABLED:
         args.append("--no-publish")
+    if cfg.dra is DRA.ENABLED:  # the exporter's ClusterRole already reads DRA objects
+        args.append("--dra")
+        args += [f"--dra-numa-attribute={a}" for a in cfg.dra_numa_attributes]
     args += [f"--exclude-pods={p.flag_value}" for p in nro.pod_excludes]
     # one exporter per node, whatever runs it (a second DaemonSet, a rolling update's overlap)
     args.append(f"--lock-file={_EXPORTER_RUN_MOUNT}/{EXPORTER_LOCK_FILE}")

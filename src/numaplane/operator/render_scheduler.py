@@ -23,7 +23,7 @@ import yaml
 
 from numaplane.operator.api.meta import LogLevel
 from numaplane.operator.api.scheduler import KIND as NRS_KIND
-from numaplane.operator.api.scheduler import NUMAResourcesScheduler, SchedulerMode
+from numaplane.operator.api.scheduler import NUMAResourcesScheduler, SchedulerDRA, SchedulerMode
 from numaplane.operator.rbac import SCHEDULER_LEASE, binding, role, scheduler_cluster_rules, scheduler_namespace_rules
 from numaplane.operator.render_common import (
     CONFIG_HASH_ANNOTATION,
@@ -60,10 +60,16 @@ _KLOG_LEVEL = {LogLevel.NORMAL: 2, LogLevel.DEBUG: 4, LogLevel.TRACE: 6, LogLeve
 def kube_scheduler_configuration(nrs: NUMAResourcesScheduler, settings: Settings) -> dict[str, Any]:
     """The ``kubescheduler.config.k8s.io/v1`` config: one profile, our extender, Lease election.
 
-    Dynamic resource allocation is disabled in the profile: NUMA alignment of DRA devices is not
-    modelled by the NRT API. kube-scheduler v1.36 still watches DeviceClasses, ResourceClaims and
-    ResourceSlices (and schedules nothing until those informers sync), so its RBAC reads them.
+    Dynamic resource allocation is disabled in the profile unless ``spec.dra`` is ``Enabled``: then
+    kube-scheduler's ``DynamicResources`` plugin allocates the pods' claims (the extender, run with
+    ``--dra``, filters out the nodes where no NUMA zone holds the pod's CPUs and memory with a free device
+    of each claim; the device on the chosen node is the plugin's choice, docs/dra.md). Either way
+    kube-scheduler v1.36 watches DeviceClasses, ResourceClaims and ResourceSlices (and schedules nothing
+    until those informers sync), so its RBAC reads them.
     """
+    profile: dict[str, Any] = {"schedulerName": nrs.scheduler_name}
+    if nrs.dra is not SchedulerDRA.ENABLED:
+        profile["plugins"] = {"multiPoint": {"disabled": [{"name": "DynamicResources"}]}}
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -73,12 +79,7 @@ def kube_scheduler_configuration(nrs: NUMAResourcesScheduler, settings: Settings
             "resourceNamespace": settings.namespace,
             "resourceName": SCHEDULER_LEASE,
         },
-        "profiles": [
-            {
-                "schedulerName": nrs.scheduler_name,
-                "plugins": {"multiPoint": {"disabled": [{"name": "DynamicResources"}]}},
-            }
-        ],
+        "profiles": [profile],
         "extenders": [
             {
                 "urlPrefix": f"http://127.0.0.1:{EXTENDER_PORT}/",
@@ -106,6 +107,7 @@ def _numaplane_args(nrs: NUMAResourcesScheduler) -> list[str]:
         f"--metrics-address=:{METRICS_PORT}",
         f"--health-address=:{HEALTH_PORT}",
         f"--log-level={nrs.log_level.cli_value}",
+        *(["--dra"] if nrs.dra is SchedulerDRA.ENABLED else []),
     ]
 
 
@@ -223,7 +225,14 @@ def render_scheduler_objects(nrs: NUMAResourcesScheduler, settings: Settings) ->
     owner = Owner(NRS_KIND, nrs.metadata.name, nrs.metadata.uid)
     out: list[dict[str, Any]] = [
         service_account(NAME, SCHEDULER, settings, owner),
-        role("ClusterRole", NAME, SCHEDULER, scheduler_cluster_rules(nrs.mode), settings, owner),
+        role(
+            "ClusterRole",
+            NAME,
+            SCHEDULER,
+            scheduler_cluster_rules(nrs.mode, nrs.dra is SchedulerDRA.ENABLED),
+            settings,
+            owner,
+        ),
         binding("ClusterRoleBinding", NAME, SCHEDULER, NAME, NAME, settings, owner),
         role("Role", NAME, SCHEDULER, scheduler_namespace_rules(), settings, owner),
         binding("RoleBinding", NAME, SCHEDULER, NAME, NAME, settings, owner),

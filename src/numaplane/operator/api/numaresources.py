@@ -16,6 +16,7 @@ node group names unique, no two identical selectors, no two selectors that can s
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +75,18 @@ class InfoRefreshPause(enum.StrEnum):
     ENABLED = "Enabled"
 
 
+class DRA(enum.StrEnum):
+    """Whether the group's exporters publish DRA device rows per zone (``numaplane exporter --dra``)."""
+
+    DISABLED = "Disabled"
+    ENABLED = "Enabled"
+
+
+#: a device attribute's qualified name, ``<domain>/<name>`` (e.g. ``gpu.amd.com/numaNode``)
+QUALIFIED_ATTRIBUTE_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,30}[A-Za-z0-9])?$"
+MAX_DRA_NUMA_ATTRIBUTES = 8
+
+
 class Enforcement(enum.StrEnum):
     """Who allocates CPUs and memory on the group's nodes."""
 
@@ -91,6 +104,10 @@ class NodeGroupConfig:
     info_refresh_pause: InfoRefreshPause = InfoRefreshPause.DISABLED
     #: When non-empty these REPLACE the exporter pods' default tolerations (upstream semantics).
     tolerations: tuple[Toleration, ...] = ()
+    #: ``Enabled``: the exporters publish DRA rows (``--dra``), NUMA nodes read from ``resource.kubernetes.io/numaNode``
+    #: then each of ``dra_numa_attributes`` (``--dra-numa-attribute``), in order
+    dra: DRA = DRA.DISABLED
+    dra_numa_attributes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -101,12 +118,26 @@ class NodeGroupConfig:
         }
         if self.tolerations:
             out["tolerations"] = [t.to_dict() for t in self.tolerations]
+        if self.dra is DRA.ENABLED:
+            out["dra"] = self.dra.value
+        if self.dra_numa_attributes:
+            out["draNumaAttributes"] = list(self.dra_numa_attributes)
         return out
 
     @classmethod
     def read(cls, doc: Mapping[str, Any], path: str, problems: Problems) -> NodeGroupConfig:
         problems.unknown_fields(
-            doc, {"podsFingerprinting", "infoRefreshMode", "infoRefreshPeriod", "infoRefreshPause", "tolerations"}, path
+            doc,
+            {
+                "podsFingerprinting",
+                "infoRefreshMode",
+                "infoRefreshPeriod",
+                "infoRefreshPause",
+                "tolerations",
+                "dra",
+                "draNumaAttributes",
+            },
+            path,
         )
         d = cls()
         mode = problems.choice(doc, "infoRefreshMode", path, InfoRefreshMode, d.info_refresh_mode)
@@ -118,7 +149,26 @@ class NodeGroupConfig:
             tol = Toleration.read(raw, f"{path}.tolerations[{i}]", problems)
             if tol is not None:
                 tolerations.append(tol)
+        dra = problems.choice(doc, "dra", path, DRA, d.dra)
+        attributes: list[str] = []
+        raw_attributes = problems.sequence(doc, "draNumaAttributes", path)
+        if len(raw_attributes) > MAX_DRA_NUMA_ATTRIBUTES:
+            problems.add(f"{path}.draNumaAttributes", f"at most {MAX_DRA_NUMA_ATTRIBUTES} attributes")
+        for i, raw in enumerate(raw_attributes):
+            where = f"{path}.draNumaAttributes[{i}]"
+            if not isinstance(raw, str) or re.fullmatch(QUALIFIED_ATTRIBUTE_PATTERN, raw) is None:
+                problems.add(
+                    where, f"{raw!r} is not a qualified attribute name <domain>/<name> (e.g. gpu.amd.com/numaNode)"
+                )
+            elif raw in attributes:
+                problems.add(where, f"duplicate attribute {raw!r}")
+            else:
+                attributes.append(raw)
+        if attributes and dra is not DRA.ENABLED:
+            problems.add(f"{path}.draNumaAttributes", "needs dra: Enabled")
         return cls(
+            dra=dra,
+            dra_numa_attributes=tuple(attributes),
             pods_fingerprinting=problems.choice(
                 doc, "podsFingerprinting", path, PodsFingerprinting, d.pods_fingerprinting
             ),

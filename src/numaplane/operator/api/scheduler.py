@@ -66,6 +66,15 @@ class SchedulerMode(enum.StrEnum):
     EXTENDER = "extender"
 
 
+class SchedulerDRA(enum.StrEnum):
+    """Enabled: ``scheduler run --dra`` allocates pods' claims in the zone of their CPUs (standalone), or
+    ``scheduler extender --dra`` filters out nodes where no zone holds a pod's CPUs and memory with a free
+    device of each claim (extender mode)."""
+
+    DISABLED = "Disabled"
+    ENABLED = "Enabled"
+
+
 class InformerMode(enum.StrEnum):
     """Pod informer of the scheduler's cache: the shared one, or a dedicated one that also sees
     pods the kubelet has not yet reported terminated (upstream's ``Dedicated``, the default)."""
@@ -127,6 +136,7 @@ class NUMAResourcesScheduler:
     replicas: int = 1
     log_level: LogLevel = LogLevel.NORMAL
     kube_scheduler_image: str = DEFAULT_KUBE_SCHEDULER_IMAGE
+    dra: SchedulerDRA = SchedulerDRA.DISABLED
 
     @property
     def leader_elect(self) -> bool:
@@ -144,6 +154,8 @@ class NUMAResourcesScheduler:
         }
         if self.mode is SchedulerMode.EXTENDER:
             spec["kubeSchedulerImage"] = self.kube_scheduler_image
+        if self.dra is SchedulerDRA.ENABLED:
+            spec["dra"] = self.dra.value
         return {"apiVersion": API_VERSION, "kind": KIND, "metadata": self.metadata.to_dict(), "spec": spec}
 
     @classmethod
@@ -168,6 +180,7 @@ class NUMAResourcesScheduler:
                 "replicas",
                 "logLevel",
                 "kubeSchedulerImage",
+                "dra",
             },
             "spec",
         )
@@ -204,6 +217,7 @@ class NUMAResourcesScheduler:
             metadata=meta,
             scheduler_name=name,
             mode=p.choice(spec, "mode", "spec", SchedulerMode, d.mode),
+            dra=p.choice(spec, "dra", "spec", SchedulerDRA, d.dra),
             cache_resync_period_seconds=p.duration(spec, "cacheResyncPeriod", "spec", d.cache_resync_period_seconds),
             scoring_strategy=ScoringStrategySpec(
                 p.choice(raw_scoring, "type", "spec.scoringStrategy", ScoringType, ScoringType.LEAST_ALLOCATED),

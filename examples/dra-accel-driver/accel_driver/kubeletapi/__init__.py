@@ -1,0 +1,1 @@
+"""The kubelet gRPC APIs the driver serves, written from the documented API facts and compiled by scripts/gen_protos.py."""
