@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import socket
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -47,7 +48,6 @@ from numaplane.agent.handler import AgentHandler, StateRunner
 from numaplane.agent.metrics import AgentMetrics
 from numaplane.agent.state import NodeAgentState
 from numaplane.nri.errors import StatusError
-from numaplane.nri.fake_runtime import FakeRuntime
 from numaplane.nri.plugin import NRIPlugin
 from numaplane.nri.proto import api_pb2
 from numaplane.nri.service import PLUGIN_METHODS
@@ -55,6 +55,9 @@ from numaplane.observability.logs import configure_logging
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import Pod, parse_pod
 from numaplane.topology.model import synthetic
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+from numaplane_harness.nrifake import FakeRuntime
 
 TOPOLOGY = synthetic(sockets=2, numa_per_socket=2, cores_per_numa=16, threads_per_core=2)
 CONFIG = {

@@ -48,13 +48,13 @@ import aiohttp
 from nrtdoc import nrt_document
 
 from numaplane.kube.resources import CRD, NODE, NODE_RESOURCE_TOPOLOGY, POD
-from numaplane.nri.fake_runtime import FakeRuntime
 from numaplane.nri.proto import api_pb2
 from numaplane.nrt.crd import crd_manifest
 from numaplane.operator.crds import all_crds
 from numaplane.testing.fakeapi import FakeApiServer
 from numaplane.topology.document import topology_to_dict
 from numaplane.topology.model import synthetic
+from numaplane_harness.nrifake import FakeRuntime
 from numaplane_harness.sysfs import write_uniform_sysfs
 
 GI = 1 << 30

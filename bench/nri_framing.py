@@ -20,15 +20,18 @@ import argparse
 import asyncio
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
-from numaplane.nri.example import FixedCpusetHandler
-from numaplane.nri.fake_runtime import FakeRuntime
 from numaplane.nri.plugin import NRIPlugin
 from numaplane.nri.proto import api_pb2
 from numaplane.nri.protocol import Connection, RequestReceived, Role
 from numaplane.nri.service import PLUGIN_SERVICE, dispatch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+from numaplane_harness.nriexample import FixedCpusetHandler
+from numaplane_harness.nrifake import FakeRuntime
 
 CAPTURE = "wire/captures/nri/21-c1-s19-CreateContainer-request-gu-ncc-true.bin"
 

@@ -10,7 +10,7 @@ started as users start it:
   kube-apiserver (whole-pod admission as the kubelet's: init containers' CPUs reused, scope ``pod``),
   its own state folder and PodResources socket;
 * driven over a real NRI connection (ttrpc over a unix socket) by
-  :class:`~numaplane.nri.fake_runtime.FakeRuntime` playing containerd's side: for each pod the
+  :class:`~numaplane_harness.nrifake.FakeRuntime` playing containerd's side: for each pod the
   ``RUN_POD_SANDBOX`` event, then ``CreateContainer`` of what the kubelet creates first (the first init
   container, else every app container); a deletion is ``STOP_POD_SANDBOX`` + ``REMOVE_POD_SANDBOX``.
 
@@ -44,7 +44,7 @@ from typing import Any, Protocol
 
 from numaplane.grpcapi.podresources.client import PodResourcesClient
 from numaplane.nri.errors import StatusError
-from numaplane.nri.fake_runtime import FakeRuntime
+from numaplane_harness.nrifake import FakeRuntime
 from numaplane.nri.proto import api_pb2
 from numaplane.nrt.podresources import PodResources
 from numaplane.placement.explain.predicates import BasicNode, parse_node

@@ -25,7 +25,7 @@ from numaplane.agent.checkpoint import (
 )
 from numaplane.agent.errors import CheckpointCorrupted, CheckpointForeign
 from numaplane.agent.state import NodeAgentState
-from numaplane.nri.fake_runtime import FakeRuntime
+from numaplane_harness.nrifake import FakeRuntime
 from numaplane.policy.manager import ResourceManager
 from numaplane.topology.model import synthetic
 

@@ -23,7 +23,7 @@ from numaplane.agent.background import BackgroundLoop
 from numaplane.agent.checkpoint import CheckpointIdentity, CheckpointStore, decode, encode, topology_digest
 from numaplane.agent.errors import CheckpointCorrupted, CheckpointError
 from numaplane.agent.state import NodeAgentState
-from numaplane.nri.fake_runtime import FakeRuntime
+from numaplane_harness.nrifake import FakeRuntime
 from numaplane.policy.manager import ResourceManager
 
 ME = CheckpointIdentity("node-a", topology_digest(TOPOLOGY))

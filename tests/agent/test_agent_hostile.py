@@ -134,7 +134,7 @@ def test_a_restart_retries_containers_left_unpinned() -> None:
 async def test_ready_only_after_the_runtime_confirmed_the_sync_cpusets(short_tmp: Any, runtime_fails: bool) -> None:
     from test_agent_nri import options, running_agent
 
-    from numaplane.nri.fake_runtime import FakeRuntime
+    from numaplane_harness.nrifake import FakeRuntime
 
     shared = sandbox("shared", qos="BestEffort")
     pinned = sandbox("pinned")

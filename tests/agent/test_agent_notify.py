@@ -14,7 +14,7 @@ from numaplane.agent.errors import AgentConfigError
 from numaplane.agent.notify import ChangeNotifier
 from numaplane.exporter.events import NotifyFileWatcher
 from numaplane.exporter.options import NotifyBackend
-from numaplane.nri.fake_runtime import FakeRuntime
+from numaplane_harness.nrifake import FakeRuntime
 
 pytestmark = pytest.mark.timeout(60)
 

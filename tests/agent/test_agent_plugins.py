@@ -19,7 +19,7 @@ from numaplane.agent.daemon import Agent
 from numaplane.grpcapi.pluginapi.errors import RegistrationRefused
 from numaplane.grpcapi.pluginapi.server import PluginServer, register
 from numaplane.nri.errors import StatusError
-from numaplane.nri.fake_runtime import FakeRuntime
+from numaplane_harness.nrifake import FakeRuntime
 from numaplane.nri.proto import api_pb2
 from numaplane.resources.pod import Pod, parse_pod
 

@@ -11,7 +11,7 @@ from test_agent_nri import TOPOLOGY, create, options, running_agent
 
 from numaplane.grpcapi.errors import PodNotFound
 from numaplane.grpcapi.podresources.client import PodResourcesClient
-from numaplane.nri.fake_runtime import FakeRuntime
+from numaplane_harness.nrifake import FakeRuntime
 from numaplane.nrt.from_manager import allocation_state
 from numaplane.nrt.zones import MachineView, compute_zones, zones_from_state
 

@@ -12,7 +12,7 @@ from test_agent_nri import TOPOLOGY, create, options, running_agent
 from numaplane.agent.daemon import Agent
 from numaplane.kube.client import LightkubePort
 from numaplane.kube.resources import POD
-from numaplane.nri.fake_runtime import FakeRuntime
+from numaplane_harness.nrifake import FakeRuntime
 from numaplane.nri.proto import api_pb2
 from numaplane.topology.cpuset import CPUSet
 

@@ -16,7 +16,7 @@ from numaplane.agent.daemon import Agent
 from numaplane.agent.policyreport import CONDITION_TYPE, PolicyReporter
 from numaplane.kube.client import LightkubePort
 from numaplane.kube.resources import POD
-from numaplane.nri.fake_runtime import FakeRuntime
+from numaplane_harness.nrifake import FakeRuntime
 from numaplane.operator.status import POLICY_CONDITION, NodePolicyState, node_policy_state
 from numaplane.testing.fakeapi import FakeApiServer
 

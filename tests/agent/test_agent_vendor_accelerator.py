@@ -16,7 +16,7 @@ from test_agent_nri import create, options, running_agent
 from test_agent_plugins import wait_plugin
 
 from numaplane.grpcapi.podresources.client import PodResourcesClient
-from numaplane.nri.fake_runtime import FakeRuntime
+from numaplane_harness.nrifake import FakeRuntime
 from numaplane.resources.pod import parse_pod
 
 pytestmark = pytest.mark.timeout(90)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from numaplane.nri.example import FixedCpusetHandler
+from numaplane_harness.nriexample import FixedCpusetHandler
 from numaplane.nri.plugin import NRIPlugin
 
 

@@ -19,8 +19,8 @@ from numaplane.nri.errors import (
     StatusError,
     UnknownConnection,
 )
-from numaplane.nri.example import FixedCpusetHandler, cpuset_update
-from numaplane.nri.fake_runtime import FakeRuntime
+from numaplane_harness.nriexample import FixedCpusetHandler, cpuset_update
+from numaplane_harness.nrifake import FakeRuntime
 from numaplane.nri.plugin import NRIPlugin
 from numaplane.nri.proto import api_pb2
 from numaplane.nri.service import PLUGIN_SERVICE, BaseHandler, event_mask

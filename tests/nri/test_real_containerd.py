@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from numaplane.nri.example import FixedCpusetHandler
+from numaplane_harness.nriexample import FixedCpusetHandler
 from numaplane.nri.plugin import NRIPlugin
 from numaplane.nri.proto import api_pb2
 from numaplane.topology.cpuset import CPUSet
