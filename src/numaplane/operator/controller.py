@@ -110,23 +110,38 @@ class Operator:
         self.clock: Clock = clock or SystemClock()
         self.metrics = metrics or Metrics.create()
         self.workers = workers
-        self.applier = Applier(kube, settings.namespace)
+        self.applier = Applier(kube, (settings.namespace, settings.node_namespace))
         self.queue: WorkQueue[str] = WorkQueue(clock=self.clock, name="operator")
         ns = settings.namespace
         self.informers = [
             Informer(kube, NUMA_RESOURCES_OPERATOR, clock=self.clock, resync_period_seconds=resync_period_seconds),
             Informer(kube, NUMA_RESOURCES_SCHEDULER, clock=self.clock, resync_period_seconds=resync_period_seconds),
             Informer(kube, NODE_RESOURCE_POLICY, clock=self.clock),
-            Informer(kube, POD, namespace=ns, label_selector=f"{LABEL_COMPONENT}=agent", clock=self.clock),
+            Informer(
+                kube,
+                POD,
+                namespace=settings.node_namespace,
+                label_selector=f"{LABEL_COMPONENT}=agent",
+                clock=self.clock,
+            ),
             Informer(kube, NODE, clock=self.clock),
             Informer(kube, NODE_RESOURCE_TOPOLOGY, clock=self.clock),
         ]
         # Every kind the operator owns (and prunes), ours only: a deleted or edited object brings its
         # owner's reconcile back at once, which re-applies it (issue 25 item 15).
         owned = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+        # Namespaced kinds are watched in both namespaces (the operator's Roles are per namespace).
         self.owned_informers = [
-            Informer(kube, res, namespace=ns if res.namespaced else None, label_selector=owned, clock=self.clock)
+            Informer(
+                kube,
+                res,
+                namespace=where,
+                label_selector=owned,
+                clock=self.clock,
+                name=f"{res.plural}-{where}" if where else res.plural,
+            )
             for res in PRUNABLE
+            for where in ((ns, settings.node_namespace) if res.namespaced else (None,))
         ]
         self._wire()
 
@@ -330,12 +345,12 @@ class Operator:
         keep: set[ObjectId] = set()
         for group in frozen:
             if group not in assignment.by_group:
-                cm = ("ConfigMap", self.settings.namespace, policy_configmap_name(group))
+                cm = ("ConfigMap", self.settings.node_namespace, policy_configmap_name(group))
                 desired = [o for o in desired if object_id(o) != cm]
                 keep.add(cm)
         result = await self.applier.sync(desired, owner_label=owner_label, keep=keep, create_only=SHARED_OBJECTS)
         self._count(result.applied, result.pruned)
-        state, groups, ready = operator_progress(nro, result.live, self.settings.namespace)
+        state, groups, ready = operator_progress(nro, result.live, self.settings.node_namespace)
         status: dict[str, Any] = {
             "observedGeneration": meta.generation,
             "conditions": conditions(
@@ -468,7 +483,7 @@ class Operator:
             nodes: list[dict[str, Any]] = []
         else:
             selector = f"{LABEL_COMPONENT}=agent,{LABEL_NODE_GROUP}={policy.node_group}"
-            pods = (await self.kube.list(POD, namespace=self.settings.namespace, label_selector=selector)).items
+            pods = (await self.kube.list(POD, namespace=self.settings.node_namespace, label_selector=selector)).items
             nodes = policy_nodes(pods, policy.revision)
             state = policy_progress(nodes)
         status.update(

@@ -62,8 +62,12 @@ def operator_progress(
 
 
 def related_objects(desired: list[dict[str, Any]], namespace: str) -> list[dict[str, str]]:
-    """``status.relatedObjects`` for the rendered objects ``desired`` (namespace, NRTs, workloads)."""
+    """``status.relatedObjects`` for the rendered objects ``desired``: the namespaces (``namespace`` first,
+    then every other rendered one), NRTs, workloads (each in its own namespace)."""
     out = [{"group": "", "resource": "namespaces", "name": namespace}]
+    for o in desired:
+        if o["kind"] == "Namespace" and o["metadata"]["name"] != namespace:
+            out.append({"group": "", "resource": "namespaces", "name": o["metadata"]["name"]})
     if any(o["kind"] == "CustomResourceDefinition" for o in desired):
         out.append({"group": "topology.node.k8s.io", "resource": "noderesourcetopologies", "name": ""})
     for o in desired:
@@ -72,7 +76,7 @@ def related_objects(desired: list[dict[str, Any]], namespace: str) -> list[dict[
                 {
                     "group": "apps",
                     "resource": o["kind"].lower() + "s",
-                    "namespace": namespace,
+                    "namespace": o["metadata"].get("namespace") or namespace,
                     "name": o["metadata"]["name"],
                 }
             )
