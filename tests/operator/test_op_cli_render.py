@@ -59,6 +59,8 @@ def test_render_refuses_one_namespace_for_both() -> None:
     assert "--node-namespace must differ from --namespace" in result.output
     bad = CliRunner().invoke(main, ["render", "--node-namespace", "Not_A_Name"])
     assert bad.exit_code == 2 and "--node-namespace" in bad.output
+    operator = CliRunner().invoke(main, ["operator", "--image", "np:1", "--namespace", "np", "--node-namespace", "np"])
+    assert operator.exit_code == 2 and "--node-namespace must differ from --namespace" in operator.output
 
 
 def test_render_refuses_an_invalid_resource(tmp_path: Path) -> None:
