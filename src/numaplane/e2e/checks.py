@@ -1,7 +1,7 @@
 """The read-only checks of ``numaplane e2e``: GET and LIST requests only, nothing written.
 
 :func:`~numaplane.e2e.view.gather` reads what the checks look at once (CRDs, the operator's custom
-resources, Nodes, NRTs, the install namespace's workloads and pods); every check is then a function of
+resources, Nodes, NRTs, the workloads and pods of the install and node namespaces); every check is then a function of
 that :class:`~numaplane.e2e.view.ClusterView` (and, for the kubelet's configuration, one ``configz`` read per node through the
 API server's node proxy). What each check asserts:
 

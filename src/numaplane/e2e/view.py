@@ -3,9 +3,9 @@
 :func:`gather` issues the GET and LIST requests (nothing is written) and returns a :class:`ClusterView`:
 the CRDs, the operator's custom resources (the ``NodeResourcePolicy`` objects by node group), the Nodes
 (those ``node_selector`` picks), the NRTs, the pods of the install and node namespaces, the node
-namespace's DaemonSets (exporters, agents) and the install namespace's Deployments (operator, scheduler). An object that does not exist is ``None`` (or
-absent from its map); the operator's resource is read only when its CRD exists. The small readers
-below (:func:`condition`, :func:`is_true`, :func:`pod_ready`, :func:`attribute`) read the raw JSON objects.
+namespace's DaemonSets (exporters, agents) and the install namespace's Deployments (operator,
+scheduler). An object that does not exist is ``None`` (or absent from its map); the operator's
+resource is read only when its CRD exists. The small readers below (:func:`condition`, :func:`is_true`, :func:`pod_ready`, :func:`attribute`) read the raw JSON objects.
 """
 
 from __future__ import annotations
