@@ -553,3 +553,23 @@ async def test_the_shared_nrt_crd_is_created_when_missing_and_never_taken_from_a
     await kube.delete(CRD, nrt_crd)
     await op.reconcile("operator")
     assert APPLIED_HASH in (await kube.get(CRD, nrt_crd))["metadata"]["annotations"]
+
+
+async def test_an_upgrade_moves_the_node_objects_out_of_the_install_namespace(
+    env: tuple[FakeApiServer, LightkubePort, Operator],
+) -> None:
+    """What an earlier release rendered in the install namespace (DaemonSets, agent ServiceAccount, policy
+    ConfigMap...) is pruned there once the same objects are applied in the node namespace."""
+    _, kube, op = env
+    nro = samples()[0]
+    created = await kube.create(NUMA_RESOURCES_OPERATOR, nro)
+    old_layout = render_stack(
+        parse_resources([created]), Settings(namespace=SETTINGS.namespace, node_namespace=SETTINGS.namespace)
+    )
+    moved = [o for o in old_layout if o["metadata"].get("namespace") == SETTINGS.namespace]
+    assert {o["kind"] for o in moved} >= {"DaemonSet", "ConfigMap", "ServiceAccount", "Role"}
+    for obj in moved:
+        await kube.apply(KIND_RESOURCES[obj["kind"]], obj, field_manager="old-release", force=True)
+    await op.reconcile("operator")
+    await assert_cluster_matches(kube, nro)  # exactly the new layout: nothing left in the install namespace
+    assert not (await kube.list(DAEMON_SET, namespace=SETTINGS.namespace)).items
