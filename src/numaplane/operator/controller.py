@@ -40,7 +40,7 @@ from numaplane.kube.clock import Clock, SystemClock, format_time
 from numaplane.kube.errors import KubeError, NotFound, QueueShutDown
 from numaplane.kube.informer import EventHandlers, Informer
 from numaplane.kube.port import JsonObj, KubePort
-from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY, POD, Resource
+from numaplane.kube.resources import NAMESPACE, NODE, NODE_RESOURCE_TOPOLOGY, POD, Resource
 from numaplane.kube.workqueue import WorkQueue
 from numaplane.nrt.crd import crd_manifest as nrt_crd_manifest
 from numaplane.operator.api import numaresources as nro_api
@@ -62,6 +62,7 @@ from numaplane.operator.render_common import (
     LABEL_MANAGED_BY,
     LABEL_NODE_GROUP,
     LABEL_OWNER,
+    LABEL_PART_OF,
     MANAGED_BY,
     Settings,
 )
@@ -143,6 +144,15 @@ class Operator:
             for res in PRUNABLE
             for where in ((ns, settings.node_namespace) if res.namespaced else (None,))
         ]
+        # The two namespaces too (never pruned, so not PRUNABLE): their Pod Security labels are what keeps
+        # privileged pods out of the install namespace, so a change to them is undone at once.
+        self.namespace_informer = Informer(
+            kube,
+            NAMESPACE,
+            label_selector=f"{LABEL_COMPONENT}=namespace,{LABEL_PART_OF}=numaplane",
+            clock=self.clock,
+        )
+        self.owned_informers.append(self.namespace_informer)
         self._wire()
 
     # ------------------------------------------------------------------ wiring
@@ -167,7 +177,10 @@ class Operator:
 
         nrp_inf.add_handler(self._handlers(on_policy))
         for informer in self.owned_informers:
-            informer.add_handler(self._handlers(self._owned_changed))
+            if informer is self.namespace_informer:
+                informer.add_handler(self._handlers(self._namespace_changed))
+            else:
+                informer.add_handler(self._handlers(self._owned_changed))
         pod_inf.add_handler(self._handlers(lambda _o: self._enqueue_policies()))
         # Nothing the operator renders depends on Nodes (DaemonSets select them; their status says how
         # many are ready): a Node event only matters for NRT collection, when a Node goes or its
@@ -190,6 +203,12 @@ class Operator:
             self.queue.add(SCHEDULER_KEY)
         elif owner == nro_api.KIND.lower():
             self.queue.add(OPERATOR_KEY)
+
+    def _namespace_changed(self, obj: JsonObj) -> None:
+        """One of our two namespaces changed or went: both controllers render it, both re-apply it."""
+        if (obj.get("metadata") or {}).get("name") in (self.settings.namespace, self.settings.node_namespace):
+            self.queue.add(OPERATOR_KEY)
+            self.queue.add(SCHEDULER_KEY)
 
     def _node_labels_changed(self, old: JsonObj, new: JsonObj) -> None:
         if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
