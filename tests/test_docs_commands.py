@@ -30,7 +30,7 @@ import click
 import pytest
 
 from numaplane.cli import main
-from numaplane.operator.render_common import DEFAULT_NAMESPACE
+from numaplane.operator.render_common import DEFAULT_NAMESPACE, DEFAULT_NODE_NAMESPACE
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -39,7 +39,7 @@ INLINE = re.compile(r"`((?:numaplane|kubectl) [^`]+)`")
 #: Repository paths a command may name; anything else (cluster.yaml, tls.crt, $IMAGE) is the reader's.
 REPO_PATH = re.compile(r"^(?:examples|deploy|docs|scripts|image)/")
 #: Namespaces a kubectl command in the docs may name.
-NAMESPACES = frozenset({DEFAULT_NAMESPACE, "default", "kube-system"})
+NAMESPACES = frozenset({DEFAULT_NAMESPACE, DEFAULT_NODE_NAMESPACE, "default", "kube-system"})
 
 #: Whole pages whose blocks run elsewhere.
 PAGES_RUN_ELSEWHERE = {
@@ -194,7 +194,9 @@ def _kubectl_problems(args: list[str]) -> list[str]:
         elif token.startswith("--namespace="):
             value = token.split("=", 1)[1]
         if value is not None and value not in NAMESPACES:
-            out.append(f"kubectl: namespace {value!r} (numaplane installs into {DEFAULT_NAMESPACE})")
+            out.append(
+                f"kubectl: namespace {value!r} (numaplane installs into {DEFAULT_NAMESPACE} and {DEFAULT_NODE_NAMESPACE})"
+            )
         if REPO_PATH.match(token) and not (REPO / token.rstrip("/")).exists():
             out.append(f"kubectl: no file {token}")
     return out
@@ -261,7 +263,7 @@ def test_a_missing_flag_file_or_namespace_is_found() -> None:
     assert found == [
         "numaplane render: no option --set",
         "numaplane explain: no file examples/pods/nope.yaml",
-        "kubectl: namespace 'numaplane' (numaplane installs into numaplane-system)",
+        "kubectl: namespace 'numaplane' (numaplane installs into numaplane-system and numaplane-node)",
         "no command 'simulatte' in numaplane simulatte",
     ]
 

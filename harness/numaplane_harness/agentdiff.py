@@ -44,7 +44,6 @@ from typing import Any, Protocol
 
 from numaplane.grpcapi.podresources.client import PodResourcesClient
 from numaplane.nri.errors import StatusError
-from numaplane_harness.nrifake import FakeRuntime
 from numaplane.nri.proto import api_pb2
 from numaplane.nrt.podresources import PodResources
 from numaplane.placement.explain.predicates import BasicNode, parse_node
@@ -67,6 +66,7 @@ from numaplane_harness.kubeletdiff import (
     named_state,
     node_admission,
 )
+from numaplane_harness.nrifake import FakeRuntime
 
 __all__ = [
     "AgentSide",

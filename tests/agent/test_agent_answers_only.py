@@ -20,9 +20,9 @@ from agent_helpers import CONTAINERD_1_7, FIXED_RUNTIME, container, guaranteed, 
 from test_agent_nri import TOPOLOGY, create, options, running_agent
 
 from numaplane.agent.daemon import Agent
-from numaplane_harness.nrifake import FakeRuntime, FakeSession
 from numaplane.nri.proto import api_pb2
 from numaplane.nri.runtimes import parse_version, splits_synchronize, unsolicited_updates_safe
+from numaplane_harness.nrifake import FakeRuntime, FakeSession
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -25,9 +25,9 @@ from numaplane.agent.checkpoint import (
 )
 from numaplane.agent.errors import CheckpointCorrupted, CheckpointForeign
 from numaplane.agent.state import NodeAgentState
-from numaplane_harness.nrifake import FakeRuntime
 from numaplane.policy.manager import ResourceManager
 from numaplane.topology.model import synthetic
+from numaplane_harness.nrifake import FakeRuntime
 
 ME = CheckpointIdentity("node-a", topology_digest(TOPOLOGY))
 DATA = {"manager": {"version": 1}, "containers": [{"id": "c1", "podUID": "u", "name": "main"}]}

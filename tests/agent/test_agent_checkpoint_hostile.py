@@ -23,8 +23,8 @@ from numaplane.agent.background import BackgroundLoop
 from numaplane.agent.checkpoint import CheckpointIdentity, CheckpointStore, decode, encode, topology_digest
 from numaplane.agent.errors import CheckpointCorrupted, CheckpointError
 from numaplane.agent.state import NodeAgentState
-from numaplane_harness.nrifake import FakeRuntime
 from numaplane.policy.manager import ResourceManager
+from numaplane_harness.nrifake import FakeRuntime
 
 ME = CheckpointIdentity("node-a", topology_digest(TOPOLOGY))
 CONFIG = {"cpuManager": {"reservedCPUs": "0"}}

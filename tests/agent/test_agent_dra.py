@@ -18,10 +18,10 @@ from numaplane.grpcapi.podresources.client import PodResourcesClient
 from numaplane.kube.client import LightkubePort
 from numaplane.kube.resources import POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from numaplane.nri.errors import StatusError
-from numaplane_harness.nrifake import FakeRuntime
 from numaplane.policy.config import parse_config
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.topology.cpuset import CPUSet
+from numaplane_harness.nrifake import FakeRuntime
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,9 +14,9 @@ from agent_helpers import FIXED_RUNTIME, container, guaranteed, sandbox
 from numaplane.agent.checkpoint import CheckpointIdentity, encode
 from numaplane.agent.daemon import CHECKPOINT_FILE, Agent, AgentOptions
 from numaplane.nri.errors import StatusError
-from numaplane_harness.nrifake import FakeRuntime
 from numaplane.nri.proto import api_pb2
 from numaplane.topology.model import synthetic
+from numaplane_harness.nrifake import FakeRuntime
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -19,9 +19,9 @@ from numaplane.agent.daemon import Agent
 from numaplane.grpcapi.pluginapi.errors import RegistrationRefused
 from numaplane.grpcapi.pluginapi.server import PluginServer, register
 from numaplane.nri.errors import StatusError
-from numaplane_harness.nrifake import FakeRuntime
 from numaplane.nri.proto import api_pb2
 from numaplane.resources.pod import Pod, parse_pod
+from numaplane_harness.nrifake import FakeRuntime
 
 pytestmark = pytest.mark.timeout(90)
 

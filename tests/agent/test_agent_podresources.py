@@ -11,9 +11,9 @@ from test_agent_nri import TOPOLOGY, create, options, running_agent
 
 from numaplane.grpcapi.errors import PodNotFound
 from numaplane.grpcapi.podresources.client import PodResourcesClient
-from numaplane_harness.nrifake import FakeRuntime
 from numaplane.nrt.from_manager import allocation_state
 from numaplane.nrt.zones import MachineView, compute_zones, zones_from_state
+from numaplane_harness.nrifake import FakeRuntime
 
 pytestmark = pytest.mark.timeout(60)
 

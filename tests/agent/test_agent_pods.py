@@ -12,9 +12,9 @@ from test_agent_nri import TOPOLOGY, create, options, running_agent
 from numaplane.agent.daemon import Agent
 from numaplane.kube.client import LightkubePort
 from numaplane.kube.resources import POD
-from numaplane_harness.nrifake import FakeRuntime
 from numaplane.nri.proto import api_pb2
 from numaplane.topology.cpuset import CPUSet
+from numaplane_harness.nrifake import FakeRuntime
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,9 +16,9 @@ from numaplane.agent.daemon import Agent
 from numaplane.agent.policyreport import CONDITION_TYPE, PolicyReporter
 from numaplane.kube.client import LightkubePort
 from numaplane.kube.resources import POD
-from numaplane_harness.nrifake import FakeRuntime
 from numaplane.operator.status import POLICY_CONDITION, NodePolicyState, node_policy_state
 from numaplane.testing.fakeapi import FakeApiServer
+from numaplane_harness.nrifake import FakeRuntime
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -104,6 +104,7 @@ async def test_refusal_is_a_condition_and_an_event_on_the_agent_pod(
         args = [
             *("agent", "--kubelet-config", str(static), "--state-dir", str(tmp_path / "s"), "--watch-pods"),
             *("--api-server", fake_apiserver.url, "--pod-name", "agent-x1", "--pod-namespace", "default"),
+            *("--node-name", "node-x1"),
         ]
         result = await asyncio.to_thread(CliRunner().invoke, main, args)
         assert result.exit_code == 1, result.output
@@ -116,6 +117,8 @@ async def test_refusal_is_a_condition_and_an_event_on_the_agent_pod(
         assert event["involvedObject"]["name"] == "agent-x1" and event["involvedObject"]["kind"] == "Pod"
         assert event["involvedObject"]["uid"] == pod["metadata"]["uid"]
         assert "cpuManagerPolicy" in event["message"]
+        # reported as its node: what the API server's admission policy compares with the token's node
+        assert event["source"]["host"] == "node-x1" and event["reportingInstance"] == "node-x1"
     finally:
         await kube.close()
 

@@ -16,8 +16,8 @@ from test_agent_nri import create, options, running_agent
 from test_agent_plugins import wait_plugin
 
 from numaplane.grpcapi.podresources.client import PodResourcesClient
-from numaplane_harness.nrifake import FakeRuntime
 from numaplane.resources.pod import parse_pod
+from numaplane_harness.nrifake import FakeRuntime
 
 pytestmark = pytest.mark.timeout(90)
 

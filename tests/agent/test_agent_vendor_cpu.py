@@ -16,8 +16,8 @@ from agent_helpers import FIXED_RUNTIME, container, guaranteed, sandbox, stop_pr
 from test_agent_nri import create, options, running_agent
 from test_agent_plugins import wait_plugin
 
-from numaplane_harness.nrifake import FakeRuntime
 from numaplane.nri.proto import api_pb2
+from numaplane_harness.nrifake import FakeRuntime
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -11,7 +11,7 @@ from numaplane.e2e.checks import check_agent, check_daemon_sets, check_nrt, chec
 from numaplane.e2e.report import Status
 from numaplane.e2e.view import ClusterView, gather
 from numaplane.kube.client import LightkubePort
-from numaplane.kube.resources import CRD, NODE_RESOURCE_TOPOLOGY, POD
+from numaplane.kube.resources import CRD, DAEMON_SET, NODE_RESOURCE_TOPOLOGY, POD
 from numaplane.kube.resources import NODE as NODE_RESOURCE
 from numaplane.operator.api.numaresources import NUMAResourcesOperator
 from numaplane.operator.controller import NODE_RESOURCE_POLICY, NUMA_RESOURCES_OPERATOR
@@ -208,3 +208,37 @@ async def test_memory_none_names_the_node_resource_policy(fake_apiserver: FakeAp
     assert result.status is Status.FAIL
     assert "refuses every Guaranteed pod that requests memory" in result.message
     assert "NodeResourcePolicy w-policy: memoryManager.policy is 'None'" in result.details
+
+
+async def test_node_components_are_read_from_the_node_namespace(fake_apiserver: FakeApiServer) -> None:
+    """``--node-namespace``: the exporter and agent DaemonSets and pods live apart from the install namespace."""
+    port = fake_apiserver.port_client()
+    try:
+
+        def daemon_set(namespace: str) -> dict[str, Any]:
+            labels = {"app": namespace}
+            return {
+                "metadata": {"name": "numaplane-exporter-w", "namespace": namespace},
+                "spec": {
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {"containers": [{"name": "exporter", "image": "numaplane"}]},
+                    },
+                },
+            }
+
+        for namespace in ("np", "np-node"):
+            await port.create(DAEMON_SET, daemon_set(namespace))
+            pod = copy.deepcopy(EXPORTER)
+            pod["metadata"].update(name=f"pod-{namespace}", namespace=namespace)
+            pod["spec"]["containers"] = [{"name": "exporter", "image": "numaplane"}]
+            await port.create(POD, pod)
+        view = await gather(port, "np", None, "np-node")
+    finally:
+        await port.close()
+    assert view.node_namespace == "np-node"
+    assert [d["metadata"]["namespace"] for d in view.daemon_sets.values()] == ["np-node"]
+    assert {p["metadata"]["namespace"] for p in view.pods} == {"np", "np-node"}
+    result = check_nrt(ClusterView("np", node_namespace="np-node"), {"metadata": {"name": "n1"}, "status": {}})
+    assert result.status is Status.FAIL and any("kubectl -n np-node get pods" in d for d in result.details)

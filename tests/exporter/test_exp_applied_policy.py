@@ -31,10 +31,10 @@ from numaplane.exporter.errors import AppliedPolicyError
 from numaplane.kube.errors import NotFound
 from numaplane.kube.resources import CRD, NODE_RESOURCE_TOPOLOGY
 from numaplane.kube.resources import NODE as NODE_RES
-from numaplane_harness.nrifake import FakeRuntime
 from numaplane.nrt.crd import crd_manifest
 from numaplane.policy.config import NodeResourceConfig, parse_config
 from numaplane.testing.fakeapi import FakeApiServer
+from numaplane_harness.nrifake import FakeRuntime
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from numaplane_harness.nriexample import FixedCpusetHandler
 from numaplane.nri.plugin import NRIPlugin
+from numaplane_harness.nriexample import FixedCpusetHandler
 
 
 async def test_missing_socket_warns_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

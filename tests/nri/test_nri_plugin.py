@@ -19,11 +19,11 @@ from numaplane.nri.errors import (
     StatusError,
     UnknownConnection,
 )
-from numaplane_harness.nriexample import FixedCpusetHandler, cpuset_update
-from numaplane_harness.nrifake import FakeRuntime
 from numaplane.nri.plugin import NRIPlugin
 from numaplane.nri.proto import api_pb2
 from numaplane.nri.service import PLUGIN_SERVICE, BaseHandler, event_mask
+from numaplane_harness.nriexample import FixedCpusetHandler, cpuset_update
+from numaplane_harness.nrifake import FakeRuntime
 
 
 def _pod(name: str = "pod-a") -> api_pb2.PodSandbox:

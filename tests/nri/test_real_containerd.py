@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from numaplane_harness.nriexample import FixedCpusetHandler
 from numaplane.nri.plugin import NRIPlugin
 from numaplane.nri.proto import api_pb2
 from numaplane.topology.cpuset import CPUSet
 from numaplane_harness.containerd import BUSYBOX_IMAGE, ContainerdInstance, cpuset_of_container
 from numaplane_harness.cri import CRIError
+from numaplane_harness.nriexample import FixedCpusetHandler
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -53,7 +53,7 @@ async def test_operator_process_serves_probes_and_deploys() -> None:
                         ready = (await http.get(f"http://127.0.0.1:{health}/readyz")).status_code == 200
                         names = {
                             o["metadata"]["name"]
-                            for o in (await kube.list(DAEMON_SET, namespace="numaplane-system")).items
+                            for o in (await kube.list(DAEMON_SET, namespace="numaplane-node")).items
                         }
                     except httpx2.HTTPError:
                         continue
@@ -64,7 +64,7 @@ async def test_operator_process_serves_probes_and_deploys() -> None:
                 else:
                     raise AssertionError("operator never became ready and deployed")
                 assert (await http.get(f"http://127.0.0.1:{health}/healthz")).status_code == 200
-            ds = await kube.get(DAEMON_SET, "numaplane-exporter-worker", namespace="numaplane-system")
+            ds = await kube.get(DAEMON_SET, "numaplane-exporter-worker", namespace="numaplane-node")
             assert ds["spec"]["template"]["spec"]["containers"][0]["image"] == "example.org/np:1"
         finally:
             proc.send_signal(signal.SIGTERM)

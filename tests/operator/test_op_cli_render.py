@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 from click.testing import CliRunner
@@ -36,9 +37,30 @@ def test_render_from_custom_resources(tmp_path: Path) -> None:
     assert ("DaemonSet", "numaplane-exporter-worker") in names
     assert ("Deployment", "numaplane-scheduler") in names
     assert ("Deployment", "numaplane-operator") not in names
-    assert all(d["metadata"].get("namespace", "numa") == "numa" for d in docs)
+
+    def node_side(d: dict[str, Any]) -> bool:
+        return d["metadata"]["labels"].get("numaplane.io/owner") == "numaresourcesoperator" or d["metadata"][
+            "name"
+        ] == ("numaplane-node")
+
+    assert all(d["metadata"].get("namespace", "numa") == "numa" for d in docs if not node_side(d))
+    assert {d["metadata"].get("namespace", "numaplane-node") for d in docs if node_side(d)} == {"numaplane-node"}
+    moved = CliRunner().invoke(main, ["render", "--from", str(source), "--node-namespace", "numa-node"])
+    assert moved.exit_code == 0, moved.output
+    daemonsets = [d for d in yaml.safe_load_all(moved.stdout) if d["kind"] == "DaemonSet"]
+    assert daemonsets and {d["metadata"]["namespace"] for d in daemonsets} == {"numa-node"}
     with_install = CliRunner().invoke(main, ["render", "--from", str(source), "--install"])
     assert "name: numaplane-operator\n" in with_install.stdout
+
+
+def test_render_refuses_one_namespace_for_both() -> None:
+    result = CliRunner().invoke(main, ["render", "--namespace", "np", "--node-namespace", "np"])
+    assert result.exit_code == 2
+    assert "--node-namespace must differ from --namespace" in result.output
+    bad = CliRunner().invoke(main, ["render", "--node-namespace", "Not_A_Name"])
+    assert bad.exit_code == 2 and "--node-namespace" in bad.output
+    operator = CliRunner().invoke(main, ["operator", "--image", "np:1", "--namespace", "np", "--node-namespace", "np"])
+    assert operator.exit_code == 2 and "--node-namespace must differ from --namespace" in operator.output
 
 
 def test_render_refuses_an_invalid_resource(tmp_path: Path) -> None:

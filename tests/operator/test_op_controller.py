@@ -51,8 +51,10 @@ def writes(server: FakeApiServer) -> list[tuple[str, str]]:
 async def live_objects(kube: LightkubePort) -> dict[tuple[str, str, str], dict[str, Any]]:
     out = {}
     for kind, res in KIND_RESOURCES.items():
-        ns = SETTINGS.namespace if res.namespaced else None
-        for obj in (await kube.list(res, namespace=ns, label_selector="app.kubernetes.io/part-of=numaplane")).items:
+        listed = []
+        for ns in (SETTINGS.namespace, SETTINGS.node_namespace) if res.namespaced else (None,):
+            listed += (await kube.list(res, namespace=ns, label_selector="app.kubernetes.io/part-of=numaplane")).items
+        for obj in listed:
             md = obj["metadata"]
             if kind == "CustomResourceDefinition" and md["name"].endswith(".numaplane.io"):
                 continue  # installed by deploy/, not by the operator
@@ -129,7 +131,7 @@ async def test_operator_create_update_delete(env: tuple[FakeApiServer, Lightkube
     assert {
         "group": "apps",
         "resource": "daemonsets",
-        "namespace": SETTINGS.namespace,
+        "namespace": SETTINGS.node_namespace,
         "name": "numaplane-exporter-worker",
     } in live["status"]["relatedObjects"]
     # idempotent: a second pass writes nothing (no apply, no status update)
@@ -206,12 +208,12 @@ async def test_pause_annotation_lets_users_tamper(env: tuple[FakeApiServer, Ligh
         DAEMON_SET,
         "numaplane-exporter-worker",
         {"spec": {"updateStrategy": {"rollingUpdate": {"maxUnavailable": 1}}}},
-        namespace=SETTINGS.namespace,
+        namespace=SETTINGS.node_namespace,
     )
     before = len(writes(server))
     await op.reconcile("operator")
     assert len(writes(server)) == before
-    ds = await kube.get(DAEMON_SET, "numaplane-exporter-worker", namespace=SETTINGS.namespace)
+    ds = await kube.get(DAEMON_SET, "numaplane-exporter-worker", namespace=SETTINGS.node_namespace)
     assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == 1
     await kube.patch(
         NUMA_RESOURCES_OPERATOR,
@@ -219,7 +221,7 @@ async def test_pause_annotation_lets_users_tamper(env: tuple[FakeApiServer, Ligh
         {"metadata": {"annotations": {"numaplane.io/pause-reconciliation": None}}},
     )
     await op.reconcile("operator")
-    ds = await kube.get(DAEMON_SET, "numaplane-exporter-worker", namespace=SETTINGS.namespace)
+    ds = await kube.get(DAEMON_SET, "numaplane-exporter-worker", namespace=SETTINGS.node_namespace)
     assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "25%"
 
 
@@ -227,15 +229,22 @@ async def test_progressing_until_daemonsets_are_ready(env: tuple[FakeApiServer, 
     _, kube, op = env
     await kube.create(NUMA_RESOURCES_OPERATOR, samples()[0])
     await op.reconcile("operator")
-    ds = await kube.get(DAEMON_SET, "numaplane-exporter-worker", namespace=SETTINGS.namespace)
+    ds = await kube.get(DAEMON_SET, "numaplane-exporter-worker", namespace=SETTINGS.node_namespace)
     ds["status"] = {"desiredNumberScheduled": 3, "numberReady": 1, "observedGeneration": ds["metadata"]["generation"]}
     await kube.update_status(DAEMON_SET, ds)
     assert await op.reconcile("operator") == 5.0
     live = await kube.get(NUMA_RESOURCES_OPERATOR, "numaresourcesoperator")
     assert condition(live, "Progressing")["reason"] == "DaemonSetIsUpdating"
     assert live["status"]["nodeGroups"][0]["desiredNodes"] == 3 and live["status"]["nodeGroups"][0]["readyNodes"] == 1
-    ds = await kube.get(DAEMON_SET, "numaplane-exporter-worker", namespace=SETTINGS.namespace)
+    ds = await kube.get(DAEMON_SET, "numaplane-exporter-worker", namespace=SETTINGS.node_namespace)
     ds["status"]["numberReady"] = 3
+    await kube.update_status(DAEMON_SET, ds)
+    # every pod ready, but of the previous template (the API server omits updatedNumberScheduled: 0): a
+    # rollout is still to come, not Available (the in-cluster run saw e2e start on such a stack)
+    assert await op.reconcile("operator") == 5.0
+    assert condition(await kube.get(NUMA_RESOURCES_OPERATOR, "numaresourcesoperator"), "Available")["status"] != "True"
+    ds = await kube.get(DAEMON_SET, "numaplane-exporter-worker", namespace=SETTINGS.node_namespace)
+    ds["status"]["updatedNumberScheduled"] = 3
     await kube.update_status(DAEMON_SET, ds)
     assert await op.reconcile("operator") is None
     assert condition(await kube.get(NUMA_RESOURCES_OPERATOR, "numaresourcesoperator"), "Available")["status"] == "True"
@@ -417,7 +426,7 @@ def agent_pod(node: str, condition_: dict[str, Any] | None) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": {
             "name": f"numaplane-agent-latency-{node}",
-            "namespace": SETTINGS.namespace,
+            "namespace": SETTINGS.node_namespace,
             "labels": {
                 "app.kubernetes.io/name": "numaplane",
                 "app.kubernetes.io/component": "agent",
@@ -442,7 +451,7 @@ async def test_policy_status_per_node(env: tuple[FakeApiServer, LightkubePort, O
         await kube.get(
             Resource("", "v1", "ConfigMap", "configmaps", True),
             "numaplane-policy-latency",
-            namespace=SETTINGS.namespace,
+            namespace=SETTINGS.node_namespace,
         )
     )["metadata"]["annotations"]["numaplane.io/policy-revision"]
     for node, cond in [
@@ -470,12 +479,12 @@ async def test_policy_status_per_node(env: tuple[FakeApiServer, LightkubePort, O
     degraded = condition(live, "Degraded")
     assert degraded["reason"] == "PolicyRejected" and "b: reserved CPUs 0-1 are offline" in degraded["message"]
     # an invalid change keeps the last good ConfigMap
-    cm_before = (await live_objects(kube))[("ConfigMap", SETTINGS.namespace, "numaplane-policy-latency")]["data"]
+    cm_before = (await live_objects(kube))[("ConfigMap", SETTINGS.node_namespace, "numaplane-policy-latency")]["data"]
     live["spec"]["config"]["cpuManager"]["reservedCPUCount"] = 5
     await kube.replace(NODE_RESOURCE_POLICY, {k: v for k, v in live.items() if k != "status"})
     await op.reconcile("operator")
     await op.reconcile("policy/latency")
-    assert (await live_objects(kube))[("ConfigMap", SETTINGS.namespace, "numaplane-policy-latency")][
+    assert (await live_objects(kube))[("ConfigMap", SETTINGS.node_namespace, "numaplane-policy-latency")][
         "data"
     ] == cm_before
     assert condition(await kube.get(NODE_RESOURCE_POLICY, "latency"), "Degraded")["reason"] == "InvalidPolicy"
@@ -511,7 +520,7 @@ async def test_run_loop_reacts_to_events_and_retries(env: tuple[FakeApiServer, L
         for _ in range(200):
             await asyncio.sleep(0.05)
             have = await live_objects(kube)
-            if ("DaemonSet", SETTINGS.namespace, "numaplane-exporter-worker") in have and (
+            if ("DaemonSet", SETTINGS.node_namespace, "numaplane-exporter-worker") in have and (
                 "Deployment",
                 SETTINGS.namespace,
                 "numaplane-scheduler",
@@ -521,10 +530,10 @@ async def test_run_loop_reacts_to_events_and_retries(env: tuple[FakeApiServer, L
             raise AssertionError("the operator never deployed the stack")
         assert op.synced
         # deleting an owned DaemonSet by hand: the watch brings it back
-        await kube.delete(DAEMON_SET, "numaplane-exporter-worker", namespace=SETTINGS.namespace)
+        await kube.delete(DAEMON_SET, "numaplane-exporter-worker", namespace=SETTINGS.node_namespace)
         for _ in range(200):
             await asyncio.sleep(0.05)
-            if ("DaemonSet", SETTINGS.namespace, "numaplane-exporter-worker") in await live_objects(kube):
+            if ("DaemonSet", SETTINGS.node_namespace, "numaplane-exporter-worker") in await live_objects(kube):
                 break
         else:
             raise AssertionError("the deleted DaemonSet was not restored")
@@ -551,3 +560,23 @@ async def test_the_shared_nrt_crd_is_created_when_missing_and_never_taken_from_a
     await kube.delete(CRD, nrt_crd)
     await op.reconcile("operator")
     assert APPLIED_HASH in (await kube.get(CRD, nrt_crd))["metadata"]["annotations"]
+
+
+async def test_an_upgrade_moves_the_node_objects_out_of_the_install_namespace(
+    env: tuple[FakeApiServer, LightkubePort, Operator],
+) -> None:
+    """What an earlier release rendered in the install namespace (DaemonSets, agent ServiceAccount, policy
+    ConfigMap...) is pruned there once the same objects are applied in the node namespace."""
+    _, kube, op = env
+    nro = samples()[0]
+    created = await kube.create(NUMA_RESOURCES_OPERATOR, nro)
+    old_layout = render_stack(
+        parse_resources([created]), Settings(namespace=SETTINGS.namespace, node_namespace=SETTINGS.namespace)
+    )
+    moved = [o for o in old_layout if o["metadata"].get("namespace") == SETTINGS.namespace]
+    assert {o["kind"] for o in moved} >= {"DaemonSet", "ConfigMap", "ServiceAccount", "Role"}
+    for obj in moved:
+        await kube.apply(KIND_RESOURCES[obj["kind"]], obj, field_manager="old-release", force=True)
+    await op.reconcile("operator")
+    await assert_cluster_matches(kube, nro)  # exactly the new layout: nothing left in the install namespace
+    assert not (await kube.list(DAEMON_SET, namespace=SETTINGS.namespace)).items

@@ -343,19 +343,19 @@ async def test_one_nro_and_one_nrs_give_nrts_and_a_numa_aware_scheduler(
         async def live_ids() -> set[tuple[str, str, str]]:
             out = set()
             for kind, res in KIND_RESOURCES.items():
-                ns = SETTINGS.namespace if res.namespaced else None
-                for obj in (await kube.list(res, namespace=ns)).items:
-                    out.add((kind, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
+                for ns in (SETTINGS.namespace, SETTINGS.node_namespace) if res.namespaced else (None,):
+                    for obj in (await kube.list(res, namespace=ns)).items:
+                        out.add((kind, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
             return out
 
         async def rendered_objects_exist() -> bool:
             return wanted <= await live_ids()
 
         await eventually(rendered_objects_exist, "every rendered object applied")
-        daemonset = await kube.get(DAEMON_SET, "numaplane-exporter-workers", namespace=SETTINGS.namespace)
+        daemonset = await kube.get(DAEMON_SET, "numaplane-exporter-workers", namespace=SETTINGS.node_namespace)
         rendered_ds = next(o for o in desired if o["kind"] == "DaemonSet")
         assert daemonset["spec"]["template"] == rendered_ds["spec"]["template"]
-        assert ("DaemonSet", SETTINGS.namespace, "numaplane-agent-workers") not in wanted  # kubelet mode
+        assert ("DaemonSet", SETTINGS.node_namespace, "numaplane-agent-workers") not in wanted  # kubelet mode
         deployment = await kube.get(DEPLOYMENT, "numaplane-scheduler", namespace=SETTINGS.namespace)
         nrt_crd = await kube.get(CRD, "noderesourcetopologies.topology.node.k8s.io")
         assert nrt_crd["spec"]["group"] == "topology.node.k8s.io"

@@ -109,23 +109,45 @@ def _covered(grant: tuple[str, str, str, str], held: set[tuple[str, str, str, st
     return (g, res, v, "") in held or (g, res, v, name) in held
 
 
+def _operator_held(install: list[dict[str, Any]], namespace: str) -> set[tuple[str, str, str, str]]:
+    """What the operator may do in ``namespace``: its ClusterRole plus its Role of that namespace."""
+    roles = [
+        o
+        for o in install
+        if o["kind"] == "Role"
+        and o["metadata"]["name"] == "numaplane-operator"
+        and o["metadata"]["namespace"] == namespace
+    ]
+    return _grants(find(install, "ClusterRole", "numaplane-operator")["rules"]) | _grants(_rules(roles, ("Role",)))
+
+
 def test_operator_holds_every_permission_it_grants() -> None:
     install = render_install(SETTINGS)
     cluster_held = _grants(find(install, "ClusterRole", "numaplane-operator")["rules"])
-    ns_held = cluster_held | _grants(find(install, "Role", "numaplane-operator")["rules"])
     for variant in ("standalone", "extender", "extender-dra"):
         objects = VARIANTS[variant]()
         for grant in _grants(_rules(objects, ("ClusterRole",))):
             assert _covered(grant, cluster_held), grant
-        for grant in _grants(_rules(objects, ("Role",))):
-            assert _covered(grant, ns_held), grant
+        for role_ in (o for o in objects if o["kind"] == "Role"):
+            held = _operator_held(install, role_["metadata"]["namespace"])
+            for grant in _grants(role_["rules"]):
+                assert _covered(grant, held), (role_["metadata"]["namespace"], grant)
+
+
+def test_operator_creates_workloads_only_where_it_runs_them() -> None:
+    """DaemonSets (root) only in the node namespace, Deployments only in the install namespace."""
+    install = render_install(SETTINGS)
+    in_install = _operator_held(install, SETTINGS.namespace)
+    in_nodes = _operator_held(install, SETTINGS.node_namespace)
+    assert not _covered(("apps", "daemonsets", "create", ""), in_install)
+    assert _covered(("apps", "daemonsets", "delete", ""), in_install)  # prunes an earlier layout's DaemonSets
+    assert _covered(("apps", "daemonsets", "create", ""), in_nodes)
+    assert not _covered(("apps", "deployments", "create", ""), in_nodes)
+    assert not _covered(("", "pods", "create", ""), in_nodes)
 
 
 def test_operator_can_manage_every_kind_it_renders() -> None:
     install = render_install(SETTINGS)
-    held = _grants(find(install, "ClusterRole", "numaplane-operator")["rules"]) | _grants(
-        find(install, "Role", "numaplane-operator")["rules"]
-    )
     plural = {
         "ServiceAccount": ("", "serviceaccounts"),
         "ConfigMap": ("", "configmaps"),
@@ -146,6 +168,7 @@ def test_operator_can_manage_every_kind_it_renders() -> None:
         if obj["kind"] == "CustomResourceDefinition" and obj["spec"]["group"] == "numaplane.io":
             continue  # installed by deploy/, not by the operator
         group, res = plural[obj["kind"]]
+        held = _operator_held(install, obj["metadata"].get("namespace", ""))
         for verb in ("get", "create", "patch"):
             assert _covered((group, res, verb, obj["metadata"]["name"]), held), (
                 obj["kind"],
@@ -345,8 +368,69 @@ def test_nrt_crd_can_be_left_to_the_cluster() -> None:
 
 
 def test_namespace_pod_security_labels() -> None:
-    ns = find(stack(), "Namespace", "numaplane-system")
-    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    for make in (stack, lambda: render_install(SETTINGS)):
+        install_ns = find(make(), "Namespace", "numaplane-system")["metadata"]["labels"]
+        node_ns = find(make(), "Namespace", "numaplane-node")["metadata"]["labels"]
+        assert install_ns["pod-security.kubernetes.io/enforce"] == "restricted"
+        assert install_ns["pod-security.kubernetes.io/warn"] == "restricted"
+        assert node_ns["pod-security.kubernetes.io/enforce"] == "privileged"
+        assert node_ns["pod-security.kubernetes.io/audit"] == "baseline"
+
+
+def _restricted_problems(spec: dict[str, Any]) -> list[str]:
+    """What keeps a pod spec from Pod Security ``restricted`` (the checks of the level that rendered pods
+    could miss: host namespaces and paths, privilege, escalation, capabilities, non-root, seccomp)."""
+    problems = [f"host{k}" for k in ("Network", "PID", "IPC") if spec.get(f"host{k}")]
+    problems += [f"volume {v['name']} is hostPath" for v in spec.get("volumes") or [] if "hostPath" in v]
+    pod_sc = spec.get("securityContext") or {}
+    for c in [*spec.get("initContainers", []), *spec["containers"]]:
+        sc = c.get("securityContext") or {}
+        if sc.get("privileged"):
+            problems.append(f"{c['name']} privileged")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{c['name']} may escalate")
+        if (sc.get("capabilities") or {}).get("drop") != ["ALL"] or set(
+            (sc.get("capabilities") or {}).get("add") or []
+        ) - {"NET_BIND_SERVICE"}:
+            problems.append(f"{c['name']} keeps capabilities")
+        if not sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) or sc.get("runAsUser", pod_sc.get("runAsUser")) == 0:
+            problems.append(f"{c['name']} may run as root")
+        seccomp = (sc.get("seccompProfile") or pod_sc.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            problems.append(f"{c['name']} seccomp {seccomp}")
+        if c.get("ports") and any("hostPort" in p for p in c["ports"]):
+            problems.append(f"{c['name']} hostPort")
+    return problems
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_pod_of_the_install_namespace_meets_restricted(variant: str) -> None:
+    """Issue 25 item 13: only the node namespace allows privileged pods; every workload left in the install
+    namespace (operator, scheduler in both modes) meets ``restricted``; the root DaemonSets are elsewhere."""
+    workloads = [o for o in VARIANTS[variant]() if o["kind"] in ("Deployment", "DaemonSet")]
+    assert workloads
+    for obj in workloads:
+        where = obj["metadata"]["namespace"]
+        if obj["kind"] == "DaemonSet":
+            assert where == SETTINGS.node_namespace, obj["metadata"]["name"]
+            assert _restricted_problems(obj["spec"]["template"]["spec"])  # root + hostPath: why they moved
+        else:
+            assert where == SETTINGS.namespace, obj["metadata"]["name"]
+            assert _restricted_problems(obj["spec"]["template"]["spec"]) == [], obj["metadata"]["name"]
+
+
+def test_node_objects_live_in_the_node_namespace() -> None:
+    objects = render_stack(parse_resources(samples()), Settings(namespace="np", node_namespace="np-node"))
+    node_side = [
+        o for o in objects if o["metadata"].get("labels", {}).get("numaplane.io/owner") == "numaresourcesoperator"
+    ]
+    assert {o["metadata"].get("namespace") for o in node_side} == {None, "np-node"}
+    subjects = [s for o in node_side if o["kind"].endswith("Binding") for s in o["subjects"]]
+    assert subjects and {s["namespace"] for s in subjects} == {"np-node"}
+    scheduler_side = [
+        o for o in objects if o["metadata"].get("labels", {}).get("numaplane.io/owner") == "numaresourcesscheduler"
+    ]
+    assert {o["metadata"].get("namespace") for o in scheduler_side} == {None, "np"}
 
 
 def test_network_policies_cover_every_workload() -> None:
@@ -509,8 +593,8 @@ def test_image_is_configurable_and_shared() -> None:
     assert images == {"example.org/np:1"}
 
 
-def test_empty_inputs_render_only_the_namespace() -> None:
-    assert [o["kind"] for o in render_stack(Inputs(), SETTINGS)] == ["Namespace"]
+def test_empty_inputs_render_only_the_namespaces() -> None:
+    assert [o["metadata"]["name"] for o in render_stack(Inputs(), SETTINGS)] == ["numaplane-node", "numaplane-system"]
 
 
 def test_operator_reconciled_objects_never_include_our_crds() -> None:

@@ -102,3 +102,23 @@ async def test_drift_of_an_unwatched_kind_before_is_undone(
     first["spec"]["ingress"] = [{}]  # allow everything
     await kube.replace(policy, first)
     await _eventually(lambda: assert_cluster_matches(kube, *docs), "drift undone", timeout=WITHIN)  # type: ignore[arg-type]
+
+
+async def test_a_weakened_pod_security_label_is_restored(
+    running: tuple[LightkubePort, list[dict[str, object]]],
+) -> None:
+    """The install namespace's ``restricted`` level is what keeps privileged pods out of it: a change to
+    either namespace's labels is undone within seconds, like any owned object's drift."""
+    kube, _ = running
+    namespace = KIND_RESOURCES["Namespace"]
+    enforce = "pod-security.kubernetes.io/enforce"
+    for name, level in ((SETTINGS.namespace, "restricted"), (SETTINGS.node_namespace, "privileged")):
+        await kube.patch(
+            namespace, name, {"metadata": {"labels": {enforce: "privileged" if level != "privileged" else "baseline"}}}
+        )
+
+        async def restored(name: str = name, level: str = level) -> None:
+            assert (await kube.get(namespace, name))["metadata"]["labels"][enforce] == level
+
+        seconds = await _eventually(restored, f"{name} back to {level}", timeout=WITHIN)
+        print(f"{name}: enforce label back to {level} in {seconds:.2f} s")

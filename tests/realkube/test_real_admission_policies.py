@@ -1,13 +1,17 @@
 """The node components' least privilege, enforced by the real kube-apiserver v1.36 (issue 25, item 13).
 
-RBAC lets the exporter's ServiceAccount write every NodeResourceTopology and the agent's every pod
-status of the install namespace; the rendered ValidatingAdmissionPolicies
+RBAC lets the exporter's ServiceAccount write every NodeResourceTopology, the agent's every pod status
+of the node namespace and Events in every namespace; the rendered ValidatingAdmissionPolicies
 (:mod:`numaplane.operator.admission`) narrow that to the node and the pod the token is bound to. Here the
 install's RBAC and policies are applied to the private control plane, two kubelet-less Nodes ``a`` and
 ``b`` are registered, and pods of each ServiceAccount are placed on them (``spec.nodeName``, nothing
-runs them). Tokens come from the TokenRequest API bound to those pods, exactly as the kubelet mounts
-them; the first test checks that the API server does put the pod and node into the token's user
-extras (``ServiceAccountTokenPodNodeInfo``), since the policies stand on it.
+runs them) in the node namespace. Tokens come from the TokenRequest API bound to those pods, exactly as
+the kubelet mounts them; the first test checks that the API server does put the pod and node into the
+token's user extras (``ServiceAccountTokenPodNodeInfo``), since the policies stand on it.
+
+The namespaces' Pod Security levels are proven here too (same control plane, same install): a privileged
+pod is refused in the install namespace (``restricted``), while the rendered exporter and agent pods are
+admitted in the node namespace and the operator's and scheduler's in the install namespace.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ pytestmark = pytest.mark.timeout(240)
 REPO = Path(__file__).resolve().parents[2]
 CLI = (sys.executable, "-c", "from numaplane.cli import main; main()")
 NS = "numaplane-vap"
+NODE_NS = "numaplane-vap-node"
+USER_NS = "vap-user"
 NODES = ("vap-node-a", "vap-node-b")
 NRT_PATH = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
 KINDS = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
@@ -50,7 +56,7 @@ def _pod(name: str, service_account: str, node: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
+        "metadata": {"name": name, "namespace": NODE_NS},
         "spec": {
             "nodeName": node,
             "serviceAccountName": service_account,
@@ -72,7 +78,7 @@ def _nrt(node: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     cp = control_plane
-    install = _render("--namespace", NS)
+    install = _render("--namespace", NS, "--node-namespace", NODE_NS)
     crd = [
         d for d in install if d["kind"] == "CustomResourceDefinition" and d["spec"]["group"] == "topology.node.k8s.io"
     ]
@@ -80,23 +86,29 @@ def cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     waited = cp.kubectl("wait", "--for=condition=Established", f"crd/{crd[0]['metadata']['name']}", "--timeout=60s")
     assert waited.returncode == 0, waited.stderr
     stack = _render(
-        "--namespace", NS, "--from", str(REPO / "deploy/samples/numaresourcesoperator.yaml"), "--no-install"
+        "--namespace", NS, "--node-namespace", NODE_NS, "--from", str(REPO / "deploy/samples/"), "--no-install"
     )
+    # the node components' RBAC, both namespaces, and every ServiceAccount (the pods below name them);
+    # not the scheduler's or the operator's cluster bindings, which other modules' installs own
     rbac = [
         d
-        for d in stack
+        for d in [*stack, *install]
         if d["kind"] in KINDS
-        and d["metadata"]["labels"]["app.kubernetes.io/component"] in {"exporter", "agent", "namespace"}
+        and (
+            d["kind"] == "ServiceAccount"
+            or d["metadata"]["labels"]["app.kubernetes.io/component"] in {"exporter", "agent", "namespace"}
+        )
     ]
     policies = [d for d in install if d["kind"].startswith("ValidatingAdmissionPolicy")]
-    assert len(policies) == 4
-    _apply(cp, [d for d in install if d["kind"] == "Namespace"] + rbac + policies)
+    assert len(policies) == 6
+    user_ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": USER_NS}}
+    _apply(cp, [user_ns, *rbac, *policies])
     for node in NODES:
         cp.register_node(node, {"cpu": "4", "memory": "8Gi", "pods": "110"})
         for sa in ("numaplane-exporter", "numaplane-agent"):
             name = f"{sa.removeprefix('numaplane-')}-{node}"
             try:
-                cp.request("POST", f"/api/v1/namespaces/{NS}/pods", _pod(name, sa, node))
+                cp.request("POST", f"/api/v1/namespaces/{NODE_NS}/pods", _pod(name, sa, node))
             except ApiStatus as exc:
                 if exc.code != 409:
                     raise
@@ -106,7 +118,7 @@ def cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
         for node in NODES:
             for kind in ("exporter", "agent"):
                 with contextlib.suppress(ApiStatus):
-                    cp.request("DELETE", f"/api/v1/namespaces/{NS}/pods/{kind}-{node}", {"gracePeriodSeconds": 0})
+                    cp.request("DELETE", f"/api/v1/namespaces/{NODE_NS}/pods/{kind}-{node}", {"gracePeriodSeconds": 0})
             with contextlib.suppress(ApiStatus):
                 cp.request("DELETE", f"{NRT_PATH}/{node}")
             cp.delete_node(node)
@@ -146,10 +158,10 @@ def _policies_active(cp: ControlPlane, token: str) -> None:
 
 
 def test_pod_bound_tokens_carry_the_pod_and_node(cluster: ControlPlane) -> None:
-    token = cluster.service_account_token(NS, "numaplane-exporter", pod=f"exporter-{NODES[0]}")
+    token = cluster.service_account_token(NODE_NS, "numaplane-exporter", pod=f"exporter-{NODES[0]}")
     info = _whoami(cluster, token)
-    pod = cluster.request("GET", f"/api/v1/namespaces/{NS}/pods/exporter-{NODES[0]}")
-    assert info["username"] == f"system:serviceaccount:{NS}:numaplane-exporter"
+    pod = cluster.request("GET", f"/api/v1/namespaces/{NODE_NS}/pods/exporter-{NODES[0]}")
+    assert info["username"] == f"system:serviceaccount:{NODE_NS}:numaplane-exporter"
     assert info["extra"][NODE_NAME_EXTRA] == [NODES[0]]
     assert info["extra"][POD_NAME_EXTRA] == [f"exporter-{NODES[0]}"]
     assert info["extra"][POD_UID_EXTRA] == [pod["metadata"]["uid"]]
@@ -158,7 +170,7 @@ def test_pod_bound_tokens_carry_the_pod_and_node(cluster: ControlPlane) -> None:
 def test_an_exporter_token_writes_its_own_nodes_nrt_only(cluster: ControlPlane) -> None:
     cp = cluster
     a, b = NODES
-    token_a = cp.service_account_token(NS, "numaplane-exporter", pod=f"exporter-{a}")
+    token_a = cp.service_account_token(NODE_NS, "numaplane-exporter", pod=f"exporter-{a}")
     _policies_active(cp, token_a)
     for node in NODES:
         with contextlib.suppress(ApiStatus):
@@ -178,7 +190,7 @@ def test_an_exporter_token_writes_its_own_nodes_nrt_only(cluster: ControlPlane) 
     message = _refused(cp, token_a, "POST", NRT_PATH, _nrt(b))
     assert f"numaplane-exporter on node {a} may not write the NodeResourceTopology of {b}" in message, message
     # ... and once node b's exporter has published it, every write to it from node a is refused
-    token_b = cp.service_account_token(NS, "numaplane-exporter", pod=f"exporter-{b}")
+    token_b = cp.service_account_token(NODE_NS, "numaplane-exporter", pod=f"exporter-{b}")
     theirs = _as(cp, token_b, "POST", NRT_PATH, _nrt(b))
     _refused(cp, token_a, "PUT", f"{NRT_PATH}/{b}", {**theirs, "zones": []})
     _refused(
@@ -191,7 +203,7 @@ def test_an_exporter_token_writes_its_own_nodes_nrt_only(cluster: ControlPlane) 
     )
     assert cp.request("GET", f"{NRT_PATH}/{b}")["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
     # a token of the same ServiceAccount bound to no pod carries no node: refused even for node a
-    unbound = cp.service_account_token(NS, "numaplane-exporter")
+    unbound = cp.service_account_token(NODE_NS, "numaplane-exporter")
     message = _refused(
         cp,
         unbound,
@@ -208,8 +220,8 @@ def test_an_exporter_token_writes_its_own_nodes_nrt_only(cluster: ControlPlane) 
 def test_an_agent_token_writes_its_own_pods_status_only(cluster: ControlPlane) -> None:
     cp = cluster
     a, b = NODES
-    token = cp.service_account_token(NS, "numaplane-agent", pod=f"agent-{a}")
-    _policies_active(cp, cp.service_account_token(NS, "numaplane-exporter", pod=f"exporter-{a}"))
+    token = cp.service_account_token(NODE_NS, "numaplane-agent", pod=f"agent-{a}")
+    _policies_active(cp, cp.service_account_token(NODE_NS, "numaplane-exporter", pod=f"exporter-{a}"))
     condition = {
         "status": {
             "conditions": [
@@ -218,39 +230,121 @@ def test_an_agent_token_writes_its_own_pods_status_only(cluster: ControlPlane) -
         }
     }
     patch = {"content_type": "application/strategic-merge-patch+json"}
-    own = _as(cp, token, "PATCH", f"/api/v1/namespaces/{NS}/pods/agent-{a}/status", condition, **patch)
+    own = _as(cp, token, "PATCH", f"/api/v1/namespaces/{NODE_NS}/pods/agent-{a}/status", condition, **patch)
     assert any(c["type"] == "numaplane.io/PolicyApplied" for c in own["status"]["conditions"])
     # another agent's pod, and a pod of another ServiceAccount in the namespace: refused
     for other in (f"agent-{b}", f"exporter-{a}"):
-        message = _refused(cp, token, "PATCH", f"/api/v1/namespaces/{NS}/pods/{other}/status", condition, **patch)
+        message = _refused(cp, token, "PATCH", f"/api/v1/namespaces/{NODE_NS}/pods/{other}/status", condition, **patch)
         assert f"numaplane-agent of pod agent-{a} may write only its own pod's status" in message, message
-        got = cp.request("GET", f"/api/v1/namespaces/{NS}/pods/{other}")
+        got = cp.request("GET", f"/api/v1/namespaces/{NODE_NS}/pods/{other}")
         assert not any(c["type"] == "numaplane.io/PolicyApplied" for c in got["status"].get("conditions", []))
-    # Events: about its own pod yes, about another pod no
-    pod_a = cp.request("GET", f"/api/v1/namespaces/{NS}/pods/agent-{a}")
-    pod_b = cp.request("GET", f"/api/v1/namespaces/{NS}/pods/agent-{b}")
-
-    def event(pod: dict[str, Any]) -> dict[str, Any]:
-        meta = pod["metadata"]
-        return {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": "vap-", "namespace": NS},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": meta["name"],
-                "namespace": NS,
-                "uid": meta["uid"],
-            },
-            "reason": "Test",
-            "message": json.dumps({"pod": meta["name"]}),
-            "type": "Normal",
-        }
-
-    _as(cp, token, "POST", f"/api/v1/namespaces/{NS}/events", event(pod_a))
-    _refused(cp, token, "POST", f"/api/v1/namespaces/{NS}/events", event(pod_b))
     # an unbound token of the agent's ServiceAccount: refused on its "own" pod too
-    unbound = cp.service_account_token(NS, "numaplane-agent")
-    message = _refused(cp, unbound, "PATCH", f"/api/v1/namespaces/{NS}/pods/agent-{a}/status", condition, **patch)
+    unbound = cp.service_account_token(NODE_NS, "numaplane-agent")
+    message = _refused(cp, unbound, "PATCH", f"/api/v1/namespaces/{NODE_NS}/pods/agent-{a}/status", condition, **patch)
     assert "only with a token bound to its pod" in message, message
+
+
+def _event(namespace: str, node: str, *, kind: str = "Pod", instance: str | None = None) -> dict[str, Any]:
+    """A core/v1 Event as the agent's ``make_event`` writes it, about ``kind`` ``web`` of ``namespace``,
+    reported from ``node`` (``source.host``; ``reportingInstance`` the same unless ``instance``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": "vap-", "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": kind,
+            "name": "web",
+            "namespace": namespace,
+            "uid": "00000000-0000-0000-0000-000000000001",
+        },
+        "reason": "NumaplaneNotPinned",
+        "message": json.dumps({"node": node}),
+        "type": "Warning",
+        "source": {"component": "numaplane-agent", "host": node},
+        "reportingComponent": "numaplane-agent",
+        "reportingInstance": node if instance is None else instance,
+    }
+
+
+def test_an_agent_token_creates_events_only_as_its_own_node(cluster: ControlPlane) -> None:
+    """Issue 25 item 13, part 2: the agent's Events about pods of user namespaces are limited by the API
+    server to the token's node, not only by RBAC (which allows create on events everywhere)."""
+    cp = cluster
+    a, b = NODES
+    token = cp.service_account_token(NODE_NS, "numaplane-agent", pod=f"agent-{a}")
+    _policies_active(cp, cp.service_account_token(NODE_NS, "numaplane-exporter", pod=f"exporter-{a}"))
+    events = f"/api/v1/namespaces/{USER_NS}/events"
+    # about a pod of a user namespace, naming its own node: created, as written
+    created = _as(cp, token, "POST", events, _event(USER_NS, a))
+    assert created["source"]["host"] == a and created["reportingInstance"] == a
+    # its own pod in the node namespace (the take-over verdict), naming its node: created
+    _as(cp, token, "POST", f"/api/v1/namespaces/{NODE_NS}/events", _event(NODE_NS, a))
+    # naming node b: refused, naming both nodes
+    message = _refused(cp, token, "POST", events, _event(USER_NS, b))
+    assert f"numaplane-agent on node {a} may create Events only as that node" in message, message
+    # source.host right but reportingInstance another node: refused
+    _refused(cp, token, "POST", events, _event(USER_NS, a, instance=b))
+    # about something else than a Pod: refused
+    message = _refused(cp, token, "POST", events, _event(USER_NS, a, kind="ConfigMap"))
+    assert "only about a v1 Pod" in message, message
+    # a token of the agent's ServiceAccount bound to no pod carries no node: refused
+    unbound = cp.service_account_token(NODE_NS, "numaplane-agent")
+    message = _refused(cp, unbound, "POST", events, _event(USER_NS, a))
+    assert "only with a token bound to a pod on a node" in message, message
+    # nothing refused was written
+    messages = [e["message"] for e in cp.request("GET", events)["items"] if e["reason"] == "NumaplaneNotPinned"]
+    assert json.dumps({"node": b}) not in messages
+
+
+def _pods_of(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """One Pod per rendered workload of ``kind``, as its controller would create it (on node a)."""
+    out = []
+    for d in docs:
+        if d["kind"] == kind:
+            template = d["spec"]["template"]
+            meta = {"name": f"psa-{d['metadata']['name']}", "namespace": d["metadata"]["namespace"]}
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {**meta, "labels": template["metadata"]["labels"]},
+                    "spec": {**template["spec"], "nodeName": NODES[0]},
+                }
+            )
+    return out
+
+
+def test_the_namespaces_enforce_their_pod_security_levels(cluster: ControlPlane) -> None:
+    """Issue 25 item 13: a privileged pod is refused in the install namespace; the rendered node DaemonSets'
+    pods are admitted in the node namespace, the operator's and scheduler's in the install namespace
+    (server-side dry run: nothing is stored)."""
+    cp = cluster
+    privileged = _pod("psa-privileged", "numaplane-operator", NODES[0])
+    privileged["metadata"]["namespace"] = NS
+    privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    with pytest.raises(ApiStatus) as caught:
+        cp.request("POST", f"/api/v1/namespaces/{NS}/pods?dryRun=All", privileged)
+    assert caught.value.code == 403, caught.value.body
+    assert 'violates PodSecurity "restricted:latest"' in str(caught.value.body.get("message")), caught.value.body
+    # the same pod is admitted in the node namespace (privileged there), as a dry run
+    privileged["metadata"]["namespace"] = NODE_NS
+    privileged["spec"]["serviceAccountName"] = "numaplane-agent"
+    cp.request("POST", f"/api/v1/namespaces/{NODE_NS}/pods?dryRun=All", privileged)
+    stack = _render(
+        "--namespace", NS, "--node-namespace", NODE_NS, "--from", str(REPO / "deploy/samples/"), "--no-install"
+    )
+    install = _render("--namespace", NS, "--node-namespace", NODE_NS)
+    node_pods = _pods_of(stack, "DaemonSet")
+    install_pods = _pods_of([*stack, *install], "Deployment")
+    assert {p["metadata"]["namespace"] for p in node_pods} == {NODE_NS} and len(node_pods) == 3
+    assert {p["metadata"]["namespace"] for p in install_pods} == {NS} and len(install_pods) == 2
+    for pod in [*node_pods, *install_pods]:
+        where = pod["metadata"]["namespace"]
+        answer = cp.request("POST", f"/api/v1/namespaces/{where}/pods?dryRun=All", pod)
+        assert answer["metadata"]["name"] == pod["metadata"]["name"]
+    # the node components' pods would be refused in the install namespace: why they live apart
+    moved = {**node_pods[0], "metadata": {**node_pods[0]["metadata"], "namespace": NS}}
+    with pytest.raises(ApiStatus) as caught:
+        cp.request("POST", f"/api/v1/namespaces/{NS}/pods?dryRun=All", moved)
+    assert caught.value.code == 403, caught.value.body

@@ -37,6 +37,7 @@ pytestmark = pytest.mark.timeout(300)
 REPO = Path(__file__).resolve().parents[2]
 CLI = (sys.executable, "-c", "from numaplane.cli import main; main()")
 NS = "numaplane-e2e-cmd"
+NODE_NS = "numaplane-e2e-cmd-node"
 IMAGE = "localhost/numaplane:e2e"
 NODES = {"e2e-k1": "e2e-kubelet", "e2e-a1": "e2e-agent"}
 NRO = "/apis/numaplane.io/v1/numaresourcesoperators/numaresourcesoperator"
@@ -134,7 +135,7 @@ class Exporter:
 
     def start(self) -> None:
         # bound to a pod on its node, as a kubelet-mounted token is (the install's admission policy)
-        kubeconfig = self.cp.node_bound_kubeconfig(NS, "numaplane-exporter", self.node)
+        kubeconfig = self.cp.node_bound_kubeconfig(NODE_NS, "numaplane-exporter", self.node)
         with open(self.work / "exporter.log", "ab") as out:
             self.process = subprocess.Popen(
                 [
@@ -168,13 +169,14 @@ class Exporter:
 
 
 def _pods(cp: ControlPlane) -> list[dict[str, Any]]:
-    return cp.request("GET", f"/api/v1/namespaces/{NS}/pods")["items"]
+    """The pods of both namespaces (operator and scheduler; exporters and agents)."""
+    return [p for ns in (NS, NODE_NS) for p in cp.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]]
 
 
 def _set_ready(cp: ControlPlane, pod: str, ready: bool) -> None:
-    """What the kubelet reports when the readiness probe starts failing (or passes again)."""
+    """What the kubelet reports when the readiness probe of node pod ``pod`` starts failing (or passes again)."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    body = cp.request("GET", f"/api/v1/namespaces/{NS}/pods/{pod}")
+    body = cp.request("GET", f"/api/v1/namespaces/{NODE_NS}/pods/{pod}")
     status = body["status"]
     value = "True" if ready else "False"
     for cond in status["conditions"]:
@@ -182,7 +184,7 @@ def _set_ready(cp: ControlPlane, pod: str, ready: bool) -> None:
             cond.update(status=value, lastTransitionTime=now)
     for container in status.get("containerStatuses") or []:
         container["ready"] = ready
-    cp.request("PUT", f"/api/v1/namespaces/{NS}/pods/{pod}/status", body)
+    cp.request("PUT", f"/api/v1/namespaces/{NODE_NS}/pods/{pod}/status", body)
 
 
 def _condition(obj: dict[str, Any], kind: str) -> str | None:
@@ -194,7 +196,7 @@ def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
     cp = control_plane
     work = tmp_path_factory.mktemp("e2e-cmd")
     started = time.monotonic()
-    _apply(cp, _render("--namespace", NS, "--image", IMAGE))
+    _apply(cp, _render("--namespace", NS, "--node-namespace", NODE_NS, "--image", IMAGE))
     for name, group in NODES.items():
         cp.register_node(
             name,
@@ -212,6 +214,8 @@ def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
                 str(cp.service_account_kubeconfig(NS, "numaplane-operator")),
                 "--namespace",
                 NS,
+                "--node-namespace",
+                NODE_NS,
                 "--image",
                 IMAGE,
                 "--metrics-address",
@@ -231,7 +235,7 @@ def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
                 pods = _pods(cp)
                 for pod in pods:
                     if pod["spec"].get("nodeName") and pod["status"].get("phase") != "Running":
-                        cp.mark_pod_running(NS, pod["metadata"]["name"])
+                        cp.mark_pod_running(pod["metadata"]["namespace"], pod["metadata"]["name"])
                 # operator, scheduler, 2 exporters, 1 agent
                 return len([p for p in pods if p["spec"].get("nodeName")]) == 5
 
@@ -260,14 +264,18 @@ def stack(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
                 cp.request("DELETE", f"/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies/{name}")
             cp.delete_node(name)
         # the rest of the install too (ClusterRoles are cluster-wide; other modules apply their own), not the CRDs
-        rest = [d for d in _render("--namespace", NS, "--image", IMAGE) if d["kind"] != "CustomResourceDefinition"]
+        rest = [
+            d
+            for d in _render("--namespace", NS, "--node-namespace", NODE_NS, "--image", IMAGE)
+            if d["kind"] != "CustomResourceDefinition"
+        ]
         cp.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=yaml.safe_dump_all(rest))
 
 
 def _e2e(cp: ControlPlane, *args: str) -> tuple[int, str, str, float]:
     started = time.monotonic()
     got = subprocess.run(
-        [*CLI, "e2e", "--kubeconfig", str(cp.admin_kubeconfig), "--namespace", NS, *args],
+        [*CLI, "e2e", "--kubeconfig", str(cp.admin_kubeconfig), "--namespace", NS, "--node-namespace", NODE_NS, *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -331,11 +339,11 @@ def test_serial_checks_fail_clearly_and_clean_up(control_plane: ControlPlane, st
     # play the kubelet for the agent pod its DaemonSet made anew, so the stack is healthy again
     def healthy() -> bool:
         for pod in _pods(cp):
-            name = pod["metadata"]["name"]
+            name, ns = pod["metadata"]["name"], pod["metadata"]["namespace"]
             if pod["metadata"].get("deletionTimestamp"):  # the kubelet would confirm the deletion
-                cp.request("DELETE", f"/api/v1/namespaces/{NS}/pods/{name}", {"gracePeriodSeconds": 0})
+                cp.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
             elif pod["spec"].get("nodeName") and pod["status"].get("phase") != "Running":
-                cp.mark_pod_running(NS, name)
+                cp.mark_pod_running(ns, name)
         return _e2e(cp)[0] == 0
 
     cp.wait_for("the stack healthy again", healthy, timeout=60, interval=1)

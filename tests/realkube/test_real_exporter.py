@@ -150,7 +150,7 @@ def exporter(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFacto
     rbac = [
         d
         for d in _render(
-            "--from", str(REPO / "deploy/samples/numaresourcesoperator.yaml"), "--no-install", "--namespace", NS
+            "--from", str(REPO / "deploy/samples/numaresourcesoperator.yaml"), "--no-install", "--node-namespace", NS
         )
         if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
         and d["metadata"]["name"] == "numaplane-exporter"

@@ -81,7 +81,7 @@ def exporter(control_plane: ControlPlane, tmp_path: Path) -> Iterator[subprocess
     rbac = [
         d
         for d in render(
-            "--from", str(REPO / "deploy/samples/numaresourcesoperator.yaml"), "--no-install", "--namespace", NS
+            "--from", str(REPO / "deploy/samples/numaresourcesoperator.yaml"), "--no-install", "--node-namespace", NS
         )
         if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
         and d["metadata"]["name"] == "numaplane-exporter"

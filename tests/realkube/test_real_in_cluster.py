@@ -54,6 +54,10 @@ pytestmark = pytest.mark.timeout(900)
 REPO = Path(__file__).resolve().parents[2]
 CLI = (sys.executable, "-c", "import sys; from numaplane.cli import main; sys.exit(main())")
 NS = "numaplane-incluster"
+#: the exporter and agent DaemonSets (Pod Security privileged); NS is restricted
+NODE_NS = "numaplane-incluster-node"
+#: the test's own pods (a user's workloads: neither numaplane namespace is theirs)
+APP_NS = "incluster-apps"
 GROUP = "incluster"
 BRIDGE = "npbr0"
 POD_SUBNET = "10.244.77.0/24"
@@ -253,7 +257,7 @@ def _condition(obj: dict[str, Any], kind: str) -> str | None:
 
 
 def _pods(cp: ControlPlane) -> list[dict[str, Any]]:
-    return cp.request("GET", f"/api/v1/namespaces/{NS}/pods")["items"]
+    return [p for ns in (NS, NODE_NS) for p in cp.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]]
 
 
 def _describe(cp: ControlPlane) -> str:
@@ -289,6 +293,8 @@ def stack(
             _render(
                 "--namespace",
                 NS,
+                "--node-namespace",
+                NODE_NS,
                 "--image",
                 numaplane_image.name,
                 "--kubelet-podresources-dir",
@@ -303,6 +309,7 @@ def stack(
                 str(agent_dirs / "run"),
             ),
         )
+        _apply(cp, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": APP_NS}}])
         got = cp.kubectl("label", "node", node, f"numaplane.io/node-group={GROUP}", "--overwrite")
         assert got.returncode == 0, got.stderr
         _apply(
@@ -355,8 +362,14 @@ def stack(
             with contextlib.suppress(ApiStatus):
                 cp.request("DELETE", f"/apis/numaplane.io/v1/noderesourcepolicies/{name}")
         # the install (cluster-scoped RBAC included: other modules apply their own), not the CRDs
-        rest = [d for d in _render("--namespace", NS) if d["kind"] != "CustomResourceDefinition"]
+        rest = [
+            d
+            for d in _render("--namespace", NS, "--node-namespace", NODE_NS)
+            if d["kind"] != "CustomResourceDefinition"
+        ]
         cp.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=yaml.safe_dump_all(rest))
+        with contextlib.suppress(ApiStatus):
+            cp.request("DELETE", f"/api/v1/namespaces/{APP_NS}")
         cp.kubectl("label", "node", node, "numaplane.io/node-group-")
         with contextlib.suppress(ApiStatus):
             cp.request("DELETE", f"/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies/{node}")
@@ -390,7 +403,18 @@ def test_the_stack_runs_in_cluster_from_the_image(
 def test_numaplane_e2e_passes_on_the_in_cluster_stack(control_plane: ControlPlane, stack: dict[str, float]) -> None:
     started = time.monotonic()
     got = subprocess.run(
-        [*CLI, "e2e", "--kubeconfig", str(control_plane.admin_kubeconfig), "-n", NS, "-o", "json"],
+        [
+            *CLI,
+            "e2e",
+            "--kubeconfig",
+            str(control_plane.admin_kubeconfig),
+            "-n",
+            NS,
+            "--node-namespace",
+            NODE_NS,
+            "-o",
+            "json",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -415,7 +439,7 @@ def test_the_image_reports_the_package_version(
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS},
+            "metadata": {"name": name, "namespace": APP_NS},
             "spec": {
                 "nodeName": real_kubelet.node_name,
                 "restartPolicy": "Never",
@@ -425,12 +449,12 @@ def test_the_image_reports_the_package_version(
     )
 
     def finished() -> dict[str, Any] | None:
-        pod = real_kubelet.get_pod(name, NS)
+        pod = real_kubelet.get_pod(name, APP_NS)
         return pod if pod["status"].get("phase") in ("Succeeded", "Failed") else None
 
     pod = control_plane.wait_for("the --version pod", finished, timeout=60)
     assert pod["status"]["phase"] == "Succeeded", pod["status"]
-    logs = list(real_kubelet.pod_logs.glob(f"{NS}_{name}_*/numaplane/0.log"))
+    logs = list(real_kubelet.pod_logs.glob(f"{APP_NS}_{name}_*/numaplane/0.log"))
     assert logs, list(real_kubelet.pod_logs.iterdir())
     assert logs[0].read_text().rstrip().endswith(f"numaplane, version {__version__}")
     # non-root by default (the image's config), as the Deployment's restricted context requires
@@ -442,13 +466,13 @@ def test_the_in_cluster_numaplane_scheduler_places_a_guaranteed_pod(
 ) -> None:
     """A Guaranteed pod for ``numaplane-scheduler`` (only the in-cluster scheduler pod serves that name)."""
     kubelet = real_kubelet
-    manifest = kubelet.pod_manifest("placed", cpu="200m", memory="32Mi", namespace=NS)
+    manifest = kubelet.pod_manifest("placed", cpu="200m", memory="32Mi", namespace=APP_NS)
     manifest["spec"].pop("nodeName", None)
     manifest["spec"]["schedulerName"] = "numaplane-scheduler"
     manifest["spec"]["nodeSelector"] = {"kubernetes.io/hostname": kubelet.node_name}
     kubelet.create_pod(manifest)
     started = time.monotonic()
-    pod = kubelet.wait_pod_running("placed", NS, timeout=90)
+    pod = kubelet.wait_pod_running("placed", APP_NS, timeout=90)
     print(f"\nplaced by numaplane-scheduler and running in {time.monotonic() - started:.1f} s")
     assert pod["spec"]["nodeName"] == kubelet.node_name
     assert pod["status"]["qosClass"] == "Guaranteed"
@@ -502,6 +526,8 @@ def test_a_guaranteed_canary_lands_aligned_with_exclusive_cpus(
             str(cp.admin_kubeconfig),
             "-n",
             NS,
+            "--node-namespace",
+            NODE_NS,
             "--serial",
             "--canary-cpus",
             "1",
@@ -525,11 +551,11 @@ def test_a_guaranteed_canary_lands_aligned_with_exclusive_cpus(
     before = cp.wait_for(
         "the e2e canary's CPU back in the NRT", lambda: available() == baseline and baseline, timeout=60
     )
-    manifest = real_kubelet.pod_manifest("canary", cpu="1", memory="64Mi", namespace=NS)
+    manifest = real_kubelet.pod_manifest("canary", cpu="1", memory="64Mi", namespace=APP_NS)
     manifest["spec"].pop("nodeName", None)
     manifest["spec"]["schedulerName"] = "numaplane-scheduler"
     real_kubelet.create_pod(manifest)
-    pod = real_kubelet.wait_pod_running("canary", NS, timeout=90)
+    pod = real_kubelet.wait_pod_running("canary", APP_NS, timeout=90)
     state = real_kubelet.cpu_manager_state()
     exclusive = state["entries"][pod["metadata"]["uid"]]["main"]
     assert real_kubelet.container_cpuset(pod) == exclusive  # its own CPU, in its cgroup
@@ -606,7 +632,7 @@ def test_switching_the_group_to_agent_mode_runs_the_agent_in_cluster(
         pytest.fail(f"{exc}\npods:\n{_describe(cp)}\nkubelet:\n{kubelet.log_tail(10)}")
     print(f"\nkubelet restarted in agent mode → agent Ready in cluster: {time.monotonic() - started:.1f} s")
     got = subprocess.run(
-        [*CLI, "e2e", "--kubeconfig", str(cp.admin_kubeconfig), "-n", NS, "-o", "json"],
+        [*CLI, "e2e", "--kubeconfig", str(cp.admin_kubeconfig), "-n", NS, "--node-namespace", NODE_NS, "-o", "json"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -627,21 +653,21 @@ def test_in_agent_mode_a_guaranteed_pod_is_pinned_by_the_in_cluster_agent(
     cp, kubelet = control_plane, real_kubelet
     if kubelet.policy != AGENT_POLICY:
         pytest.skip("runs after test_switching_the_group_to_agent_mode_runs_the_agent_in_cluster")
-    manifest = kubelet.pod_manifest("agent-canary", cpu="1", memory="64Mi", namespace=NS)
+    manifest = kubelet.pod_manifest("agent-canary", cpu="1", memory="64Mi", namespace=APP_NS)
     manifest["spec"].pop("nodeName", None)
     manifest["spec"]["schedulerName"] = "numaplane-scheduler"
     kubelet.create_pod(manifest)
     try:
-        pod = kubelet.wait_pod_running("agent-canary", NS, timeout=90)
+        pod = kubelet.wait_pod_running("agent-canary", APP_NS, timeout=90)
     except TimeoutError as exc:
-        events = cp.request("GET", f"/api/v1/namespaces/{NS}/events")["items"]
+        events = cp.request("GET", f"/api/v1/namespaces/{APP_NS}/events")["items"]
         said = [f"{e.get('reason')}: {e.get('message')}" for e in events if "agent-canary" in json.dumps(e)]
         agent_pod = next(
             p for p in _pods(cp) if p["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "agent"
         )
-        logs = list(kubelet.pod_logs.glob(f"{NS}_{agent_pod['metadata']['name']}_*/agent/0.log"))
+        logs = list(kubelet.pod_logs.glob(f"{NODE_NS}_{agent_pod['metadata']['name']}_*/agent/0.log"))
         tail = logs[0].read_text(errors="replace")[-3000:] if logs else "(no agent log)"
-        status = json.dumps(kubelet.get_pod("agent-canary", NS)["status"])[:1500]
+        status = json.dumps(kubelet.get_pod("agent-canary", APP_NS)["status"])[:1500]
         pytest.fail(f"{exc}\nstatus: {status}\nevents: {said}\nagent log:\n{tail}")
     pinned = set(CPUSet.parse(kubelet.container_cpuset(pod)))
     assert len(pinned) == 1 and 0 not in pinned, pinned  # one exclusive CPU; CPU 0 is the agent's reserved one
@@ -683,7 +709,7 @@ def test_numaplane_e2e_serial_passes_in_agent_mode(
                     + (":deleting" if p["metadata"].get("deletionTimestamp") else "")
                     for p in pods
                 )
-                ds = cp.request("GET", f"/apis/apps/v1/namespaces/{NS}/daemonsets/numaplane-exporter-{GROUP}")
+                ds = cp.request("GET", f"/apis/apps/v1/namespaces/{NODE_NS}/daemonsets/numaplane-exporter-{GROUP}")
                 line = f"available={zones} policy={policy} exporter DaemonSet generation {ds['metadata'].get('generation')} pods={names}"
             except (ApiStatus, OSError, KeyError, StopIteration) as exc:
                 line = f"error {exc!r}"
@@ -695,7 +721,7 @@ def test_numaplane_e2e_serial_passes_in_agent_mode(
     recorder = threading.Thread(target=record, daemon=True)
     recorder.start()
     with contextlib.suppress(ApiStatus):  # the previous test's pod, holding the only exclusive CPU
-        cp.request("DELETE", f"/api/v1/namespaces/{NS}/pods/agent-canary", {"gracePeriodSeconds": 0})
+        cp.request("DELETE", f"/api/v1/namespaces/{APP_NS}/pods/agent-canary", {"gracePeriodSeconds": 0})
     started = time.monotonic()
     try:
         got = subprocess.run(
@@ -706,6 +732,8 @@ def test_numaplane_e2e_serial_passes_in_agent_mode(
                 str(cp.admin_kubeconfig),
                 "-n",
                 NS,
+                "--node-namespace",
+                NODE_NS,
                 "--serial",
                 "--canary-cpus",
                 "1",
@@ -725,7 +753,7 @@ def test_numaplane_e2e_serial_passes_in_agent_mode(
     node = kubelet.node_name
     if got.returncode != 0:
         print("timeline:\n" + "\n".join(timeline))
-        for log in sorted(kubelet.pod_logs.glob(f"{NS}_numaplane-*/*/*.log")):
+        for log in sorted(p for ns in (NS, NODE_NS) for p in kubelet.pod_logs.glob(f"{ns}_numaplane-*/*/*.log")):
             print(f"==== {log}\n" + log.read_text(errors="replace")[-4000:])
     assert got.returncode == 0, got.stdout + got.stderr
     for check in (f"canary/{node}", f"agent-restart/{node}", f"policy-change/{GROUP}"):

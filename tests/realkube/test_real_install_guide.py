@@ -41,6 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 GUIDE = REPO / "docs" / "install.md"
 CLI = (sys.executable, "-c", "from numaplane.cli import main; main()")
 NS = "numaplane-system"
+NODE_NS = "numaplane-node"
 NODE = "guide-w1"
 GI = 1 << 30
 BLOCK = re.compile(r"(?P<skip><!-- not run: (?P<why>[^>]*?) -->\n)?```sh\n(?P<body>.*?)```", re.S)
@@ -79,34 +80,42 @@ class Kubelet(threading.Thread):
                 self.errors.append(f"{name} exited with {process.returncode}")
 
     def step(self) -> None:
+        for namespace in (NS, NODE_NS):
+            self.step_in(namespace)
+
+    def step_in(self, namespace: str) -> None:
         try:
-            pods = self.cp.request("GET", f"/api/v1/namespaces/{NS}/pods")["items"]
+            pods = self.cp.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
         except ApiStatus:
             return
         for pod in pods:
             name = pod["metadata"]["name"]
             if pod["metadata"].get("deletionTimestamp"):
                 with contextlib.suppress(ApiStatus):
-                    self.cp.request("DELETE", f"/api/v1/namespaces/{NS}/pods/{name}", {"gracePeriodSeconds": 0})
+                    self.cp.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", {"gracePeriodSeconds": 0})
                 continue
             if not pod["spec"].get("nodeName"):
                 continue
             if pod["status"].get("phase") != "Running":
                 with contextlib.suppress(ApiStatus):
-                    self.cp.mark_pod_running(NS, name)
+                    self.cp.mark_pod_running(namespace, name)
             component = pod["metadata"].get("labels", {}).get("app.kubernetes.io/component")
             if component in ("operator", "exporter") and component not in self.processes:
                 self.launch(component)
 
     def launch(self, component: str) -> None:
         kubeconfig = (
-            self.cp.node_bound_kubeconfig(NS, "numaplane-exporter", NODE)  # as a kubelet-mounted token
+            self.cp.node_bound_kubeconfig(NODE_NS, "numaplane-exporter", NODE)  # as a kubelet-mounted token
             if component == "exporter"
             else self.cp.service_account_kubeconfig(NS, f"numaplane-{component}")
         )
         common = ["--metrics-address", f"127.0.0.1:{free_port()}", "--health-address", f"127.0.0.1:{free_port()}"]
         if component == "operator":
-            args = ["operator", "--kubeconfig", str(kubeconfig), "--namespace", NS, "--image", DEFAULT_IMAGE, *common]
+            args = [
+                "operator",
+                *("--kubeconfig", str(kubeconfig), "--namespace", NS, "--node-namespace", NODE_NS),
+                *("--image", DEFAULT_IMAGE, *common),
+            ]
         else:
             work = self.work / "exporter"
             fake = work / "podres"

@@ -340,7 +340,11 @@ def deployed_agent(
     """
     docs = _render_custom_resources(folder)
     deploy_agent_rbac(cp, docs)
-    namespace = next(d["metadata"]["name"] for d in docs if d["kind"] == "Namespace")
+    namespace = next(  # the agent's: where its ServiceAccount is (the node namespace)
+        d["metadata"]["namespace"]
+        for d in docs
+        if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == "numaplane-agent"
+    )
     kubeconfig = cp.service_account_kubeconfig(namespace, "numaplane-agent")
     env = {}
     if report_on:

@@ -32,12 +32,13 @@ pytestmark = pytest.mark.timeout(300)
 REPO = Path(__file__).resolve().parents[2]
 CLI = (sys.executable, "-c", "from numaplane.cli import main; main()")
 NS = "numaplane-op-e2e"
+NODE_NS = "numaplane-op-e2e-node"
 IMAGE = "localhost/numaplane:e2e"
 GROUPS = {"op-w1": "worker", "op-w2": "worker", "op-l1": "latency", "op-p1": None}
 NRO = "/apis/numaplane.io/v1/numaresourcesoperators/numaresourcesoperator"
 NRP = "/apis/numaplane.io/v1/noderesourcepolicies/latency"
 NRS = "/apis/numaplane.io/v1/numaresourcesschedulers/numaresourcesscheduler"
-DAEMON_SETS = f"/apis/apps/v1/namespaces/{NS}/daemonsets"
+DAEMON_SETS = f"/apis/apps/v1/namespaces/{NODE_NS}/daemonsets"
 NRT_CRD = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/noderesourcetopologies.topology.node.k8s.io"
 
 
@@ -71,6 +72,8 @@ class OperatorProcess:
                     str(kubeconfig),
                     "--namespace",
                     NS,
+                    "--node-namespace",
+                    NODE_NS,
                     "--image",
                     IMAGE,
                     "--metrics-address",
@@ -98,7 +101,7 @@ class OperatorProcess:
 @pytest.fixture(scope="module")
 def installed(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     cp = control_plane
-    _apply_docs(cp, _render("--namespace", NS, "--image", IMAGE))
+    _apply_docs(cp, _render("--namespace", NS, "--node-namespace", NODE_NS, "--image", IMAGE))
     for name, group in GROUPS.items():
         cp.register_node(
             name,
@@ -118,8 +121,9 @@ def installed(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFact
                 cp.request("DELETE", path)
         for name in GROUPS:
             cp.delete_node(name)
-        with contextlib.suppress(ApiStatus):
-            cp.request("DELETE", f"/api/v1/namespaces/{NS}")
+        for namespace in (NS, NODE_NS):
+            with contextlib.suppress(ApiStatus):
+                cp.request("DELETE", f"/api/v1/namespaces/{namespace}")
 
 
 _FORBIDDEN = re.compile(r"forbidden|\b403\b", re.IGNORECASE)
@@ -153,7 +157,7 @@ def _daemon_sets(cp: ControlPlane) -> dict[str, dict[str, Any]]:
 
 
 def _configmap(cp: ControlPlane) -> dict[str, Any]:
-    cm = cp.request("GET", f"/api/v1/namespaces/{NS}/configmaps/numaplane-policy-latency")
+    cm = cp.request("GET", f"/api/v1/namespaces/{NODE_NS}/configmaps/numaplane-policy-latency")
     return yaml.safe_load(next(iter(cm["data"].values())))
 
 
@@ -180,7 +184,7 @@ def test_operator_reconciles_the_samples_under_its_own_rbac(
     with cp.scheduler():
 
         def placed() -> dict[str, set[str]] | None:
-            pods = cp.request("GET", f"/api/v1/namespaces/{NS}/pods")["items"]
+            pods = cp.request("GET", f"/api/v1/namespaces/{NODE_NS}/pods")["items"]
             by_ds: dict[str, set[str]] = {}
             for pod in pods:
                 owner = (pod["metadata"].get("ownerReferences") or [{}])[0]
@@ -198,9 +202,10 @@ def test_operator_reconciles_the_samples_under_its_own_rbac(
         "numaplane-agent-latency": {"op-l1"},
     }
     # the nodes have no kubelet: play its part, then the operator must report the stack Available
-    for pod in cp.request("GET", f"/api/v1/namespaces/{NS}/pods")["items"]:
-        if pod["spec"].get("nodeName"):
-            cp.mark_pod_running(NS, pod["metadata"]["name"])
+    for namespace in (NS, NODE_NS):
+        for pod in cp.request("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]:
+            if pod["spec"].get("nodeName"):
+                cp.mark_pod_running(namespace, pod["metadata"]["name"])
     cp.wait_for("Available", lambda: _condition(cp.request("GET", NRO), "Available") == "True", timeout=60)
     print(f"stack Available at {time.monotonic() - started:.1f} s")
     forbidden = [line for line in installed.lines() if _says_forbidden(line)]
@@ -376,9 +381,9 @@ def test_every_owned_object_comes_back_after_deletion_or_drift(
         "Service numaplane-scheduler-metrics": f"/api/v1/namespaces/{NS}/services/numaplane-scheduler-metrics",
         "NetworkPolicy numaplane-scheduler": f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies/numaplane-scheduler",
         "Role numaplane-scheduler": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/roles/numaplane-scheduler",
-        "ServiceAccount numaplane-exporter": f"/api/v1/namespaces/{NS}/serviceaccounts/numaplane-exporter",
+        "ServiceAccount numaplane-exporter": f"/api/v1/namespaces/{NODE_NS}/serviceaccounts/numaplane-exporter",
         "ClusterRoleBinding numaplane-agent": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/numaplane-agent",
-        "ConfigMap numaplane-policy-latency": f"/api/v1/namespaces/{NS}/configmaps/numaplane-policy-latency",
+        "ConfigMap numaplane-policy-latency": f"/api/v1/namespaces/{NODE_NS}/configmaps/numaplane-policy-latency",
     }
     seconds: dict[str, float] = {}
     for what, path in paths.items():

@@ -53,7 +53,7 @@ def exporter_rbac(cp: ControlPlane) -> Path:
     docs = [
         d
         for d in render(
-            "--from", str(REPO / "deploy/samples/numaresourcesoperator.yaml"), "--no-install", "--namespace", NS
+            "--from", str(REPO / "deploy/samples/numaresourcesoperator.yaml"), "--no-install", "--node-namespace", NS
         )
         if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
         and d["metadata"]["name"] == "numaplane-exporter"

@@ -4,13 +4,16 @@
 agent-mode node group, the kubelet configuration flag pointed at a file with the static CPU and
 Memory Managers on, and the bound token of its rendered ServiceAccount (never admin). It must refuse
 (exit 1) and leave both the ``numaplane.io/TakeOver`` condition on its (stand-in) pod and a
-``Warning`` Event about that pod — which only the rendered Role's ``events: create`` permits.
+``Warning`` Event about that pod — which only the rendered RBAC's ``events: create`` permits. The pod is
+on a (kubelet-less) registered node, so its token names that node as the admission policies require
+when they are installed (the Event must name the token's node, issue 25 item 13).
 """
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -38,6 +41,7 @@ STATIC = {
     "memoryManagerPolicy": "Static",
 }
 POD_NAME = "numaplane-agent-standin"
+NODE = "takeover-n1"
 
 
 def _apply(cp: ControlPlane, docs: list[dict[str, object]]) -> None:
@@ -54,7 +58,20 @@ def test_refusal_posts_an_event_under_the_agents_rbac(control_plane: ControlPlan
     docs = render("--from", str(tmp_path / "cr.yaml"))
     kinds = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
     _apply(cp, sorted((d for d in docs if d["kind"] in kinds), key=lambda d: kinds.index(d["kind"])))
-    namespace = next(d["metadata"]["name"] for d in docs if d["kind"] == "Namespace")
+    # the agent's namespace: where its ServiceAccount is (the node namespace)
+    namespace = next(
+        d["metadata"]["namespace"]
+        for d in docs
+        if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == "numaplane-agent"
+    )
+    cp.register_node(NODE, {"cpu": "4", "memory": "8Gi", "pods": "110"})
+    try:
+        _refuse_and_report(cp, tmp_path, docs, namespace)
+    finally:
+        cp.delete_node(NODE)
+
+
+def _refuse_and_report(cp: ControlPlane, tmp_path: Path, docs: list[dict[str, Any]], namespace: str) -> None:
     [daemonset] = [d for d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"].startswith("numaplane-agent")]
     [container] = daemonset["spec"]["template"]["spec"]["containers"]
     mounted = {m["mountPath"]: m for m in container["volumeMounts"]}
@@ -66,7 +83,11 @@ def test_refusal_posts_an_event_under_the_agents_rbac(control_plane: ControlPlan
         f"/api/v1/namespaces/{namespace}/pods",
         {
             "metadata": {"name": POD_NAME},
-            "spec": {"serviceAccountName": "numaplane-agent", "containers": [{"name": "agent", "image": "numaplane"}]},
+            "spec": {
+                "nodeName": NODE,
+                "serviceAccountName": "numaplane-agent",
+                "containers": [{"name": "agent", "image": "numaplane"}],
+            },
         },
     )
     kubelet_config = tmp_path / "kubelet.yaml"
@@ -81,7 +102,7 @@ def test_refusal_posts_an_event_under_the_agents_rbac(control_plane: ControlPlan
         f"--kubeconfig={kubeconfig}",
         f"--pod-name={POD_NAME}",
         f"--pod-namespace={namespace}",
-        "--node-name=takeover-n1",
+        f"--node-name={NODE}",
     ]
     assert "--watch-pods" in args
     done = subprocess.run([*CLI, *args], check=False, capture_output=True, text=True, cwd=REPO, timeout=120)
@@ -97,6 +118,7 @@ def test_refusal_posts_an_event_under_the_agents_rbac(control_plane: ControlPlan
     assert (event["type"], event["reason"]) == ("Warning", "KubeletStaticPolicy")
     assert event["involvedObject"]["uid"] == pod["metadata"]["uid"]
     assert "cpuManagerPolicy" in event["message"] and "memoryManagerPolicy" in event["message"]
+    assert event["source"]["host"] == NODE and event["reportingInstance"] == NODE
     # on events the agent's ClusterRole grants only create (the Events on the pods of containers that
     # wait for CPUs, agent/waitreport.py): nothing that reads, changes or deletes another's events
     cluster_role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "numaplane-agent")

@@ -162,9 +162,13 @@ def _reason(verdict: TakeoverCheck) -> str:
     return "TakenOver" if verdict.may_take_over else "KubeletStaticPolicy"
 
 
-async def report_verdict(kube: KubePort, namespace: str, pod_name: str, verdict: TakeoverCheck, now: Any) -> None:
+async def report_verdict(
+    kube: KubePort, namespace: str, pod_name: str, verdict: TakeoverCheck, now: Any, *, node_name: str = ""
+) -> None:
     """The verdict as the pod's condition and as an Event on it; both are tried, the first error raised.
-    ``now`` is a ``datetime``; the caller logs the error (best effort)."""
+    ``now`` is a ``datetime``; ``node_name`` is the agent's node (the Event's ``source.host`` and
+    ``reportingInstance``, which the API server's admission policy compares with the token's node); the
+    caller logs the error (best effort)."""
     errors: list[KubeError] = []
     pod: JsonObj | None = None
     try:
@@ -172,15 +176,17 @@ async def report_verdict(kube: KubePort, namespace: str, pod_name: str, verdict:
     except KubeError as error:
         errors.append(error)
     try:
-        await post_event(kube, pod or {"metadata": {"name": pod_name, "namespace": namespace}}, verdict, now)
+        involved = pod or {"metadata": {"name": pod_name, "namespace": namespace}}
+        await post_event(kube, involved, verdict, now, node_name=node_name)
     except KubeError as error:
         errors.append(error)
     if errors:
         raise errors[0]
 
 
-async def post_event(kube: KubePort, pod: JsonObj, verdict: TakeoverCheck, now: Any) -> JsonObj:
-    """The verdict as an Event on the agent's pod ``pod`` (``Warning`` for a refusal); the created Event."""
+async def post_event(kube: KubePort, pod: JsonObj, verdict: TakeoverCheck, now: Any, *, node_name: str = "") -> JsonObj:
+    """The verdict as an Event on the agent's pod ``pod`` (``Warning`` for a refusal), reported from node
+    ``node_name``; the created Event."""
     involved = {"apiVersion": "v1", "kind": "Pod", "metadata": pod.get("metadata") or {}}
     event = make_event(
         involved,
@@ -189,6 +195,7 @@ async def post_event(kube: KubePort, pod: JsonObj, verdict: TakeoverCheck, now: 
         now=now,
         event_type="Normal" if verdict.may_take_over else "Warning",
         component="numaplane-agent",
+        host=node_name or None,
     )
     return await kube.create_event(event)
 

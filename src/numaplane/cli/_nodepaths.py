@@ -1,5 +1,6 @@
-"""The install options shared by ``numaplane operator`` and ``numaplane render``: node host paths, and the
-checks of ``--namespace`` and ``--image`` (a bad value is a usage error, never an invalid manifest)."""
+"""The install options shared by ``numaplane operator`` and ``numaplane render``: node host paths,
+``--node-namespace``, and the checks of ``--namespace``, ``--node-namespace`` and ``--image`` (a bad value
+is a usage error, never an invalid manifest)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from typing import Any, TypeVar
 
 import click
 
-from numaplane.operator.render_common import NODE_PATH_OPTIONS, Settings, image_problem, namespace_problem
+from numaplane.operator.render_common import (
+    DEFAULT_NODE_NAMESPACE,
+    NODE_PATH_OPTIONS,
+    Settings,
+    image_problem,
+    namespace_problem,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,6 +33,34 @@ def with_node_paths(settings: Settings, options: Mapping[str, Any]) -> Settings:
     """``settings`` with the node paths of a command's keyword arguments."""
     paths: dict[str, Any] = {name: str(options[name]) for name, _, _ in NODE_PATH_OPTIONS}
     return dataclasses.replace(settings, **paths)
+
+
+NODE_NAMESPACE_HELP = (
+    "Namespace of the node components (exporter and agent DaemonSets, running as root): Pod Security"
+    " 'privileged' there, 'restricted' in --namespace. Must differ from --namespace."
+)
+
+
+def node_namespace_option(func: F) -> F:
+    """Add ``--node-namespace`` (checked as a namespace name)."""
+    return click.option(
+        "--node-namespace",
+        default=DEFAULT_NODE_NAMESPACE,
+        show_default=True,
+        callback=checked_namespace,
+        help=NODE_NAMESPACE_HELP,
+    )(func)
+
+
+def install_settings(namespace: str, node_namespace: str, image: str, options: Mapping[str, Any]) -> Settings:
+    """The settings of a command's options; a usage error when the two namespaces are the same (the node
+    namespace must allow privileged pods, the install namespace must not)."""
+    if namespace == node_namespace:
+        raise click.UsageError(
+            f"--node-namespace must differ from --namespace (both {namespace!r}): the node components run as root"
+            " in a namespace of their own"
+        )
+    return with_node_paths(Settings(namespace=namespace, node_namespace=node_namespace, image=image), options)
 
 
 def checked_namespace(ctx: click.Context, param: click.Parameter, value: str) -> str:

@@ -247,7 +247,14 @@ async def _report_refusal(kw: dict[str, Any], verdict: Any) -> None:
         structlog.get_logger("numaplane.agent").warning("takeover_condition_not_written", error=error.message)
         return
     try:
-        await report_verdict(kube, str(kw["pod_namespace"]), str(kw["pod_name"]), verdict, datetime.now(UTC))
+        await report_verdict(
+            kube,
+            str(kw["pod_namespace"]),
+            str(kw["pod_name"]),
+            verdict,
+            datetime.now(UTC),
+            node_name=str(kw.get("node_name") or ""),
+        )
     except KubeError as error:
         structlog.get_logger("numaplane.agent").warning("takeover_condition_not_written", error=str(error))
     finally:

@@ -16,6 +16,7 @@ from numaplane.e2e.report import CheckResult, Report, Status, to_json, to_junit,
 from numaplane.e2e.runner import RunOptions, run_suite
 from numaplane.e2e.serial import SerialOptions
 from numaplane.kube.client import LightkubePort
+from numaplane.operator.render_common import DEFAULT_NAMESPACE, DEFAULT_NODE_NAMESPACE
 
 
 @click.command(name="e2e")
@@ -24,7 +25,13 @@ from numaplane.kube.client import LightkubePort
 )
 @click.option("--context", help="Kubeconfig context (default: the current one).")
 @api_server_option
-@click.option("--namespace", "-n", default="numaplane-system", show_default=True, help="Where numaplane is installed.")
+@click.option("--namespace", "-n", default=DEFAULT_NAMESPACE, show_default=True, help="Where numaplane is installed.")
+@click.option(
+    "--node-namespace",
+    default=DEFAULT_NODE_NAMESPACE,
+    show_default=True,
+    help="Where the node components (exporter and agent DaemonSets) run.",
+)
 @click.option(
     "--node-selector",
     "-l",
@@ -81,6 +88,7 @@ def command(**opts: Any) -> None:
     port, cluster = connect(opts["api_server"], opts["kubeconfig"], opts["context"])
     run = RunOptions(
         namespace=opts["namespace"],
+        node_namespace=opts["node_namespace"],
         node_selector=opts["node_selector"],
         serial=opts["serial"],
         serial_options=SerialOptions(

@@ -6,27 +6,34 @@ import asyncio
 import os
 import socket
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from numaplane.cli._connect import api_server_option
 from numaplane.cli._daemon import listener_options, log_options
-from numaplane.cli._nodepaths import checked_image, checked_namespace, node_path_options, with_node_paths
+from numaplane.cli._nodepaths import (
+    checked_image,
+    checked_namespace,
+    install_settings,
+    node_namespace_option,
+    node_path_options,
+)
 from numaplane.cli._signals import StopSignals
 from numaplane.observability.errors import ObservabilityError
 from numaplane.supervisor import Supervisor, TaskFailed
+
+if TYPE_CHECKING:
+    from numaplane.operator.render_common import Settings
 
 
 async def _serve(
     kubeconfig: str | None,
     api_server: str | None,
-    namespace: str,
-    image: str,
+    settings: Settings,
     leader_elect: bool,
     metrics_address: str,
     health_address: str,
-    paths: dict[str, str],
 ) -> None:
     from numaplane.kube.client import LightkubePort
     from numaplane.kube.errors import KubeError
@@ -34,7 +41,6 @@ async def _serve(
     from numaplane.observability.http import ProbeServer
     from numaplane.operator.controller import Operator
     from numaplane.operator.rbac import OPERATOR_LEASE
-    from numaplane.operator.render_common import Settings
 
     try:
         if api_server:
@@ -49,7 +55,6 @@ async def _serve(
             f"cannot reach the API server through {where}: {' '.join(str(exc).split())}"
             + ("" if api_server or kubeconfig else "; outside a cluster give --kubeconfig PATH or --api-server URL")
         ) from exc
-    settings = with_node_paths(Settings(namespace=namespace, image=image), paths)
     operator = Operator(kube, settings)
     state = {"dead": False, "leading": not leader_elect}
 
@@ -84,7 +89,7 @@ async def _serve(
             if leader_elect:
                 identity = os.environ.get("POD_NAME") or socket.gethostname()
                 elector = LeaderElector(
-                    kube, LeaderElectionConfig(OPERATOR_LEASE, namespace, identity), on_started_leading=lead
+                    kube, LeaderElectionConfig(OPERATOR_LEASE, settings.namespace, identity), on_started_leading=lead
                 )
                 tasks.spawn(until_done(elector.run()), "leader-election")
             else:
@@ -107,6 +112,7 @@ async def _serve(
 @click.option(
     "--namespace", envvar="POD_NAMESPACE", default="numaplane-system", show_default=True, callback=checked_namespace
 )
+@node_namespace_option
 @click.option("--image", required=True, callback=checked_image, help="The numaplane image the operands run.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="Default: in-cluster config.")
 @api_server_option
@@ -116,6 +122,7 @@ async def _serve(
 @log_options
 def command(
     namespace: str,
+    node_namespace: str,
     image: str,
     kubeconfig: str | None,
     api_server: str | None,
@@ -138,5 +145,6 @@ def command(
     """
     from numaplane.observability.logs import configure_logging
 
+    settings = install_settings(namespace, node_namespace, image, paths)
     configure_logging(log_format, log_level)
-    asyncio.run(_serve(kubeconfig, api_server, namespace, image, leader_elect, metrics_address, health_address, paths))
+    asyncio.run(_serve(kubeconfig, api_server, settings, leader_elect, metrics_address, health_address))

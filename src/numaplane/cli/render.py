@@ -8,13 +8,19 @@ from typing import Any
 
 import click
 
-from numaplane.cli._nodepaths import checked_image, checked_namespace, node_path_options, with_node_paths
+from numaplane.cli._nodepaths import (
+    checked_image,
+    checked_namespace,
+    install_settings,
+    node_namespace_option,
+    node_path_options,
+)
 from numaplane.cli._output import InputError
 from numaplane.documents import DocumentError, parse_documents
 from numaplane.operator.errors import SpecError
 from numaplane.operator.layout import deploy_files
 from numaplane.operator.render import Inputs, parse_resources, render_install, render_stack, sort_objects, to_yaml
-from numaplane.operator.render_common import DEFAULT_IMAGE, DEFAULT_NAMESPACE, Settings
+from numaplane.operator.render_common import DEFAULT_IMAGE, DEFAULT_NAMESPACE
 
 #: The files of a --from folder that are read (as ``kubectl apply -f DIR``: that folder only, not below).
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -83,6 +89,7 @@ def _load(paths: tuple[Path, ...]) -> tuple[list[dict[str, Any]], list[str]]:
 @click.option(
     "--namespace", default=DEFAULT_NAMESPACE, show_default=True, callback=checked_namespace, help="Install namespace."
 )
+@node_namespace_option
 @node_path_options
 @click.option(
     "--install/--no-install",
@@ -98,6 +105,7 @@ def command(
     sources: tuple[Path, ...],
     image: str,
     namespace: str,
+    node_namespace: str,
     install: bool | None,
     output_dir: Path | None,
     **paths: str,
@@ -114,7 +122,7 @@ def command(
       numaplane render --from deploy/samples/
       numaplane render --output-dir deploy/
     """
-    settings = with_node_paths(Settings(namespace=namespace, image=image), paths)
+    settings = install_settings(namespace, node_namespace, image, paths)
     if output_dir is not None:
         if sources:
             raise click.UsageError("--output-dir writes the default install; it takes no --from")

@@ -1,7 +1,7 @@
 """The read-only checks of ``numaplane e2e``: GET and LIST requests only, nothing written.
 
 :func:`~numaplane.e2e.view.gather` reads what the checks look at once (CRDs, the operator's custom
-resources, Nodes, NRTs, the install namespace's workloads and pods); every check is then a function of
+resources, Nodes, NRTs, the workloads and pods of the install and node namespaces); every check is then a function of
 that :class:`~numaplane.e2e.view.ClusterView` (and, for the kubelet's configuration, one ``configz`` read per node through the
 API server's node proxy). What each check asserts:
 
@@ -200,7 +200,10 @@ def check_daemon_sets(view: ClusterView) -> list[CheckResult]:
         for name in names:
             ds = view.daemon_sets.get(name)
             if ds is None:
-                problems.append(f"DaemonSet {name} missing (the operator has not rendered it yet?)")
+                problems.append(
+                    f"DaemonSet {view.node_namespace}/{name} missing (the operator has not rendered it yet,"
+                    " or wrong --node-namespace?)"
+                )
                 continue
             seen += 1
             status = ds.get("status") or {}
@@ -228,7 +231,7 @@ def check_nrt(view: ClusterView, node: Mapping[str, Any]) -> CheckResult:
         hint = (
             f"exporter pod {exporter['metadata']['name']}: {_pod_state(exporter)}"
             if exporter is not None and not pod_ready(exporter)
-            else f"check: kubectl -n {view.namespace} get pods -o wide --field-selector spec.nodeName={name}"
+            else f"check: kubectl -n {view.node_namespace} get pods -o wide --field-selector spec.nodeName={name}"
         )
         return _timed(check, started, Status.FAIL, "no NodeResourceTopology for this node", hint)
     problems: list[str] = []

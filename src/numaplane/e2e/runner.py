@@ -12,13 +12,15 @@ from numaplane.e2e.serial import SerialOptions, serial_checks
 from numaplane.e2e.view import gather
 from numaplane.kube.client import LightkubePort
 from numaplane.kube.errors import KubeError
+from numaplane.operator.render_common import DEFAULT_NAMESPACE, DEFAULT_NODE_NAMESPACE
 
 __all__ = ["RunOptions", "run_suite"]
 
 
 @dataclass(frozen=True, slots=True)
 class RunOptions:
-    namespace: str = "numaplane-system"
+    namespace: str = DEFAULT_NAMESPACE
+    node_namespace: str = DEFAULT_NODE_NAMESPACE
     node_selector: str | None = None
     serial: bool = False
     serial_options: SerialOptions = field(default_factory=SerialOptions)
@@ -29,7 +31,7 @@ async def run_suite(port: LightkubePort, opts: RunOptions) -> Report:
     """Run the checks; raises :class:`SetupError` only when the cluster cannot be read at all."""
     started = time.monotonic()
     try:
-        view = await gather(port, opts.namespace, opts.node_selector)
+        view = await gather(port, opts.namespace, opts.node_selector, opts.node_namespace)
     except KubeError as exc:
         raise SetupError(f"cannot read the cluster: {exc}") from exc
     results = await read_only_checks(port, view)

@@ -279,11 +279,11 @@ class SerialRun:
         if old is None:
             return CheckResult(check, Status.FAIL, "no agent pod on this node", 0.0)
         before = zone_cpus(await self.nrt(node))
-        await self.port.delete(POD, old["metadata"]["name"], namespace=self.view.namespace)
+        await self.port.delete(POD, old["metadata"]["name"], namespace=self.view.node_namespace)
         old_uid = old["metadata"].get("uid")
 
         async def replaced() -> dict[str, Any] | None:
-            pods = await self.port.list(POD, namespace=self.view.namespace, field_selector=f"spec.nodeName={node}")
+            pods = await self.port.list(POD, namespace=self.view.node_namespace, field_selector=f"spec.nodeName={node}")
             for pod in pods.items:
                 labels = pod["metadata"].get("labels") or {}
                 if labels.get("app.kubernetes.io/component") == "agent" and pod["metadata"].get("uid") != old_uid:
@@ -336,7 +336,7 @@ class SerialRun:
         revision = config_revision(changed)
 
         async def applied() -> bool:
-            pods = await self.port.list(POD, namespace=self.view.namespace, field_selector=f"spec.nodeName={node}")
+            pods = await self.port.list(POD, namespace=self.view.node_namespace, field_selector=f"spec.nodeName={node}")
             for pod in pods.items:
                 cond = condition(pod, POLICY_CONDITION)
                 if cond and cond.get("status") == "True" and cond.get("message") == f"revision {revision}":

@@ -1,10 +1,11 @@
 """What ``numaplane e2e`` reads from the cluster, once, and how it reads objects' status fields.
 
 :func:`gather` issues the GET and LIST requests (nothing is written) and returns a :class:`ClusterView`:
-the CRDs, the operator's custom resources (the ``NodeResourcePolicy`` objects by node group), the Nodes (those ``node_selector`` picks), the NRTs and the
-install namespace's pods, DaemonSets and Deployments. An object that does not exist is ``None`` (or
-absent from its map); the operator's resource is read only when its CRD exists. The small readers
-below (:func:`condition`, :func:`is_true`, :func:`pod_ready`, :func:`attribute`) read the raw JSON objects.
+the CRDs, the operator's custom resources (the ``NodeResourcePolicy`` objects by node group), the Nodes
+(those ``node_selector`` picks), the NRTs, the pods of the install and node namespaces, the node
+namespace's DaemonSets (exporters, agents) and the install namespace's Deployments (operator,
+scheduler). An object that does not exist is ``None`` (or absent from its map); the operator's
+resource is read only when its CRD exists. The small readers below (:func:`condition`, :func:`is_true`, :func:`pod_ready`, :func:`attribute`) read the raw JSON objects.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from numaplane.operator.api import scheduler as nrs_api
 from numaplane.operator.api.numaresources import NodeGroup, NUMAResourcesOperator
 from numaplane.operator.controller import NODE_RESOURCE_POLICY, NUMA_RESOURCES_OPERATOR, NUMA_RESOURCES_SCHEDULER
 from numaplane.operator.errors import SpecError
-from numaplane.operator.render_common import LABEL_COMPONENT
+from numaplane.operator.render_common import DEFAULT_NODE_NAMESPACE, LABEL_COMPONENT
 
 __all__ = ["CRD_NAMES", "ClusterView", "attribute", "condition", "gather", "is_true", "pod_ready"]
 
@@ -38,6 +39,8 @@ class ClusterView:
     """What the checks read, fetched once by :func:`gather`."""
 
     namespace: str
+    #: where the exporter and agent DaemonSets and pods are (``--node-namespace``)
+    node_namespace: str = DEFAULT_NODE_NAMESPACE
     crds: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     nro: dict[str, Any] | None = None
     nro_model: NUMAResourcesOperator | None = None
@@ -80,9 +83,11 @@ async def _optional(call: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:
         return None
 
 
-async def gather(port: LightkubePort, namespace: str, node_selector: str | None) -> ClusterView:
+async def gather(
+    port: LightkubePort, namespace: str, node_selector: str | None, node_namespace: str = DEFAULT_NODE_NAMESPACE
+) -> ClusterView:
     """Read everything the checks need (raises :class:`KubeError` when the cluster cannot be read)."""
-    view = ClusterView(namespace=namespace, node_selector=node_selector)
+    view = ClusterView(namespace=namespace, node_namespace=node_namespace, node_selector=node_selector)
     for name in CRD_NAMES:
         view.crds[name] = await _optional(port.get(CRD, name))
     if view.crds.get(CRD_NAMES[1]):
@@ -100,8 +105,11 @@ async def gather(port: LightkubePort, namespace: str, node_selector: str | None)
     view.nodes = (await port.list(NODE, label_selector=node_selector)).items
     if view.crds.get(CRD_NAMES[0]):
         view.nrts = {o["metadata"]["name"]: o for o in (await port.list(NODE_RESOURCE_TOPOLOGY)).items}
-    view.pods = (await port.list(POD, namespace=namespace)).items
-    view.daemon_sets = {d["metadata"]["name"]: d for d in (await port.list(DAEMON_SET, namespace=namespace)).items}
+    view.pods = (await port.list(POD, namespace=node_namespace)).items
+    if namespace != node_namespace:
+        view.pods += (await port.list(POD, namespace=namespace)).items
+    daemon_sets = (await port.list(DAEMON_SET, namespace=node_namespace)).items
+    view.daemon_sets = {d["metadata"]["name"]: d for d in daemon_sets}
     view.deployments = {d["metadata"]["name"]: d for d in (await port.list(DEPLOYMENT, namespace=namespace)).items}
     return view
 

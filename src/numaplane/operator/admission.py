@@ -1,19 +1,26 @@
 """What the API server itself enforces for the node components: ValidatingAdmissionPolicies, as data.
 
 RBAC cannot say "only your own node's object": the exporter's ClusterRole lets it write every
-NodeResourceTopology, and the agent's Role every pod's status in the install namespace. A pod's
+NodeResourceTopology, the agent's Role every pod's status in the node namespace, and the agent's
+ClusterRole Events about anything in any namespace. A pod's
 ServiceAccount token is bound to the pod, and the API server puts who holds it in the request's user
 extras (``authentication.kubernetes.io/pod-name``, ``pod-uid``, and, with ``ServiceAccountTokenPodNodeInfo``
 — GA, on by default since v1.32 — ``node-name``). Two policies (``admissionregistration.k8s.io/v1``,
 GA since v1.30) compare those extras with the object, as the NodeRestriction admission plugin does
-for kubelets:
+for kubelets (the ServiceAccounts are those of the node namespace, ``Settings.node_namespace``):
 
 * :data:`EXPORTER_POLICY` — a write (create, update, patch) of a ``noderesourcetopologies`` object by
   the exporter's ServiceAccount is allowed only when the object's name is the token's node
   (``node-name`` extra): a compromised node cannot make the others look full or empty;
 * :data:`AGENT_POLICY` — an update or patch of ``pods/status`` by the agent's ServiceAccount is allowed
-  only on the token's own pod (``pod-name`` and ``pod-uid`` extras); the Events it creates must
-  regard that pod too. Bound to the install namespace, where the agent's Role grants those writes.
+  only on the token's own pod (``pod-name`` and ``pod-uid`` extras). Bound to the node namespace, where
+  the agent's Role grants those writes.
+* :data:`AGENT_EVENTS_POLICY` — a core/v1 Event created by the agent's ServiceAccount, in any namespace
+  (the agent reports containers waiting for CPUs on user pods, ``agent/waitreport.py``), must be about
+  a Pod (``involvedObject``: ``v1`` ``Pod`` of the Event's namespace) and name the token's node as its
+  reporter: ``source.host`` and ``reportingInstance`` both equal the ``node-name`` extra. A compromised
+  agent can still speak about any pod, but only as its own node, which every reader of the Event sees.
+  The agent holds no right on ``events.k8s.io`` Events (RBAC), so only the core group is matched.
 
 A request of those ServiceAccounts without the extras (a token not bound to a pod, e.g. from
 ``kubectl create token``) is refused: the node components run only as pods. Every other user is
@@ -29,6 +36,7 @@ from typing import Any
 from numaplane.operator.render_common import Settings, meta
 
 __all__ = [
+    "AGENT_EVENTS_POLICY",
     "AGENT_POLICY",
     "EXPORTER_POLICY",
     "NODE_NAME_EXTRA",
@@ -43,12 +51,14 @@ POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
 EXPORTER_POLICY = "numaplane-exporter-own-node"
 AGENT_POLICY = "numaplane-agent-own-pod"
+AGENT_EVENTS_POLICY = "numaplane-agent-events-own-node"
 _NRT_GROUP = "topology.node.k8s.io"
 _NRT_VERSIONS = ("v1alpha1", "v1alpha2")
 
 
 def _service_account(settings: Settings, name: str) -> str:
-    return f"system:serviceaccount:{settings.namespace}:{name}"
+    """The user name of node component ServiceAccount ``name`` (they live in the node namespace)."""
+    return f"system:serviceaccount:{settings.node_namespace}:{name}"
 
 
 def _extra(key: str) -> str:
@@ -125,7 +135,7 @@ def exporter_policy(settings: Settings) -> dict[str, Any]:
 
 
 def agent_policy(settings: Settings) -> dict[str, Any]:
-    """Status writes and Events of the agent's ServiceAccount: its own pod only (module docstring)."""
+    """Status writes of the agent's ServiceAccount: its own pod only (module docstring)."""
     user = _service_account(settings, "numaplane-agent")
     return _policy(
         AGENT_POLICY,
@@ -140,25 +150,14 @@ def agent_policy(settings: Settings) -> dict[str, Any]:
                         "operations": ["UPDATE"],
                         "resources": ["pods/status"],
                     },
-                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["events"]},
                 ]
             },
             "matchConditions": [{"name": "numaplane-agent", "expression": f"request.userInfo.username == '{user}'"}],
             "variables": [
                 {"name": "pod", "expression": _extra(POD_NAME_EXTRA)},
                 {"name": "uid", "expression": _extra(POD_UID_EXTRA)},
-                {
-                    "name": "target",
-                    "expression": "request.resource.resource == 'events'"
-                    " ? (has(object.involvedObject) && has(object.involvedObject.name)"
-                    " ? object.involvedObject.name : '') : request.name",
-                },
-                {
-                    "name": "targetUID",
-                    "expression": "request.resource.resource == 'events'"
-                    " ? (has(object.involvedObject) && has(object.involvedObject.uid) ? object.involvedObject.uid : '')"
-                    " : string(object.metadata.uid)",
-                },
+                {"name": "target", "expression": "request.name"},
+                {"name": "targetUID", "expression": "string(object.metadata.uid)"},
             ],
             "validations": [
                 {
@@ -166,10 +165,10 @@ def agent_policy(settings: Settings) -> dict[str, Any]:
                     " && (variables.targetUID == '' || variables.targetUID == variables.uid)",
                     "messageExpression": (
                         "variables.pod == ''"
-                        " ? 'numaplane-agent may write pod status and events only with a token bound to its pod"
+                        " ? 'numaplane-agent may write pod status only with a token bound to its pod"
                         f" (no {POD_NAME_EXTRA} in the request)'"
-                        " : 'numaplane-agent of pod ' + variables.pod + ' may write only its own pod\\'s status"
-                        " and events, not those of pod ' + variables.target"
+                        " : 'numaplane-agent of pod ' + variables.pod + ' may write only its own pod\\'s status,"
+                        " not that of pod ' + variables.target"
                     ),
                     "reason": "Forbidden",
                 }
@@ -178,11 +177,69 @@ def agent_policy(settings: Settings) -> dict[str, Any]:
     )
 
 
+def agent_events_policy(settings: Settings) -> dict[str, Any]:
+    """Events of the agent's ServiceAccount: about a Pod, reported as the token's node (module docstring)."""
+    user = _service_account(settings, "numaplane-agent")
+    involved = "object.involvedObject"
+    return _policy(
+        AGENT_EVENTS_POLICY,
+        "agent",
+        {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["events"]},
+                ]
+            },
+            "matchConditions": [{"name": "numaplane-agent", "expression": f"request.userInfo.username == '{user}'"}],
+            "variables": [
+                {"name": "node", "expression": _extra(NODE_NAME_EXTRA)},
+                {
+                    "name": "host",
+                    "expression": "has(object.source) && has(object.source.host) ? object.source.host : ''",
+                },
+                {
+                    "name": "instance",
+                    "expression": "has(object.reportingInstance) ? object.reportingInstance : ''",
+                },
+                {
+                    "name": "aboutPod",
+                    "expression": f"has({involved}.kind) && {involved}.kind == 'Pod'"
+                    f" && has({involved}.apiVersion) && {involved}.apiVersion == 'v1'"
+                    f" && has({involved}.namespace) && {involved}.namespace == request.namespace",
+                },
+            ],
+            "validations": [
+                {
+                    "expression": "variables.node != '' && variables.host == variables.node"
+                    " && variables.instance == variables.node",
+                    "messageExpression": (
+                        "variables.node == ''"
+                        " ? 'numaplane-agent may create Events only with a token bound to a pod on a node"
+                        f" (no {NODE_NAME_EXTRA} in the request)'"
+                        " : 'numaplane-agent on node ' + variables.node + ' may create Events only as that node"
+                        " (source.host ' + variables.host + ', reportingInstance ' + variables.instance + ')'"
+                    ),
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": "variables.aboutPod",
+                    "message": "numaplane-agent may create Events only about a v1 Pod of the Event's namespace",
+                    "reason": "Forbidden",
+                },
+            ],
+        },
+    )
+
+
 def admission_objects(settings: Settings) -> list[dict[str, Any]]:
-    """The two policies and their bindings (``Deny``) for the install namespace of ``settings``."""
+    """The three policies and their bindings (``Deny``); the agent's own-pod binding is limited to the
+    node namespace of ``settings`` (where its Role grants pod status writes), the others apply everywhere."""
     return [
         exporter_policy(settings),
         _binding(EXPORTER_POLICY, "exporter"),
         agent_policy(settings),
-        _binding(AGENT_POLICY, "agent", settings.namespace),
+        _binding(AGENT_POLICY, "agent", settings.node_namespace),
+        agent_events_policy(settings),
+        _binding(AGENT_EVENTS_POLICY, "agent"),
     ]

@@ -64,7 +64,7 @@ KIND_RESOURCES: dict[str, Resource] = {
         DEPLOYMENT,
     )
 }
-#: Kinds the operator prunes (namespaced ones only in the install namespace), in deletion order.
+#: Kinds the operator prunes (namespaced ones in the install and node namespaces only), in deletion order.
 PRUNABLE: tuple[Resource, ...] = (
     DAEMON_SET,
     DEPLOYMENT,
@@ -132,9 +132,10 @@ class SyncResult:
 class Applier:
     """Brings the cluster to a desired object list through a :class:`KubePort`."""
 
-    def __init__(self, kube: KubePort, namespace: str) -> None:
+    def __init__(self, kube: KubePort, namespaces: str | Sequence[str]) -> None:
+        """``namespaces``: where the operator writes (and prunes) namespaced objects."""
         self.kube = kube
-        self.namespace = namespace
+        self.namespaces: tuple[str, ...] = (namespaces,) if isinstance(namespaces, str) else tuple(namespaces)
 
     async def get(self, res: Resource, obj: Mapping[str, Any]) -> dict[str, Any] | None:
         md = obj.get("metadata") or {}
@@ -176,15 +177,15 @@ class Applier:
         selector = f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_OWNER}={owner_label}"
         pruned: list[ObjectId] = []
         for res in PRUNABLE:
-            namespace = self.namespace if res.namespaced else None
-            listing = await self.kube.list(res, namespace=namespace, label_selector=selector)
-            for obj in listing.items:
-                oid = (res.kind, *object_id(obj)[1:])
-                if oid in wanted:
-                    continue
-                try:
-                    await self.kube.delete(res, oid[2], namespace=namespace)
-                except NotFound:
-                    continue
-                pruned.append(oid)
+            for namespace in self.namespaces if res.namespaced else (None,):
+                listing = await self.kube.list(res, namespace=namespace, label_selector=selector)
+                for obj in listing.items:
+                    oid = (res.kind, *object_id(obj)[1:])
+                    if oid in wanted:
+                        continue
+                    try:
+                        await self.kube.delete(res, oid[2], namespace=namespace)
+                    except NotFound:
+                        continue
+                    pruned.append(oid)
         return pruned

@@ -40,7 +40,7 @@ from numaplane.kube.clock import Clock, SystemClock, format_time
 from numaplane.kube.errors import KubeError, NotFound
 from numaplane.kube.informer import EventHandlers, Informer
 from numaplane.kube.port import JsonObj, KubePort
-from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY, POD, Resource
+from numaplane.kube.resources import NAMESPACE, NODE, NODE_RESOURCE_TOPOLOGY, POD, Resource
 from numaplane.kube.worker import run_worker
 from numaplane.kube.workqueue import WorkQueue
 from numaplane.nrt.crd import crd_manifest as nrt_crd_manifest
@@ -63,6 +63,7 @@ from numaplane.operator.render_common import (
     LABEL_MANAGED_BY,
     LABEL_NODE_GROUP,
     LABEL_OWNER,
+    LABEL_PART_OF,
     MANAGED_BY,
     Settings,
 )
@@ -111,24 +112,48 @@ class Operator:
         self.clock: Clock = clock or SystemClock()
         self.metrics = metrics or Metrics.create()
         self.workers = workers
-        self.applier = Applier(kube, settings.namespace)
+        self.applier = Applier(kube, (settings.namespace, settings.node_namespace))
         self.queue: WorkQueue[str] = WorkQueue(clock=self.clock, name="operator")
         ns = settings.namespace
         self.informers = [
             Informer(kube, NUMA_RESOURCES_OPERATOR, clock=self.clock, resync_period_seconds=resync_period_seconds),
             Informer(kube, NUMA_RESOURCES_SCHEDULER, clock=self.clock, resync_period_seconds=resync_period_seconds),
             Informer(kube, NODE_RESOURCE_POLICY, clock=self.clock),
-            Informer(kube, POD, namespace=ns, label_selector=f"{LABEL_COMPONENT}=agent", clock=self.clock),
+            Informer(
+                kube,
+                POD,
+                namespace=settings.node_namespace,
+                label_selector=f"{LABEL_COMPONENT}=agent",
+                clock=self.clock,
+            ),
             Informer(kube, NODE, clock=self.clock),
             Informer(kube, NODE_RESOURCE_TOPOLOGY, clock=self.clock),
         ]
         # Every kind the operator owns (and prunes), ours only: a deleted or edited object brings its
         # owner's reconcile back at once, which re-applies it (issue 25 item 15).
         owned = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+        # Namespaced kinds are watched in both namespaces (the operator's Roles are per namespace).
         self.owned_informers = [
-            Informer(kube, res, namespace=ns if res.namespaced else None, label_selector=owned, clock=self.clock)
+            Informer(
+                kube,
+                res,
+                namespace=where,
+                label_selector=owned,
+                clock=self.clock,
+                name=f"{res.plural}-{where}" if where else res.plural,
+            )
             for res in PRUNABLE
+            for where in ((ns, settings.node_namespace) if res.namespaced else (None,))
         ]
+        # The two namespaces too (never pruned, so not PRUNABLE): their Pod Security labels are what keeps
+        # privileged pods out of the install namespace, so a change to them is undone at once.
+        self.namespace_informer = Informer(
+            kube,
+            NAMESPACE,
+            label_selector=f"{LABEL_COMPONENT}=namespace,{LABEL_PART_OF}=numaplane",
+            clock=self.clock,
+        )
+        self.owned_informers.append(self.namespace_informer)
         self._wire()
 
     # ------------------------------------------------------------------ wiring
@@ -153,7 +178,10 @@ class Operator:
 
         nrp_inf.add_handler(self._handlers(on_policy))
         for informer in self.owned_informers:
-            informer.add_handler(self._handlers(self._owned_changed))
+            if informer is self.namespace_informer:
+                informer.add_handler(self._handlers(self._namespace_changed))
+            else:
+                informer.add_handler(self._handlers(self._owned_changed))
         pod_inf.add_handler(self._handlers(lambda _o: self._enqueue_policies()))
         # Nothing the operator renders depends on Nodes (DaemonSets select them; their status says how
         # many are ready): a Node event only matters for NRT collection, when a Node goes or its
@@ -176,6 +204,12 @@ class Operator:
             self.queue.add(SCHEDULER_KEY)
         elif owner == nro_api.KIND.lower():
             self.queue.add(OPERATOR_KEY)
+
+    def _namespace_changed(self, obj: JsonObj) -> None:
+        """One of our two namespaces changed or went: both controllers render it, both re-apply it."""
+        if (obj.get("metadata") or {}).get("name") in (self.settings.namespace, self.settings.node_namespace):
+            self.queue.add(OPERATOR_KEY)
+            self.queue.add(SCHEDULER_KEY)
 
     def _node_labels_changed(self, old: JsonObj, new: JsonObj) -> None:
         if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
@@ -327,12 +361,12 @@ class Operator:
         keep: set[ObjectId] = set()
         for group in frozen:
             if group not in assignment.by_group:
-                cm = ("ConfigMap", self.settings.namespace, policy_configmap_name(group))
+                cm = ("ConfigMap", self.settings.node_namespace, policy_configmap_name(group))
                 desired = [o for o in desired if object_id(o) != cm]
                 keep.add(cm)
         result = await self.applier.sync(desired, owner_label=owner_label, keep=keep, create_only=SHARED_OBJECTS)
         self._count(result.applied, result.pruned)
-        state, groups, ready = operator_progress(nro, result.live, self.settings.namespace)
+        state, groups, ready = operator_progress(nro, result.live, self.settings.node_namespace)
         status: dict[str, Any] = {
             "observedGeneration": meta.generation,
             "conditions": conditions(
@@ -465,7 +499,7 @@ class Operator:
             nodes: list[dict[str, Any]] = []
         else:
             selector = f"{LABEL_COMPONENT}=agent,{LABEL_NODE_GROUP}={policy.node_group}"
-            pods = (await self.kube.list(POD, namespace=self.settings.namespace, label_selector=selector)).items
+            pods = (await self.kube.list(POD, namespace=self.settings.node_namespace, label_selector=selector)).items
             nodes = policy_nodes(pods, policy.revision)
             state = policy_progress(nodes)
         status.update(

@@ -4,8 +4,9 @@
 
     kustomization.yaml            resources: crd, rbac, operator, admission
     crd/        kustomization.yaml, one file per CRD (the NRT CRD's content comes from numaplane.nrt)
-    rbac/       kustomization.yaml, service_account, cluster_role(+binding), role(+binding)
-    operator/   kustomization.yaml, namespace, deployment, service, network_policy
+    rbac/       kustomization.yaml, service_account, cluster_role(+binding), role(+binding),
+                node_role(+binding) (the operator's rights in the node namespace)
+    operator/   kustomization.yaml, namespace, node_namespace, deployment, service, network_policy
     admission/  kustomization.yaml, one file per ValidatingAdmissionPolicy(+Binding), by object name
     samples/    kustomization.yaml, one custom resource per file (not part of the base install)
 
@@ -67,15 +68,18 @@ def deploy_files(settings: Settings | None = None) -> dict[str, str]:
     for obj in render_install(settings):
         kind = obj["kind"]
         name = obj["metadata"]["name"]
+        # the node namespace and what lives in it: the same file names with a ``node_`` prefix
+        node = settings.node_namespace in (obj["metadata"].get("namespace"), name if kind == "Namespace" else None)
+        prefix = "node_" if node else ""
         if kind == "CustomResourceDefinition":
             path = NRT_CRD_FILE if name == nrt_name else f"crd/{name}.yaml"
             crd_files.append(path.split("/", 1)[1])
         elif kind in _RBAC_FILES:
-            path = f"rbac/{_RBAC_FILES[kind]}"
-            rbac_files.append(_RBAC_FILES[kind])
+            path = f"rbac/{prefix}{_RBAC_FILES[kind]}"
+            rbac_files.append(f"{prefix}{_RBAC_FILES[kind]}")
         elif kind in _OPERATOR_FILES:
-            path = f"operator/{_OPERATOR_FILES[kind]}"
-            operator_files.append(_OPERATOR_FILES[kind])
+            path = f"operator/{prefix}{_OPERATOR_FILES[kind]}"
+            operator_files.append(f"{prefix}{_OPERATOR_FILES[kind]}")
         elif kind in _ADMISSION_KINDS:
             name_file = f"{_ADMISSION_KINDS[kind]}.{name}.yaml"
             path = f"admission/{name_file}"

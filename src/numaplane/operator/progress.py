@@ -27,7 +27,9 @@ def operator_progress(
 ) -> tuple[State, list[dict[str, Any]], list[dict[str, str]]]:
     """The operator's state, its ``nodeGroups`` status and the ready DaemonSets, from the live
     DaemonSets of namespace ``ns``: a group is ready when every one of its DaemonSets has as many
-    ready pods as it wants and its controller has observed the current generation."""
+    ready pods as it wants, all of the current template (``updatedNumberScheduled``, which the API
+    server omits when 0), and its controller has observed the current generation. Ready pods of an
+    older template are a rollout still to come, not an available stack."""
     groups, ready, updating = [], [], []
     for group in nro.node_groups:
         names = [exporter_name(group.name)]
@@ -38,10 +40,11 @@ def operator_progress(
             ds = live.get(("DaemonSet", ns, name)) or {}
             st = ds.get("status") or {}
             want, have = int(st.get("desiredNumberScheduled") or 0), int(st.get("numberReady") or 0)
+            updated = int(st.get("updatedNumberScheduled") or 0)
             current = int(st.get("observedGeneration") or 0) >= int((ds.get("metadata") or {}).get("generation") or 0)
             if name == exporter_name(group.name):
                 desired_nodes, ready_nodes = want, have
-            if want == have and (current or not st):
+            if not st or (want == have and updated >= want and current):
                 ready.append({"namespace": ns, "name": name})
             else:
                 updating.append(name)
@@ -62,8 +65,12 @@ def operator_progress(
 
 
 def related_objects(desired: list[dict[str, Any]], namespace: str) -> list[dict[str, str]]:
-    """``status.relatedObjects`` for the rendered objects ``desired`` (namespace, NRTs, workloads)."""
+    """``status.relatedObjects`` for the rendered objects ``desired``: the namespaces (``namespace`` first,
+    then every other rendered one), NRTs, workloads (each in its own namespace)."""
     out = [{"group": "", "resource": "namespaces", "name": namespace}]
+    for o in desired:
+        if o["kind"] == "Namespace" and o["metadata"]["name"] != namespace:
+            out.append({"group": "", "resource": "namespaces", "name": o["metadata"]["name"]})
     if any(o["kind"] == "CustomResourceDefinition" for o in desired):
         out.append({"group": "topology.node.k8s.io", "resource": "noderesourcetopologies", "name": ""})
     for o in desired:
@@ -72,7 +79,7 @@ def related_objects(desired: list[dict[str, Any]], namespace: str) -> list[dict[
                 {
                     "group": "apps",
                     "resource": o["kind"].lower() + "s",
-                    "namespace": namespace,
+                    "namespace": o["metadata"].get("namespace") or namespace,
                     "name": o["metadata"]["name"],
                 }
             )

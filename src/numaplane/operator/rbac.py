@@ -4,7 +4,11 @@ Invariants (tested): no ``*`` in verbs, API groups, resources or resource names;
 writes nothing but ``noderesourcetopologies``; the operator holds every permission it grants
 (the API server refuses to create a Role granting more than its creator holds, and we grant no
 ``escalate``/``bind``), computed as the union of the operand rules so the two cannot drift;
-namespaced permissions live in Roles of the install namespace, not in ClusterRoles.
+namespaced permissions live in Roles of the namespace they concern, not in ClusterRoles: the install
+namespace (operator, scheduler) and the node namespace (exporter and agent DaemonSets, issue 25 item 13).
+The operator may create workloads only where it runs them: Deployments in the install namespace,
+DaemonSets in the node namespace (and read and delete the other kind, to prune what an earlier layout
+left there).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ __all__ = [
     "merge_rules",
     "operator_cluster_rules",
     "operator_namespace_rules",
+    "operator_node_namespace_rules",
     "role",
     "scheduler_cluster_rules",
     "scheduler_namespace_rules",
@@ -96,15 +101,14 @@ AGENT_CLUSTER_RULES: tuple[Rule, ...] = (
     # the DRA hint provider (node config ``dra.enabled``): a pod's claims and the node's devices
     Rule.of(["resource.k8s.io"], ["resourceclaims", "resourceslices"], READ),
     # a container that waits in the shared pool for CPUs, and its pinning, as Events on its pod
-    # (agent/waitreport.py)
+    # (agent/waitreport.py), and a take-over verdict as an Event on the agent's own pod: core/v1 Events
+    # only (the agent never uses events.k8s.io), create only; the admission policy
+    # ``numaplane-agent-events-own-node`` keeps them to pods and to the token's node
     Rule.of([""], ["events"], ["create"]),
 )
-#: The agent reports whether it applied its policy as a condition on its own pod, and a take-over
-#: refusal also as an Event on that pod (in the install namespace).
-AGENT_NAMESPACE_RULES: tuple[Rule, ...] = (
-    Rule.of([""], ["pods/status"], ["get", "patch", "update"]),
-    Rule.of([""], ["events"], ["create"]),
-)
+#: The agent reports whether it applied its policy as a condition on its own pod (in the node
+#: namespace; the admission policy ``numaplane-agent-own-pod`` keeps it to that pod).
+AGENT_NAMESPACE_RULES: tuple[Rule, ...] = (Rule.of([""], ["pods/status"], ["get", "patch", "update"]),)
 
 _EVENTS = (Rule.of(["", "events.k8s.io"], ["events"], ["create", "patch", "update"]),)
 STANDALONE_SCHEDULER_CLUSTER_RULES: tuple[Rule, ...] = (
@@ -185,12 +189,15 @@ def scheduler_namespace_rules() -> tuple[Rule, ...]:
 
 #: ClusterRoles and ClusterRoleBindings the operator renders (its update/delete rights are limited to these).
 OPERAND_CLUSTER_ROLE_NAMES = ("numaplane-exporter", "numaplane-agent", "numaplane-scheduler")
-NAMESPACED_MANAGED = (
+_COMMON_MANAGED = (
     ("", ("configmaps", "services", "serviceaccounts")),
-    ("apps", ("daemonsets", "deployments")),
     ("networking.k8s.io", ("networkpolicies",)),
     ("rbac.authorization.k8s.io", ("roles", "rolebindings")),
 )
+#: What the operator writes in the install namespace (the scheduler's objects) ...
+INSTALL_NAMESPACE_MANAGED = (*_COMMON_MANAGED, ("apps", ("deployments",)))
+#: ... and in the node namespace (the exporters' and agents' objects).
+NODE_NAMESPACE_MANAGED = (*_COMMON_MANAGED, ("apps", ("daemonsets",)))
 
 
 def operator_cluster_rules(settings: Settings) -> tuple[Rule, ...]:
@@ -210,7 +217,7 @@ def operator_cluster_rules(settings: Settings) -> tuple[Rule, ...]:
             ["noderesourcetopologies.topology.node.k8s.io"],
         ),
         Rule.of([""], ["namespaces"], [*READ, "create"]),
-        Rule.of([""], ["namespaces"], ["update", "patch"], [settings.namespace]),
+        Rule.of([""], ["namespaces"], ["update", "patch"], [settings.namespace, settings.node_namespace]),
         Rule.of(["rbac.authorization.k8s.io"], ["clusterroles", "clusterrolebindings"], [*READ, "create"]),
         Rule.of(
             ["rbac.authorization.k8s.io"],
@@ -232,15 +239,29 @@ def operator_cluster_rules(settings: Settings) -> tuple[Rule, ...]:
 
 
 def operator_namespace_rules() -> tuple[Rule, ...]:
-    """Rights in the install namespace: the operands' objects, leader election, operand Role rules."""
-    managed = [Rule.of([g], res, [*READ, *WRITE]) for g, res in NAMESPACED_MANAGED]
+    """Rights in the install namespace: the scheduler's objects, leader election, the scheduler's Role
+    rules; DaemonSets only read and deleted (pruning those of the layout before the node namespace)."""
+    managed = [Rule.of([g], res, [*READ, *WRITE]) for g, res in INSTALL_NAMESPACE_MANAGED]
     return merge_rules(
         managed,
+        [Rule.of(["apps"], ["daemonsets"], [*READ, "delete"])],
         _leases(OPERATOR_LEASE),
         [Rule.of([""], ["pods"], READ)],
         [Rule.of(["", "events.k8s.io"], ["events"], ["create", "patch"])],
-        AGENT_NAMESPACE_RULES,
         scheduler_namespace_rules(),
+    )
+
+
+def operator_node_namespace_rules() -> tuple[Rule, ...]:
+    """Rights in the node namespace: the node components' objects (the only place it creates DaemonSets),
+    their pods (read: the agents report their policy there), the agent's Role rules; Deployments only
+    read and deleted (the operator prunes every kind it owns in both namespaces)."""
+    managed = [Rule.of([g], res, [*READ, *WRITE]) for g, res in NODE_NAMESPACE_MANAGED]
+    return merge_rules(
+        managed,
+        [Rule.of(["apps"], ["deployments"], [*READ, "delete"])],
+        [Rule.of([""], ["pods"], READ)],
+        AGENT_NAMESPACE_RULES,
     )
 
 
@@ -258,9 +279,18 @@ def role(
 
 
 def binding(
-    kind: str, name: str, component: str, role_name: str, service_account: str, settings: Settings, owner: Owner | None
+    kind: str,
+    name: str,
+    component: str,
+    role_name: str,
+    service_account: str,
+    settings: Settings,
+    owner: Owner | None,
+    *,
+    subject_namespace: str | None = None,
 ) -> dict[str, Any]:
-    """A ``RoleBinding`` or ``ClusterRoleBinding`` of ``role_name`` to one service account."""
+    """A ``RoleBinding`` (in ``settings.namespace``) or ``ClusterRoleBinding`` of ``role_name`` to one
+    service account, of ``subject_namespace`` (default: ``settings.namespace``)."""
     namespace = settings.namespace if kind == "RoleBinding" else None
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -271,5 +301,7 @@ def binding(
             "kind": "Role" if kind == "RoleBinding" else "ClusterRole",
             "name": role_name,
         },
-        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": settings.namespace}],
+        "subjects": [
+            {"kind": "ServiceAccount", "name": service_account, "namespace": subject_namespace or settings.namespace}
+        ],
     }

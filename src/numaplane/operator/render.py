@@ -2,15 +2,17 @@
 
 Two entry points:
 
-* :func:`render_stack` — what the controllers apply for the given custom resources: the namespace
-  (Pod Security labels), the NodeResourceTopology CRD (unless the NUMAResourcesOperator says the
-  cluster manages it), everything the NUMAResourcesOperator owns (exporter/agent DaemonSets, policy
-  ConfigMaps, RBAC, network policies, metrics Services) and everything the NUMAResourcesScheduler
-  owns. Objects carry ownerReferences when the resources carry a ``uid``.
-* :func:`render_install` — the default install (``deploy/``): namespace, the three numaplane.io
-  CRDs and the NRT CRD, the operator's RBAC, Deployment, metrics Service and network policy, and the
-  admission policies that keep each exporter and agent to its own node and pod
-  (:mod:`numaplane.operator.admission`).
+* :func:`render_stack` — what the controllers apply for the given custom resources: the install
+  namespace (Pod Security ``restricted``) and the node namespace (``privileged``: the root DaemonSets),
+  the NodeResourceTopology CRD (unless the NUMAResourcesOperator says the cluster manages it),
+  everything the NUMAResourcesOperator owns (exporter/agent DaemonSets, policy ConfigMaps, RBAC,
+  network policies, metrics Services; in the node namespace) and everything the
+  NUMAResourcesScheduler owns (in the install namespace). Objects carry ownerReferences when the
+  resources carry a ``uid``.
+* :func:`render_install` — the default install (``deploy/``): both namespaces, the three numaplane.io
+  CRDs and the NRT CRD, the operator's RBAC (a Role in each namespace), Deployment, metrics Service
+  and network policy, and the admission policies that keep each exporter and agent to its own node
+  and pod (:mod:`numaplane.operator.admission`).
 
 No I/O, no clock, no randomness: the same inputs give the same list (sorted by kind order, then
 namespace and name), which is what makes "a second reconcile writes nothing" and the CI drift check
@@ -37,7 +39,13 @@ from numaplane.operator.api.policy import NodeResourcePolicy
 from numaplane.operator.api.scheduler import NUMAResourcesScheduler
 from numaplane.operator.crds import all_crds
 from numaplane.operator.errors import SpecError
-from numaplane.operator.rbac import binding, operator_cluster_rules, operator_namespace_rules, role
+from numaplane.operator.rbac import (
+    binding,
+    operator_cluster_rules,
+    operator_namespace_rules,
+    operator_node_namespace_rules,
+    role,
+)
 from numaplane.operator.render_common import (
     HEALTH_PORT,
     METRICS_PORT,
@@ -112,24 +120,40 @@ def sort_objects(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(objects, key=key)
 
 
-def namespace_object(settings: Settings) -> dict[str, Any]:
-    """The install namespace. Node components mount host paths, so Pod Security must allow
-    ``privileged``; auditing at ``baseline`` keeps anything else that lands here visible."""
-    md = meta(settings.namespace, "namespace")
+def _namespace(name: str, enforce: str, audit: str) -> dict[str, Any]:
+    md = meta(name, "namespace")
     md["labels"].update(
         {
-            "pod-security.kubernetes.io/enforce": "privileged",
+            "pod-security.kubernetes.io/enforce": enforce,
             "pod-security.kubernetes.io/enforce-version": "latest",
-            "pod-security.kubernetes.io/audit": "baseline",
+            "pod-security.kubernetes.io/audit": audit,
             "pod-security.kubernetes.io/audit-version": "latest",
         }
     )
+    if audit == enforce:  # where nothing may break the level, also warn whoever applies a workload
+        md["labels"].update(
+            {"pod-security.kubernetes.io/warn": audit, "pod-security.kubernetes.io/warn-version": "latest"}
+        )
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": md}
+
+
+def namespace_object(settings: Settings) -> dict[str, Any]:
+    """The install namespace: Pod Security ``restricted`` (every pod the operator puts there — operator,
+    scheduler — runs as non-root with no capabilities, no escalation, seccomp ``RuntimeDefault``)."""
+    return _namespace(settings.namespace, "restricted", "restricted")
+
+
+def node_namespace_object(settings: Settings) -> dict[str, Any]:
+    """The node namespace: the exporter and agent DaemonSets mount host paths and run as root, so Pod
+    Security must allow ``privileged`` here; auditing at ``baseline`` keeps anything else that lands here
+    visible (no ``warn``: the operator's own DaemonSets would warn at every apply). Only the operator may create workloads in it (its Role there; no other ServiceAccount of
+    the install holds any right in it)."""
+    return _namespace(settings.node_namespace, "privileged", "baseline")
 
 
 def render_stack(inputs: Inputs, settings: Settings) -> list[dict[str, Any]]:
     """Desired state of the operands for ``inputs`` (see the module docstring)."""
-    out = [namespace_object(settings)]
+    out = [namespace_object(settings), node_namespace_object(settings)]
     if inputs.operator is not None:
         if inputs.operator.manage_nrt_crd:
             out.append(nrt_crd_manifest())
@@ -148,6 +172,7 @@ def operator_deployment(settings: Settings) -> dict[str, Any]:
         "args": [
             "operator",
             "--namespace=$(POD_NAMESPACE)",
+            f"--node-namespace={settings.node_namespace}",
             f"--image={settings.image}",
             *node_path_args(settings),
             "--leader-elect",
@@ -187,6 +212,7 @@ def render_install(settings: Settings) -> list[dict[str, Any]]:
     selector = {"matchLabels": component_labels(OPERATOR)}
     objects = [
         namespace_object(settings),
+        node_namespace_object(settings),
         *all_crds(),
         nrt_crd_manifest(),
         service_account(OPERATOR_NAME, OPERATOR, settings, None),
@@ -194,6 +220,18 @@ def render_install(settings: Settings) -> list[dict[str, Any]]:
         binding("ClusterRoleBinding", OPERATOR_NAME, OPERATOR, OPERATOR_NAME, OPERATOR_NAME, settings, None),
         role("Role", OPERATOR_NAME, OPERATOR, operator_namespace_rules(), settings, None),
         binding("RoleBinding", OPERATOR_NAME, OPERATOR, OPERATOR_NAME, OPERATOR_NAME, settings, None),
+        # the node namespace: the only other place the operator writes (it runs no pod there itself)
+        role("Role", OPERATOR_NAME, OPERATOR, operator_node_namespace_rules(), settings.for_nodes(), None),
+        binding(
+            "RoleBinding",
+            OPERATOR_NAME,
+            OPERATOR,
+            OPERATOR_NAME,
+            OPERATOR_NAME,
+            settings.for_nodes(),
+            None,
+            subject_namespace=settings.namespace,
+        ),
         metrics_service("numaplane-operator-metrics", OPERATOR, component_labels(OPERATOR), settings, None),
         network_policy(OPERATOR_NAME, OPERATOR, selector, settings, None),
         operator_deployment(settings),

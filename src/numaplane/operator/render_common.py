@@ -12,6 +12,7 @@ Pure: values in, JSON-ready dicts out. Label contract (what pruning relies on):
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from numaplane import __version__
 from numaplane.operator.api.meta import API_VERSION, GROUP, valid_dns_label
 
 __all__ = [
+    "DEFAULT_NODE_NAMESPACE",
     "LABEL_COMPONENT",
     "LABEL_MANAGED_BY",
     "LABEL_NODE_GROUP",
@@ -35,6 +37,10 @@ __all__ = [
 
 DEFAULT_IMAGE = f"ghcr.io/numaplane/numaplane:v{__version__}"
 DEFAULT_NAMESPACE = "numaplane-system"
+#: Where the node components that run as root (exporter, agent) live, apart from the install namespace
+#: (issue 25 item 13): only this namespace allows ``privileged`` pods, and only the operator creates
+#: workloads in it.
+DEFAULT_NODE_NAMESPACE = "numaplane-node"
 
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_PART_OF = "app.kubernetes.io/part-of"
@@ -97,11 +103,15 @@ def namespace_problem(namespace: str) -> str | None:
 class Settings:
     """Install-wide settings (operator flags, ``numaplane render`` options), not part of any CR.
 
-    Paths are host paths on the nodes. ``api_server_ports`` are the TCP ports the network policies
-    allow egress to (the ``kubernetes`` Service port and the usual apiserver endpoint port).
+    ``namespace`` is the install namespace (operator, scheduler: Pod Security ``restricted``);
+    ``node_namespace`` holds the node components' DaemonSets and what they use (Pod Security
+    ``privileged``); the two always differ. Paths are host paths on the nodes. ``api_server_ports`` are
+    the TCP ports the network policies allow egress to (the ``kubernetes`` Service port and the usual
+    apiserver endpoint port).
     """
 
     namespace: str = DEFAULT_NAMESPACE
+    node_namespace: str = DEFAULT_NODE_NAMESPACE
     image: str = DEFAULT_IMAGE
     image_pull_policy: str = "IfNotPresent"
     kubelet_podresources_dir: str = "/var/lib/kubelet/pod-resources"
@@ -111,6 +121,10 @@ class Settings:
     state_dir: str = "/var/lib/numaplane"
     run_dir: str = "/run/numaplane"
     api_server_ports: tuple[int, ...] = (443, 6443)
+
+    def for_nodes(self) -> Settings:
+        """These settings with ``namespace`` set to the node namespace: what the node objects render with."""
+        return dataclasses.replace(self, namespace=self.node_namespace)
 
 
 #: Host paths on the nodes that differ between distributions: (Settings field, operator/render flag, help).

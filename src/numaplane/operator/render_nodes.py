@@ -1,5 +1,8 @@
 """Node-side objects of a ``NUMAResourcesOperator``: exporter and agent DaemonSets and what they need.
 
+Every namespaced object here lives in the node namespace (``Settings.node_namespace``, default
+``numaplane-node``, Pod Security ``privileged``), never in the install namespace (``restricted``).
+
 Per node group ``<g>``: DaemonSet ``numaplane-exporter-<g>``; in ``agent`` mode also DaemonSet
 ``numaplane-agent-<g>`` and ConfigMap ``numaplane-policy-<g>`` (the agents' config document, from
 the group's ``NodeResourcePolicy`` or the default). Shared: service accounts, RBAC, a network policy
@@ -28,7 +31,8 @@ always passed, so switching a group's refresh mode never restarts its agents), `
 (the configuration in force, for the exporter), ``--kubelet-config``
 (the kubelet's configuration file, mounted read-only: the take-over check refuses to enforce while
 the kubelet's static managers are on), ``--watch-pods`` (exact requests from the node's Pods; its
-RBAC allows reading pods, writing its own pod's status and creating Events in its namespace),
+RBAC allows reading pods, writing its own pod's status in its namespace and creating Events; the admission
+policies of :mod:`numaplane.operator.admission` keep both to its own pod and node),
 ``--sysfs-root``, bind addresses, log level; ``POD_NAME`` and ``POD_NAMESPACE`` from the downward API, so that the agent
 reports the policy revision it applied or rejected as the condition
 :data:`numaplane.operator.status.POLICY_CONDITION` on its own pod (:mod:`numaplane.operator.status`
@@ -366,7 +370,10 @@ def policy_configmap(group: NodeGroup, document: Mapping[str, Any], settings: Se
 def render_node_objects(
     nro: NUMAResourcesOperator, policies: Sequence[NodeResourcePolicy], settings: Settings
 ) -> list[dict[str, Any]]:
-    """Every object the NUMAResourcesOperator owns (unordered; :mod:`.render` sorts)."""
+    """Every object the NUMAResourcesOperator owns (unordered; :mod:`.render` sorts), all namespaced ones in
+    the node namespace (``settings.node_namespace``): the DaemonSets run as root, so they live where Pod
+    Security allows it and nothing but the operator creates workloads."""
+    settings = settings.for_nodes()
     owner = Owner(NRO_KIND, nro.metadata.name, nro.metadata.uid)
     assignment = assign_policies(nro, policies)
     agent_groups = [g for g in nro.node_groups if g.enforcement is Enforcement.AGENT]
