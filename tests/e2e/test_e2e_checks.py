@@ -114,6 +114,20 @@ def test_operator_and_daemon_sets() -> None:
     assert check_daemon_sets(_view(daemon_sets=ds))[0].message == "DaemonSet numaplane-exporter-w: 1 of 2 pods ready"
     ds = {"numaplane-exporter-w": {"status": {"desiredNumberScheduled": 0, "numberReady": 0}}}
     assert check_daemon_sets(_view(daemon_sets=ds))[0].status is Status.WARN
+    done = {"desiredNumberScheduled": 2, "numberReady": 2, "updatedNumberScheduled": 2, "observedGeneration": 3}
+    ds = {"numaplane-exporter-w": {"metadata": {"generation": 3}, "status": done}}
+    assert check_daemon_sets(_view(daemon_sets=ds))[0].status is Status.PASS
+    # every pod ready, but one of the previous template (the group just switched mode, say): not a PASS
+    ds = {"numaplane-exporter-w": {"metadata": {"generation": 3}, "status": {**done, "updatedNumberScheduled": 1}}}
+    rolling = check_daemon_sets(_view(daemon_sets=ds))[0]
+    assert rolling.status is Status.FAIL
+    assert rolling.message == (
+        "DaemonSet numaplane-exporter-w: rolling out, 1 of 2 pods run the current template"
+        " (re-run when the rollout is done)"
+    )
+    # the DaemonSet controller has not yet seen the new template at all
+    ds = {"numaplane-exporter-w": {"metadata": {"generation": 4}, "status": done}}
+    assert check_daemon_sets(_view(daemon_sets=ds))[0].status is Status.FAIL
 
 
 def _without_memory(nrt: dict[str, Any], policy: str = "single-numa-node") -> dict[str, Any]:

@@ -9,7 +9,8 @@ API server's node proxy). What each check asserts:
                   every served version answers (the API server really serves them)
 ``operator``      the operator Deployment is available and the ``NUMAResourcesOperator`` reports
                   ``Available`` (else its ``Degraded`` / ``Progressing`` message)
-``daemonsets``    every node group's exporter (and agent, in agent mode) DaemonSet has all pods ready
+``daemonsets``    every node group's exporter (and agent, in agent mode) DaemonSet has all pods ready,
+                  every one of its current template (a rollout in progress is a FAIL)
                   (a group that selects no node is a warning: label its nodes)
 ``nrt/<node>``    per selected node: an NRT exists, is owned by this Node (not a deleted one of the
                   same name), its ``Node`` zones' CPU capacity adds up to the Node's capacity and
@@ -209,10 +210,20 @@ def check_daemon_sets(view: ClusterView) -> list[CheckResult]:
             status = ds.get("status") or {}
             desired = int(status.get("desiredNumberScheduled") or 0)
             ready = int(status.get("numberReady") or 0)
+            # the API server omits updatedNumberScheduled when it is 0
+            updated = int(status.get("updatedNumberScheduled") or 0)
+            generation = int((ds.get("metadata") or {}).get("generation") or 0)
+            observed = int(status.get("observedGeneration") or 0)
             if desired == 0:
                 notes.append(f"DaemonSet {name} selects no node: label nodes for group {group.name!r}")
             elif ready < desired:
                 problems.append(f"DaemonSet {name}: {ready} of {desired} pods ready")
+            elif updated < desired or observed < generation:
+                # ready pods of an older template: what they publish or enforce is the old configuration
+                problems.append(
+                    f"DaemonSet {name}: rolling out, {updated} of {desired} pods run the current template"
+                    " (re-run when the rollout is done)"
+                )
     if problems:
         return [_timed("daemonsets", started, Status.FAIL, problems[0], *problems[1:], *notes)]
     if notes:
