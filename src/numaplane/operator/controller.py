@@ -47,7 +47,7 @@ from numaplane.nrt.crd import crd_manifest as nrt_crd_manifest
 from numaplane.operator.api import numaresources as nro_api
 from numaplane.operator.api import policy as nrp_api
 from numaplane.operator.api import scheduler as nrs_api
-from numaplane.operator.api.meta import GROUP, VERSION, ObjectMeta
+from numaplane.operator.api.meta import GROUP, VERSION, is_paused, read_meta
 from numaplane.operator.api.numaresources import NUMAResourcesOperator
 from numaplane.operator.api.policy import NodeResourcePolicy
 from numaplane.operator.api.scheduler import NUMAResourcesScheduler
@@ -313,7 +313,7 @@ class Operator:
     async def _degrade(
         self, res: Resource, live: JsonObj, exc: SpecError, extra: Mapping[str, Any] | None = None
     ) -> None:
-        meta = ObjectMeta.read(live)
+        meta = read_meta(live)
         previous = dict(live.get("status") or {})
         status = {
             **previous,
@@ -347,8 +347,8 @@ class Operator:
             self._count([], pruned)
             self.queue.add(NRT_GC_KEY)  # its nodes left the stack: their NRT objects go too
             return None
-        meta = ObjectMeta.read(live)
-        if meta.paused:
+        meta = read_meta(live)
+        if is_paused(meta):
             return None
         try:
             nro = NUMAResourcesOperator.from_dict(live)
@@ -386,7 +386,7 @@ class Operator:
         live = await self._get(NUMA_RESOURCES_OPERATOR, nro_api.SINGLETON_NAME)
         if live is None:
             return []
-        if ObjectMeta.read(live).paused:
+        if is_paused(read_meta(live)):
             return None
         try:
             nro = NUMAResourcesOperator.from_dict(live)
@@ -433,8 +433,8 @@ class Operator:
         if live is None:
             self._count([], await self.applier.prune(owner_label, set()))
             return None
-        meta = ObjectMeta.read(live)
-        if meta.paused:
+        meta = read_meta(live)
+        if is_paused(meta):
             return None
         try:
             nrs = NUMAResourcesScheduler.from_dict(live)
@@ -476,8 +476,8 @@ class Operator:
         live = await self._get(NODE_RESOURCE_POLICY, name)
         if live is None:
             return None
-        meta = ObjectMeta.read(live)
-        if meta.paused:
+        meta = read_meta(live)
+        if is_paused(meta):
             return None
         try:
             policy = NodeResourcePolicy.from_dict(live)
