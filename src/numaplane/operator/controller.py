@@ -71,6 +71,7 @@ from numaplane.operator.render_nodes import policy_configmap_name
 from numaplane.operator.render_scheduler import NAME as SCHEDULER_DEPLOYMENT
 from numaplane.operator.status import State, conditions, policy_nodes, same_status
 from numaplane.resources.duration import format_duration
+from numaplane.resources.meta import labels_of, name_of
 from numaplane.supervisor import Supervisor
 
 __all__ = ["NODE_RESOURCE_POLICY", "NUMA_RESOURCES_OPERATOR", "NUMA_RESOURCES_SCHEDULER", "Operator"]
@@ -84,9 +85,7 @@ OPERATOR_KEY = "operator"
 SCHEDULER_KEY = "scheduler"
 NRT_GC_KEY = "nrt-gc"
 #: Objects other tools may own too: created when missing, never re-applied (no fight over fields).
-SHARED_OBJECTS: frozenset[ObjectId] = frozenset(
-    {("CustomResourceDefinition", "", nrt_crd_manifest()["metadata"]["name"])}
-)
+SHARED_OBJECTS: frozenset[ObjectId] = frozenset({("CustomResourceDefinition", "", name_of(nrt_crd_manifest()))})
 PROGRESS_REQUEUE_SECONDS = 5.0
 #: The label our exporter puts on the NRT objects it writes (``numaplane.exporter.scan``; the
 #: operator may not import the exporter, a test checks the two agree).
@@ -403,7 +402,7 @@ class Operator:
         if not nrts:
             return
         node_labels: dict[str, Mapping[str, str]] = {
-            o["metadata"]["name"]: (o["metadata"].get("labels") or {}) for o in (await self.kube.list(NODE)).items
+            name_of(o): labels_of(o) for o in (await self.kube.list(NODE)).items
         }
         selectors = await self._stack_selectors()
         for nrt in nrts:

@@ -20,7 +20,7 @@ Invariants:
   (``path`` names the field, ``expected`` is one of the ``EXPECT_*`` phrases); with a ``report``
   callback it reports each problem and keeps going, dropping the malformed map or owner reference.
 
-The accessors :func:`name_of` and :func:`namespace_of` read a raw JSON object's metadata without
+The accessors :func:`name_of`, :func:`namespace_of` and :func:`labels_of` read a raw JSON object's metadata without
 building the value, for code that holds dicts (they are as fast as the subscripts they replace).
 """
 
@@ -44,6 +44,7 @@ __all__ = [
     "MetadataError",
     "ObjectMeta",
     "OwnerReference",
+    "labels_of",
     "name_of",
     "namespace_of",
     "read_object_meta",
@@ -253,6 +254,12 @@ def name_of(obj: Mapping[str, Any]) -> str:
 
 
 def namespace_of(obj: Mapping[str, Any]) -> str:
-    """``metadata.namespace`` of a JSON object, "" when absent (cluster-scoped objects)."""
-    namespace: str = obj.get("metadata", {}).get("namespace", "")
+    """``metadata.namespace`` of a JSON object, "" when absent or null (cluster-scoped objects)."""
+    namespace: str = (obj.get("metadata") or {}).get("namespace") or ""
     return namespace
+
+
+def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    """``metadata.labels`` of a JSON object, empty when absent or null (read-only: do not mutate)."""
+    labels: Mapping[str, str] = (obj.get("metadata") or {}).get("labels") or {}
+    return labels
