@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from numaplane.operator.api.meta import is_paused, meta_to_dict, read_meta
 from numaplane.operator.api.numaresources import (
     Enforcement,
     InfoRefreshMode,
@@ -80,6 +81,48 @@ def test_wrong_name_is_its_own_reason() -> None:
     with pytest.raises(SpecError) as err:
         NUMAResourcesOperator.from_dict(doc)
     assert err.value.reason == "IncorrectName" and "singleton" in str(err.value)
+
+
+def test_metadata_read_through_the_shared_reader_keeps_the_operator_words() -> None:
+    meta = read_meta(
+        {
+            "metadata": {
+                "name": "numaresourcesoperator",
+                "uid": "u1",
+                "generation": 4,
+                "labels": {"ignored": "by the operator"},
+                "managedFields": [{"manager": "kubectl"}],
+                "annotations": {"numaplane.io/pause-reconciliation": "True"},
+            }
+        }
+    )
+    assert (meta.name, meta.uid, meta.generation, is_paused(meta)) == ("numaresourcesoperator", "u1", 4, True)
+    assert meta.labels == {} and meta.extra == {"uid": "u1", "generation": 4}  # equality: what the operator reads
+    assert meta_to_dict(meta) == {
+        "name": "numaresourcesoperator",
+        "annotations": {"numaplane.io/pause-reconciliation": "True"},
+    }
+    assert read_meta({}).name == ""
+    with pytest.raises(SpecError) as err:
+        read_meta(
+            {
+                "metadata": {
+                    "name": 1,
+                    "labels": 2,  # a field the operator does not read: not reported
+                    "annotations": {"a": 3},
+                    "generation": -1,
+                    "creationTimestamp": 5,
+                }
+            }
+        )
+    assert err.value.problems == [
+        "metadata.annotations.a: must be a string",
+        "metadata.name: must be a string",
+        "metadata.generation: must be at least 0, not -1",
+        "metadata.creationTimestamp: must be a string",
+    ]
+    with pytest.raises(SpecError, match=r"^metadata: must be an object$"):
+        read_meta({"metadata": 1})
 
 
 def test_every_problem_is_reported_at_once() -> None:

@@ -21,6 +21,7 @@ from numaplane.operator.errors import SpecError
 from numaplane.operator.layout import deploy_files
 from numaplane.operator.render import Inputs, parse_resources, render_install, render_stack, sort_objects, to_yaml
 from numaplane.operator.render_common import DEFAULT_IMAGE, DEFAULT_NAMESPACE
+from numaplane.resources.meta import name_of, namespace_of
 
 #: The files of a --from folder that are read (as ``kubectl apply -f DIR``: that folder only, not below).
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -143,5 +144,5 @@ def command(
         objects += render_install(settings)
     if sources:
         objects += render_stack(inputs, settings)
-    unique = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects}
+    unique = {(o["kind"], namespace_of(o), name_of(o)): o for o in objects}
     sys.stdout.write(to_yaml(sort_objects(unique.values())))

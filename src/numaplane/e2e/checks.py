@@ -46,6 +46,7 @@ from numaplane.operator.render_nodes import agent_name, exporter_name
 from numaplane.operator.render_scheduler import NAME as SCHEDULER_DEPLOYMENT
 from numaplane.operator.status import POLICY_CONDITION
 from numaplane.resources.errors import QuantityError
+from numaplane.resources.meta import name_of
 from numaplane.resources.quantity import parse_quantity
 from numaplane.scheduler.explain import unreported_resource_note
 
@@ -233,7 +234,7 @@ def check_daemon_sets(view: ClusterView) -> list[CheckResult]:
 
 def check_nrt(view: ClusterView, node: Mapping[str, Any]) -> CheckResult:
     started = time.monotonic()
-    name = node["metadata"]["name"]
+    name = name_of(node)
     check = f"nrt/{name}"
     nrt = view.nrts.get(name)
     group = view.group_of(node)
@@ -336,7 +337,7 @@ async def kubelet_config(port: LightkubePort, node: str) -> dict[str, Any] | Non
 
 async def check_agent(port: LightkubePort, view: ClusterView, node: Mapping[str, Any]) -> CheckResult:
     started = time.monotonic()
-    name = node["metadata"]["name"]
+    name = name_of(node)
     check = f"agent/{name}"
     problems: list[str] = []
     notes: list[str] = []

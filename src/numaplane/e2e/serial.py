@@ -42,6 +42,7 @@ from numaplane.operator.controller import NODE_RESOURCE_POLICY
 from numaplane.operator.status import POLICY_CONDITION
 from numaplane.placement.model.requests import is_exclusive
 from numaplane.resources.errors import PodSpecError, QuantityError
+from numaplane.resources.meta import labels_of, name_of
 from numaplane.resources.pod import parse_pod
 from numaplane.resources.quantity import parse_quantity
 
@@ -279,13 +280,13 @@ class SerialRun:
         if old is None:
             return CheckResult(check, Status.FAIL, "no agent pod on this node", 0.0)
         before = zone_cpus(await self.nrt(node))
-        await self.port.delete(POD, old["metadata"]["name"], namespace=self.view.node_namespace)
+        await self.port.delete(POD, name_of(old), namespace=self.view.node_namespace)
         old_uid = old["metadata"].get("uid")
 
         async def replaced() -> dict[str, Any] | None:
             pods = await self.port.list(POD, namespace=self.view.node_namespace, field_selector=f"spec.nodeName={node}")
             for pod in pods.items:
-                labels = pod["metadata"].get("labels") or {}
+                labels = labels_of(pod)
                 if labels.get("app.kubernetes.io/component") == "agent" and pod["metadata"].get("uid") != old_uid:
                     return pod if pod_ready(pod) else None
             return None
@@ -321,7 +322,7 @@ class SerialRun:
         target = "restricted" if current == "single-numa-node" else "single-numa-node"
         changed = copy.deepcopy(original)
         changed.setdefault("topologyManager", {})["policy"] = target
-        name = policy["metadata"]["name"]
+        name = name_of(policy)
         agent = self.view.component_pod("agent", node)
         agent_uid = (agent or {}).get("metadata", {}).get("uid")
 
@@ -393,7 +394,7 @@ async def serial_checks(
             if group is None or group.name in done:
                 continue
             done.add(group.name)
-            name = node["metadata"]["name"]
+            name = name_of(node)
             result, canary = await run.canary(group, name)
             results.append(result)
             if group.enforcement is Enforcement.AGENT:

@@ -23,6 +23,7 @@ from numaplane.operator.api.numaresources import NodeGroup, NUMAResourcesOperato
 from numaplane.operator.controller import NODE_RESOURCE_POLICY, NUMA_RESOURCES_OPERATOR, NUMA_RESOURCES_SCHEDULER
 from numaplane.operator.errors import SpecError
 from numaplane.operator.render_common import DEFAULT_NODE_NAMESPACE, LABEL_COMPONENT
+from numaplane.resources.meta import name_of
 
 __all__ = ["CRD_NAMES", "ClusterView", "attribute", "condition", "gather", "is_true", "pod_ready"]
 
@@ -104,13 +105,13 @@ async def gather(
             view.policies.setdefault(str((policy.get("spec") or {}).get("nodeGroup") or ""), policy)
     view.nodes = (await port.list(NODE, label_selector=node_selector)).items
     if view.crds.get(CRD_NAMES[0]):
-        view.nrts = {o["metadata"]["name"]: o for o in (await port.list(NODE_RESOURCE_TOPOLOGY)).items}
+        view.nrts = {name_of(o): o for o in (await port.list(NODE_RESOURCE_TOPOLOGY)).items}
     view.pods = (await port.list(POD, namespace=node_namespace)).items
     if namespace != node_namespace:
         view.pods += (await port.list(POD, namespace=namespace)).items
     daemon_sets = (await port.list(DAEMON_SET, namespace=node_namespace)).items
-    view.daemon_sets = {d["metadata"]["name"]: d for d in daemon_sets}
-    view.deployments = {d["metadata"]["name"]: d for d in (await port.list(DEPLOYMENT, namespace=namespace)).items}
+    view.daemon_sets = {name_of(d): d for d in daemon_sets}
+    view.deployments = {name_of(d): d for d in (await port.list(DEPLOYMENT, namespace=namespace)).items}
     return view
 
 

@@ -14,6 +14,7 @@ from numaplane.kube.crdschema import CRDSchema, crd_rule_problems
 from numaplane.kube.errors import Invalid
 from numaplane.kube.port import EventType, JsonObj
 from numaplane.kube.resources import CRD, Resource, resources_from_crd
+from numaplane.resources.meta import name_of
 
 __all__ = ["CRDServing", "is_crd"]
 
@@ -59,7 +60,7 @@ class CRDServing:
 
     def changed(self, kind: EventType, crd: JsonObj) -> list[Resource]:
         """Follow one committed CRD write; for a deletion, the resources it served (whose objects go too)."""
-        name = str(crd["metadata"]["name"])
+        name = str(name_of(crd))
         spec = crd.get("spec") or {}
         for version in spec.get("versions") or []:
             key = (

@@ -234,7 +234,7 @@ class InMemoryKube(KubePort):
             for obj in objects:
                 created = store.create(res, obj, None, None)
                 if "status" in obj and res.status_subresource:
-                    current = store.lookup(res, created["metadata"]["name"], created["metadata"].get("namespace"))
+                    current = store.lookup(res, name_of(created), created["metadata"].get("namespace"))
                     created = store.update(res, current, obj, field_manager=None, subresource="status")
                 out.append(created)
         finally:

@@ -80,7 +80,7 @@ def check_version(res: Resource, current: JsonObj, wanted: Any) -> None:
     if wanted and str(wanted) != current["metadata"]["resourceVersion"]:
         raise Conflict(
             f"Operation cannot be fulfilled on {res.plural}{'.' + res.group if res.group else ''} "
-            f'"{current["metadata"]["name"]}": the object has been modified; '
+            f'"{name_of(current)}": the object has been modified; '
             "please apply your changes to the latest version and try again"
         )
 

@@ -17,8 +17,9 @@ Invariants and conventions:
   rows. Computed rows (``raw`` is ``None``) are emitted as canonical quantity strings (plain integers
   for counts and bytes, like the upstream exporter's DecimalSI quantities).
 * Optional lists are omitted from ``to_dict`` when empty, as Go's ``omitempty`` does; ``zones`` is
-  always emitted. Metadata keys this model does not interpret (``uid``, ``resourceVersion``,
-  ``managedFields``...) are kept in :attr:`ObjectMeta.extra` and re-emitted.
+  always emitted. ``metadata`` is the product's one :class:`~numaplane.resources.meta.ObjectMeta`
+  (re-exported here with :class:`OwnerReference`): keys without a typed field (``uid``,
+  ``resourceVersion``, ``managedFields``...) are kept in :attr:`ObjectMeta.extra` and re-emitted.
 * Zone names are free strings: a consumer decides what to do with zones that are not
   ``node-<id>`` (see :func:`zone_numa_id`) or whose ``type`` is not ``Node``.
 * Parsing never raises anything but :class:`~numaplane.nrt.errors.NRTFormatError` (naming the field)
@@ -30,10 +31,11 @@ Invariants and conventions:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from numaplane.resources.meta import ObjectMeta, OwnerReference
 from numaplane.resources.quantity import Quantity, format_quantity
 
 __all__ = [
@@ -160,48 +162,6 @@ class Zone:
             out["attributes"] = _attrs_to_list(self.attributes)
         if self.resources:
             out["resources"] = [r.to_dict() for r in self.resources]
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class OwnerReference:
-    """``metadata.ownerReferences[]`` entry (the exporter points it at the Node)."""
-
-    api_version: str
-    kind: str
-    name: str
-    uid: str
-    controller: bool | None = None
-    block_owner_deletion: bool | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "uid": self.uid}
-        if self.controller is not None:
-            out["controller"] = self.controller
-        if self.block_owner_deletion is not None:
-            out["blockOwnerDeletion"] = self.block_owner_deletion
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectMeta:
-    """The metadata this model interprets; any other key is kept verbatim in ``extra``."""
-
-    name: str
-    labels: Mapping[str, str] = field(default_factory=dict, hash=False)
-    annotations: Mapping[str, str] = field(default_factory=dict, hash=False)
-    owner_references: tuple[OwnerReference, ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name}
-        out.update(self.extra)
-        if self.labels:
-            out["labels"] = dict(self.labels)
-        if self.annotations:
-            out["annotations"] = dict(self.annotations)
-        if self.owner_references:
-            out["ownerReferences"] = [o.to_dict() for o in self.owner_references]
         return out
 
 

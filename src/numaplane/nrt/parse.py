@@ -23,12 +23,12 @@ from numaplane.nrt.model import (
     CostInfo,
     NodeResourceTopology,
     ObjectMeta,
-    OwnerReference,
     QuantityText,
     ResourceInfo,
     Zone,
 )
-from numaplane.resources.errors import QuantityError
+from numaplane.resources.errors import MetadataError, QuantityError
+from numaplane.resources.meta import EXPECT_LIST, EXPECT_OBJECT, read_object_meta
 from numaplane.resources.quantity import Quantity, parse_quantity
 
 __all__ = ["parse_lenient", "parse_strict"]
@@ -97,33 +97,25 @@ def _parse(doc: Any, *, lenient: bool) -> tuple[NodeResourceTopology, tuple[NRTF
 
 
 def _meta(doc: Any, problems: _Problems) -> ObjectMeta:
-    if not isinstance(doc, Mapping):
-        raise NRTFormatError("$.metadata", "missing or not an object")
-    name = doc.get("name")
-    if not isinstance(name, str) or not name:
-        raise NRTFormatError("$.metadata.name", f"expected a non-empty string, got {name!r}")
-    labels = _str_map(doc, "labels", problems)
-    annotations = _str_map(doc, "annotations", problems)
-    owners: list[OwnerReference] = []
-    for i, item in _items(doc, "ownerReferences", "$.metadata", problems):
-        where = f"$.metadata.ownerReferences[{i}]"
-        try:
-            if not isinstance(item, Mapping):
-                raise NRTFormatError(where, "not an object")
-            owners.append(
-                OwnerReference(
-                    _str(item, "apiVersion", where),
-                    _str(item, "kind", where),
-                    _str(item, "name", where),
-                    _str(item, "uid", where),
-                    _opt_bool(item, "controller", where),
-                    _opt_bool(item, "blockOwnerDeletion", where),
-                )
-            )
-        except NRTFormatError as error:
-            problems.report(error)
-    extra = {k: v for k, v in doc.items() if k not in ("name", "labels", "annotations", "ownerReferences")}
-    return ObjectMeta(name, labels, annotations, tuple(owners), extra)
+    """The shared metadata reader (:mod:`numaplane.resources.meta`), its errors in this module's words."""
+    try:
+        return read_object_meta(doc, "$.metadata", lambda e: problems.report(_format_error(e)), check_views=False)
+    except MetadataError as error:
+        raise _format_error(error) from None
+
+
+def _format_error(error: MetadataError) -> NRTFormatError:
+    if error.path == "$.metadata":
+        return NRTFormatError(error.path, "missing or not an object")
+    for key in ("labels", "annotations"):
+        where = f"$.metadata.{key}"
+        if error.path == where or error.path.startswith(f"{where}."):
+            return NRTFormatError(where, "expected an object of strings")
+    if error.expected == EXPECT_LIST:
+        return NRTFormatError(error.path, f"expected a list, got {type(error.value).__name__}")
+    if error.expected == EXPECT_OBJECT:
+        return NRTFormatError(error.path, "not an object")
+    return NRTFormatError(error.path, f"expected {error.expected}, got {error.value!r}")
 
 
 def _zone(doc: Any, where: str, problems: _Problems) -> Zone:
@@ -201,20 +193,3 @@ def _str(doc: Mapping[str, Any], key: str, where: str, *, allow_empty: bool = Fa
     if not isinstance(value, str) or (not value and not allow_empty):
         raise NRTFormatError(f"{where}.{key}", f"expected a non-empty string, got {value!r}")
     return value
-
-
-def _opt_bool(doc: Mapping[str, Any], key: str, where: str) -> bool | None:
-    value = doc.get(key)
-    if value is not None and not isinstance(value, bool):
-        raise NRTFormatError(f"{where}.{key}", f"expected true or false, got {value!r}")
-    return value
-
-
-def _str_map(doc: Mapping[str, Any], key: str, problems: _Problems) -> dict[str, str]:
-    value = doc.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        problems.report(NRTFormatError(f"$.metadata.{key}", "expected an object of strings"))
-        return {}
-    return dict(value)

@@ -47,7 +47,7 @@ from numaplane.nrt.crd import crd_manifest as nrt_crd_manifest
 from numaplane.operator.api import numaresources as nro_api
 from numaplane.operator.api import policy as nrp_api
 from numaplane.operator.api import scheduler as nrs_api
-from numaplane.operator.api.meta import GROUP, VERSION, ObjectMeta
+from numaplane.operator.api.meta import GROUP, VERSION, is_paused, read_meta
 from numaplane.operator.api.numaresources import NUMAResourcesOperator
 from numaplane.operator.api.policy import NodeResourcePolicy
 from numaplane.operator.api.scheduler import NUMAResourcesScheduler
@@ -71,6 +71,7 @@ from numaplane.operator.render_nodes import policy_configmap_name
 from numaplane.operator.render_scheduler import NAME as SCHEDULER_DEPLOYMENT
 from numaplane.operator.status import State, conditions, policy_nodes, same_status
 from numaplane.resources.duration import format_duration
+from numaplane.resources.meta import labels_of, name_of
 from numaplane.supervisor import Supervisor
 
 __all__ = ["NODE_RESOURCE_POLICY", "NUMA_RESOURCES_OPERATOR", "NUMA_RESOURCES_SCHEDULER", "Operator"]
@@ -84,9 +85,7 @@ OPERATOR_KEY = "operator"
 SCHEDULER_KEY = "scheduler"
 NRT_GC_KEY = "nrt-gc"
 #: Objects other tools may own too: created when missing, never re-applied (no fight over fields).
-SHARED_OBJECTS: frozenset[ObjectId] = frozenset(
-    {("CustomResourceDefinition", "", nrt_crd_manifest()["metadata"]["name"])}
-)
+SHARED_OBJECTS: frozenset[ObjectId] = frozenset({("CustomResourceDefinition", "", name_of(nrt_crd_manifest()))})
 PROGRESS_REQUEUE_SECONDS = 5.0
 #: The label our exporter puts on the NRT objects it writes (``numaplane.exporter.scan``; the
 #: operator may not import the exporter, a test checks the two agree).
@@ -313,7 +312,7 @@ class Operator:
     async def _degrade(
         self, res: Resource, live: JsonObj, exc: SpecError, extra: Mapping[str, Any] | None = None
     ) -> None:
-        meta = ObjectMeta.read(live)
+        meta = read_meta(live)
         previous = dict(live.get("status") or {})
         status = {
             **previous,
@@ -347,8 +346,8 @@ class Operator:
             self._count([], pruned)
             self.queue.add(NRT_GC_KEY)  # its nodes left the stack: their NRT objects go too
             return None
-        meta = ObjectMeta.read(live)
-        if meta.paused:
+        meta = read_meta(live)
+        if is_paused(meta):
             return None
         try:
             nro = NUMAResourcesOperator.from_dict(live)
@@ -386,7 +385,7 @@ class Operator:
         live = await self._get(NUMA_RESOURCES_OPERATOR, nro_api.SINGLETON_NAME)
         if live is None:
             return []
-        if ObjectMeta.read(live).paused:
+        if is_paused(read_meta(live)):
             return None
         try:
             nro = NUMAResourcesOperator.from_dict(live)
@@ -403,7 +402,7 @@ class Operator:
         if not nrts:
             return
         node_labels: dict[str, Mapping[str, str]] = {
-            o["metadata"]["name"]: (o["metadata"].get("labels") or {}) for o in (await self.kube.list(NODE)).items
+            name_of(o): labels_of(o) for o in (await self.kube.list(NODE)).items
         }
         selectors = await self._stack_selectors()
         for nrt in nrts:
@@ -433,8 +432,8 @@ class Operator:
         if live is None:
             self._count([], await self.applier.prune(owner_label, set()))
             return None
-        meta = ObjectMeta.read(live)
-        if meta.paused:
+        meta = read_meta(live)
+        if is_paused(meta):
             return None
         try:
             nrs = NUMAResourcesScheduler.from_dict(live)
@@ -476,8 +475,8 @@ class Operator:
         live = await self._get(NODE_RESOURCE_POLICY, name)
         if live is None:
             return None
-        meta = ObjectMeta.read(live)
-        if meta.paused:
+        meta = read_meta(live)
+        if is_paused(meta):
             return None
         try:
             policy = NodeResourcePolicy.from_dict(live)

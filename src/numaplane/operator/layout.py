@@ -23,6 +23,7 @@ from typing import Any
 from numaplane.nrt.crd import crd_manifest as nrt_crd_manifest
 from numaplane.operator.render import render_install, sample_resources, to_yaml
 from numaplane.operator.render_common import Settings
+from numaplane.resources.meta import name_of
 
 __all__ = ["HEADER", "NRT_CRD_FILE", "deploy_files", "kustomization"]
 
@@ -59,7 +60,7 @@ def _file(obj: Mapping[str, Any]) -> str:
 def deploy_files(settings: Settings | None = None) -> dict[str, str]:
     """Relative path → file text for the whole ``deploy/`` tree (every file its kustomizations list)."""
     settings = settings or Settings()
-    nrt_name = nrt_crd_manifest()["metadata"]["name"]
+    nrt_name = name_of(nrt_crd_manifest())
     files: dict[str, str] = {}
     crd_files: list[str] = []
     rbac_files: list[str] = []
@@ -67,7 +68,7 @@ def deploy_files(settings: Settings | None = None) -> dict[str, str]:
     admission_files: list[str] = []
     for obj in render_install(settings):
         kind = obj["kind"]
-        name = obj["metadata"]["name"]
+        name = name_of(obj)
         # the node namespace and what lives in it: the same file names with a ``node_`` prefix
         node = settings.node_namespace in (obj["metadata"].get("namespace"), name if kind == "Namespace" else None)
         prefix = "node_" if node else ""

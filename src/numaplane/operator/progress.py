@@ -18,6 +18,7 @@ from numaplane.operator.api.numaresources import Enforcement, NUMAResourcesOpera
 from numaplane.operator.apply import ObjectId
 from numaplane.operator.render_nodes import agent_name, exporter_name
 from numaplane.operator.status import NodePolicyState, State
+from numaplane.resources.meta import name_of, namespace_of
 
 __all__ = ["operator_progress", "policy_counts", "policy_progress", "related_objects"]
 
@@ -69,8 +70,8 @@ def related_objects(desired: list[dict[str, Any]], namespace: str) -> list[dict[
     then every other rendered one), NRTs, workloads (each in its own namespace)."""
     out = [{"group": "", "resource": "namespaces", "name": namespace}]
     for o in desired:
-        if o["kind"] == "Namespace" and o["metadata"]["name"] != namespace:
-            out.append({"group": "", "resource": "namespaces", "name": o["metadata"]["name"]})
+        if o["kind"] == "Namespace" and name_of(o) != namespace:
+            out.append({"group": "", "resource": "namespaces", "name": name_of(o)})
     if any(o["kind"] == "CustomResourceDefinition" for o in desired):
         out.append({"group": "topology.node.k8s.io", "resource": "noderesourcetopologies", "name": ""})
     for o in desired:
@@ -79,8 +80,8 @@ def related_objects(desired: list[dict[str, Any]], namespace: str) -> list[dict[
                 {
                     "group": "apps",
                     "resource": o["kind"].lower() + "s",
-                    "namespace": o["metadata"].get("namespace") or namespace,
-                    "name": o["metadata"]["name"],
+                    "namespace": namespace_of(o) or namespace,
+                    "name": name_of(o),
                 }
             )
     return out

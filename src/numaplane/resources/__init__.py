@@ -1,4 +1,4 @@
-"""Kubernetes quantities and pod resource rules (pure core)."""
+"""Kubernetes quantities, durations, object metadata (:mod:`~numaplane.resources.meta`) and pod resource rules (pure core)."""
 
 from numaplane.resources.errors import PodSpecError, QuantityError, ResourceError
 from numaplane.resources.pod import Container, Pod, compute_qos, parse_pod, parse_resource_list

@@ -5,7 +5,9 @@ Exception tree::
     ResourceError                 (base)
     ├── QuantityError             malformed Kubernetes quantity string (also a ValueError)
     ├── DurationError             malformed Go duration string (also a ValueError)
-    └── PodSpecError              malformed Pod JSON; ``path`` locates the field (also a ValueError)
+    ├── PodSpecError              malformed Pod JSON; ``path`` locates the field (also a ValueError)
+    └── MetadataError             malformed object ``metadata``; ``path`` locates the field, ``expected``
+                                  says what was wanted, ``value`` what came (also a ValueError)
 """
 
 from __future__ import annotations
@@ -40,3 +42,18 @@ class PodSpecError(ResourceError, ValueError):
         super().__init__(f"invalid pod at {path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class MetadataError(ResourceError, ValueError):
+    """An object's ``metadata`` is malformed at ``path`` (``metadata.annotations.x``, ``$.metadata.name``).
+
+    ``expected`` is one of the ``EXPECT_*`` phrases of :mod:`numaplane.resources.meta` (``"a string"``,
+    ``"an object"``...), ``value`` the offending JSON value; callers with their own error vocabulary
+    translate on these two fields, never on the message text.
+    """
+
+    def __init__(self, path: str, expected: str, value: object) -> None:
+        super().__init__(f"invalid metadata at {path}: expected {expected}, got {value!r}")
+        self.path = path
+        self.expected = expected
+        self.value = value

@@ -15,6 +15,15 @@ from typing import Any, TypeVar
 
 from numaplane.operator.errors import SpecError
 from numaplane.resources.duration import parse_duration
+from numaplane.resources.errors import MetadataError
+from numaplane.resources.meta import (
+    EXPECT_INTEGER,
+    EXPECT_NON_NEGATIVE,
+    EXPECT_OBJECT,
+    EXPECT_STRING,
+    ObjectMeta,
+    read_object_meta,
+)
 
 __all__ = [
     "API_VERSION",
@@ -26,6 +35,9 @@ __all__ = [
     "ObjectRef",
     "Problems",
     "Toleration",
+    "is_paused",
+    "meta_to_dict",
+    "read_meta",
     "valid_label_key",
     "valid_label_value",
 ]
@@ -240,47 +252,58 @@ class ObjectRef:
 PAUSE_ANNOTATION = f"{GROUP}/pause-reconciliation"
 
 
-@dataclass(frozen=True, slots=True)
-class ObjectMeta:
-    """The parts of a custom resource's metadata the operator uses."""
+#: The metadata keys the operator reads besides ``name`` and ``annotations`` (typed views of
+#: :class:`ObjectMeta`); :func:`read_meta` keeps only these, so two readings of a custom resource are equal
+#: when its name, annotations and these agree (labels and ``managedFields`` do not count).
+_READ_KEYS = ("uid", "generation", "resourceVersion", "creationTimestamp")
 
-    name: str
-    uid: str = ""
-    generation: int = 0
-    resource_version: str = ""
-    creation_timestamp: str = ""
-    annotations: tuple[tuple[str, str], ...] = ()
+#: The fields whose problems the operator reports ("" is ``metadata`` itself).
+_CHECKED_FIELDS = frozenset(("", "name", "annotations", *_READ_KEYS))
 
-    @classmethod
-    def read(cls, obj: Mapping[str, Any]) -> ObjectMeta:
-        """The metadata of ``obj``; :class:`SpecError` naming the field when one has the wrong type
-        (``metadata: 1`` in a file given to ``numaplane render --from``; the API server never sends one)."""
-        p = Problems()
-        meta = p.mapping(obj, "metadata", "")
-        annotations = p.mapping(meta, "annotations", "metadata")
-        bad = next((k for k, v in annotations.items() if not isinstance(v, str)), None)
-        if bad is not None:
-            p.add(f"metadata.annotations.{bad}", "must be a string")
-        result = cls(
-            name=p.string(meta, "name", "metadata"),
-            uid=p.string(meta, "uid", "metadata"),
-            generation=p.integer(meta, "generation", "metadata", 0, 0),
-            resource_version=p.string(meta, "resourceVersion", "metadata"),
-            creation_timestamp=p.string(meta, "creationTimestamp", "metadata"),
-            annotations=tuple(sorted((str(k), str(v)) for k, v in annotations.items())),
-        )
-        p.raise_if_any()
-        return result
+_MESSAGES = {
+    EXPECT_OBJECT: "must be an object",
+    EXPECT_STRING: "must be a string",
+    EXPECT_INTEGER: "must be an integer",
+}
 
-    def annotation(self, key: str) -> str | None:
-        return dict(self.annotations).get(key)
 
-    @property
-    def paused(self) -> bool:
-        return (self.annotation(PAUSE_ANNOTATION) or "").lower() in ("true", "enabled")
+def read_meta(obj: Mapping[str, Any]) -> ObjectMeta:
+    """The metadata of the custom resource ``obj`` (:class:`ObjectMeta`, the product's one type):
+    name, annotations, uid, generation, resourceVersion, creationTimestamp. :class:`SpecError` naming
+    every malformed field (``metadata: 1`` in a file given to ``numaplane render --from``; the API
+    server never sends one); a missing ``metadata`` or ``name`` reads as empty."""
+    p = Problems()
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name}
-        if self.annotations:
-            out["annotations"] = dict(self.annotations)
-        return out
+    def report(error: MetadataError) -> None:
+        if _field_of(error.path) not in _CHECKED_FIELDS:
+            return  # a field the operator does not read (labels, ownerReferences...): not its concern
+        if error.expected == EXPECT_NON_NEGATIVE:
+            p.add(error.path, f"must be at least 0, not {error.value}")
+        else:
+            p.add(error.path, _MESSAGES.get(error.expected, f"must be {error.expected}"))
+
+    meta = read_object_meta(obj.get("metadata"), "metadata", report, require_name=False)
+    p.raise_if_any()
+    return ObjectMeta(
+        meta.name, annotations=meta.annotations, extra={k: meta.extra[k] for k in _READ_KEYS if k in meta.extra}
+    )
+
+
+def _field_of(path: str) -> str:
+    """``metadata.annotations.x`` → ``annotations``; ``metadata.ownerReferences[0].uid`` →
+    ``ownerReferences``; ``metadata`` → ""."""
+    rest = path.partition(".")[2]
+    return rest.split(".", 1)[0].split("[", 1)[0]
+
+
+def is_paused(meta: ObjectMeta) -> bool:
+    """Whether the resource carries :data:`PAUSE_ANNOTATION` set to ``true`` (or ``enabled``)."""
+    return (meta.annotation(PAUSE_ANNOTATION) or "").lower() in ("true", "enabled")
+
+
+def meta_to_dict(meta: ObjectMeta) -> dict[str, Any]:
+    """The metadata a rendered custom resource carries: its name and annotations only."""
+    out: dict[str, Any] = {"name": meta.name}
+    if meta.annotations:
+        out["annotations"] = dict(meta.annotations)
+    return out

@@ -28,6 +28,8 @@ from numaplane.operator.api.meta import (
     ObjectMeta,
     Problems,
     Toleration,
+    meta_to_dict,
+    read_meta,
     valid_dns_label,
 )
 from numaplane.operator.api.selector import NodeSelector
@@ -259,12 +261,12 @@ class NUMAResourcesOperator:
         }
         if self.pod_excludes:
             spec["podExcludes"] = [p.to_dict() for p in self.pod_excludes]
-        return {"apiVersion": API_VERSION, "kind": KIND, "metadata": self.metadata.to_dict(), "spec": spec}
+        return {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta_to_dict(self.metadata), "spec": spec}
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> NUMAResourcesOperator:
         """Parse and validate; raises :class:`SpecError` with every problem (reason per the first rule hit)."""
-        meta = ObjectMeta.read(obj)
+        meta = read_meta(obj)
         if meta.name != SINGLETON_NAME:
             raise SpecError(
                 [f"metadata.name: must be {SINGLETON_NAME!r} (the resource is a singleton), not {meta.name!r}"],

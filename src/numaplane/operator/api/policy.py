@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from numaplane.operator.api.meta import API_VERSION, ObjectMeta, Problems, valid_dns_label
+from numaplane.operator.api.meta import API_VERSION, ObjectMeta, Problems, meta_to_dict, read_meta, valid_dns_label
 from numaplane.operator.errors import SpecError
 from numaplane.policy.config import parse_config
 from numaplane.policy.config_schema import API_VERSION as CONFIG_API_VERSION
@@ -74,14 +74,14 @@ class NodeResourcePolicy:
         return {
             "apiVersion": API_VERSION,
             "kind": KIND,
-            "metadata": self.metadata.to_dict(),
+            "metadata": meta_to_dict(self.metadata),
             "spec": {"nodeGroup": self.node_group, "config": dict(self.config)},
         }
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> NodeResourcePolicy:
         """Parse and validate (the config with the agent's own parser); :class:`SpecError` on problems."""
-        meta = ObjectMeta.read(obj)
+        meta = read_meta(obj)
         p = Problems()
         spec = p.mapping(obj, "spec", "")
         p.unknown_fields(spec, {"nodeGroup", "config"}, "spec")

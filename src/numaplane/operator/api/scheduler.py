@@ -25,6 +25,8 @@ from numaplane.operator.api.meta import (
     LogLevel,
     ObjectMeta,
     Problems,
+    meta_to_dict,
+    read_meta,
     valid_dns_label,
 )
 from numaplane.operator.errors import SpecError
@@ -156,12 +158,12 @@ class NUMAResourcesScheduler:
             spec["kubeSchedulerImage"] = self.kube_scheduler_image
         if self.dra is SchedulerDRA.ENABLED:
             spec["dra"] = self.dra.value
-        return {"apiVersion": API_VERSION, "kind": KIND, "metadata": self.metadata.to_dict(), "spec": spec}
+        return {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta_to_dict(self.metadata), "spec": spec}
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> NUMAResourcesScheduler:
         """Parse and validate; raises :class:`SpecError` listing every problem."""
-        meta = ObjectMeta.read(obj)
+        meta = read_meta(obj)
         if meta.name != SINGLETON_NAME:
             raise SpecError(
                 [f"metadata.name: must be {SINGLETON_NAME!r} (the resource is a singleton), not {meta.name!r}"],
