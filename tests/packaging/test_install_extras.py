@@ -41,7 +41,9 @@ def test_test_extra_covers_every_test_time_import() -> None:
     declared = _requirement_names(project["dependencies"] + project["optional-dependencies"]["test"])
     files = [p for folder in ("tests", "harness", "src/numaplane/testing") for p in (ROOT / folder).rglob("*.py")]
     # the repository's own modules: test helpers, and the examples the tests put on sys.path
-    local = {p.stem for folder in ("tests", "examples") for p in (ROOT / folder).rglob("*.py")} | {
+    local = {p.stem for folder in ("tests", "examples") for p in (ROOT / folder).rglob("*.py")}
+    local |= {p.parent.name for p in (ROOT / "examples").rglob("__init__.py")}  # example packages (accel_driver)
+    local |= {
         "numaplane",
         "numaplane_harness",
         "tests",
