@@ -261,11 +261,22 @@ def _pods(cp: ControlPlane) -> list[dict[str, Any]]:
 
 
 def _describe(cp: ControlPlane) -> str:
+    """Each pod's phase and container states; for a restarted container how it last ended and its log tail."""
     lines = []
     for pod in _pods(cp):
         status = pod.get("status") or {}
-        states = [json.dumps(c.get("state")) for c in status.get("containerStatuses") or []]
-        lines.append(f"{pod['metadata']['name']}: {status.get('phase')} {' '.join(states)[:400]}")
+        meta = pod["metadata"]
+        for c in status.get("containerStatuses") or []:
+            lines.append(
+                f"{meta['name']}/{c['name']}: {status.get('phase')} ready={c.get('ready')} "
+                f"restarts={c.get('restartCount', 0)} {json.dumps(c.get('state'))[:300]}"
+            )
+            ended = (c.get("lastState") or {}).get("terminated")
+            if ended:  # the kubelet keeps the log's tail as the message (FallbackToLogsOnError)
+                lines.append(
+                    f"  last ended: exit {ended.get('exitCode')} {ended.get('reason')} at {ended.get('finishedAt')}"
+                )
+                lines.extend(f"  | {line[:300]}" for line in str(ended.get("message", "")).splitlines()[-8:])
     return "\n".join(lines)
 
 
