@@ -327,9 +327,9 @@ class Cycle:
             return Candidates(found.rows, None)
         return Candidates(found.rows, pipeline.scores(pod, self._numa_rows[found.rows]))
 
-    def _trusted(self, rows: npt.NDArray[np.int64], *, zones: bool = False) -> npt.NDArray[np.bool_]:
-        """Whether each NUMA row holds trusted, readable NRT data (the rejections the cache hears of);
-        ``zones``: and at least one zone."""
+    def _trusted(self, rows: npt.NDArray[np.int64] | slice, *, zones: bool = False) -> npt.NDArray[np.bool_]:
+        """Whether each NUMA row of ``rows`` (indices or a slice) holds trusted, readable NRT data (the
+        rejections the cache hears of); ``zones``: and at least one zone."""
         assert self.pipeline is not None
         cl = self.pipeline.cluster
         trusted = cl.fresh[rows] & cl.has_nrt[rows] & ~cl.problem[rows]
@@ -381,7 +381,7 @@ class Cycle:
         pipeline = self._synced_pipeline()
         ev = pipeline.evaluate(pod)
         feasible = ev.feasible
-        every = np.arange(len(feasible), dtype=np.int64)
+        every = slice(0, len(feasible))  # every row, as a slice: no gather
         if feasible.all():
             codes = np.full(len(feasible), FITS, dtype=np.int8)
             preemptible = np.zeros(len(feasible), dtype=np.bool_) if preemption else None

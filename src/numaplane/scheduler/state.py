@@ -277,7 +277,8 @@ class SchedulerState:
         """
         names = list(self.nodes) if candidates is None else list(candidates)
         v = self.cycle.verdicts(pod, preemption=preemption)  # the one evaluation every answer below reads
-        rows, feasible, row_scores = v.index, v.feasible, v.scores
+        rows, feasible, row_scores, row_codes, emptied = v.index, v.feasible, v.scores, v.codes, v.preemptible
+        trusted = v.trusted if mark else None
         scores: dict[str, int] = {}
         rejected_scores: dict[str, int] = {}
         failed: list[str] = []
@@ -295,10 +296,10 @@ class SchedulerState:
                 continue
             failed.append(name)
             rejected_scores[name] = int(row_scores[row])
-            codes[name] = int(v.codes[row])  # the reasons come from the arrays that took the decision
-            if v.preemptible is not None and v.preemptible[row]:
+            codes[name] = int(row_codes[row])  # the reasons come from the arrays that took the decision
+            if emptied is not None and emptied[row]:
                 preemptible.add(name)
-            if mark and v.trusted[row]:  # a rejection on trusted data: the node may be over-reserved
+            if trusted is not None and trusted[row]:  # a rejection on trusted data: maybe over-reserved
                 self.cache.node_maybe_overreserved(name, pod)
         return NumaEvaluation(
             pod, scores, failed, unknown, self.verdicts, frozenset(preemptible), codes, rejected_scores
