@@ -13,47 +13,31 @@ import ast
 import sys
 from pathlib import Path
 
+from srcmodules import module_name, resolve_from
+
 ROOT = Path(__file__).resolve().parent.parent / "src"
 
 #: Known offenders, each "importing module: imported module.name" (none left: keep it that way).
 ALLOWED: frozenset[str] = frozenset()
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
 def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
-    if not node.level:
-        return node.module or ""
-    base = module.split(".")
-    if not is_package:
-        base.pop()
-    if node.level > 1:
-        base = base[: len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
-
-
 def _known_modules() -> set[str]:
-    return {_module_name(p) for p in ROOT.rglob("*.py")}
+    return {module_name(p, ROOT) for p in ROOT.rglob("*.py")}
 
 
 def offences(path: Path, modules: set[str]) -> list[str]:
     """``"importer: imported.name"`` for each private name ``path`` takes from another module."""
-    module = _module_name(path)
+    module = module_name(path, ROOT)
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: list[str] = []
     aliases: dict[str, str] = {}  # local name → numaplane module it stands for
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            source = _resolve(module, path.name == "__init__.py", node)
+            source = resolve_from(module, path.name == "__init__.py", node)
             if not source.startswith("numaplane"):
                 continue
             for alias in node.names:

@@ -22,27 +22,16 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import srcmodules
+from srcmodules import resolve_from
+
 ROOT = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = "numaplane"
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
     """Dotted name of the module at ``path`` (a package's ``__init__`` is the package)."""
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
-    if not node.level:
-        return node.module or ""
-    base = module.split(".")
-    if not is_package:
-        base.pop()
-    if node.level > 1:
-        base = base[: len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
+    return srcmodules.module_name(path, root)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -91,7 +80,7 @@ def import_graph(root: Path = ROOT, type_checking: bool = False) -> dict[str, se
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             else:
-                source = _resolve(module, path.name == "__init__.py", node)
+                source = resolve_from(module, path.name == "__init__.py", node)
                 targets = [
                     f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source for alias in node.names
                 ]

@@ -11,6 +11,8 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "import_cycles.py"
 
 
 def _script() -> ModuleType:
+    if str(SCRIPT.parent) not in sys.path:  # as ``python scripts/import_cycles.py`` has it: its helper module
+        sys.path.insert(0, str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("import_cycles", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -1,8 +1,14 @@
-"""resource.k8s.io/v1 objects for the agent's DRA tests: a node's ResourceSlice, an allocated claim, a pod."""
+"""resource.k8s.io/v1 objects for the DRA tests: a node's ResourceSlice, the DeviceClass of its devices, an
+allocated claim, a pod; and, for the real-API-server tests, the class and slices created for the length
+of a test (:func:`devices_on_server`)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
+
+from numaplane_harness.kubecluster import ApiStatus, ControlPlane
 
 DRIVER = "accel.example.com"
 
@@ -24,11 +30,12 @@ def resource_slice(node: str, numa: dict[str, int], *, name: str = "", attribute
     }
 
 
-def device_class() -> dict[str, Any]:
+def device_class(name: str = "accel") -> dict[str, Any]:
+    """DeviceClass ``name`` selecting every ``accel.example.com`` device (a CEL selector)."""
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
-        "metadata": {"name": "accel"},
+        "metadata": {"name": name},
         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
     }
 
@@ -75,3 +82,21 @@ def pod_with_claim(name: str, node: str, claim_name: str, cpu: str = "2", image:
             ],
         },
     }
+
+
+@contextlib.contextmanager
+def devices_on_server(cp: ControlPlane, class_name: str, slices: Sequence[dict[str, Any]]) -> Iterator[None]:
+    """DeviceClass ``class_name`` (:func:`device_class`) and the ``slices`` (:func:`resource_slice`) created
+    on the real API server for the ``with`` block, deleted after it (those already gone are skipped)."""
+    dra = "/apis/resource.k8s.io/v1"
+    cp.request("POST", f"{dra}/deviceclasses", device_class(class_name))
+    try:
+        for doc in slices:
+            cp.request("POST", f"{dra}/resourceslices", doc)
+        yield
+    finally:
+        for doc in slices:
+            with contextlib.suppress(ApiStatus):
+                cp.request("DELETE", f"{dra}/resourceslices/{doc['metadata']['name']}")
+        with contextlib.suppress(ApiStatus):
+            cp.request("DELETE", f"{dra}/deviceclasses/{class_name}")

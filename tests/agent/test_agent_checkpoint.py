@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import stat
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -104,14 +105,23 @@ def test_topology_digest_tells_machines_apart() -> None:
     assert FORMAT in sample().decode()
 
 
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
 def test_quarantine_keeps_every_bad_file(tmp_path: Path) -> None:
     store = CheckpointStore(tmp_path / "agent_state.json", ME)
     moved = []
     for _ in range(3):
         store.path.write_bytes(b"junk")
-        moved.append(store.quarantine(CheckpointCorrupted("x")))
+        moved.append(store.quarantine(CheckpointCorrupted("x"), NOW))
     assert all(p is not None and p.exists() for p in moved) and len(set(moved)) == 3
-    assert not store.path.exists() and store.quarantine(CheckpointForeign("y")) is None
+    # named by the time passed in (the agent's clock): the first as is, the others numbered
+    assert sorted(p.name for p in moved if p is not None) == [
+        "agent_state.json.corrupted-20260102T030405Z",
+        "agent_state.json.corrupted-20260102T030405Z.2",
+        "agent_state.json.corrupted-20260102T030405Z.3",
+    ]
+    assert not store.path.exists() and store.quarantine(CheckpointForeign("y"), NOW) is None
 
 
 async def test_writer_coalesces_and_survives_write_errors(tmp_path: Path) -> None:

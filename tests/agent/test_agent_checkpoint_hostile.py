@@ -9,6 +9,7 @@ import contextlib
 import copy
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -216,5 +217,5 @@ def test_a_checkpoint_that_cannot_be_moved_aside_does_not_stop_the_start(
         raise OSError(30, "Read-only file system", str(src))
 
     monkeypatch.setattr("numaplane.agent.checkpoint.os.replace", refuse)
-    assert store.quarantine(CheckpointCorrupted("inconsistent agent state")) is None
+    assert store.quarantine(CheckpointCorrupted("inconsistent agent state"), datetime.now(UTC)) is None
     assert store.path.exists()  # left in place: the next (atomic) write replaces it

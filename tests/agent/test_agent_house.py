@@ -14,6 +14,7 @@ from test_agent_nri import CONFIG, TOPOLOGY, options, running_agent
 from numaplane.agent import daemon
 from numaplane.agent.daemon import Agent
 from numaplane.kube.client import LightkubePort
+from numaplane.kube.clock import FakeClock, format_time
 from numaplane.policy import config as policy_config
 from numaplane.policy import manager as policy_manager
 
@@ -70,3 +71,21 @@ async def test_the_node_config_is_parsed_once_at_start_and_once_per_change(
                 await asyncio.sleep(0.02)
         assert agent.state is not None and agent.state.manager.config.topology_policy == "best-effort"
         assert parsed == [CONFIG, changed]
+
+
+async def test_the_agents_timestamps_read_the_clock_it_is_given(short_tmp: Path) -> None:
+    """Issue 29: the agent passes its clock down, as the scheduler and the operator do: the applied
+    policy file's ``appliedAt`` and a quarantined checkpoint's name carry the clock's time."""
+    clock = FakeClock()
+    clock.advance(3600.0)
+    applied = short_tmp / "applied.json"
+    (short_tmp / "state").mkdir()
+    (short_tmp / "state" / "agent_state.json").write_bytes(b"junk")  # moved aside at start
+    agent = Agent(options(short_tmp, applied_policy_file=applied), topology=TOPOLOGY, clock=clock)
+    await agent.start()
+    try:
+        written = json.loads(applied.read_text())
+    finally:
+        await agent.stop()
+    assert written["metadata"]["appliedAt"] == format_time(clock.now()) == "2025-01-01T01:00:00Z"
+    assert agent.quarantined is not None and agent.quarantined.name == "agent_state.json.corrupted-20250101T010000Z"

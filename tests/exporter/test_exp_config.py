@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from numaplane.exporter.errors import ExporterConfigError, KubeletConfigError
-from numaplane.exporter.kubelet import KubeletConfigSource, KubeletSettings, parse_kubelet_config
+from numaplane.exporter.kubelet import KubeletConfigSource, parse_kubelet_config
 from numaplane.exporter.options import ExporterOptions, PodExclude, RefreshMode, parse_address
+from numaplane.kube.kubeletconfig import KubeletConfiguration
 from numaplane.topology.cpuset import CPUSet
 
 FULL = """
@@ -26,14 +27,14 @@ reservedSystemCPUs: "0,4"
 
 def test_kubelet_config_fields_are_read() -> None:
     settings = parse_kubelet_config(FULL)
-    assert settings == KubeletSettings("single-numa-node", "pod", CPUSet([0, 4]), "static", "Static")
+    assert settings == KubeletConfiguration("single-numa-node", "pod", CPUSet([0, 4]), "static", "Static")
 
 
 HEAD = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 
 
 def test_absent_fields_take_the_kubelet_defaults() -> None:
-    assert parse_kubelet_config(HEAD) == KubeletSettings()
+    assert parse_kubelet_config(HEAD) == KubeletConfiguration()
 
 
 @pytest.mark.parametrize(
@@ -57,7 +58,7 @@ def test_what_is_not_a_kubelet_configuration_is_refused(text: str, needle: str) 
 def test_flags_override_the_file_key_by_key() -> None:
     settings = parse_kubelet_config(FULL).overridden(policy="restricted", reserved_cpus=CPUSet([1]))
     assert (settings.topology_manager_policy, settings.topology_manager_scope) == ("restricted", "pod")
-    assert settings.reserved_cpus == CPUSet([1])
+    assert settings.reserved_system_cpus == CPUSet([1])
 
 
 @pytest.mark.parametrize(

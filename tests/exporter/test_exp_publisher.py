@@ -13,6 +13,7 @@ from exp_helpers import NODE, GiB, assert_valid
 from numaplane.exporter.errors import ApiWriteError, ExporterError, ForeignObjectError, InvalidObjectError
 from numaplane.exporter.publisher import TRIGGER_ANNOTATION, Outcome, Publisher
 from numaplane.exporter.scan import MANAGED_BY, MANAGED_BY_LABEL
+from numaplane.kube.clock import FakeClock, format_micro_time
 from numaplane.kube.errors import Conflict, Invalid, ServerError
 from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.port import JsonObj
@@ -218,24 +219,22 @@ async def test_missing_node_means_no_owner_reference_yet(store: InMemoryKube) ->
     assert "ownerReferences" not in (await store.get(NRT, NODE))["metadata"]
 
 
-async def test_a_heartbeat_rewrites_unchanged_content_and_publishes_the_staleness_bound(
-    store: InMemoryKube, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_heartbeat_rewrites_unchanged_content_and_publishes_the_staleness_bound(store: InMemoryKube) -> None:
     """Issue 23 item 3: an exporter that publishes rewrites its object at least every heartbeat, so
     one that stopped is visible (the scheduler's staleness gate reads the bound written here)."""
     from numaplane.exporter import publisher as module
 
-    now = [1000.0]
-    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
-    publisher = make(store, heartbeat_seconds=10.0)
+    clock = FakeClock()
+    publisher = make(store, heartbeat_seconds=10.0, clock=clock)
     assert (await publisher.publish(desired())).outcome is Outcome.CREATED
     notes = (await store.get(NRT, NODE))["metadata"]["annotations"]
-    assert notes[module.STALE_AFTER_ANNOTATION] == "30" and notes[module.HEARTBEAT_ANNOTATION].endswith("Z")
+    assert notes[module.STALE_AFTER_ANNOTATION] == "30"
+    assert notes[module.HEARTBEAT_ANNOTATION] == format_micro_time(clock.now())  # the clock's wall time
     version = (await store.get(NRT, NODE))["metadata"]["resourceVersion"]
-    now[0] += 9.0
+    clock.advance(9.0)
     assert (await publisher.publish(desired())).outcome is Outcome.UNCHANGED  # heartbeat not due
     assert (await store.get(NRT, NODE))["metadata"]["resourceVersion"] == version
-    now[0] += 1.0
+    clock.advance(1.0)
     assert (await publisher.publish(desired())).outcome is Outcome.UPDATED  # same content, heartbeat due
     assert (await store.get(NRT, NODE))["metadata"]["resourceVersion"] != version
     assert publisher.matches(await store.get(NRT, NODE))  # the heartbeat is not content

@@ -30,7 +30,7 @@ from numaplane_harness.kubecluster import ApiStatus, ControlPlane, free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporter"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
-from dra_helpers import DRIVER, resource_slice
+from dra_helpers import DRIVER, devices_on_server, resource_slice
 from exp_helpers import build_sysfs
 
 pytestmark = pytest.mark.timeout(240)
@@ -90,19 +90,7 @@ def exporter(control_plane: ControlPlane, tmp_path: Path) -> Iterator[subprocess
         cp.request("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
     apply(cp, rbac)
     cp.register_node(NODE, {"cpu": "8", "memory": "16Gi", "pods": "110"})
-    cp.request(
-        "POST",
-        f"{DRA}/deviceclasses",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": CLASS},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
-        },
-    )
     slices = [resource_slice(NODE, {"a0": 0, "a1": 1}), resource_slice("exp-dra-other", {"b0": 0})]
-    for doc in slices:
-        cp.request("POST", f"{DRA}/resourceslices", doc)
     fake = tmp_path / "podres"
     fake.mkdir()
     memory = [{"memory_type": "memory", "size": 4 * GI, "topology": {"nodes": [{"ID": n}]}} for n in (0, 1)]
@@ -110,33 +98,29 @@ def exporter(control_plane: ControlPlane, tmp_path: Path) -> Iterator[subprocess
     (fake / "list.json").write_text(json.dumps({"pod_resources": []}))
     kubeconfig = cp.service_account_kubeconfig(NS, "numaplane-exporter")
     log = tmp_path / "exporter.log"
-    with open(log, "ab") as out:
-        process = subprocess.Popen(
-            [
-                *CLI, "exporter", "--node-name", NODE, "--podresources-socket", f"fake://{fake}",
-                "--sysfs-root", str(build_sysfs(tmp_path / "host")), "--topology-manager-policy", "single-numa-node",
-                "--topology-manager-scope", "container", "--period", "0.5", "--kubeconfig", str(kubeconfig),
-                "--include-terminal-pods", "--dra", f"--metrics-address=127.0.0.1:{free_port()}",
-                f"--health-address=127.0.0.1:{free_port()}",
-            ],
-            stdout=out,
-            stderr=out,
-        )  # fmt: skip
-    process.log = log  # type: ignore[attr-defined]
-    try:
-        yield process
-    finally:
-        terminate_process(process)
-        with contextlib.suppress(ApiStatus):
-            cp.request("DELETE", f"{DRA}/namespaces/default/resourceclaims/exp-dra-claim")
-        for doc in slices:
+    with devices_on_server(cp, CLASS, slices):
+        with open(log, "ab") as out:
+            process = subprocess.Popen(
+                [
+                    *CLI, "exporter", "--node-name", NODE, "--podresources-socket", f"fake://{fake}",
+                    "--sysfs-root", str(build_sysfs(tmp_path / "host")), "--topology-manager-policy",
+                    "single-numa-node", "--topology-manager-scope", "container", "--period", "0.5",
+                    "--kubeconfig", str(kubeconfig), "--include-terminal-pods", "--dra",
+                    f"--metrics-address=127.0.0.1:{free_port()}", f"--health-address=127.0.0.1:{free_port()}",
+                ],
+                stdout=out,
+                stderr=out,
+            )  # fmt: skip
+        process.log = log  # type: ignore[attr-defined]
+        try:
+            yield process
+        finally:
+            terminate_process(process)
             with contextlib.suppress(ApiStatus):
-                cp.request("DELETE", f"{DRA}/resourceslices/{doc['metadata']['name']}")
-        with contextlib.suppress(ApiStatus):
-            cp.request("DELETE", f"{DRA}/deviceclasses/{CLASS}")
-        with contextlib.suppress(ApiStatus):
-            cp.request("DELETE", NRT)
-        cp.delete_node(NODE)
+                cp.request("DELETE", f"{DRA}/namespaces/default/resourceclaims/exp-dra-claim")
+            with contextlib.suppress(ApiStatus):
+                cp.request("DELETE", NRT)
+            cp.delete_node(NODE)
 
 
 def test_the_exporter_publishes_dra_rows_and_charges_allocated_claims(

@@ -42,7 +42,7 @@ from realsched import (
 from numaplane_harness.kubecluster import ControlPlane
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
-from dra_helpers import DRIVER, resource_slice
+from dra_helpers import DRIVER, devices_on_server, resource_slice
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -92,51 +92,38 @@ def test_standalone_allocates_the_claim_in_the_zone_of_the_cpus_and_binds(
     with scoped_cluster(cp) as cluster:
         ns = cluster.namespace
         device_class = f"accel-{cluster.tag}"
-        cp.request(
-            "POST",
-            f"{DRA}/deviceclasses",
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceClass",
-                "metadata": {"name": device_class},
-                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
-            },
-        )
         node = cluster.add_node("n", [zone("node-0", 1, 8), zone("node-1", 4, 8)])
-        slice_doc = resource_slice(node, {"a0": 0, "a1": 1})
-        cp.request("POST", f"{DRA}/resourceslices", slice_doc)
-        try:
-            with numaplane(args, tmp_path / "scheduler.log", health) as scheduler:
-                label = {TEST_LABEL: cluster.tag}
-                for name in ("c1", "c2"):
-                    cp.request("POST", f"{DRA}/namespaces/{ns}/resourceclaims", claim(name, ns, device_class))
-                cp.request("POST", f"/api/v1/namespaces/{ns}/pods", claim_pod("first", ns, "c1", label))
-                assert cluster.wait_bound("first", extra=scheduler.log()) == node
-                c1 = cp.request("GET", f"{DRA}/namespaces/{ns}/resourceclaims/c1")
-                results = c1["status"]["allocation"]["devices"]["results"]
-                assert results == [{"request": "req", "driver": DRIVER, "pool": node, "device": "a1"}], c1["status"]
-                first = cluster.get_pod("first")
-                assert c1["status"]["reservedFor"] == [
-                    {"resource": "pods", "name": "first", "uid": first["metadata"]["uid"]}
-                ]
-                # the second pod's free device is on NUMA 0, where its 2 CPUs do not fit
-                cp.request("POST", f"/api/v1/namespaces/{ns}/pods", claim_pod("second", ns, "c2", label))
-                cluster.wait_event("second", "FailedScheduling", "cannot align the pod's claimed devices")
-                assert not cluster.node_of("second")
-                c2 = cp.request("GET", f"{DRA}/namespaces/{ns}/resourceclaims/c2")
-                assert not (c2.get("status") or {}).get("allocation")
-                # a claim this scheduler does not allocate: pending, the event names the field
-                cp.request(
-                    "POST",
-                    f"{DRA}/namespaces/{ns}/resourceclaims",
-                    claim("all", ns, device_class, allocationMode="All"),
-                )
-                cp.request("POST", f"/api/v1/namespaces/{ns}/pods", claim_pod("every", ns, "all", label, cpu="1"))
-                cluster.wait_event("every", "FailedScheduling", "exactly.allocationMode: 'All' is not supported")
-                assert not cluster.node_of("every")
-        finally:
-            cp.request("DELETE", f"{DRA}/resourceslices/{slice_doc['metadata']['name']}")
-            cp.request("DELETE", f"{DRA}/deviceclasses/{device_class}")
+        with (
+            devices_on_server(cp, device_class, [resource_slice(node, {"a0": 0, "a1": 1})]),
+            numaplane(args, tmp_path / "scheduler.log", health) as scheduler,
+        ):
+            label = {TEST_LABEL: cluster.tag}
+            for name in ("c1", "c2"):
+                cp.request("POST", f"{DRA}/namespaces/{ns}/resourceclaims", claim(name, ns, device_class))
+            cp.request("POST", f"/api/v1/namespaces/{ns}/pods", claim_pod("first", ns, "c1", label))
+            assert cluster.wait_bound("first", extra=scheduler.log()) == node
+            c1 = cp.request("GET", f"{DRA}/namespaces/{ns}/resourceclaims/c1")
+            results = c1["status"]["allocation"]["devices"]["results"]
+            assert results == [{"request": "req", "driver": DRIVER, "pool": node, "device": "a1"}], c1["status"]
+            first = cluster.get_pod("first")
+            assert c1["status"]["reservedFor"] == [
+                {"resource": "pods", "name": "first", "uid": first["metadata"]["uid"]}
+            ]
+            # the second pod's free device is on NUMA 0, where its 2 CPUs do not fit
+            cp.request("POST", f"/api/v1/namespaces/{ns}/pods", claim_pod("second", ns, "c2", label))
+            cluster.wait_event("second", "FailedScheduling", "cannot align the pod's claimed devices")
+            assert not cluster.node_of("second")
+            c2 = cp.request("GET", f"{DRA}/namespaces/{ns}/resourceclaims/c2")
+            assert not (c2.get("status") or {}).get("allocation")
+            # a claim this scheduler does not allocate: pending, the event names the field
+            cp.request(
+                "POST",
+                f"{DRA}/namespaces/{ns}/resourceclaims",
+                claim("all", ns, device_class, allocationMode="All"),
+            )
+            cp.request("POST", f"/api/v1/namespaces/{ns}/pods", claim_pod("every", ns, "all", label, cpu="1"))
+            cluster.wait_event("every", "FailedScheduling", "exactly.allocationMode: 'All' is not supported")
+            assert not cluster.node_of("every")
 
 
 def test_kube_scheduler_dra_and_the_extender_place_the_pod_where_a_zone_fits(
@@ -164,51 +151,31 @@ def test_kube_scheduler_dra_and_the_extender_place_the_pod_where_a_zone_fits(
     with scoped_cluster(cp) as cluster:
         ns = cluster.namespace
         device_class = f"accel-{cluster.tag}"
-        cp.request(
-            "POST",
-            f"{DRA}/deviceclasses",
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "DeviceClass",
-                "metadata": {"name": device_class},
-                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
-            },
-        )
         apart = cluster.add_node("apart", [zone("node-0", 1, 8), zone("node-1", 4, 8)])
         together = cluster.add_node("together", [zone("node-0", 1, 8), zone("node-1", 4, 8)])
         slices = [resource_slice(apart, {"a0": 0}), resource_slice(together, {"t1": 1})]
-        for doc in slices:
-            cp.request("POST", f"{DRA}/resourceslices", doc)
-        try:
-            with (
-                numaplane(extender_args(kubeconfig, port, profile, "--dra"), tmp_path / "extender.log", port) as ext,
-                cp.scheduler(config["profiles"], config["extenders"], kubeconfig_file=kubeconfig),
-            ):
-                label = {TEST_LABEL: cluster.tag}
-                for name in ("c1", "c2"):
-                    cp.request("POST", f"{DRA}/namespaces/{ns}/resourceclaims", claim(name, ns, device_class))
-                cp.request(
-                    "POST", f"/api/v1/namespaces/{ns}/pods", claim_pod("first", ns, "c1", label, scheduler=profile)
-                )
-                try:
-                    assert cluster.wait_bound("first", extra=ext.log()) == together
-                except (AssertionError, TimeoutError) as exc:
-                    raise AssertionError(f"{exc}\n{cp.log_tail('kube-scheduler', 40)}") from None
-                c1 = cp.request("GET", f"{DRA}/namespaces/{ns}/resourceclaims/c1")
-                results = c1["status"]["allocation"]["devices"]["results"]
-                assert [(r["pool"], r["device"]) for r in results] == [(together, "t1")], c1["status"]
-                assert [r["name"] for r in c1["status"]["reservedFor"]] == ["first"]
-                # the only free device left is on "apart", NUMA node 0, where 2 CPUs do not fit
-                cp.request(
-                    "POST", f"/api/v1/namespaces/{ns}/pods", claim_pod("second", ns, "c2", label, scheduler=profile)
-                )
-                cluster.wait_event("second", "FailedScheduling", "cannot align the pod's claimed devices")
-                assert not cluster.node_of("second")
-                c2 = cp.request("GET", f"{DRA}/namespaces/{ns}/resourceclaims/c2")
-                assert not (c2.get("status") or {}).get("allocation")
-                assert not scheduler_log_forbidden(cp), scheduler_log_forbidden(cp)[:5]
-                assert not ext.denials(), ext.denials()[:5]
-        finally:
-            for doc in slices:
-                cp.request("DELETE", f"{DRA}/resourceslices/{doc['metadata']['name']}")
-            cp.request("DELETE", f"{DRA}/deviceclasses/{device_class}")
+        with (
+            devices_on_server(cp, device_class, slices),
+            numaplane(extender_args(kubeconfig, port, profile, "--dra"), tmp_path / "extender.log", port) as ext,
+            cp.scheduler(config["profiles"], config["extenders"], kubeconfig_file=kubeconfig),
+        ):
+            label = {TEST_LABEL: cluster.tag}
+            for name in ("c1", "c2"):
+                cp.request("POST", f"{DRA}/namespaces/{ns}/resourceclaims", claim(name, ns, device_class))
+            cp.request("POST", f"/api/v1/namespaces/{ns}/pods", claim_pod("first", ns, "c1", label, scheduler=profile))
+            try:
+                assert cluster.wait_bound("first", extra=ext.log()) == together
+            except (AssertionError, TimeoutError) as exc:
+                raise AssertionError(f"{exc}\n{cp.log_tail('kube-scheduler', 40)}") from None
+            c1 = cp.request("GET", f"{DRA}/namespaces/{ns}/resourceclaims/c1")
+            results = c1["status"]["allocation"]["devices"]["results"]
+            assert [(r["pool"], r["device"]) for r in results] == [(together, "t1")], c1["status"]
+            assert [r["name"] for r in c1["status"]["reservedFor"]] == ["first"]
+            # the only free device left is on "apart", NUMA node 0, where 2 CPUs do not fit
+            cp.request("POST", f"/api/v1/namespaces/{ns}/pods", claim_pod("second", ns, "c2", label, scheduler=profile))
+            cluster.wait_event("second", "FailedScheduling", "cannot align the pod's claimed devices")
+            assert not cluster.node_of("second")
+            c2 = cp.request("GET", f"{DRA}/namespaces/{ns}/resourceclaims/c2")
+            assert not (c2.get("status") or {}).get("allocation")
+            assert not scheduler_log_forbidden(cp), scheduler_log_forbidden(cp)[:5]
+            assert not ext.denials(), ext.denials()[:5]

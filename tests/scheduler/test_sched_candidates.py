@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sched_helpers import node_doc, nrt_doc, pod_doc, zone_doc
@@ -145,17 +144,19 @@ def test_churned_rows_differ_and_still_agree() -> None:
     assert actual(state, pod, list(NAMES), mark=False) == expected(make_state(churn=True), pod, list(NAMES), False)
 
 
-def test_the_cycles_partial_evaluations_are_parts_of_the_full_ones() -> None:
+def test_the_cycles_partial_evaluations_are_parts_of_the_one_value() -> None:
     state = make_state(churn=True)
     cycle, pod = state.cycle, parse_pod(pod_doc("p", 3))
-    ev, emptied = cycle.numa_evaluation(pod), cycle.emptied_evaluation(pod)
+    ev, emptied = cycle.verdicts(pod, preemption=True), cycle.emptied_evaluation(pod)
     index, feasible = cycle.numa_feasible(pod)
     assert dict(index) == dict(ev.index) and feasible.tolist() == ev.feasible.tolist()
     index, scores = cycle.numa_scores(pod)
     assert dict(index) == dict(ev.index) and scores.tolist() == ev.scores.tolist()
     by_row = cycle.emptied_feasible(pod)
     assert {n: by_row[r] for n, r in ev.index.items()} == {n: emptied.feasible[r] for n, r in emptied.index.items()}
-    assert cycle.reason_codes(pod, ev.feasible).tolist() == cycle.reason_codes(pod, ev).tolist()
-    rows = np.array(sorted(ev.index.values()), dtype=np.int64)
-    trusted = dict(zip(sorted(ev.index, key=ev.index.__getitem__), cycle.trusted_rows(rows).tolist(), strict=True))
+    assert cycle.reason_codes(pod, ev.feasible).tolist() == ev.codes.tolist()
+    trusted = {n: bool(ev.trusted[r]) for n, r in ev.index.items()}
     assert trusted == {n: n not in ("broken", "foreign", "bare", "badnode") for n in ev.index}
+    assert ev.preemptible is not None
+    assert {n for n, r in ev.index.items() if ev.preemptible[r]} == {"busy", "podscope"}
+    assert cycle.verdicts(pod).preemptible is None  # not asked: the emptied arrays are not read

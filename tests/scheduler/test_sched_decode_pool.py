@@ -10,19 +10,23 @@ that request and a fresh worker serves the next one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 import os
 import signal
 import statistics
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
+import pytest_asyncio
 from test_sched_hardening import post, server, started  # noqa: F401  (server is a fixture)
 
-from numaplane.scheduler.decodepool import LARGE_BODY_BYTES, RETRY_AFTER_SECONDS
+from numaplane.scheduler.decodepool import LARGE_BODY_BYTES, RETRY_AFTER_SECONDS, DecodePool
 from numaplane.scheduler.errors import DecodeBusy
 from numaplane.scheduler.service import ExtenderService
 from numaplane.scheduler.wire import decode_body, encode, filter_result, parse_extender_args
@@ -44,6 +48,32 @@ def _large_legal(nodes: int, padding: int) -> bytes:
     return json.dumps({"Pod": pod, "Nodes": {"kind": "NodeList", "items": items}, "NodeNames": None}).encode()
 
 
+@contextlib.asynccontextmanager
+async def pool_service(
+    api: FakeApiServer, shared_dir: Path, **kw: Any
+) -> AsyncIterator[tuple[ExtenderService, DecodePool]]:
+    """An extender service on ``api`` (``started``, with ``kw``) and its decode pool, started; closed
+    after the block (the pool's workers with it)."""
+    service = await started(api, shared_dir, **kw)
+    pool = service.decode_pool
+    assert pool is not None
+    try:
+        await pool.start()
+        yield service, pool
+    finally:
+        await service.close()
+
+
+@pytest_asyncio.fixture
+async def one_worker(
+    server: FakeApiServer,  # noqa: F811
+    shared_dir: Path,
+) -> AsyncIterator[tuple[ExtenderService, DecodePool]]:
+    """:func:`pool_service` with a pool of one worker."""
+    async with pool_service(server, shared_dir, decode_workers=1) as pair:
+        yield pair
+
+
 async def _get(port: int, path: str) -> int:
     async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}{path}") as response:
         await response.read()
@@ -54,11 +84,7 @@ async def test_a_hostile_body_is_decoded_out_of_process_while_the_loop_answers(
     server: FakeApiServer,  # noqa: F811
     shared_dir: Path,
 ) -> None:
-    service = await started(server, shared_dir)
-    pool = service.decode_pool
-    assert pool is not None
-    try:
-        await pool.start()
+    async with pool_service(server, shared_dir) as (service, pool):
         port = service.ports["extender"]
         # 12 MiB once inflated: 4 M empty Node objects (the bench sends the 47 MiB shapes)
         items = b"{}," * (4 * MIB) + b"{}"
@@ -81,8 +107,6 @@ async def test_a_hostile_body_is_decoded_out_of_process_while_the_loop_answers(
         # served throughout, quickly: no decoding holds this process's GIL (a thread held it 24-133 ms)
         assert statistics.median(health) < 0.1 and statistics.median(small) < 0.1, (health, small)
         assert max(health) < 1.0 and max(small) < 1.0, (health, small)
-    finally:
-        await service.close()
     assert pool.pids() == []  # stopped with the service
 
 
@@ -106,60 +130,46 @@ async def test_a_large_legal_body_answers_as_in_process(server: FakeApiServer, s
 
 
 async def test_past_the_pool_size_a_large_body_gets_429_with_retry_after(
-    server: FakeApiServer,  # noqa: F811
-    shared_dir: Path,
+    one_worker: tuple[ExtenderService, DecodePool],
 ) -> None:
-    service = await started(server, shared_dir, decode_workers=1)
-    pool = service.decode_pool
-    assert pool is not None
-    try:
-        await pool.start()
-        holding = asyncio.ensure_future(pool.decode("extender", bytearray(_large_legal(15_000, 2_000))))
-        await asyncio.sleep(0)
-        assert pool.in_flight == 1
-        async with (
-            aiohttp.ClientSession() as http,
-            http.post(f"http://127.0.0.1:{service.ports['extender']}/filter", data=_large_legal(600, 2_000)) as r,
-        ):
-            reply = await r.json()
-            assert r.status == 429, reply
-            assert r.headers["Retry-After"] == str(RETRY_AFTER_SECONDS)
-            assert "retry" in reply["Error"]
-        assert len((await holding).item_names) == 15_000  # the first one was not disturbed
-        assert pool.busy_refusals == 1
-        with pytest.raises(DecodeBusy):  # refused at once, never queued
-            await asyncio.gather(pool.decode("extender", bytearray(b"{}")), pool.decode("extender", bytearray(b"{}")))
-    finally:
-        await service.close()
+    service, pool = one_worker
+    holding = asyncio.ensure_future(pool.decode("extender", bytearray(_large_legal(15_000, 2_000))))
+    await asyncio.sleep(0)
+    assert pool.in_flight == 1
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"http://127.0.0.1:{service.ports['extender']}/filter", data=_large_legal(600, 2_000)) as r,
+    ):
+        reply = await r.json()
+        assert r.status == 429, reply
+        assert r.headers["Retry-After"] == str(RETRY_AFTER_SECONDS)
+        assert "retry" in reply["Error"]
+    assert len((await holding).item_names) == 15_000  # the first one was not disturbed
+    assert pool.busy_refusals == 1
+    with pytest.raises(DecodeBusy):  # refused at once, never queued
+        await asyncio.gather(pool.decode("extender", bytearray(b"{}")), pool.decode("extender", bytearray(b"{}")))
 
 
 async def test_a_worker_killed_mid_request_gives_503_and_a_fresh_worker(
-    server: FakeApiServer,  # noqa: F811
-    shared_dir: Path,
+    one_worker: tuple[ExtenderService, DecodePool],
 ) -> None:
-    service = await started(server, shared_dir, decode_workers=1)
-    pool = service.decode_pool
-    assert pool is not None
-    try:
-        await pool.start()
-        (victim,) = pool.pids()
-        port = service.ports["extender"]
-        request = asyncio.ensure_future(post(port, "filter", _large_legal(15_000, 2_000)))
-        while pool.in_flight == 0:  # the body is read; now the worker receives and decodes it
-            assert not request.done(), request.result()
-            await asyncio.sleep(0.001)
-        os.kill(victim, signal.SIGKILL)  # as the OOM killer would
-        status, reply = await asyncio.wait_for(request, 30)
-        assert status == 503, reply
-        assert "lost" in reply["Error"] and "exit code -9" in reply["Error"], reply
-        assert pool.workers_lost == 1 and pool.pids() == []
-        # the extender never hung: it answers at once, and a fresh worker serves the next large body
-        assert (await post(port, "filter", SMALL))[0] == 200
-        status, _ = await post(port, "filter", _large_legal(2_000, 600))
-        assert status == 200
-        assert len(pool.pids()) == 1 and pool.pids() != [victim]
-    finally:
-        await service.close()
+    service, pool = one_worker
+    (victim,) = pool.pids()
+    port = service.ports["extender"]
+    request = asyncio.ensure_future(post(port, "filter", _large_legal(15_000, 2_000)))
+    while pool.in_flight == 0:  # the body is read; now the worker receives and decodes it
+        assert not request.done(), request.result()
+        await asyncio.sleep(0.001)
+    os.kill(victim, signal.SIGKILL)  # as the OOM killer would
+    status, reply = await asyncio.wait_for(request, 30)
+    assert status == 503, reply
+    assert "lost" in reply["Error"] and "exit code -9" in reply["Error"], reply
+    assert pool.workers_lost == 1 and pool.pids() == []
+    # the extender never hung: it answers at once, and a fresh worker serves the next large body
+    assert (await post(port, "filter", SMALL))[0] == 200
+    status, _ = await post(port, "filter", _large_legal(2_000, 600))
+    assert status == 200
+    assert len(pool.pids()) == 1 and pool.pids() != [victim]
 
 
 def _dead(pid: int) -> bool:
@@ -171,22 +181,15 @@ def _dead(pid: int) -> bool:
 
 
 async def test_a_worker_dead_while_idle_is_replaced_without_failing_a_request(
-    server: FakeApiServer,  # noqa: F811
-    shared_dir: Path,
+    one_worker: tuple[ExtenderService, DecodePool],
 ) -> None:
-    service: ExtenderService = await started(server, shared_dir, decode_workers=1)
-    pool = service.decode_pool
-    assert pool is not None
-    try:
-        await pool.start()
-        (victim,) = pool.pids()
-        os.kill(victim, signal.SIGKILL)
-        for _ in range(500):
-            if _dead(victim):
-                break
-            await asyncio.sleep(0.01)
-        status, reply = await post(service.ports["extender"], "filter", _large_legal(2_000, 600))
-        assert status == 200, reply
-        assert pool.workers_lost == 1 and len(pool.pids()) == 1 and pool.pids() != [victim]
-    finally:
-        await service.close()
+    service, pool = one_worker
+    (victim,) = pool.pids()
+    os.kill(victim, signal.SIGKILL)
+    for _ in range(500):
+        if _dead(victim):
+            break
+        await asyncio.sleep(0.01)
+    status, reply = await post(service.ports["extender"], "filter", _large_legal(2_000, 600))
+    assert status == 200, reply
+    assert pool.workers_lost == 1 and len(pool.pids()) == 1 and pool.pids() != [victim]

@@ -36,6 +36,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -202,11 +203,12 @@ class CheckpointStore:
                 removed.append(tmp)
         return removed
 
-    def quarantine(self, error: CheckpointError) -> Path | None:
-        """Move a bad file aside as ``<name>.<kind>-<UTC timestamp>``; return the new path (``None``
-        when there is no file, or when it cannot be moved: logged, and the next write replaces it — a
-        bad checkpoint never stops the agent from starting)."""
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    def quarantine(self, error: CheckpointError, now: datetime) -> Path | None:
+        """Move a bad file aside as ``<name>.<kind>-<UTC timestamp of now>`` (``now``: aware wall time,
+        the agent's clock); return the new path (``None`` when there is no file, or when it cannot be
+        moved: logged, and the next write replaces it — a bad checkpoint never stops the agent from
+        starting)."""
+        stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
         target = self.path.with_name(f"{self.path.name}.{error.kind}-{stamp}")
         n = 1
         while target.exists():

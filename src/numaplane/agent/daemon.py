@@ -67,6 +67,7 @@ from numaplane.agent.policyreport import PolicyReporter, document_revision
 from numaplane.agent.state import NodeAgentState
 from numaplane.agent.waitreport import WaitingReporter
 from numaplane.grpcapi.podresources.server import PodResourcesServer
+from numaplane.kube.clock import Clock, SystemClock
 from numaplane.kube.errors import KubeError
 from numaplane.kube.port import KubePort
 from numaplane.kube.resources import NODE
@@ -156,12 +157,20 @@ def load_topology(options: AgentOptions) -> Topology:
 
 
 class Agent:
-    """One node agent (see the module docstring). ``kube``: optional API access for the Pod informer."""
+    """One node agent (see the module docstring). ``kube``: optional API access for the Pod informer;
+    ``clock``: the time every timestamp it writes reads (the policy report, the applied policy file,
+    the waiting report, a quarantined checkpoint's name), as the scheduler and the operator take one."""
 
     def __init__(
-        self, options: AgentOptions, *, topology: Topology | None = None, kube: KubePort | None = None
+        self,
+        options: AgentOptions,
+        *,
+        topology: Topology | None = None,
+        kube: KubePort | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.options = options
+        self.clock: Clock = clock or SystemClock()
         self.metrics = AgentMetrics()
         self.topology = topology
         self.kube = kube
@@ -223,7 +232,7 @@ class Agent:
         self.metrics.background_crashes.labels(task=task).inc()
 
     def _bad_checkpoint(self, store: CheckpointStore, exc: CheckpointError) -> None:
-        self.quarantined = store.quarantine(exc)
+        self.quarantined = store.quarantine(exc, self.clock.now())
         self.checkpoint_status = exc.kind
         self.metrics.checkpoint_load.labels(result=exc.kind).inc()
         log.error(
@@ -310,11 +319,11 @@ class Agent:
             self.notifier.prepare()
         if opts.applied_policy_file is not None:
             self.policy_file = AppliedPolicyWriter(
-                opts.applied_policy_file, opts.node_name, on_result=self._policy_file_written
+                opts.applied_policy_file, opts.node_name, on_result=self._policy_file_written, clock=self.clock
             )
             self.policy_file.prepare()
         if self.kube is not None and opts.pod_name and opts.pod_namespace:
-            self.reporter = PolicyReporter(self.kube, opts.pod_namespace, opts.pod_name)
+            self.reporter = PolicyReporter(self.kube, opts.pod_namespace, opts.pod_name, clock=self.clock)
 
     def _apply_start_config(self, inputs: StartInputs) -> str | None:
         """Step 3: the file's config over the restored one; the revision in force (``None``: the
@@ -359,7 +368,7 @@ class Agent:
         if inputs.checkpoint is None or self.checkpoint_status != "restored":
             self.writer.mark_dirty()
         if self.kube is not None:
-            self.waiting_reporter = WaitingReporter(self.kube, host=opts.node_name)
+            self.waiting_reporter = WaitingReporter(self.kube, clock=self.clock, host=opts.node_name)
         self.handler = AgentHandler(
             runner, metrics=self.metrics, sender=sender, on_change=self._changed, on_waiting=self._on_waiting()
         )

@@ -11,11 +11,12 @@ import click
 import structlog
 
 from numaplane.cli._connect import api_server_option, daemon_port
+from numaplane.cli._daemon import listener_options, log_options
 from numaplane.cli._signals import StopSignals
-from numaplane.listeners import LISTENER_HELP, default_address
 
 if TYPE_CHECKING:
     from numaplane.agent.daemon import AgentOptions
+    from numaplane.kube.clock import Clock
 
 __all__ = ["command"]
 
@@ -88,22 +89,8 @@ DEFAULT_KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
 @api_server_option
 @click.option("--pod-name", envvar="POD_NAME", default="", help="This agent's pod (default: $POD_NAME).")
 @click.option("--pod-namespace", envvar="POD_NAMESPACE", default="", help="Its namespace (default: $POD_NAMESPACE).")
-@click.option(
-    "--metrics-address",
-    default=default_address("agent", "metrics"),
-    show_default=True,
-    help=LISTENER_HELP.format(what="/metrics"),
-)
-@click.option(
-    "--health-address",
-    default=default_address("agent", "health"),
-    show_default=True,
-    help=LISTENER_HELP.format(what="/healthz, /readyz"),
-)
-@click.option("--log-format", type=click.Choice(["json", "console"]), default="json", show_default=True)
-@click.option(
-    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
-)
+@listener_options("agent")
+@log_options
 @click.option(
     "--kubelet-config",
     default=DEFAULT_KUBELET_CONFIG,
@@ -138,6 +125,7 @@ def command(ctx: click.Context, /, **kw: Any) -> None:
     """
     from numaplane.agent.errors import AgentConfigError
     from numaplane.cli._output import InputError
+    from numaplane.kube.clock import SystemClock
     from numaplane.observability.errors import AddressError, ObservabilityError
     from numaplane.observability.http import parse_address
     from numaplane.observability.logs import configure_logging
@@ -171,10 +159,11 @@ def command(ctx: click.Context, /, **kw: Any) -> None:
             "POD_NAME/POD_NAMESPACE are set but --watch-pods is off: the policy revision is not reported on the"
             " agent's pod"
         )
-    _take_over_or_refuse(str(kw["kubelet_config"]), kw)
+    clock = SystemClock()  # the one time source the agent's timestamps read (passed down)
+    _take_over_or_refuse(str(kw["kubelet_config"]), kw, clock)
     options = _options(kw)
     try:
-        asyncio.run(_run(options, kw))
+        asyncio.run(_run(options, kw, clock))
     except AgentConfigError as error:
         raise click.ClickException(str(error)) from error
     except ObservabilityError as error:
@@ -201,7 +190,7 @@ def _check_only(where: str) -> None:
     raise SystemExit(0 if verdict.may_take_over else 1)
 
 
-def _take_over_or_refuse(where: str, kw: dict[str, Any]) -> None:
+def _take_over_or_refuse(where: str, kw: dict[str, Any], clock: Clock) -> None:
     """Before enforcing: refuse (exit 1 with the reasons, logged as ``takeover_refused``, and with
     --watch-pods written as a condition on the agent's pod) while the kubelet's static managers are
     on; a missing default file only warns (not every node has one)."""
@@ -227,15 +216,14 @@ def _take_over_or_refuse(where: str, kw: dict[str, Any]) -> None:
     if not verdict.may_take_over:
         log.error("takeover_refused", **verdict.to_dict())
         if kw.get("watch_pods") and kw.get("pod_name") and kw.get("pod_namespace"):
-            asyncio.run(_report_refusal(kw, verdict))
+            asyncio.run(_report_refusal(kw, verdict, clock))
         raise click.ClickException(verdict.message())
     log.info("takeover", **verdict.to_dict())
 
 
-async def _report_refusal(kw: dict[str, Any], verdict: Any) -> None:
-    """Best effort: the refusal as a condition and an Event on the agent's own pod (logged when not written)."""
-    from datetime import UTC, datetime
-
+async def _report_refusal(kw: dict[str, Any], verdict: Any, clock: Clock) -> None:
+    """Best effort: the refusal as a condition and an Event on the agent's own pod (logged when not
+    written), stamped with ``clock``'s time."""
     import structlog
 
     from numaplane.agent.takeover import report_verdict
@@ -252,7 +240,7 @@ async def _report_refusal(kw: dict[str, Any], verdict: Any) -> None:
             str(kw["pod_namespace"]),
             str(kw["pod_name"]),
             verdict,
-            datetime.now(UTC),
+            clock.now(),
             node_name=str(kw.get("node_name") or ""),
         )
     except KubeError as error:
@@ -293,11 +281,11 @@ def _options(kw: dict[str, Any]) -> AgentOptions:
     )
 
 
-async def _run(options: Any, kw: dict[str, Any]) -> None:
+async def _run(options: Any, kw: dict[str, Any], clock: Clock) -> None:
     from numaplane.agent.daemon import Agent
 
     kube = _kube(kw) if kw["watch_pods"] else None
-    agent = Agent(options, kube=kube)
+    agent = Agent(options, kube=kube, clock=clock)
     signals = StopSignals(agent.request_stop)
     try:
         await agent.run()

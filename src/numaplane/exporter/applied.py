@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from numaplane.documents import DocumentError, parse_document
 from numaplane.exporter.errors import AppliedPolicyError, SourceError
-from numaplane.exporter.kubelet import KubeletConfigSource, KubeletSettings
+from numaplane.exporter.kubelet import KubeletConfigSource
+from numaplane.kube.kubeletconfig import KubeletConfiguration
 from numaplane.policy.config import parse_config
 from numaplane.policy.errors import PolicyConfigError
 from numaplane.topology.cpuset import CPUSet
@@ -29,7 +30,7 @@ __all__ = ["AppliedPolicySource"]
 class AppliedPolicySource(KubeletConfigSource):
     """The agent's applied policy file, parsed again only when it changed on disk."""
 
-    def parse(self, text: str) -> KubeletSettings:
+    def parse(self, text: str) -> KubeletConfiguration:
         where = str(self.path)
         try:
             doc = parse_document(text, where)
@@ -38,10 +39,10 @@ class AppliedPolicySource(KubeletConfigSource):
             raise AppliedPolicyError(str(error)) from error
         except PolicyConfigError as error:
             raise AppliedPolicyError(f"{where}: {error}") from error
-        return KubeletSettings(
+        return KubeletConfiguration(
             topology_manager_policy=config.topology_policy,
             topology_manager_scope=config.topology_scope,
-            reserved_cpus=config.reserved_cpus or CPUSet(),
+            reserved_system_cpus=config.reserved_cpus or CPUSet(),
             cpu_manager_policy=config.cpu_policy,
             memory_manager_policy=config.memory_policy,
         )

@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -63,6 +62,7 @@ from numaplane.exporter.publisher import Outcome, Publisher
 from numaplane.exporter.scan import Scanner, ScanResult
 from numaplane.exporter.sources import MachineSource, PodResourcesSource, open_podresources
 from numaplane.exporter.status import ExporterStatus
+from numaplane.kube.clock import Clock, SystemClock
 from numaplane.kube.errors import KubeError
 from numaplane.kube.port import EventType, JsonObj, KubePort
 from numaplane.kube.resources import NODE_RESOURCE_TOPOLOGY, POD
@@ -90,8 +90,11 @@ class Exporter:
         machine_source: MachineSource | None = None,
         kubelet_source: KubeletConfigSource | None = None,
         initial_sync_seconds: float = 5.0,
+        clock: Clock | None = None,
     ) -> None:
         self.options = options
+        #: The one time source of this exporter (probes, event batches, heartbeat, lock note, metrics).
+        self.clock: Clock = clock or SystemClock()
         self.kube = kube
         self.podresources = podresources or open_podresources(
             options.podresources_socket, timeout_seconds=options.podresources_timeout_seconds
@@ -101,7 +104,7 @@ class Exporter:
         self.status = ExporterStatus()
         self.last_result: ScanResult | None = None
         self._memory_reported: bool | None = None
-        self.gate = EventGate(options.max_events_per_second, options.event_burst)
+        self.gate = EventGate(options.max_events_per_second, options.event_burst, clock=self.clock)
         self.gate.on_post = self._count_event
         self._log = structlog.get_logger("numaplane.exporter").bind(node=options.node_name)
         self._terminal: set[tuple[str, str]] = set()
@@ -132,6 +135,7 @@ class Exporter:
                 view=self._view,
                 on_error=self.report,
                 heartbeat_seconds=options.heartbeat_seconds or None,
+                clock=self.clock,
             )
         self.dra: DRAInventory | None = None
         if options.dra:
@@ -192,7 +196,9 @@ class Exporter:
         self._started = False
         self.node_lock: NodeLock | None = None
         if options.lock_file is not None:
-            self.node_lock = NodeLock(options.lock_file, node=options.node_name, pod=os.environ.get("POD_NAME", ""))
+            self.node_lock = NodeLock(
+                options.lock_file, node=options.node_name, pod=os.environ.get("POD_NAME", ""), clock=self.clock
+            )
         self.lock_retry_seconds = 0.5
         self._waiting_for_lock: float | None = None
 
@@ -201,7 +207,7 @@ class Exporter:
     def report(self, error: ExporterError) -> None:
         """Count and log a survived error; it becomes :attr:`ExporterStatus.last_error`."""
         self.metrics.errors.labels(kind=error.kind).inc()
-        self.status.last_error, self.status.last_error_at = error, time.monotonic()
+        self.status.last_error, self.status.last_error_at = error, self.clock.monotonic()
         self._log.warning("exporter_error", kind=error.kind, error=error.message, error_type=type(error).__name__)
 
     def _count_event(self, trigger: Trigger, folded: bool) -> None:
@@ -262,7 +268,7 @@ class Exporter:
             and self.status.podresources_fetched
             and (self.publisher is None or self.status.topology_updated)
         )
-        return ok, self.status.to_dict()
+        return ok, self.status.to_dict(self.clock.monotonic())
 
     # ------------------------------------------------------------------ one cycle
 
@@ -270,7 +276,7 @@ class Exporter:
         """Scan and publish once for ``batch``; never raises (errors are reported and retried)."""
         trigger = batch.trigger.value
         self.status.cycles += 1
-        started = time.monotonic()
+        started = self.clock.monotonic()
         try:
             result = await self.scanner.scan(refresh=batch.refresh)
         except ExporterError as error:
@@ -282,7 +288,7 @@ class Exporter:
             self.status.podresources_fetched = False
             self._failed(ExporterError(f"scan crashed: {type(error).__name__}: {error}", kind="internal"))
             return None
-        scanned = time.monotonic()
+        scanned = self.clock.monotonic()
         self.metrics.scan_seconds.observe(scanned - started)
         self.status.podresources_fetched = True
         self.last_result = result
@@ -302,7 +308,7 @@ class Exporter:
             self.status.topology_updated = False
             self._failed(ExporterError(f"publish crashed: {type(error).__name__}: {error}", kind="internal"))
             return None
-        done = time.monotonic()
+        done = self.clock.monotonic()
         outcome = published.outcome
         self.metrics.write_seconds.labels(operation=outcome.value).observe(done - scanned)
         self.metrics.event_to_published.labels(trigger=trigger).observe(max(done - batch.first_at, 0.0))
@@ -311,7 +317,7 @@ class Exporter:
             self._log.debug("object_unchanged", trigger=trigger, api_calls=published.api_calls)
         else:
             self.metrics.writes.labels(operation=outcome.value, trigger=trigger).inc()
-            self.metrics.last_write.set(time.time())
+            self.metrics.last_write.set(self.clock.now().timestamp())
             self._log.info(
                 "object_published",
                 operation=outcome.value,
@@ -340,7 +346,7 @@ class Exporter:
         self.gate.post(Trigger.RETRY)
 
     def _succeeded(self) -> None:
-        self.status.last_success_at = time.monotonic()
+        self.status.last_success_at = self.clock.monotonic()
         self._retry_delay = self.options.retry_initial_seconds
         if self._retry_handle is not None:
             self._retry_handle.cancel()
@@ -383,7 +389,7 @@ class Exporter:
         await self._tasks.start()
         if self.node_lock is not None and not self.node_lock.try_acquire():
             holder = self.node_lock.holder()
-            self._waiting_for_lock = time.monotonic()
+            self._waiting_for_lock = self.clock.monotonic()
             self.status.node_lock = f"waiting: {self.node_lock.path} is held by another exporter ({holder})"
             self._log.warning(
                 "node_lock_busy",
@@ -398,8 +404,9 @@ class Exporter:
 
     async def _wait_for_lock(self, lock: NodeLock) -> None:
         while not lock.try_acquire():
-            await asyncio.sleep(self.lock_retry_seconds)
-        waited = time.monotonic() - (self._waiting_for_lock or time.monotonic())
+            await self.clock.sleep(self.lock_retry_seconds)
+        now = self.clock.monotonic()
+        waited = now - (self._waiting_for_lock or now)
         self._log.info("node_lock_acquired", lock_file=str(lock.path), waited_seconds=round(waited, 3))
         await self._start_publishing()
 

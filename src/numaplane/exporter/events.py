@@ -22,7 +22,7 @@ file works) when that library is installed and the kernel allows it, and otherwi
 ``(mtime, ctime, size, inode)`` every ``poll_seconds``; with inotify a bounded signature check
 catches a dropped event.
 
-Times are ``time.monotonic()`` seconds (the running loop's clock).
+Times are the gate's ``clock.monotonic()`` seconds (:mod:`numaplane.kube.clock`; the real one by default).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ import structlog
 
 from numaplane.exporter.errors import ExporterConfigError
 from numaplane.exporter.options import NotifyBackend
+from numaplane.kube.clock import Clock, SystemClock
 
 __all__ = [
     "KUBELET_STATE_FILES",
@@ -112,18 +112,17 @@ class Batch:
 class EventGate:
     """Coalescing, rate-limited hand-over of triggers to the refresh loop (see the module docstring)."""
 
-    def __init__(
-        self, max_per_second: float = 0.0, burst: int = 1, *, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, max_per_second: float = 0.0, burst: int = 1, *, clock: Clock | None = None) -> None:
         if max_per_second < 0 or burst < 1:
             raise ValueError("max_per_second must be >= 0 and burst >= 1")
         self.max_per_second = max_per_second
         self.burst = burst
-        self._clock = clock
+        #: The time source of batches, rate limit and :func:`periodic` (monotonic seconds, sleeps).
+        self.clock: Clock = clock or SystemClock()
         self._pending: dict[Trigger, float] = {}
         self._wake = asyncio.Event()
         self._tokens = float(burst)
-        self._stamp = clock()
+        self._stamp = self.clock.monotonic()
         self.posted = 0
         self.coalesced = 0
         self.on_post: Callable[[Trigger, bool], None] | None = None
@@ -131,7 +130,7 @@ class EventGate:
     def post(self, trigger: Trigger) -> None:
         """Record ``trigger`` for the next batch (folded into it if one is already pending)."""
         folded = bool(self._pending)
-        self._pending.setdefault(trigger, self._clock())
+        self._pending.setdefault(trigger, self.clock.monotonic())
         self.posted += 1
         if folded:
             self.coalesced += 1
@@ -144,7 +143,7 @@ class EventGate:
         return bool(self._pending)
 
     def _refill(self) -> None:
-        now = self._clock()
+        now = self.clock.monotonic()
         self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) * self.max_per_second)
         self._stamp = now
 
@@ -156,7 +155,7 @@ class EventGate:
         if self.max_per_second > 0:
             self._refill()
             while self._tokens < 1.0:
-                await asyncio.sleep((1.0 - self._tokens) / self.max_per_second)
+                await self.clock.sleep((1.0 - self._tokens) / self.max_per_second)
                 self._refill()
             self._tokens -= 1.0
         batch = Batch(frozenset(self._pending), min(self._pending.values()))
@@ -166,9 +165,9 @@ class EventGate:
 
 
 async def periodic(gate: EventGate, period_seconds: float) -> None:
-    """Post :attr:`Trigger.PERIODIC` every ``period_seconds`` (runs until cancelled)."""
+    """Post :attr:`Trigger.PERIODIC` every ``period_seconds`` of the gate's clock (runs until cancelled)."""
     while True:
-        await asyncio.sleep(period_seconds)
+        await gate.clock.sleep(period_seconds)
         gate.post(Trigger.PERIODIC)
 
 

@@ -6,7 +6,8 @@ agent's take-over check reads it too): ``kind: KubeletConfiguration`` and a
 ``topologyManagerScope``, ``reservedSystemCPUs``, ``cpuManagerPolicy``, ``memoryManagerPolicy``
 typed and checked. A field absent from the file takes the kubelet's default (``none``,
 ``container``, no reserved CPUs, ``none``, ``None``), because that is what the kubelet then runs
-with. Flags override the file key by key (:meth:`KubeletSettings.overridden`).
+with. The value is the reader's own :class:`~numaplane.kube.kubeletconfig.KubeletConfiguration`; flags
+override the file key by key (:meth:`~numaplane.kube.kubeletconfig.KubeletConfiguration.overridden`).
 
 Validation is strict where the value is published or used: the Topology Manager policy and scope
 must be kubelet spellings, reserved CPUs a valid cpuset. Manager policies of the CPU and memory
@@ -20,58 +21,25 @@ the refresh loop can ask for it on every periodic tick at the cost of one ``stat
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from numaplane.exporter.errors import KubeletConfigError, SourceError
 from numaplane.kube.kubeletconfig import (
     TOPOLOGY_MANAGER_POLICIES,
     TOPOLOGY_MANAGER_SCOPES,
+    KubeletConfiguration,
     KubeletConfigurationError,
     parse_kubelet_configuration,
 )
-from numaplane.topology.cpuset import CPUSet
 
 __all__ = [
     "TOPOLOGY_MANAGER_POLICIES",
     "TOPOLOGY_MANAGER_SCOPES",
     "KubeletConfigSource",
-    "KubeletSettings",
     "parse_kubelet_config",
     "validate_policy",
     "validate_scope",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class KubeletSettings:
-    """What the exporter uses from the kubelet's configuration (kubelet spellings, as published)."""
-
-    topology_manager_policy: str = "none"
-    topology_manager_scope: str = "container"
-    reserved_cpus: CPUSet = field(default_factory=CPUSet)
-    cpu_manager_policy: str = "none"
-    memory_manager_policy: str = "None"
-
-    def overridden(
-        self, *, policy: str | None = None, scope: str | None = None, reserved_cpus: CPUSet | None = None
-    ) -> KubeletSettings:
-        """These settings with the given flag values in place of the file's (``None`` keeps the file's)."""
-        return replace(
-            self,
-            topology_manager_policy=self.topology_manager_policy if policy is None else policy,
-            topology_manager_scope=self.topology_manager_scope if scope is None else scope,
-            reserved_cpus=self.reserved_cpus if reserved_cpus is None else reserved_cpus,
-        )
-
-    def to_dict(self) -> dict[str, str]:
-        return {
-            "topologyManagerPolicy": self.topology_manager_policy,
-            "topologyManagerScope": self.topology_manager_scope,
-            "reservedSystemCPUs": self.reserved_cpus.format(),
-            "cpuManagerPolicy": self.cpu_manager_policy,
-            "memoryManagerPolicy": self.memory_manager_policy,
-        }
 
 
 def validate_policy(value: str, where: str = "topologyManagerPolicy") -> str:
@@ -88,21 +56,14 @@ def validate_scope(value: str, where: str = "topologyManagerScope") -> str:
     return value
 
 
-def parse_kubelet_config(text: str, where: str = "kubelet config") -> KubeletSettings:
+def parse_kubelet_config(text: str, where: str = "kubelet config") -> KubeletConfiguration:
     """Parse a ``KubeletConfiguration`` document with the project's one strict reader
     (:func:`numaplane.kube.kubeletconfig.parse_kubelet_configuration`: ``kind`` and ``apiVersion``
     required, the fields read typed and checked); ``where`` names the source in error messages."""
     try:
-        config = parse_kubelet_configuration(text, where)
+        return parse_kubelet_configuration(text, where)
     except KubeletConfigurationError as error:
         raise KubeletConfigError(str(error)) from None
-    return KubeletSettings(
-        topology_manager_policy=config.topology_manager_policy,
-        topology_manager_scope=config.topology_manager_scope,
-        reserved_cpus=config.reserved_system_cpus,
-        cpu_manager_policy=config.cpu_manager_policy,
-        memory_manager_policy=config.memory_manager_policy,
-    )
 
 
 class KubeletConfigSource:
@@ -116,9 +77,9 @@ class KubeletConfigSource:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._stamp: tuple[int, int, int] | None = None
-        self._settings: KubeletSettings | None = None
+        self._settings: KubeletConfiguration | None = None
 
-    def parse(self, text: str) -> KubeletSettings:
+    def parse(self, text: str) -> KubeletConfiguration:
         """The settings in the file's ``text``; raises a :class:`~numaplane.exporter.errors.SourceError`."""
         return parse_kubelet_config(text, str(self.path))
 
@@ -126,7 +87,7 @@ class KubeletConfigSource:
         """The error for a file that cannot be read."""
         return KubeletConfigError(f"{self.path}: cannot read: {error}")
 
-    def read(self) -> KubeletSettings:
+    def read(self) -> KubeletConfiguration:
         try:
             st = self.path.stat()
             stamp = (st.st_mtime_ns, st.st_size, st.st_ino)

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import fcntl
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 
 from numaplane.exporter.errors import ExporterConfigError
-from numaplane.kube.clock import format_time
+from numaplane.kube.clock import Clock, SystemClock, format_time
 
 __all__ = ["NodeLock"]
 
@@ -30,8 +29,9 @@ __all__ = ["NodeLock"]
 class NodeLock:
     """An exclusive ``flock`` on ``path`` (see the module docstring). Not reentrant; one per process."""
 
-    def __init__(self, path: Path, *, node: str, pod: str = "") -> None:
+    def __init__(self, path: Path, *, node: str, pod: str = "", clock: Clock | None = None) -> None:
         self.path = path
+        self.clock: Clock = clock or SystemClock()  # the ``since=`` stamp of the note
         self.node = node
         self.pod = pod
         self._fd: int | None = None
@@ -59,7 +59,7 @@ class NodeLock:
             os.close(fd)
             raise ExporterConfigError(f"lock file {self.path}: cannot lock: {error}") from error
         self._fd = fd
-        stamp = format_time(datetime.now(UTC))
+        stamp = format_time(self.clock.now())
         note = f"pid={os.getpid()} node={self.node} pod={self.pod or '-'} since={stamp}\n".encode()
         try:
             os.ftruncate(fd, 0)

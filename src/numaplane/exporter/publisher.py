@@ -49,7 +49,6 @@ written without the reference and ``node_lookup`` is reported (looked up again a
 from __future__ import annotations
 
 import enum
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -152,8 +151,9 @@ class Publisher:
         if heartbeat_seconds is not None and not heartbeat_seconds > 0:
             raise ValueError(f"heartbeat_seconds must be positive, not {heartbeat_seconds!r}")
         self.heartbeat_seconds = heartbeat_seconds
-        self.clock: Clock = clock or SystemClock()  # wall time of the heartbeat annotation
-        self._last_write_at: float | None = None  # monotonic time of this publisher's last write
+        #: Wall time of the heartbeat annotation; monotonic time of the heartbeat and Node-read intervals.
+        self.clock: Clock = clock or SystemClock()
+        self._last_write_at: float | None = None  # clock.monotonic() of this publisher's last write
         self.kube = kube
         self.node_name = node_name
         self.owner_reference = owner_reference
@@ -180,7 +180,7 @@ class Publisher:
         """Whether the next publish must write even unchanged content (module docstring)."""
         if self.heartbeat_seconds is None:
             return False
-        return self._last_write_at is None or time.monotonic() - self._last_write_at >= self.heartbeat_seconds
+        return self._last_write_at is None or self.clock.monotonic() - self._last_write_at >= self.heartbeat_seconds
 
     # ------------------------------------------------------------------ content
 
@@ -256,7 +256,7 @@ class Publisher:
                     calls += 1
                     written = await self.kube.create(NODE_RESOURCE_TOPOLOGY, body, field_manager=FIELD_MANAGER)
                     self.last_written = written
-                    self._last_write_at = time.monotonic()
+                    self._last_write_at = self.clock.monotonic()
                     return PublishResult(Outcome.CREATED, written, calls)
                 self._check_ownership(current)
                 if self._node_uid is None and self.owner_reference:
@@ -268,7 +268,7 @@ class Publisher:
                 calls += 1
                 written = await self.kube.replace(NODE_RESOURCE_TOPOLOGY, body, field_manager=FIELD_MANAGER)
                 self.last_written = written
-                self._last_write_at = time.monotonic()
+                self._last_write_at = self.clock.monotonic()
                 return PublishResult(Outcome.UPDATED, written, calls)
             except (AlreadyExists, Conflict, Gone, NotFound) as error:
                 last_error = error
@@ -333,7 +333,7 @@ class Publisher:
         """Read the Node's uid (see the module docstring); True if an API call was made."""
         if not self.owner_reference:
             return False
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if not force and self._node_checked_at is not None and now - self._node_checked_at < self.node_retry_seconds:
             return False
         self._node_checked_at = now

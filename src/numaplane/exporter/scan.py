@@ -38,9 +38,10 @@ import structlog
 
 from numaplane.exporter.applied import AppliedPolicySource
 from numaplane.exporter.errors import ExporterError, MalformedPodResources, PodResourcesSourceError
-from numaplane.exporter.kubelet import KubeletConfigSource, KubeletSettings
+from numaplane.exporter.kubelet import KubeletConfigSource
 from numaplane.exporter.options import ExporterOptions
 from numaplane.exporter.sources import MachineSource, PodResourcesSource, check_consistency
+from numaplane.kube.kubeletconfig import KubeletConfiguration
 from numaplane.nrt.fingerprint import compute_fingerprint, select_pods
 from numaplane.nrt.model import NodeResourceTopology
 from numaplane.nrt.podresources import AllocatableResources, ContainerDevices, PodResources
@@ -67,7 +68,7 @@ class ScanResult:
     pods_excluded: int
     pods_terminal: int
     fingerprint: str | None
-    settings: KubeletSettings
+    settings: KubeletConfiguration
 
 
 class Scanner:
@@ -100,7 +101,7 @@ class Scanner:
             namespace=options.watch_namespace,
         )
         self.machine: MachineView | None = None
-        self.settings: KubeletSettings | None = None
+        self.settings: KubeletConfiguration | None = None
         self._machine_stale = False
         self._fallback_logged = False
         self._log = structlog.get_logger("numaplane.exporter").bind(node=options.node_name)
@@ -118,11 +119,11 @@ class Scanner:
             self._on_error(error)
         return self.machine
 
-    def refresh_settings(self) -> KubeletSettings:
+    def refresh_settings(self) -> KubeletConfiguration:
         """Re-read the kubelet config file (if any) and apply the flags; keep the previous value on failure."""
         opts = self.options
         try:
-            base = self.kubelet_source.read() if self.kubelet_source is not None else KubeletSettings()
+            base = self.kubelet_source.read() if self.kubelet_source is not None else KubeletConfiguration()
         except ExporterError as error:
             if self.settings is not None:
                 self._on_error(error)
@@ -131,7 +132,7 @@ class Scanner:
                 raise
             # the flags say everything that is published; the file only adds the reserved CPUs
             self._on_error(error)
-            base = KubeletSettings()
+            base = KubeletConfiguration()
         self.settings = base.overridden(
             policy=opts.topology_manager_policy, scope=opts.topology_manager_scope, reserved_cpus=opts.reserved_cpus
         )
@@ -170,7 +171,7 @@ class Scanner:
         nrt = replace(nrt, metadata=replace(nrt.metadata, labels=labels))
         return ScanResult(nrt, len(pods), excluded, terminal, fingerprint, settings)
 
-    async def _allocatable(self, machine: MachineView, settings: KubeletSettings) -> AllocatableResources:
+    async def _allocatable(self, machine: MachineView, settings: KubeletConfiguration) -> AllocatableResources:
         try:
             return await self.podresources.allocatable()
         except PodResourcesSourceError as error:
@@ -179,13 +180,13 @@ class Scanner:
         online = 0
         for node in machine.numa_nodes:
             online |= node.cpus.mask
-        cpus = online & ~settings.reserved_cpus.mask
+        cpus = online & ~settings.reserved_system_cpus.mask
         if not self._fallback_logged:
             self._fallback_logged = True
             self._log.warning(
                 "podresources_allocatable_unsupported",
                 fallback="online CPUs minus reservedSystemCPUs; no device or memory rows",
-                reserved_cpus=settings.reserved_cpus.format(),
+                reserved_cpus=settings.reserved_system_cpus.format(),
             )
         return AllocatableResources(cpu_ids=tuple(i for i in range(cpus.bit_length()) if cpus >> i & 1))
 

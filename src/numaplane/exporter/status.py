@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +12,7 @@ __all__ = ["ExporterStatus"]
 
 @dataclass(slots=True)
 class ExporterStatus:
-    """What the probes report. Times are ``time.monotonic()`` seconds (``None``: never)."""
+    """What the probes report. Times are the exporter's ``clock.monotonic()`` seconds (``None``: never)."""
 
     podresources_fetched: bool = False
     topology_updated: bool = False
@@ -25,8 +24,8 @@ class ExporterStatus:
     #: With ``--lock-file``: ``held: <path>`` or ``waiting: <path> is held by another exporter (...)``.
     node_lock: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        now = time.monotonic()
+    def to_dict(self, now: float) -> dict[str, Any]:
+        """The ``/readyz`` details at ``now`` (the same clock's monotonic seconds as the times held)."""
         return {
             "podresources_fetched": self.podresources_fetched,
             "topology_updated": self.topology_updated,

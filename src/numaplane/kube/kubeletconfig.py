@@ -29,7 +29,7 @@ Every problem is a :class:`KubeletConfigurationError` naming the source (file or
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -78,14 +78,39 @@ class KubeletConfigurationError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class KubeletConfiguration:
-    """The fields numaplane reads, typed (kubelet spellings), and the whole ``document`` as read."""
+    """The fields numaplane reads, typed (kubelet spellings), and the whole ``document`` as read.
+
+    The exporter publishes and uses this value as is (its flags override it key by key:
+    :meth:`overridden`; the agent's applied policy file gives one too, without a document). Two values
+    are equal when their five fields are: ``document`` is where they came from, not what they say."""
 
     topology_manager_policy: str = "none"
     topology_manager_scope: str = "container"
     reserved_system_cpus: CPUSet = field(default_factory=CPUSet)
     cpu_manager_policy: str = "none"
     memory_manager_policy: str = "None"
-    document: Mapping[str, Any] = field(default_factory=dict)
+    document: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def overridden(
+        self, *, policy: str | None = None, scope: str | None = None, reserved_cpus: CPUSet | None = None
+    ) -> KubeletConfiguration:
+        """This configuration with the given flag values in place of the file's (``None`` keeps the file's)."""
+        return replace(
+            self,
+            topology_manager_policy=self.topology_manager_policy if policy is None else policy,
+            topology_manager_scope=self.topology_manager_scope if scope is None else scope,
+            reserved_system_cpus=self.reserved_system_cpus if reserved_cpus is None else reserved_cpus,
+        )
+
+    def to_dict(self) -> dict[str, str]:
+        """The five fields under the kubelet's names (``reservedSystemCPUs`` as a cpuset string)."""
+        return {
+            "topologyManagerPolicy": self.topology_manager_policy,
+            "topologyManagerScope": self.topology_manager_scope,
+            "reservedSystemCPUs": self.reserved_system_cpus.format(),
+            "cpuManagerPolicy": self.cpu_manager_policy,
+            "memoryManagerPolicy": self.memory_manager_policy,
+        }
 
 
 def _what(doc: Any) -> str:

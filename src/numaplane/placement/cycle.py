@@ -22,8 +22,10 @@ The simulator drives it over a fixed node set; the standalone scheduler
 (:func:`numaplane.scheduler.decision.decide`) over the informers' nodes, with the result of
 kube-scheduler's node-level predicates (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity,
 per node in Python) as an input mask of :meth:`Cycle.candidates`; the extender, whose filter and
-score kube-scheduler asks for its own candidate nodes, reads the same arrays' verdicts of every node
-(:meth:`Cycle.numa_evaluation`, :meth:`Cycle.emptied_evaluation`, :meth:`Cycle.reason_codes`).
+score kube-scheduler asks for its own candidate nodes, reads the same arrays' verdicts in one call per
+verb (:meth:`Cycle.filter`, :meth:`Cycle.prioritize`); the scheduler state's other askers (the requeue
+check, ``FitError`` messages, the conformance kinds) read every node's verdict, score, reason code,
+trust and eviction answer from one value (:meth:`Cycle.verdicts`, :class:`NumaVerdicts`).
 
 Pure: no I/O, no clock.
 """
@@ -64,6 +66,7 @@ __all__ = [
     "Evaluation",
     "FilterAnswer",
     "NumaSetup",
+    "NumaVerdicts",
     "SelectionRules",
     "numa_verdicts",
     "reason_codes",
@@ -140,6 +143,27 @@ class FilterAnswer:
     def failed(self) -> B:
         """Known names the NUMA filter rejects (with or without a row)."""
         return self.known & ~self.feasible
+
+
+@dataclass(frozen=True)
+class NumaVerdicts:
+    """Every node's NUMA answers for one pod, from one pass over the cycle's arrays (:meth:`Cycle.verdicts`),
+    arrays by row of ``index`` (name → row; a snapshot, so the value stays readable after the node set
+    changes, though it then describes the old set).
+
+    ``feasible`` and ``scores`` (0..100, every row, feasible or not: upstream's Score scores any node it
+    is asked about) are :meth:`Pipeline.evaluate`'s; ``codes`` the rows' :func:`reason_codes` (``FITS`` on
+    every feasible row); ``trusted`` whether the row holds trusted, readable NRT data (fresh, present, not
+    malformed — the rejections the cache hears of); ``preemptible`` (``None`` unless asked for) the rejected
+    rows with trusted data and at least one zone that the pod fits once the node is emptied of pods
+    (every zone's ``available`` back at its ``allocatable``)."""
+
+    index: Mapping[str, int]
+    feasible: B
+    scores: I64
+    codes: npt.NDArray[np.int8]
+    trusted: B
+    preemptible: B | None = None
 
 
 class Cycle:
@@ -303,22 +327,15 @@ class Cycle:
             return Candidates(found.rows, None)
         return Candidates(found.rows, pipeline.scores(pod, self._numa_rows[found.rows]))
 
-    def _trusted(self, rows: npt.NDArray[np.int64], *, zones: bool = False) -> npt.NDArray[np.bool_]:
-        """Whether each NUMA row holds trusted, readable NRT data (the rejections the cache hears of);
-        ``zones``: and at least one zone."""
+    def _trusted(self, rows: npt.NDArray[np.int64] | slice, *, zones: bool = False) -> npt.NDArray[np.bool_]:
+        """Whether each NUMA row of ``rows`` (indices or a slice) holds trusted, readable NRT data (the
+        rejections the cache hears of); ``zones``: and at least one zone."""
         assert self.pipeline is not None
         cl = self.pipeline.cluster
         trusted = cl.fresh[rows] & cl.has_nrt[rows] & ~cl.problem[rows]
         if zones:
             trusted &= cl.nzones[rows] > 0
         return np.asarray(trusted, dtype=np.bool_)
-
-    def trusted_rows(self, rows: npt.NDArray[np.int64], *, zones: bool = False) -> npt.NDArray[np.bool_]:
-        """Whether each of the NUMA ``rows`` (:meth:`numa_feasible`'s index) holds trusted, readable NRT
-        data — with at least one zone when ``zones`` — as the cache last reported it (after :meth:`sync`)."""
-        if self.pipeline is None:
-            raise ValueError("this cycle has no NUMA plugin")
-        return self._trusted(rows, zones=zones)
 
     def totals(self, pod: Pod, found: Candidates) -> I64:
         """The total score (module docstring) of every position of ``found``."""
@@ -357,12 +374,23 @@ class Cycle:
 
     # --- the NUMA plugin's verdicts on every node, for explanations and the extender ----------------
 
-    def numa_evaluation(self, pod: Pod) -> Evaluation:
-        """Every node's NUMA verdict and score for ``pod`` (after :meth:`sync`), indexed by name."""
-        if self.pipeline is None:
-            raise ValueError("this cycle has no NUMA plugin")
-        self.sync()
-        return self.pipeline.evaluate(pod)
+    def verdicts(self, pod: Pod, *, preemption: bool = False) -> NumaVerdicts:
+        """Every node's NUMA verdict, score, reason code and trust for ``pod`` (after :meth:`sync`) in one
+        value (:class:`NumaVerdicts`); ``preemption``: also whether evicting pods would let it fit (asks
+        the emptied arrays only when some row is rejected). Changes nothing but the arrays' sync."""
+        pipeline = self._synced_pipeline()
+        ev = pipeline.evaluate(pod)
+        feasible = ev.feasible
+        every = slice(0, len(feasible))  # every row, as a slice: no gather
+        if feasible.all():
+            codes = np.full(len(feasible), FITS, dtype=np.int8)
+            preemptible = np.zeros(len(feasible), dtype=np.bool_) if preemption else None
+        else:
+            codes = reason_codes(pipeline, pod, ev)
+            preemptible = None
+            if preemption:
+                preemptible = ~feasible & self._trusted(every, zones=True) & self.emptied_feasible(pod)
+        return NumaVerdicts(ev.index, feasible, ev.scores, codes, self._trusted(every), preemptible)
 
     def emptied_evaluation(self, pod: Pod) -> Evaluation:
         """Every node's NUMA verdict for ``pod`` were the node emptied of pods: the same nodes with
@@ -380,14 +408,14 @@ class Cycle:
         return self._emptied
 
     def numa_feasible(self, pod: Pod) -> tuple[Mapping[str, int], npt.NDArray[np.bool_]]:
-        """:meth:`numa_evaluation` without the scores: the name → row index and every row's verdict.
+        """:meth:`verdicts`' index and verdicts alone: the name → row index and every row's verdict.
         The index is the arrays' own (no copy, so lookups are plain dict ones): valid until the node
         set changes, read it at once."""
         pipeline = self._synced_pipeline()
         return pipeline.cluster.index, pipeline.feasible(pod)
 
     def numa_scores(self, pod: Pod) -> tuple[Mapping[str, int], I64]:
-        """:meth:`numa_evaluation` without the verdicts: the name → row index (as for
+        """:meth:`verdicts`' index and scores alone: the name → row index (as for
         :meth:`numa_feasible`) and every row's score."""
         pipeline = self._synced_pipeline()
         return pipeline.cluster.index, pipeline.scores(pod)
@@ -412,8 +440,8 @@ class Cycle:
         return self.pipeline
 
     def reason_codes(self, pod: Pod, ev: Evaluation | npt.NDArray[np.bool_]) -> npt.NDArray[np.int8]:
-        """:func:`reason_codes` of this cycle's NUMA arrays for ``ev`` (this pod's :meth:`numa_evaluation`,
-        or its verdicts alone: :meth:`numa_feasible`)."""
+        """:func:`reason_codes` of this cycle's NUMA arrays for ``ev`` (this pod's evaluation, or its
+        verdicts alone: :meth:`numa_feasible`)."""
         if self.pipeline is None:
             raise ValueError("this cycle has no NUMA plugin")
         return reason_codes(self.pipeline, pod, ev)

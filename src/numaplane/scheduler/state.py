@@ -23,8 +23,9 @@ Decisions (the standalone one is :func:`numaplane.scheduler.decision.decide`, a 
   NodeName, TaintToleration, NodeAffinity), the cycle's input mask: they run per node in Python,
   only where they can fail (:func:`~numaplane.placement.explain.predicates.has_node_constraints`);
 * :meth:`SchedulerState.evaluate` — the cycle's NUMA verdicts and scores of one pod over the nodes
-  kube-scheduler (the extender) or the requeue check names, with the cache feedback upstream gives: a
-  candidate rejected on trusted data is reported with ``node_maybe_overreserved``;
+  the requeue check, a ``FitError`` message or a conformance case names, read from one evaluation
+  (:meth:`Cycle.verdicts <numaplane.placement.cycle.Cycle.verdicts>`), with the cache feedback upstream
+  gives: a candidate rejected on trusted data is reported with ``node_maybe_overreserved``;
 * :meth:`SchedulerState.basic_filter` / :meth:`SchedulerState.fit_scores` — the basic predicates
   (NodeResourcesFit from the cycle's fit arrays, the rest :meth:`~SchedulerState.node_mask`) and the
   LeastAllocated scores by node name;
@@ -275,44 +276,34 @@ class SchedulerState:
         ``preemption=True`` also fills :attr:`NumaEvaluation.preemptible`.
         """
         names = list(self.nodes) if candidates is None else list(candidates)
-        ev = self.cycle.numa_evaluation(pod)
-        rows = ev.index
+        v = self.cycle.verdicts(pod, preemption=preemption)  # the one evaluation every answer below reads
+        rows, feasible, row_scores, row_codes, emptied = v.index, v.feasible, v.scores, v.codes, v.preemptible
+        trusted = v.trusted if mark else None
         scores: dict[str, int] = {}
         rejected_scores: dict[str, int] = {}
         failed: list[str] = []
         unknown: list[str] = []
+        codes: dict[str, int] = {}
+        preemptible: set[str] = set()
         for name in names:
             row = rows.get(name)
             if row is None:
                 record = self.nodes.get(name)
                 (failed if record is not None else unknown).append(name)
                 continue
-            if ev.feasible[row]:
-                scores[name] = int(ev.scores[row])
-            else:
-                failed.append(name)
-                rejected_scores[name] = int(ev.scores[row])
-                if not mark:
-                    continue
-                cached = self.gate.get(name, pod)
-                if cached.fresh and cached.topology is not None and cached.topology.problem is None:
-                    self.cache.node_maybe_overreserved(name, pod)
-        preemptible: frozenset[str] = frozenset()
-        if preemption and failed:
-            emptied = self.cycle.emptied_evaluation(pod)
-            emptied_rows = emptied.index
-            preemptible = frozenset(
-                name
-                for name in failed
-                if (row := emptied_rows.get(name)) is not None
-                and emptied.feasible[row]
-                and self._trusted_zone_data(name, pod)
-            )
-        codes: dict[str, int] = {}
-        if failed:  # the reasons come from the arrays that took the decision (Cycle.reason_codes)
-            all_codes = self.cycle.reason_codes(pod, ev)
-            codes = {name: int(all_codes[row]) for name in failed if (row := rows.get(name)) is not None}
-        return NumaEvaluation(pod, scores, failed, unknown, self.verdicts, preemptible, codes, rejected_scores)
+            if feasible[row]:
+                scores[name] = int(row_scores[row])
+                continue
+            failed.append(name)
+            rejected_scores[name] = int(row_scores[row])
+            codes[name] = int(row_codes[row])  # the reasons come from the arrays that took the decision
+            if emptied is not None and emptied[row]:
+                preemptible.add(name)
+            if trusted is not None and trusted[row]:  # a rejection on trusted data: maybe over-reserved
+                self.cache.node_maybe_overreserved(name, pod)
+        return NumaEvaluation(
+            pod, scores, failed, unknown, self.verdicts, frozenset(preemptible), codes, rejected_scores
+        )
 
     def unusable_node(self, name: str) -> str | None:
         """Why the Node object of ``name`` is unusable (the cycle holds no row for it), as the NUMA
@@ -321,11 +312,6 @@ class SchedulerState:
         if record is None:
             return None
         return record.problem or "malformed node object"
-
-    def _trusted_zone_data(self, name: str, pod: Pod) -> bool:
-        cached = self.gate.get(name, pod)
-        topology = cached.topology
-        return cached.fresh and topology is not None and topology.problem is None and bool(topology.zones)
 
     def _usage_synced(self) -> None:
         """Write every usage change to the cycle's fit arrays (module docstring)."""

@@ -33,7 +33,7 @@ cases the arrays cannot answer:
   arrays clip.
 
 Whether eviction could help (:attr:`NumaEvaluation.preemptible`) is the arrays' alone (the emptied
-twin, :meth:`Cycle.emptied_evaluation`); its per-node form is a reference in the tests. Were a
+twin, :attr:`NumaVerdicts.preemptible <numaplane.placement.cycle.NumaVerdicts>`); its per-node form is a reference in the tests. Were a
 per-node verdict ever to disagree with the arrays', the arrays' verdict stands (see
 :meth:`NumaEvaluation.reason`).
 

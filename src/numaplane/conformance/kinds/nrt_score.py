@@ -19,7 +19,7 @@ def run(case: dict[str, Any], ctx: CaseContext) -> Outcome:
     strategy = ScoringStrategy.from_dict(case["strategy"])
     pod = parse_pod(case["pod"])
     state = scheduler_state({name: (e.get("nrt"), e.get("node")) for name, e in case["nodes"].items()}, strategy)
-    ev = state.cycle.numa_evaluation(pod)
-    got = {name: ev.result(name)[1] for name in case["nodes"]}
+    verdicts = state.cycle.verdicts(pod)
+    got = {name: int(verdicts.scores[verdicts.index[name]]) for name in case["nodes"]}
     expect = case["expect"]["scores"]
     return Outcome.ok() if got == expect else Outcome.fail(expect, got, "expect.scores")
