@@ -27,7 +27,7 @@ from pathlib import Path
 from numaplane.nri.plugin import NRIPlugin
 from numaplane.nri.proto import api_pb2
 from numaplane.nri.protocol import Connection, RequestReceived, Role
-from numaplane.nri.service import PLUGIN_SERVICE, dispatch
+from numaplane.nri.stub import PLUGIN_SERVICE, Stub
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
 from numaplane_harness.nriexample import FixedCpusetHandler
@@ -78,11 +78,12 @@ def bench_decode(frame: bytes, n: int) -> float:
 async def bench_dispatch(frame: bytes, n: int) -> float:
     conn = Connection(Role.PLUGIN)
     handler = FixedCpusetHandler("1")
+    stub = Stub(handler)
     start = time.perf_counter()
     for _ in range(n):
         (event,) = conn.receive(frame)
         assert isinstance(event, RequestReceived)
-        reply = await dispatch(handler, event)
+        reply = await stub.serve(event)
         conn.reply(event.stream_id, reply.payload, reply.code, reply.message)
         handler.calls.clear()
     return (time.perf_counter() - start) / n
