@@ -20,6 +20,7 @@ import structlog
 from numaplane.agent.asking import Answering
 from numaplane.agent.background import BackgroundLoop
 from numaplane.agent.metrics import AgentMetrics
+from numaplane.agent.records import Pending
 from numaplane.agent.state import CpusetUpdate, NodeAgentState
 from numaplane.nri.errors import CallTimeout, ConnectionClosed, NRIError, StatusError
 
@@ -44,7 +45,8 @@ class StateRunner:
         self.state = state
         self.answering = Answering(state)
 
-    async def call(self, fn: Callable[[], _T]) -> _T:
+    async def call(self, fn: Callable[[], _T | Pending[_T]]) -> _T:
+        """``fn()`` (a call into the state machine); an admission it parks is answered and resumed."""
         return await self.answering.call(fn)
 
 
