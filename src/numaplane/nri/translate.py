@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
@@ -78,8 +78,7 @@ def parse_message(cls: type[_M], payload: bytes) -> _M:
 # -- values from messages -------------------------------------------------------------------------------
 
 
-def _opt(msg: Any, name: str) -> int | None:
-    return int(getattr(msg, name).value) if msg.HasField(name) else None
+_STATES = tuple(ContainerState)  # by NRI's number
 
 
 def sandbox_from_pb(pod: api_pb2.PodSandbox) -> Sandbox:
@@ -95,32 +94,35 @@ def sandbox_from_pb(pod: api_pb2.PodSandbox) -> Sandbox:
 
 
 def resources_from_pb(res: api_pb2.LinuxResources) -> CgroupResources:
-    """The :class:`CgroupResources` of a ``LinuxResources`` message (``cpus``/``mems`` empty without ``cpu``)."""
-    has_cpu = res.HasField("cpu")
+    """The :class:`CgroupResources` of a ``LinuxResources`` message (``cpus``/``mems`` empty without ``cpu``).
+
+    On the CreateContainer path: each submessage is read once, each wrapper tested with ``HasField``."""
+    if res.HasField("cpu"):
+        cpu = res.cpu
+        shares = cpu.shares.value if cpu.HasField("shares") else None
+        quota = cpu.quota.value if cpu.HasField("quota") else None
+        period = cpu.period.value if cpu.HasField("period") else None
+        cpus, mems = cpu.cpus, cpu.mems
+    else:
+        shares = quota = period = None
+        cpus = mems = ""
+    memory = res.memory.limit.value if res.HasField("memory") and res.memory.HasField("limit") else None
+    pages = res.hugepage_limits
     return CgroupResources(
-        cpu_shares=_opt(res.cpu, "shares") if has_cpu else None,
-        cpu_quota=_opt(res.cpu, "quota") if has_cpu else None,
-        cpu_period=_opt(res.cpu, "period") if has_cpu else None,
-        memory_limit=_opt(res.memory, "limit") if res.HasField("memory") else None,
-        cpus=res.cpu.cpus if has_cpu else "",
-        mems=res.cpu.mems if has_cpu else "",
-        hugepage_limits=tuple((hp.page_size, int(hp.limit)) for hp in res.hugepage_limits),
+        shares, quota, period, memory, cpus, mems, tuple((hp.page_size, hp.limit) for hp in pages) if pages else ()
     )
 
 
 def container_from_pb(container: api_pb2.Container) -> RuntimeContainer:
     """The :class:`RuntimeContainer` of a ``Container`` message (a state number NRI may add later
     reads as UNKNOWN, which counts as live)."""
-    try:
-        state = ContainerState(int(container.state))
-    except ValueError:
-        state = ContainerState.UNKNOWN
+    number = container.state
     return RuntimeContainer(
-        id=container.id,
-        pod_sandbox_id=container.pod_sandbox_id,
-        name=container.name,
-        state=state,
-        resources=resources_from_pb(container.linux.resources),
+        container.id,
+        container.pod_sandbox_id,
+        container.name,
+        _STATES[number] if 0 <= number < len(_STATES) else ContainerState.UNKNOWN,
+        resources_from_pb(container.linux.resources),
     )
 
 
