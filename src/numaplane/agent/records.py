@@ -19,9 +19,10 @@ from numaplane.policy.manager import Admission
 from numaplane.resources.pod import Pod
 from numaplane.topology.cpuset import CPUSet
 
-__all__ = ["ContainerRecord", "CreateDecision", "Pending", "PodLookup", "PodStarted", "SyncResult"]
+__all__ = ["ContainerRecord", "CreateDecision", "Pending", "PodLookup", "PodStarted", "SyncResult", "settled"]
 
 _T = TypeVar("_T")
+_T_co = TypeVar("_T_co", covariant=True)
 
 #: pod uid → the Pod from the Kubernetes API (or ``None`` when unknown).
 PodLookup = Callable[[str], Pod | None]
@@ -39,7 +40,7 @@ class CreateDecision:
 
 
 @dataclass(frozen=True, slots=True)
-class Pending(Generic[_T]):
+class Pending(Generic[_T_co]):
     """A call whose admission waits for out-of-process plugins: the answer is ``resume()``, once
     ``run``'s asks are answered (``policy/asks.py``; the agent's runner does it, ``asking.py``).
 
@@ -51,7 +52,13 @@ class Pending(Generic[_T]):
     """
 
     run: AdmissionRun[Admission]
-    resume: Callable[[], _T]
+    resume: Callable[[], _T_co]
+
+
+def settled(result: _T | Pending[_T]) -> _T:
+    """The result of a call made without ``park`` (it refuses instead of parking, so never :class:`Pending`)."""
+    assert not isinstance(result, Pending), "an admission without park never parks"
+    return result
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,14 +63,22 @@ those that fit, and the next Synchronize (after a restart too) tries again.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from numaplane.agent.admitting import ManagerAdmissions
 from numaplane.agent.consistency import canonical_check, validate_manager_doc, violations
 from numaplane.agent.containers import ContainerInfo, check_claims, derive, parse_cpuset
 from numaplane.agent.errors import AdmissionRejected, CheckpointCorrupted
 from numaplane.agent.listing import pod_resources
-from numaplane.agent.records import ContainerRecord, CreateDecision, Pending, PodLookup, PodStarted, SyncResult
+from numaplane.agent.records import (
+    ContainerRecord,
+    CreateDecision,
+    Pending,
+    PodLookup,
+    PodStarted,
+    SyncResult,
+    settled,
+)
 from numaplane.agent.wholepod import PodEntry, admission_pod, pod_needs_manager
 from numaplane.nri.events import CpusetUpdate, RuntimeContainer, Sandbox, cpuset_text
 from numaplane.nrt.podresources import AllocatableResources, PodResources
@@ -92,21 +100,6 @@ __all__ = [
     "SyncResult",
     "cpuset_text",
 ]
-
-_T = TypeVar("_T")
-
-
-def _now(result: _T | Pending[_T]) -> _T:
-    """The result of an admission made without ``park`` (which refuses instead of parking)."""
-    assert not isinstance(result, Pending), "an admission without park never parks"
-    return result
-
-
-def _now_entry(result: PodEntry | Pending[PodEntry] | None) -> PodEntry | None:
-    """:func:`_now` for a whole-pod admission (``None``: not admitted as a whole)."""
-    assert not isinstance(result, Pending), "an admission without park never parks"
-    return result
-
 
 #: Rejections that retrying cannot cure (the others, such as a lack of CPUs, may pass later).
 FINAL_REJECTIONS = frozenset({"InvalidContainer", "DuplicateContainer", "InvalidPreference", "ResourceNotRequested"})
@@ -602,7 +595,7 @@ class NodeAgentState:
 
     def _adopt(self, sandbox: Sandbox, c: RuntimeContainer, live: Mapping[str, RuntimeContainer]) -> None:
         """Register a running container the agent does not know (raises :class:`AdmissionRejected`)."""
-        entry = self._pod_entry(sandbox) or _now_entry(self._admit_pod(sandbox, c.name))
+        entry = self._pod_entry(sandbox) or settled(self._admit_pod(sandbox, c.name))
         key = f"{entry.uid if entry is not None else sandbox.uid or sandbox.id}/{c.name}"
         holder = self.holders.get(key)
         if holder == c.id:  # its own placeholder (restored from a checkpoint)
@@ -617,7 +610,7 @@ class NodeAgentState:
         if holder is not None:
             self.transfer(holder, info)
         else:
-            self.register(_now(self.admissions.admit_alone(info)))
+            self.register(settled(self.admissions.admit_alone(info)))
 
     def retry_waiting(self) -> list[CpusetUpdate]:
         """Admit the running containers Synchronize could not admit (resources were short), where they
