@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import socket
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -342,3 +342,30 @@ async def test_example_handler_repins_unadjusted_containers_at_post_start(sock_p
                 await asyncio.sleep(0.01)
         assert [u.container_id for req in session.updates for u in req.update] == ["ctr-missed"]
         assert handler.repinned == ["missed"]
+
+
+async def test_the_stub_joins_a_split_synchronize_into_one_handler_call() -> None:
+    from numaplane.nri.protocol import RequestReceived
+
+    calls: list[tuple[list[str], list[str]]] = []
+
+    class Recorder:
+        async def synchronize(
+            self, pods: Sequence[Sandbox], containers: Sequence[RuntimeContainer]
+        ) -> list[CpusetUpdate]:
+            calls.append(([p.name for p in pods], [c.name for c in containers]))
+            return [cpuset_update(c.id, "1") for c in containers]
+
+    stub = Stub(Recorder())
+    parts = [
+        api_pb2.SynchronizeRequest(pods=[_pod("a")], containers=[_container("x")], more=True),
+        api_pb2.SynchronizeRequest(pods=[_pod("b")], more=True),
+        api_pb2.SynchronizeRequest(containers=[_container("y")]),
+    ]
+    answers = []
+    for i, part in enumerate(parts):
+        reply = await stub.serve(RequestReceived(i + 1, PLUGIN_SERVICE, "Synchronize", part.SerializeToString()))
+        answers.append(api_pb2.SynchronizeResponse.FromString(reply.payload))
+    assert [(a.more, len(a.update)) for a in answers] == [(True, 0), (True, 0), (False, 2)]
+    assert calls == [(["a", "b"], ["x", "y"])]
+    assert [u.linux.resources.cpu.cpus for u in answers[2].update] == ["1", "1"]
