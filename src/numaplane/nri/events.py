@@ -1,7 +1,8 @@
-"""The agent's own view of what NRI carries: pods, containers and cpuset updates as plain frozen values.
+"""What NRI carries, as plain frozen values: pods, containers, cpuset updates and adjustments, events.
 
-The node agent's state machine sees only these types, never a protobuf message: ``nri/translate.py``
-turns the runtime's protobuf messages into them and the agent's decisions back into protobuf. They
+The vocabulary of every NRI handler (``nri/stub.py``: handlers take and return these) and of the node
+agent's state machine, which sees only these types, never a protobuf message: ``nri/translate.py``
+turns the runtime's protobuf messages into them and the answers back into protobuf. They
 live here, in the NRI adapter package but with no protobuf import, because both sides use them: the
 adapter (``nri``) may not import the agent (a component, higher up the layers), while the agent may
 import the adapter; a pure module further down (``resources``, ``topology``) would have had to know
