@@ -41,6 +41,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from numaplane.agent.checkpoint import CheckpointIdentity, CheckpointStore, topology_digest
@@ -48,9 +49,10 @@ from numaplane.agent.handler import AgentHandler, StateRunner
 from numaplane.agent.metrics import AgentMetrics
 from numaplane.agent.state import NodeAgentState
 from numaplane.nri.errors import StatusError
+from numaplane.nri.events import CpusetUpdate
 from numaplane.nri.plugin import NRIPlugin
 from numaplane.nri.proto import api_pb2
-from numaplane.nri.service import PLUGIN_METHODS
+from numaplane.nri.stub import Stub
 from numaplane.observability.logs import configure_logging
 from numaplane.policy.manager import ResourceManager
 from numaplane.resources.pod import Pod, parse_pod
@@ -114,6 +116,16 @@ def new_handler() -> AgentHandler:
     return AgentHandler(runner, metrics=AgentMetrics())
 
 
+def stub_method(handler: AgentHandler, method: str) -> Callable[[AgentHandler, bytes], Awaitable[bytes]]:
+    """``Plugin/<method>`` served by the NRI stub for ``handler``: request bytes → answer bytes."""
+    stub = Stub(handler)
+
+    async def serve(_handler: AgentHandler, payload: bytes) -> bytes:
+        return await stub.handle(method, payload)
+
+    return serve
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -121,9 +133,9 @@ def pct(values: list[float], q: float) -> float:
 
 async def bench_create(count: int, running: int) -> dict[str, float]:
     handler = new_handler()
-    create = PLUGIN_METHODS["CreateContainer"]
-    stop = PLUGIN_METHODS["StopContainer"]
-    state_change = PLUGIN_METHODS["StateChange"]
+    create = stub_method(handler, "CreateContainer")
+    stop = stub_method(handler, "StopContainer")
+    state_change = stub_method(handler, "StateChange")
     for i in range(running):  # running shared containers
         pod = pod_sandbox(10_000_000 + i, "BestEffort")
         req = api_pb2.CreateContainerRequest(pod=pod, container=container(pod, 10_000_000 + i, "BestEffort", 0))
@@ -182,8 +194,8 @@ async def bench_create_wholepod(count: int) -> dict[str, float]:
     known: dict[str, Pod] = {}
     runner = StateRunner(NodeAgentState(ResourceManager(TOPOLOGY, CONFIG), pod_lookup=known.get))
     handler = AgentHandler(runner, metrics=AgentMetrics())
-    create = PLUGIN_METHODS["CreateContainer"]
-    state_change = PLUGIN_METHODS["StateChange"]
+    create = stub_method(handler, "CreateContainer")
+    state_change = stub_method(handler, "StateChange")
     first: list[float] = []
     later: list[float] = []
     admitted: list[bytes] = []
@@ -257,13 +269,14 @@ async def bench_pool_move(shared: int) -> float:
     handler = new_handler()
     sent: list[int] = []
 
-    async def runtime_side(updates: list[api_pb2.ContainerUpdate]) -> list[api_pb2.ContainerUpdate]:
-        sent.append(len(api_pb2.UpdateContainersRequest(update=updates).SerializeToString()))
+    async def runtime_side(updates: list[CpusetUpdate]) -> list[str]:
+        sent.append(len(updates))
         return []
 
     handler.sender.sender = runtime_side
+    handler.sender.allow_unsolicited(True)  # a runtime with the NRI fix (containerd >= 2.4)
     handler.sender.start()
-    create = PLUGIN_METHODS["CreateContainer"]
+    create = stub_method(handler, "CreateContainer")
     for i in range(shared):
         pod = pod_sandbox(i, "BestEffort")
         await create(
@@ -298,11 +311,11 @@ def sync_request(n: int) -> api_pb2.SynchronizeRequest:
 
 async def bench_sync(n: int, rounds: int) -> dict[str, float]:
     payload = sync_request(n).SerializeToString()
-    sync = PLUGIN_METHODS["Synchronize"]
     cold, warm = [], []
     handler = new_handler()
     for _ in range(rounds):
         handler = new_handler()
+        sync = stub_method(handler, "Synchronize")
         started = time.perf_counter()
         await sync(handler, payload)
         cold.append(time.perf_counter() - started)

@@ -33,7 +33,7 @@ from numaplane.nri.errors import ConnectionClosed, StatusCode
 from numaplane.nri.plugin import RUNTIME_SERVICE
 from numaplane.nri.proto import api_pb2
 from numaplane.nri.protocol import RequestReceived, Role
-from numaplane.nri.service import PLUGIN_SERVICE
+from numaplane.nri.stub import PLUGIN_SERVICE
 from numaplane.nri.transport import AsyncConnection, Reply
 
 __all__ = ["FakeRuntime", "FakeSession"]

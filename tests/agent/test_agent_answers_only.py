@@ -250,12 +250,12 @@ async def test_a_session_without_synchronize_is_ended_and_counted(short_tmp: Pat
     """A runtime that keeps the connection after Configure but never sends Synchronize: the plugin ends
     the session ``sync_timeout_seconds`` after Configure, backs off, and reports it after two."""
     from numaplane.nri.plugin import NRIPlugin
-    from numaplane.nri.service import BaseHandler
+    from numaplane_harness.nriexample import FixedCpusetHandler
 
     rt = FakeRuntime(send_synchronize=False, **CONTAINERD_1_7)
     await rt.listen(str(short_tmp / "nri.sock"))
     plugin = NRIPlugin(
-        BaseHandler(),
+        FixedCpusetHandler("0"),
         name="probe",
         idx="10",
         socket_path=str(short_tmp / "nri.sock"),

@@ -79,12 +79,16 @@ def test_fuzz_resources_annotation_only_rejects_with_admission_rejected(raw: str
 
 def test_state_change_with_an_unknown_event_is_answered_and_ignored() -> None:
     from numaplane.agent.handler import AgentHandler, StateRunner
+    from numaplane.nri.protocol import RequestReceived
+    from numaplane.nri.stub import PLUGIN_SERVICE, Stub
 
     node_state = NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))
     handler = AgentHandler(StateRunner(node_state))
+    payload = api_pb2.StateChangeEvent(event=api_pb2.Event.ValueType(99)).SerializeToString()
 
     async def main() -> None:
-        await handler.state_change(api_pb2.StateChangeEvent(event=api_pb2.Event.ValueType(99)))
+        reply = await Stub(handler).serve(RequestReceived(1, PLUGIN_SERVICE, "StateChange", payload))
+        assert (reply.code, reply.payload) == (0, b"")
 
     asyncio.run(main())
     assert handler.metrics.nri_requests.labels(method="EVENT_99", result="ignored")._value.get() == 1

@@ -15,6 +15,7 @@ from numaplane.agent.checkpoint import CheckpointIdentity, encode
 from numaplane.agent.daemon import CHECKPOINT_FILE, Agent, AgentOptions
 from numaplane.nri.errors import StatusError
 from numaplane.nri.proto import api_pb2
+from numaplane.nri.stub import event_mask
 from numaplane.topology.model import synthetic
 from numaplane_harness.nrifake import FakeRuntime
 
@@ -75,7 +76,9 @@ async def test_create_pin_reject_stop_remove(runtime: FakeRuntime, short_tmp: Pa
     async with running_agent(options(short_tmp)) as agent:
         session = await runtime.wait_session(1)
         await agent.wait_ready()
-        assert session.events == agent.handler.events  # type: ignore[union-attr]
+        # the subscription derived from the handler's methods is the one the agent always sent:
+        # RUN/STOP/REMOVE_POD_SANDBOX, CREATE/POST_START/UPDATE/STOP/REMOVE_CONTAINER
+        assert session.events == 0x6CF == event_mask(agent.handler)
         be_pod = sandbox("be", qos="BestEffort")
         be = container(be_pod)
         r = await create(runtime, be_pod, be)
@@ -242,23 +245,34 @@ async def test_many_shared_containers_are_moved_in_the_background(runtime: FakeR
 
 
 async def test_a_synchronize_split_over_several_requests_is_reconciled_once_complete(short_tmp: Path) -> None:
-    """NRI >= 0.8 sends a large state in parts flagged ``SynchronizeRequest.more``; the agent answers each
-    with ``SynchronizeResponse.more`` and no updates, and reconciles the whole list with the last part."""
+    """NRI >= 0.8 sends a large state in parts flagged ``SynchronizeRequest.more``; the stub answers each
+    with ``SynchronizeResponse.more`` and no updates, and the agent's handler sees one call with the
+    whole list at the last part."""
     from numaplane.agent.handler import AgentHandler, StateRunner
     from numaplane.agent.state import NodeAgentState
+    from numaplane.nri.protocol import RequestReceived
+    from numaplane.nri.stub import PLUGIN_SERVICE, Stub
     from numaplane.policy.manager import ResourceManager
 
     handler = AgentHandler(StateRunner(NodeAgentState(ResourceManager(TOPOLOGY, CONFIG))))
+    stub = Stub(handler)
     pods = [sandbox(f"g{i}") for i in range(3)]
     running = [guaranteed(p, n=2, cpus="0-15", state=api_pb2.CONTAINER_RUNNING) for p in pods]
     first = api_pb2.SynchronizeRequest(pods=pods[:2], containers=running[:2], more=True)
     # the wire form of the flags: SynchronizeRequest field 3, SynchronizeResponse field 2 (varint true)
     assert first.SerializeToString().endswith(b"\x18\x01")
-    answer = await handler.synchronize(first)
+
+    async def sync(request: api_pb2.SynchronizeRequest) -> api_pb2.SynchronizeResponse:
+        reply = await stub.serve(RequestReceived(1, PLUGIN_SERVICE, "Synchronize", request.SerializeToString()))
+        assert reply.code == 0, reply.message
+        return api_pb2.SynchronizeResponse.FromString(reply.payload)
+
+    answer = await sync(first)
     assert answer.SerializeToString() == b"\x10\x01" and answer.more and handler.state.records == {}
-    last = api_pb2.SynchronizeRequest(pods=pods[2:], containers=running[2:])
-    answer = await handler.synchronize(last)
-    assert not answer.more
+    assert handler.synchronizations == 0
+    assert handler.metrics.nri_requests.labels(method="Synchronize", result="partial")._value.get() == 1
+    answer = await sync(api_pb2.SynchronizeRequest(pods=pods[2:], containers=running[2:]))
+    assert not answer.more and handler.synchronizations == 1
     assert sorted(u.container_id for u in answer.update) == ["ctr-g0-main", "ctr-g1-main", "ctr-g2-main"]
     assert len(handler.state.records) == 3 and handler.state.check() == []
 

@@ -31,7 +31,7 @@ from numaplane.nri.protocol import (
     Role,
     encode_message,
 )
-from numaplane.nri.service import PLUGIN_METHODS, PLUGIN_SERVICE
+from numaplane.nri.stub import PLUGIN_SERVICE, Stub
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def _split_frames(data: bytes) -> list[tuple[int, bytes]]:
 def test_index_covers_every_method_served(rows: list[Row]) -> None:
     seen = {r.method for r in rows}
     assert {"RegisterPlugin", "Configure", "Synchronize", "CreateContainer", "StopContainer", "StateChange"} <= seen
-    assert set(PLUGIN_METHODS) <= set(REQUEST_TYPES)
+    assert set(Stub.METHODS) <= set(REQUEST_TYPES)
 
 
 def test_every_frame_decodes_to_the_indexed_message(rows: list[Row], capture_dir: Path) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import socket
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -19,9 +19,10 @@ from numaplane.nri.errors import (
     StatusError,
     UnknownConnection,
 )
+from numaplane.nri.events import Adjustment, CpusetUpdate, Event, RuntimeContainer, Sandbox
 from numaplane.nri.plugin import NRIPlugin
 from numaplane.nri.proto import api_pb2
-from numaplane.nri.service import PLUGIN_SERVICE, BaseHandler, event_mask
+from numaplane.nri.stub import EVENT_METHODS, PLUGIN_SERVICE, Stub, event_mask, subscribed
 from numaplane_harness.nriexample import FixedCpusetHandler, cpuset_update
 from numaplane_harness.nrifake import FakeRuntime
 
@@ -55,7 +56,7 @@ def sock_path(tmp_path: Path) -> str:
     return str(tmp_path / "nri.sock")
 
 
-def make_plugin(handler: BaseHandler, path: str, **kw: float) -> NRIPlugin:
+def make_plugin(handler: object, path: str, **kw: float) -> NRIPlugin:
     return NRIPlugin(handler, name="numaplane-test", idx="10", socket_path=path, backoff_initial_seconds=0.02, **kw)
 
 
@@ -69,7 +70,7 @@ async def test_configure_arrives_before_register_reply(sock_path: str) -> None:
         await plugin.wait_registered(5)
         await asyncio.wait_for(session.synchronized.wait(), 5)
         assert (session.plugin_name, session.plugin_idx) == ("numaplane-test", "10")
-        assert session.events == 0
+        assert session.events == 0x7FF  # the example implements every event
         assert [c[0] for c in handler.calls[:2]] == ["Configure", "Synchronize"]
         # Synchronize re-pinned the pre-existing container.
         assert session.sync_response is not None
@@ -96,7 +97,7 @@ async def test_create_container_gets_pinned(sock_path: str) -> None:
 
 async def test_handler_errors_become_error_statuses(sock_path: str) -> None:
     class Broken(FixedCpusetHandler):
-        async def stop_container(self, request: api_pb2.StopContainerRequest) -> api_pb2.StopContainerResponse:
+        async def stop_container(self, pod: Sandbox, container: RuntimeContainer) -> list[CpusetUpdate]:
             raise RuntimeError("boom")
 
     runtime = FakeRuntime()
@@ -125,10 +126,12 @@ async def test_handler_errors_become_error_statuses(sock_path: str) -> None:
 
 
 async def test_handler_past_the_deadline_answers_deadline_exceeded(sock_path: str) -> None:
-    class Slow(BaseHandler):
-        async def create_container(self, request: api_pb2.CreateContainerRequest) -> api_pb2.CreateContainerResponse:
+    class Slow:
+        async def create_container(
+            self, pod: Sandbox, container: RuntimeContainer
+        ) -> tuple[Adjustment, list[CpusetUpdate]]:
             await asyncio.sleep(10)
-            return api_pb2.CreateContainerResponse()
+            return Adjustment(), []
 
     runtime = FakeRuntime()
     await runtime.listen(sock_path)
@@ -150,10 +153,15 @@ async def test_handler_past_the_deadline_answers_deadline_exceeded(sock_path: st
 async def test_a_slow_request_does_not_block_others(sock_path: str) -> None:
     release = asyncio.Event()
 
-    class Gate(BaseHandler):
-        async def create_container(self, request: api_pb2.CreateContainerRequest) -> api_pb2.CreateContainerResponse:
+    class Gate:
+        async def create_container(
+            self, pod: Sandbox, container: RuntimeContainer
+        ) -> tuple[Adjustment, list[CpusetUpdate]]:
             await release.wait()
-            return api_pb2.CreateContainerResponse()
+            return Adjustment(), []
+
+        async def run_pod_sandbox(self, pod: Sandbox) -> None:
+            return None
 
     runtime = FakeRuntime()
     await runtime.listen(sock_path)
@@ -225,7 +233,7 @@ async def test_update_containers_round_trip(sock_path: str) -> None:
         session = await runtime.wait_session(1)
         await plugin.wait_registered(5)
         failed = await plugin.update_containers([cpuset_update("c1", "4-5", "1")])
-        assert [f.container_id for f in failed] == ["c1"]
+        assert failed == ["c1"]
         (req,) = session.updates
         assert req.update[0].linux.resources.cpu.cpus == "4-5"
 
@@ -277,7 +285,7 @@ async def test_inherited_socket_over_socketpair() -> None:
 
 
 def test_settings_are_validated() -> None:
-    h = BaseHandler()
+    h = FixedCpusetHandler("0")
     for idx in ("1", "100", "ab", ""):
         with pytest.raises(PluginConfigError):
             NRIPlugin(h, name="x", idx=idx)
@@ -287,15 +295,31 @@ def test_settings_are_validated() -> None:
         NRIPlugin.from_env(h, name="x", idx="10", environ={"NRI_PLUGIN_SOCKET": "three"})
 
 
-def test_event_mask() -> None:
-    assert event_mask() == 0
-    assert event_mask(api_pb2.RUN_POD_SANDBOX) == 1
-    assert event_mask(api_pb2.CREATE_CONTAINER, api_pb2.REMOVE_CONTAINER) == (1 << 3) | (1 << 10)
-    # The capture's subscription: everything but UPDATE_CONTAINER / POST_UPDATE_CONTAINER.
-    everything = [e for e in range(1, 12) if e not in (api_pb2.UPDATE_CONTAINER, api_pb2.POST_UPDATE_CONTAINER)]
-    assert event_mask(*everything) == 0x67F
-    with pytest.raises(ValueError):
-        event_mask(api_pb2.LAST)
+def test_the_subscription_is_derived_from_the_methods_a_handler_implements() -> None:
+    class OnlyCreate:
+        async def create_container(
+            self, pod: Sandbox, container: RuntimeContainer
+        ) -> tuple[Adjustment, list[CpusetUpdate]]:
+            return Adjustment(), []
+
+    assert subscribed(OnlyCreate()) == {Event.CREATE_CONTAINER}
+    assert event_mask(OnlyCreate()) == 1 << 3 == Stub(OnlyCreate()).events
+    assert event_mask(FixedCpusetHandler("0")) == 0x7FF  # every event 1..11
+    # the capture's subscription (everything but UPDATE_CONTAINER / POST_UPDATE_CONTAINER) as a handler
+    capture_events = [
+        e for e in Event if e.value <= 11 and e not in (Event.UPDATE_CONTAINER, Event.POST_UPDATE_CONTAINER)
+    ]
+    methods = {EVENT_METHODS[e] for e in capture_events}
+    capture_like = type("CaptureLike", (), {m: getattr(FixedCpusetHandler, m) for m in methods})()
+    assert event_mask(capture_like) == 0x67F
+    # configure / synchronize / shutdown are not events; a handler with nothing at all is refused
+    assert event_mask(type("SyncOnly", (), {"synchronize": FixedCpusetHandler.synchronize})()) == 0
+    with pytest.raises(PluginConfigError, match="implements no NRI handler method"):
+        Stub(object())
+    # the event numbers are NRI's
+    assert {e.name: e.value for e in Event} == {
+        name: value for name, value in api_pb2.Event.items() if name not in ("UNKNOWN", "LAST")
+    }
 
 
 async def test_example_handler_repins_unadjusted_containers_at_post_start(sock_path: str) -> None:
@@ -318,3 +342,30 @@ async def test_example_handler_repins_unadjusted_containers_at_post_start(sock_p
                 await asyncio.sleep(0.01)
         assert [u.container_id for req in session.updates for u in req.update] == ["ctr-missed"]
         assert handler.repinned == ["missed"]
+
+
+async def test_the_stub_joins_a_split_synchronize_into_one_handler_call() -> None:
+    from numaplane.nri.protocol import RequestReceived
+
+    calls: list[tuple[list[str], list[str]]] = []
+
+    class Recorder:
+        async def synchronize(
+            self, pods: Sequence[Sandbox], containers: Sequence[RuntimeContainer]
+        ) -> list[CpusetUpdate]:
+            calls.append(([p.name for p in pods], [c.name for c in containers]))
+            return [cpuset_update(c.id, "1") for c in containers]
+
+    stub = Stub(Recorder())
+    parts = [
+        api_pb2.SynchronizeRequest(pods=[_pod("a")], containers=[_container("x")], more=True),
+        api_pb2.SynchronizeRequest(pods=[_pod("b")], more=True),
+        api_pb2.SynchronizeRequest(containers=[_container("y")]),
+    ]
+    answers = []
+    for i, part in enumerate(parts):
+        reply = await stub.serve(RequestReceived(i + 1, PLUGIN_SERVICE, "Synchronize", part.SerializeToString()))
+        answers.append(api_pb2.SynchronizeResponse.FromString(reply.payload))
+    assert [(a.more, len(a.update)) for a in answers] == [(True, 0), (True, 0), (False, 2)]
+    assert calls == [(["a", "b"], ["x", "y"])]
+    assert [u.linux.resources.cpu.cpus for u in answers[2].update] == ["1", "1"]

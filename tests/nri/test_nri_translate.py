@@ -7,7 +7,7 @@ import pytest
 
 from numaplane.nri.events import CgroupResources, ContainerState, CpusetUpdate, RuntimeContainer, Sandbox
 from numaplane.nri.proto import api_pb2
-from numaplane.nri.translate import container_from_pb, sandbox_from_pb, update_to_pb
+from numaplane.nri.translate import container_from_pb, container_update_pb, sandbox_from_pb
 from numaplane.topology.cpuset import CPUSet
 
 
@@ -76,8 +76,8 @@ def test_container_states_keep_nri_numbers_and_a_new_number_reads_unknown(
 
 
 def test_an_update_sets_cpus_and_mems_only_when_given_and_tolerates_a_gone_container() -> None:
-    pinned = update_to_pb(CpusetUpdate("c1", CPUSet.parse("1,9"), CPUSet.parse("0")))
+    pinned = container_update_pb(CpusetUpdate("c1", CPUSet.parse("1,9"), CPUSet.parse("0")))
     assert (pinned.container_id, pinned.ignore_failure) == ("c1", True)
     assert (pinned.linux.resources.cpu.cpus, pinned.linux.resources.cpu.mems) == ("1,9", "0")
-    shared = update_to_pb(CpusetUpdate("c2", CPUSet.parse("0-7")))
+    shared = container_update_pb(CpusetUpdate("c2", CPUSet.parse("0-7")))
     assert shared.linux.resources.cpu.cpus == "0-7" and shared.linux.resources.cpu.mems == ""

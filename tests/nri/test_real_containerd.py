@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from numaplane.nri.events import Adjustment, CpusetUpdate, RuntimeContainer, Sandbox
 from numaplane.nri.plugin import NRIPlugin
-from numaplane.nri.proto import api_pb2
 from numaplane.topology.cpuset import CPUSet
 from numaplane_harness.containerd import BUSYBOX_IMAGE, ContainerdInstance, cpuset_of_container
 from numaplane_harness.cri import CRIError
@@ -167,11 +167,13 @@ async def test_missed_deadline_then_resync_repins(containerd: ContainerdInstance
     slow_once = asyncio.Event()
 
     class SlowOnce(FixedCpusetHandler):
-        async def create_container(self, request: api_pb2.CreateContainerRequest) -> api_pb2.CreateContainerResponse:
-            if request.container.name == "late" and not slow_once.is_set():
+        async def create_container(
+            self, pod: Sandbox, container: RuntimeContainer
+        ) -> tuple[Adjustment, list[CpusetUpdate]]:
+            if container.name == "late" and not slow_once.is_set():
                 slow_once.set()
                 await asyncio.sleep(3)
-            return await super().create_container(request)
+            return await super().create_container(pod, container)
 
     handler = SlowOnce(want)
     async with plugin_running(containerd, handler, "numaplane-e2e-late") as plugin:

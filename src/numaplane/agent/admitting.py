@@ -2,7 +2,8 @@
 
 :class:`ManagerAdmissions` wraps a :class:`~numaplane.policy.manager.ResourceManager`: it admits a pod
 (answering the asks of in-process plugins at once), parks an admission that waits for out-of-process
-plugins (``parked``, by manager pod uid) and refuses the call that waited for an abandoned one; it
+plugins (``parked``, by manager pod uid; the call gets a :class:`~numaplane.agent.records.Pending`
+value) and refuses the call that waited for an abandoned one; it
 admits a container alone (the one-at-a-time path of ``containers.py``) and reads what an admission
 gave a container (pinned memory nodes, environment). It holds no container registry: that is
 :class:`~numaplane.agent.state.NodeAgentState`'s. No I/O.
@@ -11,8 +12,8 @@ gave a container (pinned memory nodes, environment). It holds no container regis
 from __future__ import annotations
 
 from numaplane.agent.containers import ContainerInfo
-from numaplane.agent.errors import AdmissionRejected, AnswersNeeded
-from numaplane.agent.records import ContainerRecord
+from numaplane.agent.errors import AdmissionRejected
+from numaplane.agent.records import ContainerRecord, Pending
 from numaplane.policy.asks import AdmissionRun, answer_in_process, answers_in_process
 from numaplane.policy.errors import AdmissionError
 from numaplane.policy.manager import Admission, ResourceManager
@@ -23,19 +24,21 @@ from numaplane.topology.cpuset import CPUSet
 __all__ = ["ManagerAdmissions"]
 
 
+_ABANDONED = "the admission was abandoned while plugins were asked"
+
+
 class ManagerAdmissions:
-    """Admissions of one resource manager. ``may_park``: the current call can wait for plugins'
-    answers (set by the state machine around CreateContainer and RUN_POD_SANDBOX only)."""
+    """Admissions of one resource manager. Only CreateContainer and RUN_POD_SANDBOX may wait for
+    plugins' answers (``park=True``); elsewhere such an admission is refused at once."""
 
     def __init__(self, manager: ResourceManager) -> None:
         self.manager = manager
         # admissions waiting for out-of-process plugins' answers, by manager pod (see admit)
         self.parked: dict[str, AdmissionRun[Admission]] = {}
-        self.abandoned: set[str] = set()  # parked admissions given up: their waiting call is refused
-        self.may_park = False
 
-    def admit_alone(self, info: ContainerInfo) -> ContainerRecord:
-        """Admit ``info`` alone (raises :class:`AdmissionRejected`); the record is not registered yet."""
+    def admit_alone(self, info: ContainerInfo, *, park: bool = False) -> ContainerRecord | Pending[ContainerRecord]:
+        """Admit ``info`` alone (raises :class:`AdmissionRejected`); the record is not registered yet.
+        With ``park``, an admission waiting for out-of-process plugins comes back :class:`Pending`."""
         record = ContainerRecord(
             container_id=info.container_id,
             sandbox_id=info.sandbox_id,
@@ -53,7 +56,15 @@ class ManagerAdmissions:
                 except AdmissionError as exc:
                     raise AdmissionRejected(exc.reason, exc.message, **where) from None
             return record
-        admission = self.admit(info.pod, where)
+        admission = self.admit(info.pod, where, park=park)
+        if isinstance(admission, Pending):
+            pending = admission
+            return Pending(pending.run, lambda: self._fill(record, pending.resume()))
+        return self._fill(record, admission)
+
+    @staticmethod
+    def _fill(record: ContainerRecord, admission: Admission) -> ContainerRecord:
+        """``record`` with what ``admission`` gave its one container."""
         record.managed = True
         (container,) = admission.containers
         record.exclusive = container.exclusive_cpus  # whichever plugin gave them
@@ -62,26 +73,24 @@ class ManagerAdmissions:
             record.mems = CPUSet(numa)
         return record
 
-    def admit(self, pod: Pod, where: dict[str, str]) -> Admission:
+    def admit(self, pod: Pod, where: dict[str, str], *, park: bool = False) -> Admission | Pending[Admission]:
         """The manager's admission of ``pod``, a rejection raised as :class:`AdmissionRejected` (nothing held then).
 
         Asks of in-process plugins are answered here. An admission that asks an out-of-process plugin
-        is *parked* (``parked[pod uid]``) and :class:`AnswersNeeded` raised, when the call allows it
-        (:meth:`~numaplane.agent.state.NodeAgentState.create`,
-        :meth:`~numaplane.agent.state.NodeAgentState.run_pod`, which set :attr:`may_park`): the caller answers the run and makes the same call again,
-        which takes the finished run's decision. Everything a call does before it reaches here is
-        idempotent, so the call can be made again. Elsewhere (Synchronize, retries of waiting
-        containers) such an admission is given up and refused with ``PluginUnavailable``.
+        is *parked* (``parked[pod uid]``) and returned as :class:`Pending` when ``park`` (CreateContainer,
+        RUN_POD_SANDBOX): once its run is answered, ``resume()`` (:meth:`finish`) gives the decision. A
+        call that meets a parked admission of the same pod waits for that run too. Without ``park``
+        (Synchronize, retries of waiting containers) such an admission is given up and refused with
+        ``PluginUnavailable``.
         """
-        run = self.parked.pop(pod.uid, None)
-        if run is None and pod.uid in self.abandoned:
-            self.abandoned.discard(pod.uid)  # the call that waited for it comes back: refuse it
-            raise AdmissionRejected(
-                "PluginUnavailable", "the admission was abandoned while plugins were asked", **where
-            )
+        parked = self.parked.get(pod.uid)
+        if parked is not None:
+            if not park:
+                raise AdmissionRejected("PluginUnavailable", "its admission waits for out-of-process plugins", **where)
+            return Pending(parked, lambda: self.finish(parked, pod.uid, where))
+        run: AdmissionRun[Admission] | None = None
         try:
-            if run is None:
-                run = self.manager.begin(pod)
+            run = self.manager.begin(pod)
             plugins = {p.name: p for p in self.manager.plugins}
             while not run.done and all(answers_in_process(plugins[a.plugin]) for a in run.asks):
                 run.answer([answer_in_process(plugins, a) for a in run.asks])
@@ -92,32 +101,40 @@ class ManagerAdmissions:
                 run.abort()
             raise AdmissionRejected("UnexpectedAdmissionError", f"{type(exc).__name__}: {exc}", **where) from None
         if not run.done:
-            if not self.may_park:
+            if not park:
                 run.abort()
                 names = sorted({a.plugin for a in run.asks} or {"?"})
                 message = f"plugin(s) {', '.join(names)} run out of process and are asked only at creation"
                 raise AdmissionRejected("PluginUnavailable", message, **where)
             self.parked[pod.uid] = run
-            raise AnswersNeeded(run)
+            done = run
+            return Pending(done, lambda: self.finish(done, pod.uid, where))
+        return self._decided(run, where)
+
+    def finish(self, run: AdmissionRun[Admission], pod_uid: str, where: dict[str, str]) -> Admission:
+        """The decision of the parked ``run``, now answered (it leaves ``parked``); a run given up
+        meanwhile (:meth:`abandon`: its pod went, or its caller) is refused with ``PluginUnavailable``."""
+        if self.parked.get(pod_uid) is not run:
+            raise AdmissionRejected("PluginUnavailable", _ABANDONED, **where)
+        del self.parked[pod_uid]
+        return self._decided(run, where)
+
+    @staticmethod
+    def _decided(run: AdmissionRun[Admission], where: dict[str, str]) -> Admission:
         admission = run.result
         if admission is None:
-            raise AdmissionRejected(
-                "PluginUnavailable", "the admission was abandoned while plugins were asked", **where
-            )
+            raise AdmissionRejected("PluginUnavailable", _ABANDONED, **where)
         if not admission.admitted:
             where = {**where, "container": admission.container or where.get("container", "")}
             raise AdmissionRejected(admission.reason, admission.message, **where)
         return admission
 
-    def abandon(self, pod_uid: str, *, waiting: bool = True) -> bool:
+    def abandon(self, pod_uid: str) -> bool:
         """Give up the parked admission of ``pod_uid`` (its pod went, or its caller): what it holds is
-        released; ``waiting``: a call still waits for it, and is refused when it comes back. Whether
-        there was one."""
+        released, and a call still waiting for it is refused when it resumes. Whether there was one."""
         run = self.parked.pop(pod_uid, None)
         if run is not None:
             run.abort()
-            if waiting:
-                self.abandoned.add(pod_uid)
             return True
         return False
 

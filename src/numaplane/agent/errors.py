@@ -9,9 +9,6 @@ Exception tree::
     │                                ``UnexpectedAdmissionError``, ``PluginUnavailable``, ``InvalidPreference``,
     │                                ``InvalidContainer``), ``message`` the manager's text. The NRI handler turns
     │                                it into a CreateContainer error, so the runtime fails the creation.
-    ├── AnswersNeeded                not an error: the state machine parked an admission that waits for
-    │                                out-of-process plugins' answers (``run``); the caller answers them
-    │                                (``policy/asks.py``) and makes the same call again
     └── CheckpointError              a checkpoint file cannot be used; ``kind`` says why
         ├── CheckpointCorrupted      unreadable, truncated, bad JSON, checksum mismatch, inconsistent content
         └── CheckpointForeign        a valid file written for another node, topology or format version
@@ -22,13 +19,10 @@ only adds its own.
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = [
     "AdmissionRejected",
     "AgentConfigError",
     "AgentError",
-    "AnswersNeeded",
     "CheckpointCorrupted",
     "CheckpointError",
     "CheckpointForeign",
@@ -53,14 +47,6 @@ class AdmissionRejected(AgentError):
         self.message = message
         self.pod = pod
         self.container = container
-
-
-class AnswersNeeded(AgentError):
-    """The call parked the admission ``run`` (an ``AdmissionRun``) until its asks are answered."""
-
-    def __init__(self, run: Any) -> None:
-        super().__init__(f"the admission of pod {run.pod.uid} waits for out-of-process plugins")
-        self.run = run
 
 
 class CheckpointError(AgentError):

@@ -1,4 +1,8 @@
-"""The agent's NRI handler: NRI requests → :class:`~numaplane.agent.state.NodeAgentState` calls → NRI answers.
+"""The agent's NRI handler: NRI events → :class:`~numaplane.agent.state.NodeAgentState` calls → answers.
+
+A handler in the stub's protocol (``nri/stub.py``): one method per event, over the values of
+``nri/events.py``; the stub derives the subscribed events from these methods, joins a split
+Synchronize, and translates to and from protobuf. Nothing here sees a protobuf message.
 
 Serialisation: every state-machine call goes through one :class:`StateRunner` and runs inline on the
 event loop (the state machine does no I/O: in-process plugins are pure and take ~0.1 ms), so the state machine sees
@@ -23,18 +27,19 @@ what waits.
 
 What goes where:
 
-* CreateContainer → ``state.create``; the answer sets ``linux.resources.cpu.cpus`` (and ``mems`` when
+* CreateContainer → ``state.create`` (an admission waiting for out-of-process plugins comes back as
+  a ``Pending`` value the runner settles); the answer sets ``linux.resources.cpu.cpus`` (and ``mems`` when
   memory is pinned) and carries every owed update (at most ``reply_updates``, 512) — the shared
   containers leaving the new exclusive CPUs first. On a runtime that allows unsolicited updates, up
   to ``inline_updates`` (16) travel in the answer and more are sent right after it with
   ``Runtime.UpdateContainers`` (the runtime applies every update of an answer before it creates the
   container). A rejection is raised as a :class:`~numaplane.nri.errors.StatusError` carrying
   ``numaplane: pod … container …: <Reason>: <message>``: the runtime fails the creation with that text;
-* RUN_POD_SANDBOX (StateChange) → admit the pod as a whole when its Pod is known (``state.run_pod``);
+* RUN_POD_SANDBOX → admit the pod as a whole when its Pod is known (``state.run_pod``);
   a rejection is only logged (the sandbox runs; the pod's first CreateContainer fails with it);
 * StopContainer → release (a container of a pod admitted as a whole is only forgotten: its allocation
   stays with the pod for a restarted container); the answer carries the owed updates;
-* REMOVE_CONTAINER / STOP_POD_SANDBOX / REMOVE_POD_SANDBOX (StateChange) → release (a whole pod's
+* REMOVE_CONTAINER / STOP_POD_SANDBOX / REMOVE_POD_SANDBOX → release (a whole pod's
   containers keep its allocation until the sandbox stops; a finished init container's removal
   releases what later containers do not reuse); the pool changes (and the pins of waiting containers
   that fit now) become owed updates;
@@ -44,9 +49,7 @@ What goes where:
   ours, and carries the owed updates;
 * Synchronize → ``state.synchronize``; every mismatching container is fixed in the answer (what was
   owed before is dropped: Synchronize compared every container with the runtime's view). A state
-  split over several requests (NRI >= 0.8: ``SynchronizeRequest.more``, answered with
-  ``SynchronizeResponse.more``; containerd 1.7 sends one message of at most 4 MiB, in 4 KiB mux frames
-  the NRI layer reassembles) is collected and reconciled once complete.
+  split over several requests (NRI >= 0.8) reaches this handler once complete: the stub collects it.
 
 No blocking I/O happens here: checkpoints are written by the background writer (``on_change`` marks it
 dirty), owed updates wait in the sender.
@@ -57,49 +60,33 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import structlog
 
 from numaplane.agent.errors import AdmissionRejected
 from numaplane.agent.metrics import AgentMetrics
 from numaplane.agent.runner import StateRunner, UpdateSender
-from numaplane.agent.state import CpusetUpdate, NodeAgentState, cpuset_text
+from numaplane.agent.state import NodeAgentState
 from numaplane.nri.errors import StatusCode, StatusError
-from numaplane.nri.proto import api_pb2
+from numaplane.nri.events import (
+    Adjustment,
+    CgroupResources,
+    CpusetUpdate,
+    RuntimeContainer,
+    RuntimeInfo,
+    Sandbox,
+    cpuset_text,
+)
 from numaplane.nri.runtimes import unsolicited_updates_safe
-from numaplane.nri.service import BaseHandler, event_mask
-from numaplane.nri.translate import container_from_pb, linux_cpu, sandbox_from_pb, update_to_pb
 
-__all__ = ["EVENTS", "AgentHandler", "StateRunner", "UpdateSender"]
+__all__ = ["AgentHandler", "StateRunner", "UpdateSender"]
 
 log = structlog.get_logger("numaplane.agent")
 
-#: The events the agent subscribes to.
-EVENTS = event_mask(
-    api_pb2.RUN_POD_SANDBOX,
-    api_pb2.STOP_POD_SANDBOX,
-    api_pb2.CREATE_CONTAINER,
-    api_pb2.POST_START_CONTAINER,
-    api_pb2.UPDATE_CONTAINER,
-    api_pb2.STOP_CONTAINER,
-    api_pb2.REMOVE_CONTAINER,
-    api_pb2.REMOVE_POD_SANDBOX,
-)
 
-
-def _event_name(kind: int) -> str:
-    """The NRI event's name, or ``EVENT_<n>`` for a number this protocol version does not define."""
-    try:
-        return api_pb2.Event.Name(kind)  # type: ignore[arg-type]
-    except ValueError:
-        return f"EVENT_{kind}"
-
-
-class AgentHandler(BaseHandler):
-    """The NRI :class:`~numaplane.nri.service.Handler` of the agent (see the module docstring)."""
-
-    events = EVENTS
+class AgentHandler:
+    """The agent's NRI handler (see the module docstring). Its methods are its subscription:
+    RUN/STOP/REMOVE_POD_SANDBOX, CREATE/POST_START/UPDATE/STOP/REMOVE_CONTAINER."""
 
     def __init__(
         self,
@@ -126,7 +113,6 @@ class AgentHandler(BaseHandler):
         self.verified = asyncio.Event()
         self._verify_task: asyncio.Task[None] | None = None
         self.synchronizations = 0
-        self._partial: tuple[list[api_pb2.PodSandbox], list[api_pb2.Container]] = ([], [])
         self.configurations = 0
         self.runtime = ("", "")  # (name, version) from the last Configure
 
@@ -134,65 +120,56 @@ class AgentHandler(BaseHandler):
     def state(self) -> NodeAgentState:
         return self.runner.state
 
-    def _observe(self, method: str, started: float, result: str) -> None:
+    def observe(self, method: str, seconds: float, result: str) -> None:
+        """One request served (also called by the stub for Synchronize parts and ignored events)."""
         self.metrics.nri_requests.labels(method=method, result=result).inc()
-        self.metrics.nri_duration.labels(method=method).observe(time.perf_counter() - started)
+        self.metrics.nri_duration.labels(method=method).observe(seconds)
 
-    def _updates(self, updates: Sequence[CpusetUpdate], into: Any, path: str, exclude: str = "") -> None:
-        """Put what is owed into an answer's ``update`` list (see the module docstring)."""
+    def _observe(self, method: str, started: float, result: str) -> None:
+        self.observe(method, time.perf_counter() - started, result)
+
+    def _updates(self, updates: Sequence[CpusetUpdate], path: str, exclude: str = "") -> list[CpusetUpdate]:
+        """What goes into an answer's ``update`` list (see the module docstring); the rest stays owed."""
         if self.sender.unsolicited:
+            out: list[CpusetUpdate] = []
             if len(updates) <= self.inline_updates:
-                into.extend(update_to_pb(u) for u in updates)
+                out = list(updates)
                 self.metrics.container_updates.labels(path=path, result="ok").inc(len(updates))
             else:
                 self.sender.submit((u.container_id for u in updates), path)
             self._deferred(path)
-            return
+            return out
         self.sender.submit((u.container_id for u in updates), path)
         if self.state.take_deferred():
             self.sender.submit_shared(path)
-        into.extend(update_to_pb(u) for u in self.sender.take(self.reply_updates, exclude=(exclude,)))
+        return self.sender.take(self.reply_updates, exclude=(exclude,))
 
     def _deferred(self, path: str) -> None:
         if self.state.take_deferred():
             self.sender.submit_shared(path)
 
-    async def configure(self, request: api_pb2.ConfigureRequest) -> api_pb2.ConfigureResponse:
+    def _owed(self, updates: Sequence[CpusetUpdate], path: str) -> None:
+        """Owe ``updates`` (and a deferred pool change) to the runtime: an event answered empty."""
+        self.sender.submit((u.container_id for u in updates), path)
+        self._deferred(path)
+
+    async def configure(self, info: RuntimeInfo) -> None:
         self.configurations += 1
-        self._partial = ([], [])  # a new session: forget a half-received Synchronize
         self.metrics.nri_registrations.inc()
-        self.runtime = (request.runtime_name, request.runtime_version)
-        unsolicited = unsolicited_updates_safe(request.runtime_name, request.runtime_version)
+        self.runtime = (info.runtime, info.version)
+        unsolicited = unsolicited_updates_safe(info.runtime, info.version)
         self.sender.allow_unsolicited(unsolicited)
         log.info(
             "nri configured",
-            runtime=request.runtime_name,
-            version=request.runtime_version,
+            runtime=info.runtime,
+            version=info.version,
             updates="unsolicited allowed" if unsolicited else "in answers only",
         )
-        return api_pb2.ConfigureResponse(events=self.events)
 
-    async def synchronize(self, request: api_pb2.SynchronizeRequest) -> api_pb2.SynchronizeResponse:
+    async def synchronize(self, pods: Sequence[Sandbox], containers: Sequence[RuntimeContainer]) -> list[CpusetUpdate]:
         started = time.perf_counter()
-        pods, containers = list(request.pods), list(request.containers)
-        if request.more:
-            # NRI >= 0.8 splits a large state over several requests: collect every part flagged
-            # ``more``, answer each with ``more`` and no updates (anything else makes the runtime drop
-            # the plugin), reconcile the whole list with the last part.
-            self._partial[0].extend(pods)
-            self._partial[1].extend(containers)
-            self._observe("Synchronize", started, "partial")
-            return api_pb2.SynchronizeResponse(more=True)
-        if self._partial[0] or self._partial[1]:
-            pods = self._partial[0] + pods
-            containers = self._partial[1] + containers
-            self._partial = ([], [])
         self.verified.clear()
-        result = await self.runner.call(
-            lambda: self.state.synchronize(
-                [sandbox_from_pb(p) for p in pods], [container_from_pb(c) for c in containers]
-            )
-        )
+        result = await self.runner.call(lambda: self.state.synchronize(pods, containers))
         for cid, reason, message in result.failed:
             log.warning(
                 "running container could not be admitted; it waits in the shared pool until resources free up",
@@ -200,13 +177,11 @@ class AgentHandler(BaseHandler):
                 reason=reason,
                 message=message,
             )
-        if self.metrics is not None:
-            if result.failed:
-                self.metrics.adoptions.labels(result="failed").inc(len(result.failed))
-            if len(result.adopted) > len(result.failed):
-                self.metrics.adoptions.labels(result="admitted").inc(len(result.adopted) - len(result.failed))
-            self.metrics.container_updates.labels(path="sync", result="ok").inc(len(result.updates))
-        response = api_pb2.SynchronizeResponse(update=[update_to_pb(u) for u in result.updates])
+        if result.failed:
+            self.metrics.adoptions.labels(result="failed").inc(len(result.failed))
+        if len(result.adopted) > len(result.failed):
+            self.metrics.adoptions.labels(result="admitted").inc(len(result.adopted) - len(result.failed))
+        self.metrics.container_updates.labels(path="sync", result="ok").inc(len(result.updates))
         self.sender.forget()
         self.synchronizations += 1
         self.synchronized.set()
@@ -237,7 +212,7 @@ class AgentHandler(BaseHandler):
             updates=len(result.updates),
             seconds=round(elapsed, 4),
         )
-        return response
+        return list(result.updates)
 
     async def _verify(self, container_ids: list[str], attempts: int = 5) -> None:
         """After Synchronize: send the containers whose cpuset it changed once more, as an
@@ -265,9 +240,10 @@ class AgentHandler(BaseHandler):
             containers=len(container_ids),
         )
 
-    async def create_container(self, request: api_pb2.CreateContainerRequest) -> api_pb2.CreateContainerResponse:
+    async def create_container(
+        self, pod: Sandbox, container: RuntimeContainer
+    ) -> tuple[Adjustment, list[CpusetUpdate]]:
         started = time.perf_counter()
-        pod, container = sandbox_from_pb(request.pod), container_from_pb(request.container)
         try:
             decision = await self.runner.call(lambda: self.state.create(pod, container))
         except AdmissionRejected as exc:
@@ -281,11 +257,8 @@ class AgentHandler(BaseHandler):
                 message=exc.message,
             )
             raise StatusError(StatusCode.FAILED_PRECONDITION, str(exc)) from None
-        response = api_pb2.CreateContainerResponse()
-        response.adjust.linux.resources.cpu.CopyFrom(linux_cpu(decision.cpus, decision.mems))
-        for key, value in decision.env:
-            response.adjust.env.add(key=key, value=value)
-        self._updates(decision.updates, response.update, "create", exclude=container.id)
+        adjust = Adjustment(decision.cpus, decision.mems, decision.env)
+        updates = self._updates(decision.updates, "create", exclude=container.id)
         self.metrics.admissions.labels(result="admitted", reason="").inc()
         self.on_change()
         self._observe("CreateContainer", started, "ok")
@@ -297,12 +270,13 @@ class AgentHandler(BaseHandler):
             exclusive=decision.exclusive,
             updates=len(decision.updates),
         )
-        return response
+        return adjust, updates
 
-    async def update_container(self, request: api_pb2.UpdateContainerRequest) -> api_pb2.UpdateContainerResponse:
+    async def update_container(
+        self, pod: Sandbox, container: RuntimeContainer, resources: CgroupResources
+    ) -> list[CpusetUpdate]:
         started = time.perf_counter()
-        cid = request.container.id
-        asked = request.linux_resources.cpu.cpus if request.linux_resources.HasField("cpu") else ""
+        cid, asked = container.id, resources.cpus
 
         def keep_ours() -> CpusetUpdate | None:
             record = self.state.record_for(cid)
@@ -313,65 +287,65 @@ class AgentHandler(BaseHandler):
 
         update = await self.runner.call(keep_ours)
         self._observe("UpdateContainer", started, "ok")
-        response = api_pb2.UpdateContainerResponse()
-        self._updates((), response.update, "update", exclude=cid)
+        updates = self._updates((), "update", exclude=cid)
         if update is not None:
-            response.update.append(update_to_pb(update))  # the container asked about: last
-        return response
+            updates.append(update)  # the container asked about: last
+        return updates
 
-    async def stop_container(self, request: api_pb2.StopContainerRequest) -> api_pb2.StopContainerResponse:
+    async def stop_container(self, pod: Sandbox, container: RuntimeContainer) -> list[CpusetUpdate]:
         started = time.perf_counter()
-        cid = request.container.id
+        cid = container.id
         updates = await self.runner.call(lambda: self.state.stop(cid))
-        response = api_pb2.StopContainerResponse()
-        self._updates(updates, response.update, "stop")
+        answer = self._updates(updates, "stop")
         self.on_change()
         self.on_waiting(self.state)
         self._observe("StopContainer", started, "ok")
-        return response
+        return answer
 
-    async def state_change(self, event: api_pb2.StateChangeEvent) -> None:
+    async def remove_container(self, pod: Sandbox, container: RuntimeContainer) -> None:
         started = time.perf_counter()
-        kind = event.event
-        if kind == api_pb2.REMOVE_CONTAINER:
-            ctr, uid = event.container, event.pod.uid
-            updates = await self.runner.call(
-                lambda: self.state.remove_container(ctr.id, uid, ctr.name, ctr.pod_sandbox_id or event.pod.id)
+        sandbox_id = container.pod_sandbox_id or pod.id
+        updates = await self.runner.call(
+            lambda: self.state.remove_container(container.id, pod.uid, container.name, sandbox_id)
+        )
+        self._owed(updates, "remove")
+        self.on_change()
+        self.on_waiting(self.state)
+        self._observe("REMOVE_CONTAINER", started, "ok")
+
+    async def run_pod_sandbox(self, pod: Sandbox) -> None:
+        started = time.perf_counter()
+        started_pod = await self.runner.call(lambda: self.state.run_pod(pod))
+        if started_pod.rejection is not None:
+            log.info(
+                "pod not admitted at sandbox start; its first container will be refused",
+                pod=f"{pod.namespace}/{pod.name}",
+                reason=started_pod.rejection.reason,
+                message=started_pod.rejection.message,
             )
-            self.sender.submit((u.container_id for u in updates), "remove")
-            self._deferred("remove")
+        if started_pod.admitted or started_pod.updates:
+            self._owed(started_pod.updates, "run-pod")
             self.on_change()
-            self.on_waiting(self.state)
-        elif kind == api_pb2.RUN_POD_SANDBOX:
-            pod = sandbox_from_pb(event.pod)
-            started_pod = await self.runner.call(lambda: self.state.run_pod(pod))
-            if started_pod.rejection is not None:
-                log.info(
-                    "pod not admitted at sandbox start; its first container will be refused",
-                    pod=f"{pod.namespace}/{pod.name}",
-                    reason=started_pod.rejection.reason,
-                    message=started_pod.rejection.message,
-                )
-            if started_pod.admitted or started_pod.updates:
-                self.sender.submit((u.container_id for u in started_pod.updates), "run-pod")
-                self._deferred("run-pod")
-                self.on_change()
-        elif kind in (api_pb2.STOP_POD_SANDBOX, api_pb2.REMOVE_POD_SANDBOX):
-            sandbox_id, uid = event.pod.id, event.pod.uid
-            updates = await self.runner.call(lambda: self.state.remove_pod(sandbox_id, uid))
-            self.sender.submit((u.container_id for u in updates), "remove")
-            self._deferred("remove")
-            self.on_change()
-            self.on_waiting(self.state)
-        elif kind == api_pb2.POST_START_CONTAINER:
-            cid = event.container.id
-            record = self.state.record_for(cid)
-            if record is not None and not record.adjusted:
-                log.info("re-pinning a container the agent did not pin at creation", container=cid[:12])
-                self.sender.submit([cid], "repin")
-        else:
-            # an event this agent does not know (a newer runtime's): nothing to do, and the runtime
-            # expects an empty answer for every StateChange, never an error
-            self._observe(_event_name(kind), started, "ignored")
-            return
-        self._observe(_event_name(kind), started, "ok")
+        self._observe("RUN_POD_SANDBOX", started, "ok")
+
+    async def _pod_gone(self, pod: Sandbox, event: str) -> None:
+        started = time.perf_counter()
+        updates = await self.runner.call(lambda: self.state.remove_pod(pod.id, pod.uid))
+        self._owed(updates, "remove")
+        self.on_change()
+        self.on_waiting(self.state)
+        self._observe(event, started, "ok")
+
+    async def stop_pod_sandbox(self, pod: Sandbox) -> None:
+        await self._pod_gone(pod, "STOP_POD_SANDBOX")
+
+    async def remove_pod_sandbox(self, pod: Sandbox) -> None:
+        await self._pod_gone(pod, "REMOVE_POD_SANDBOX")
+
+    async def post_start_container(self, pod: Sandbox, container: RuntimeContainer) -> None:
+        started = time.perf_counter()
+        record = self.state.record_for(container.id)
+        if record is not None and not record.adjusted:
+            log.info("re-pinning a container the agent did not pin at creation", container=container.id[:12])
+            self.sender.submit([container.id], "repin")
+        self._observe("POST_START_CONTAINER", started, "ok")

@@ -2,22 +2,27 @@
 
 :class:`ContainerRecord` is one container the agent tracks (with its JSON form for the checkpoint);
 :class:`CreateDecision`, :class:`PodStarted` and :class:`SyncResult` are what the calls of
-:class:`~numaplane.agent.state.NodeAgentState` answer; cpuset changes travel as
-:class:`~numaplane.nri.events.CpusetUpdate`. No I/O.
+:class:`~numaplane.agent.state.NodeAgentState` answer, or :class:`Pending` when an admission waits for
+out-of-process plugins; cpuset changes travel as :class:`~numaplane.nri.events.CpusetUpdate`. No I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from numaplane.agent.errors import AdmissionRejected
 from numaplane.nri.events import CpusetUpdate
+from numaplane.policy.asks import AdmissionRun
+from numaplane.policy.manager import Admission
 from numaplane.resources.pod import Pod
 from numaplane.topology.cpuset import CPUSet
 
-__all__ = ["ContainerRecord", "CreateDecision", "PodLookup", "PodStarted", "SyncResult"]
+__all__ = ["ContainerRecord", "CreateDecision", "Pending", "PodLookup", "PodStarted", "SyncResult", "settled"]
+
+_T = TypeVar("_T")
+_T_co = TypeVar("_T_co", covariant=True)
 
 #: pod uid → the Pod from the Kubernetes API (or ``None`` when unknown).
 PodLookup = Callable[[str], Pod | None]
@@ -32,6 +37,28 @@ class CreateDecision:
     exclusive: bool
     updates: tuple[CpusetUpdate, ...] = ()
     env: tuple[tuple[str, str], ...] = ()  # from the plugins' allocations (``extra["env"]``), sorted
+
+
+@dataclass(frozen=True, slots=True)
+class Pending(Generic[_T_co]):
+    """A call whose admission waits for out-of-process plugins: the answer is ``resume()``, once
+    ``run``'s asks are answered (``policy/asks.py``; the agent's runner does it, ``asking.py``).
+
+    ``resume`` continues the call from where it parked — it takes the run's decision and finishes
+    (binds, registers, decides); it never parks again and never repeats what came before. It raises
+    :class:`AdmissionRejected` when the run rejected the pod or was given up meanwhile (its pod went).
+    Several calls may wait for one run (RUN_POD_SANDBOX and the pod's first CreateContainer): the first
+    to resume takes the decision, the others find its result (the pod entry, the container record).
+    """
+
+    run: AdmissionRun[Admission]
+    resume: Callable[[], _T_co]
+
+
+def settled(result: _T | Pending[_T]) -> _T:
+    """The result of a call made without ``park`` (it refuses instead of parking, so never :class:`Pending`)."""
+    assert not isinstance(result, Pending), "an admission without park never parks"
+    return result
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,8 @@ event loop (the state machine does no I/O), answering the admissions it parks th
 :class:`~numaplane.agent.asking.Answering`; :class:`UpdateSender` keeps the cpuset changes owed to
 running containers and delivers them — in the answers the runtime asks for (:meth:`UpdateSender.take`),
 or, only on a runtime where that cannot deadlock it (:mod:`numaplane.nri.runtimes`), with
-``Runtime.UpdateContainers`` off the request path (translated by :mod:`numaplane.nri.translate`).
+``Runtime.UpdateContainers`` off the request path (``NRIPlugin.update_containers``, which takes the
+same values).
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ import structlog
 from numaplane.agent.asking import Answering
 from numaplane.agent.background import BackgroundLoop
 from numaplane.agent.metrics import AgentMetrics
+from numaplane.agent.records import Pending
 from numaplane.agent.state import CpusetUpdate, NodeAgentState
 from numaplane.nri.errors import CallTimeout, ConnectionClosed, NRIError, StatusError
-from numaplane.nri.proto import api_pb2
-from numaplane.nri.translate import update_to_pb
 
 __all__ = ["Sender", "StateRunner", "UpdateSender"]
 
@@ -30,8 +30,8 @@ log = structlog.get_logger("numaplane.agent")
 
 _T = TypeVar("_T")
 
-#: ``NRIPlugin.update_containers``-shaped.
-Sender = Callable[[list[api_pb2.ContainerUpdate]], Awaitable[list[api_pb2.ContainerUpdate]]]
+#: ``NRIPlugin.update_containers``-shaped: send the updates, return the ids of the containers whose update failed.
+Sender = Callable[[list[CpusetUpdate]], Awaitable[list[str]]]
 
 
 class StateRunner:
@@ -45,7 +45,8 @@ class StateRunner:
         self.state = state
         self.answering = Answering(state)
 
-    async def call(self, fn: Callable[[], _T]) -> _T:
+    async def call(self, fn: Callable[[], _T | Pending[_T]]) -> _T:
+        """``fn()`` (a call into the state machine); an admission it parks is answered and resumed."""
         return await self.answering.call(fn)
 
 
@@ -179,7 +180,7 @@ class UpdateSender(BackgroundLoop):
         if self.metrics is not None:
             self.metrics.unsolicited_calls.inc()
         try:
-            failed = await self.sender([update_to_pb(u) for u in updates])
+            failed = await self.sender(updates)
         except (ConnectionClosed, CallTimeout, StatusError, NRIError) as exc:
             log.info("container updates not sent; the next Synchronize re-checks", error=str(exc), count=len(updates))
             self._count(batch, "unsent", len(updates))

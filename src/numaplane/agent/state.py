@@ -29,7 +29,9 @@ Decisions:
 
 * :meth:`create` — admit (or reject with :class:`AdmissionRejected`) and return the creation-time
   adjustment plus updates of running shared containers when the pool shrank (they travel in the
-  CreateContainer answer, so the pool shrinks before the new container starts);
+  CreateContainer answer, so the pool shrinks before the new container starts); an admission that
+  asks out-of-process plugins returns :class:`~numaplane.agent.records.Pending` instead, whose
+  ``resume()`` finishes the same call once the plugins answered (``asking.py`` drives it);
 * :meth:`stop` / :meth:`remove_container` / :meth:`remove_pod` — release, and return updates when
   the pool grew. Allocations are keyed by pod uid and container name and kept across a container's
   restart, whatever the agent knows of the Pod (the kubelet's rule): a stopped container keeps its
@@ -60,7 +62,7 @@ those that fit, and the next Synchronize (after a restart too) tries again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from numaplane.agent.admitting import ManagerAdmissions
@@ -68,7 +70,15 @@ from numaplane.agent.consistency import canonical_check, validate_manager_doc, v
 from numaplane.agent.containers import ContainerInfo, check_claims, derive, parse_cpuset
 from numaplane.agent.errors import AdmissionRejected, CheckpointCorrupted
 from numaplane.agent.listing import pod_resources
-from numaplane.agent.records import ContainerRecord, CreateDecision, PodLookup, PodStarted, SyncResult
+from numaplane.agent.records import (
+    ContainerRecord,
+    CreateDecision,
+    Pending,
+    PodLookup,
+    PodStarted,
+    SyncResult,
+    settled,
+)
 from numaplane.agent.wholepod import PodEntry, admission_pod, pod_needs_manager
 from numaplane.nri.events import CpusetUpdate, RuntimeContainer, Sandbox, cpuset_text
 from numaplane.nrt.podresources import AllocatableResources, PodResources
@@ -84,6 +94,7 @@ __all__ = [
     "CpusetUpdate",
     "CreateDecision",
     "NodeAgentState",
+    "Pending",
     "PodLookup",
     "PodStarted",
     "SyncResult",
@@ -117,9 +128,9 @@ class NodeAgentState:
         """Admissions waiting for out-of-process plugins' answers, by manager pod uid."""
         return self.admissions.parked
 
-    def abandon(self, pod_uid: str, *, waiting: bool = True) -> None:
+    def abandon(self, pod_uid: str) -> None:
         """Give up the parked admission of ``pod_uid`` (see :meth:`ManagerAdmissions.abandon`)."""
-        if self.admissions.abandon(pod_uid, waiting=waiting):
+        if self.admissions.abandon(pod_uid):
             self.generation += 1
 
     def take_saved_plugin_state(self, name: str) -> Any:
@@ -157,32 +168,53 @@ class NodeAgentState:
         self.holders[record.key] = record.container_id
         self.generation += 1
 
-    def create(self, sandbox: Sandbox, container: RuntimeContainer) -> CreateDecision:
-        """CreateContainer: admit and decide (raises :class:`AdmissionRejected`, or :class:`AnswersNeeded`
-        — answer the parked run and call again)."""
-        self.admissions.may_park = True
-        try:
-            return self._create(sandbox, container)
-        finally:
-            self.admissions.may_park = False
-
-    def _create(self, sandbox: Sandbox, container: RuntimeContainer) -> CreateDecision:
+    def create(self, sandbox: Sandbox, container: RuntimeContainer) -> CreateDecision | Pending[CreateDecision]:
+        """CreateContainer: admit and decide (raises :class:`AdmissionRejected`), or :class:`Pending`
+        when the admission waits for out-of-process plugins (its ``resume()`` decides)."""
         known = self.records.get(container.id)
         if known is not None:  # the same request again (e.g. answered after a reconnect)
-            cpus, mems = self.desired(known)
-            return CreateDecision(cpus, mems, known.exclusive is not None, env=self.admissions.env(known))
-        entry = self._pod_entry(sandbox) or self._admit_pod(sandbox, container.name)
+            return self._known(known)
+        entry = self._pod_entry(sandbox)
+        if entry is None:
+            admitted = self._admit_pod(sandbox, container.name, park=True)
+            if isinstance(admitted, Pending):
+                pending = admitted
+                return Pending(pending.run, lambda: self._create_resumed(sandbox, container, pending.resume))
+            entry = admitted
         if entry is not None:
-            record = self._bind(entry, sandbox, container)
-        else:
-            info = derive(sandbox, container, self.lookup(sandbox))
-            self._release_completed(info.sandbox_id, container.name)
-            predecessor_id = self.holders.get(info.key)
-            if predecessor_id is not None and predecessor_id != container.id:
-                record = self.transfer(predecessor_id, info)
-            else:
-                record = self.admissions.admit_alone(info)
-                self.register(record)
+            return self._decide(self._bind(entry, sandbox, container))
+        info = derive(sandbox, container, self.lookup(sandbox))
+        self._release_completed(info.sandbox_id, container.name)
+        predecessor_id = self.holders.get(info.key)
+        if predecessor_id is not None and predecessor_id != container.id:
+            return self._decide(self.transfer(predecessor_id, info))
+        alone = self.admissions.admit_alone(info, park=True)
+        if isinstance(alone, Pending):
+            waiting = alone
+            return Pending(waiting.run, lambda: self._create_resumed(sandbox, container, waiting.resume))
+        self.register(alone)
+        return self._decide(alone)
+
+    def _create_resumed(
+        self, sandbox: Sandbox, container: RuntimeContainer, resume: Callable[[], PodEntry | ContainerRecord]
+    ) -> CreateDecision:
+        """The rest of :meth:`create` once its parked admission was answered. Another call waiting for
+        the same run may have taken its decision first: the container's record, or the pod's entry."""
+        known = self.records.get(container.id)
+        if known is not None:
+            return self._known(known)
+        got = resume()  # the pod's entry (whole pod), or the container's record (alone, not registered)
+        if isinstance(got, PodEntry):
+            return self._decide(self._bind(got, sandbox, container))
+        self.register(got)
+        return self._decide(got)
+
+    def _known(self, known: ContainerRecord) -> CreateDecision:
+        cpus, mems = self.desired(known)
+        return CreateDecision(cpus, mems, known.exclusive is not None, env=self.admissions.env(known))
+
+    def _decide(self, record: ContainerRecord) -> CreateDecision:
+        """The creation-time answer for the registered ``record``: its cpuset, the pool's updates, env."""
         cpus, mems = self.desired(record)
         record.applied = cpuset_text(cpus)
         record.adjusted = True
@@ -190,20 +222,27 @@ class NodeAgentState:
         env = self.admissions.env(record)
         return CreateDecision(cpus, mems, record.exclusive is not None, tuple(updates), env)
 
-    def run_pod(self, sandbox: Sandbox) -> PodStarted:
+    def run_pod(self, sandbox: Sandbox) -> PodStarted | Pending[PodStarted]:
         """RUN_POD_SANDBOX: admit the pod as a whole now if the Pod is known (a rejection is not an
-        error here: the sandbox runs, and the pod's first CreateContainer retries and fails). Raises
-        :class:`AnswersNeeded` as :meth:`create`."""
+        error here: the sandbox runs, and the pod's first CreateContainer retries and fails), or
+        :class:`Pending` as :meth:`create`."""
         if self._pod_entry(sandbox) is not None:
             return PodStarted()
-        self.admissions.may_park = True
         try:
-            entry = self._admit_pod(sandbox, None)
+            entry = self._admit_pod(sandbox, None, park=True)
         except AdmissionRejected as exc:
             return PodStarted(tuple(self._pool_updates()), rejection=exc)
-        finally:
-            self.admissions.may_park = False
+        if isinstance(entry, Pending):
+            pending = entry
+            return Pending(pending.run, lambda: self._pod_started(pending.resume))
         return PodStarted(tuple(self._pool_updates()), admitted=entry is not None)
+
+    def _pod_started(self, resume: Callable[[], PodEntry]) -> PodStarted:
+        try:
+            resume()
+        except AdmissionRejected as exc:
+            return PodStarted(tuple(self._pool_updates()), rejection=exc)
+        return PodStarted(tuple(self._pool_updates()), admitted=True)
 
     # -- whole-pod admission --------------------------------------------------------------------------
     def _pod_entry(self, sandbox: Sandbox) -> PodEntry | None:
@@ -225,10 +264,12 @@ class NodeAgentState:
         self.release_entry(entry)
         return None
 
-    def _admit_pod(self, sandbox: Sandbox, name: str | None) -> PodEntry | None:
+    def _admit_pod(
+        self, sandbox: Sandbox, name: str | None, *, park: bool = False
+    ) -> PodEntry | Pending[PodEntry] | None:
         """Admit the sandbox's pod as a whole (raises :class:`AdmissionRejected`); ``None`` when the
-        Pod is unknown, needs no admission, or already has containers admitted one at a time.
-
+        Pod is unknown, needs no admission, or already has containers admitted one at a time; with
+        ``park``, :class:`Pending` when the admission waits for out-of-process plugins.
         ``name``: the container being created (``None`` at RUN_POD_SANDBOX). Records of regular init
         containers before it (admitted one at a time while the Pod was not known yet) have finished:
         they are released first; any other live container of the sandbox keeps the pod one-at-a-time.
@@ -252,7 +293,22 @@ class NodeAgentState:
                 return None
             for r in mine:
                 self.release(r)
-        self.admissions.admit(pod, {"pod": f"{pod.namespace}/{pod.name}", "container": name or ""})
+        admission = self.admissions.admit(pod, {"pod": where, "container": name or ""}, park=park)
+        if isinstance(admission, Pending):
+            pending = admission
+
+            def resume() -> PodEntry:
+                entry = self.pods.get(pod.uid)
+                if entry is not None and entry.sandbox_id == sandbox.id:
+                    return entry  # another call waiting for the same run took its decision
+                pending.resume()
+                return self._enter(pod, sandbox)
+
+            return Pending(pending.run, resume)
+        return self._enter(pod, sandbox)
+
+    def _enter(self, pod: Pod, sandbox: Sandbox) -> PodEntry:
+        """Record the pod admitted as a whole in ``sandbox``."""
         entry = PodEntry(pod, sandbox.id)
         self.pods[pod.uid] = entry
         self.generation += 1
@@ -539,7 +595,7 @@ class NodeAgentState:
 
     def _adopt(self, sandbox: Sandbox, c: RuntimeContainer, live: Mapping[str, RuntimeContainer]) -> None:
         """Register a running container the agent does not know (raises :class:`AdmissionRejected`)."""
-        entry = self._pod_entry(sandbox) or self._admit_pod(sandbox, c.name)
+        entry = self._pod_entry(sandbox) or settled(self._admit_pod(sandbox, c.name))
         key = f"{entry.uid if entry is not None else sandbox.uid or sandbox.id}/{c.name}"
         holder = self.holders.get(key)
         if holder == c.id:  # its own placeholder (restored from a checkpoint)
@@ -554,7 +610,7 @@ class NodeAgentState:
         if holder is not None:
             self.transfer(holder, info)
         else:
-            self.register(self.admissions.admit_alone(info))
+            self.register(settled(self.admissions.admit_alone(info)))
 
     def retry_waiting(self) -> list[CpusetUpdate]:
         """Admit the running containers Synchronize could not admit (resources were short), where they

@@ -1,7 +1,8 @@
-"""The agent's own view of what NRI carries: pods, containers and cpuset updates as plain frozen values.
+"""What NRI carries, as plain frozen values: pods, containers, cpuset updates and adjustments, events.
 
-The node agent's state machine sees only these types, never a protobuf message: ``nri/translate.py``
-turns the runtime's protobuf messages into them and the agent's decisions back into protobuf. They
+The vocabulary of every NRI handler (``nri/stub.py``: handlers take and return these) and of the node
+agent's state machine, which sees only these types, never a protobuf message: ``nri/translate.py``
+turns the runtime's protobuf messages into them and the answers back into protobuf. They
 live here, in the NRI adapter package but with no protobuf import, because both sides use them: the
 adapter (``nri``) may not import the agent (a component, higher up the layers), while the agent may
 import the adapter; a pure module further down (``resources``, ``topology``) would have had to know
@@ -23,7 +24,18 @@ from types import MappingProxyType
 
 from numaplane.topology.cpuset import CPUSet
 
-__all__ = ["CgroupResources", "ContainerState", "CpusetUpdate", "RuntimeContainer", "Sandbox", "cpuset_text"]
+__all__ = [
+    "Adjustment",
+    "CgroupResources",
+    "ContainerState",
+    "CpusetUpdate",
+    "Event",
+    "RuntimeContainer",
+    "RuntimeInfo",
+    "Sandbox",
+    "SyncPart",
+    "cpuset_text",
+]
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -41,6 +53,39 @@ class ContainerState(IntEnum):
     def live(self) -> bool:
         """Everything but STOPPED: the container may run, so it holds (or waits for) its cpuset."""
         return self is not ContainerState.STOPPED
+
+
+class Event(IntEnum):
+    """An NRI event a plugin subscribes to (the numbers are NRI's ``Event``; bit ``1 << (n - 1)`` of
+    ``ConfigureResponse.events``). CREATE/UPDATE/STOP_CONTAINER are requests the runtime waits for,
+    the others arrive as ``StateChange``."""
+
+    RUN_POD_SANDBOX = 1
+    STOP_POD_SANDBOX = 2
+    REMOVE_POD_SANDBOX = 3
+    CREATE_CONTAINER = 4
+    POST_CREATE_CONTAINER = 5
+    START_CONTAINER = 6
+    POST_START_CONTAINER = 7
+    UPDATE_CONTAINER = 8
+    POST_UPDATE_CONTAINER = 9
+    STOP_CONTAINER = 10
+    REMOVE_CONTAINER = 11
+
+    @property
+    def bit(self) -> int:
+        """This event's bit in ``ConfigureResponse.events``."""
+        return 1 << (self.value - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeInfo:
+    """What Configure says: the plugin's ``config`` text from the runtime's NRI configuration (empty
+    if none) and the runtime's name and version (e.g. ``containerd``, ``1.7.24~ds1``)."""
+
+    config: str = ""
+    runtime: str = ""
+    version: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +136,27 @@ class CpusetUpdate:
     container_id: str
     cpus: CPUSet
     mems: CPUSet | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Adjustment:
+    """A creation-time adjustment: the new container's ``cpuset.cpus`` (and ``cpuset.mems`` unless
+    ``None``) and environment variables to add, ``(name, value)`` in order. ``cpus`` ``None``: the
+    cpuset is left as the runtime has it."""
+
+    cpus: CPUSet | None = None
+    mems: CPUSet | None = None
+    env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SyncPart:
+    """One ``SynchronizeRequest``: pods and containers, and ``more`` when further parts follow (NRI >= 0.8
+    splits a large state). The stub joins the parts; a handler sees the whole list once."""
+
+    pods: tuple[Sandbox, ...]
+    containers: tuple[RuntimeContainer, ...]
+    more: bool = False
 
 
 @lru_cache(maxsize=4096)

@@ -1,7 +1,7 @@
 """An asyncio NRI plugin runtime: connect, register, serve the ``Plugin`` service, reconnect.
 
-The resource logic lives in a :class:`~numaplane.nri.service.Handler` (written elsewhere, e.g. the node agent); this module only
-speaks NRI. Lifecycle of :meth:`NRIPlugin.run`::
+The resource logic lives in a handler of per-event methods (``nri/stub.py``, written elsewhere, e.g. the
+node agent); this module only speaks NRI: the :class:`~numaplane.nri.stub.Stub` serves the handler. Lifecycle of :meth:`NRIPlugin.run`::
 
     loop until stop():
         connect (dial the socket path, or adopt the runtime-provided fd from NRI_PLUGIN_SOCKET)
@@ -21,12 +21,12 @@ the cause and the fix, and :attr:`NRIPlugin.sync_problem` says it (for the readi
 Synchronize arrives; :attr:`NRIPlugin.sessions_without_sync` counts them.
 
 Each request is served in its own task; a handler still running a grace period (1 s) past the
-runtime's deadline (``timeout_nano``) is cancelled (see :func:`~numaplane.nri.service.dispatch` for why not at the deadline). A
+runtime's deadline (``timeout_nano``) is cancelled (see :meth:`~numaplane.nri.stub.Stub.serve` for why not at the deadline). A
 handler that raises :class:`~numaplane.nri.errors.StatusError` answers with that status, any other
 exception answers UNKNOWN with the exception text (for CreateContainer the runtime then fails the
 container with that message). Handlers must not block the event loop: CPU-heavy work belongs in
 ``asyncio.to_thread``. After a reconnect the runtime sends Configure and Synchronize again, and
-Synchronize is where a handler re-applies (via ``SynchronizeResponse.update``) what it may have missed.
+Synchronize is where a handler re-applies (the updates it returns) what it may have missed.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ import re
 import socket
 from collections.abc import Iterable, Mapping
 
+from numaplane.nri import translate
 from numaplane.nri.errors import (
     CallTimeout,
     ConnectionClosed,
@@ -48,15 +49,10 @@ from numaplane.nri.errors import (
     StatusCode,
     StatusError,
 )
-from numaplane.nri.proto import api_pb2
+from numaplane.nri.events import CpusetUpdate
 from numaplane.nri.protocol import RequestReceived, Role
 from numaplane.nri.runtimes import splits_synchronize
-from numaplane.nri.service import (
-    DEADLINE_GRACE_SECONDS,
-    Handler,
-    dispatch,
-    parse_message,
-)
+from numaplane.nri.stub import DEADLINE_GRACE_SECONDS, Stub
 from numaplane.nri.transport import AsyncConnection, Reply
 
 __all__ = ["DEFAULT_SOCKET_PATH", "RUNTIME_SERVICE", "NRIPlugin"]
@@ -69,7 +65,8 @@ _IDX_RE = re.compile(r"[0-9]{2}\Z")
 
 
 class NRIPlugin:
-    """One NRI plugin: registers ``name``/``idx`` with the runtime and serves ``handler``.
+    """One NRI plugin: registers ``name``/``idx`` with the runtime and serves ``handler`` (through a
+    :class:`~numaplane.nri.stub.Stub`, which refuses a handler that implements no NRI method).
 
     Connect either by dialling ``socket_path`` or, when ``inherited_fd`` is given (a runtime-launched
     plugin, ``NRI_PLUGIN_SOCKET=3``), by adopting that already-connected socket.
@@ -77,7 +74,7 @@ class NRIPlugin:
 
     def __init__(
         self,
-        handler: Handler,
+        handler: object,
         *,
         name: str,
         idx: str,
@@ -95,6 +92,7 @@ class NRIPlugin:
         if not _IDX_RE.match(idx):
             raise PluginConfigError(f"NRI plugin index must be exactly two digits, got {idx!r}")
         self.handler = handler
+        self.stub = Stub(handler)
         self.name = name
         self.idx = idx
         self.socket_path = socket_path
@@ -109,7 +107,6 @@ class NRIPlugin:
         self.last_error: BaseException | None = None
         self.sessions_without_sync = 0  # registered sessions in a row that ended before Synchronize
         self.sync_problem = ""  # why the runtime does not synchronize (empty: it does, or not known yet)
-        self._runtime = ("", "")  # (name, version) from the last Configure
         self._configured = asyncio.Event()
         self._synchronized = asyncio.Event()
         self._conn: AsyncConnection | None = None
@@ -119,7 +116,7 @@ class NRIPlugin:
     @classmethod
     def from_env(
         cls,
-        handler: Handler,
+        handler: object,
         *,
         name: str,
         idx: str,
@@ -158,26 +155,22 @@ class NRIPlugin:
 
     # -- client calls
 
-    async def update_containers(
-        self,
-        updates: Iterable[api_pb2.ContainerUpdate],
-        evictions: Iterable[api_pb2.ContainerEviction] = (),
-    ) -> list[api_pb2.ContainerUpdate]:
-        """``Runtime.UpdateContainers``: change running containers; return the updates that failed.
+    async def update_containers(self, updates: Iterable[CpusetUpdate]) -> list[str]:
+        """``Runtime.UpdateContainers``: change running containers' cpusets; return the ids of the
+        containers whose update failed.
 
         Raises :class:`ConnectionClosed` when not registered, :class:`StatusError`, :class:`CallTimeout`.
         """
         conn = self._conn
         if conn is None or not self.registered:
             raise ConnectionClosed("NRI plugin is not registered with the runtime")
-        request = api_pb2.UpdateContainersRequest(update=list(updates), evict=list(evictions))
         payload = await conn.call(
             RUNTIME_SERVICE,
             "UpdateContainers",
-            request.SerializeToString(),
+            translate.update_containers_to_pb(updates),
             timeout_seconds=self.call_timeout_seconds,
         )
-        return list(parse_message(api_pb2.UpdateContainersResponse, payload).failed)
+        return translate.failed_from_pb(payload)
 
     # -- lifecycle
 
@@ -222,7 +215,7 @@ class NRIPlugin:
         self.sessions_without_sync += 1
         if self.sessions_without_sync < 2:
             return
-        name, version = self._runtime
+        name, version = self.stub.runtime.runtime, self.stub.runtime.version
         split = splits_synchronize(name, version)
         cause = "the runtime's state (pods and containers) is probably over the 4 MiB one NRI message may carry" + (
             ", and this runtime cannot split Synchronize (containerd/nri#102)" if split is False else ""
@@ -258,11 +251,7 @@ class NRIPlugin:
         return await asyncio.open_unix_connection(self.socket_path)
 
     async def _serve(self, request: RequestReceived) -> Reply:
-        if request.method == "Configure":
-            with contextlib.suppress(StatusError):
-                configure = parse_message(api_pb2.ConfigureRequest, request.payload)
-                self._runtime = (configure.runtime_name, configure.runtime_version)
-        reply = await dispatch(self.handler, request, deadline_grace_seconds=self.deadline_grace_seconds)
+        reply = await self.stub.serve(request, deadline_grace_seconds=self.deadline_grace_seconds)
         if reply.code == StatusCode.OK:
             if request.method == "Configure":
                 self._configured.set()
@@ -318,12 +307,11 @@ class NRIPlugin:
         return registered
 
     async def _register(self, conn: AsyncConnection) -> None:
-        request = api_pb2.RegisterPluginRequest(plugin_name=self.name, plugin_idx=self.idx)
         try:
             await conn.call(
                 RUNTIME_SERVICE,
                 "RegisterPlugin",
-                request.SerializeToString(),
+                translate.register_to_pb(self.name, self.idx),
                 timeout_seconds=self.registration_timeout_seconds,
             )
         except StatusError as exc:
