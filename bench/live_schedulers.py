@@ -27,11 +27,15 @@ API takes them (``--clients`` threads, keep-alive connections) and measures, fro
   sum over zones of ``floor(free CPUs / 2)``) — the NUMA fit the kubelet would refuse;
 * ``<c>_bound`` (pods) and ``<c>_wall`` (s).
 
+``--baseline OLD/src`` also runs ``standalone_old`` and ``extender_old``: the same with the numaplane code
+of another checkout (its ``src`` first on the processes' ``PYTHONPATH``), on the same control plane and
+nodes in the same minutes — old versus new side by side.
+
 Every pod is then deleted (grace period 0) before the next configuration starts. Ratios:
 ``standalone_vs_kube`` and ``extender_vs_kube`` (pods/s over kube-scheduler's, same run).
 
 Usage: ``flock /tmp/numaplane-real.lock python bench/live_schedulers.py [--quick] [--nodes N] [--pods P]
-[--configs kube,standalone,extender] [--rounds R]`` (default 500 nodes, 2,000 pods; quick: 100 nodes,
+[--configs kube,standalone,extender] [--rounds R] [--baseline OLD/src]`` (default 500 nodes, 2,000 pods; quick: 100 nodes,
 300 pods). Hold the shared lock: it starts the real control plane.
 """
 
@@ -381,8 +385,21 @@ def measure(
 
 
 @contextmanager
-def numaplane_process(args: list[str], log: Path, health_port: int) -> Iterator[NumaplaneProcess]:
-    proc = NumaplaneProcess(args, log)
+def numaplane_process(
+    args: list[str], log: Path, health_port: int, source: str | None = None
+) -> Iterator[NumaplaneProcess]:
+    """``numaplane <args>`` as a subprocess, from ``source`` (a ``src`` folder put first on its
+    ``PYTHONPATH``: another checkout's code, e.g. main's, with this interpreter) or this checkout."""
+    saved = os.environ.get("PYTHONPATH")
+    if source is not None:
+        os.environ["PYTHONPATH"] = source + (os.pathsep + saved if saved else "")
+    try:
+        proc = NumaplaneProcess(args, log)
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
     try:
         proc.wait_ready(health_port, timeout=180)
         yield proc
@@ -390,8 +407,11 @@ def numaplane_process(args: list[str], log: Path, health_port: int) -> Iterator[
         proc.stop()
 
 
-def run_config(cp: ControlPlane, api: Api, work: Path, config: str, tag: str, opts: argparse.Namespace) -> None:
-    ns = f"bench-{config}-{tag}"
+def run_config(cp: ControlPlane, api: Api, work: Path, label: str, tag: str, opts: argparse.Namespace) -> None:
+    """One configuration (``label``: a name of :data:`CONFIGS`, ``_old`` appended for ``--baseline``'s code)."""
+    config, _, old = label.partition("_")
+    source = opts.baseline if old else None
+    ns = f"bench-{label.replace('_', '-')}-{tag}"
     namespace(api, ns)
     apiserver = cp.processes["kube-apiserver"].pid
     with ExitStack() as stack:
@@ -402,8 +422,9 @@ def run_config(cp: ControlPlane, api: Api, work: Path, config: str, tag: str, op
         elif config == "standalone":
             _, kubeconfig = install_scheduler(cp, work, mode="standalone", scheduler_name=STANDALONE)
             port = free_port()
-            args = standalone_args(kubeconfig, STANDALONE, port, overreserve=False)
-            proc = stack.enter_context(numaplane_process(args, work / f"standalone-{tag}.log", port))
+            # the CLI's defaults (over-reserve cache, JSON logs at info), as the operator runs it
+            args = [a for a in standalone_args(kubeconfig, STANDALONE, port, overreserve=False) if "console" not in a]
+            proc = stack.enter_context(numaplane_process(args, work / f"{label}-{tag}.log", port, source))
             procs = {"numaplane": proc.process.pid, "kube_apiserver": apiserver}
             name = STANDALONE
         else:
@@ -411,9 +432,9 @@ def run_config(cp: ControlPlane, api: Api, work: Path, config: str, tag: str, op
             port = free_port()
             args = [
                 "scheduler", "extender", "--kubeconfig", str(kubeconfig), f"--address=127.0.0.1:{port}",
-                f"--scheduler-name={EXTENDER}", "--log-format=console",
+                f"--scheduler-name={EXTENDER}",
             ]  # fmt: skip
-            proc = stack.enter_context(numaplane_process(args, work / f"extender-{tag}.log", port))
+            proc = stack.enter_context(numaplane_process(args, work / f"{label}-{tag}.log", port, source))
             ks = kube_scheduler_config(docs, port)
             sched = stack.enter_context(
                 cp.scheduler(
@@ -428,14 +449,14 @@ def run_config(cp: ControlPlane, api: Api, work: Path, config: str, tag: str, op
             procs = {"kube_scheduler": sched.pid, "numaplane": proc.process.pid, "kube_apiserver": apiserver}
             name = EXTENDER
         try:
-            figures = measure(api, config, ns, name, opts.pods, opts.clients, procs)
+            figures = measure(api, label, ns, name, opts.pods, opts.clients, procs)
         finally:
             delete_pods(api, ns)
     units = {"pods_per_second": "pods/s", "bound": "pods", "numa_overfit": "pods"}
     for key, value in figures.items():
         unit = units.get(key, "ms" if key.startswith("cpu_") else "s")
-        print(f"{config}_{key}: {value:.3f} {unit}", flush=True)
-    RESULTS.setdefault(config, []).append(figures)
+        print(f"{label}_{key}: {value:.3f} {unit}", flush=True)
+    RESULTS.setdefault(label, []).append(figures)
 
 
 RESULTS: dict[str, list[dict[str, float]]] = {}
@@ -449,6 +470,11 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=4, help="threads creating pods")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument(
+        "--baseline",
+        metavar="SRC",
+        help="also run the numaplane configurations with the code of this src folder (e.g. a worktree of main)",
+    )
     opts = parser.parse_args()
     opts.nodes = opts.nodes or (100 if opts.quick else 500)
     opts.pods = opts.pods or (300 if opts.quick else 2000)
@@ -470,15 +496,18 @@ def main() -> int:
             print(f"nodes: {opts.nodes} nodes")
             print(f"pods: {opts.pods} pods")
             print(f"setup_seconds: {time.monotonic() - started:.1f} s", flush=True)
+            labels = [*configs]
+            if opts.baseline:
+                labels += [f"{c}_old" for c in configs if c != "kube"]
             for r in range(opts.rounds):
-                for config in configs:
-                    run_config(cp, api, Path(tmp), config, f"r{r}", opts)
+                for label in labels:
+                    run_config(cp, api, Path(tmp), label, f"r{r}", opts)
     except KubeUnavailable as exc:
         print(f"live_schedulers: the control plane did not start: {str(exc).splitlines()[0]}")
         return 2
     if "kube" in RESULTS:
         base = sum(f["pods_per_second"] for f in RESULTS["kube"]) / len(RESULTS["kube"])
-        for other in ("standalone", "extender"):
+        for other in ("standalone", "extender", "standalone_old", "extender_old"):
             if other in RESULTS and base > 0:
                 mean = sum(f["pods_per_second"] for f in RESULTS[other]) / len(RESULTS[other])
                 print(f"{other}_vs_kube: {mean / base:.2f} x")
