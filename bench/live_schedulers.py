@@ -48,6 +48,7 @@ import http.client
 import json
 import math
 import os
+import signal
 import ssl
 import sys
 import tempfile
@@ -489,6 +490,8 @@ def main() -> int:
     if reason:
         print(f"live_schedulers: the control plane cannot run here: {reason}")
         return 2
+    # SIGTERM (timeout, kill) unwinds like Ctrl-C: every process this run started is stopped on the way out
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         with run_control_plane() as cp, tempfile.TemporaryDirectory(prefix="live-sched-") as tmp:
             api = Api(cp)
