@@ -418,18 +418,22 @@ class ControlPlane:
         *,
         kubeconfig_file: Path | None = None,
         leader_election: Mapping[str, Any] | None = None,
+        qps: float = 200,
+        burst: int = 400,
+        verbosity: int = 2,
     ) -> Iterator[subprocess.Popen[bytes]]:
         """Run kube-scheduler with a ``KubeSchedulerConfiguration`` (its ``extenders`` and ``profiles``).
 
         ``kubeconfig_file`` (e.g. :meth:`service_account_kubeconfig`) runs it with that identity's RBAC
         instead of ``system:kube-scheduler``'s; ``leader_election`` replaces the default
-        ``{leaderElect: false}``.
+        ``{leaderElect: false}``. ``qps``/``burst``: its API client's rate limit (``clientConnection``);
+        ``verbosity``: its ``-v`` (benches lower it: at 2 it logs a line per pod).
         """
         kubeconfig_file = kubeconfig_file or self.workdir / "kube-scheduler.kubeconfig"
         config: dict[str, Any] = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": str(kubeconfig_file), "qps": 200, "burst": 400},
+            "clientConnection": {"kubeconfig": str(kubeconfig_file), "qps": qps, "burst": burst},
             "leaderElection": dict(leader_election) if leader_election else {"leaderElect": False},
         }
         if profiles:
@@ -440,7 +444,7 @@ class ControlPlane:
         path.write_text(yaml.safe_dump(config))
         process = self._start(
             "kube-scheduler",
-            [str(self.assets / "kube-scheduler"), "--config", str(path), "--secure-port=0", "-v=2"],
+            [str(self.assets / "kube-scheduler"), "--config", str(path), "--secure-port=0", f"-v={verbosity}"],
         )
         try:
             yield process

@@ -91,3 +91,32 @@ def test_committed_deploy_tree_matches_render() -> None:
         [sys.executable, str(REPO / "scripts/check_deploy.py")], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_render_the_default_scheduler_with_the_extender_as_the_docs_show(tmp_path: Path) -> None:
+    """docs/scheduler.md's first example: kube-scheduler's default profile calling the extender. The
+    operator renders that pair for ``schedulerName: default-scheduler`` in extender mode only."""
+    cr = {
+        "apiVersion": "numaplane.io/v1",
+        "kind": "NUMAResourcesScheduler",
+        "metadata": {"name": "numaresourcesscheduler"},
+        "spec": {"schedulerName": "default-scheduler", "mode": "extender"},
+    }
+    source = tmp_path / "nrs.yaml"
+    source.write_text(yaml.safe_dump(cr))
+    result = CliRunner().invoke(main, ["render", "--from", str(source)])
+    assert result.exit_code == 0, result.output
+    docs = list(yaml.safe_load_all(result.stdout))
+    config_map = next(d for d in docs if d["kind"] == "ConfigMap")
+    config = yaml.safe_load(next(iter(config_map["data"].values())))
+    assert [p["schedulerName"] for p in config["profiles"]] == ["default-scheduler"]
+    assert config["extenders"][0]["nodeCacheCapable"] is True and config["extenders"][0]["bindVerb"] == "bind"
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    extender = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "extender")
+    assert "--scheduler-name=default-scheduler" in extender["args"]
+    # standalone, numaplane's own scheduler would take every pod of the default profile: still refused
+    source.write_text(yaml.safe_dump({**cr, "spec": {"schedulerName": "default-scheduler"}}))
+    refused = CliRunner().invoke(main, ["render", "--from", str(source)])
+    assert refused.exit_code == 2
+    assert "must not be default-scheduler unless mode is extender" in refused.output
+    assert "Traceback" not in refused.output

@@ -176,6 +176,12 @@ def test_bad_scheduler_refused_by_crd_and_by_python(doc: dict[str, Any], fragmen
         parse_resources([doc])
 
 
+def test_default_scheduler_accepted_in_extender_mode_by_crd_and_by_python() -> None:
+    doc = _nrs(schedulerName="default-scheduler", mode="extender")
+    assert admit(numa_resources_scheduler_crd(), doc) == []
+    assert parse_resources([doc])
+
+
 def _nrp(config: dict[str, Any]) -> dict[str, Any]:
     doc = copy.deepcopy(sample_resources()[2])
     doc["spec"]["config"] = config

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -35,7 +36,6 @@ from lightkube.core import resource as lk_res
 from lightkube.core.exceptions import ConfigError
 from lightkube.core.generic_client import ALL_NS
 from lightkube.generic_resource import (
-    Generic,
     GenericGlobalResource,
     GenericGlobalStatus,
     GenericNamespacedResource,
@@ -70,18 +70,6 @@ _PATCH_TYPES = {
 }
 
 
-class _PodBinding(lk_res.NamespacedSubResource, Generic):  # type: ignore[misc]
-    """``pods/<name>/binding`` as a generic lightkube subresource (POST only)."""
-
-    _api_info = lk_res.ApiInfo(
-        resource=lk_res.ResourceDef("", "v1", "Binding"),
-        parent=lk_res.ResourceDef("", "v1", "Pod"),
-        plural="pods",
-        verbs=["post"],
-        action="binding",
-    )
-
-
 _classes: dict[Resource, tuple[type[Any], type[Any]]] = {}
 
 
@@ -112,6 +100,19 @@ def _plain(obj: Any) -> JsonObj:
     if callable(to_dict):
         return cast(JsonObj, to_dict())
     raise ServerError(f"unexpected response object {type(obj).__name__}")
+
+
+def _owned(obj: Any) -> JsonObj:
+    """A lightkube generic object freshly decoded from a response, as a plain dict, without a deep copy.
+
+    Invariant: lightkube's generic objects are ``dict`` subclasses wrapping the decoded JSON as is
+    (``cls(decoded)``), so below the top level every value is already a plain dict, list or scalar that
+    nothing else references; a shallow copy makes it plain. Only for objects nobody else holds (watch
+    events, list items); anything else goes through :func:`_plain`.
+    """
+    if isinstance(obj, dict):
+        return dict(obj)
+    return _plain(obj)
 
 
 def _with_type(res: Resource, obj: Mapping[str, Any]) -> JsonObj:
@@ -260,7 +261,7 @@ class LightkubePort(KubePort):
         more, version, chunk = generic.handle_response("list", response, prepared)
         items = []
         for item in chunk:
-            obj = _plain(item)
+            obj = _owned(item)
             obj.setdefault("apiVersion", res.api_version)
             obj.setdefault("kind", res.kind)
             items.append(obj)
@@ -270,9 +271,18 @@ class LightkubePort(KubePort):
     async def _create(self, request: Request) -> JsonObj:
         res, ns = request.resource, request.namespace
         if request.subresource == "binding":
-            binding_cls: Any = _PodBinding
-            await self._lk.create(binding_cls(clone(request.body)), request.name, namespace=ns)
+            # the scheduler's hot path: straight to the HTTP client (lightkube's model round trip
+            # costs as much CPU as the request itself), the answer (a Status) is not read
+            await self._post(f"/api/v1/namespaces/{ns}/pods/{request.name}/binding", request.body, None)
             return {}
+        if res.kind == "Event" and res.group == "" and ns is not None:
+            # one per scheduled pod: the same direct path
+            body = {**request.body, "apiVersion": res.api_version, "kind": res.kind}
+            body["metadata"] = {**(body.get("metadata") or {}), "namespace": ns}
+            created: JsonObj = json.loads(
+                (await self._post(f"/api/v1/namespaces/{ns}/events", body, request.field_manager)).content
+            )
+            return created
         cls = _lightkube_classes(res)[0]
         body = _with_type(res, request.body)
         if ns is not None:
@@ -282,6 +292,22 @@ class LightkubePort(KubePort):
         else:
             created = await self._lk.create(cls(body), field_manager=request.field_manager)
         return _plain(created)
+
+    async def _post(self, path: str, body: Mapping[str, Any], field_manager: str | None) -> httpx2.Response:
+        """``POST path`` with the JSON ``body`` through lightkube's HTTP client (its credentials, base URL,
+        TLS, timeouts and connection pool; the client's field manager unless ``field_manager``).
+        A non-2xx answer raises ``httpx2.HTTPStatusError`` (translated by the caller's ``translated()``)."""
+        generic = self._generic()
+        manager = field_manager or generic._field_manager
+        http: Any = generic._client
+        response: httpx2.Response = await http.post(
+            path,
+            content=json.dumps(body, separators=(",", ":")).encode(),
+            params={"fieldManager": manager} if manager else None,
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        )
+        response.raise_for_status()
+        return response
 
     async def _replace(self, request: Request) -> JsonObj:
         res, ns = request.resource, request.namespace
@@ -358,7 +384,7 @@ class LightkubePort(KubePort):
                     event_type = EventType(kind)
                 except ValueError as exc:
                     raise ServerError(f"unknown watch event type {kind!r}") from exc
-                yield WatchEvent(event_type, _plain(obj))
+                yield WatchEvent(event_type, _owned(obj))
         finally:
             with contextlib.suppress(Exception):
                 await events.aclose()

@@ -143,7 +143,6 @@ def numa_resources_scheduler_crd() -> dict[str, Any]:
                 pattern=DNS_LABEL_PATTERN,
                 max_length=63,
                 default=nrs.DEFAULT_SCHEDULER_NAME,
-                rules=[rule("self != 'default-scheduler'", "must not be default-scheduler")],
             ),
             "mode": string(
                 "standalone: numaplane's scheduler; extender: stock kube-scheduler plus numaplane's extender.",
@@ -185,7 +184,15 @@ def numa_resources_scheduler_crd() -> dict[str, Any]:
                 enum=[v.value for v in nrs.SchedulerDRA],
                 default=nrs.SchedulerDRA.DISABLED.value,
             ),
-        }
+        },
+        rules=[
+            rule(
+                "!has(self.schedulerName) || self.schedulerName != 'default-scheduler'"
+                " || (has(self.mode) && self.mode == 'extender')",
+                "must not be default-scheduler unless mode is extender",
+                field_path=".schedulerName",
+            )
+        ],
     )
     status = obj(
         {

@@ -72,6 +72,10 @@ FIELD_MANAGER = "numaplane-scheduler"
 EVENT_REPEAT_WRITE_SECONDS = 30.0
 #: Pods whose last FailedScheduling event is remembered (oldest forgotten first).
 MAX_TRACKED_EVENTS = 50_000
+#: Event writes in flight at once; the others wait their turn in the process. Unbounded, a burst of
+#: bindings queues hundreds of requests in the HTTP client's connection pool, whose bookkeeping per
+#: request grows with that queue (found by profiling ``bench/live_schedulers.py``).
+EVENT_CONCURRENCY = 4
 
 
 @dataclass
@@ -151,6 +155,7 @@ class StandaloneScheduler:
             )
         self.metrics.watch_queues({q: functools.partial(self._queue_size, q) for q in self.queue.sizes()})
         self._bind_slots = asyncio.Semaphore(cfg.bind_concurrency)
+        self._event_slots = asyncio.Semaphore(EVENT_CONCURRENCY)
         self._background: set[asyncio.Task[None]] = set()
         self._last_events: dict[str, _LastEvent] = {}
         informers.pods.add_handler(
@@ -428,7 +433,8 @@ class StandaloneScheduler:
 
         async def post() -> None:
             try:
-                await self.kube.create_event(event)
+                async with self._event_slots:
+                    await self.kube.create_event(event)
             except KubeError as exc:
                 log.info("event not recorded", reason=reason, pod=pod.key, error=str(exc))
 

@@ -6,6 +6,9 @@ A cluster-scoped singleton named :data:`SINGLETON_NAME`.
   pods whose ``spec.schedulerName`` is ``schedulerName``.
 * ``mode: extender`` — the stock kube-scheduler image (``kubeSchedulerImage``) with one profile named
   ``schedulerName`` and our extender (``numaplane scheduler extender``) as a sidecar on loopback.
+  ``schedulerName: default-scheduler`` is accepted in this mode only: the rendered kube-scheduler then
+  serves every pod of the default profile (docs/scheduler.md's first example; the cluster's own
+  kube-scheduler must be stopped, or both schedule those pods).
 
 ``replicas > 1`` turns on Lease leader election. ``cacheResyncPeriod`` is a duration (``0s``
 disables resync). Scoring weights are integers 1..100 per resource; without resources the
@@ -190,8 +193,6 @@ class NUMAResourcesScheduler:
         name = p.string(spec, "schedulerName", "spec", d.scheduler_name)
         if not valid_dns_label(name):
             p.add("spec.schedulerName", f"{name!r} must be a DNS label")
-        if name == "default-scheduler":
-            p.add("spec.schedulerName", "must not be default-scheduler (numaplane runs a secondary scheduler)")
         raw_scoring = p.mapping(spec, "scoringStrategy", "spec")
         p.unknown_fields(raw_scoring, {"type", "resources"}, "spec.scoringStrategy")
         weights: list[ResourceWeight] = []
@@ -230,5 +231,11 @@ class NUMAResourcesScheduler:
             log_level=p.choice(spec, "logLevel", "spec", LogLevel, d.log_level),
             kube_scheduler_image=image,
         )
+        if name == "default-scheduler" and result.mode is not SchedulerMode.EXTENDER:
+            p.add(
+                "spec.schedulerName",
+                "must not be default-scheduler unless mode is extender (numaplane scheduler run is a secondary"
+                " scheduler with the basic predicates only)",
+            )
         p.raise_if_any()
         return result
