@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -252,6 +253,10 @@ def _apply(cp: ControlPlane, docs: list[dict[str, Any]]) -> None:
             cp.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
 
 
+#: the operands the stack fixture waits for, each as one Ready pod
+STACK_COMPONENTS = ("operator", "exporter", "scheduler")
+
+
 def _condition(obj: dict[str, Any], kind: str) -> str | None:
     return next((c["status"] for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), None)
 
@@ -352,8 +357,13 @@ def stack(
         with cp.scheduler():  # the cluster's default scheduler places the operands themselves
 
             def ready() -> bool:
+                # Available as the operator reports it, and every operand pod Ready as the kubelet reports
+                # it: a container restarted during start-up has to be back before the tests look
                 nro, nrs = cp.request("GET", NRO), cp.request("GET", NRS)
-                return _condition(nro, "Available") == "True" and _condition(nrs, "Available") == "True"
+                if not (_condition(nro, "Available") == "True" and _condition(nrs, "Available") == "True"):
+                    return False
+                pods = {p["metadata"]["labels"].get("app.kubernetes.io/component"): p for p in _pods(cp)}
+                return all(c in pods and _condition(pods[c], "Ready") == "True" for c in STACK_COMPONENTS)
 
             try:
                 cp.wait_for("the whole stack Available", ready, timeout=240, interval=1)
@@ -363,7 +373,10 @@ def stack(
             print(
                 f"\nkubectl apply → stack Ready (operator, exporter, scheduler as pods): {figures['apply_to_ready_seconds']:.1f} s"
             )
-            print(_describe(cp))
+            described = _describe(cp)
+            print(described)
+            if "last ended:" in described:  # recovered, but never unseen: the CI log's warnings list it
+                warnings.warn(f"in-cluster stack: a container restarted during start-up:\n{described}", stacklevel=1)
             yield figures
     finally:
         for path in (NRO, NRS):
@@ -394,7 +407,7 @@ def test_the_stack_runs_in_cluster_from_the_image(
     cp = control_plane
     pods = {p["metadata"]["labels"].get("app.kubernetes.io/component"): p for p in _pods(cp)}
     assert {"operator", "exporter", "scheduler"} <= set(pods), _describe(cp)
-    for component in ("operator", "exporter", "scheduler"):
+    for component in STACK_COMPONENTS:
         pod = pods[component]
         assert pod["spec"]["nodeName"] == real_kubelet.node_name
         assert _condition(pod, "Ready") == "True", (component, _describe(cp))
