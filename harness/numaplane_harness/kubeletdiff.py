@@ -46,6 +46,7 @@ from numaplane_harness.kubelet import EVICTION_MEMORY, KubeletPolicy, RealKubele
 
 __all__ = [
     "KUBELET_HYBRID_FULL_CORE",
+    "KUBELET_NUMA_ID_OVER_63",
     "AddPod",
     "ContainerSpec",
     "Decision",
@@ -53,11 +54,13 @@ __all__ = [
     "DiffConfig",
     "Host",
     "KnownDivergence",
+    "KubeletCrash",
     "Mismatch",
     "Outcome",
     "classify",
     "compare",
     "default_matrix",
+    "explain_crash",
     "generate_ops",
     "kubelet_topology",
     "minimise",
@@ -311,7 +314,7 @@ def play_kubelet(kubelet: RealKubelet, ops: Sequence[Op], *, timeout: float = 60
         uids[uid] = op.name
         created_pods[op.name] = created
         try:
-            pod = cp.wait_for(f"decision on {op.name}", lambda n=op.name: _decided(kubelet, n), timeout=timeout)
+            pod = cp.wait_for(f"decision on {op.name}", lambda n=op.name: _decided_alive(kubelet, n), timeout=timeout)
         except TimeoutError as exc:  # say what the kubelet was doing instead
             alive = kubelet.process is not None and kubelet.process.poll() is None
             raise TimeoutError(
@@ -337,6 +340,34 @@ def play_kubelet(kubelet: RealKubelet, ops: Sequence[Op], *, timeout: float = 60
         time.monotonic() - began,
         created_pods,
     )
+
+
+class KubeletCrash(RuntimeError):
+    """The kubelet exited while ``pod`` waited for its decision; ``stack`` is its log from the ``panic:``
+    line on (the Go stack: where it crashed), else the last error lines; ``code`` its exit status."""
+
+    def __init__(self, pod: str, stack: str, code: int | None) -> None:
+        first = stack.splitlines()[0] if stack else "no log"
+        super().__init__(f"the kubelet exited ({code}) deciding {pod}: {first}\n{stack}")
+        self.pod, self.stack, self.code = pod, stack, code
+
+    @property
+    def frame(self) -> str:
+        """The innermost Go frame of the panic's goroutine (``package.(*type).func``), or ""."""
+        lines = self.stack.splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("goroutine ")), None)
+        if start is None:
+            return ""
+        return next(
+            (line.split("(0x")[0].split("({")[0] for line in lines[start + 1 :] if line and not line[0].isspace()), ""
+        )
+
+
+def _decided_alive(kubelet: RealKubelet, name: str) -> dict[str, Any] | None:
+    """:func:`_decided`, raising :class:`KubeletCrash` at once when the kubelet has exited (a panic)."""
+    if kubelet.process is not None and kubelet.process.poll() is not None:
+        raise KubeletCrash(name, _log_errors(kubelet, lines=40), kubelet.process.returncode)
+    return _decided(kubelet, name)
 
 
 def _log_errors(kubelet: RealKubelet, lines: int = 12) -> str:
@@ -399,8 +430,15 @@ def play_numaplane(
     pods: Callable[[AddPod], Mapping[str, Any]],
     node: BasicNode | None = None,
     host: Host | None = None,
+    *,
+    agent_mode: bool = False,
 ) -> Outcome:
     """Play ``ops`` on numaplane's manager; ``pods(op)`` gives the pod as the API server returned it.
+
+    ``agent_mode``: the order of a node where ``numaplane agent`` decides (the kubelet's managers
+    ``none``): the kubelet's generic admission over ``node`` first (a pod it rejects never reaches
+    the manager), then the manager, whose refused pod's sandbox goes at once (its allocation with
+    it). What :mod:`numaplane_harness.agentdiff` compares the agent process with, exactly.
 
     With ``node`` (the kubelet's Node as the API server holds it) the kubelet's generic admission is
     modelled too, as it stands beside numaplane on a real node: the kubelet runs the resource
@@ -420,6 +458,7 @@ def play_numaplane(
     uids: dict[str, str] = {}
     admitted: dict[str, dict[str, Quantity]] = {}  # uid -> effective requests, the pods the kubelet admitted
     stale: list[str] = []
+    used: dict[str, Quantity]
     for op in ops:
         if isinstance(op, DeletePod):
             uid = next(u for u, n in uids.items() if n == op.name)
@@ -431,10 +470,23 @@ def play_numaplane(
         for uid in stale:
             manager.remove(uid)
         stale.clear()
+        if agent_mode and node is not None:
+            used = {}
+            for requests in admitted.values():
+                used = add_resources(used, requests)
+            reason = node_admission(pod, node, used, len(admitted))
+            if reason:  # the runtime never sees the pod
+                decisions.append(Decision(op.name, False, reason, {}, {}))
+                continue
+            admitted[pod.uid] = pod.effective_requests()
         admission = manager.admit(pod)
         reason = admission.reason
-        if admission.admitted and node is not None:
-            used: dict[str, Quantity] = {}
+        if agent_mode:
+            if reason:  # the agent refused its container: the pod's sandbox goes
+                admitted.pop(pod.uid, None)
+                manager.remove(pod.uid)
+        elif admission.admitted and node is not None:
+            used = {}
             for requests in admitted.values():
                 used = add_resources(used, requests)
             reason = node_admission(pod, node, used, len(admitted))
@@ -559,6 +611,41 @@ KUBELET_HYBRID_FULL_CORE = KnownDivergence(
     "CPUsPerCore() = NumCPUs / NumCores (integer division): on cores of unequal thread counts it hands "
     "out a reserved CPU or a CPU another pod holds",
 )
+
+
+#: kubelet v1.36.2 ``pkg/kubelet/cm/memorymanager/policy_static.go`` ``calculateHints`` (the Static policy's
+#: hints, asked for every Guaranteed container with memory) collects every NUMA node id of its machine
+#: state and calls ``bitmask.IterateBitMasks(numaNodes, …)``; ``IterateBitMasks``
+#: (``topologymanager/bitmask/bitmask.go``) builds each combination with ``mask, _ := NewBitMask(accum...)``,
+#: dropping the error ``NewBitMask`` returns for a bit outside 0-63 ("bit number must be in range 0-63")
+#: together with its mask, so the callback gets a nil ``BitMask`` and its first statement
+#: ``mask.GetBits()`` (policy_static.go:899) dereferences it. On ibm-power9-2s-6gpumem-nodes (NUMA nodes
+#: 0, 8 and 250-255: the six GPUs' memory, memory without CPUs, as sysfs numbers them on that machine)
+#: the kubelet panics on the first pod (``SIGSEGV``, the stack through ``calculateHints`` →
+#: ``IterateBitMasks``). numaplane's masks are Python integers: it decides there (memory on nodes with
+#: CPUs first; tested in ``tests/realkube/test_kubeletdiff_model.py``).
+KUBELET_NUMA_ID_OVER_63 = KnownDivergence(
+    "kubelet-numa-id-over-63",
+    "the kubelet's memory manager (Static) iterates hint masks with bitmask.IterateBitMasks, which drops "
+    "NewBitMask's error for a NUMA node id over 63 and passes a nil mask to calculateHints' callback: "
+    "nil pointer dereference (panic) on the first pod with memory",
+)
+
+
+def explain_crash(crash: KubeletCrash, topology: Topology, config: DiffConfig) -> KnownDivergence | None:
+    """The named kubelet bug a crash is, or None: :data:`KUBELET_NUMA_ID_OVER_63` when the machine has a
+    NUMA node id over 63, the memory manager is Static and the stack is the nil mask's (a nil pointer
+    dereference in ``calculateHints``' callback inside ``IterateBitMasks``)."""
+    stack = crash.stack
+    if (
+        config.memory_static
+        and any(n.id > 63 for n in topology.numa_nodes)
+        and "nil pointer dereference" in stack
+        and "memorymanager.(*staticPolicy).calculateHints.func1" in crash.frame
+        and "topologymanager/bitmask.IterateBitMasks" in stack
+    ):
+        return KUBELET_NUMA_ID_OVER_63
+    return None
 
 
 def unavailable_takes(ops: Sequence[Op], kubelet: Outcome, reserved: CPUSet) -> list[tuple[str, str]]:
@@ -743,11 +830,28 @@ class ConfigResult:
     node: dict[str, Any] | None = None
     #: mismatches a named kubelet divergence explains (:func:`classify`), out of ``mismatches``
     known: list[tuple[KnownDivergence, Mismatch]] = field(default_factory=list)
+    #: the named kubelet bug that crashed the kubelet in this configuration (:func:`explain_crash`; then
+    #: nothing of the sequence is compared) and the crash's first line and frame
+    crash: tuple[KnownDivergence, str] | None = None
 
     @property
     def equal(self) -> int:
         """Comparisons equal (the ones a named divergence explains are not equal, nor unexplained)."""
         return self.compared - len(self.mismatches) - len(self.known)
+
+
+def _after_crash(kubelet: RealKubelet) -> None:
+    """After the kubelet crashed: its pods deleted at once (no kubelet confirms a graceful deletion) and
+    the process reaped, so the next configuration's :meth:`RealKubelet.restart` starts afresh."""
+    cp = kubelet.control_plane
+    listing = f"/api/v1/pods?fieldSelector=spec.nodeName={kubelet.node_name}"
+    for pod in cp.request("GET", listing).get("items", []):
+        meta = pod["metadata"]
+        with contextlib.suppress(ApiStatus):  # already gone
+            cp.request(
+                "DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", {"gracePeriodSeconds": 0}
+            )
+    kubelet.stop()
 
 
 def run_machine(
@@ -822,7 +926,27 @@ def run_machine(
                     box[0] = len(compare(real, other, memory=config.memory_static)[1])
                 return compare(real, ours, memory=config.memory_static)
 
-            compared, mismatches = both(ops, hwloc=check_hwloc, reasons=rejected)
+            try:
+                compared, mismatches = both(ops, hwloc=check_hwloc, reasons=rejected)
+            except KubeletCrash as crash:
+                named = explain_crash(crash, topology, config)
+                if named is None:
+                    raise
+                _after_crash(kubelet)
+                results.append(
+                    ConfigResult(
+                        overlay.name,
+                        config.name,
+                        sum(isinstance(o, AddPod) for o in ops),
+                        1 if i == 0 else 0,
+                        [seen] if seen and i == 0 else [],
+                        time.monotonic() - began,
+                        diff_config=config,
+                        ops=list(ops),
+                        crash=(named, f"{crash.stack.splitlines()[0]} at {crash.frame} deciding {crash.pod}"),
+                    )
+                )
+                continue
             mismatches, known = classify(mismatches, ops, kept[0], topology, CPUSet.parse(config.reserved_cpus))
             if i == 0:  # the machine as both sides see it: one comparison per machine
                 compared += 1
