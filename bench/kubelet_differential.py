@@ -37,6 +37,12 @@ def table(results: list[ConfigResult]) -> str:
     cwidth = max((len(r.config) for r in results), default=6)
     rows = [f"{'machine':<{width}}  {'config':<{cwidth}}  pods  equal/compared  seconds  rejected by the kubelet"]
     for r in results:
+        if r.refused:
+            rows.append(
+                f"{r.machine:<{width}}  {r.config:<{cwidth}}  {r.pods:>4}  {r.equal:>5}/{r.compared:<8}  {r.seconds:7.1f}"
+                f"  the kubelet refuses to start: {r.refused.split(': ')[-1]}"
+            )
+            continue
         if r.crash is not None:
             rows.append(
                 f"{r.machine:<{width}}  {r.config:<{cwidth}}  {r.pods:>4}  {r.equal:>5}/{r.compared:<8}  {r.seconds:7.1f}"
@@ -117,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                 results.extend(got)
                 for r in got:
+                    if r.refused:
+                        print(f"{r.machine} {r.config}: the kubelet refuses to start: {r.refused}", flush=True)
                     if r.crash is not None:
                         print(f"{r.machine} {r.config}: kubelet panics: {r.crash[0].name}: {r.crash[1]}", flush=True)
                     print(f"{r.machine} {r.config}: {r.equal}/{r.compared} ({r.seconds:.1f} s)", flush=True)
@@ -147,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"known_divergences: {known} count")
     print(f"rejections: {sum(len(r.rejected) for r in results)} count")
     print(f"kubelet_panics: {sum(r.crash is not None for r in results)} count")
+    print(f"configurations_refused: {sum(bool(r.refused) for r in results)} count")
     print(f"wall: {time.monotonic() - began:.1f} s")
     print(f"load_before: {load_before} loadavg")
     print(f"load_after: {Path('/proc/loadavg').read_text().split()[0]} loadavg")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import Topology
 from numaplane_harness.busyboximage import BUSYBOX_IMAGE
 from numaplane_harness.kubecluster import ApiStatus
-from numaplane_harness.kubelet import EVICTION_MEMORY, KubeletPolicy, RealKubelet
+from numaplane_harness.kubelet import EVICTION_MEMORY, KubeletPolicy, KubeletStartError, RealKubelet
 
 __all__ = [
     "KUBELET_HYBRID_FULL_CORE",
@@ -69,6 +70,7 @@ __all__ = [
     "onto_online",
     "play_kubelet",
     "play_numaplane",
+    "refusal_mismatch",
     "topology_mismatch",
     "unavailable_takes",
 ]
@@ -830,6 +832,9 @@ class ConfigResult:
     node: dict[str, Any] | None = None
     #: mismatches a named kubelet divergence explains (:func:`classify`), out of ``mismatches``
     known: list[tuple[KnownDivergence, Mismatch]] = field(default_factory=list)
+    #: the kubelet's reason for refusing to start with this configuration on this machine (then the one
+    #: comparison is numaplane's refusal of it: :func:`refusal_mismatch`), or ""
+    refused: str = ""
     #: the named kubelet bug that crashed the kubelet in this configuration (:func:`explain_crash`; then
     #: nothing of the sequence is compared) and the crash's first line and frame
     crash: tuple[KnownDivergence, str] | None = None
@@ -838,6 +843,31 @@ class ConfigResult:
     def equal(self) -> int:
         """Comparisons equal (the ones a named divergence explains are not equal, nor unexplained)."""
         return self.compared - len(self.mismatches) - len(self.known)
+
+
+_COMMAND_FAILED = re.compile(r'"command failed" err="((?:[^"\\]|\\.)*)"')
+
+
+def _kubelet_refusal(log: str) -> str:
+    """The kubelet's start-up error (``"command failed" err="…"``, its last one) from its log, or ""."""
+    found = _COMMAND_FAILED.findall(log)
+    return found[-1].replace('\\"', '"') if found else ""
+
+
+def refusal_mismatch(log: str, topology: Topology, config: DiffConfig) -> Mismatch | None:
+    """None when numaplane refuses ``config`` on ``topology`` as the kubelet did (its start-up error in
+    ``log`` holds numaplane's ``PolicyConfigError`` message: e.g. ``align-by-socket`` where sockets
+    outnumber NUMA nodes, kvm-skylake-4cpu-2offline), else the difference."""
+    from numaplane.policy.errors import PolicyConfigError
+
+    kubelet = _kubelet_refusal(log) or "the kubelet did not start"
+    try:
+        ResourceManager(topology, config.numaplane_config())
+    except PolicyConfigError as exc:
+        if str(exc) in kubelet:
+            return None
+        return Mismatch("configuration refused", kubelet, str(exc))
+    return Mismatch("configuration refused", kubelet, "numaplane accepts it")
 
 
 def _after_crash(kubelet: RealKubelet) -> None:
@@ -899,7 +929,23 @@ def run_machine(
         for i, config in enumerate(chosen):
             began = time.monotonic()
             if i:
-                kubelet.restart(config.kubelet_policy())
+                try:
+                    kubelet.restart(config.kubelet_policy())
+                except KubeletStartError as exc:  # the kubelet refuses the configuration on this machine
+                    refused = refusal_mismatch(str(exc), topology, config)
+                    results.append(
+                        ConfigResult(
+                            overlay.name,
+                            config.name,
+                            0,
+                            1,
+                            [refused] if refused else [],
+                            time.monotonic() - began,
+                            diff_config=config,
+                            refused=_kubelet_refusal(str(exc)),
+                        )
+                    )
+                    continue
 
             hwloc_mismatches = [-1]
             rejected: list[str] = []

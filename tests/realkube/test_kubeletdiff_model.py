@@ -407,3 +407,24 @@ def test_a_numaplane_difference_after_the_hybrid_kubelets_first_invalid_take_is_
     assert unexplained == [] and ("p1", KUBELET_HYBRID_FULL_CORE) in [(m.what, k) for k, m in known]
     _, found = inprocess_mismatches(topology, case, AgentSide(wrong, docs=docs), host)
     assert [m.what for m in found] == ["p1"]
+
+
+def test_a_configuration_the_kubelet_refuses_to_start_with_is_compared_with_numaplanes_refusal(
+    tmp_path: Path,
+) -> None:
+    """kvm-skylake-4cpu-2offline (2 sockets, 1 NUMA node): the real kubelet exits at start with
+    align-by-socket (its last log line below, from the bench's run); numaplane refuses it with the same
+    words, so the one comparison is equal; a kubelet refusal numaplane does not share is a difference."""
+    from numaplane_harness.kubeletdiff import refusal_mismatch
+
+    log = (
+        'E1207 15:40:45.895587    1010 run.go:72] "command failed" err="failed to run Kubelet: new static policy'
+        " error: Align by socket is not compatible with hardware where number of sockets are more than number"
+        ' of NUMA"'
+    )
+    topology = discover(prepare_overlay(REAL / "kvm-skylake-4cpu-2offline.tar.gz", tmp_path).root, view="kubelet")
+    by_socket = DiffConfig("align-by-socket", "best-effort", cpu_options={"align-by-socket": "true"})
+    assert refusal_mismatch(log, topology, by_socket) is None
+    other = refusal_mismatch(log, topology, DiffConfig("best-effort", "best-effort"))
+    assert other is not None and other.numaplane == "numaplane accepts it"
+    assert "Align by socket" in str(other.kubelet)
