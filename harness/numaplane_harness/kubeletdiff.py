@@ -335,6 +335,19 @@ def play_kubelet(kubelet: RealKubelet, ops: Sequence[Op], *, timeout: float = 60
                 dict(memory_state.get("entries", {}).get(uid, {})),
             )
         )
+    # the CPU manager's reconcile loop (1 s) starts with removeStaleState (cpumanager/cpu_manager.go
+    # reconcileState): what it gave a pod the kubelet then rejected (a container before a later one's
+    # TopologyAffinityError, a pod before OutOfcpu) goes once the pod is not active. Read the final
+    # state after that, not in the race with it (its memory manager has no such loop: a rejected pod's
+    # memory stays until the next pod's allocation)
+    rejected = {u for u, n in uids.items() if any(d.pod == n and not d.admitted for d in decisions)}
+    if rejected:
+        with contextlib.suppress(TimeoutError):  # still held: the final comparison shows it
+            cp.wait_for(
+                "rejected pods out of cpu_manager_state",
+                lambda: not rejected & set(kubelet.cpu_manager_state().get("entries", {})),
+                timeout=10,
+            )
     return Outcome(
         decisions,
         _named_state(kubelet.cpu_manager_state(), uids),
@@ -460,6 +473,7 @@ def play_numaplane(
     uids: dict[str, str] = {}
     admitted: dict[str, dict[str, Quantity]] = {}  # uid -> effective requests, the pods the kubelet admitted
     stale: list[str] = []
+    stale_containers: dict[str, list[str]] = {}
     used: dict[str, Quantity]
     for op in ops:
         if isinstance(op, DeletePod):
@@ -494,6 +508,7 @@ def play_numaplane(
             reason = node_admission(pod, node, used, len(admitted))
             if reason:
                 stale.append(pod.uid)
+                stale_containers[pod.uid] = [c.name for c in pod.all_containers()]
             else:
                 admitted[pod.uid] = pod.effective_requests()
         cpu_state = manager.cpu.state.to_dict()
@@ -515,6 +530,9 @@ def play_numaplane(
             nodes = {n for b in blocks for n in b.get("numaAffinity", [])}
             if cpus <= host.cpus and nodes <= host.nodes:
                 manager.release_finished_init_memory(pod.uid, pod.containers[0].name)
+    for uid in stale:  # the kubelet's CPU manager reconcile drops them (see play_kubelet); memory stays
+        for name in stale_containers.get(uid, ()):
+            manager.cpu.release(uid, name)
     return Outcome(
         decisions,
         _named_state(manager.cpu.state.to_dict(), uids),
