@@ -67,6 +67,11 @@ def test_out_of_cpu_after_shared_pods_as_the_kubelets_predicate(tmp_path: Path) 
     ]
     assert out.decisions[1].cpus  # held until the next allocation
     assert set(out.cpu_state["entries"]) == {"small"}
+    # the rejected pod last: its CPUs go at the end too (the kubelet's CPU manager reconcile loop drops a
+    # pod that is not active; play_kubelet reads its final state after that)
+    last = play_numaplane(topology, config, ops[:2], _pods, _node("4"))
+    assert last.decisions[1].reason == "OutOfcpu" and last.decisions[1].cpus
+    assert last.cpu_state.get("entries", {}) == {}
     # without the Node, numaplane's manager alone admits the pod
     alone = play_numaplane(topology, config, ops, _pods)
     assert [d.admitted for d in alone.decisions] == [True, True, True]
