@@ -340,14 +340,20 @@ def play_kubelet(kubelet: RealKubelet, ops: Sequence[Op], *, timeout: float = 60
     # TopologyAffinityError, a pod before OutOfcpu) goes once the pod is not active. Read the final
     # state after that, not in the race with it (its memory manager has no such loop: a rejected pod's
     # memory stays until the next pod's allocation)
+    # (settled: the static policy's RemoveContainer writes the checkpoint twice, the entry deleted and
+    # then the shared pool grown, so a read between the two is taken only if a second one agrees)
     rejected = {u for u, n in uids.items() if any(d.pod == n and not d.admitted for d in decisions)}
     if rejected:
+
+        def released() -> dict[str, Any] | None:
+            first = kubelet.cpu_manager_state()
+            if rejected & set(first.get("entries", {})):
+                return None
+            time.sleep(0.3)
+            return first if kubelet.cpu_manager_state() == first else None
+
         with contextlib.suppress(TimeoutError):  # still held: the final comparison shows it
-            cp.wait_for(
-                "rejected pods out of cpu_manager_state",
-                lambda: not rejected & set(kubelet.cpu_manager_state().get("entries", {})),
-                timeout=10,
-            )
+            cp.wait_for("rejected pods out of cpu_manager_state", released, timeout=10)
     return Outcome(
         decisions,
         _named_state(kubelet.cpu_manager_state(), uids),
