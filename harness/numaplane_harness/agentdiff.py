@@ -170,8 +170,10 @@ def _read_checkpoint(state_file: Path) -> dict[str, Any] | None:
 
 
 def _kubelet_keys(state: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
-    """The parts of a plugin's state the kubelet's checkpoint has (the agent keeps more: reuse)."""
-    return {k: state[k] for k in keys if k in state}
+    """The parts of a plugin's state the kubelet's checkpoint has (the agent keeps more: reuse); an empty
+    ``entries`` is left out, as the kubelet's checkpoints (``json:"entries,omitempty"``) and numaplane's
+    ``to_checkpoint`` leave it (the agent's own state file keeps ``"entries": {}``)."""
+    return {k: state[k] for k in keys if k in state and not (k == "entries" and not state[k])}
 
 
 CPU_KEYS = ("policyName", "defaultCpuSet", "entries")
