@@ -6,7 +6,9 @@ mount namespace); then a real ``numaplane agent`` process (``--sysfs-root`` the 
 ``--config`` that configuration, ``--watch-pods`` on the same kube-apiserver) is driven over a real NRI
 socket with the same sequence (``numaplane_harness.agentdiff``), and every decision (admit/reject and
 reason, CPUs, NUMA memory and hugepages per container) and the final checkpoints are compared; the
-agent's PodResources answer is checked against its checkpoint. Prints the table per machine ×
+agent's PodResources answer is checked against its checkpoint, and its decisions against numaplane's
+in-process manager on the same pods in agent mode's order (exactly equal, whatever the kubelet did;
+the first difference shrunk, ``--minimise`` agent runs). Prints the table per machine ×
 configuration and ``metric: value unit`` lines.
 
 ``--record FILE`` also writes the kubelet's decisions (what ``tests/realkube/test_real_agent_differential.py``
@@ -33,7 +35,7 @@ from numaplane_harness.agentdiff import AgentResult, Case, run_cases  # noqa: E4
 from numaplane_harness.containerd import ContainerdUnavailable, fetch_packages, run_containerd  # noqa: E402
 from numaplane_harness.kubecluster import KubeUnavailable, control_plane_unavailable_reason, run_control_plane  # noqa: E402
 from numaplane_harness.kubelet import KubeletUnavailable, kubelet_unavailable_reason  # noqa: E402
-from numaplane_harness.kubeletdiff import Host, run_machine  # noqa: E402
+from numaplane_harness.kubeletdiff import Host, describe, run_machine  # noqa: E402
 
 SHARED = Path(os.environ.get("NUMAPLANE_SHARED", str(HERE.parent.parent / "shared"))).resolve()
 
@@ -41,11 +43,14 @@ SHARED = Path(os.environ.get("NUMAPLANE_SHARED", str(HERE.parent.parent / "share
 def table(results: list[AgentResult]) -> str:
     width = max((len(r.machine) for r in results), default=7)
     cwidth = max((len(r.config) for r in results), default=6)
-    rows = [f"{'machine':<{width}}  {'config':<{cwidth}}  pods  equal/compared  known  seconds  podresources"]
+    rows = [
+        f"{'machine':<{width}}  {'config':<{cwidth}}  pods  equal/compared  known  in-process  seconds  podresources"
+    ]
     for r in results:
+        own = f"{r.inprocess_compared - len(r.inprocess)}/{r.inprocess_compared}"
         rows.append(
             f"{r.machine:<{width}}  {r.config:<{cwidth}}  {r.pods:>4}  {r.equal:>5}/{r.compared:<8}  {len(r.known):>5}"
-            f"  {r.seconds:7.1f}  {'agrees' if not r.podresources else f'{len(r.podresources)} differ'}"
+            f"  {own:>10}  {r.seconds:7.1f}  {'agrees' if not r.podresources else f'{len(r.podresources)} differ'}"
         )
     return "\n".join(rows)
 
@@ -87,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=27)
     parser.add_argument("--record", type=Path, help="write the kubelet's decisions here")
     parser.add_argument("--from", dest="source", type=Path, help="replay these recorded kubelet decisions")
+    parser.add_argument(
+        "--minimise", type=int, default=4, help="agent runs allowed to shrink an agent / in-process difference"
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.pods <= 200:
         parser.error("--pods must be within 1..200")
@@ -135,7 +143,13 @@ def main(argv: list[str] | None = None) -> int:
             agent_began = time.monotonic()
             for machine, machine_cases in cases.items():
                 with tempfile.TemporaryDirectory(prefix="npad-", dir="/tmp") as tmp:
-                    got = run_cases(cp, SHARED / "topologies" / "real" / f"{machine}.tar.gz", machine_cases, Path(tmp))
+                    got = run_cases(
+                        cp,
+                        SHARED / "topologies" / "real" / f"{machine}.tar.gz",
+                        machine_cases,
+                        Path(tmp),
+                        minimise_budget=args.minimise,
+                    )
                 results.extend(got)
                 for r in got:
                     print(f"{r.machine} {r.config}: {r.equal}/{r.compared} ({r.seconds:.1f} s)", flush=True)
@@ -145,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"  KNOWN {known.name} {m.what}: kubelet {m.kubelet} | agent {m.numaplane}", flush=True)
                     for p in r.podresources:
                         print(f"  PODRESOURCES {p}", flush=True)
+                    for m in r.inprocess:
+                        print(f"  IN-PROCESS {m.what}: in-process {m.kubelet} | agent {m.numaplane}", flush=True)
+                    if r.minimal:
+                        print(f"  minimal: {describe(r.minimal)}", flush=True)
             agent_seconds = time.monotonic() - agent_began
     except (KubeUnavailable, ContainerdUnavailable, KubeletUnavailable) as exc:
         print(f"agent_differential: cannot run here: {str(exc).splitlines()[0]}", file=sys.stderr)
@@ -161,9 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mismatches: {compared - equal - known} count")
     print(f"known_divergences: {known} count")
     print(f"podresources_disagreements: {sum(len(r.podresources) for r in results)} count")
+    print(f"inprocess_compared: {sum(r.inprocess_compared for r in results)} count")
+    print(f"inprocess_mismatches: {sum(len(r.inprocess) for r in results)} count")
     print(f"agent_seconds: {agent_seconds:.1f} s")
     print(f"wall: {time.monotonic() - began:.1f} s")
-    return 1 if compared != equal + known or any(r.podresources for r in results) else 0
+    return 1 if compared != equal + known or any(r.podresources or r.inprocess for r in results) else 0
 
 
 if __name__ == "__main__":

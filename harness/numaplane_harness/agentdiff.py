@@ -50,6 +50,7 @@ from numaplane.placement.explain.predicates import BasicNode, parse_node
 from numaplane.resources.pod import add_resources, parse_pod
 from numaplane.resources.quantity import Quantity, parse_quantity
 from numaplane.topology.cpuset import CPUSet
+from numaplane.topology.model import Topology
 from numaplane_harness.containerd import terminate_process
 from numaplane_harness.kubecluster import ApiStatus
 from numaplane_harness.kubeletdiff import (
@@ -73,6 +74,7 @@ __all__ = [
     "ApiServer",
     "decision_from_dict",
     "decision_to_dict",
+    "inprocess_mismatches",
     "outcome_from_dict",
     "outcome_to_dict",
     "play_agent",
@@ -104,6 +106,8 @@ class AgentSide:
     log: str = ""
     #: pods the modelled generic admission of the agent-mode kubelet rejected: they never reached the agent
     generic_rejected: set[str] = field(default_factory=set)
+    #: the pods as the API server returned them, by operation name (the uids the agent saw)
+    docs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _pod_docs(api: ApiServer, node: str, ops: Sequence[Op]) -> dict[str, dict[str, Any]]:
@@ -166,8 +170,10 @@ def _read_checkpoint(state_file: Path) -> dict[str, Any] | None:
 
 
 def _kubelet_keys(state: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
-    """The parts of a plugin's state the kubelet's checkpoint has (the agent keeps more: reuse)."""
-    return {k: state[k] for k in keys if k in state}
+    """The parts of a plugin's state the kubelet's checkpoint has (the agent keeps more: reuse); an empty
+    ``entries`` is left out, as the kubelet's checkpoints (``json:"entries,omitempty"``) and numaplane's
+    ``to_checkpoint`` leave it (the agent's own state file keeps ``"entries": {}``)."""
+    return {k: state[k] for k in keys if k in state and not (k == "entries" and not state[k])}
 
 
 CPU_KEYS = ("policyName", "defaultCpuSet", "entries")
@@ -368,7 +374,7 @@ async def _drive(
         cpu = _kubelet_keys(plugins.get("cpu", {}), CPU_KEYS)
         memory = _kubelet_keys(plugins.get("memory", {}), MEMORY_KEYS) if driver.config.memory_static else {}
         outcome = Outcome(decisions, named_state(cpu, uids), named_state(memory, uids), time.monotonic() - began)
-        return AgentSide(outcome, answers, driver.log_tail(), generic_rejected)
+        return AgentSide(outcome, answers, driver.log_tail(), generic_rejected, {n: dict(d) for n, d in docs.items()})
     finally:
         await runtime.close()
 
@@ -497,6 +503,15 @@ class AgentResult:
     log: str = ""
     #: mismatches a named divergence explains (out of ``mismatches``)
     known: list[tuple[KnownDivergence, Mismatch]] = field(default_factory=list)
+    #: where the agent differs from numaplane's in-process manager on the same sequence in agent mode's
+    #: order (:func:`~numaplane_harness.kubeletdiff.play_numaplane` ``agent_mode``): must be none, named
+    #: kubelet divergences or not (on the hybrid machine this is what still sees a numaplane difference
+    #: after the kubelet's first invalid decision)
+    inprocess: list[Mismatch] = field(default_factory=list)
+    #: comparisons of the agent with the in-process manager (its decisions and final checkpoints)
+    inprocess_compared: int = 0
+    #: the shortest sequence found that still shows the first ``inprocess`` difference (empty: none)
+    minimal: list[Op] = field(default_factory=list)
 
     @property
     def equal(self) -> int:
@@ -515,18 +530,53 @@ AGENT_MODE_ADMISSION_ORDER = KnownDivergence(
 )
 
 
-def run_cases(api: ApiServer, snapshot: Path, cases: Sequence[Case], workdir: Path) -> list[AgentResult]:
-    """Every case of one machine (``snapshot``) on a fresh agent each, compared with the kubelet's outcome."""
+def inprocess_mismatches(topology: Topology, case: Case, side: AgentSide, host: Host) -> tuple[int, list[Mismatch]]:
+    """``(comparisons, differences)`` of the agent's run ``side`` against numaplane's in-process manager
+    on the same pods (same uids) in agent mode's order; both are numaplane, so no difference is named."""
+    from numaplane_harness.kubeletdiff import compare, play_numaplane
+
+    node = parse_node(case.node) if case.node else None
+    own = play_numaplane(topology, case.config, case.ops, lambda op: side.docs[op.name], node, host, agent_mode=True)
+    return compare(own, side.outcome, memory=case.config.memory_static)
+
+
+def run_cases(
+    api: ApiServer, snapshot: Path, cases: Sequence[Case], workdir: Path, *, minimise_budget: int = 0
+) -> list[AgentResult]:
+    """Every case of one machine (``snapshot``) on a fresh agent each, compared with the kubelet's outcome
+    and with numaplane's in-process manager (:func:`inprocess_mismatches`); the first in-process
+    difference shrunk with :func:`~numaplane_harness.kubeletdiff.minimise` (each try a fresh agent, at
+    most ``minimise_budget``). A difference from the kubelet that the in-process manager shares is the
+    kubelet path's to shrink (``bench/kubelet_differential.py --minimise``); one it does not share is an
+    in-process difference, shrunk here without the kubelet."""
     from numaplane.topology.sysfs import discover
-    from numaplane_harness.kubeletdiff import classify, compare
+    from numaplane_harness.kubeletdiff import classify, compare, first_mismatch_prefix, minimise
     from numaplane_harness.machineoverlay import prepare_overlay
 
     overlay = prepare_overlay(snapshot, workdir / "overlay")
     topology = discover(overlay.root, view="kubelet")
+    host = Host.here()
     results = []
+    tries = 0
     for i, case in enumerate(cases):
         began = time.monotonic()
         side = play_agent(api, overlay.root, case.config, case.ops, workdir / f"agent-{i}", case.node)
+        own_compared, own = inprocess_mismatches(topology, case, side, host)
+        minimal: list[Op] = []
+        first = [m for m in own if not m.what.startswith("final")]
+        if first and minimise_budget:
+
+            def fails(sequence: Sequence[Op], case: Case = case) -> Mismatch | None:
+                nonlocal tries
+                tries += 1
+                shorter = Case(case.machine, case.config, list(sequence), case.kubelet, case.node)
+                again = play_agent(api, overlay.root, case.config, sequence, workdir / f"shrink-{tries}", case.node)
+                pods = [
+                    m for m in inprocess_mismatches(topology, shorter, again, host)[1] if not m.what.startswith("final")
+                ]
+                return pods[0] if pods else None
+
+            minimal = minimise(first_mismatch_prefix(case.ops, first[0]), fails, budget=minimise_budget)
         compared, found = compare(case.kubelet, side.outcome, memory=case.config.memory_static)
         found, known = classify(found, case.ops, case.kubelet, topology, CPUSet.parse(case.config.reserved_cpus))
         mismatches = []
@@ -546,6 +596,9 @@ def run_cases(api: ApiServer, snapshot: Path, cases: Sequence[Case], workdir: Pa
                 time.monotonic() - began,
                 side.log,
                 known,
+                own,
+                own_compared,
+                minimal,
             )
         )
     return results

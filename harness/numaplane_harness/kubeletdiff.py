@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,10 +43,11 @@ from numaplane.topology.cpuset import CPUSet
 from numaplane.topology.model import Topology
 from numaplane_harness.busyboximage import BUSYBOX_IMAGE
 from numaplane_harness.kubecluster import ApiStatus
-from numaplane_harness.kubelet import EVICTION_MEMORY, KubeletPolicy, RealKubelet
+from numaplane_harness.kubelet import EVICTION_MEMORY, KubeletPolicy, KubeletStartError, RealKubelet
 
 __all__ = [
     "KUBELET_HYBRID_FULL_CORE",
+    "KUBELET_NUMA_ID_OVER_63",
     "AddPod",
     "ContainerSpec",
     "Decision",
@@ -53,11 +55,13 @@ __all__ = [
     "DiffConfig",
     "Host",
     "KnownDivergence",
+    "KubeletCrash",
     "Mismatch",
     "Outcome",
     "classify",
     "compare",
     "default_matrix",
+    "explain_crash",
     "generate_ops",
     "kubelet_topology",
     "minimise",
@@ -66,6 +70,7 @@ __all__ = [
     "onto_online",
     "play_kubelet",
     "play_numaplane",
+    "refusal_mismatch",
     "topology_mismatch",
     "unavailable_takes",
 ]
@@ -311,7 +316,7 @@ def play_kubelet(kubelet: RealKubelet, ops: Sequence[Op], *, timeout: float = 60
         uids[uid] = op.name
         created_pods[op.name] = created
         try:
-            pod = cp.wait_for(f"decision on {op.name}", lambda n=op.name: _decided(kubelet, n), timeout=timeout)
+            pod = cp.wait_for(f"decision on {op.name}", lambda n=op.name: _decided_alive(kubelet, n), timeout=timeout)
         except TimeoutError as exc:  # say what the kubelet was doing instead
             alive = kubelet.process is not None and kubelet.process.poll() is None
             raise TimeoutError(
@@ -330,6 +335,25 @@ def play_kubelet(kubelet: RealKubelet, ops: Sequence[Op], *, timeout: float = 60
                 dict(memory_state.get("entries", {}).get(uid, {})),
             )
         )
+    # the CPU manager's reconcile loop (1 s) starts with removeStaleState (cpumanager/cpu_manager.go
+    # reconcileState): what it gave a pod the kubelet then rejected (a container before a later one's
+    # TopologyAffinityError, a pod before OutOfcpu) goes once the pod is not active. Read the final
+    # state after that, not in the race with it (its memory manager has no such loop: a rejected pod's
+    # memory stays until the next pod's allocation)
+    # (settled: the static policy's RemoveContainer writes the checkpoint twice, the entry deleted and
+    # then the shared pool grown, so a read between the two is taken only if a second one agrees)
+    rejected = {u for u, n in uids.items() if any(d.pod == n and not d.admitted for d in decisions)}
+    if rejected:
+
+        def released() -> dict[str, Any] | None:
+            first = kubelet.cpu_manager_state()
+            if rejected & set(first.get("entries", {})):
+                return None
+            time.sleep(0.3)
+            return first if kubelet.cpu_manager_state() == first else None
+
+        with contextlib.suppress(TimeoutError):  # still held: the final comparison shows it
+            cp.wait_for("rejected pods out of cpu_manager_state", released, timeout=10)
     return Outcome(
         decisions,
         _named_state(kubelet.cpu_manager_state(), uids),
@@ -337,6 +361,34 @@ def play_kubelet(kubelet: RealKubelet, ops: Sequence[Op], *, timeout: float = 60
         time.monotonic() - began,
         created_pods,
     )
+
+
+class KubeletCrash(RuntimeError):
+    """The kubelet exited while ``pod`` waited for its decision; ``stack`` is its log from the ``panic:``
+    line on (the Go stack: where it crashed), else the last error lines; ``code`` its exit status."""
+
+    def __init__(self, pod: str, stack: str, code: int | None) -> None:
+        first = stack.splitlines()[0] if stack else "no log"
+        super().__init__(f"the kubelet exited ({code}) deciding {pod}: {first}\n{stack}")
+        self.pod, self.stack, self.code = pod, stack, code
+
+    @property
+    def frame(self) -> str:
+        """The innermost Go frame of the panic's goroutine (``package.(*type).func``), or ""."""
+        lines = self.stack.splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("goroutine ")), None)
+        if start is None:
+            return ""
+        return next(
+            (line.split("(0x")[0].split("({")[0] for line in lines[start + 1 :] if line and not line[0].isspace()), ""
+        )
+
+
+def _decided_alive(kubelet: RealKubelet, name: str) -> dict[str, Any] | None:
+    """:func:`_decided`, raising :class:`KubeletCrash` at once when the kubelet has exited (a panic)."""
+    if kubelet.process is not None and kubelet.process.poll() is not None:
+        raise KubeletCrash(name, _log_errors(kubelet, lines=40), kubelet.process.returncode)
+    return _decided(kubelet, name)
 
 
 def _log_errors(kubelet: RealKubelet, lines: int = 12) -> str:
@@ -399,8 +451,15 @@ def play_numaplane(
     pods: Callable[[AddPod], Mapping[str, Any]],
     node: BasicNode | None = None,
     host: Host | None = None,
+    *,
+    agent_mode: bool = False,
 ) -> Outcome:
     """Play ``ops`` on numaplane's manager; ``pods(op)`` gives the pod as the API server returned it.
+
+    ``agent_mode``: the order of a node where ``numaplane agent`` decides (the kubelet's managers
+    ``none``): the kubelet's generic admission over ``node`` first (a pod it rejects never reaches
+    the manager), then the manager, whose refused pod's sandbox goes at once (its allocation with
+    it). What :mod:`numaplane_harness.agentdiff` compares the agent process with, exactly.
 
     With ``node`` (the kubelet's Node as the API server holds it) the kubelet's generic admission is
     modelled too, as it stands beside numaplane on a real node: the kubelet runs the resource
@@ -420,6 +479,8 @@ def play_numaplane(
     uids: dict[str, str] = {}
     admitted: dict[str, dict[str, Quantity]] = {}  # uid -> effective requests, the pods the kubelet admitted
     stale: list[str] = []
+    stale_containers: dict[str, list[str]] = {}
+    used: dict[str, Quantity]
     for op in ops:
         if isinstance(op, DeletePod):
             uid = next(u for u, n in uids.items() if n == op.name)
@@ -431,15 +492,29 @@ def play_numaplane(
         for uid in stale:
             manager.remove(uid)
         stale.clear()
+        if agent_mode and node is not None:
+            used = {}
+            for requests in admitted.values():
+                used = add_resources(used, requests)
+            reason = node_admission(pod, node, used, len(admitted))
+            if reason:  # the runtime never sees the pod
+                decisions.append(Decision(op.name, False, reason, {}, {}))
+                continue
+            admitted[pod.uid] = pod.effective_requests()
         admission = manager.admit(pod)
         reason = admission.reason
-        if admission.admitted and node is not None:
-            used: dict[str, Quantity] = {}
+        if agent_mode:
+            if reason:  # the agent refused its container: the pod's sandbox goes
+                admitted.pop(pod.uid, None)
+                manager.remove(pod.uid)
+        elif admission.admitted and node is not None:
+            used = {}
             for requests in admitted.values():
                 used = add_resources(used, requests)
             reason = node_admission(pod, node, used, len(admitted))
             if reason:
                 stale.append(pod.uid)
+                stale_containers[pod.uid] = [c.name for c in pod.all_containers()]
             else:
                 admitted[pod.uid] = pod.effective_requests()
         cpu_state = manager.cpu.state.to_dict()
@@ -461,6 +536,9 @@ def play_numaplane(
             nodes = {n for b in blocks for n in b.get("numaAffinity", [])}
             if cpus <= host.cpus and nodes <= host.nodes:
                 manager.release_finished_init_memory(pod.uid, pod.containers[0].name)
+    for uid in stale:  # the kubelet's CPU manager reconcile drops them (see play_kubelet); memory stays
+        for name in stale_containers.get(uid, ()):
+            manager.cpu.release(uid, name)
     return Outcome(
         decisions,
         _named_state(manager.cpu.state.to_dict(), uids),
@@ -559,6 +637,41 @@ KUBELET_HYBRID_FULL_CORE = KnownDivergence(
     "CPUsPerCore() = NumCPUs / NumCores (integer division): on cores of unequal thread counts it hands "
     "out a reserved CPU or a CPU another pod holds",
 )
+
+
+#: kubelet v1.36.2 ``pkg/kubelet/cm/memorymanager/policy_static.go`` ``calculateHints`` (the Static policy's
+#: hints, asked for every Guaranteed container with memory) collects every NUMA node id of its machine
+#: state and calls ``bitmask.IterateBitMasks(numaNodes, …)``; ``IterateBitMasks``
+#: (``topologymanager/bitmask/bitmask.go``) builds each combination with ``mask, _ := NewBitMask(accum...)``,
+#: dropping the error ``NewBitMask`` returns for a bit outside 0-63 ("bit number must be in range 0-63")
+#: together with its mask, so the callback gets a nil ``BitMask`` and its first statement
+#: ``mask.GetBits()`` (policy_static.go:899) dereferences it. On ibm-power9-2s-6gpumem-nodes (NUMA nodes
+#: 0, 8 and 250-255: the six GPUs' memory, memory without CPUs, as sysfs numbers them on that machine)
+#: the kubelet panics on the first pod (``SIGSEGV``, the stack through ``calculateHints`` →
+#: ``IterateBitMasks``). numaplane's masks are Python integers: it decides there (memory on nodes with
+#: CPUs first; tested in ``tests/realkube/test_kubeletdiff_model.py``).
+KUBELET_NUMA_ID_OVER_63 = KnownDivergence(
+    "kubelet-numa-id-over-63",
+    "the kubelet's memory manager (Static) iterates hint masks with bitmask.IterateBitMasks, which drops "
+    "NewBitMask's error for a NUMA node id over 63 and passes a nil mask to calculateHints' callback: "
+    "nil pointer dereference (panic) on the first pod with memory",
+)
+
+
+def explain_crash(crash: KubeletCrash, topology: Topology, config: DiffConfig) -> KnownDivergence | None:
+    """The named kubelet bug a crash is, or None: :data:`KUBELET_NUMA_ID_OVER_63` when the machine has a
+    NUMA node id over 63, the memory manager is Static and the stack is the nil mask's (a nil pointer
+    dereference in ``calculateHints``' callback inside ``IterateBitMasks``)."""
+    stack = crash.stack
+    if (
+        config.memory_static
+        and any(n.id > 63 for n in topology.numa_nodes)
+        and "nil pointer dereference" in stack
+        and "memorymanager.(*staticPolicy).calculateHints.func1" in crash.frame
+        and "topologymanager/bitmask.IterateBitMasks" in stack
+    ):
+        return KUBELET_NUMA_ID_OVER_63
+    return None
 
 
 def unavailable_takes(ops: Sequence[Op], kubelet: Outcome, reserved: CPUSet) -> list[tuple[str, str]]:
@@ -743,11 +856,56 @@ class ConfigResult:
     node: dict[str, Any] | None = None
     #: mismatches a named kubelet divergence explains (:func:`classify`), out of ``mismatches``
     known: list[tuple[KnownDivergence, Mismatch]] = field(default_factory=list)
+    #: the kubelet's reason for refusing to start with this configuration on this machine (then the one
+    #: comparison is numaplane's refusal of it: :func:`refusal_mismatch`), or ""
+    refused: str = ""
+    #: the named kubelet bug that crashed the kubelet in this configuration (:func:`explain_crash`; then
+    #: nothing of the sequence is compared) and the crash's first line and frame
+    crash: tuple[KnownDivergence, str] | None = None
 
     @property
     def equal(self) -> int:
         """Comparisons equal (the ones a named divergence explains are not equal, nor unexplained)."""
         return self.compared - len(self.mismatches) - len(self.known)
+
+
+_COMMAND_FAILED = re.compile(r'"command failed" err="((?:[^"\\]|\\.)*)"')
+
+
+def _kubelet_refusal(log: str) -> str:
+    """The kubelet's start-up error (``"command failed" err="…"``, its last one) from its log, or ""."""
+    found = _COMMAND_FAILED.findall(log)
+    return found[-1].replace('\\"', '"') if found else ""
+
+
+def refusal_mismatch(log: str, topology: Topology, config: DiffConfig) -> Mismatch | None:
+    """None when numaplane refuses ``config`` on ``topology`` as the kubelet did (its start-up error in
+    ``log`` holds numaplane's ``PolicyConfigError`` message: e.g. ``align-by-socket`` where sockets
+    outnumber NUMA nodes, kvm-skylake-4cpu-2offline), else the difference."""
+    from numaplane.policy.errors import PolicyConfigError
+
+    kubelet = _kubelet_refusal(log) or "the kubelet did not start"
+    try:
+        ResourceManager(topology, config.numaplane_config())
+    except PolicyConfigError as exc:
+        if str(exc) in kubelet:
+            return None
+        return Mismatch("configuration refused", kubelet, str(exc))
+    return Mismatch("configuration refused", kubelet, "numaplane accepts it")
+
+
+def _after_crash(kubelet: RealKubelet) -> None:
+    """After the kubelet crashed: its pods deleted at once (no kubelet confirms a graceful deletion) and
+    the process reaped, so the next configuration's :meth:`RealKubelet.restart` starts afresh."""
+    cp = kubelet.control_plane
+    listing = f"/api/v1/pods?fieldSelector=spec.nodeName={kubelet.node_name}"
+    for pod in cp.request("GET", listing).get("items", []):
+        meta = pod["metadata"]
+        with contextlib.suppress(ApiStatus):  # already gone
+            cp.request(
+                "DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", {"gracePeriodSeconds": 0}
+            )
+    kubelet.stop()
 
 
 def run_machine(
@@ -795,7 +953,23 @@ def run_machine(
         for i, config in enumerate(chosen):
             began = time.monotonic()
             if i:
-                kubelet.restart(config.kubelet_policy())
+                try:
+                    kubelet.restart(config.kubelet_policy())
+                except KubeletStartError as exc:  # the kubelet refuses the configuration on this machine
+                    refused = refusal_mismatch(str(exc), topology, config)
+                    results.append(
+                        ConfigResult(
+                            overlay.name,
+                            config.name,
+                            0,
+                            1,
+                            [refused] if refused else [],
+                            time.monotonic() - began,
+                            diff_config=config,
+                            refused=_kubelet_refusal(str(exc)),
+                        )
+                    )
+                    continue
 
             hwloc_mismatches = [-1]
             rejected: list[str] = []
@@ -822,7 +996,27 @@ def run_machine(
                     box[0] = len(compare(real, other, memory=config.memory_static)[1])
                 return compare(real, ours, memory=config.memory_static)
 
-            compared, mismatches = both(ops, hwloc=check_hwloc, reasons=rejected)
+            try:
+                compared, mismatches = both(ops, hwloc=check_hwloc, reasons=rejected)
+            except KubeletCrash as crash:
+                named = explain_crash(crash, topology, config)
+                if named is None:
+                    raise
+                _after_crash(kubelet)
+                results.append(
+                    ConfigResult(
+                        overlay.name,
+                        config.name,
+                        sum(isinstance(o, AddPod) for o in ops),
+                        1 if i == 0 else 0,
+                        [seen] if seen and i == 0 else [],
+                        time.monotonic() - began,
+                        diff_config=config,
+                        ops=list(ops),
+                        crash=(named, f"{crash.stack.splitlines()[0]} at {crash.frame} deciding {crash.pod}"),
+                    )
+                )
+                continue
             mismatches, known = classify(mismatches, ops, kept[0], topology, CPUSet.parse(config.reserved_cpus))
             if i == 0:  # the machine as both sides see it: one comparison per machine
                 compared += 1

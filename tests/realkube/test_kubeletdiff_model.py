@@ -67,6 +67,11 @@ def test_out_of_cpu_after_shared_pods_as_the_kubelets_predicate(tmp_path: Path) 
     ]
     assert out.decisions[1].cpus  # held until the next allocation
     assert set(out.cpu_state["entries"]) == {"small"}
+    # the rejected pod last: its CPUs go at the end too (the kubelet's CPU manager reconcile loop drops a
+    # pod that is not active; play_kubelet reads its final state after that)
+    last = play_numaplane(topology, config, ops[:2], _pods, _node("4"))
+    assert last.decisions[1].reason == "OutOfcpu" and last.decisions[1].cpus
+    assert last.cpu_state.get("entries", {}) == {}
     # without the Node, numaplane's manager alone admits the pod
     alone = play_numaplane(topology, config, ops, _pods)
     assert [d.admitted for d in alone.decisions] == [True, True, True]
@@ -297,3 +302,134 @@ def test_a_recorded_case_round_trips_through_json() -> None:
         for c in e
         for op in Case.from_dict(c).ops
     )
+
+
+@pytest.fixture(scope="module")
+def power9(tmp_path_factory: pytest.TempPathFactory) -> Topology:
+    """ibm-power9-2s-6gpumem-nodes as the kubelet's cAdvisor sees it (one unpacking for the module)."""
+    root = prepare_overlay(REAL / "ibm-power9-2s-6gpumem-nodes.tar.gz", tmp_path_factory.mktemp("p9")).root
+    return discover(root, view="kubelet")
+
+
+def test_the_kubelets_panic_on_numa_node_ids_over_63_is_the_named_divergence(power9: Topology) -> None:
+    """The real kubelet v1.36.2's stack on ibm-power9-2s-6gpumem-nodes (``data/kubelet_power9_panic.txt``,
+    from its log in ``bench/kubelet_differential.py``): a nil mask in the memory manager's
+    ``calculateHints`` callback, from ``IterateBitMasks`` over NUMA nodes 0, 8, 250-255. It is
+    ``kubelet-numa-id-over-63`` there with the memory manager Static, and nothing named elsewhere."""
+    from numaplane_harness.kubeletdiff import KUBELET_NUMA_ID_OVER_63, KubeletCrash, explain_crash
+
+    stack = (Path(__file__).parent / "data" / "kubelet_power9_panic.txt").read_text()
+    crash = KubeletCrash("p0", stack, 2)
+    assert crash.frame == "k8s.io/kubernetes/pkg/kubelet/cm/memorymanager.(*staticPolicy).calculateHints.func1"
+    assert [n.id for n in power9.numa_nodes] == [0, 8, 250, 251, 252, 253, 254, 255]
+    assert [n.id for n in power9.numa_nodes if n.cpus.size() == 0] == [250, 251, 252, 253, 254, 255]
+    static = DiffConfig("single-numa-node/container")
+    assert explain_crash(crash, power9, static) is KUBELET_NUMA_ID_OVER_63
+    assert explain_crash(crash, power9, DiffConfig("none", memory_static=False)) is None
+    low = topology_from_dict(
+        {
+            "name": "low",
+            "cpus": [{"cpu": c, "core": c, "socket": 0, "numa": c // 2} for c in range(4)],
+            "numa_nodes": [{"id": n, "memory_total_bytes": 1 << 30} for n in range(2)],
+        }
+    )
+    assert explain_crash(crash, low, static) is None  # node ids under 64: not this bug
+    other = KubeletCrash("p0", "panic: something else\n\ngoroutine 1 [running]:\nmain.main()\n", 2)
+    assert explain_crash(other, power9, static) is None
+
+
+def test_numaplane_decides_on_the_machine_where_the_kubelet_panics(power9: Topology) -> None:
+    """Where the kubelet panics (NUMA nodes 250-255 hold GPU memory and no CPUs), numaplane's manager decides:
+    every configuration of the default matrix plays the bench's seeded sequence; CPUs come from the two
+    CPU nodes, and under single-numa-node each container's memory is on its CPUs' node; a pod whose
+    memory fits no CPU node is refused ``TopologyAffinityError`` (the GPU nodes' 15 GiB each do not
+    make a single-node fit), not a crash."""
+    from numaplane_harness.kubeletdiff import default_matrix, generate_ops
+
+    topology = power9
+    node_of = {cpu.cpu: cpu.numa for cpu in topology.cpus}
+    ops = generate_ops(27, 12, hugepages=False, max_cpus=topology.all_cpus.size())
+    admitted = 0
+    for config in default_matrix(memory_static=True):
+        out = play_numaplane(topology, config, ops, _pods)
+        for d in out.decisions:
+            if not d.admitted:  # a clear refusal: SMT4 cores under full-pcpus-only, a node or the machine full
+                assert d.reason in ("SMTAlignmentError", "TopologyAffinityError", "UnexpectedAdmissionError"), d
+                continue
+            admitted += 1
+            for name, cpus in d.cpus.items():
+                assert {node_of[c] for c in CPUSet.parse(cpus)} <= {0, 8}
+                blocks = d.memory[name]
+                assert blocks and all(b["numaAffinity"] for b in blocks)
+                if config.topology_policy == "single-numa-node":
+                    assert [b["numaAffinity"] for b in blocks] == [sorted({node_of[c] for c in CPUSet.parse(cpus)})]
+    assert admitted >= 80  # of 12 configurations × 10 pods (88 at the time of writing)
+    # CPU nodes 0 and 8 filled by 120 GiB each: 20 GiB fits only on GPU nodes (pairs of 15 GiB, ids 250-255:
+    # the masks the kubelet cannot build). With no CPU there, the hints never meet: refused by the topology
+    # manager, or by the memory manager's Allocate under best-effort (its "preferred hint violates NUMA
+    # node allocation"), never a crash
+    for policy, reason in (
+        ("single-numa-node", "TopologyAffinityError"),
+        ("restricted", "TopologyAffinityError"),
+        ("best-effort", "UnexpectedAdmissionError"),
+    ):
+        ops = [
+            AddPod("p0", (ContainerSpec("c0", "2", 120 * 1024),)),
+            AddPod("p1", (ContainerSpec("c0", "2", 120 * 1024),)),
+            AddPod("p2", (ContainerSpec("c0", "2", 20 * 1024),)),
+        ]
+        out = play_numaplane(topology, DiffConfig(policy, policy), ops, _pods)
+        assert [(d.admitted, d.reason) for d in out.decisions] == [(True, ""), (True, ""), (False, reason)], policy
+        assert [d.memory["c0"][0]["numaAffinity"] for d in out.decisions[:2]] == [[0], [8]]
+
+
+def test_a_numaplane_difference_after_the_hybrid_kubelets_first_invalid_take_is_still_seen() -> None:
+    """On intel-hybrid-4p8e-1s1n-16t every difference from the kubelet at or after its first invalid take
+    is named ``kubelet-hybrid-full-core``, so there the agent is also compared with numaplane's in-process
+    manager on the same pods (``agentdiff.inprocess_mismatches``): equal when the agent decides as the
+    manager, and a changed decision after that point (which the kubelet comparison would file as named)
+    is an unnamed in-process difference."""
+    import dataclasses
+
+    from numaplane_harness.agentdiff import AgentSide, inprocess_mismatches
+    from numaplane_harness.kubeletdiff import KUBELET_HYBRID_FULL_CORE, Outcome, classify, compare
+
+    topology, cases, host = _recorded("intel-hybrid-4p8e-1s1n-16t")
+    case = cases[0]
+    docs = {op.name: _pods(op) for op in case.ops if isinstance(op, AddPod)}
+    node = parse_node(case.node)
+    agent = play_numaplane(topology, case.config, case.ops, lambda op: docs[op.name], node, host, agent_mode=True)
+    compared, found = inprocess_mismatches(topology, case, AgentSide(agent, docs=docs), host)
+    assert compared == len(case.kubelet.decisions) + 2 and found == []
+    # the agent decides p1 (equal to the kubelet's) otherwise: after the kubelet's first invalid take (p0)
+    at = next(i for i, d in enumerate(agent.decisions) if d.pod == "p1")
+    assert case.kubelet.decisions[at].cpus == agent.decisions[at].cpus == {"c0": "11-13", "init": "11-13"}
+    changed = dataclasses.replace(agent.decisions[at], cpus={"c0": "11-12,14", "init": "11-13"})
+    wrong = Outcome([*agent.decisions[:at], changed, *agent.decisions[at + 1 :]], agent.cpu_state, agent.memory_state)
+    _, against_kubelet = compare(case.kubelet, wrong, memory=case.config.memory_static)
+    reserved = CPUSet.parse(case.config.reserved_cpus)
+    unexplained, known = classify(against_kubelet, case.ops, case.kubelet, topology, reserved)
+    assert unexplained == [] and ("p1", KUBELET_HYBRID_FULL_CORE) in [(m.what, k) for k, m in known]
+    _, found = inprocess_mismatches(topology, case, AgentSide(wrong, docs=docs), host)
+    assert [m.what for m in found] == ["p1"]
+
+
+def test_a_configuration_the_kubelet_refuses_to_start_with_is_compared_with_numaplanes_refusal(
+    tmp_path: Path,
+) -> None:
+    """kvm-skylake-4cpu-2offline (2 sockets, 1 NUMA node): the real kubelet exits at start with
+    align-by-socket (its last log line below, from the bench's run); numaplane refuses it with the same
+    words, so the one comparison is equal; a kubelet refusal numaplane does not share is a difference."""
+    from numaplane_harness.kubeletdiff import refusal_mismatch
+
+    log = (
+        'E1207 15:40:45.895587    1010 run.go:72] "command failed" err="failed to run Kubelet: new static policy'
+        " error: Align by socket is not compatible with hardware where number of sockets are more than number"
+        ' of NUMA"'
+    )
+    topology = discover(prepare_overlay(REAL / "kvm-skylake-4cpu-2offline.tar.gz", tmp_path).root, view="kubelet")
+    by_socket = DiffConfig("align-by-socket", "best-effort", cpu_options={"align-by-socket": "true"})
+    assert refusal_mismatch(log, topology, by_socket) is None
+    other = refusal_mismatch(log, topology, DiffConfig("best-effort", "best-effort"))
+    assert other is not None and other.numaplane == "numaplane accepts it"
+    assert "Align by socket" in str(other.kubelet)

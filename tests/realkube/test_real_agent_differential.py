@@ -61,6 +61,7 @@ def test_agent_through_nri_decides_as_the_real_kubelet(
         lines.append(f"{r.machine} {r.config}: {r.equal}/{r.compared} equal ({r.pods} pods, {r.seconds:.1f} s)")
         lines += [f"  {m.what}: kubelet {m.kubelet} / agent {m.numaplane}" for m in r.mismatches]
         lines += [f"  PodResources: {p}" for p in r.podresources]
+        lines += [f"  in-process {m.what}: {m.kubelet} / agent {m.numaplane}" for m in r.inprocess]
     print("\n" + "\n".join(lines), file=sys.stderr)
     detail = "\n".join(lines) + "\n" + (results[-1].log if results else "")
     # every pod was decided and compared, admitted ones among them
@@ -73,3 +74,6 @@ def test_agent_through_nri_decides_as_the_real_kubelet(
     assert [m for r in results for m in r.mismatches] == [], detail
     assert [k.name for r in results for k, _ in r.known] == [], detail
     assert [p for r in results for p in r.podresources] == [], detail
+    # the agent against numaplane's in-process manager on the same pods (agent mode's order): exactly equal
+    assert all(r.inprocess_compared > r.pods for r in results), detail
+    assert [m for r in results for m in r.inprocess] == [], detail

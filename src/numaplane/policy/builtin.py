@@ -402,6 +402,13 @@ class MemoryPlugin:
     def release(self, pod_uid: str, container_name: str) -> None:
         if self.policy is not None:
             self.policy.remove(pod_uid, container_name)
+            if pod_uid not in self.policy.state.entries:
+                # the pod holds no memory now: its init containers' reusable memory goes too, else a pod
+                # refused and admitted again (the agent admits at RunPodSandbox and again at
+                # CreateContainer) charges its init container nothing and its rollback releases the
+                # full block: memory freed that nobody held. The kubelet never admits a refused pod
+                # again; its reusable memory lasts only until another pod's allocation, as here.
+                self.policy.remove_pod(pod_uid)
 
     def allocations(self) -> Mapping[tuple[str, str], PluginAllocation]:
         if self.policy is None:

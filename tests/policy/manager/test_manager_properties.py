@@ -339,3 +339,45 @@ def test_a_snapshot_that_cannot_be_restored_changes_nothing(part: str) -> None:
         assert isinstance(info.value, PodSpecError)
     assert rm.snapshot() == before
     assert rm.admit(_pod("c", "2")).admitted  # still usable
+
+
+def test_a_refused_pod_admitted_again_frees_no_memory_it_does_not_hold() -> None:
+    """A pod whose init container got memory and whose app container is then refused (full-pcpus-only, an
+    odd CPU count on 2-thread cores) leaves the machine as it was, however often it is admitted again:
+    the agent admits a pod at RunPodSandbox and again at CreateContainer. Before, the second refusal
+    released the init container's 512 MiB that the retry had not charged (its reusable memory from the
+    first try): memory freed that nobody held, seen by the agent differential on intel-hybrid."""
+    topo = synthetic(sockets=1, cores_per_numa=4, threads_per_core=2)
+    rm = ResourceManager(
+        topo,
+        {
+            "cpuManager": {"reservedCPUs": "0", "options": {"full-pcpus-only": "true"}},
+            "memoryManager": {"policy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "100Mi"}}]},
+        },
+    )
+
+    def machine() -> Any:
+        return rm.snapshot()["plugins"]["memory"]["machineState"]
+
+    assert rm.admit(_pod("q", "2", "512Mi")).admitted  # memory held: a release of more shows
+    before = machine()
+    assert before["0"]["memoryMap"]["memory"]["reserved"] == 512 << 20
+    amounts = {"cpu": "2", "memory": "512Mi"}
+    odd = {"cpu": "3", "memory": "512Mi"}
+    pod = parse_pod(
+        {
+            "metadata": {"name": "p", "uid": "p"},
+            "spec": {
+                "initContainers": [{"name": "init", "resources": {"requests": amounts, "limits": amounts}}],
+                "containers": [{"name": "c", "resources": {"requests": odd, "limits": odd}}],
+            },
+        }
+    )
+    for _ in range(3):
+        admission = rm.admit(pod)
+        assert (admission.admitted, admission.reason, admission.container) == (False, "SMTAlignmentError", "c")
+        assert machine() == before
+    rm.remove("p")
+    assert machine() == before
+    assert rm.admit(_pod("r", "2", "512Mi")).admitted
+    assert machine()["0"]["memoryMap"]["memory"]["reserved"] == 1024 << 20
