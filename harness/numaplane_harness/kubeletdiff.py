@@ -37,6 +37,7 @@ from typing import Any
 
 from numaplane.placement.explain.predicates import BasicNode, parse_node, resource_reasons
 from numaplane.policy.manager import ResourceManager
+from numaplane.policy.memory_state import Block, MemoryState, charge
 from numaplane.resources.pod import Pod, add_resources, parse_pod
 from numaplane.resources.quantity import Quantity
 from numaplane.topology.cpuset import CPUSet
@@ -47,6 +48,7 @@ from numaplane_harness.kubelet import EVICTION_MEMORY, KubeletPolicy, KubeletSta
 
 __all__ = [
     "KUBELET_HYBRID_FULL_CORE",
+    "KUBELET_KEEPS_REFUSED_POD_MEMORY",
     "KUBELET_NUMA_ID_OVER_63",
     "AddPod",
     "ContainerSpec",
@@ -63,6 +65,7 @@ __all__ = [
     "default_matrix",
     "explain_crash",
     "generate_ops",
+    "kept_refused_memory",
     "kubelet_topology",
     "minimise",
     "named_state",
@@ -658,6 +661,60 @@ KUBELET_NUMA_ID_OVER_63 = KnownDivergence(
 )
 
 
+#: kubelet v1.36.2 (file:line as the released binary's pclntab records them): the topology manager admits a
+#: pod container by container — ``topologymanager/scope_container.go:56`` merges a container's hints,
+#: ``:65``/``:67`` return ``TopologyAffinityError`` when they do not fit, ``:72`` calls
+#: ``allocateAlignedResources`` (``scope.go:155``: each hint provider's ``Allocate``, CPU then memory manager,
+#: the first error returned at ``:75``); in pod scope ``scope_pod.go:74``/``:77`` allocate the same way after
+#: the pod's hints fit. So when a later container is refused (its hints, or its CPUs: SMTAlignmentError,
+#: UnexpectedAdmissionError) the earlier containers already hold memory, and nothing on the refusal path gives
+#: it back. The memory manager frees a container's blocks only in ``RemoveContainer``
+#: (``memorymanager/memory_manager.go:299``: by container id, ``:306``, which a refused pod's containers never
+#: get), for finished init containers in ``AddContainer`` (``:240``), and in ``removeStaleState`` (``:342``,
+#: dropping containers of pods that are not active, ``:377``/``:385``), which runs only at the start of the
+#: next ``Allocate`` (``:269``), ``AllocatePod`` (``:285``), ``GetPodTopologyHints`` (``:328``) or
+#: ``GetTopologyHints`` (``:336``): it has no reconcile loop, unlike the CPU manager's ``reconcileState``
+#: (``cpumanager/cpu_manager.go:455`` calls its ``removeStaleState`` every reconcile period). The refused
+#: pod's memory therefore stays reserved in ``memory_manager_state`` until the next pod's admission — no
+#: later decision sees it (each admission drops it first), but a checkpoint read after the last pod does.
+#: numaplane gives it back when it refuses the pod (the state the kubelet reaches at its next admission);
+#: it is not made to keep it. :func:`kept_refused_memory` checks that this, and only this, is the difference.
+KUBELET_KEEPS_REFUSED_POD_MEMORY = KnownDivergence(
+    "kubelet-keeps-refused-pod-memory",
+    "the kubelet's memory manager keeps what it allocated to the first containers of a pod whose later "
+    "container its admission refused, until the next pod's Allocate/GetTopologyHints runs removeStaleState "
+    "(no reconcile loop): the final memory_manager_state holds the refused pod; numaplane releases it at once",
+)
+
+
+def kept_refused_memory(kubelet: Outcome, kubelet_state: Mapping[str, Any], numaplane_state: Mapping[str, Any]) -> bool:
+    """Whether the two final ``memory_manager_state`` documents (entries keyed by pod name) differ only by
+    :data:`KUBELET_KEEPS_REFUSED_POD_MEMORY`: the kubelet's holds every pod numaplane's holds with equal
+    blocks, plus pods the kubelet refused (``kubelet.decisions``), and its machine state is numaplane's
+    with exactly those pods' blocks charged as the kubelet's ``updateMachineState`` charges them
+    (:func:`~numaplane.policy.memory_state.charge`: one assignment per node of the affinity, the size from
+    the nodes' free memory in ascending order). Anything else — a different block, another pod, a
+    byte more or less — is not this divergence."""
+    refused = {d.pod for d in kubelet.decisions if not d.admitted}
+    theirs: Mapping[str, Any] = kubelet_state.get("entries") or {}
+    ours: Mapping[str, Any] = numaplane_state.get("entries") or {}
+    extra = set(theirs) - set(ours)
+    if not extra or not extra <= refused or not set(ours) <= set(theirs):
+        return False
+    if kubelet_state.get("policyName") != numaplane_state.get("policyName"):
+        return False
+    if any(_blocks(theirs[pod]) != _blocks(ours[pod]) for pod in ours):
+        return False
+    expected = MemoryState.from_dict(numaplane_state)
+    for pod in sorted(extra):
+        for blocks in theirs[pod].values():
+            for block in map(Block.from_dict, blocks):
+                if any(n not in expected.machine for n in block.numa):
+                    return False
+                charge(expected.machine, tuple(block.numa), block.type, block.size)
+    return bool(expected.to_dict()["machineState"] == MemoryState.from_dict(kubelet_state).to_dict()["machineState"])
+
+
 def explain_crash(crash: KubeletCrash, topology: Topology, config: DiffConfig) -> KnownDivergence | None:
     """The named kubelet bug a crash is, or None: :data:`KUBELET_NUMA_ID_OVER_63` when the machine has a
     NUMA node id over 63, the memory manager is Static and the stack is the nil mask's (a nil pointer
@@ -704,26 +761,34 @@ def unavailable_takes(ops: Sequence[Op], kubelet: Outcome, reserved: CPUSet) -> 
 def classify(
     mismatches: Sequence[Mismatch], ops: Sequence[Op], kubelet: Outcome, topology: Topology, reserved: CPUSet
 ) -> tuple[list[Mismatch], list[tuple[KnownDivergence, Mismatch]]]:
-    """``(unexplained, explained)``: a mismatch is explained by :data:`KUBELET_HYBRID_FULL_CORE` when the
+    """``(unexplained, explained)``: the final ``memory_manager_state`` is explained by
+    :data:`KUBELET_KEEPS_REFUSED_POD_MEMORY` when :func:`kept_refused_memory` says so; a mismatch is
+    explained by :data:`KUBELET_HYBRID_FULL_CORE` when the
     machine's cores differ in thread count (``NumCPUs % NumCores != 0``, the kubelet's ``CPUsPerCore()``
     inexact) and it is at or after the kubelet's first decision that took an unavailable CPU
     (:func:`unavailable_takes`), or it is a final checkpoint then. Anything before stays unexplained."""
-    if not topology.num_cores or topology.num_cpus % topology.num_cores == 0:
-        return list(mismatches), []
-    bad = unavailable_takes(ops, kubelet, reserved)
-    if not bad:
-        return list(mismatches), []
-    order = [op.name for op in ops if isinstance(op, AddPod)]
-    first = order.index(bad[0][0])
     unexplained: list[Mismatch] = []
     explained: list[tuple[KnownDivergence, Mismatch]] = []
     for m in mismatches:
+        if m.what == "final memory_manager_state" and kept_refused_memory(kubelet, m.kubelet, m.numaplane):
+            explained.append((KUBELET_KEEPS_REFUSED_POD_MEMORY, m))
+        else:
+            unexplained.append(m)
+    if not topology.num_cores or topology.num_cpus % topology.num_cores == 0:
+        return unexplained, explained
+    bad = unavailable_takes(ops, kubelet, reserved)
+    if not bad:
+        return unexplained, explained
+    order = [op.name for op in ops if isinstance(op, AddPod)]
+    first = order.index(bad[0][0])
+    rest: list[Mismatch] = []
+    for m in unexplained:
         at = order.index(m.what) if m.what in order else (len(order) if m.what.startswith("final") else -1)
         if at >= first:
             explained.append((KUBELET_HYBRID_FULL_CORE, m))
         else:
-            unexplained.append(m)
-    return unexplained, explained
+            rest.append(m)
+    return rest, explained
 
 
 def first_mismatch_prefix(ops: Sequence[Op], mismatch: Mismatch) -> list[Op]:

@@ -433,3 +433,84 @@ def test_a_configuration_the_kubelet_refuses_to_start_with_is_compared_with_numa
     other = refusal_mismatch(log, topology, DiffConfig("best-effort", "best-effort"))
     assert other is not None and other.numaplane == "numaplane accepts it"
     assert "Align by socket" in str(other.kubelet)
+
+
+E5 = "intel-xeon-e5-2680v3-2s-offline-cpu0-node0"
+
+
+def test_the_kubelet_keeping_a_refused_pods_memory_is_the_named_divergence() -> None:
+    """intel-xeon-e5-2680v3-2s-offline-cpu0-node0, recorded from the real kubelet: the last pod, p11, is
+    refused (TopologyAffinityError, UnexpectedAdmissionError, SMTAlignmentError) after its first
+    container got 512Mi on node 1, and the kubelet's final memory_manager_state still holds it (nothing
+    runs removeStaleState after the last pod); numaplane decides every pod alike and releases p11 at
+    once. That difference, exactly (the blocks charged back, byte for byte), is
+    ``kubelet-keeps-refused-pod-memory``; in pod scope with single-numa-node nothing is allocated
+    before the refusal and both end equal."""
+    from numaplane_harness.kubeletdiff import KUBELET_KEEPS_REFUSED_POD_MEMORY, classify, compare
+
+    topology, cases, host = _recorded(E5)
+    named = []
+    for case in cases:
+        reserved = CPUSet.parse(case.config.reserved_cpus)
+        ours = play_numaplane(topology, case.config, case.ops, _pods, parse_node(case.node), host)
+        _, mismatches = compare(case.kubelet, ours, memory=case.config.memory_static)
+        assert [m.what for m in mismatches] in ([], ["final memory_manager_state"]), case.config.name
+        unexplained, known = classify(mismatches, case.ops, case.kubelet, topology, reserved)
+        assert unexplained == [], (case.config.name, unexplained)
+        assert "p11" not in ours.memory_state.get("entries", {})  # numaplane does not leak it
+        if known:
+            assert [k for k, _ in known] == [KUBELET_KEEPS_REFUSED_POD_MEMORY]
+            assert set(case.kubelet.memory_state["entries"]) - set(ours.memory_state["entries"]) == {"p11"}
+            named.append(case.config.name)
+    assert named == [
+        "single-numa-node/container (reserved 5)",
+        "best-effort/pod (reserved 5)",
+        "best-effort/container+full-pcpus-only (reserved 5)",
+    ]
+
+
+def test_kept_refused_memory_takes_only_that_difference() -> None:
+    """A byte more reserved, a kept pod the kubelet admitted, or a differing block is not the divergence."""
+    import copy
+
+    from numaplane_harness.kubeletdiff import Decision, Outcome, kept_refused_memory
+
+    topology, cases, host = _recorded(E5)
+    case = cases[0]
+    ours = play_numaplane(topology, case.config, case.ops, _pods, parse_node(case.node), host)
+    theirs = case.kubelet.memory_state
+    assert kept_refused_memory(case.kubelet, theirs, ours.memory_state)
+    assert not kept_refused_memory(case.kubelet, ours.memory_state, ours.memory_state)  # nothing kept
+    more = copy.deepcopy(theirs)
+    more["machineState"]["1"]["memoryMap"]["memory"]["reserved"] += 1
+    assert not kept_refused_memory(case.kubelet, more, ours.memory_state)
+    admitted = Outcome([Decision(d.pod, True, "", d.cpus, d.memory) for d in case.kubelet.decisions], {}, {})
+    assert not kept_refused_memory(admitted, theirs, ours.memory_state)
+    other = copy.deepcopy(theirs)
+    other["entries"]["p0"]["c0"][0]["size"] += 1
+    assert not kept_refused_memory(case.kubelet, other, ours.memory_state)
+
+
+def test_align_by_socket_is_refused_where_the_kubelet_counts_more_sockets_than_nodes() -> None:
+    """The kubelet counts 2 sockets on this machine (cAdvisor's /proc/cpuinfo count covers package 0's
+    CPUs, which no node directory lists) over 1 NUMA node and refuses ``align-by-socket``; numaplane's
+    managers over the kubelet view refuse it with the same message (``refusal_mismatch`` is None)."""
+    from numaplane_harness.kubeletdiff import refusal_mismatch
+
+    topology, _, _ = _recorded(E5)
+    config = DiffConfig(
+        "best-effort/container+align-by-socket",
+        "best-effort",
+        memory_static=True,
+        cpu_options={"align-by-socket": "true"},
+        reserved_cpus="5",
+        memory_node=1,
+    )
+    log = (
+        'E1207 16:31:10.000000 1 run.go:72] "command failed" err="failed to run Kubelet: new static policy '
+        "error: Align by socket is not compatible with hardware where number of sockets are more than "
+        'number of NUMA"'
+    )
+    assert refusal_mismatch(log, topology, config) is None
+    with pytest.raises(PolicyConfigError, match="Align by socket"):
+        ResourceManager(topology, config.numaplane_config())

@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from numaplane.policy.cpu import StaticPolicyOptions
+from numaplane.policy.errors import PolicyConfigError
 from numaplane.topology.cpuset import CPUSet
+from numaplane.topology.document import topology_from_dict, topology_to_dict
 from numaplane.topology.model import Topology
 from numaplane.topology.sysfs import discover
 
@@ -73,6 +76,31 @@ def test_cpus_of_a_node_without_directory_are_not_the_kubelets(snapshot_root: Ca
     assert kubelet.all_cpus == CPUSet([5, 7, 9, 11, 13, 15, 17, 19])
     assert [n.id for n in kubelet.numa_nodes] == [1]
     assert discover(root, view="hwloc").all_cpus == CPUSet.range(4, 20)
+
+
+def test_sockets_are_counted_as_cadvisor_counts_them(snapshot_root: Callable[[str], Path]) -> None:
+    """cAdvisor's ``NumSockets`` (``GetSockets``: the distinct ``physical id`` of /proc/cpuinfo, every
+    online CPU) counts package 0, whose CPUs no node directory lists: 2 sockets over 1 NUMA node, so the
+    kubelet refuses ``align-by-socket`` there ("failed to run Kubelet: new static policy error: Align by
+    socket …", the real kubelet v1.36.2 on this overlay) and numaplane's managers now do too."""
+    root = snapshot_root("intel-xeon-e5-2680v3-2s-offline-cpu0-node0")
+    kubelet = discover(root)
+    assert (kubelet.num_sockets, kubelet.num_numa_nodes, kubelet.socket_ids) == (2, 1, (1,))
+    assert kubelet.cpus_per_socket == 4  # NumCPUs / NumSockets = 8 / 2, as the kubelet divides
+    assert topology_from_dict(topology_to_dict(kubelet)).num_sockets == 2
+    hwloc = discover(root, view="hwloc")
+    assert (hwloc.num_sockets, hwloc.num_sockets_override) == (2, None)
+    options = StaticPolicyOptions.parse({"align-by-socket": "true"})
+    with pytest.raises(PolicyConfigError, match="sockets are more than number of NUMA"):
+        options.validate(kubelet, "best-effort")
+
+
+def test_socket_count_overrides_only_where_cpus_disagree(snapshot_root: Callable[[str], Path]) -> None:
+    """Where every online CPU is the kubelet's, the count is the CPUs' own (no override): POWER7's
+    ``physical_package_id`` -1 (no cpuinfo line matches, sysfs fallback: one value) is 1 socket."""
+    for name, sockets in (("amd-opteron6276-4s8n-64c", 4), ("ibm-power7-8n-256t-smt4", 1)):
+        t = discover(snapshot_root(name))
+        assert (t.num_sockets, t.num_sockets_override) == (sockets, None), name
 
 
 def test_x7550_uncore_caches_are_its_sockets(snapshot_root: Callable[[str], Path]) -> None:

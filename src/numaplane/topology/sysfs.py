@@ -54,7 +54,11 @@ Two views (``view=``), differing only in cores and uncore caches:
   core without an uncore cache takes its socket id (the kubelet's ``getUncoreCacheID``). Sockets are
   ``physical_package_id`` as read, -1 included (cAdvisor does not regroup: on the POWER7 capture every
   CPU is in socket -1). Where ``nodeN`` directories exist, a CPU none of them lists is offline in this
-  view (cAdvisor reads CPUs from the node directories only). CPUs without ``core_id`` fall back to the
+  view (cAdvisor reads CPUs from the node directories only). The socket *count* (``num_sockets``,
+  the kubelet's ``NumSockets``) is cAdvisor's ``GetSockets``: the distinct ``physical_package_id`` of
+  every online CPU, those no node directory lists included (set as ``num_sockets_override`` where it
+  differs from the sockets of the visible CPUs); the NUMA node count is the nodes holding a visible
+  CPU, as the kubelet's ``CPUDetails.NUMANodes()``. CPUs without ``core_id`` fall back to the
   hwloc grouping (warned).
 * ``"hwloc"`` (pictures and ``lscpu``-like output): cores by ``thread_siblings_list`` and the L3's
   ``id`` as described above, as hwloc and lscpu show the machine.
@@ -112,7 +116,10 @@ def discover_with_warnings(root: str | Path = "/", *, view: View = "kubelet") ->
     socket = _sockets(r, raws, online, warnings)
     uncore = _uncore(r, online, warnings)
     numa, nodes = read_numa(r, universe, online, warnings, raw_lists)
+    num_sockets: int | None = None
     if view == "kubelet":
+        # counted over every online CPU, before the node directories hide some (see _kubelet_num_sockets)
+        num_sockets = _kubelet_num_sockets(raws, online)
         online, nodes = _kubelet_visible(r, online, numa, nodes, warnings)
         # cAdvisor's SocketID is physical_package_id as read, -1 included (POWER7): no regrouping
         socket = {cpu: pkg if (pkg := raws[cpu].package) is not None else socket[cpu] for cpu in online}
@@ -156,6 +163,8 @@ def discover_with_warnings(root: str | Path = "/", *, view: View = "kubelet") ->
     isolated_text = r.text(f"{CPU_DIR}/isolated")
     isolated = parse_cpulist(isolated_text, r.path(f"{CPU_DIR}/isolated")) if isolated_text else CPUSet()
     name = Path(root).resolve().name or _hostname(r)
+    if num_sockets is not None and num_sockets == len({c.socket for c in cpus if c.online}):
+        num_sockets = None  # the count the CPUs give: no override
     topology = Topology(
         cpus=tuple(cpus),
         numa_nodes=node_models,
@@ -164,6 +173,7 @@ def discover_with_warnings(root: str | Path = "/", *, view: View = "kubelet") ->
         name=name,
         source=f"sysfs:{root}",
         attributes={"warnings": list(warnings), "sysfs": raw_lists, "view": view},
+        num_sockets_override=num_sockets,
     )
     return Discovery(topology, tuple(warnings))
 
@@ -348,6 +358,24 @@ def _kubelet_visible(
         for cpu in unseen:
             numa.pop(cpu, None)
     return online - unseen, [n for n in nodes if n.id in dirs]
+
+
+def _kubelet_num_sockets(raws: dict[int, _RawCPU], online: CPUSet) -> int:
+    """The kubelet's ``NumSockets``: cAdvisor v0.56.2 ``machine.GetSockets`` (``MachineInfo.NumSockets``,
+    copied as is by the kubelet's ``topology.Discover``).
+
+    cAdvisor counts the distinct ``physical id`` lines of ``/proc/cpuinfo`` (regexp
+    ``^physical id\\s*:\\s*([0-9]+)$``: a negative id never matches), which lists every CPU the kernel
+    has online with its ``physical_package_id``; only when no line matches (ARM, POWER, RISC-V print
+    none) does it fall back to ``sysfs.GetUniqueCPUPropertyCount``: the distinct ``physical_package_id``
+    of the ``cpuN`` directories ``cpu/online`` lists, a missing file read as ``0``. Either way the count
+    is over the kernel's online CPUs, not over the CPUs the node directories list (the NUMA side of
+    the kubelet's view, ``NumNUMANodes`` = the nodes with a CPU in ``CPUDetails``): on
+    intel-xeon-e5-2680v3-2s-offline-cpu0-node0 (node 0 offline, its online CPUs in no node directory)
+    the kubelet counts 2 sockets over 1 NUMA node and so refuses ``align-by-socket``."""
+    ids = {package if (package := raws[cpu].package) is not None else 0 for cpu in online}
+    listed = {i for i in ids if i >= 0}  # the ids /proc/cpuinfo's regexp matches
+    return len(listed) if listed else len(ids)
 
 
 def _kubelet_cores(
