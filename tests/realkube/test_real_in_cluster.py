@@ -265,6 +265,11 @@ def _pods(cp: ControlPlane) -> list[dict[str, Any]]:
     return [p for ns in (NS, NODE_NS) for p in cp.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]]
 
 
+def _pods_by_component(cp: ControlPlane) -> dict[str | None, dict[str, Any]]:
+    """The stack's pods by their ``app.kubernetes.io/component`` label (one pod per component here)."""
+    return {p["metadata"].get("labels", {}).get("app.kubernetes.io/component"): p for p in _pods(cp)}
+
+
 def _describe(cp: ControlPlane) -> str:
     """Each pod's phase and container states; for a restarted container how it last ended and its log tail."""
     lines = []
@@ -362,7 +367,7 @@ def stack(
                 nro, nrs = cp.request("GET", NRO), cp.request("GET", NRS)
                 if not (_condition(nro, "Available") == "True" and _condition(nrs, "Available") == "True"):
                     return False
-                pods = {p["metadata"]["labels"].get("app.kubernetes.io/component"): p for p in _pods(cp)}
+                pods = _pods_by_component(cp)
                 return all(c in pods and _condition(pods[c], "Ready") == "True" for c in STACK_COMPONENTS)
 
             try:
@@ -405,7 +410,7 @@ def test_the_stack_runs_in_cluster_from_the_image(
     control_plane: ControlPlane, real_kubelet: RealKubelet, stack: dict[str, float]
 ) -> None:
     cp = control_plane
-    pods = {p["metadata"]["labels"].get("app.kubernetes.io/component"): p for p in _pods(cp)}
+    pods = _pods_by_component(cp)
     assert {"operator", "exporter", "scheduler"} <= set(pods), _describe(cp)
     for component in STACK_COMPONENTS:
         pod = pods[component]
@@ -686,9 +691,7 @@ def test_in_agent_mode_a_guaranteed_pod_is_pinned_by_the_in_cluster_agent(
     except TimeoutError as exc:
         events = cp.request("GET", f"/api/v1/namespaces/{APP_NS}/events")["items"]
         said = [f"{e.get('reason')}: {e.get('message')}" for e in events if "agent-canary" in json.dumps(e)]
-        agent_pod = next(
-            p for p in _pods(cp) if p["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "agent"
-        )
+        agent_pod = _pods_by_component(cp)["agent"]
         logs = list(kubelet.pod_logs.glob(f"{NODE_NS}_{agent_pod['metadata']['name']}_*/agent/0.log"))
         tail = logs[0].read_text(errors="replace")[-3000:] if logs else "(no agent log)"
         status = json.dumps(kubelet.get_pod("agent-canary", APP_NS)["status"])[:1500]

@@ -38,6 +38,19 @@ def _pod(uid: str, cpu: str, memory: str = "1Gi", *, guaranteed: bool = True, an
     )
 
 
+def _init_and_app_pod(init: dict[str, str], app: dict[str, str], *, app_name: str = "app") -> Pod:
+    """Guaranteed pod ``p``: one init container ``init`` then one app container, requests = limits."""
+    return parse_pod(
+        {
+            "metadata": {"name": "p", "uid": "p"},
+            "spec": {
+                "initContainers": [{"name": "init", "resources": {"requests": init, "limits": init}}],
+                "containers": [{"name": app_name, "resources": {"requests": app, "limits": app}}],
+            },
+        }
+    )
+
+
 topologies = st.builds(
     synthetic,
     sockets=st.integers(1, 2),
@@ -226,15 +239,7 @@ def test_remove_container_releases_a_finished_init_container_and_updates_the_rec
     rm = ResourceManager(topo, {"cpuManager": {"reservedCPUCount": 0}})
     res_init = {"cpu": "4", "memory": "1Gi"}
     res_app = {"cpu": "2", "memory": "1Gi"}
-    pod = parse_pod(
-        {
-            "metadata": {"name": "p", "uid": "p"},
-            "spec": {
-                "initContainers": [{"name": "init", "resources": {"requests": res_init, "limits": res_init}}],
-                "containers": [{"name": "app", "resources": {"requests": res_app, "limits": res_app}}],
-            },
-        }
-    )
+    pod = _init_and_app_pod(res_init, res_app)
     adm = rm.admit(pod)
     init_cpus, app_cpus = (c.exclusive_cpus for c in adm.containers)
     assert init_cpus is not None and app_cpus is not None and app_cpus <= init_cpus  # kubelet reuse
@@ -364,15 +369,7 @@ def test_a_refused_pod_admitted_again_frees_no_memory_it_does_not_hold() -> None
     assert before["0"]["memoryMap"]["memory"]["reserved"] == 512 << 20
     amounts = {"cpu": "2", "memory": "512Mi"}
     odd = {"cpu": "3", "memory": "512Mi"}
-    pod = parse_pod(
-        {
-            "metadata": {"name": "p", "uid": "p"},
-            "spec": {
-                "initContainers": [{"name": "init", "resources": {"requests": amounts, "limits": amounts}}],
-                "containers": [{"name": "c", "resources": {"requests": odd, "limits": odd}}],
-            },
-        }
-    )
+    pod = _init_and_app_pod(amounts, odd, app_name="c")
     for _ in range(3):
         admission = rm.admit(pod)
         assert (admission.admitted, admission.reason, admission.container) == (False, "SMTAlignmentError", "c")
