@@ -127,27 +127,52 @@ def test_crd_cel_rules_are_enforced_by_the_real_api_server(control_plane: Contro
     control_plane.kubectl("delete", "noderesourcepolicy", "cel-static-options", "--ignore-not-found")
 
 
+def _scheduler_cr(spec: dict[str, Any]) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "numaplane.io/v1",
+            "kind": "NUMAResourcesScheduler",
+            "metadata": {"name": "numaresourcesscheduler"},
+            "spec": spec,
+        }
+    )
+
+
+def _scheduler_crd_established(cp: ControlPlane) -> None:
+    assert cp.kubectl("apply", "-k", str(REPO / "deploy" / "crd")).returncode == 0
+    cp.kubectl("wait", "--for=condition=Established", "crd/numaresourcesschedulers.numaplane.io", "--timeout=60s")
+
+
+def _accepted(result: subprocess.CompletedProcess[str]) -> bool:
+    """A server-side dry run passed validation (the singleton may exist from another test: then only its
+    name is refused, after validation)."""
+    return result.returncode == 0 or "AlreadyExists" in result.stderr
+
+
 def test_the_real_api_server_refuses_a_foreign_kube_scheduler_image(control_plane: ControlPlane) -> None:
     """``kubeSchedulerImage`` (issue 25, item 13): the CRD's pattern, checked by the real API server."""
-    assert control_plane.kubectl("apply", "-k", str(REPO / "deploy" / "crd")).returncode == 0
-    control_plane.kubectl(
-        "wait", "--for=condition=Established", "crd/numaresourcesschedulers.numaplane.io", "--timeout=60s"
-    )
+    _scheduler_crd_established(control_plane)
 
-    def scheduler(image: str) -> str:
-        return yaml.safe_dump(
-            {
-                "apiVersion": "numaplane.io/v1",
-                "kind": "NUMAResourcesScheduler",
-                "metadata": {"name": "numaresourcesscheduler"},
-                "spec": {"mode": "extender", "kubeSchedulerImage": image},
-            }
-        )
+    def dry_run(image: str) -> subprocess.CompletedProcess[str]:
+        spec = {"mode": "extender", "kubeSchedulerImage": image}
+        return control_plane.kubectl("create", "--dry-run=server", "-f", "-", stdin=_scheduler_cr(spec))
 
-    bad = control_plane.kubectl("create", "--dry-run=server", "-f", "-", stdin=scheduler("ghcr.io/x/kube-scheduler:v1"))
+    bad = dry_run("ghcr.io/x/kube-scheduler:v1")
     assert bad.returncode != 0 and "kubeSchedulerImage" in bad.stderr, bad.stderr
-    good = control_plane.kubectl(
-        "create", "--dry-run=server", "-f", "-", stdin=scheduler("registry.k8s.io/kube-scheduler:v1.36.2")
-    )
-    # (the singleton may exist from another test: then only the name is refused, after validation)
-    assert good.returncode == 0 or "AlreadyExists" in good.stderr, good.stderr
+    good = dry_run("registry.k8s.io/kube-scheduler:v1.36.2")
+    assert _accepted(good), good.stderr
+
+
+def test_the_real_api_server_allows_default_scheduler_in_extender_mode_only(control_plane: ControlPlane) -> None:
+    """docs/scheduler.md's first example (``schedulerName: default-scheduler``, extender mode) is accepted by
+    the CRD's CEL rule on the real API server; the same name for the standalone scheduler is refused."""
+    _scheduler_crd_established(control_plane)
+
+    def dry_run(spec: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        return control_plane.kubectl("create", "--dry-run=server", "-f", "-", stdin=_scheduler_cr(spec))
+
+    extender = dry_run({"schedulerName": "default-scheduler", "mode": "extender"})
+    assert _accepted(extender), extender.stderr
+    standalone = dry_run({"schedulerName": "default-scheduler"})
+    assert standalone.returncode != 0, standalone.stdout
+    assert "must not be default-scheduler unless mode is extender" in standalone.stderr, standalone.stderr
