@@ -29,6 +29,11 @@ API takes them (``--clients`` threads, keep-alive connections) and measures, fro
   sum over zones of ``floor(free CPUs / 2)``) — the NUMA fit the kubelet would refuse;
 * ``<c>_bound`` (pods) and ``<c>_wall`` (s).
 
+``NUMAPLANE_BENCH_PYSPY=DIR`` (with ``py-spy`` on ``PATH`` or beside this interpreter; a profiling aid,
+not a project dependency) records each numaplane process from the first POST to the last binding with
+``py-spy record --nonblocking --format raw`` into ``DIR/<namespace>.txt`` (collapsed stacks of the
+samples where a thread was running).
+
 ``--baseline OLD/src`` also runs ``standalone_old`` and ``extender_old``: the same with the numaplane code
 of another checkout (its ``src`` first on the processes' ``PYTHONPATH``), on the same control plane and
 nodes in the same minutes — old versus new side by side.
@@ -48,8 +53,10 @@ import http.client
 import json
 import math
 import os
+import shutil
 import signal
 import ssl
+import subprocess
 import sys
 import tempfile
 import threading
@@ -340,6 +347,23 @@ def overfit(bound: dict[str, tuple[float, str]]) -> int:
     return excess
 
 
+def profilers(ns: str, processes: dict[str, int]) -> list[subprocess.Popen[bytes]]:
+    """``py-spy record`` of the numaplane process when ``NUMAPLANE_BENCH_PYSPY`` names a folder (module
+    docstring); none otherwise."""
+    folder = os.environ.get("NUMAPLANE_BENCH_PYSPY")
+    if not folder or "numaplane" not in processes:
+        return []
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    out = Path(folder) / f"{ns}.txt"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    args = [spy, "record", "--nonblocking", "--format", "raw", "--rate", "200", "-o", str(out)]
+    proc = subprocess.Popen(
+        [*args, "--pid", str(processes["numaplane"])], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    time.sleep(1.0)  # py-spy attaches
+    return [proc]
+
+
 def measure(
     api: Api, config: str, ns: str, scheduler: str, pods: int, clients: int, processes: dict[str, int]
 ) -> dict[str, float]:
@@ -353,6 +377,7 @@ def measure(
         names = [f"p{k:05d}" for k in range(pods)]
         bodies = {n: pod_body(n, scheduler) for n in names}
         created: dict[str, float] = {}
+        spies = profilers(ns, processes)
         ticks0 = {p: tree_ticks(pid) for p, pid in processes.items()}
         start = time.monotonic()
 
@@ -365,6 +390,9 @@ def measure(
         posted = time.monotonic()
         complete = watch.wait(set(names), max(60.0, pods / 10))
         ticks1 = {p: tree_ticks(pid) for p, pid in processes.items()}
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
         with watch.cond:
             bound = {n: watch.bound[n] for n in names if n in watch.bound}
     last = max((t for t, _ in bound.values()), default=time.monotonic())
