@@ -24,7 +24,8 @@ API takes them (``--clients`` threads, keep-alive connections) and measures, fro
 * ``<c>_latency_p50|p90|p99`` (s): from a pod's POST answered to the first watch event showing it bound;
 * ``<c>_cpu_per_pod_<process>`` (ms): utime + stime (with reaped children and live descendants) from
   ``/proc/<pid>/stat`` of each scheduling process (``kube_scheduler``, ``numaplane``) and of
-  ``kube_apiserver``, from the first POST to the last binding, divided by the pods bound;
+  ``kube_apiserver``, from the first POST to the last binding, divided by the pods bound
+  (``<c>_cpu_system_per_pod_<process>``: the kernel's part, stime);
 * ``<c>_numa_overfit`` (pods): pods bound beyond what their node's zones hold (per node: bound minus the
   sum over zones of ``floor(free CPUs / 2)``) — the NUMA fit the kubelet would refuse;
 * ``<c>_bound`` (pods) and ``<c>_wall`` (s).
@@ -287,9 +288,9 @@ class BoundWatch:
         return True
 
 
-def tree_ticks(root: int) -> int:
-    """utime + stime + cutime + cstime of ``root`` and its live descendants (clock ticks)."""
-    table: dict[int, tuple[int, int]] = {}
+def tree_ticks(root: int) -> tuple[int, int]:
+    """(utime + cutime, stime + cstime) of ``root`` and its live descendants (clock ticks)."""
+    table: dict[int, tuple[int, int, int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -298,19 +299,18 @@ def tree_ticks(root: int) -> int:
         except OSError:
             continue
         fields = line[line.rindex(")") + 2 :].split()
-        table[int(entry)] = (int(fields[1]), sum(int(fields[i]) for i in (11, 12, 13, 14)))
-    total, wanted = 0, {root}
+        table[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[13]), int(fields[12]) + int(fields[14]))
+    wanted = {root}
     changed = True
     while changed:  # descendants: parents before children is not guaranteed by pid order
         changed = False
-        for pid, (ppid, _) in table.items():
+        for pid, (ppid, _, _) in table.items():
             if ppid in wanted and pid not in wanted:
                 wanted.add(pid)
                 changed = True
-    for pid in wanted:
-        if pid in table:
-            total += table[pid][1]
-    return total
+    user = sum(table[pid][1] for pid in wanted if pid in table)
+    system = sum(table[pid][2] for pid in wanted if pid in table)
+    return user, system
 
 
 def namespace(api: Api, name: str) -> None:
@@ -409,7 +409,9 @@ def measure(
         "numa_overfit": float(overfit(bound)),
     }
     for proc in processes:
-        out[f"cpu_per_pod_{proc}"] = (ticks1[proc] - ticks0[proc]) * 1000 / TICKS_PER_SECOND / n
+        user, system = (b - a for a, b in zip(ticks0[proc], ticks1[proc], strict=True))
+        out[f"cpu_per_pod_{proc}"] = (user + system) * 1000 / TICKS_PER_SECOND / n
+        out[f"cpu_system_per_pod_{proc}"] = system * 1000 / TICKS_PER_SECOND / n
     if not complete:
         print(f"# {config}: only {len(bound)} of {pods} pods bound", file=sys.stderr)
     return out
