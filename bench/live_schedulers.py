@@ -28,7 +28,11 @@ API takes them (``--clients`` threads, keep-alive connections) and measures, fro
   (``<c>_cpu_system_per_pod_<process>``: the kernel's part, stime);
 * ``<c>_numa_overfit`` (pods): pods bound beyond what their node's zones hold (per node: bound minus the
   sum over zones of ``floor(free CPUs / 2)``) — the NUMA fit the kubelet would refuse;
-* ``<c>_bound`` (pods) and ``<c>_wall`` (s).
+* ``<c>_bound`` (pods) and ``<c>_wall`` (s);
+* extender mode, ``<c>_extender_<verb>_ms`` and ``<c>_extender_<verb>_requests``: the extender's own
+  handling time per request of each verb (body read to response ready, its
+  ``extender_request_duration_seconds`` histogram) over the same span — what kube-scheduler waits for
+  beyond it is queueing and the network.
 
 ``NUMAPLANE_BENCH_PYSPY=DIR`` (with ``py-spy`` on ``PATH`` or beside this interpreter; a profiling aid,
 not a project dependency) records each numaplane process from the first POST to the last binding with
@@ -63,6 +67,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -347,6 +352,24 @@ def overfit(bound: dict[str, tuple[float, str]]) -> int:
     return excess
 
 
+VERB_METRIC = "numaplane_scheduler_extender_request_duration_seconds"
+
+
+def verb_seconds(port: int | None) -> dict[str, tuple[float, float]]:
+    """The extender's ``(sum of seconds, count)`` per verb from its ``/metrics`` (none without a port)."""
+    if port is None:
+        return {}
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    out: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        for part, slot in (("_sum{", 0), ("_count{", 1)):
+            if line.startswith(VERB_METRIC + part):
+                verb = line.split('verb="', 1)[1].split('"', 1)[0]
+                out.setdefault(verb, [0.0, 0.0])[slot] = float(line.rsplit(" ", 1)[1])
+    return {verb: (v[0], v[1]) for verb, v in out.items()}
+
+
 def profilers(ns: str, processes: dict[str, int]) -> list[subprocess.Popen[bytes]]:
     """``py-spy record`` of the numaplane process when ``NUMAPLANE_BENCH_PYSPY`` names a folder (module
     docstring); none otherwise."""
@@ -365,7 +388,14 @@ def profilers(ns: str, processes: dict[str, int]) -> list[subprocess.Popen[bytes
 
 
 def measure(
-    api: Api, config: str, ns: str, scheduler: str, pods: int, clients: int, processes: dict[str, int]
+    api: Api,
+    config: str,
+    ns: str,
+    scheduler: str,
+    pods: int,
+    clients: int,
+    processes: dict[str, int],
+    metrics_port: int | None = None,
 ) -> dict[str, float]:
     """Warm up, create ``pods`` pods as fast as the API takes them, wait for their bindings: the figures."""
     with BoundWatch(api, ns) as watch:
@@ -378,6 +408,7 @@ def measure(
         bodies = {n: pod_body(n, scheduler) for n in names}
         created: dict[str, float] = {}
         spies = profilers(ns, processes)
+        verbs0 = verb_seconds(metrics_port)
         ticks0 = {p: tree_ticks(pid) for p, pid in processes.items()}
         start = time.monotonic()
 
@@ -390,6 +421,7 @@ def measure(
         posted = time.monotonic()
         complete = watch.wait(set(names), max(60.0, pods / 10))
         ticks1 = {p: tree_ticks(pid) for p, pid in processes.items()}
+        verbs1 = verb_seconds(metrics_port)
         for spy in spies:
             spy.send_signal(signal.SIGINT)
             spy.wait(60)
@@ -412,6 +444,11 @@ def measure(
         user, system = (b - a for a, b in zip(ticks0[proc], ticks1[proc], strict=True))
         out[f"cpu_per_pod_{proc}"] = (user + system) * 1000 / TICKS_PER_SECOND / n
         out[f"cpu_system_per_pod_{proc}"] = system * 1000 / TICKS_PER_SECOND / n
+    for verb, (total, count) in verbs1.items():
+        before = verbs0.get(verb, (0.0, 0.0))
+        if count > before[1]:
+            out[f"extender_{verb}_ms"] = (total - before[0]) * 1000 / (count - before[1])
+            out[f"extender_{verb}_requests"] = count - before[1]
     if not complete:
         print(f"# {config}: only {len(bound)} of {pods} pods bound", file=sys.stderr)
     return out
@@ -447,6 +484,7 @@ def run_config(cp: ControlPlane, api: Api, work: Path, label: str, tag: str, opt
     ns = f"bench-{label.replace('_', '-')}-{tag}"
     namespace(api, ns)
     apiserver = cp.processes["kube-apiserver"].pid
+    metrics_port: int | None = None
     with ExitStack() as stack:
         if config == "kube":
             sched = stack.enter_context(cp.scheduler(qps=CLIENT_QPS, burst=CLIENT_QPS))
@@ -481,13 +519,15 @@ def run_config(cp: ControlPlane, api: Api, work: Path, label: str, tag: str, opt
             )
             procs = {"kube_scheduler": sched.pid, "numaplane": proc.process.pid, "kube_apiserver": apiserver}
             name = EXTENDER
+            metrics_port = port
         try:
-            figures = measure(api, label, ns, name, opts.pods, opts.clients, procs)
+            figures = measure(api, label, ns, name, opts.pods, opts.clients, procs, metrics_port)
         finally:
             delete_pods(api, ns)
     units = {"pods_per_second": "pods/s", "bound": "pods", "numa_overfit": "pods"}
     for key, value in figures.items():
-        unit = units.get(key, "ms" if key.startswith("cpu_") else "s")
+        unit = units.get(key, "ms" if key.startswith("cpu_") or key.endswith("_ms") else "s")
+        unit = "requests" if key.endswith("_requests") else unit
         print(f"{label}_{key}: {value:.3f} {unit}", flush=True)
     RESULTS.setdefault(label, []).append(figures)
 
