@@ -134,13 +134,13 @@ def test_the_real_api_server_refuses_a_foreign_kube_scheduler_image(control_plan
         "wait", "--for=condition=Established", "crd/numaresourcesschedulers.numaplane.io", "--timeout=60s"
     )
 
-    def scheduler(image: str) -> str:
+    def scheduler(image: str, **spec: Any) -> str:
         return yaml.safe_dump(
             {
                 "apiVersion": "numaplane.io/v1",
                 "kind": "NUMAResourcesScheduler",
                 "metadata": {"name": "numaresourcesscheduler"},
-                "spec": {"mode": "extender", "kubeSchedulerImage": image},
+                "spec": {"mode": "extender", "kubeSchedulerImage": image, **spec},
             }
         )
 
@@ -151,3 +151,11 @@ def test_the_real_api_server_refuses_a_foreign_kube_scheduler_image(control_plan
     )
     # (the singleton may exist from another test: then only the name is refused, after validation)
     assert good.returncode == 0 or "AlreadyExists" in good.stderr, good.stderr
+    # spec.kubeSchedulerClient: the CEL rule burst >= qps, checked by the real API server too
+    image = "registry.k8s.io/kube-scheduler:v1.36.2"
+    low = scheduler(image, kubeSchedulerClient={"qps": 300, "burst": 100})
+    refused = control_plane.kubectl("create", "--dry-run=server", "-f", "-", stdin=low)
+    assert refused.returncode != 0 and "burst must be at least qps" in refused.stderr, refused.stderr
+    raised = scheduler(image, kubeSchedulerClient={"qps": 1000})
+    accepted = control_plane.kubectl("create", "--dry-run=server", "-f", "-", stdin=raised)
+    assert accepted.returncode == 0 or "AlreadyExists" in accepted.stderr, accepted.stderr
