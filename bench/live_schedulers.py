@@ -24,10 +24,20 @@ API takes them (``--clients`` threads, keep-alive connections) and measures, fro
 * ``<c>_latency_p50|p90|p99`` (s): from a pod's POST answered to the first watch event showing it bound;
 * ``<c>_cpu_per_pod_<process>`` (ms): utime + stime (with reaped children and live descendants) from
   ``/proc/<pid>/stat`` of each scheduling process (``kube_scheduler``, ``numaplane``) and of
-  ``kube_apiserver``, from the first POST to the last binding, divided by the pods bound;
+  ``kube_apiserver``, from the first POST to the last binding, divided by the pods bound
+  (``<c>_cpu_system_per_pod_<process>``: the kernel's part, stime);
 * ``<c>_numa_overfit`` (pods): pods bound beyond what their node's zones hold (per node: bound minus the
   sum over zones of ``floor(free CPUs / 2)``) — the NUMA fit the kubelet would refuse;
-* ``<c>_bound`` (pods) and ``<c>_wall`` (s).
+* ``<c>_bound`` (pods) and ``<c>_wall`` (s);
+* extender mode, ``<c>_extender_<verb>_ms`` and ``<c>_extender_<verb>_requests``: the extender's own
+  handling time per request of each verb (body read to response ready, its
+  ``extender_request_duration_seconds`` histogram) over the same span — what kube-scheduler waits for
+  beyond it is queueing and the network.
+
+``NUMAPLANE_BENCH_PYSPY=DIR`` (with ``py-spy`` on ``PATH`` or beside this interpreter; a profiling aid,
+not a project dependency) records each numaplane process from the first POST to the last binding with
+``py-spy record --nonblocking --format raw`` into ``DIR/<namespace>.txt`` (collapsed stacks of the
+samples where a thread was running).
 
 ``--baseline OLD/src`` also runs ``standalone_old`` and ``extender_old``: the same with the numaplane code
 of another checkout (its ``src`` first on the processes' ``PYTHONPATH``), on the same control plane and
@@ -48,13 +58,16 @@ import http.client
 import json
 import math
 import os
+import shutil
 import signal
 import ssl
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -280,9 +293,9 @@ class BoundWatch:
         return True
 
 
-def tree_ticks(root: int) -> int:
-    """utime + stime + cutime + cstime of ``root`` and its live descendants (clock ticks)."""
-    table: dict[int, tuple[int, int]] = {}
+def tree_ticks(root: int) -> tuple[int, int]:
+    """(utime + cutime, stime + cstime) of ``root`` and its live descendants (clock ticks)."""
+    table: dict[int, tuple[int, int, int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -291,19 +304,18 @@ def tree_ticks(root: int) -> int:
         except OSError:
             continue
         fields = line[line.rindex(")") + 2 :].split()
-        table[int(entry)] = (int(fields[1]), sum(int(fields[i]) for i in (11, 12, 13, 14)))
-    total, wanted = 0, {root}
+        table[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[13]), int(fields[12]) + int(fields[14]))
+    wanted = {root}
     changed = True
     while changed:  # descendants: parents before children is not guaranteed by pid order
         changed = False
-        for pid, (ppid, _) in table.items():
+        for pid, (ppid, _, _) in table.items():
             if ppid in wanted and pid not in wanted:
                 wanted.add(pid)
                 changed = True
-    for pid in wanted:
-        if pid in table:
-            total += table[pid][1]
-    return total
+    user = sum(table[pid][1] for pid in wanted if pid in table)
+    system = sum(table[pid][2] for pid in wanted if pid in table)
+    return user, system
 
 
 def namespace(api: Api, name: str) -> None:
@@ -340,8 +352,50 @@ def overfit(bound: dict[str, tuple[float, str]]) -> int:
     return excess
 
 
+VERB_METRIC = "numaplane_scheduler_extender_request_duration_seconds"
+
+
+def verb_seconds(port: int | None) -> dict[str, tuple[float, float]]:
+    """The extender's ``(sum of seconds, count)`` per verb from its ``/metrics`` (none without a port)."""
+    if port is None:
+        return {}
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    out: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        for part, slot in (("_sum{", 0), ("_count{", 1)):
+            if line.startswith(VERB_METRIC + part):
+                verb = line.split('verb="', 1)[1].split('"', 1)[0]
+                out.setdefault(verb, [0.0, 0.0])[slot] = float(line.rsplit(" ", 1)[1])
+    return {verb: (v[0], v[1]) for verb, v in out.items()}
+
+
+def profilers(ns: str, processes: dict[str, int]) -> list[subprocess.Popen[bytes]]:
+    """``py-spy record`` of the numaplane process when ``NUMAPLANE_BENCH_PYSPY`` names a folder (module
+    docstring); none otherwise."""
+    folder = os.environ.get("NUMAPLANE_BENCH_PYSPY")
+    if not folder or "numaplane" not in processes:
+        return []
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    out = Path(folder) / f"{ns}.txt"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    args = [spy, "record", "--nonblocking", "--format", "raw", "--rate", "200", "-o", str(out)]
+    proc = subprocess.Popen(
+        [*args, "--pid", str(processes["numaplane"])], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    time.sleep(1.0)  # py-spy attaches
+    return [proc]
+
+
 def measure(
-    api: Api, config: str, ns: str, scheduler: str, pods: int, clients: int, processes: dict[str, int]
+    api: Api,
+    config: str,
+    ns: str,
+    scheduler: str,
+    pods: int,
+    clients: int,
+    processes: dict[str, int],
+    metrics_port: int | None = None,
 ) -> dict[str, float]:
     """Warm up, create ``pods`` pods as fast as the API takes them, wait for their bindings: the figures."""
     with BoundWatch(api, ns) as watch:
@@ -353,6 +407,8 @@ def measure(
         names = [f"p{k:05d}" for k in range(pods)]
         bodies = {n: pod_body(n, scheduler) for n in names}
         created: dict[str, float] = {}
+        spies = profilers(ns, processes)
+        verbs0 = verb_seconds(metrics_port)
         ticks0 = {p: tree_ticks(pid) for p, pid in processes.items()}
         start = time.monotonic()
 
@@ -365,6 +421,10 @@ def measure(
         posted = time.monotonic()
         complete = watch.wait(set(names), max(60.0, pods / 10))
         ticks1 = {p: tree_ticks(pid) for p, pid in processes.items()}
+        verbs1 = verb_seconds(metrics_port)
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
         with watch.cond:
             bound = {n: watch.bound[n] for n in names if n in watch.bound}
     last = max((t for t, _ in bound.values()), default=time.monotonic())
@@ -381,7 +441,14 @@ def measure(
         "numa_overfit": float(overfit(bound)),
     }
     for proc in processes:
-        out[f"cpu_per_pod_{proc}"] = (ticks1[proc] - ticks0[proc]) * 1000 / TICKS_PER_SECOND / n
+        user, system = (b - a for a, b in zip(ticks0[proc], ticks1[proc], strict=True))
+        out[f"cpu_per_pod_{proc}"] = (user + system) * 1000 / TICKS_PER_SECOND / n
+        out[f"cpu_system_per_pod_{proc}"] = system * 1000 / TICKS_PER_SECOND / n
+    for verb, (total, count) in verbs1.items():
+        before = verbs0.get(verb, (0.0, 0.0))
+        if count > before[1]:
+            out[f"extender_{verb}_ms"] = (total - before[0]) * 1000 / (count - before[1])
+            out[f"extender_{verb}_requests"] = count - before[1]
     if not complete:
         print(f"# {config}: only {len(bound)} of {pods} pods bound", file=sys.stderr)
     return out
@@ -417,6 +484,7 @@ def run_config(cp: ControlPlane, api: Api, work: Path, label: str, tag: str, opt
     ns = f"bench-{label.replace('_', '-')}-{tag}"
     namespace(api, ns)
     apiserver = cp.processes["kube-apiserver"].pid
+    metrics_port: int | None = None
     with ExitStack() as stack:
         if config == "kube":
             sched = stack.enter_context(cp.scheduler(qps=CLIENT_QPS, burst=CLIENT_QPS))
@@ -451,13 +519,15 @@ def run_config(cp: ControlPlane, api: Api, work: Path, label: str, tag: str, opt
             )
             procs = {"kube_scheduler": sched.pid, "numaplane": proc.process.pid, "kube_apiserver": apiserver}
             name = EXTENDER
+            metrics_port = port
         try:
-            figures = measure(api, label, ns, name, opts.pods, opts.clients, procs)
+            figures = measure(api, label, ns, name, opts.pods, opts.clients, procs, metrics_port)
         finally:
             delete_pods(api, ns)
     units = {"pods_per_second": "pods/s", "bound": "pods", "numa_overfit": "pods"}
     for key, value in figures.items():
-        unit = units.get(key, "ms" if key.startswith("cpu_") else "s")
+        unit = units.get(key, "ms" if key.startswith("cpu_") or key.endswith("_ms") else "s")
+        unit = "requests" if key.endswith("_requests") else unit
         print(f"{label}_{key}: {value:.3f} {unit}", flush=True)
     RESULTS.setdefault(label, []).append(figures)
 

@@ -167,6 +167,9 @@ def _nrs(**spec: Any) -> dict[str, Any]:
         (_nrs(mode="plugin"), "'plugin' is not one of"),
         (_nrs(cacheResyncPeriod="5"), "does not match"),
         (_nrs(scoringStrategy={"resources": [{"name": "cpu", "weight": 101}]}), "greater than the maximum"),
+        (_nrs(kubeSchedulerClient={"qps": 0}), "less than the minimum"),
+        (_nrs(kubeSchedulerClient={"qps": 300, "burst": 100}), "burst must be at least qps"),
+        (_nrs(kubeSchedulerClient={"qps": 100, "rate": 1}), "'rate' was unexpected"),
     ],
 )
 def test_bad_scheduler_refused_by_crd_and_by_python(doc: dict[str, Any], fragment: str) -> None:
@@ -180,6 +183,17 @@ def test_default_scheduler_accepted_in_extender_mode_by_crd_and_by_python() -> N
     doc = _nrs(schedulerName="default-scheduler", mode="extender")
     assert admit(numa_resources_scheduler_crd(), doc) == []
     assert parse_resources([doc])
+
+
+def test_kube_scheduler_client_defaults_by_crd_and_by_python() -> None:
+    doc = _nrs(mode="extender", kubeSchedulerClient={"qps": 1000})
+    assert admit(numa_resources_scheduler_crd(), doc) == []
+    parsed = parse_resources([doc]).scheduler
+    assert parsed is not None
+    client = parsed.kube_scheduler_client
+    assert (client.qps, client.burst) == (1000, 2000)  # burst omitted: twice qps
+    default = parse_resources([_nrs(mode="extender")]).scheduler
+    assert default is not None and default.kube_scheduler_client.to_dict() == {"qps": 200, "burst": 400}
 
 
 def _nrp(config: dict[str, Any]) -> dict[str, Any]:

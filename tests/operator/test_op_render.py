@@ -581,6 +581,17 @@ def test_kube_scheduler_configuration_is_well_formed() -> None:
     assert other["spec"]["template"]["metadata"]["annotations"]["numaplane.io/config-hash"] != annotation
 
 
+def test_kube_scheduler_client_rate_limit_is_rendered() -> None:
+    """``spec.kubeSchedulerClient`` becomes ``clientConnection`` (default 200/400, not kube-scheduler's 50/100)."""
+
+    def client(**spec: Any) -> Any:
+        cm = find(stack(scheduler={"mode": "extender", **spec}), "ConfigMap", "numaplane-scheduler-config")
+        return yaml.safe_load(cm["data"]["config.yaml"])["clientConnection"]
+
+    assert client() == {"qps": 200, "burst": 400}
+    assert client(kubeSchedulerClient={"qps": 1000, "burst": 1500}) == {"qps": 1000, "burst": 1500}
+
+
 def test_image_is_configurable_and_shared() -> None:
     objects = render_stack(parse_resources(samples()), Settings(image="example.org/np:1"))
     images = {

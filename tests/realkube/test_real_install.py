@@ -153,14 +153,20 @@ def test_the_real_api_server_refuses_a_foreign_kube_scheduler_image(control_plan
     """``kubeSchedulerImage`` (issue 25, item 13): the CRD's pattern, checked by the real API server."""
     _scheduler_crd_established(control_plane)
 
-    def dry_run(image: str) -> subprocess.CompletedProcess[str]:
-        spec = {"mode": "extender", "kubeSchedulerImage": image}
+    def dry_run(image: str, **extra: Any) -> subprocess.CompletedProcess[str]:
+        spec = {"mode": "extender", "kubeSchedulerImage": image, **extra}
         return control_plane.kubectl("create", "--dry-run=server", "-f", "-", stdin=_scheduler_cr(spec))
 
     bad = dry_run("ghcr.io/x/kube-scheduler:v1")
     assert bad.returncode != 0 and "kubeSchedulerImage" in bad.stderr, bad.stderr
     good = dry_run("registry.k8s.io/kube-scheduler:v1.36.2")
     assert _accepted(good), good.stderr
+    # spec.kubeSchedulerClient: the CEL rule burst >= qps, checked by the real API server too
+    image = "registry.k8s.io/kube-scheduler:v1.36.2"
+    refused = dry_run(image, kubeSchedulerClient={"qps": 300, "burst": 100})
+    assert refused.returncode != 0 and "burst must be at least qps" in refused.stderr, refused.stderr
+    raised = dry_run(image, kubeSchedulerClient={"qps": 1000})
+    assert _accepted(raised), raised.stderr
 
 
 def test_the_real_api_server_allows_default_scheduler_in_extender_mode_only(control_plane: ControlPlane) -> None:

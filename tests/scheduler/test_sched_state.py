@@ -279,3 +279,30 @@ def test_a_flush_keeps_charging_pods_the_fingerprint_cannot_cover() -> None:
     assert cache.get("n").fresh  # the foreign mark was cleared by the flush
     zones = cache.get("n").topology
     assert zones is not None and [str(z.available["cpu"]) for z in zones.zones] == ["1", "1"]
+
+
+def test_unconstrained_pods_node_mask_is_kept_by_tolerations_until_a_node_changes() -> None:
+    """The mask of a pod without node constraints is asked of the restricted nodes once per
+    tolerations, and asked again after any Node change (a taint removed, a node cordoned or added)."""
+    state = SchedulerState(SchedulerConfig())
+    taint = {"key": "gpu", "value": "yes", "effect": "NoSchedule"}
+    for doc in (node_doc("a"), node_doc("b", taints=[taint]), node_doc("c", unschedulable=True)):
+        state.node_upserted(doc)
+    plain = parse_pod(pod_doc("plain"))
+    tolerant_doc = pod_doc("tolerant")
+    tolerant_doc["spec"]["tolerations"] = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    tolerant = parse_pod(tolerant_doc)
+
+    def mask(pod: Pod) -> dict[str, bool]:
+        return dict(zip(state.cycle.names, state.node_mask(pod).tolist(), strict=True))
+
+    assert mask(plain) == {"a": True, "b": False, "c": False}
+    assert mask(tolerant) == {"a": True, "b": True, "c": False}
+    assert mask(plain) == {"a": True, "b": False, "c": False}  # kept: the same answer
+    state.node_mask(plain)[:] = False  # a caller's copy: the kept mask is not changed through it
+    assert mask(plain) == {"a": True, "b": False, "c": False}
+    state.node_upserted(node_doc("b"))  # untainted
+    state.node_upserted(node_doc("d", unschedulable=True))
+    assert mask(plain) == {"a": True, "b": True, "c": False, "d": False}
+    state.node_deleted(node_doc("c"))
+    assert mask(tolerant) == {"a": True, "b": True, "d": False}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -302,3 +303,26 @@ def test_over_reserve_settings_are_defined_once_in_the_cache_config() -> None:
     assert cache.profile_names == frozenset({"a", "b"})
     with pytest.raises(SchedulerConfigError, match=r"cache\.resyncScope must be one of All, OnlyResources, not 'x'"):
         config_from_document({"cache": {"resyncScope": "x"}})
+
+
+def test_the_same_pod_text_is_parsed_once_and_a_changed_one_again() -> None:
+    """kube-scheduler sends a pod's filter and prioritize back to back: the second parse is the first's
+    (immutable) Pod; any other text, even one byte apart, is parsed on its own."""
+    pod = {"metadata": {"name": "memo", "namespace": "default", "uid": "u-memo"}, "spec": {"containers": []}}
+    body = json.dumps({"Pod": pod, "NodeNames": ["n1"]}).encode()
+    first = parse_extender_args(decode_body(body)).pod
+    again = parse_extender_args(decode_body(json.dumps({"Pod": pod, "NodeNames": ["n2"]}).encode())).pod
+    assert again is first
+    pod["metadata"]["uid"] = "u-other"
+    other = parse_extender_args(decode_body(json.dumps({"Pod": pod, "NodeNames": ["n1"]}).encode())).pod
+    assert other is not first and other.uid == "u-other" and first.uid == "u-memo"
+
+
+def test_a_small_pod_nested_too_deep_is_refused_after_decoding_with_the_same_reason() -> None:
+    deep: Any = "x"
+    for _ in range(MAX_JSON_DEPTH + 2):
+        deep = {"a": deep}
+    pod = {"metadata": {"name": "deep", "annotations": {}}, "spec": {"containers": []}, "extra": deep}
+    with pytest.raises(ExtenderRequestError) as raised:
+        parse_extender_args(decode_body(json.dumps({"Pod": pod, "NodeNames": ["n1"]}).encode()))
+    assert raised.value.reason == f"Pod nests deeper than {MAX_JSON_DEPTH} levels"

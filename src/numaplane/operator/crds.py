@@ -158,6 +158,31 @@ def numa_resources_scheduler_crd() -> dict[str, Any]:
                 pattern=nrs.KUBE_SCHEDULER_IMAGE_PATTERN,
                 default=nrs.DEFAULT_KUBE_SCHEDULER_IMAGE,
             ),
+            "kubeSchedulerClient": obj(
+                {
+                    "qps": integer(
+                        "Requests per second of kube-scheduler's API client (clientConnection.qps).",
+                        minimum=1,
+                        maximum=nrs.MAX_CLIENT_QPS,
+                        default=nrs.DEFAULT_CLIENT_QPS,
+                    ),
+                    "burst": integer(
+                        "Burst of kube-scheduler's API client (clientConnection.burst); twice qps when omitted.",
+                        minimum=1,
+                        maximum=nrs.MAX_CLIENT_BURST,
+                    ),
+                },
+                description="Extender mode: the rate limit of kube-scheduler's API client (a binding and an"
+                " Event per pod; kube-scheduler's own default 50/100 caps it near 25-50 pods/s). Not used in"
+                " standalone mode (numaplane scheduler run has no client-side limit).",
+                rules=[
+                    rule(
+                        "!has(self.burst) || !has(self.qps) || self.burst >= self.qps",
+                        "burst must be at least qps",
+                        field_path=".burst",
+                    )
+                ],
+            ),
             "cacheResyncPeriod": duration_schema("Resync period of the NRT cache; 0s disables resync.", "5s"),
             "scoringStrategy": obj(
                 {

@@ -58,7 +58,9 @@ _KLOG_LEVEL = {LogLevel.NORMAL: 2, LogLevel.DEBUG: 4, LogLevel.TRACE: 6, LogLeve
 
 
 def kube_scheduler_configuration(nrs: NUMAResourcesScheduler, settings: Settings) -> dict[str, Any]:
-    """The ``kubescheduler.config.k8s.io/v1`` config: one profile, our extender, Lease election.
+    """The ``kubescheduler.config.k8s.io/v1`` config: one profile, our extender, Lease election, and the
+    API client's rate limit ``spec.kubeSchedulerClient`` (``clientConnection.qps``/``burst``; no
+    ``kubeconfig``: in-cluster).
 
     Dynamic resource allocation is disabled in the profile unless ``spec.dra`` is ``Enabled``: then
     kube-scheduler's ``DynamicResources`` plugin allocates the pods' claims (the extender, run with
@@ -73,6 +75,7 @@ def kube_scheduler_configuration(nrs: NUMAResourcesScheduler, settings: Settings
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
+        "clientConnection": nrs.kube_scheduler_client.to_dict(),
         "leaderElection": {
             "leaderElect": nrs.leader_elect,
             "resourceLock": "leases",

@@ -137,10 +137,14 @@ async def read_body(request: web.Request) -> bytearray:
         async for chunk in request.content.iter_chunked(256 * 1024):
             if len(body) + len(chunk) > MAX_EXTENDER_DECODED_BYTES:
                 raise BodyTooLarge(f"request body larger than {MAX_EXTENDER_DECODED_BYTES} bytes once decoded")
+            if body:
+                # A chunk already buffered (or inflated from what is buffered) is returned without a
+                # pause: give the loop a turn per chunk after the first, or reading (and inflating)
+                # 48 MiB holds it ~0.2 s. A body of one chunk (every bind, and a filter or prioritize of
+                # names) is not held back behind the loop's other work: kube-scheduler's scheduling
+                # cycle waits for filter and prioritize.
+                await asyncio.sleep(0)
             body += chunk
-            # A chunk already buffered (or inflated from what is buffered) is returned without a pause:
-            # give the loop a turn per chunk, or reading (and inflating) 48 MiB holds it ~0.2 s.
-            await asyncio.sleep(0)
     except web.RequestPayloadError:  # aiohttp's parser could not inflate it, and reads no more of it
         # The stream holds that error: end it, or aiohttp's drain of an unread body after the response
         # re-raises it and logs a traceback per request.

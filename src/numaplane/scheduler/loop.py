@@ -274,8 +274,8 @@ class StandaloneScheduler:
             log.info(
                 "assumed",
                 node=node,
-                score=decision.scores[node],
-                feasible=len(decision.scores),
+                score=decision.score if node == decision.node else decision.scores[node],
+                feasible=decision.feasible,
                 rejected=decision.rejected,
                 flow="schedule",
             )

@@ -50,6 +50,7 @@ Not thread-safe: call from one event loop. No I/O.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -91,6 +92,20 @@ class BasicVerdicts:
     failed: list[str]
 
 
+#: Node masks of unconstrained pods kept at once (:meth:`SchedulerState.node_mask`), by tolerations.
+KEPT_NODE_MASKS = 64
+
+
+def _tolerations_key(pod: Pod) -> str | None:
+    """The pod's tolerations as a canonical text (``None`` when they cannot be written as JSON)."""
+    spec = (pod.raw.get("spec") or {}) if pod.raw else {}
+    tolerations = spec.get("tolerations") if isinstance(spec, Mapping) else None
+    try:
+        return json.dumps(tolerations or [], sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+
+
 class SchedulerState:
     """Cluster state, NRT cache and pipeline of one scheduler process (module docstring)."""
 
@@ -109,6 +124,9 @@ class SchedulerState:
         self.pods: dict[str, Pod] = {}
         self.usage = NodeUsage()
         self._restricted: set[str] = set()  # nodes whose node-level predicates can reject any pod
+        # node_mask of pods without node constraints, by their tolerations (all such a mask reads of
+        # the pod); emptied on every Node change (the only way the masks or the positions change)
+        self._masks: dict[str, npt.NDArray[np.bool_]] = {}
         self._reserved: set[str] = set()
         self._names = frozenset(config.scheduler_names)
         #: Per-node verdicts and explanations over this state (reads it, changes nothing).
@@ -125,6 +143,7 @@ class SchedulerState:
         name = object_name(doc)
         if not name:
             return None
+        self._masks.clear()
         numa: NumaNode | None = None
         basic: BasicNode | None = None
         problem: str | None = None
@@ -155,6 +174,7 @@ class SchedulerState:
 
     def node_deleted(self, doc: Mapping[str, Any]) -> None:
         name = object_name(doc)
+        self._masks.clear()
         self.nodes.pop(name, None)
         self._restricted.discard(name)
         self.cycle.remove_node(name)
@@ -323,17 +343,31 @@ class SchedulerState:
         """Whether kube-scheduler's node-level predicates
         (:func:`~numaplane.placement.explain.predicates.node_reasons`) let ``pod`` onto each node of the cycle,
         by position: asked on every node, or only on the restricted ones for a pod without node
-        constraints (the others cannot reject it). Writes pending usage changes to the cycle."""
+        constraints (the others cannot reject it). Writes pending usage changes to the cycle.
+
+        For a pod without node constraints the predicates read only its tolerations: its mask is kept
+        by those (at most :data:`KEPT_NODE_MASKS`) until a Node changes, so the restricted nodes
+        (cordoned, tainted) are not asked again for every such pod."""
         self._usage_synced()
         cycle = self.cycle
+        constrained = has_node_constraints(pod)
+        key = None if constrained else _tolerations_key(pod)
+        if key is not None:
+            kept = self._masks.get(key)
+            if kept is not None:
+                return kept.copy()
         passed = np.ones(len(cycle.names), dtype=np.bool_)
-        ask = cycle.names if has_node_constraints(pod) else sorted(self._restricted)
+        ask = cycle.names if constrained else sorted(self._restricted)
         for name in ask:
             basic = self.nodes[name].basic
             if basic is not None and node_reasons(pod, basic):
                 position = cycle.position(name)
                 if position is not None:
                     passed[position] = False
+        if key is not None:
+            if len(self._masks) >= KEPT_NODE_MASKS:
+                self._masks.clear()
+            self._masks[key] = passed.copy()
         return passed
 
     def basic_filter(self, pod: Pod) -> BasicVerdicts:

@@ -10,6 +10,12 @@ A cluster-scoped singleton named :data:`SINGLETON_NAME`.
   serves every pod of the default profile (docs/scheduler.md's first example; the cluster's own
   kube-scheduler must be stopped, or both schedule those pods).
 
+``kubeSchedulerClient`` (extender mode): the rendered kube-scheduler's API client rate limit
+(``clientConnection.qps``/``burst``). kube-scheduler's own default, 50/100, caps it near 25-50 bindings per
+second (a binding and an Event per pod); the default here, 200/400, leaves room for a few hundred.
+``numaplane scheduler run`` has no client-side rate limit of its own (the API server's priority and
+fairness bounds it), so the field is not used in standalone mode.
+
 ``replicas > 1`` turns on Lease leader election. ``cacheResyncPeriod`` is a duration (``0s``
 disables resync). Scoring weights are integers 1..100 per resource; without resources the
 scheduler weighs ``cpu`` and ``memory`` 1 each.
@@ -41,6 +47,7 @@ __all__ = [
     "KIND",
     "SINGLETON_NAME",
     "InformerMode",
+    "KubeSchedulerClient",
     "NUMAResourcesScheduler",
     "ResourceWeight",
     "SchedulerMode",
@@ -63,6 +70,11 @@ KUBE_SCHEDULER_IMAGE_PATTERN = (
     r"(:v[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}(-[0-9A-Za-z.]{1,40})?(@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})$"
 )
 MAX_REPLICAS = 5
+#: ``kubeSchedulerClient`` defaults and bounds (requests per second; burst in requests).
+DEFAULT_CLIENT_QPS = 200
+DEFAULT_CLIENT_BURST = 2 * DEFAULT_CLIENT_QPS  # burst defaults to twice qps
+MAX_CLIENT_QPS = 5000
+MAX_CLIENT_BURST = 10000
 MAX_WEIGHT = 100
 
 
@@ -129,6 +141,18 @@ class ScoringStrategySpec:
 
 
 @dataclass(frozen=True, slots=True)
+class KubeSchedulerClient:
+    """``spec.kubeSchedulerClient``: kube-scheduler's ``clientConnection`` rate limit (extender mode).
+    ``qps`` in requests per second, ``burst`` in requests (twice ``qps`` when omitted); ``burst >= qps``."""
+
+    qps: int = DEFAULT_CLIENT_QPS
+    burst: int = DEFAULT_CLIENT_BURST
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"qps": self.qps, "burst": self.burst}
+
+
+@dataclass(frozen=True, slots=True)
 class NUMAResourcesScheduler:
     """The parsed, validated custom resource. ``cache_resync_period_seconds`` is in seconds."""
 
@@ -142,6 +166,7 @@ class NUMAResourcesScheduler:
     log_level: LogLevel = LogLevel.NORMAL
     kube_scheduler_image: str = DEFAULT_KUBE_SCHEDULER_IMAGE
     dra: SchedulerDRA = SchedulerDRA.DISABLED
+    kube_scheduler_client: KubeSchedulerClient = field(default_factory=KubeSchedulerClient)
 
     @property
     def leader_elect(self) -> bool:
@@ -159,6 +184,7 @@ class NUMAResourcesScheduler:
         }
         if self.mode is SchedulerMode.EXTENDER:
             spec["kubeSchedulerImage"] = self.kube_scheduler_image
+            spec["kubeSchedulerClient"] = self.kube_scheduler_client.to_dict()
         if self.dra is SchedulerDRA.ENABLED:
             spec["dra"] = self.dra.value
         return {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta_to_dict(self.metadata), "spec": spec}
@@ -185,6 +211,7 @@ class NUMAResourcesScheduler:
                 "replicas",
                 "logLevel",
                 "kubeSchedulerImage",
+                "kubeSchedulerClient",
                 "dra",
             },
             "spec",
@@ -216,6 +243,12 @@ class NUMAResourcesScheduler:
                 "spec.kubeSchedulerImage",
                 f"{image[:80]!r} is not {KUBE_SCHEDULER_REPOSITORY} with a release tag (:vX.Y.Z) or a digest (@sha256:...)",
             )
+        raw_client = p.mapping(spec, "kubeSchedulerClient", "spec")
+        p.unknown_fields(raw_client, {"qps", "burst"}, "spec.kubeSchedulerClient")
+        qps = p.integer(raw_client, "qps", "spec.kubeSchedulerClient", DEFAULT_CLIENT_QPS, 1, MAX_CLIENT_QPS)
+        burst = p.integer(raw_client, "burst", "spec.kubeSchedulerClient", 2 * qps, 1, MAX_CLIENT_BURST)
+        if burst < qps:
+            p.add("spec.kubeSchedulerClient.burst", f"must be at least qps ({qps}), not {burst}")
         result = cls(
             metadata=meta,
             scheduler_name=name,
@@ -230,6 +263,7 @@ class NUMAResourcesScheduler:
             replicas=p.integer(spec, "replicas", "spec", d.replicas, 1, MAX_REPLICAS),
             log_level=p.choice(spec, "logLevel", "spec", LogLevel, d.log_level),
             kube_scheduler_image=image,
+            kube_scheduler_client=KubeSchedulerClient(qps, burst),
         )
         if name == "default-scheduler" and result.mode is not SchedulerMode.EXTENDER:
             p.add(
