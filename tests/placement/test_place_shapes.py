@@ -81,6 +81,31 @@ def test_memo_is_bounded_by_keys_and_bytes() -> None:
     assert len(by_keys) == 3 and len(by_bytes) == 3
 
 
+def test_narrow_memo_keeps_small_values_in_one_byte_and_widens_for_larger_ones() -> None:
+    memo: RowMemo[np.int64] = RowMemo(narrow=np.int8, budget=3 * 1000)  # three rows arrays of 1,000 int8
+    stamp = np.zeros(1000, np.int64)
+    values = np.arange(1000, dtype=np.int64) % 101  # scores 0..100
+
+    def every() -> Any:
+        return values.copy()
+
+    def some(rows: Any) -> Any:
+        return values[rows]
+
+    kept = memo.rows("k", stamp, 0, every, some)
+    assert kept.dtype == np.int8 and kept.astype(np.int64).tolist() == values.tolist()
+    for key in range(5):
+        memo.rows(key, stamp, 0, every, some)
+    assert len(memo) == 3  # the byte budget counts one byte per row
+    values[7] = 1000  # a value int8 cannot hold: the row is widened, nothing wraps
+    stamp[7] = 1
+    kept = memo.rows(4, stamp, 1, every, some)
+    assert kept.dtype == np.int64 and kept.tolist() == values.tolist()
+    values[:] = -500  # every row stale, none fits: kept as computed
+    stamp[:] = 2
+    assert memo.rows(4, stamp, 2, every, some).tolist() == values.tolist()
+
+
 def _check(pipe: Pipeline, pod: Pod, entries: dict[str, tuple[Any, dict[str, Any], bool]]) -> None:
     result = pipe.evaluate(pod)
     for name, (doc, node, fresh) in entries.items():

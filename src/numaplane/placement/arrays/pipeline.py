@@ -119,8 +119,8 @@ class Pipeline:
         self._cached_masks: _Masks | None = None
         self._last_exotic: tuple[Pod, bool] | None = None
         self._verdicts: RowMemo[np.bool_] = RowMemo()
-        self._score_rows: RowMemo[np.int64] = RowMemo()
-        self._unit_rows: RowMemo[np.int64] = RowMemo()
+        self._score_rows: RowMemo[np.int64] = RowMemo(narrow=np.int8)  # scores 0..100: one byte per row
+        self._unit_rows: RowMemo[np.int64] = RowMemo(narrow=np.int8)
         self._kept_for: tuple[ScoringStrategy, FilterOptions] = (self.strategy, self.options)
 
     # --- updates -----------------------------------------------------------------------------------
@@ -297,7 +297,7 @@ class Pipeline:
             lambda at: self._scores(pod, at),
         )
         # many rows: whole-array views (and the kept rows) beat gathering every input
-        return every.copy() if rows is None else every[rows]
+        return every.astype(np.int64) if rows is None else every[rows].astype(np.int64)
 
     def _scores(self, pod: Pod, rows: I64 | None) -> I64:
         """:meth:`scores` on every row or the ascending row indices ``rows``, computed."""
@@ -419,7 +419,7 @@ class Pipeline:
             lambda: unit_score(cl, values, self.strategy, sel),
             lambda at: unit_score(cl, values, self.strategy, at),
         )
-        return kept.copy()
+        return kept.astype(np.int64)
 
 
 def _exotic(pod: Pod) -> bool:

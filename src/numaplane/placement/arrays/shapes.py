@@ -9,14 +9,17 @@ clears it, so a result row computed for a shape stays exact until the row's stam
 
 :class:`RowMemo` keeps, per shape, one array of results with the stamps it was computed at, and asks
 its caller to recompute only the rows whose stamp changed (and rows added since). At most
-``capacity`` shapes and about ``budget`` bytes of rows are kept (least recently used dropped). Pure: no I/O.
+``capacity`` shapes and about ``budget`` bytes of rows are kept (least recently used dropped); rows of
+small integers (scores 0..100) are kept in a ``narrow`` integer type when every value fits it, so that a
+large cluster keeps as many shapes as a small one (with int64 rows, 4 MiB held 26 shapes of 20,000
+nodes: every pod of a 128-shape workload missed). Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -101,10 +104,19 @@ class RowMemo(Generic[_T]):
     was computed is one whose stamp is above the last stamp issued then: an entry keeps one number,
     not a copy of the stamps."""
 
-    def __init__(self, capacity: int = 128, budget: int = 4 << 20) -> None:
+    def __init__(self, capacity: int = 128, budget: int = 4 << 20, narrow: type[np.integer] | None = None) -> None:
         self.capacity = capacity  # at most this many keys
         self.budget = budget  # and at most about this many bytes of results (a large cluster keeps fewer)
-        self._entries: OrderedDict[Hashable, _Entry[_T]] = OrderedDict()
+        self.narrow = None if narrow is None else np.iinfo(narrow)  # kept rows' type when the values fit
+        self._entries: OrderedDict[Hashable, _Entry[Any]] = OrderedDict()
+
+    def _fits(self, values: npt.NDArray[Any]) -> bool:
+        """Whether every value of ``values`` fits :attr:`narrow` (exactly representable there)."""
+        narrow = self.narrow
+        return narrow is not None and (not len(values) or (narrow.min <= values.min() and values.max() <= narrow.max))
+
+    def _kept(self, values: npt.NDArray[_T]) -> npt.NDArray[Any]:
+        return values.astype(self.narrow.dtype) if self.narrow is not None and self._fits(values) else values
 
     def clear(self) -> None:
         self._entries.clear()
@@ -122,13 +134,14 @@ class RowMemo(Generic[_T]):
         share: int = 4,
     ) -> npt.NDArray[_T]:
         """The results of every row ``0 .. len(stamp)-1`` for ``key`` (the memo's own array: do not
-        modify it); ``issued`` is the last stamp issued. ``compute_all()`` computes every row,
+        modify it; of the ``narrow`` type when the values fit it, so take results out with ``astype``);
+        ``issued`` is the last stamp issued. ``compute_all()`` computes every row,
         ``compute_rows(rows)`` the ascending ``rows`` only; more than ``1/share`` of the rows stale
         recompute every row."""
         n = len(stamp)
         entry = self._entries.get(key)
         if entry is None:
-            entry = _Entry(compute_all(), issued)
+            entry = _Entry(self._kept(compute_all()), issued)
             self._entries[key] = entry
             keep = min(self.capacity, max(1, self.budget // max(1, entry.values.nbytes)))
             while len(self._entries) > keep:
@@ -142,7 +155,7 @@ class RowMemo(Generic[_T]):
         if n > known:
             stale = np.concatenate((stale, np.arange(known, n)))
         if len(stale) * share > n:
-            entry.values, entry.issued = compute_all(), issued
+            entry.values, entry.issued = self._kept(compute_all()), issued
             return entry.values
         values = entry.values
         if len(values) != n:
@@ -150,6 +163,9 @@ class RowMemo(Generic[_T]):
             grown[:known] = values[:known]
             values = grown
         if len(stale):
-            values[stale] = compute_rows(stale)
+            fresh = compute_rows(stale)
+            if values.dtype != fresh.dtype and not self._fits(fresh):
+                values = values.astype(fresh.dtype)  # a value the narrow type cannot hold: widen the row
+            values[stale] = fresh
         entry.values, entry.issued = values, issued
         return values
