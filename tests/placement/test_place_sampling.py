@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numaplane.placement.arrays.sampling import num_feasible_nodes_to_find, search
+from numaplane.placement.arrays.sampling import (
+    SIZED_WINDOWS,
+    first_window,
+    next_window,
+    num_feasible_nodes_to_find,
+    search,
+)
 
 
 @pytest.mark.parametrize(
@@ -107,7 +113,25 @@ def test_windowed_search_equals_the_sequential_search(
     assert found.rows.tolist() == rows
     assert found.reported.tolist() == [p for p in processed if flags[p]]
     assert found.next_start == next_start
-    # each node asked at most once, the first window within its size, at most three calls
+    assert found.processed == len(processed)
+    # each node asked at most once, in search order, the first window within its size, few calls
     seen = [i for lo, hi in asked for i in range(lo, hi)]
-    assert len(seen) == len(set(seen)) and len(asked) <= 3
+    assert len(seen) == len(set(seen)) and len(asked) <= SIZED_WINDOWS + 3
+    assert seen == [(start + k) % len(passing) for k in range(len(seen))]
     assert not asked or asked[0][1] - asked[0][0] <= window
+
+
+@given(
+    want=st.integers(1, 10_000),
+    limit=st.integers(1, 20_000),
+    feasible=st.integers(0, 5_000),
+    extra=st.integers(0, 5_000),
+)
+def test_window_sizes_stay_within_their_bounds(want: int, limit: int, feasible: int, extra: int) -> None:
+    processed = feasible + extra
+    window = first_window(want, limit, None if processed == 0 else (feasible, processed))
+    assert 1 <= window <= limit
+    if processed and feasible and processed == feasible:  # every node passed: want + 1 nodes end it
+        assert window >= min(limit, want + 1)
+    sized = next_window(want, feasible, max(processed, 1))
+    assert sized >= want or feasible == 0

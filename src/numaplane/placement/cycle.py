@@ -43,7 +43,7 @@ import numpy.typing as npt
 from numaplane.placement.arrays.fit import FitArrays
 from numaplane.placement.arrays.pipeline import Evaluation, Pipeline
 from numaplane.placement.arrays.reasons import EXPLAIN, FITS, REASON_MESSAGES, numa_verdicts, reason_codes
-from numaplane.placement.arrays.sampling import num_feasible_nodes_to_find, search
+from numaplane.placement.arrays.sampling import first_window, num_feasible_nodes_to_find, search
 from numaplane.placement.caches.cache import nodes_maybe_overreserved
 from numaplane.placement.caches.cachebase import NRTCache
 from numaplane.placement.explain.filter import DEFAULT_OPTIONS, FilterOptions
@@ -204,6 +204,7 @@ class Cycle:
             if list(self.pipeline.cluster.index) != self.names:
                 raise ValueError("node names must be unique")
         self.start = 0
+        self._last_search: tuple[int, int] | None = None  # the last search's (feasible found, processed)
         self._stale = True
         self._layout()
 
@@ -317,8 +318,10 @@ class Cycle:
                 trusted = self._trusted(self._numa_rows[rows])
             return fit & numa, fit & ~numa & trusted
 
-        found = search(len(self.names), self.start, self.to_find, self.window, verdicts)
+        window = first_window(self.to_find, self.window, self._last_search)
+        found = search(len(self.names), self.start, self.to_find, window, verdicts)
         self.start = found.next_start
+        self._last_search = (len(found.rows), found.processed)  # sizes the next first window (cost only)
         if pipeline is None or cache is None:
             return Candidates(found.rows, None)
         if len(found.reported):

@@ -25,6 +25,8 @@ __all__ = [
     "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
     "MIN_FEASIBLE_NODES_TO_FIND",
     "Search",
+    "first_window",
+    "next_window",
     "num_feasible_nodes_to_find",
     "search",
 ]
@@ -49,14 +51,18 @@ def num_feasible_nodes_to_find(percentage: int, nodes: int) -> int:
 
 class Search:
     """The outcome of :func:`search`: ``rows`` (feasible nodes found, in search order), ``reported``
-    (the processed nodes the verdicts flagged for reporting, in search order) and ``next_start``."""
+    (the processed nodes the verdicts flagged for reporting, in search order), ``next_start`` and
+    ``processed`` (how many nodes the search processed)."""
 
-    __slots__ = ("next_start", "reported", "rows")
+    __slots__ = ("next_start", "processed", "reported", "rows")
 
-    def __init__(self, rows: npt.NDArray[np.int64], reported: npt.NDArray[np.int64], next_start: int) -> None:
+    def __init__(
+        self, rows: npt.NDArray[np.int64], reported: npt.NDArray[np.int64], next_start: int, processed: int
+    ) -> None:
         self.rows = rows
         self.reported = reported
         self.next_start = next_start
+        self.processed = processed
 
 
 Verdicts = Callable[[slice], tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]]
@@ -68,19 +74,23 @@ def search(nodes: int, start: int, want: int, window: int, verdicts: Verdicts) -
 
     ``verdicts(slice(lo, hi))`` gives, for nodes ``lo .. hi-1``, whether each passes the filters and
     (or ``None``) whether it is to be reported when processed (e.g. it failed only the NUMA filter).
-    The first window holds at most ``window`` nodes; when it does not end the search, the rest is
-    asked for at once (up to the wrap, then from node 0): at most three calls, in search order, each
-    node at most once, and nodes past the end of the search are never evaluated. When ``want`` is at
-    least the number of feasible nodes, every node is processed and the start does not move; from
-    start 0 the rows are then ascending."""
+    The first window holds at most ``window`` nodes; when it does not end the search, the next window
+    is sized from the share of feasible nodes seen so far (:func:`next_window`: the nodes still
+    needed at that rate, with a margin), and after :data:`SIZED_WINDOWS` sized windows the rest is
+    asked for at once: at most ``SIZED_WINDOWS + 3`` calls (a window never crosses the wrap), in
+    search order, each node at most once. The windows change only how many verdicts are computed
+    beyond the end of the search (each node's verdict depends on that node alone), never the result.
+    When ``want`` is at least the number of feasible nodes, every node is processed and the start
+    does not move; from start 0 the rows are then ascending."""
     empty = np.zeros(0, np.int64)
     if nodes == 0:
-        return Search(empty, empty, 0)
+        return Search(empty, empty, 0, 0)
     start %= nodes
     window = max(1, window)
     rows: list[npt.NDArray[np.int64]] = []
     reported: list[npt.NDArray[np.int64]] = []
     found = 0
+    sized = 0
     pos, remaining = start, nodes
     while remaining:
         hi = min(pos + window, nodes, pos + remaining)
@@ -92,15 +102,42 @@ def search(nodes: int, start: int, want: int, window: int, verdicts: Verdicts) -
             rows.append(hits[:take] + pos)
             if flags is not None:
                 reported.append(np.flatnonzero(flags[:stop]) + pos)
-            return Search(_joined(rows), _joined(reported), (pos + stop) % nodes)
+            return Search(_joined(rows), _joined(reported), (pos + stop) % nodes, nodes - remaining + stop)
         rows.append(hits + pos)
         if flags is not None:
             reported.append(np.flatnonzero(flags) + pos)
         found += len(hits)
         remaining -= hi - pos
         pos = hi % nodes
-        window = nodes  # the first window was not enough: evaluate the rest in one go
-    return Search(_joined(rows), _joined(reported), start)
+        if sized < SIZED_WINDOWS:
+            sized += 1
+            window = next_window(want + 1 - found, found, nodes - remaining)
+        else:
+            window = nodes  # evaluate the rest in one go
+    return Search(_joined(rows), _joined(reported), start, nodes)
+
+
+#: Windows sized by :func:`next_window` before a search asks for all the nodes left.
+SIZED_WINDOWS = 2
+
+
+def first_window(want: int, limit: int, last: tuple[int, int] | None) -> int:
+    """The first window of a search for ``want`` feasible nodes: ``limit`` at most, and fewer when the
+    previous search (``last``: its feasible nodes found and nodes processed) found them densely — the
+    nodes needed at that share, an eighth again as many, plus 32. Only the cost depends on it."""
+    if last is None or last[0] == 0:
+        return limit
+    feasible, processed = last
+    return max(1, min(limit, -(-(want + 1) * processed * 9 // (feasible * 8)) + 32))
+
+
+def next_window(needed: int, feasible: int, processed: int) -> int:
+    """Nodes to ask next when ``needed`` more feasible nodes end the search and ``feasible`` of the
+    ``processed`` nodes so far passed: the expected count at that share, half again as many, plus 32
+    (the whole rest when none passed yet)."""
+    if feasible == 0:
+        return 1 << 62
+    return -(-needed * processed * 3 // (feasible * 2)) + 32
 
 
 def _joined(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
