@@ -120,3 +120,23 @@ def test_render_the_default_scheduler_with_the_extender_as_the_docs_show(tmp_pat
     assert refused.exit_code == 2
     assert "must not be default-scheduler unless mode is extender" in refused.output
     assert "Traceback" not in refused.output
+
+
+def test_render_refuses_a_kube_scheduler_client_in_standalone_mode(tmp_path: Path) -> None:
+    """``spec.kubeSchedulerClient`` rate-limits kube-scheduler's client, which only extender mode runs: in
+    standalone mode it would be silently unused, so it is refused, one line, exit 2."""
+    cr = {
+        "apiVersion": "numaplane.io/v1",
+        "kind": "NUMAResourcesScheduler",
+        "metadata": {"name": "numaresourcesscheduler"},
+        "spec": {"mode": "standalone", "kubeSchedulerClient": {"qps": 500}},
+    }
+    source = tmp_path / "nrs.yaml"
+    source.write_text(yaml.safe_dump(cr))
+    refused = CliRunner().invoke(main, ["render", "--from", str(source)])
+    assert refused.exit_code == 2, refused.output
+    assert "spec.kubeSchedulerClient" in refused.output and "applies to mode extender only" in refused.output
+    assert "Traceback" not in refused.output
+    cr["spec"]["mode"] = "extender"
+    source.write_text(yaml.safe_dump(cr))
+    assert CliRunner().invoke(main, ["render", "--from", str(source)]).exit_code == 0

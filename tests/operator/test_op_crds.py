@@ -170,6 +170,10 @@ def _nrs(**spec: Any) -> dict[str, Any]:
         (_nrs(kubeSchedulerClient={"qps": 0}), "less than the minimum"),
         (_nrs(kubeSchedulerClient={"qps": 300, "burst": 100}), "burst must be at least qps"),
         (_nrs(kubeSchedulerClient={"qps": 100, "rate": 1}), "'rate' was unexpected"),
+        (
+            _nrs(mode="standalone", kubeSchedulerClient={"qps": 100}),
+            "kubeSchedulerClient applies to mode extender only",
+        ),
     ],
 )
 def test_bad_scheduler_refused_by_crd_and_by_python(doc: dict[str, Any], fragment: str) -> None:

@@ -167,6 +167,12 @@ def test_the_real_api_server_refuses_a_foreign_kube_scheduler_image(control_plan
     assert refused.returncode != 0 and "burst must be at least qps" in refused.stderr, refused.stderr
     raised = dry_run(image, kubeSchedulerClient={"qps": 1000})
     assert _accepted(raised), raised.stderr
+    # ... and only in extender mode: an option that does not apply is refused
+    standalone = {"mode": "standalone", "kubeSchedulerClient": {"qps": 1000}}
+    unused = control_plane.kubectl("create", "--dry-run=server", "-f", "-", stdin=_scheduler_cr(standalone))
+    assert unused.returncode != 0 and "kubeSchedulerClient applies to mode extender only" in unused.stderr, (
+        unused.stderr
+    )
 
 
 def test_the_real_api_server_allows_default_scheduler_in_extender_mode_only(control_plane: ControlPlane) -> None:

@@ -173,7 +173,7 @@ def numa_resources_scheduler_crd() -> dict[str, Any]:
                     ),
                 },
                 description="Extender mode: the rate limit of kube-scheduler's API client (a binding and an"
-                " Event per pod; kube-scheduler's own default 50/100 caps it near 25-50 pods/s). Not used in"
+                " Event per pod; kube-scheduler's own default 50/100 caps it near 25-50 pods/s). Refused in"
                 " standalone mode (numaplane scheduler run has no client-side limit).",
                 rules=[
                     rule(
@@ -216,7 +216,12 @@ def numa_resources_scheduler_crd() -> dict[str, Any]:
                 " || (has(self.mode) && self.mode == 'extender')",
                 "must not be default-scheduler unless mode is extender",
                 field_path=".schedulerName",
-            )
+            ),
+            rule(
+                "!has(self.kubeSchedulerClient) || (has(self.mode) && self.mode == 'extender')",
+                "kubeSchedulerClient applies to mode extender only",
+                field_path=".kubeSchedulerClient",
+            ),
         ],
     )
     status = obj(

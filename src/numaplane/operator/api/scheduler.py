@@ -14,7 +14,7 @@ A cluster-scoped singleton named :data:`SINGLETON_NAME`.
 (``clientConnection.qps``/``burst``). kube-scheduler's own default, 50/100, caps it near 25-50 bindings per
 second (a binding and an Event per pod); the default here, 200/400, leaves room for a few hundred.
 ``numaplane scheduler run`` has no client-side rate limit of its own (the API server's priority and
-fairness bounds it), so the field is not used in standalone mode.
+fairness bounds it), so the field is refused in standalone mode (an option that does not apply).
 
 ``replicas > 1`` turns on Lease leader election. ``cacheResyncPeriod`` is a duration (``0s``
 disables resync). Scoring weights are integers 1..100 per resource; without resources the
@@ -270,6 +270,12 @@ class NUMAResourcesScheduler:
                 "spec.schedulerName",
                 "must not be default-scheduler unless mode is extender (numaplane scheduler run is a secondary"
                 " scheduler with the basic predicates only)",
+            )
+        if "kubeSchedulerClient" in spec and result.mode is not SchedulerMode.EXTENDER:
+            p.add(
+                "spec.kubeSchedulerClient",
+                "applies to mode extender only (kube-scheduler's API client; numaplane scheduler run has no"
+                " client-side rate limit)",
             )
         p.raise_if_any()
         return result
