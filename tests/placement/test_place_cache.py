@@ -3,6 +3,8 @@ in the conformance set, so they are re-derived here from the C.x facts) and the 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from place_helpers import container, gu_pod, node_doc, nrt, pod, zone
 
 from numaplane.nrt.fingerprint import compute_fingerprint
@@ -207,6 +209,35 @@ def test_informer_modes_and_terminal_pods() -> None:
         cache.node_maybe_overreserved("n1", done)
         cache.nrt_updated(topo(4, fingerprint=fp(done, gu_pod("run"))))
         assert cache.tick(0.0).flushed == flushed  # type: ignore[union-attr]
+
+
+def test_a_fingerprint_without_the_terminal_pods_flushes_a_dedicated_node() -> None:
+    # The canary was deleted: the kubelet turned it Failed and freed its CPU, the exporter (dropping
+    # terminal pods) republished without it, but its object is still there. Upstream waits for the
+    # object to go; numaplane flushes, drops the canary's charge and trusts the node again.
+    canary, placed = gu_pod("canary", cpu=3), gu_pod("placed", cpu=1)
+    for match, flushed, left in ((True, ("n1",), 4), (False, (), 0)):
+        cache = OverReserveCache(replace(CFG, match_without_terminal_pods=match), [topo(4)])
+        cache.reserve("n1", canary)
+        cache.pod_updated(bound(placed))
+        cache.pod_updated(bound(canary, phase="Failed"))
+        cache.pod_updated(bound(gu_pod("web", cpu=1), scheduler="default-scheduler"))  # foreign: untrusted
+        assert not cache.get("n1").fresh
+        cache.nrt_updated(topo(4, fingerprint=fp(placed, gu_pod("web"))))
+        report = cache.tick(0.0)
+        assert report is not None and report.flushed == flushed
+        assert cache.get("n1").fresh is match
+        if match:
+            assert cache.assumed("n1") == {} and cpu_left(cache) == left
+        else:
+            assert report.skipped == {"n1": "fingerprint signature mismatch"}
+    # a mismatch that terminal pods do not explain stays a mismatch
+    cache = OverReserveCache(CFG, [topo(4)])
+    cache.pod_updated(bound(placed))
+    cache.pod_updated(bound(canary, phase="Succeeded"))
+    cache.node_maybe_overreserved("n1", placed)
+    cache.nrt_updated(topo(4, fingerprint=fp(gu_pod("other"))))
+    assert cache.tick(0.0).skipped == {"n1": "fingerprint signature mismatch"}  # type: ignore[union-attr]
 
 
 def test_reserve_during_resync_keeps_late_reservation_and_does_not_stick() -> None:

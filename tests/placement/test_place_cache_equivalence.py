@@ -27,6 +27,7 @@ CONFIGS = [
     replace(BASE, foreign_pods_detect="None", informer_mode="Shared", keep_late_reservations=False),
     replace(BASE, adopt_new_nrts=False, resync_scope="OnlyResources"),
     replace(BASE, keep_late_reservations=False, recharge_uncovered=False),  # upstream's flush
+    replace(BASE, match_without_terminal_pods=False),
 ]
 
 
@@ -43,6 +44,8 @@ def _nrt(rng: random.Random, node: str, bound: list[Pod]) -> NodeResourceTopolog
     zones = [zone(i, {"cpu": rng.randint(0, 8), "memory": f"{rng.randint(1, 8)}Gi", "vendor/nic": 2}) for i in (0, 1)]
     attrs: dict[str, str] = {}
     roll = rng.random()
+    if rng.random() < 0.3:  # an exporter that drops terminal pods
+        bound = [p for p in bound if p.phase not in ("Succeeded", "Failed")]
     pods = [(p.namespace, p.name) for p in bound if rng.random() < 0.9 or roll < 0.6]
     annotations = None
     if roll < 0.7:
@@ -90,7 +93,12 @@ def test_random_event_streams_match_the_reference(config: OverReserveConfig, see
             new.unreserve(node, p)
             ref.unreserve(node, p)
         elif roll < 0.62:
-            p = _pod(rng, name, node=node if rng.random() < 0.9 else "", phase=rng.choice(("Running", "Pending", "")))
+            p = _pod(
+                rng,
+                name,
+                node=node if rng.random() < 0.9 else "",
+                phase=rng.choice(("Running", "Pending", "", "Succeeded", "Failed")),
+            )
             bound[p.key] = p
             new.pod_updated(p)
             ref.pod_updated(p)

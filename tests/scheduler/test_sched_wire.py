@@ -252,19 +252,13 @@ def test_cache_mode_spellings() -> None:
 
 def test_upstream_difference_switches_reach_the_over_reserve_cache() -> None:
     default = SchedulerConfig().over_reserve_config()
-    assert (default.adopt_new_nrts, default.keep_late_reservations, default.recharge_uncovered) == (True, True, True)
-    doc = {"cache": {"adoptNewNRTs": False, "keepLateReservations": False, "rechargeUncovered": False}}
+    switches = ("adopt_new_nrts", "keep_late_reservations", "recharge_uncovered", "match_without_terminal_pods")
+    assert [getattr(default, name) for name in switches] == [True] * 4
+    keys = ("adoptNewNRTs", "keepLateReservations", "rechargeUncovered", "matchWithoutTerminalPods")
+    doc = {"cache": dict.fromkeys(keys, False)}
     upstream = config_from_document(doc).over_reserve_config()
-    assert (upstream.adopt_new_nrts, upstream.keep_late_reservations, upstream.recharge_uncovered) == (
-        False,
-        False,
-        False,
-    )
-    assert config_from_document(doc).describe()["upstreamDifferences"] == {
-        "adoptNewNRTs": False,
-        "keepLateReservations": False,
-        "rechargeUncovered": False,
-    }
+    assert [getattr(upstream, name) for name in switches] == [False] * 4
+    assert config_from_document(doc).describe()["upstreamDifferences"] == dict.fromkeys(keys, False)
 
 
 def test_upstream_difference_switch_must_be_a_boolean() -> None:

@@ -12,7 +12,7 @@ fields (:meth:`SchedulerConfig.with_overrides`):
       discardReservedNodes: false                # true: discard-reserved cache (wins)
       cache: {foreignPodsDetect: All, resyncMethod: Autodetect, informerMode: Dedicated, resyncScope: All}
       # numaplane's three deliberate differences from upstream (true by default; false = upstream):
-      #   cache: {adoptNewNRTs: true, keepLateReservations: true, rechargeUncovered: true}
+      #   cache: {adoptNewNRTs: true, keepLateReservations: true, rechargeUncovered: true, matchWithoutTerminalPods: true}
       kubeletAdmission: false                    # also check restricted / best-effort nodes
       numaScoreWeight: 1                         # standalone only: weight of the NUMA score
       fitScoreWeight: 1                          # standalone only: weight of LeastAllocated node fit
@@ -164,6 +164,7 @@ class SchedulerConfig:
                 "adoptNewNRTs": self.cache.adopt_new_nrts,
                 "keepLateReservations": self.cache.keep_late_reservations,
                 "rechargeUncovered": self.cache.recharge_uncovered,
+                "matchWithoutTerminalPods": self.cache.match_without_terminal_pods,
             },
         }
 
@@ -303,6 +304,7 @@ def config_from_document(doc: Any, base: SchedulerConfig | None = None) -> Sched
         ("adoptNewNRTs", "adopt_new_nrts"),
         ("keepLateReservations", "keep_late_reservations"),
         ("rechargeUncovered", "recharge_uncovered"),
+        ("matchWithoutTerminalPods", "match_without_terminal_pods"),
     ):
         values[attr] = _bool(cache, key)
     values["kubelet_admission"] = _bool(args, "kubeletAdmission")

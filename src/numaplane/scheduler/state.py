@@ -129,6 +129,8 @@ class SchedulerState:
         self._masks: dict[str, npt.NDArray[np.bool_]] = {}
         self._reserved: set[str] = set()
         self._names = frozenset(config.scheduler_names)
+        # why the last resync left each dirty node unflushed (logged at info when it changes)
+        self._resync_skipped: dict[str, str] = {}
         #: Per-node verdicts and explanations over this state (reads it, changes nothing).
         self.verdicts = NodeVerdicts(self.cycle, self.nodes, self.usage)
 
@@ -278,6 +280,12 @@ class SchedulerState:
                 still_charged=dict(charged or {}),
                 generation=getattr(report, "generation", None),
             )
+        if report is not None:
+            now_skipped = dict(skipped or {})
+            changed = {n: why for n, why in now_skipped.items() if self._resync_skipped.get(n) != why}
+            if changed:  # a node stays untrusted or charged until a resync flushes it: say why, once
+                log.info("cache resync left nodes unflushed", nodes=changed)
+            self._resync_skipped = now_skipped
         return flushed
 
     # --- evaluation --------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ Bookkeeping that makes the cache cheap at cluster scale (none of it changes an a
   unchanged and so does not report the node as changed; new NRT objects of nodes already cached do
   not either (only a flush installs them).
 
-Three deliberate differences from upstream, all switchable in :class:`OverReserveConfig`:
+Four deliberate differences from upstream, all switchable in :class:`OverReserveConfig`:
 
 * ``adopt_new_nrts=True``: an NRT for a node without cached data is adopted at once (upstream only
   reads NRTs at start-up and ignores later ones until restart, scheduler-plugins#967). Safe, because
@@ -87,6 +87,15 @@ Three deliberate differences from upstream, all switchable in :class:`OverReserv
   (the invariant above); upstream drops every reservation of the node, so a pod still being bound, or
   bound but not yet admitted by the kubelet, is charged nowhere and the next pod can take its resources.
   With both switches off a flush drops every reservation, as upstream does.
+* ``match_without_terminal_pods=True``: when the fingerprint does not match the node's relevant pods
+  and some of them are terminal (``Succeeded``/``Failed``, counted by the ``Dedicated`` informer), the
+  same pods without the terminal ones are checked too, and a match there counts. An exporter that
+  drops terminal pods (numaplane's by default, RTE's ``--exclude-terminal-pods``, a kubelet whose
+  podresources ``List`` shows only active pods) hashes exactly that set; a terminal pod holds nothing
+  the zones subtract and is never charged after a flush, so that NRT accounts for the node. Upstream
+  skips such a node until every terminal pod object is deleted: a pod being deleted turns terminal
+  seconds to minutes before its object goes, and a finished Job's pods may stay for hours, while the
+  node stays untrusted (``invalid node topology data``) or keeps charging deleted pods.
 
 Why one module over 400 lines: one state machine whose invariants (charges, dirty counts, the flush
 plan) span every transition; split by method it would share its private state across modules.
@@ -122,7 +131,7 @@ class OverReserveConfig:
     """Plugin args of the over-reserve cache (``cache.*`` and ``cacheResyncPeriodSeconds``): their one
     definition (the scheduler's config holds one of these). ``resync_period_seconds`` in seconds, > 0;
     the four modes are upstream's names (an unknown one raises :class:`PlacementConfigError` naming the
-    ``cache.*`` key); the last three booleans are numaplane's deliberate differences from upstream
+    ``cache.*`` key); the last four booleans are numaplane's deliberate differences from upstream
     (``False`` = upstream)."""
 
     resync_period_seconds: float = 5.0
@@ -134,6 +143,7 @@ class OverReserveConfig:
     adopt_new_nrts: bool = True
     keep_late_reservations: bool = True
     recharge_uncovered: bool = True
+    match_without_terminal_pods: bool = True
 
     def __post_init__(self) -> None:
         if self.resync_period_seconds <= 0:
@@ -492,6 +502,10 @@ class OverReserveCache:
         if memo is not None and memo[0] is nrt and memo[1] is pods and memo[2] is view:
             return memo[3]
         outcome = check_fingerprint(expected, self._fingerprinted(node, nrt, pods))
+        if outcome == "signature_mismatch" and self.config.match_without_terminal_pods:
+            active = [p for p in pods if p.phase not in TERMINAL_PHASES]
+            if len(active) < len(pods):
+                outcome = check_fingerprint(expected, self._fingerprinted(node, nrt, active))
         self._check_memo[node] = (nrt, pods, view, outcome)
         return outcome
 
