@@ -477,8 +477,11 @@ class RealKubelet:
     def wait_pod_running(self, name: str, namespace: str = "default", timeout: float = 60) -> dict[str, Any]:
         """Until every container of the pod runs; a pod that fails or cannot start raises at once."""
 
+        seen: list[dict[str, Any]] = []
+
         def check() -> dict[str, Any] | None:
             pod = self.get_pod(name, namespace)
+            seen[:] = [pod]
             status = pod.get("status", {})
             if status.get("phase") in ("Failed", "Succeeded"):
                 raise AssertionError(f"pod {namespace}/{name} is {status.get('phase')}: {status}")
@@ -491,8 +494,45 @@ class RealKubelet:
                 return pod
             return None
 
-        result: dict[str, Any] = self.control_plane.wait_for(f"pod {namespace}/{name} running", check, timeout=timeout)
+        try:
+            result: dict[str, Any] = self.control_plane.wait_for(
+                f"pod {namespace}/{name} running", check, timeout=timeout
+            )
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}\n{self.explain_pod(name, namespace, seen[0] if seen else None)}") from None
         return result
+
+    def explain_pod(self, name: str, namespace: str, pod: dict[str, Any] | None) -> str:
+        """What a test needs to see when a pod did not start: where it is bound, its conditions and
+        container states, the Events about it and the kubelet's last log lines (best effort)."""
+        lines: list[str] = []
+        if pod is not None:
+            spec, status = pod.get("spec", {}), pod.get("status", {})
+            lines.append(
+                f"pod {namespace}/{name}: nodeName={spec.get('nodeName')!r} schedulerName={spec.get('schedulerName')!r}"
+                f" phase={status.get('phase')!r} deletionTimestamp={pod.get('metadata', {}).get('deletionTimestamp')!r}"
+            )
+            for cond in status.get("conditions") or []:
+                lines.append(
+                    f"  condition {cond.get('type')}={cond.get('status')} {cond.get('reason', '')}: {cond.get('message', '')}"
+                )
+            for cs in status.get("containerStatuses") or []:
+                lines.append(f"  container {cs.get('name')}: {cs.get('state')}")
+        try:
+            events = self.control_plane.request(
+                "GET", f"/api/v1/namespaces/{namespace}/events?fieldSelector=involvedObject.name%3D{name}"
+            )["items"]
+        except (ApiStatus, OSError) as exc:
+            lines.append(f"  events: not read ({exc})")
+        else:
+            for ev in events:
+                lines.append(
+                    f"  event {ev.get('type')} {ev.get('reason')} x{ev.get('count', 1)}"
+                    f" from {(ev.get('source') or {}).get('component') or ev.get('reportingComponent')}: {ev.get('message')}"
+                )
+        lines.append("kubelet log tail:")
+        lines.append(self.log_tail(20))
+        return "\n".join(lines)
 
     def wait_pod_status(self, name: str, check: Any, *, namespace: str = "default", timeout: float = 60) -> Any:
         """Until ``check(pod)`` is truthy; returns its value."""

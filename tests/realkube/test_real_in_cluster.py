@@ -290,6 +290,20 @@ def _describe(cp: ControlPlane) -> str:
     return "\n".join(lines)
 
 
+def _log_tail(cp: ControlPlane, kubelet: RealKubelet, component: str, lines: int = 80) -> str:
+    """The last ``lines`` of the component's container log, read where the kubelet writes it (the
+    fixture's Node has no address, so the API server cannot serve pod logs)."""
+    pod = _pods_by_component(cp).get(component)
+    if pod is None:
+        return f"(no {component} pod)"
+    meta = pod["metadata"]
+    logs = sorted(kubelet.pod_logs.glob(f"{meta['namespace']}_{meta['name']}_*/*/*.log"))
+    return (
+        "\n".join(line for log in logs for line in log.read_text(errors="replace").splitlines()[-lines:])
+        or f"(no log of {meta['name']})"
+    )
+
+
 @pytest.fixture(scope="module")
 def stack(
     control_plane: ControlPlane, real_kubelet: RealKubelet, numaplane_image: BuiltImage, pod_network: None
@@ -584,7 +598,14 @@ def test_a_guaranteed_canary_lands_aligned_with_exclusive_cpus(
     manifest["spec"].pop("nodeName", None)
     manifest["spec"]["schedulerName"] = "numaplane-scheduler"
     real_kubelet.create_pod(manifest)
-    pod = real_kubelet.wait_pod_running("canary", APP_NS, timeout=90)
+    created = time.monotonic()
+    try:
+        pod = real_kubelet.wait_pod_running("canary", APP_NS, timeout=90)
+        print(f"the hand-made canary ran {time.monotonic() - created:.1f} s after its creation")
+    except TimeoutError as exc:
+        raise AssertionError(
+            f"{exc}\nthe stack:\n{_describe(cp)}\nthe scheduler's log:\n{_log_tail(cp, real_kubelet, 'scheduler')}"
+        ) from None
     state = real_kubelet.cpu_manager_state()
     exclusive = state["entries"][pod["metadata"]["uid"]]["main"]
     assert real_kubelet.container_cpuset(pod) == exclusive  # its own CPU, in its cgroup
@@ -602,6 +623,57 @@ def test_a_guaranteed_canary_lands_aligned_with_exclusive_cpus(
     after = cp.wait_for("the NRT showing the canary's CPU", lambda: (a := available()) != before and a, timeout=60)
     assert {z: int(before[z]) - int(after[z]) for z in before if before[z] != after[z]} == {zone: 1}
     print(f"canary: exclusive CPU {exclusive}, memory node {mems}, NRT {before} → {after}")
+
+
+def test_a_finished_guaranteed_pod_does_not_hold_its_cpu_in_the_scheduler(
+    control_plane: ControlPlane, real_kubelet: RealKubelet, stack: dict[str, float]
+) -> None:
+    """A Job-like Guaranteed pod ends (``Succeeded``) and its object stays, as a Job's pods do.
+
+    The exporter leaves terminal pods out of the NRT and of its fingerprint; the scheduler's
+    ``Dedicated`` informer counts them. The next pod for the same CPU must still be placed: the
+    scheduler accepts the fingerprint of the node's pods without the terminal one and drops the
+    finished pod's reservation. (Upstream keeps the node's reservations until the finished pod's
+    object is deleted, here: never.)
+    """
+    cp, kubelet = control_plane, real_kubelet
+    with contextlib.suppress(ApiStatus):  # the previous test's canary holds the only exclusive CPU
+        cp.request("DELETE", f"/api/v1/namespaces/{APP_NS}/pods/canary", {"gracePeriodSeconds": 0})
+
+    def gone() -> bool:
+        try:
+            cp.request("GET", f"/api/v1/namespaces/{APP_NS}/pods/canary")
+        except ApiStatus as exc:
+            return exc.code == 404
+        return False
+
+    cp.wait_for("the canary gone", gone, timeout=60)
+
+    def for_numaplane(name: str, command: list[str]) -> dict[str, Any]:
+        manifest = kubelet.pod_manifest(name, cpu="1", memory="64Mi", namespace=APP_NS)
+        manifest["spec"].pop("nodeName", None)
+        manifest["spec"]["schedulerName"] = "numaplane-scheduler"
+        manifest["spec"]["containers"][0]["command"] = command
+        return manifest
+
+    kubelet.create_pod(for_numaplane("finished", ["true"]))
+    cp.wait_for(
+        "pod finished Succeeded",
+        lambda: kubelet.get_pod("finished", APP_NS).get("status", {}).get("phase") == "Succeeded",
+        timeout=90,
+    )
+    started = time.monotonic()
+    kubelet.create_pod(for_numaplane("after-finished", ["sleep", "3600"]))
+    try:
+        pod = kubelet.wait_pod_running("after-finished", APP_NS, timeout=60)
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}\nthe scheduler's log:\n{_log_tail(cp, kubelet, 'scheduler')}") from None
+    print(f"\nthe pod after a finished one ran {time.monotonic() - started:.1f} s after its creation")
+    assert pod["spec"]["nodeName"] == kubelet.node_name
+    assert kubelet.get_pod("finished", APP_NS)["status"]["phase"] == "Succeeded"  # still there, as a Job's
+    for name in ("finished", "after-finished"):
+        with contextlib.suppress(ApiStatus):
+            cp.request("DELETE", f"/api/v1/namespaces/{APP_NS}/pods/{name}", {"gracePeriodSeconds": 0})
 
 
 def test_switching_the_group_to_agent_mode_runs_the_agent_in_cluster(
