@@ -141,3 +141,64 @@ def test_node_topology_reads_shared_zone_objects_the_same(seed: int) -> None:
         assert node_topology(parse_strict(obj.to_dict()), memo) == first
         renamed = dc_replace(obj, metadata=dc_replace(obj.metadata, name=f"m{i}"))  # same Zone objects
         assert node_topology(renamed, memo) == dc_replace(first, node=f"m{i}")
+
+
+class _Counting(ClusterArrays):
+    """ClusterArrays counting the upserts applied as charges (``_charge`` answered True)."""
+
+    charges = 0
+
+    def _charge(self, row: int, topology: NodeTopology, node: NodeInfo, fresh: bool) -> bool:
+        applied = super()._charge(row, topology, node, fresh)
+        self.charges += applied
+        return applied
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_charges_applied_to_a_row_equal_the_charged_view_written_whole(seed: int) -> None:
+    """A chain of reservations charged to the view a row holds is applied to the row's cells
+    (``_charge``), and the row then holds exactly what writing the last view whole gives; charges
+    the cells cannot take exactly (sub-milli, negative) are written whole instead."""
+    rng = random.Random(seed)
+    whole_values = ["0", "1", "2", "7", "1500m", "1Gi", "3Gi", "1234567"]
+    for i in range(12):
+        name = f"n{i}"
+        zones = [zone(z, {r: rng.choice(whole_values) for r in rng.sample(RESOURCES[:4], 3)}) for z in range(4)]
+        _, _, view = parse_event(nrt_doc(name, zones, policy="single-numa-node"))
+        node = _node(rng, name)
+        charged = _Counting(4, 4)
+        charged.upsert(name, view, node)
+        leading, inexact = 0, False  # exact charges before the first one that is not
+        for _ in range(6):
+            request = {
+                r: parse_quantity(rng.choice([*whole_values, "1e20", "1n", "-1"])) for r in rng.sample(RESOURCES, 2)
+            }
+            inexact = inexact or not all(q.amount >= 0 and (q.amount * 1000).denominator == 1 for q in request.values())
+            leading += not inexact
+            view = view.charged([request])
+            assert view.charged_from is not None
+            charged.upsert(name, view, node)
+        whole = ClusterArrays(4, 4)
+        whole.upsert(name, view, node)
+        assert charged.charges >= leading  # until a sub-milli charge makes the row irregular, every one applied
+        assert charged.sources[0] is not None and charged.sources[0].topology is view
+        for key in PER_CELL:
+            assert np.array_equal(getattr(charged, key)[:, :, :1], getattr(whole, key)[:, :, :1]), key
+        for key in PER_ROW:
+            assert np.array_equal(getattr(charged, key)[:1], getattr(whole, key)[:1]), key
+
+
+def test_views_carry_their_serial_and_what_they_were_charged_from() -> None:
+    """Every view has its own serial; ``charged`` records the serial charged and the requests;
+    equality ignores both, and ``dataclasses.replace`` makes a view with a new serial, not charged."""
+    from dataclasses import replace as dc_replace
+
+    _, _, view = parse_event(nrt_doc("n", [zone(0, {"cpu": "8"})]))
+    assert view is not None and view.charged_from is None
+    request = {"cpu": parse_quantity("2")}
+    charged = view.charged([request])
+    assert charged.charged_from == (view.serial, (request,)) and charged.serial != view.serial
+    assert charged.zones[0].available["cpu"] == parse_quantity("6")
+    copy = dc_replace(charged)
+    assert copy == charged and copy.serial not in (charged.serial, view.serial) and copy.charged_from is None
+    assert view.charged([]) is view

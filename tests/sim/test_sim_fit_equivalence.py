@@ -134,6 +134,8 @@ def test_cycle_selection_on_rows_is_the_rule_on_names(seed: int) -> None:
 @pytest.mark.parametrize("seed", [1, 7])
 def test_generated_pods_equal_their_parsed_documents(seed: int) -> None:
     """The generator parses one pod per shape and copies it: every pod equals parse_pod(its doc)."""
+    from numaplane.placement.model.effective import effective_placement
+    from numaplane.policy.preferences import allocation_request
     from numaplane.sim.workload import WorkloadMix, generate_workload
 
     arrivals = generate_workload(seed, WorkloadMix(pods=400, device_resources=("example.com/nic",)))
@@ -141,4 +143,7 @@ def test_generated_pods_equal_their_parsed_documents(seed: int) -> None:
         fresh = parse_pod(a.pod.raw)
         assert a.pod == fresh and repr(a.pod) == repr(fresh) and a.pod.raw is not None
         assert a.pod.qos_class == fresh.qos_class and a.pod.effective_requests() == fresh.effective_requests()
+        # the values derived once per shape and carried by the copies are the pod's own
+        assert allocation_request(a.pod) == allocation_request(fresh)
+        assert effective_placement(a.pod) == effective_placement(fresh)
     assert len({a.pod.uid for a in arrivals}) == len(arrivals)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from numaplane.limits import MAX_WORKLOAD_PODS
+from numaplane.placement.model.effective import effective_placement
 from numaplane.resources.errors import PodSpecError
 from numaplane.resources.manifest import pod_from_manifest
 from numaplane.resources.pod import Pod, parse_pod
@@ -232,11 +233,21 @@ def generate_workload(seed: int, mix: WorkloadMix = WorkloadMix()) -> list[PodAr
         }
         duration = rng.expovariate(1.0 / mix.mean_duration_s) if mix.mean_duration_s > 0 else None
         # Pods of one shape differ only in name, uid and source document: parse the shape once and
-        # copy it (parse_pod(doc) gives an equal pod; the tests check it).
+        # copy it (parse_pod(doc) gives an equal pod; the tests check it), with the values derived
+        # from its resource fields (``_derived_known``), which the copies keep (``Pod.with_changes``).
         template = parsed.get(shape)
         if template is None:
-            pod = parsed[shape] = parse_pod(doc)
+            pod = parsed[shape] = _derived_known(parse_pod(doc))
         else:
             pod = template.with_changes(name=name, uid=f"default/{name}", raw=doc)
         arrivals.append(PodArrival(t, duration, pod, group))
     return arrivals
+
+
+def _derived_known(pod: Pod) -> Pod:
+    """``pod`` with the values every scheduler and node derive from its resource fields computed
+    (kept in the pod: QoS class, effective requests, allocation request, effective placement), so
+    that the copies made of it by ``Pod.with_changes`` carry them instead of each computing its own."""
+    pod.effective_requests()
+    effective_placement(pod)  # reads the allocation request and the QoS class
+    return pod

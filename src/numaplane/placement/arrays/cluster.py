@@ -370,7 +370,15 @@ class ClusterArrays:
         )
 
     def upsert(self, name: str, topology: NodeTopology | None, node: NodeInfo, *, fresh: bool = True) -> int:
-        """Write node ``name``'s row from its view (``None``: no NRT), Node and freshness; return the row."""
+        """Write node ``name``'s row from its view (``None``: no NRT), Node and freshness; return the row.
+
+        A view charged from the very view the row holds (``topology.charged_from``), with the same
+        Node and freshness, is applied as its charges (:meth:`_charge`) when they can be: the row then
+        holds exactly what writing the charged view whole would put there (a test checks both)."""
+        if topology is not None and topology.charged_from is not None:
+            row = self.index.get(name)
+            if row is not None and self._charge(row, topology, node, fresh):
+                return row
         known = name in self.index
         row = self._row_for(name)
         self._write(row, topology, node, fresh)
@@ -390,6 +398,69 @@ class ClusterArrays:
         if flags != before:
             self.flags_version += 1
         return row
+
+    def _charge(self, row: int, topology: NodeTopology, node: NodeInfo, fresh: bool) -> bool:
+        """Apply ``topology``'s charges (``charged_from``) to ``row`` if the row holds the view charged,
+        read whole into regular cells, with Node ``node`` and freshness ``fresh``, and every charged
+        quantity is a whole, non-negative number of thousandths; ``False`` (nothing written) otherwise.
+
+        Why that is exact: the charged view lists the same resources in the same zones with the same
+        costs and config (only ``available`` changes), so only the values of the listed cells of the
+        charged resources change. With non-negative requests, charging one after another and clamping
+        at 0 each time equals clamping once the sum (``max(max(a - r1, 0) - r2, 0) = max(a - r1 - r2,
+        0)``), and the new value is a whole number of thousandths below the old one: the row stays
+        regular, its Value() is the rounded-up quotient by 1,000."""
+        src = self.sources[row]
+        charged_from = topology.charged_from
+        if (
+            src is None
+            or charged_from is None
+            or src.node is not node
+            or src.fresh != fresh
+            or src.topology is None
+            or src.topology.serial != charged_from[0]
+            or row not in self._layouts  # the row was not written from readable cells
+            or self.irregular[row]
+        ):
+            return False
+        totals: dict[int, int] = {}
+        columns = self.columns
+        for request in charged_from[1]:
+            for res, qty in request.items():
+                amount = qty.amount
+                if amount.denominator == 1:
+                    milli = amount.numerator * 1000
+                else:
+                    scaled = amount * 1000
+                    if scaled.denominator != 1:
+                        return False
+                    milli = scaled.numerator
+                if milli < 0:
+                    return False
+                column = columns.get(res)
+                if column is not None and milli:  # no column: no zone of any row lists it
+                    # every cell holds less than _BOUND: charging _BOUND or more leaves 0 (int64-safe)
+                    totals[column] = min(totals.get(column, 0) + milli, _BOUND)
+        self._stamps += 1
+        self.stamp[row] = self._stamps
+        self.version += 1
+        self.sources[row] = RowSource(topology, node, fresh)
+        if not totals:
+            return True
+        cols = np.fromiter(totals, np.int64, len(totals))
+        amounts = np.fromiter(totals.values(), np.int64, len(totals))
+        picked, slots = np.nonzero(self.listed[cols, :, row])
+        flat = (cols[picked] * self.slots + slots) * self.capacity + row
+        milli = np.maximum(np.take(self.avail_m, flat) - amounts[picked], 0)
+        value = (-(-milli // 1000)).astype(np.float64)
+        zero = milli == 0
+        np.put(self.avail_m, flat, milli)
+        np.put(self.avail_min, flat, milli)
+        np.put(self.avail_f, flat, value)
+        np.put(self.avail_fs, flat, value + zero)
+        np.put(self.avail_finf, flat, np.where(zero, np.inf, value))
+        np.put(self.avail_zero, flat, zero.astype(np.float64))
+        return True
 
     def _write(self, row: int, topology: NodeTopology | None, node: NodeInfo, fresh: bool) -> None:
         if topology is not None and len(topology.zones) > self.slots:

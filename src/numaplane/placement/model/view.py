@@ -30,6 +30,7 @@ with :attr:`NodeTopology.problem` set stands for an object that could not be par
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -104,15 +105,31 @@ class IgnoredZone:
     reason: str
 
 
+#: Serial numbers of views: every :class:`NodeTopology` gets the next one (never reused in a process).
+_SERIALS = itertools.count(1)
+
+#: What a charged view was made of: ``(serial of the view charged, the requests charged, in order)``.
+ChargedFrom = tuple[int, tuple[Mapping[str, Quantity], ...]]
+
+
 @dataclass(frozen=True, slots=True)
 class NodeTopology:
-    """What the scheduler reads from a node's NRT: config, usable NUMA zones, skipped zones."""
+    """What the scheduler reads from a node's NRT: config, usable NUMA zones, skipped zones.
+
+    Bookkeeping outside equality (never read by the filter or the score): ``serial``, a number no
+    other view of the process has (``dataclasses.replace`` gives the copy a new one), and
+    ``charged_from``, set on a view made by :meth:`charged` only: the serial of the view charged and
+    the requests, so that a consumer holding rows of that view can apply the charges to them instead
+    of reading the new view whole (:meth:`~numaplane.placement.arrays.cluster.ClusterArrays.upsert`).
+    A serial, not a reference: a chain of charged views would keep every earlier view alive."""
 
     node: str
     config: TopologyManagerConfig = TopologyManagerConfig()
     zones: tuple[NUMAZone, ...] = ()
     ignored: tuple[IgnoredZone, ...] = ()
     problem: str | None = None  # set when the object could not be read at all (no zones then)
+    serial: int = field(default_factory=_SERIALS.__next__, init=False, compare=False, repr=False)
+    charged_from: ChargedFrom | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def resource_names(self) -> frozenset[str]:
@@ -137,7 +154,9 @@ class NodeTopology:
                         left = avail[name] - qty
                         avail[name] = left if left.amount.numerator >= 0 else ZERO
             zones.append(NUMAZone(zone.numa_id, zone.name, avail, zone.allocatable, zone.costs))
-        return NodeTopology(self.node, self.config, tuple(zones), self.ignored, self.problem)
+        out = NodeTopology(self.node, self.config, tuple(zones), self.ignored, self.problem)
+        object.__setattr__(out, "charged_from", (self.serial, tuple(reqs)))  # frozen: set once, here
+        return out
 
     def describe_ignored(self) -> str:
         """``name (reason), ...`` for explanations; empty when nothing was skipped."""
