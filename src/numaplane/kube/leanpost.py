@@ -153,8 +153,11 @@ class LeanPoster:
         return _Connection(reader, writer)
 
     def _release(self, conn: _Connection, keep: bool) -> None:
+        now = time.monotonic()
+        while self._idle and not self._idle[0].usable(now):  # the oldest first: no expired one lingers
+            self._idle.pop(0).close()
         if keep and len(self._idle) < MAX_IDLE:
-            conn.idle_since = time.monotonic()
+            conn.idle_since = now
             self._idle.append(conn)
         else:
             conn.close()
