@@ -531,7 +531,7 @@ def run_config(cp: ControlPlane, api: Api, work: Path, label: str, tag: str, opt
     namespace(api, ns)
     apiserver = cp.processes["kube-apiserver"].pid
     metrics_port: int | None = None
-    pprof = pprof_port()
+    pprof = pprof_port() if config != "standalone" else None  # no kube-scheduler to profile
     with ExitStack() as stack:
         if config == "kube":
             sched = stack.enter_context(
