@@ -39,6 +39,11 @@ not a project dependency) records each numaplane process from the first POST to 
 ``py-spy record --nonblocking --format raw`` into ``DIR/<namespace>.txt`` (collapsed stacks of the
 samples where a thread was running).
 
+``NUMAPLANE_BENCH_PPROF=DIR`` starts each kube-scheduler with its secure port open (``--secure-port``, a
+self-signed certificate, ``--authorization-always-allow-paths`` adding ``/debug/pprof/*``; profiling is
+on by default) and fetches a CPU profile of ``NUMAPLANE_BENCH_PPROF_SECONDS`` (default 15) seconds from
+the first POST into ``DIR/<namespace>.pprof``; read it with ``python bench/pprof_top.py``.
+
 ``--baseline OLD/src`` also runs ``standalone_old`` and ``extender_old``: the same with the numaplane code
 of another checkout (its ``src`` first on the processes' ``PYTHONPATH``), on the same control plane and
 nodes in the same minutes — old versus new side by side.
@@ -387,6 +392,43 @@ def profilers(ns: str, processes: dict[str, int]) -> list[subprocess.Popen[bytes
     return [proc]
 
 
+def pprof_port() -> int | None:
+    """The secure port to open on kube-scheduler for ``NUMAPLANE_BENCH_PPROF`` (``None`` when unset)."""
+    return free_port() if os.environ.get("NUMAPLANE_BENCH_PPROF") else None
+
+
+def kube_scheduler_flags(port: int | None) -> list[str]:
+    if port is None:
+        return []
+    allowed = "/healthz,/readyz,/livez,/metrics,/debug/pprof/*"
+    return [f"--secure-port={port}", "--bind-address=127.0.0.1", f"--authorization-always-allow-paths={allowed}"]
+
+
+def pprof_fetch(ns: str, port: int | None) -> threading.Thread | None:
+    """Fetch kube-scheduler's CPU profile in a thread (module docstring); ``None`` without a port."""
+    folder = os.environ.get("NUMAPLANE_BENCH_PPROF")
+    if port is None or not folder:
+        return None
+    seconds = int(os.environ.get("NUMAPLANE_BENCH_PPROF_SECONDS", "15"))
+    out = Path(folder) / f"{ns}.pprof"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # kube-scheduler's self-signed serving certificate, on loopback
+
+    def fetch() -> None:
+        url = f"https://127.0.0.1:{port}/debug/pprof/profile?seconds={seconds}"
+        try:
+            with urllib.request.urlopen(url, timeout=seconds + 30, context=ctx) as resp:
+                out.write_bytes(resp.read())
+        except OSError as exc:
+            print(f"# pprof of {ns} failed: {exc}", file=sys.stderr)
+
+    thread = threading.Thread(target=fetch, daemon=True)
+    thread.start()
+    return thread
+
+
 def measure(
     api: Api,
     config: str,
@@ -396,6 +438,7 @@ def measure(
     clients: int,
     processes: dict[str, int],
     metrics_port: int | None = None,
+    pprof: int | None = None,
 ) -> dict[str, float]:
     """Warm up, create ``pods`` pods as fast as the API takes them, wait for their bindings: the figures."""
     with BoundWatch(api, ns) as watch:
@@ -411,6 +454,7 @@ def measure(
         verbs0 = verb_seconds(metrics_port)
         ticks0 = {p: tree_ticks(pid) for p, pid in processes.items()}
         start = time.monotonic()
+        profiling = pprof_fetch(ns, pprof)
 
         def post(name: str) -> None:
             api.call("POST", f"/api/v1/namespaces/{ns}/pods", bodies[name])
@@ -425,6 +469,8 @@ def measure(
         for spy in spies:
             spy.send_signal(signal.SIGINT)
             spy.wait(60)
+        if profiling is not None:
+            profiling.join()
         with watch.cond:
             bound = {n: watch.bound[n] for n in names if n in watch.bound}
     last = max((t for t, _ in bound.values()), default=time.monotonic())
@@ -485,9 +531,12 @@ def run_config(cp: ControlPlane, api: Api, work: Path, label: str, tag: str, opt
     namespace(api, ns)
     apiserver = cp.processes["kube-apiserver"].pid
     metrics_port: int | None = None
+    pprof = pprof_port() if config != "standalone" else None  # no kube-scheduler to profile
     with ExitStack() as stack:
         if config == "kube":
-            sched = stack.enter_context(cp.scheduler(qps=CLIENT_QPS, burst=CLIENT_QPS))
+            sched = stack.enter_context(
+                cp.scheduler(qps=CLIENT_QPS, burst=CLIENT_QPS, extra_args=kube_scheduler_flags(pprof))
+            )
             procs = {"kube_scheduler": sched.pid, "kube_apiserver": apiserver}
             name = "default-scheduler"
         elif config == "standalone":
@@ -515,13 +564,14 @@ def run_config(cp: ControlPlane, api: Api, work: Path, label: str, tag: str, opt
                     leader_election=ks["leaderElection"],
                     qps=CLIENT_QPS,
                     burst=CLIENT_QPS,
+                    extra_args=kube_scheduler_flags(pprof),
                 )
             )
             procs = {"kube_scheduler": sched.pid, "numaplane": proc.process.pid, "kube_apiserver": apiserver}
             name = EXTENDER
             metrics_port = port
         try:
-            figures = measure(api, label, ns, name, opts.pods, opts.clients, procs, metrics_port)
+            figures = measure(api, label, ns, name, opts.pods, opts.clients, procs, metrics_port, pprof)
         finally:
             delete_pods(api, ns)
     units = {"pods_per_second": "pods/s", "bound": "pods", "numa_overfit": "pods"}

@@ -42,7 +42,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -421,13 +421,15 @@ class ControlPlane:
         qps: float = 200,
         burst: int = 400,
         verbosity: int = 2,
+        extra_args: Sequence[str] = (),
     ) -> Iterator[subprocess.Popen[bytes]]:
         """Run kube-scheduler with a ``KubeSchedulerConfiguration`` (its ``extenders`` and ``profiles``).
 
         ``kubeconfig_file`` (e.g. :meth:`service_account_kubeconfig`) runs it with that identity's RBAC
         instead of ``system:kube-scheduler``'s; ``leader_election`` replaces the default
         ``{leaderElect: false}``. ``qps``/``burst``: its API client's rate limit (``clientConnection``);
-        ``verbosity``: its ``-v`` (benches lower it: at 2 it logs a line per pod).
+        ``verbosity``: its ``-v`` (benches lower it: at 2 it logs a line per pod); ``extra_args``: more
+        command-line flags, after the defaults (a later ``--secure-port`` replaces ``--secure-port=0``).
         """
         kubeconfig_file = kubeconfig_file or self.workdir / "kube-scheduler.kubeconfig"
         config: dict[str, Any] = {
@@ -444,7 +446,14 @@ class ControlPlane:
         path.write_text(yaml.safe_dump(config))
         process = self._start(
             "kube-scheduler",
-            [str(self.assets / "kube-scheduler"), "--config", str(path), "--secure-port=0", f"-v={verbosity}"],
+            [
+                str(self.assets / "kube-scheduler"),
+                "--config",
+                str(path),
+                "--secure-port=0",
+                f"-v={verbosity}",
+                *extra_args,
+            ],
         )
         try:
             yield process

@@ -29,7 +29,7 @@ from test_sched_hardening import post, server, started  # noqa: F401  (server is
 from numaplane.jsonshape import measure
 from numaplane.limits import MAX_EXTENDER_DECODED_BYTES, MAX_EXTENDER_NODES
 from numaplane.scheduler.errors import ExtenderRequestError
-from numaplane.scheduler.wire import decode_body, parse_binding_args, parse_extender_args
+from numaplane.scheduler.wire import SMALL_BODY_BYTES, decode_body, parse_binding_args, parse_extender_args
 from numaplane.testing.fakeapi import FakeApiServer
 
 MIB = 1 << 20
@@ -233,3 +233,18 @@ async def test_a_false_gzip_body_is_a_400_with_one_log_line(
     tracebacks = [r.getMessage() for r in caplog.records if r.exc_info]
     assert "Traceback" not in text and not tracebacks, (tracebacks, text[-2000:])
     assert text.count("bad extender request") == 20, text[-2000:]
+
+
+@pytest.mark.parametrize("members", [64, 65, 3_000])
+def test_a_small_body_is_counted_once_decoded_with_the_scans_answer(members: int) -> None:
+    """Under SMALL_BODY_BYTES the members are counted after decoding (no scan): the same refusal as
+    the scan's for distinct keys, and what is built stays small however many there are."""
+    body = b'{"Pod": ' + _POD + b"".join(b', "k%d": 0' % i for i in range(members - 1)) + b"}"
+    assert len(body) <= SMALL_BODY_BYTES
+    assert (measure(body).members > 64) == (members > 64)
+    peak, raised = _peak_bytes(lambda: decode_body(body))
+    if members <= 64:
+        assert raised is None
+    else:
+        assert isinstance(raised, ExtenderRequestError) and "the request body has more than 64 members" in raised.reason
+    assert peak < 1 * MIB

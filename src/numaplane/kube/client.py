@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import urllib.parse
 from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -46,6 +47,7 @@ from lightkube.types import PatchType as LkPatchType
 from lightkube.types import on_error_raise
 
 from numaplane.kube.errors import ServerError, Unavailable
+from numaplane.kube.leanpost import LeanPoster
 from numaplane.kube.lightkube_errors import translated
 from numaplane.kube.patch import clone
 from numaplane.kube.port import (
@@ -161,6 +163,8 @@ class LightkubePort(KubePort):
         self._lk: Any = client
         self.watch_timeout_seconds = watch_timeout_seconds
         self.watch_inactivity_seconds = watch_inactivity_seconds
+        self._lean: LeanPoster | None = None
+        self._lean_checked = False
 
     # ------------------------------------------------------------------ construction
 
@@ -293,18 +297,39 @@ class LightkubePort(KubePort):
             created = await self._lk.create(cls(body), field_manager=request.field_manager)
         return _plain(created)
 
+    def _lean_poster(self) -> LeanPoster | None:
+        """The lean client for the per-pod POSTs (:mod:`numaplane.kube.leanpost`), built at first use;
+        ``None`` when lightkube's HTTP client has more to it (a proxy, HTTP/2 ...)."""
+        if not self._lean_checked:
+            self._lean_checked = True
+            self._lean = LeanPoster.for_client(self._generic()._client)
+        return self._lean
+
     async def _post(self, path: str, body: Mapping[str, Any], field_manager: str | None) -> httpx2.Response:
-        """``POST path`` with the JSON ``body`` through lightkube's HTTP client (its credentials, base URL,
-        TLS, timeouts and connection pool; the client's field manager unless ``field_manager``).
-        A non-2xx answer raises ``httpx2.HTTPStatusError`` (translated by the caller's ``translated()``)."""
+        """``POST path`` with the JSON ``body`` with lightkube's HTTP client's credentials, base URL, TLS
+        and timeout (the client's field manager unless ``field_manager``): through the lean client
+        (:mod:`numaplane.kube.leanpost`) when it can send it, through the httpx client otherwise and
+        after a ``401`` (its auth flow re-reads a rotated token). A non-2xx answer raises
+        ``httpx2.HTTPStatusError`` (translated by the caller's ``translated()``)."""
         generic = self._generic()
         manager = field_manager or generic._field_manager
+        content = json.dumps(body, separators=(",", ":")).encode()
+        lean = self._lean_poster()
+        if lean is not None:
+            query = "?" + urllib.parse.urlencode({"fieldManager": manager}) if manager else ""
+            response = await lean.post(path + query, content)
+            if response.status_code != 401:
+                response.raise_for_status()
+                return response
         http: Any = generic._client
-        response: httpx2.Response = await http.post(
-            path,
-            content=json.dumps(body, separators=(",", ":")).encode(),
-            params={"fieldManager": manager} if manager else None,
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        response = cast(
+            httpx2.Response,
+            await http.post(
+                path,
+                content=content,
+                params={"fieldManager": manager} if manager else None,
+                headers={"Content-Type": "application/json", "Accept": "application/json"},
+            ),
         )
         response.raise_for_status()
         return response
@@ -403,6 +428,8 @@ class LightkubePort(KubePort):
             return body
 
     async def close(self) -> None:
+        if self._lean is not None:
+            self._lean.close()
         with contextlib.suppress(Exception):
             await self._lk.close()
 
