@@ -2,11 +2,12 @@
 
 Every placed pod costs the scheduler one binding POST (and, standalone, one Event POST). Through the
 httpx client that lightkube holds, each is ~1 ms of Python (URL and header merging, the auth flow,
-httpcore's connection state machine, anyio's TLS stream): a third of the standalone scheduler's CPU per
+httpcore's connection pool, anyio's TLS stream): a third of the standalone scheduler's CPU per
 pod, and the largest part of the extender's bind. :class:`LeanPoster` sends the same request over the
-event loop's own TLS transport (``asyncio.open_connection``) on kept-alive connections:
-one write of the request, one read of the status line and headers, the body by ``Content-Length`` or
-chunks.
+event loop's own TLS transport (``asyncio.open_connection``) on kept-alive connections, one write of
+the request and reads until the answer is complete. The HTTP/1.1 framing (request head, ``Content-
+Length`` or chunked answers, informational answers, whether the connection may be kept) is ``h11``'s,
+the protocol library httpcore itself is built on; this module only pools connections and translates.
 
 It uses what the httpx client uses: its base URL, its SSL context (CA and client certificate), its
 default headers and its ``auth`` (the ``Authorization`` header the auth flow sets on its first request:
@@ -39,6 +40,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+import h11
 import httpx2
 
 __all__ = ["KEEPALIVE_SECONDS", "MAX_IDLE", "LeanPoster"]
@@ -50,6 +52,8 @@ MAX_IDLE = 16
 #: Largest answer head (status line and headers, bytes) and body read.
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024
+#: Bytes asked of the socket per read.
+READ_BYTES = 64 * 1024
 
 
 class _ClosedIdle(Exception):
@@ -57,16 +61,24 @@ class _ClosedIdle(Exception):
 
 
 class _Connection:
-    __slots__ = ("idle_since", "reader", "reused", "writer")
+    """One socket and its h11 state (one request at a time)."""
+
+    __slots__ = ("http", "idle_since", "reader", "reused", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.http = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
         self.idle_since = time.monotonic()
         self.reused = False
 
     def usable(self, now: float) -> bool:
-        return now - self.idle_since < KEEPALIVE_SECONDS and not self.writer.is_closing() and not self.reader.at_eof()
+        return (
+            now - self.idle_since < KEEPALIVE_SECONDS
+            and self.http.our_state is h11.IDLE
+            and not self.writer.is_closing()
+            and not self.reader.at_eof()
+        )
 
     def close(self) -> None:
         self.writer.close()
@@ -94,11 +106,9 @@ class LeanPoster:
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.ssl_context = ssl_context if parts.scheme == "https" else None
         self.base_url = f"{parts.scheme}://{parts.netloc}"
-        host_header = parts.netloc
         skipped = {"host", "content-length", "content-type", "accept", "connection", "accept-encoding"}
-        head = [f"Host: {host_header}"]
-        head += [f"{k}: {v}" for k, v in headers.items() if k.lower() not in skipped]
-        self._head = "\r\n".join(head)
+        self._headers = [("Host", parts.netloc)]
+        self._headers += [(k, v) for k, v in headers.items() if k.lower() not in skipped]
         self.auth = auth
         self.timeout_seconds = timeout_seconds
         self._idle: list[_Connection] = []
@@ -169,11 +179,11 @@ class LeanPoster:
         ``RemoteProtocolError``, ``TimeoutException``) when no complete answer came."""
         url = self.base_url + path
         authorization = await self._authorization(url)
-        lines = [f"POST {path} HTTP/1.1", self._head, f"Content-Type: {content_type}", "Accept: application/json"]
+        headers = [*self._headers, ("Content-Type", content_type), ("Accept", "application/json")]
         if authorization:
-            lines.append(f"Authorization: {authorization}")
-        lines.append(f"Content-Length: {len(body)}")
-        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+            headers.append(("Authorization", authorization))
+        headers.append(("Content-Length", str(len(body))))
+        request = h11.Request(method="POST", target=path, headers=headers)
         try:
             async with asyncio.timeout(self.timeout_seconds):
                 while True:
@@ -182,7 +192,7 @@ class LeanPoster:
                     except (OSError, ssl.SSLError) as exc:
                         raise httpx2.ConnectError(f"{type(exc).__name__}: {exc}") from exc
                     try:
-                        status, reason, headers, content = await self._exchange(conn, request)
+                        status, reason, headers, content = await self._exchange(conn, request, body)
                         break
                     except _ClosedIdle as exc:
                         if not conn.reused:
@@ -197,18 +207,32 @@ class LeanPoster:
             extensions={"reason_phrase": reason.encode("latin-1", "replace")},
         )
 
-    async def _exchange(self, conn: _Connection, request: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
-        """Write ``request`` on ``conn`` and read its answer; ``conn`` is kept or closed after."""
+    async def _exchange(
+        self, conn: _Connection, request: h11.Request, body: bytes
+    ) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        """Write ``request`` and ``body`` on ``conn`` and read its answer; ``conn`` is kept or closed after."""
         keep = False
         try:
             try:
-                conn.writer.write(request)
+                http = conn.http
+                conn.writer.write(
+                    b"".join(
+                        (
+                            http.send(request) or b"",
+                            http.send(h11.Data(data=body)) or b"",
+                            http.send(h11.EndOfMessage()) or b"",
+                        )
+                    )
+                )
                 await conn.writer.drain()
             except (OSError, ssl.SSLError) as exc:
                 if conn.reused:  # the server had closed it: nothing of the request was taken
                     raise _ClosedIdle from exc
                 raise httpx2.WriteError(f"{type(exc).__name__}: {exc}") from exc
-            status, reason, headers, content, keep = await _read_answer(conn.reader)
+            status, reason, headers, content = await _read_answer(conn)
+            if http.our_state is h11.DONE and http.their_state is h11.DONE:
+                http.start_next_cycle()
+                keep = True
         finally:
             self._release(conn, keep)
         return status, reason, headers, content
@@ -219,68 +243,48 @@ class LeanPoster:
             self._idle.pop().close()
 
 
-async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, str, list[tuple[str, str]], bytes, bool]:
-    """``(status, reason, headers, body, keep-alive)`` of one HTTP/1.1 answer (informational answers
-    skipped)."""
-    try:
-        first = True
-        while True:
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except (asyncio.IncompleteReadError, ConnectionResetError) as exc:
-                if first and (not isinstance(exc, asyncio.IncompleteReadError) or not exc.partial):
-                    raise _ClosedIdle from exc
-                raise
-            first = False
-            if len(head) > MAX_HEAD_BYTES:
-                raise httpx2.RemoteProtocolError("answer head too large")
-            status_line, *header_lines = head[:-4].decode("latin-1").split("\r\n")
-            version, _, rest = status_line.partition(" ")
-            code_text, _, reason = rest.partition(" ")
-            if not version.startswith("HTTP/1.") or not code_text.isdigit():
-                raise httpx2.RemoteProtocolError(f"not an HTTP/1.x answer: {status_line[:80]!r}")
-            status = int(code_text)
-            if 100 <= status < 200:
-                continue
-            headers = []
-            for line in header_lines:
-                name, sep, value = line.partition(":")
-                if not sep:
-                    raise httpx2.RemoteProtocolError(f"bad header line {line[:80]!r}")
-                headers.append((name.strip(), value.strip()))
-            break
-        fields = {k.lower(): v for k, v in headers}
-        keep = version == "HTTP/1.1" and fields.get("connection", "").lower() != "close"
-        if "chunked" in fields.get("transfer-encoding", "").lower():
-            content = await _read_chunked(reader)
-        elif "content-length" in fields:
-            length = int(fields["content-length"])
-            if length < 0 or length > MAX_BODY_BYTES:
-                raise httpx2.RemoteProtocolError(f"bad Content-Length {length}")
-            content = await reader.readexactly(length)
-        else:  # delimited by the end of the connection
-            content = await reader.read(MAX_BODY_BYTES)
-            keep = False
-    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ssl.SSLError) as exc:
-        raise httpx2.ReadError(f"{type(exc).__name__}: {exc}") from exc
-    except ValueError as exc:
-        raise httpx2.RemoteProtocolError(f"bad answer: {exc}") from exc
-    # the server decides the encoding; ours asks for none (no Accept-Encoding), so gzip is unexpected
-    if fields.get("content-encoding", "identity").lower() not in ("identity", ""):
-        raise httpx2.RemoteProtocolError(f"unrequested Content-Encoding {fields['content-encoding']!r}")
-    return status, reason, headers, content, keep
+async def _read_answer(conn: _Connection) -> tuple[int, str, list[tuple[str, str]], bytes]:
+    """``(status, reason, headers, body)`` of one answer on ``conn`` (informational answers skipped).
 
-
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    Raises :class:`_ClosedIdle` when the connection ended before a byte of it, an ``httpx2`` transport
+    error otherwise."""
+    http, reader = conn.http, conn.reader
+    received = False
+    response: h11.Response | None = None
     body = bytearray()
-    while True:
-        size_line = await reader.readuntil(b"\r\n")
-        size = int(size_line.split(b";", 1)[0].strip(), 16)
-        if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
-                pass
-            return bytes(body)
-        if len(body) + size > MAX_BODY_BYTES:
-            raise httpx2.RemoteProtocolError("answer body too large")
-        body += await reader.readexactly(size)
-        await reader.readexactly(2)
+    try:
+        while True:
+            event = http.next_event()
+            if event is h11.NEED_DATA:
+                try:
+                    data = await reader.read(READ_BYTES)
+                except ConnectionResetError:
+                    if not received:
+                        raise _ClosedIdle from None
+                    raise
+                if not data and not received:
+                    raise _ClosedIdle
+                received = True
+                http.receive_data(data)  # b"": the peer closed (h11 decides whether the answer was complete)
+            elif isinstance(event, h11.Response):
+                response = event
+            elif isinstance(event, h11.Data):
+                if len(body) + len(event.data) > MAX_BODY_BYTES:
+                    raise httpx2.RemoteProtocolError("answer body too large")
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                break
+            elif isinstance(event, h11.ConnectionClosed):
+                raise httpx2.ReadError("the server closed the connection mid-answer")
+            # h11.InformationalResponse (1xx): skipped
+    except h11.RemoteProtocolError as exc:
+        raise httpx2.RemoteProtocolError(f"bad answer: {exc}") from exc
+    except (ConnectionError, ssl.SSLError) as exc:
+        raise httpx2.ReadError(f"{type(exc).__name__}: {exc}") from exc
+    assert response is not None  # h11 gives the Response before any Data or EndOfMessage
+    headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in response.headers]
+    # the server decides the encoding; ours asks for none (no Accept-Encoding), so gzip is unexpected
+    encoding = next((v for k, v in headers if k.lower() == "content-encoding"), "identity").lower()
+    if encoding not in ("identity", ""):
+        raise httpx2.RemoteProtocolError(f"unrequested Content-Encoding {encoding!r}")
+    return response.status_code, response.reason.decode("latin-1"), headers, bytes(body)
