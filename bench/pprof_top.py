@@ -1,11 +1,11 @@
 """Read a Go pprof CPU profile (gzipped ``profile.proto``) and print the functions that took the time.
 
 A bench tool (``bench/live_schedulers.py`` fetches kube-scheduler's ``/debug/pprof/profile``); no Go
-toolchain and no protobuf package: the few fields of ``perftools.profiles.Profile`` it needs are read with
-a small wire-format decoder (varints and length-delimited fields; facts of the public ``profile.proto``:
-``sample`` = 2 with ``location_id`` = 1 and ``value`` = 2, ``location`` = 4 with ``id`` = 1 and ``line`` = 4
-holding ``function_id`` = 1, ``function`` = 5 with ``id`` = 1 and ``name`` = 2, ``string_table`` = 6,
-``sample_type`` = 1 with ``type`` = 1).
+toolchain. The protobuf package (a numaplane dependency) decodes it, through a descriptor of the few
+fields of ``perftools.profiles.Profile`` this reads, built here (facts of the public ``profile.proto``:
+``sample_type`` = 1, ``sample`` = 2 with ``location_id`` = 1 and ``value`` = 2, ``location`` = 4 with
+``id`` = 1 and ``line`` = 4 holding ``function_id`` = 1, ``function`` = 5 with ``id`` = 1 and ``name`` = 2,
+``string_table`` = 6); the other fields are skipped as unknown.
 
 ``flat`` is the share of CPU samples whose innermost frame is the function, ``cum`` the share of samples
 with the function anywhere on the stack (counted once per sample). ``--group`` adds the cumulative share
@@ -22,51 +22,50 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError, Message
 
 
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = buf[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, i
-        shift += 7
+def _profile_class() -> type[Message]:
+    """The message class of the fields read (a descriptor made in code, no generated module)."""
+    f = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="numaplane_bench_pprof.proto", package="numaplane.bench.pprof")
 
+    def message(name: str, *fields: tuple[str, int, int, str]) -> None:
+        proto = file.message_type.add(name=name)
+        for field_name, number, kind, type_name in fields:
+            field = proto.field.add(name=field_name, number=number, label=f.LABEL_REPEATED, type=kind)
+            if type_name:
+                field.type_name = type_name
 
-def _fields(buf: bytes) -> list[tuple[int, int | bytes]]:
-    """``(field number, value)`` of one message: ints for varints, bytes for length-delimited fields."""
-    out: list[tuple[int, int | bytes]] = []
-    i = 0
-    while i < len(buf):
-        key, i = _varint(buf, i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, i = _varint(buf, i)
-            out.append((number, value))
-        elif wire == 2:
-            size, i = _varint(buf, i)
-            out.append((number, buf[i : i + size]))
-            i += size
-        elif wire == 1:
-            i += 8
-        elif wire == 5:
-            i += 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-    return out
-
-
-def _ints(value: int | bytes) -> list[int]:
-    """A repeated integer field: one varint, or a packed run of them."""
-    if isinstance(value, int):
-        return [value]
-    out, i = [], 0
-    while i < len(value):
-        v, i = _varint(value, i)
-        out.append(v)
-    return out
+    message("ValueType", ("type", 1, f.TYPE_INT64, ""))
+    message("Sample", ("location_id", 1, f.TYPE_UINT64, ""), ("value", 2, f.TYPE_INT64, ""))
+    message("Line", ("function_id", 1, f.TYPE_UINT64, ""))
+    message("Location", ("id", 1, f.TYPE_UINT64, ""), ("line", 4, f.TYPE_MESSAGE, ".numaplane.bench.pprof.Line"))
+    message("Function", ("id", 1, f.TYPE_UINT64, ""), ("name", 2, f.TYPE_INT64, ""))
+    message(
+        "Profile",
+        ("sample_type", 1, f.TYPE_MESSAGE, ".numaplane.bench.pprof.ValueType"),
+        ("sample", 2, f.TYPE_MESSAGE, ".numaplane.bench.pprof.Sample"),
+        ("location", 4, f.TYPE_MESSAGE, ".numaplane.bench.pprof.Location"),
+        ("function", 5, f.TYPE_MESSAGE, ".numaplane.bench.pprof.Function"),
+        ("string_table", 6, f.TYPE_STRING, ""),
+    )
+    for proto in file.message_type:  # singular where profile.proto has one value
+        for field in proto.field:
+            if (proto.name, field.name) in {
+                ("Location", "id"),
+                ("Function", "id"),
+                ("Function", "name"),
+                ("Line", "function_id"),
+                ("ValueType", "type"),
+            }:
+                field.label = f.LABEL_OPTIONAL
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("numaplane.bench.pprof.Profile"))
 
 
 @dataclass
@@ -84,37 +83,19 @@ def read_profile(data: bytes) -> Profile:
     """Decode a pprof CPU profile (gzipped or not); the sample value used is the last (``cpu``, ns)."""
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
-    strings: list[str] = []
-    functions: dict[int, int] = {}
-    locations: dict[int, list[int]] = {}
-    raw_samples: list[tuple[list[int], list[int]]] = []
-    for number, value in _fields(data):
-        if number == 6 and isinstance(value, bytes):
-            strings.append(value.decode("utf-8", "replace"))
-        elif number == 5 and isinstance(value, bytes):
-            f = dict(_fields(value))
-            functions[int(f.get(1, 0))] = int(f.get(2, 0))
-        elif number == 4 and isinstance(value, bytes):
-            loc_id, funcs = 0, []
-            for n, v in _fields(value):
-                if n == 1:
-                    loc_id = int(v)
-                elif n == 4 and isinstance(v, bytes):
-                    funcs.append(int(dict(_fields(v)).get(1, 0)))
-            locations[loc_id] = funcs  # inlined functions first, as the proto orders them
-        elif number == 2 and isinstance(value, bytes):
-            locs: list[int] = []
-            values: list[int] = []
-            for n, v in _fields(value):
-                if n == 1:
-                    locs.extend(_ints(v))
-                elif n == 2:
-                    values.extend(_ints(v))
-            raw_samples.append((locs, values))
+    message: Any = _profile_class()()
+    try:
+        message.ParseFromString(data)
+    except DecodeError as exc:
+        raise ValueError(f"not a profile.proto message: {exc}") from exc
+    strings = list(message.string_table)
+    functions = {fn.id: fn.name for fn in message.function}
+    # a location's functions, inlined ones first, as the proto orders its lines
+    locations = {loc.id: [line.function_id for line in loc.line] for loc in message.location}
     samples = []
-    for locs, values in raw_samples:
-        stack = tuple(strings[functions.get(f, 0)] for loc in locs for f in locations.get(loc, []))
-        samples.append((stack, values[-1] if values else 0))
+    for sample in message.sample:
+        stack = tuple(strings[functions.get(f, 0)] for loc in sample.location_id for f in locations.get(loc, []))
+        samples.append((stack, sample.value[-1] if sample.value else 0))
     return Profile(samples)
 
 
