@@ -351,6 +351,18 @@ class ControlPlane:
                 raise TimeoutError(f"{what}: not reached in {timeout} s (last: {last!r})")
             time.sleep(interval)
 
+    def wait_gone(self, what: str, path: str, *, timeout: float = 60) -> None:
+        """Until ``GET path`` answers 404 (other error answers are retried, as :meth:`wait_for` does)."""
+
+        def gone() -> bool:
+            try:
+                self.request("GET", path)
+            except ApiStatus as exc:
+                return exc.code == 404
+            return False
+
+        self.wait_for(what, gone, timeout=timeout)
+
     # ---- process control ----
 
     def log_tail(self, component: str, lines: int = 30) -> str:

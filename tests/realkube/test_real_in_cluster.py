@@ -639,15 +639,7 @@ def test_a_finished_guaranteed_pod_does_not_hold_its_cpu_in_the_scheduler(
     cp, kubelet = control_plane, real_kubelet
     with contextlib.suppress(ApiStatus):  # the previous test's canary holds the only exclusive CPU
         cp.request("DELETE", f"/api/v1/namespaces/{APP_NS}/pods/canary", {"gracePeriodSeconds": 0})
-
-    def gone() -> bool:
-        try:
-            cp.request("GET", f"/api/v1/namespaces/{APP_NS}/pods/canary")
-        except ApiStatus as exc:
-            return exc.code == 404
-        return False
-
-    cp.wait_for("the canary gone", gone, timeout=60)
+    cp.wait_gone("the canary gone", f"/api/v1/namespaces/{APP_NS}/pods/canary")
 
     def for_numaplane(name: str, command: list[str]) -> dict[str, Any]:
         manifest = kubelet.pod_manifest(name, cpu="1", memory="64Mi", namespace=APP_NS)

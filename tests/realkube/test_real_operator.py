@@ -440,13 +440,5 @@ def test_deleting_the_custom_resources_cleans_up(control_plane: ControlPlane, in
     cp.request("DELETE", NRO)
     cp.wait_for("DaemonSets deleted", lambda: not _daemon_sets(cp), timeout=60)
     cp.request("DELETE", NRS)
-
-    def scheduler_gone() -> bool:
-        try:
-            cp.request("GET", f"/apis/apps/v1/namespaces/{NS}/deployments/numaplane-scheduler")
-        except ApiStatus as exc:
-            return exc.code == 404
-        return False
-
-    cp.wait_for("scheduler Deployment deleted", scheduler_gone, timeout=60)
+    cp.wait_gone("scheduler Deployment deleted", f"/apis/apps/v1/namespaces/{NS}/deployments/numaplane-scheduler")
     assert cp.request("GET", NRT_CRD)  # shared: stays
