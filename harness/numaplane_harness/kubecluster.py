@@ -351,6 +351,15 @@ class ControlPlane:
                 raise TimeoutError(f"{what}: not reached in {timeout} s (last: {last!r})")
             time.sleep(interval)
 
+    def events_about(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        """The core/v1 Events of ``namespace`` whose ``involvedObject.name`` is ``name`` (kube-scheduler
+        writes events.k8s.io ones; they show here too)."""
+        listed = self.request(
+            "GET", f"/api/v1/namespaces/{namespace}/events?fieldSelector=involvedObject.name%3D{name}"
+        )
+        items: list[dict[str, Any]] = listed.get("items") or []
+        return items
+
     def wait_gone(self, what: str, path: str, *, timeout: float = 60) -> None:
         """Until ``GET path`` answers 404 (other error answers are retried, as :meth:`wait_for` does)."""
 

@@ -519,9 +519,7 @@ class RealKubelet:
             for cs in status.get("containerStatuses") or []:
                 lines.append(f"  container {cs.get('name')}: {cs.get('state')}")
         try:
-            events = self.control_plane.request(
-                "GET", f"/api/v1/namespaces/{namespace}/events?fieldSelector=involvedObject.name%3D{name}"
-            )["items"]
+            events = self.control_plane.events_about(namespace, name)
         except (ApiStatus, OSError) as exc:
             lines.append(f"  events: not read ({exc})")
         else:

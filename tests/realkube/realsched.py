@@ -258,11 +258,7 @@ class Cluster:
 
     def events(self, name: str) -> list[dict[str, Any]]:
         """core/v1 view of every Event about pod ``name`` (kube-scheduler writes events.k8s.io ones)."""
-        listed = self.cp.request(
-            "GET", f"/api/v1/namespaces/{self.namespace}/events?fieldSelector=involvedObject.name%3D{name}"
-        )
-        items: list[dict[str, Any]] = listed.get("items") or []
-        return items
+        return self.cp.events_about(self.namespace, name)
 
     def wait_event(self, name: str, reason: str, contains: str = "", timeout: float = 40) -> dict[str, Any]:
         def found() -> dict[str, Any] | None:

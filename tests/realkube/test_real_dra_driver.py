@@ -169,10 +169,9 @@ class DriverProcess:
 def refused_by_the_node_authorizer(cp: ControlPlane, name: str) -> bool:
     """Whether the kubelet's claim fetch for pod ``name`` was refused because the API server's Node
     authorizer had not linked the bound pod to its claim yet (a race of the two watches; docs/dra.md)."""
-    events = cp.request("GET", f"/api/v1/namespaces/default/events?fieldSelector=involvedObject.name={name}")
     return any(
         e.get("reason") == "FailedPrepareDynamicResources" and "no relationship found" in str(e.get("message"))
-        for e in events.get("items", [])
+        for e in cp.events_about("default", name)
     )
 
 

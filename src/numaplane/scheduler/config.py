@@ -11,7 +11,7 @@ fields (:meth:`SchedulerConfig.with_overrides`):
       cacheResyncPeriodSeconds: 5                # > 0: over-reserve cache; <= 0: passthrough
       discardReservedNodes: false                # true: discard-reserved cache (wins)
       cache: {foreignPodsDetect: All, resyncMethod: Autodetect, informerMode: Dedicated, resyncScope: All}
-      # numaplane's three deliberate differences from upstream (true by default; false = upstream):
+      # numaplane's four deliberate differences from upstream (true by default; false = upstream):
       #   cache: {adoptNewNRTs: true, keepLateReservations: true, rechargeUncovered: true, matchWithoutTerminalPods: true}
       kubeletAdmission: false                    # also check restricted / best-effort nodes
       numaScoreWeight: 1                         # standalone only: weight of the NUMA score
