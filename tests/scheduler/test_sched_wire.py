@@ -261,6 +261,35 @@ def test_upstream_difference_switches_reach_the_over_reserve_cache() -> None:
     assert config_from_document(doc).describe()["upstreamDifferences"] == dict.fromkeys(keys, False)
 
 
+def test_a_misspelt_key_is_refused_naming_its_path() -> None:
+    with pytest.raises(SchedulerConfigError, match=r"^cache\.matchWithoutTerminalPod: unknown key"):
+        config_from_document({"cache": {"matchWithoutTerminalPod": False}})
+    with pytest.raises(SchedulerConfigError, match=r"^cacheResyncPeriodSecond: unknown key"):
+        config_from_document({"cacheResyncPeriodSecond": 3})
+    ksc = {
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [
+            {
+                "schedulerName": "s",
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourceTopologyMatch",
+                        "args": {"kind": "NodeResourceTopologyMatchArgs", "cache": {"informerMod": "Shared"}},
+                    }
+                ],
+            }
+        ],
+    }
+    with pytest.raises(
+        SchedulerConfigError, match=r"^profiles\[0\]\.pluginConfig\[0\]\.args\.cache\.informerMod: unknown"
+    ):
+        config_from_document(ksc)
+    # the names come from the profiles: a schedulerName among the args would be ignored, so it is refused
+    ksc["profiles"][0]["pluginConfig"][0]["args"] = {"schedulerName": "other"}  # type: ignore[index]
+    with pytest.raises(SchedulerConfigError, match=r"args\.schedulerName: unknown key"):
+        config_from_document(ksc)
+
+
 def test_upstream_difference_switch_must_be_a_boolean() -> None:
     with pytest.raises(SchedulerConfigError, match="rechargeUncovered must be true or false"):
         config_from_document({"cache": {"rechargeUncovered": "yes"}})

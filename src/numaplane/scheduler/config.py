@@ -224,12 +224,56 @@ def _names(doc: Mapping[str, Any]) -> tuple[str, ...] | None:
     return (name,)
 
 
-def _from_kube_scheduler_configuration(doc: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+#: The plugin args' keys this reads (the NodeResourceTopologyMatch args and numaplane's own); an args
+#: object may also carry its own ``apiVersion``/``kind``. Any other key is refused, naming it.
+_ARGS_KEYS = frozenset(
+    {
+        "apiVersion",
+        "kind",
+        "scoringStrategy",
+        "cacheResyncPeriodSeconds",
+        "discardReservedNodes",
+        "cache",
+        "kubeletAdmission",
+        "numaScoreWeight",
+        "fitScoreWeight",
+        "percentageOfNodesToScore",
+        "podInitialBackoffSeconds",
+        "podMaxBackoffSeconds",
+        "podMaxInUnschedulablePodsSeconds",
+        "bindConcurrency",
+    }
+)
+#: The flat form's own keys besides the args (a KubeSchedulerConfiguration names them by its profiles).
+_FLAT_KEYS = _ARGS_KEYS | {"schedulerNames", "schedulerName"}
+#: The keys of the args' ``cache`` object.
+_CACHE_KEYS = (
+    "foreignPodsDetect",
+    "resyncMethod",
+    "informerMode",
+    "resyncScope",
+    "adoptNewNRTs",
+    "keepLateReservations",
+    "rechargeUncovered",
+    "matchWithoutTerminalPods",
+)
+
+
+def _refuse_unknown(obj: Mapping[str, Any], known: frozenset[str] | tuple[str, ...], where: str) -> None:
+    """Raise :class:`SchedulerConfigError` naming the first key of ``obj`` (at path ``where``) not in ``known``:
+    a misspelt key must not leave its setting at the default unnoticed."""
+    for key in obj:
+        if key not in known:
+            raise SchedulerConfigError(f"{where}{key}: unknown key (known: {', '.join(sorted(known))})")
+
+
+def _from_kube_scheduler_configuration(doc: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...], str]:
     profiles = doc.get("profiles") or []
     if not isinstance(profiles, list):
         raise SchedulerConfigError("profiles must be a list")
     names: list[str] = []
     args: dict[str, Any] | None = None
+    args_at = ""
     for i, profile in enumerate(profiles):
         where = f"profiles[{i}]"
         if not isinstance(profile, Mapping):
@@ -249,10 +293,10 @@ def _from_kube_scheduler_configuration(doc: Mapping[str, Any]) -> tuple[dict[str
                     found = entry.get("args") or {}
                     if not isinstance(found, Mapping):
                         raise SchedulerConfigError(f"{where}.pluginConfig[{j}].args must be an object")
-                    args = dict(found)
+                    args, args_at = dict(found), f"{where}.pluginConfig[{j}].args."
     if args is None:
         raise SchedulerConfigError(f"no profile of the KubeSchedulerConfiguration configures {PLUGIN_NAME}")
-    return args, tuple(names)
+    return args, tuple(names), args_at
 
 
 def config_from_document(doc: Any, base: SchedulerConfig | None = None) -> SchedulerConfig:
@@ -267,10 +311,13 @@ def config_from_document(doc: Any, base: SchedulerConfig | None = None) -> Sched
     config = base or SchedulerConfig()
     names: tuple[str, ...] | None
     if doc.get("kind") == "KubeSchedulerConfiguration":
-        args, names = _from_kube_scheduler_configuration(doc)
+        args, names, args_at = _from_kube_scheduler_configuration(doc)
+        _refuse_unknown(args, _ARGS_KEYS, args_at)
         if "percentageOfNodesToScore" in doc:  # a top-level KubeSchedulerConfiguration field
             args = {**args, "percentageOfNodesToScore": doc["percentageOfNodesToScore"]}
     else:
+        args_at = ""
+        _refuse_unknown(doc, _FLAT_KEYS, args_at)
         args, names = dict(doc), _names(doc)
     values: dict[str, Any] = {"scheduler_names": names}
     if "scoringStrategy" in args:
@@ -292,6 +339,7 @@ def config_from_document(doc: Any, base: SchedulerConfig | None = None) -> Sched
     cache = args.get("cache") or {}
     if not isinstance(cache, Mapping):
         raise SchedulerConfigError("cache must be an object")
+    _refuse_unknown(cache, _CACHE_KEYS, f"{args_at}cache.")
     for key, attr in (
         ("foreignPodsDetect", "foreign_pods_detect"),
         ("resyncMethod", "resync_method"),
