@@ -303,11 +303,13 @@ class ReferenceOverReserveCache:
         kept = {k: a for k, a in assumed.items() if keep_after is not None and a.seq > keep_after}
         if covered is not None and self.config.recharge_uncovered:
             # still charged, at the request the informer shows: pods holding resources on the node (bound
-            # to it, or reserved on it, not deleted since, and not yet bound; not terminal) that the NRT
-            # does not account for (not covered)
+            # to it, or reserved on it, not deleted since, and not yet bound; not terminal; with exclusive
+            # resources by the NRT's names) that the NRT does not account for (not covered)
             for key, pod in self._pods.items():
                 if key in kept or key in covered or pod.phase in ("Succeeded", "Failed"):
                     continue
+                if not pod_has_exclusive_resources(pod, self._views[node].resource_names):
+                    continue  # holds nothing the zones subtract: no flush could ever cover it
                 a = assumed.get(key)
                 live = a is not None and not a.gone
                 if pod.node_name == node or (not pod.node_name and live):

@@ -455,6 +455,33 @@ def test_recharge_follows_the_informer_mode_and_the_exclusive_only_method() -> N
     assert excl.assumed("n1") == {}
 
 
+def test_a_flush_never_charges_a_stuck_pending_pod_without_exclusive_resources() -> None:
+    """A Burstable pod bound to the node but stuck Pending (an image that cannot be pulled) holds
+    nothing the zones subtract: the exporter never counts it, so no flush could ever cover it. Charging
+    its cpu request made the node refuse a 1-cpu Guaranteed pod its NRT could hold (found on the real
+    cluster: a leftover operator Deployment whose image could not be pulled)."""
+    running = bound(gu_pod("running", cpu=3))
+    stuck = pod("stuck", [container("c", {"cpu": "100m"}, guaranteed=False)], node="n1", phase="Pending")
+    stuck_gu = pod("stuck-gu", [container("c", {"cpu": 1, "memory": "1Gi"})], node="n1", phase="Pending")
+    canary = gu_pod("canary", cpu=1)
+    cache = OverReserveCache(CFG, [topo(4)])
+    for p in (running, stuck):
+        cache.pod_updated(p)
+    cache.node_maybe_overreserved("n1", canary)
+    cache.nrt_updated(accounted((1, 0), fp(running)))  # running holds 3 of zone 0's 4 cpus
+    assert cache.tick(0.0).flushed == ("n1",)  # type: ignore[union-attr]
+    assert cache.assumed("n1") == {}
+    assert cpu_left(cache) == 1
+    assert isinstance(filter_with_cache(canary, cache, NODE), Fit)
+    # a stuck Guaranteed pod with an exclusive cpu is still charged: the kubelet may yet admit it
+    cache.pod_updated(stuck_gu)
+    cache.node_maybe_overreserved("n1", canary)
+    cache.nrt_updated(accounted((1, 0), fp(running)))
+    assert cache.tick(10.0).flushed == ("n1",)  # type: ignore[union-attr]
+    assert set(cache.assumed("n1")) == {"default/stuck-gu"}
+    assert isinstance(filter_with_cache(canary, cache, NODE), Reject)
+
+
 def test_adopting_an_nrt_charges_nothing() -> None:
     cache = OverReserveCache(CFG, [])
     cache.pod_updated(bound(gu_pod("waiting", cpu=3), phase="Pending"))

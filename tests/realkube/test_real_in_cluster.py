@@ -625,16 +625,19 @@ def test_a_guaranteed_canary_lands_aligned_with_exclusive_cpus(
     print(f"canary: exclusive CPU {exclusive}, memory node {mems}, NRT {before} → {after}")
 
 
-def test_a_finished_guaranteed_pod_does_not_hold_its_cpu_in_the_scheduler(
+def test_a_finished_or_stuck_pod_does_not_hold_cpu_in_the_scheduler(
     control_plane: ControlPlane, real_kubelet: RealKubelet, stack: dict[str, float]
 ) -> None:
-    """A Job-like Guaranteed pod ends (``Succeeded``) and its object stays, as a Job's pods do.
+    """A Job-like Guaranteed pod ends (``Succeeded``) and its object stays, as a Job's pods do; a
+    Burstable pod bound to the node stays ``Pending`` (its image is never pulled).
 
     The exporter leaves terminal pods out of the NRT and of its fingerprint; the scheduler's
     ``Dedicated`` informer counts them. The next pod for the same CPU must still be placed: the
     scheduler accepts the fingerprint of the node's pods without the terminal one and drops the
     finished pod's reservation. (Upstream keeps the node's reservations until the finished pod's
-    object is deleted, here: never.)
+    object is deleted, here: never.) The stuck pod holds no exclusive CPU and the zones never count
+    it, so no flush charges it either (before, its 10m kept the zone's last CPU from the next pod: an
+    operator Deployment whose image could not be pulled, left by another test module, showed it).
     """
     cp, kubelet = control_plane, real_kubelet
     with contextlib.suppress(ApiStatus):  # the previous test's canary holds the only exclusive CPU
@@ -648,6 +651,9 @@ def test_a_finished_guaranteed_pod_does_not_hold_its_cpu_in_the_scheduler(
         manifest["spec"]["containers"][0]["command"] = command
         return manifest
 
+    stuck = kubelet.pod_manifest("stuck", cpu="10m", memory="16Mi", limits=False, namespace=APP_NS)
+    stuck["spec"]["containers"][0]["image"] = "numaplane.invalid/never-pulled:1"  # ErrImageNeverPull
+    kubelet.create_pod(stuck)
     kubelet.create_pod(for_numaplane("finished", ["true"]))
     cp.wait_for(
         "pod finished Succeeded",
@@ -663,7 +669,8 @@ def test_a_finished_guaranteed_pod_does_not_hold_its_cpu_in_the_scheduler(
     print(f"\nthe pod after a finished one ran {time.monotonic() - started:.1f} s after its creation")
     assert pod["spec"]["nodeName"] == kubelet.node_name
     assert kubelet.get_pod("finished", APP_NS)["status"]["phase"] == "Succeeded"  # still there, as a Job's
-    for name in ("finished", "after-finished"):
+    assert kubelet.get_pod("stuck", APP_NS)["status"]["phase"] == "Pending"
+    for name in ("finished", "after-finished", "stuck"):
         with contextlib.suppress(ApiStatus):
             cp.request("DELETE", f"/api/v1/namespaces/{APP_NS}/pods/{name}", {"gracePeriodSeconds": 0})
 

@@ -36,7 +36,11 @@ What a resync flush keeps charged (the invariant; ``recharge_uncovered=True``, t
   exclusive resources are not hashed, but they hold nothing the zones' ``available`` subtracts, so they
   count as accounted for too (charging them would charge them forever: no flush could ever cover them).
 * After a resync flush of node ``N``, a pod is charged to ``N`` if and only if it holds resources on
-  ``N`` and is not one of those pods. A pod holds resources on ``N`` when the pod informer shows it bound
+  ``N``, is not one of those pods, and has exclusive resources by the new NRT's resource names
+  (``pod_has_exclusive_resources``). A pod without any holds nothing the zones' ``available``
+  subtracts, in any phase: the exporter never counts it, so no flush could ever cover it. (A
+  Burstable pod bound but stuck ``Pending`` — an image that cannot be pulled — was charged its cpu
+  request for as long as it stayed so, and the node refused a Guaranteed pod its NRT could hold.) A pod holds resources on ``N`` when the pod informer shows it bound
   to ``N`` and not terminal (``Succeeded``/``Failed``), or when it has a reservation on ``N``, the
   informer shows it not yet bound and not terminal, and it was not deleted since the reservation
   (assumed, its binding in flight). So, besides late reservations (next point), what stays charged is:
@@ -524,7 +528,7 @@ class OverReserveCache:
         late reservations is kept. ``keep_after``: reservations with a later ``seq`` are kept as they are.
         """
         assumed = self._assumed.get(node) or {}
-        kept = self._still_charged(node, assumed, keep_after, covered)
+        kept = self._still_charged(node, nrt, assumed, keep_after, covered)
         same_charges = len(kept) == len(assumed) and all(assumed.get(k) is a for k, a in kept.items())
         unchanged = self._cached.get(node) is nrt and same_charges and not self._foreign[node]
         if not unchanged:
@@ -561,18 +565,28 @@ class OverReserveCache:
     def _still_charged(
         self,
         node: str,
+        nrt: NodeResourceTopology,
         assumed: Mapping[str, _Assumed],
         keep_after: int | None,
         covered: Covered | None,
     ) -> dict[str, _Assumed]:
         """The charges of ``node`` that survive a flush (module docstring, "What a resync flush keeps
         charged"): late reservations as they are; then, on a resync flush with ``recharge_uncovered``,
-        every pod that holds resources on the node and is not in ``covered``, charged its request as the
-        informer shows it (its reservation object is kept when that request is the same)."""
+        every pod that holds resources on the node, is not in ``covered`` and has exclusive resources by
+        ``nrt``'s resource names, charged its request as the informer shows it (its reservation object
+        is kept when that request is the same)."""
         accounted: Covered | None = covered if self.config.recharge_uncovered else None
         if accounted is EVERY_POD:
             accounted = self._by_node.get(node, {}).keys()  # every pod on the node is covered: no scan
         kept: dict[str, _Assumed] = {}
+        names: frozenset[str] | None = None  # the NRT's resource names, read once if needed
+
+        def holds_zone_resources(pod: Pod) -> bool:
+            nonlocal names
+            if names is None:
+                names = node_topology(nrt).resource_names
+            return pod_has_exclusive_resources(pod, names)
+
         for key, a in assumed.items():
             if keep_after is not None and a.seq > keep_after:
                 kept[key] = a
@@ -580,11 +594,16 @@ class OverReserveCache:
             if accounted is None or key in accounted or a.gone:
                 continue
             pod = self._pods.get(key)
-            if pod is not None and not pod.node_name and pod.phase not in TERMINAL_PHASES:
+            if pod is not None and not pod.node_name and pod.phase not in TERMINAL_PHASES and holds_zone_resources(pod):
                 kept[key] = self._recharged(a, pod)  # assumed, its binding in flight
         if accounted is not None and covered is not EVERY_POD:
             for key, pod in self._by_node.get(node, {}).items():
-                if key not in kept and key not in accounted and pod.phase not in TERMINAL_PHASES:
+                if (
+                    key not in kept
+                    and key not in accounted
+                    and pod.phase not in TERMINAL_PHASES
+                    and holds_zone_resources(pod)
+                ):
                     kept[key] = self._recharged(assumed.get(key), pod)  # bound here, not accounted for
         return kept
 
