@@ -644,9 +644,9 @@ def main() -> int:
         return 2
     if "kube" in RESULTS:
         base = sum(f["pods_per_second"] for f in RESULTS["kube"]) / len(RESULTS["kube"])
-        for other in RESULTS:
+        for other, runs in RESULTS.items():
             if other != "kube" and base > 0:
-                mean = sum(f["pods_per_second"] for f in RESULTS[other]) / len(RESULTS[other])
+                mean = sum(f["pods_per_second"] for f in runs) / len(runs)
                 print(f"{other}_vs_kube: {mean / base:.2f} x")
     return 0 if all(not math.isnan(f["latency_p50"]) for fs in RESULTS.values() for f in fs) else 1
 
