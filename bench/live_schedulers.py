@@ -13,7 +13,11 @@ numaplane counts on the larger zone only: 4.5 pods per node on average, 2,250 at
 Then, for each scheduler configuration, in a namespace of its own:
 
 * ``kube`` — kube-scheduler v1.36.2 alone (default profile), its client ``qps``/``burst`` raised to 1000;
-* ``standalone`` — ``numaplane scheduler run`` (over-reserve cache, defaults otherwise, ``info`` logs);
+* ``standalone`` — ``numaplane scheduler run`` (over-reserve cache, defaults otherwise, ``info`` logs): the
+  CLI's default ``percentageOfNodesToScore: 100`` filters and scores every node for every pod;
+* ``standalone_sampled`` — the same with ``--config`` setting ``percentageOfNodesToScore: 0``,
+  kube-scheduler's adaptive rule (at 500 nodes it stops once 230 feasible nodes are found, at 5,000 once
+  500 are): the search width kube-scheduler alone uses, so the two do comparable work per pod;
 * ``extender`` — kube-scheduler (the same qps/burst) with the rendered ``KubeSchedulerConfiguration``
   calling ``numaplane scheduler extender`` (``info`` logs);
 
@@ -44,15 +48,15 @@ self-signed certificate, ``--authorization-always-allow-paths`` adding ``/debug/
 on by default) and fetches a CPU profile of ``NUMAPLANE_BENCH_PPROF_SECONDS`` (default 15) seconds from
 the first POST into ``DIR/<namespace>.pprof``; read it with ``python bench/pprof_top.py``.
 
-``--baseline OLD/src`` also runs ``standalone_old`` and ``extender_old``: the same with the numaplane code
+``--baseline OLD/src`` also runs ``<c>_old`` for every numaplane configuration ``<c>``: the same with the numaplane code
 of another checkout (its ``src`` first on the processes' ``PYTHONPATH``), on the same control plane and
 nodes in the same minutes — old versus new side by side.
 
 Every pod is then deleted (grace period 0) before the next configuration starts. Ratios:
-``standalone_vs_kube`` and ``extender_vs_kube`` (pods/s over kube-scheduler's, same run).
+``<c>_vs_kube`` for every other configuration (mean pods/s over kube-scheduler's mean, same run).
 
 Usage: ``flock /tmp/numaplane-real.lock python bench/live_schedulers.py [--quick] [--nodes N] [--pods P]
-[--configs kube,standalone,extender] [--rounds R] [--baseline OLD/src]`` (default 500 nodes, 2,000 pods; quick: 100 nodes,
+[--configs kube,standalone,standalone_sampled,extender] [--rounds R] [--baseline OLD/src]`` (default 500 nodes, 2,000 pods; quick: 100 nodes,
 300 pods). Hold the shared lock: it starts the real control plane.
 """
 
@@ -105,8 +109,11 @@ from numaplane_harness.nodeprobes import TICKS_PER_SECOND, percentile  # noqa: E
 
 POD_CPU = 2
 NODE_CPU = 16
-CONFIGS = ("kube", "standalone", "extender")
+CONFIGS = ("kube", "standalone", "standalone_sampled", "extender")
 STANDALONE = "numaplane-scheduler"
+#: ``standalone_sampled``'s ``--config``: kube-scheduler's adaptive ``percentageOfNodesToScore`` (0), the
+#: rest the CLI's defaults (the flat form of :mod:`numaplane.scheduler.config`)
+SAMPLED_CONFIG = {"percentageOfNodesToScore": 0}
 EXTENDER = "numaplane-extender"
 CLIENT_QPS = 1000
 
@@ -525,13 +532,14 @@ def numaplane_process(
 
 def run_config(cp: ControlPlane, api: Api, work: Path, label: str, tag: str, opts: argparse.Namespace) -> None:
     """One configuration (``label``: a name of :data:`CONFIGS`, ``_old`` appended for ``--baseline``'s code)."""
-    config, _, old = label.partition("_")
+    old = label.endswith("_old")
+    config = label.removesuffix("_old")
     source = opts.baseline if old else None
     ns = f"bench-{label.replace('_', '-')}-{tag}"
     namespace(api, ns)
     apiserver = cp.processes["kube-apiserver"].pid
     metrics_port: int | None = None
-    pprof = pprof_port() if config != "standalone" else None  # no kube-scheduler to profile
+    pprof = pprof_port() if not config.startswith("standalone") else None  # no kube-scheduler to profile
     with ExitStack() as stack:
         if config == "kube":
             sched = stack.enter_context(
@@ -539,11 +547,15 @@ def run_config(cp: ControlPlane, api: Api, work: Path, label: str, tag: str, opt
             )
             procs = {"kube_scheduler": sched.pid, "kube_apiserver": apiserver}
             name = "default-scheduler"
-        elif config == "standalone":
+        elif config.startswith("standalone"):
             _, kubeconfig = install_scheduler(cp, work, mode="standalone", scheduler_name=STANDALONE)
             port = free_port()
             # the CLI's defaults (over-reserve cache, JSON logs at info), as the operator runs it
             args = [a for a in standalone_args(kubeconfig, STANDALONE, port, overreserve=False) if "console" not in a]
+            if config == "standalone_sampled":
+                settings = work / "sampled.json"
+                settings.write_text(json.dumps(SAMPLED_CONFIG))
+                args.append(f"--config={settings}")
             proc = stack.enter_context(numaplane_process(args, work / f"{label}-{tag}.log", port, source))
             procs = {"numaplane": proc.process.pid, "kube_apiserver": apiserver}
             name = STANDALONE
@@ -632,9 +644,9 @@ def main() -> int:
         return 2
     if "kube" in RESULTS:
         base = sum(f["pods_per_second"] for f in RESULTS["kube"]) / len(RESULTS["kube"])
-        for other in ("standalone", "extender", "standalone_old", "extender_old"):
-            if other in RESULTS and base > 0:
-                mean = sum(f["pods_per_second"] for f in RESULTS[other]) / len(RESULTS[other])
+        for other, runs in RESULTS.items():
+            if other != "kube" and base > 0:
+                mean = sum(f["pods_per_second"] for f in runs) / len(runs)
                 print(f"{other}_vs_kube: {mean / base:.2f} x")
     return 0 if all(not math.isnan(f["latency_p50"]) for fs in RESULTS.values() for f in fs) else 1
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,13 +20,20 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
-from sched_helpers import eventually, load_capture, nrt_doc, seed_crd, zone_doc
+import structlog
+from sched_helpers import eventually, load_capture, node_doc, nrt_doc, pod_doc, seed_crd, zone_doc
+from structlog.testing import LogCapture, capture_logs
+from test_sched_state import state_with, two_zone_nrt
 
+from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.resources import CRD, NAMESPACE, NODE, NODE_RESOURCE_TOPOLOGY, POD
 from numaplane.nrt.crd import crd_manifest
+from numaplane.resources.pod import parse_pod
 from numaplane.scheduler.config import SchedulerConfig
-from numaplane.scheduler.extender import NOT_READY
+from numaplane.scheduler.extender import NOT_READY, Extender
+from numaplane.scheduler.metrics import SchedulerMetrics
 from numaplane.scheduler.service import ExtenderService
+from numaplane.scheduler.wire import ExtenderArgs, scale_score
 from numaplane.testing.fakeapi import FakeApiServer
 
 PROFILE = "numaplane-extender-test"
@@ -347,3 +355,25 @@ async def test_filter_judges_a_pod_at_its_own_preferences_and_says_why(server: F
         )
     finally:
         await service.close()
+
+
+def test_prioritize_logs_its_scores_only_when_debug_logs_are_on() -> None:
+    """With debug logs on, the ``prioritize`` line carries every candidate's 0..100 score, which the
+    answer scales to 0..10; with them off (the map is then not built) no line is written and the
+    answer is the same."""
+    state = state_with([node_doc("a"), node_doc("b")], [two_zone_nrt("a"), two_zone_nrt("b", cpu=(1, 4))])
+    extender = Extender(state, InMemoryKube(), SchedulerMetrics(), ready=lambda: True)
+    args = ExtenderArgs(parse_pod(pod_doc("p", 2)), node_names=("a", "b"))
+    with capture_logs() as events:  # every level on
+        on = extender.prioritize(args)
+    (logged,) = [e["scores"] for e in events if e["event"] == "prioritize"]
+    assert on is not None and {h.Host: h.Score for h in on} == {n: scale_score(s) for n, s in logged.items()}
+    saved = structlog.get_config()
+    capture = LogCapture()
+    structlog.configure(processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    try:
+        off = extender.prioritize(args)
+    finally:
+        structlog.configure(**saved)
+    assert not [e for e in capture.entries if e["event"] == "prioritize"]
+    assert off == on

@@ -59,6 +59,7 @@ and HTTP 503 when its worker died (a fresh one replaces it).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -291,7 +292,8 @@ class Extender:
             return None
         names = args.names
         scores = self.state.cycle.prioritize(args.pod, names, self.state.nodes)
-        log.debug("prioritize", pod=args.pod.key, scores=dict(zip(names, scores.tolist(), strict=True)))
+        if log.is_enabled_for(logging.DEBUG):  # the {node: score} map of every candidate is built only to be logged
+            log.debug("prioritize", pod=args.pod.key, scores=dict(zip(names, scores.tolist(), strict=True)))
         return priority_scores(names, scores)
 
     async def _pod_for(self, args: BindingArgs) -> Pod:
