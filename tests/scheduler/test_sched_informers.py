@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
 from sched_helpers import GI, node_doc, nrt_doc, zone_doc
 
 from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.resources import NODE, NODE_RESOURCE_TOPOLOGY
 from numaplane.nrt.parse import parse_strict
 from numaplane.nrt.sharing import ZoneTable
-from numaplane.scheduler.informers import PARSED_NRT, node_view, nrt_stub, without_managed_fields
+from numaplane.placement.explain.predicates import parse_node
+from numaplane.placement.model.errors import NodeDataError
+from numaplane.placement.model.node import node_info
+from numaplane.resources.quantity import parse_quantity
+from numaplane.scheduler.informers import PARSED_NRT, node_view, nrt_stub, pod_view, without_managed_fields
 
 
 async def test_an_nrt_is_cached_as_a_stub_holding_its_parsed_object() -> None:
@@ -59,3 +64,36 @@ def test_the_nrt_informer_shares_equal_zones_between_nodes() -> None:
     second = nrt_stub(nrt_doc("n2", [zone_doc(0, rows)]), zones)[PARSED_NRT]
     assert first.zones[0] is second.zones[0]
     assert second == parse_strict(nrt_doc("n2", [zone_doc(0, rows)]))
+
+
+def test_equal_resource_maps_of_nodes_and_pods_become_one_object() -> None:
+    first, second = node_doc("n1"), node_doc("n2")
+    first["status"]["allocatable"] = dict(first["status"]["allocatable"])
+    second["status"]["allocatable"] = dict(first["status"]["allocatable"])
+    assert node_view(first)["status"]["allocatable"] is node_view(second)["status"]["allocatable"]
+    odd = node_doc("n3")
+    odd["status"]["allocatable"] = {"cpu": ["not", "a", "quantity"]}  # malformed: kept as it is
+    assert node_view(odd)["status"]["allocatable"] == {"cpu": ["not", "a", "quantity"]}
+
+    def pod(name: str) -> dict[str, object]:
+        reqs = {"cpu": "2", "memory": "4Gi"}
+        resources = {"requests": dict(reqs), "limits": dict(reqs)}
+        return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "resources": resources}]}}
+
+    a, b = pod_view(pod("a")), pod_view(pod("b"))
+    assert a["spec"]["containers"][0]["resources"]["requests"] is b["spec"]["containers"][0]["resources"]["requests"]
+    assert a["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "2", "memory": "4Gi"}
+
+
+def test_equal_allocatable_maps_parse_to_one_object_and_bad_ones_still_fail() -> None:
+    first, second = node_doc("n1"), node_doc("n2")
+    second["status"]["allocatable"] = dict(first["status"]["allocatable"])
+    assert node_info(first).allocatable is node_info(second).allocatable
+    assert parse_node(first).allocatable is node_info(second).allocatable
+    assert dict(node_info(first).allocatable) == {
+        k: parse_quantity(v) for k, v in first["status"]["allocatable"].items()
+    }
+    bad = node_doc("n3")
+    bad["status"]["allocatable"] = {"cpu": "lots"}
+    with pytest.raises(NodeDataError, match=r"status\.allocatable\.cpu"):
+        node_info(bad)

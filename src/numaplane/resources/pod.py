@@ -43,6 +43,7 @@ __all__ = [
     "max_resources",
     "parse_pod",
     "parse_resource_list",
+    "parse_shared_resource_list",
 ]
 
 QOSClass = Literal["Guaranteed", "Burstable", "BestEffort"]
@@ -244,6 +245,36 @@ def parse_resource_list(doc: Any, path: str) -> dict[str, Quantity]:
         except QuantityError as exc:
             raise PodSpecError(f"{path}.{name}", str(exc)) from exc
     return out
+
+
+# Parsed resource lists of equal content held once (issue 30: memory): the Nodes of one machine type
+# list equal allocatable maps, and each Node's is parsed twice (the NUMA filter's NodeInfo and the basic
+# predicates' BasicNode). Keyed by the items (strings); the parsed maps are never modified (callers
+# hold them as read-only Mappings). Bounded: cleared when full.
+_PARSED_LISTS: dict[tuple[tuple[str, str], ...], Mapping[str, Quantity]] = {}
+_PARSED_LISTS_LIMIT = 1 << 12
+
+
+def parse_shared_resource_list(doc: Any) -> Mapping[str, Quantity] | None:
+    """:func:`parse_resource_list` of a map of non-empty names to quantity strings, the same object for
+    equal maps; ``None`` when ``doc`` is anything else or a quantity does not parse (the caller then
+    parses it its own way, which reports the problem)."""
+    if type(doc) is not dict:
+        return None
+    key = tuple(doc.items())
+    if not all(type(name) is str and name and type(value) is str for name, value in key):
+        return None
+    known = _PARSED_LISTS.get(key)
+    if known is not None:
+        return known
+    try:
+        parsed = {name: parse_quantity(value) for name, value in key}
+    except QuantityError:
+        return None
+    if len(_PARSED_LISTS) >= _PARSED_LISTS_LIMIT:
+        _PARSED_LISTS.clear()
+    _PARSED_LISTS[key] = parsed
+    return parsed
 
 
 def _pod_resource_list(doc: Any, path: str) -> dict[str, Quantity]:

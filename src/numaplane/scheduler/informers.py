@@ -43,6 +43,7 @@ __all__ = [
     "node_view",
     "nrt_stub",
     "pod_view",
+    "shared_resources",
     "without_managed_fields",
 ]
 
@@ -73,18 +74,57 @@ def without_managed_fields(obj: JsonObj) -> JsonObj:
     return obj
 
 
+# Equal resource maps of different objects held once: the Nodes of one machine type have equal
+# ``status.capacity`` and ``status.allocatable``, the pods of one workload equal container requests and
+# limits (issue 30: memory; two dicts per Node, about 0.5 KB). Keyed by their items (interned strings);
+# bounded like the views' shared maps. Nothing in the process modifies an informer object's resource
+# maps once the transform returned (the transforms change only fresh objects, at their top levels).
+_SHARED_RESOURCE_MAPS: dict[tuple[tuple[object, object], ...], dict[str, Any]] = {}
+_SHARED_RESOURCE_LIMIT = 1 << 14
+
+
+def shared_resources(value: Any) -> Any:
+    """The resource map equal to ``value`` (same items, same order) already held, else ``value``
+    itself (kept for the next equal one). Anything but a dict of strings to strings (a malformed
+    object: its problem is reported from it as it is) is returned unchanged and not kept."""
+    if type(value) is not dict or not all(type(k) is str and type(v) is str for k, v in value.items()):
+        return value
+    key = tuple(value.items())
+    if len(_SHARED_RESOURCE_MAPS) >= _SHARED_RESOURCE_LIMIT:
+        _SHARED_RESOURCE_MAPS.clear()
+    return _SHARED_RESOURCE_MAPS.setdefault(key, value)
+
+
 def node_view(obj: JsonObj) -> JsonObj:
-    """The Node informer's transform: without managed fields and ``status.images``, strings interned."""
+    """The Node informer's transform: without managed fields and ``status.images``, strings interned,
+    equal ``status.capacity`` / ``status.allocatable`` maps shared (:func:`shared_resources`)."""
     status = obj.get("status")
     if isinstance(status, dict):
         status.pop("images", None)
     interned(without_managed_fields(obj))
+    if isinstance(status, dict):
+        for key in ("capacity", "allocatable"):
+            if key in status:
+                status[key] = shared_resources(status[key])
     return obj
 
 
 def pod_view(obj: JsonObj) -> JsonObj:
-    """The Pod informer's transform: without managed fields, strings interned."""
+    """The Pod informer's transform: without managed fields, strings interned, equal container
+    ``resources.requests`` / ``resources.limits`` maps shared (:func:`shared_resources`)."""
     interned(without_managed_fields(obj))
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        for kind in ("containers", "initContainers"):
+            containers = spec.get(kind)
+            if type(containers) is not list:
+                continue
+            for container in containers:
+                resources = container.get("resources") if type(container) is dict else None
+                if type(resources) is dict:
+                    for key in ("requests", "limits"):
+                        if key in resources:
+                            resources[key] = shared_resources(resources[key])
     return obj
 
 

@@ -110,11 +110,16 @@ class Pipeline:
     """Vectorised filter + score of one pod over all known nodes (module docstring)."""
 
     def __init__(
-        self, strategy: ScoringStrategy | None = None, options: FilterOptions = DEFAULT_OPTIONS, zones: int = 8
+        self,
+        strategy: ScoringStrategy | None = None,
+        options: FilterOptions = DEFAULT_OPTIONS,
+        zones: int = 8,
+        capacity: int = 256,
     ) -> None:
+        """``zones``/``capacity``: the arrays' initial zone slots and rows (both grow on demand)."""
         self.strategy = strategy or ScoringStrategy()
         self.options = options
-        self.cluster = ClusterArrays(zones)
+        self.cluster = ClusterArrays(zones, capacity)
         self._distances = Distances()
         self._cached_masks: _Masks | None = None
         self._last_exotic: tuple[Pod, bool] | None = None

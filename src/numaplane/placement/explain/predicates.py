@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from numaplane.resources.pod import Pod, parse_resource_list
+from numaplane.resources.pod import Pod, parse_resource_list, parse_shared_resource_list
 from numaplane.resources.quantity import Quantity
 
 __all__ = [
@@ -69,10 +69,12 @@ def parse_node(doc: Mapping[str, Any]) -> BasicNode:
         for t in spec.get("taints") or []
         if isinstance(t, Mapping)
     )
+    listed = status.get("allocatable") or status.get("capacity")
+    shared = parse_shared_resource_list(listed)  # equal maps of many Nodes: one parsed map
     return BasicNode(
         name=str(meta.get("name", "")),
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
-        allocatable=parse_resource_list(status.get("allocatable") or status.get("capacity"), "status.allocatable"),
+        allocatable=shared if shared is not None else parse_resource_list(listed, "status.allocatable"),
         taints=taints,
         unschedulable=bool(spec.get("unschedulable", False)),
     )

@@ -17,6 +17,7 @@ from typing import Any
 from numaplane.placement.model.errors import NodeDataError
 from numaplane.placement.model.requests import ALWAYS_ALLOCATABLE
 from numaplane.resources.errors import QuantityError
+from numaplane.resources.pod import parse_shared_resource_list
 from numaplane.resources.quantity import Quantity, parse_quantity
 
 __all__ = ["NodeInfo", "is_scalar_resource", "node_info"]
@@ -59,6 +60,9 @@ def node_info(doc: NodeInfo | Mapping[str, Any]) -> NodeInfo:
         alloc = {}
     if not isinstance(alloc, Mapping):
         raise NodeDataError(name, "status.allocatable is not an object")
+    shared = parse_shared_resource_list(alloc)  # equal maps of many Nodes: one parsed map
+    if shared is not None:
+        return NodeInfo(name, shared)
     parsed: dict[str, Quantity] = {}
     for key, value in alloc.items():
         try:
