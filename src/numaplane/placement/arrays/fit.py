@@ -119,6 +119,13 @@ class FitArrays(FitStore):
         if rows is not None and len(rows) * REFRESH_SHARE > len(self.names):
             return self.scores(pod)[rows]  # many nodes: the memoised parts are cheaper than a gather
         req = self._request(pod)
+        if rows is not None and self._cpu is not None and self._mem is not None:
+            (cpu, cpu_fast), (mem, mem_fast) = req.score["cpu"], req.score["memory"]
+            if cpu_fast and mem_fast:
+                total = self._compute_both(cpu, mem, rows)
+                if self._inexact:
+                    self._score_inexact(req, total, rows)
+                return total
         total = np.zeros(len(self.names) if rows is None else len(rows), dtype=np.int64)
         for col, name in ((self._cpu, "cpu"), (self._mem, "memory")):
             if col is None:
@@ -176,6 +183,21 @@ class FitArrays(FitStore):
             memo.parts[stale] = self._compute(col, req, stale)
             memo.stamps[stale] = self.stamp[stale]
         return memo.parts
+
+    def _compute_both(self, cpu: int, memory: int, rows: npt.NDArray[np.intp]) -> I64:
+        """``(cpu part + memory part) // 2`` on ``rows``: :meth:`_compute` of both resources (requests
+        ``cpu`` and ``memory`` thousandths) in one pass over a ``(2, rows)`` gather — the same integer
+        operations per cell, a few hundred rows cost numpy's per-call overhead once instead of twice."""
+        assert self._cpu is not None and self._mem is not None
+        cols = np.array([[self._cpu], [self._mem]], dtype=np.intp)
+        cap = self.alloc[cols, rows]
+        requested = self.used[cols, rows]
+        requested += np.array([[cpu], [memory]], dtype=np.int64)
+        ok = (cap > 0) & (requested <= cap)
+        part: I64 = np.where(ok, ((cap - requested) * 100) // np.where(cap > 0, cap, 1), 0)
+        total: I64 = part[0] + part[1]
+        total //= 2
+        return total
 
     def _compute(self, col: int, req: int, rows: slice | npt.NDArray[np.intp]) -> I64:
         """``floor((cap - used - req) * 100 / cap)`` where ``0 < cap`` and ``used + req <= cap``, else 0

@@ -148,6 +148,8 @@ def unit_score(
     sel, n = count_of(cl, sel)
     if strategy.type == "BalancedAllocation":
         return _min_non_zero(cl, _balanced(cl, [(name, req) for name, req, _ in values], sel, n), sel)
+    if not isinstance(sel, slice):
+        return _unit_score_gathered(cl, values, strategy, sel)
     most = strategy.type == "MostAllocated"
     shape = (cl.slots, n)
     acc: F64 | None = None
@@ -196,6 +198,85 @@ def unit_score(
     if weights != 1:
         np.floor(zone / weights, out=zone)
     return _min_non_zero(cl, zone, sel)
+
+
+def _unit_score_gathered(
+    cl: ClusterArrays, values: list[tuple[str, int, int]], strategy: ScoringStrategy, sel: I64
+) -> I64:
+    """:func:`unit_score` (Least/MostAllocated) on the ascending row indices ``sel``, every scored
+    resource at once: one gather of ``(resources, slots, rows)`` per input array and one pass of each
+    operation over it, instead of one small gather and pass per resource (the per-call cost of numpy
+    dominates on a search's few hundred rows).
+
+    The per-cell operations are those of :func:`unit_score` (same divisions, ceil/floor and clamps);
+    each resource's zone value is an integer below ``100 * weight``, so summing the resources in any
+    order (here a reduction over the first axis) gives the exact same float64 sum."""
+    most = strategy.type == "MostAllocated"
+    n = len(sel)
+    weights = 0
+    base = 0.0  # constant part of the accumulated sum (resources scored the same on every zone)
+    cols: list[int] = []
+    numerators: list[float] = []
+    millis: list[int] = []
+    scale: list[float] = []
+    zeros: list[tuple[int, int]] = []  # (column, weight) of requests whose Value() is 0
+    for name, req, milli in values:
+        w = strategy.weight(name)
+        weights += w
+        c = cl.columns.get(name)
+        if c is None:
+            if not most:
+                base += MAX_SCORE * w  # not listed anywhere: the zone's value is 0, so this scores 0
+            continue
+        if req == 0:
+            if not most:
+                zeros.append((c, w))
+            continue
+        cols.append(c)
+        numerators.append(req * float(MAX_SCORE))
+        millis.append(milli)
+        scale.append(float(w))
+    if weights == 0:
+        return np.zeros(n, np.int64)
+    shape = (cl.slots, n)
+    acc: F64
+    if cols:
+        k = len(cols)
+        # flat positions of the (resource, slot, row) cells in the (columns, slots, capacity) arrays
+        flat = (np.asarray(cols, np.int64)[:, None, None] * cl.slots + _slot_range(cl.slots)) * cl.capacity + sel
+        fits = np.take(cl.avail_m, flat) >= np.asarray(millis, np.int64)[:, None, None]  # exact; y <= 100
+        numerator = np.asarray(numerators)[:, None, None]
+        if most:
+            y = np.divide(numerator, np.take(cl.avail_finf, flat))
+            np.floor(y, out=y)
+            y *= fits
+        else:
+            y = np.divide(numerator, np.take(cl.avail_fs, flat))
+            np.ceil(y, out=y)
+            np.minimum(y, float(MAX_SCORE), out=y)
+            np.maximum(y, ~fits * float(MAX_SCORE), out=y)
+        if any(w != 1.0 for w in scale):
+            y *= np.asarray(scale)[:, None, None]
+        acc = y[0] if k == 1 else y.sum(axis=0)
+    else:
+        acc = np.zeros(shape)
+    for c, w in zeros:
+        acc += (cl.avail_f[c][:, sel] == 0) * float(MAX_SCORE * w)
+    if most:
+        zone = acc
+    else:
+        zone = np.subtract(float(MAX_SCORE * weights) - base, acc, out=acc)
+    if weights != 1:
+        np.floor(zone / weights, out=zone)
+    return _min_non_zero(cl, zone, sel)
+
+
+@lru_cache(maxsize=64)
+def _slot_range(slots: int) -> I64:
+    """``(1, slots, 1)``: the slot numbers, for flat positions (read-only, one per slot count)."""
+    out = np.arange(slots, dtype=np.int64)[None, :, None]
+    out.flags.writeable = False
+    return out
 
 
 def _divide(values: F64, count: int) -> None:
