@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from numaplane.placement.arrays.fit_store import FitStore
+from numaplane.placement.arrays.shapes import pod_shape
 from numaplane.placement.model.fit_quantity import (
     DEFAULTS,
     I64,
@@ -49,7 +50,10 @@ from numaplane.placement.model.fit_quantity import (
 )
 from numaplane.resources.pod import Pod
 
-__all__ = ["FitArrays"]
+__all__ = ["SHAPE_REQUESTS", "FitArrays"]
+
+#: Pod shapes whose :class:`Request` a :class:`FitArrays` keeps (all dropped when full).
+SHAPE_REQUESTS = 4096
 
 
 class FitArrays(FitStore):
@@ -59,10 +63,20 @@ class FitArrays(FitStore):
     # --- requests ---------------------------------------------------------------------------------
 
     def _request(self, pod: Pod) -> Request:
+        """The pod's :class:`Request`: remembered for the last pod asked and per pod shape
+        (``placement/arrays/shapes.py``: the shape holds every input of the effective requests, so
+        pods of one shape share one request, its charge vector included) while no column is added."""
         last = self._last
-        if last is not None and last.pod is pod and last.columns == len(self.columns):
+        if last is not None and self._last_pod is pod and last.columns == len(self.columns):
             return last
-        req = self._last = Request(pod, self.columns)
+        shape = pod_shape(pod)
+        req = self._shape_requests.get(shape)
+        if req is None or req.columns != len(self.columns):
+            req = Request(pod, self.columns)
+            if len(self._shape_requests) >= SHAPE_REQUESTS:
+                self._shape_requests.clear()
+            self._shape_requests[shape] = req
+        self._last, self._last_pod = req, pod
         return req
 
     def vector_of(self, pod: Pod) -> I64:

@@ -30,7 +30,7 @@ score parts of :mod:`~numaplane.placement.arrays.fit`.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -46,6 +46,7 @@ from numaplane.placement.model.fit_quantity import (
     max_pods_of,
     milli_of,
 )
+from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 
 __all__ = ["FitStore"]
@@ -80,6 +81,8 @@ class FitStore:
         self._stamps = 0
         self._memo: dict[tuple[int, int], Parts] = {}
         self._last: Request | None = None
+        self._last_pod: Pod | None = None  # the pod ``_last`` was asked for
+        self._shape_requests: dict[Hashable, Request] = {}  # pod shape → its request (FitArrays)
         self._cpu = columns.get("cpu")
         self._mem = columns.get("memory")
         for row, alloc in enumerate(allocatable):
