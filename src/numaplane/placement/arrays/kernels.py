@@ -147,7 +147,10 @@ def unit_score(
     ``req == 0`` scores 100 where anything is available (Least) and 0 (Most)."""
     sel, n = count_of(cl, sel)
     if strategy.type == "BalancedAllocation":
-        return _min_non_zero(cl, _balanced(cl, [(name, req) for name, req, _ in values], sel, n), sel)
+        requests = [(name, req) for name, req, _ in values]
+        if not isinstance(sel, slice):
+            return _min_non_zero(cl, _balanced_gathered(cl, requests, sel), sel)
+        return _min_non_zero(cl, _balanced(cl, requests, sel, n), sel)
     if not isinstance(sel, slice):
         return _unit_score_gathered(cl, values, strategy, sel)
     most = strategy.type == "MostAllocated"
@@ -277,6 +280,61 @@ def _slot_range(slots: int) -> I64:
     out = np.arange(slots, dtype=np.int64)[None, :, None]
     out.flags.writeable = False
     return out
+
+
+def _balanced_gathered(cl: ClusterArrays, values: list[tuple[str, int]], sel: I64) -> F64:
+    """:func:`_balanced` on the row indices ``sel`` with every resource's fractions in one
+    ``(resources, slots, rows)`` array: one gather and one pass per operation instead of one per
+    resource. Each cell sees the same float operations as in :func:`_balanced`, the sums (mean,
+    deviations, squares) added one resource after another in the same order; only the maximum, which
+    does not depend on the order, is one reduction."""
+    n = len(sel)
+    shape = (cl.slots, n)
+    count = len(values)
+    if not count:
+        return np.zeros(shape)
+    columns = [cl.columns.get(name) for name, _ in values]
+    listed = [i for i, c in enumerate(columns) if c is not None]
+    fractions: F64
+    if listed:
+        cols = np.asarray([columns[i] for i in listed], np.int64)
+        flat = (cols[:, None, None] * cl.slots + _slot_range(cl.slots)) * cl.capacity + sel
+        requests = np.asarray([float(values[i][1]) for i in listed])[:, None, None]
+        # req / inf = 0 where nothing is available, plus 1.0 there: the fraction is 1
+        got = np.divide(requests, np.take(cl.avail_finf, flat))
+        got += np.take(cl.avail_zero, flat)
+        if len(listed) == count:
+            fractions = got
+        else:
+            fractions = np.ones((count, *shape))  # a resource no zone lists: fraction 1
+            fractions[listed] = got
+    else:
+        fractions = np.ones((count, *shape))
+    highest = fractions[0] if count == 1 else np.maximum.reduce(fractions, axis=0)
+    hundred = np.less_equal(highest, 1).astype(np.float64)
+    hundred *= MAX_SCORE
+    if count == 1:
+        return hundred
+    mean = fractions[0] + fractions[1]
+    for i in range(2, count):
+        mean += fractions[i]
+    _divide(mean, count)
+    d = fractions - mean
+    comp = d[0] + d[1]
+    for i in range(2, count):
+        comp += d[i]
+    d *= d
+    squares = d[0] + d[1]
+    for i in range(2, count):
+        squares += d[i]
+    comp *= comp
+    _divide(comp, count)
+    variance = np.subtract(squares, comp, out=squares)
+    if count != 2:
+        variance /= count - 1
+    score: F64 = np.subtract(1, variance, out=variance)
+    score *= hundred
+    return score
 
 
 def _divide(values: F64, count: int) -> None:
