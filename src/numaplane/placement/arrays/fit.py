@@ -37,7 +37,6 @@ import numpy as np
 import numpy.typing as npt
 
 from numaplane.placement.arrays.fit_store import FitStore
-from numaplane.placement.arrays.shapes import pod_shape
 from numaplane.placement.model.fit_quantity import (
     DEFAULTS,
     I64,
@@ -50,10 +49,10 @@ from numaplane.placement.model.fit_quantity import (
 )
 from numaplane.resources.pod import Pod
 
-__all__ = ["SHAPE_REQUESTS", "FitArrays"]
+__all__ = ["INPUT_REQUESTS", "FitArrays"]
 
-#: Pod shapes whose :class:`Request` a :class:`FitArrays` keeps (all dropped when full).
-SHAPE_REQUESTS = 4096
+#: Sets of request inputs whose :class:`Request` a :class:`FitArrays` keeps (all dropped when full).
+INPUT_REQUESTS = 4096
 
 
 class FitArrays(FitStore):
@@ -63,19 +62,31 @@ class FitArrays(FitStore):
     # --- requests ---------------------------------------------------------------------------------
 
     def _request(self, pod: Pod) -> Request:
-        """The pod's :class:`Request`: remembered for the last pod asked and per pod shape
-        (``placement/arrays/shapes.py``: the shape holds every input of the effective requests, so
-        pods of one shape share one request, its charge vector included) while no column is added."""
+        """The pod's :class:`Request`: remembered for the last pod asked and per the very objects its
+        effective requests are computed from (containers, init containers, overhead, pod-level
+        requests: copies of one pod, e.g. a workload's pods of one shape, share them and so share one
+        request, its charge vector included) while no column is added. An equal pod made of other
+        objects gets its own (equal) request."""
         last = self._last
         if last is not None and self._last_pod is pod and last.columns == len(self.columns):
             return last
-        shape = pod_shape(pod)
-        req = self._shape_requests.get(shape)
-        if req is None or req.columns != len(self.columns):
+        inputs = (pod.containers, pod.init_containers, pod.overhead, pod.pod_requests_spec)
+        key = (id(inputs[0]), id(inputs[1]), id(inputs[2]), id(inputs[3]))
+        known = self._input_requests.get(key)
+        if (
+            known is not None
+            and known[0][0] is inputs[0]
+            and known[0][1] is inputs[1]
+            and known[0][2] is inputs[2]
+            and known[0][3] is inputs[3]
+            and known[1].columns == len(self.columns)
+        ):
+            req = known[1]
+        else:
             req = Request(pod, self.columns)
-            if len(self._shape_requests) >= SHAPE_REQUESTS:
-                self._shape_requests.clear()
-            self._shape_requests[shape] = req
+            if len(self._input_requests) >= INPUT_REQUESTS:
+                self._input_requests.clear()
+            self._input_requests[key] = (inputs, req)  # holds the inputs: their ids stay theirs
         self._last, self._last_pod = req, pod
         return req
 

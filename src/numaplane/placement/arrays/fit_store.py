@@ -30,7 +30,7 @@ score parts of :mod:`~numaplane.placement.arrays.fit`.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -82,7 +82,8 @@ class FitStore:
         self._memo: dict[tuple[int, int], Parts] = {}
         self._last: Request | None = None
         self._last_pod: Pod | None = None  # the pod ``_last`` was asked for
-        self._shape_requests: dict[Hashable, Request] = {}  # pod shape → its request (FitArrays)
+        # ids of a pod's request inputs → (those inputs, its request) (FitArrays._request)
+        self._input_requests: dict[tuple[int, int, int, int], tuple[tuple[object, ...], Request]] = {}
         self._cpu = columns.get("cpu")
         self._mem = columns.get("memory")
         for row, alloc in enumerate(allocatable):
