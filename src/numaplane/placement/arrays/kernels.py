@@ -311,7 +311,7 @@ def _balanced_gathered(cl: ClusterArrays, values: list[tuple[str, int]], sel: I6
     else:
         fractions = np.ones((count, *shape))
     highest = fractions[0] if count == 1 else np.maximum.reduce(fractions, axis=0)
-    hundred = np.less_equal(highest, 1).astype(np.float64)
+    hundred: F64 = np.less_equal(highest, 1).astype(np.float64)
     hundred *= MAX_SCORE
     if count == 1:
         return hundred
@@ -369,7 +369,7 @@ def _balanced(cl: ClusterArrays, values: list[tuple[str, int]], sel: Rows, n: in
     # some fraction above 1: the zone scores 0; multiplying by 0.0 instead of MAX_SCORE gives a (signed)
     # zero there — the scalar code returns before its last multiplication, the same zone score
     # (a select or a mixed bool-float product mispredicts or casts per element: both cost several passes)
-    hundred = np.less_equal(highest, 1).astype(np.float64)
+    hundred: F64 = np.less_equal(highest, 1).astype(np.float64)
     hundred *= MAX_SCORE
     if count == 1:
         return hundred
