@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 from place_helpers import container, gu_pod, node_doc, nrt, pod_or_refusal, unchecked_pod, zone
 
+from numaplane.placement.arrays.kernels import unit_score
 from numaplane.placement.arrays.pipeline import Pipeline
 from numaplane.placement.caches.cache import OverReserveCache, OverReserveConfig
 from numaplane.placement.explain.filter import FilterOptions
@@ -163,6 +164,15 @@ def check(pipe: Pipeline, pod: Pod, entries: Mapping[str, tuple[Any, dict[str, A
     rows = np.array(sorted(result.index.values()), dtype=np.int64)
     for subset in (rows[::2], rows[::-1], rows[1::3][::-1], rows[:0]):
         assert pipe.scores(pod, subset).tolist() == result.scores[subset].tolist()
+    # the unit-score kernel on gathered rows (a search's few rows) equals it on every row
+    for c in pod.all_containers():
+        values = [(name, q.value(), q.amount * 1000) for name, q in sorted(c.requests.items())]
+        if any(milli.denominator != 1 or not 0 <= milli < 1 << 59 for _, _, milli in values):
+            continue  # exotic requests take the per-node path
+        exact = [(name, value, int(milli)) for name, value, milli in values]
+        every = unit_score(pipe.cluster, exact, pipe.strategy)
+        for subset in (rows, rows[::2], rows[::-1], rows[1::3][::-1], rows[:0]):
+            assert unit_score(pipe.cluster, exact, pipe.strategy, subset).tolist() == every[subset].tolist()
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

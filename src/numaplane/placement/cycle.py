@@ -312,10 +312,10 @@ class Cycle:
                 return fit, None
             if numa_all is None:
                 numa = pipeline.feasible(pod, rows)
-                trusted = self._trusted(np.arange(rows.start, rows.stop))
+                trusted = pipeline.trusted()[rows]
             else:
                 numa = numa_all[self._numa_rows[rows]]
-                trusted = self._trusted(self._numa_rows[rows])
+                trusted = pipeline.trusted()[self._numa_rows[rows]]
             return fit & numa, fit & ~numa & trusted
 
         window = first_window(self.to_find, self.window, self._last_search)

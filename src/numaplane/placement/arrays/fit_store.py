@@ -46,6 +46,7 @@ from numaplane.placement.model.fit_quantity import (
     max_pods_of,
     milli_of,
 )
+from numaplane.resources.pod import Pod
 from numaplane.resources.quantity import Quantity
 
 __all__ = ["FitStore"]
@@ -80,6 +81,9 @@ class FitStore:
         self._stamps = 0
         self._memo: dict[tuple[int, int], Parts] = {}
         self._last: Request | None = None
+        self._last_pod: Pod | None = None  # the pod ``_last`` was asked for
+        # ids of a pod's request inputs → (those inputs, its request) (FitArrays._request)
+        self._input_requests: dict[tuple[int, int, int, int], tuple[tuple[object, ...], Request]] = {}
         self._cpu = columns.get("cpu")
         self._mem = columns.get("memory")
         for row, alloc in enumerate(allocatable):

@@ -52,6 +52,7 @@ __all__ = ["Evaluation", "Pipeline"]
 _SNN = POLICY_CODES["single-numa-node"]
 _BOUND = 1 << 59
 _GATHER_SHARE = 4  # rows beyond 1/_GATHER_SHARE of the nodes are scored as part of every node
+_REQUEST_MEMO = 4096  # request mappings whose lists a pipeline remembers (cleared when full)
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,9 @@ class Pipeline:
         self._score_rows: RowMemo[np.int64] = RowMemo(narrow=np.int8)  # scores 0..100: one byte per row
         self._unit_rows: RowMemo[np.int64] = RowMemo(narrow=np.int8)
         self._kept_for: tuple[ScoringStrategy, FilterOptions] = (self.strategy, self.options)
+        # per request mapping (by identity, the mapping held): its filter and score request lists
+        self._request_lists: dict[int, tuple[Mapping[str, Quantity], Requests]] = {}
+        self._score_values: dict[int, tuple[Mapping[str, Quantity], list[tuple[str, int, int]]]] = {}
 
     # --- updates -----------------------------------------------------------------------------------
 
@@ -204,6 +208,11 @@ class Pipeline:
         )
         self._cached_masks = masks
         return masks
+
+    def trusted(self) -> B:
+        """Per row ``0 .. n-1``: the row holds trusted, readable NRT data (fresh, an NRT, no problem).
+        Kept until a row's flags change: read it at once, never write to it."""
+        return self._masks().usable
 
     def evaluate(self, pod: Pod) -> Evaluation:
         """Filter verdict and score of ``pod`` on every node (see :class:`Evaluation`)."""
@@ -340,13 +349,25 @@ class Pipeline:
         self._last_exotic = (pod, value)
         return value
 
-    def _requests(self, requests: Mapping[str, Quantity]) -> Requests:
+    def _requests(self, requests: Mapping[str, Quantity], *, remember: bool = True) -> Requests:
+        """The non-zero ``(resource, thousandths)`` of a request list in name order, remembered per
+        request mapping object unless ``remember`` is false (a mapping made for this call only): pods
+        of one shape share their containers' mappings, and a search asks for the same pod's lists once
+        per window. Callers only read the list."""
+        known = self._request_lists.get(id(requests)) if remember else None
+        if known is not None and known[0] is requests:
+            return known[1]
         out = []
         for name in sorted(requests):
             m = _milli(requests[name])
             assert m is not None  # pods with such requests take the per-node path (_exotic)
             if m:
                 out.append((name, m))
+        if not remember:
+            return out
+        if len(self._request_lists) >= _REQUEST_MEMO:
+            self._request_lists.clear()
+        self._request_lists[id(requests)] = (requests, out)  # holds the mapping: its id stays its own
         return out
 
     def _filter(self, pod: Pod, guaranteed: bool, m: _Masks, sel: Rows) -> B:
@@ -354,7 +375,7 @@ class Pipeline:
         feasible = m.passthrough[sel].copy()
         check_pod, check_ctr = m.check_pod[sel], m.check_ctr[sel]
         if check_pod.any():
-            fit_pod, _ = align(cl, self._requests(pod_request(pod)), {}, guaranteed, sel)
+            fit_pod, _ = align(cl, self._requests(pod_request(pod), remember=False), {}, guaranteed, sel)
             feasible |= check_pod & fit_pod
         if check_ctr.any():
             feasible |= check_ctr & self._container_scope(pod, guaranteed, sel)
@@ -389,7 +410,7 @@ class Pipeline:
         out = np.zeros(count, np.int64)
         score_pod = m.score_pod[sel]
         if score_pod.any():
-            out = np.where(score_pod, self._unit_score(pod_request(pod), sel), out)
+            out = np.where(score_pod, self._unit_score(pod_request(pod), sel, remember=False), out)
         containers = pod.all_containers()
         score_ctr = m.score_ctr[sel]
         if score_ctr.any() and containers:
@@ -405,13 +426,23 @@ class Pipeline:
             total //= len(containers)
         return total
 
-    def _unit_score(self, requests: Mapping[str, Quantity], sel: Rows) -> I64:
-        values = []
-        for name in sorted(requests):
-            quantity = requests[name]
-            milli = _milli(quantity)
-            assert milli is not None  # pods with such requests take the per-node path (_exotic)
-            values.append((name, quantity.value(), milli))
+    def _unit_score(self, requests: Mapping[str, Quantity], sel: Rows, *, remember: bool = True) -> I64:
+        """The unit score of one request list on ``sel``; its ``(resource, Value(), thousandths)`` list
+        remembered per mapping object unless ``remember`` is false (as :meth:`_requests`)."""
+        known = self._score_values.get(id(requests)) if remember else None
+        if known is not None and known[0] is requests:
+            values = known[1]
+        else:
+            values = []
+            for name in sorted(requests):
+                quantity = requests[name]
+                milli = _milli(quantity)
+                assert milli is not None  # pods with such requests take the per-node path (_exotic)
+                values.append((name, quantity.value(), milli))
+            if remember:
+                if len(self._score_values) >= _REQUEST_MEMO:
+                    self._score_values.clear()
+                self._score_values[id(requests)] = (requests, values)  # as ``_requests``: read only
         cl = self.cluster
         if not (isinstance(sel, slice) and sel == slice(0, cl.n)):
             return unit_score(cl, values, self.strategy, sel)
