@@ -22,9 +22,10 @@ import pytest
 import pytest_asyncio
 import structlog
 from sched_helpers import eventually, load_capture, node_doc, nrt_doc, pod_doc, seed_crd, zone_doc
-from structlog.testing import LogCapture, capture_logs
+from structlog.testing import LogCapture
 from test_sched_state import state_with, two_zone_nrt
 
+import numaplane.scheduler.extender as extender_module
 from numaplane.kube.memory import InMemoryKube
 from numaplane.kube.resources import CRD, NAMESPACE, NODE, NODE_RESOURCE_TOPOLOGY, POD
 from numaplane.nrt.crd import crd_manifest
@@ -357,23 +358,30 @@ async def test_filter_judges_a_pod_at_its_own_preferences_and_says_why(server: F
         await service.close()
 
 
-def test_prioritize_logs_its_scores_only_when_debug_logs_are_on() -> None:
+def test_prioritize_logs_its_scores_only_when_debug_logs_are_on(monkeypatch: pytest.MonkeyPatch) -> None:
     """With debug logs on, the ``prioritize`` line carries every candidate's 0..100 score, which the
     answer scales to 0..10; with them off (the map is then not built) no line is written and the
-    answer is the same."""
+    answer is the same. The module's logger is replaced by one made under this test's own
+    configuration: an earlier test may have configured logging with ``cache_logger_on_first_use``,
+    which fixes the module logger's processors and level for the rest of the process."""
     state = state_with([node_doc("a"), node_doc("b")], [two_zone_nrt("a"), two_zone_nrt("b", cpu=(1, 4))])
     extender = Extender(state, InMemoryKube(), SchedulerMetrics(), ready=lambda: True)
     args = ExtenderArgs(parse_pod(pod_doc("p", 2)), node_names=("a", "b"))
-    with capture_logs() as events:  # every level on
-        on = extender.prioritize(args)
+
+    def prioritize_at(level: int) -> tuple[Any, list[Any]]:
+        capture = LogCapture()
+        logger = structlog.wrap_logger(
+            None,
+            processors=[capture],
+            wrapper_class=structlog.make_filtering_bound_logger(level),
+            cache_logger_on_first_use=False,
+        )
+        monkeypatch.setattr(extender_module, "log", logger)
+        return extender.prioritize(args), capture.entries
+
+    on, events = prioritize_at(logging.DEBUG)
     (logged,) = [e["scores"] for e in events if e["event"] == "prioritize"]
     assert on is not None and {h.Host: h.Score for h in on} == {n: scale_score(s) for n, s in logged.items()}
-    saved = structlog.get_config()
-    capture = LogCapture()
-    structlog.configure(processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
-    try:
-        off = extender.prioritize(args)
-    finally:
-        structlog.configure(**saved)
-    assert not [e for e in capture.entries if e["event"] == "prioritize"]
+    off, events = prioritize_at(logging.INFO)
+    assert not [e for e in events if e["event"] == "prioritize"]
     assert off == on
