@@ -154,25 +154,13 @@ def unit_score(
     if not isinstance(sel, slice):
         return _unit_score_gathered(cl, values, strategy, sel)
     most = strategy.type == "MostAllocated"
+    parts = _UnitParts.of(cl, values, strategy)
+    if parts.weights == 0:
+        return np.zeros(n, np.int64)
     shape = (cl.slots, n)
     acc: F64 | None = None
     y = np.empty(shape)
-    weights = 0
-    base = 0.0  # constant part of the accumulated sum (resources scored the same on every zone)
-    for name, req, milli in values:
-        w = strategy.weight(name)
-        weights += w
-        c = cl.columns.get(name)
-        if c is None:
-            if not most:
-                base += MAX_SCORE * w  # not listed anywhere: the zone's value is 0, so this scores 0
-            continue
-        if req == 0:
-            if not most:
-                zero = (cl.avail_f[c][:, sel] == 0) * float(MAX_SCORE * w)
-                acc = zero if acc is None else np.add(acc, zero, out=acc)
-            continue
-        numerator = req * float(MAX_SCORE)
+    for c, numerator, milli, w in parts.scored:
         # branch-free clamps: masked copies mispredict on mixed masks and cost several times more
         fits = cl.avail_m[c][:, sel] >= milli  # exact; implies y <= 100
         if most:
@@ -190,16 +178,58 @@ def unit_score(
             acc, y = y, np.empty(shape)
         else:
             acc += y
-    if weights == 0:
-        return np.zeros(n, np.int64)
     if acc is None:
         acc = np.zeros(shape)
-    if most:
-        zone = acc
-    else:
-        zone = np.subtract(float(MAX_SCORE * weights) - base, acc, out=acc)
-    if weights != 1:
-        np.floor(zone / weights, out=zone)
+    return _unit_zone_score(cl, parts, acc, most, sel)
+
+
+class _UnitParts:
+    """A request list's parts for :func:`unit_score` (Least/MostAllocated): ``weights`` (the sum of
+    every request's weight), ``base`` (the constant part of the accumulated sum: LeastAllocated's
+    resources listed in no zone, which score 0 everywhere), ``scored`` (``(column, 100 * Value(),
+    thousandths, weight)`` of the requests with ``Value() >= 1`` listed in some zone) and ``zeros``
+    (``(column, weight)`` of LeastAllocated's listed requests with ``Value() == 0``; MostAllocated scores
+    them 0). Every per-resource zone value is an integer below ``100 * weight``, so the float64 sum over
+    the resources is exact in any order."""
+
+    __slots__ = ("base", "scored", "weights", "zeros")
+
+    def __init__(self) -> None:
+        self.weights = 0
+        self.base = 0.0
+        self.scored: list[tuple[int, float, int, int]] = []
+        self.zeros: list[tuple[int, int]] = []
+
+    @staticmethod
+    def of(cl: ClusterArrays, values: list[tuple[str, int, int]], strategy: ScoringStrategy) -> _UnitParts:
+        most = strategy.type == "MostAllocated"
+        parts = _UnitParts()
+        for name, req, milli in values:
+            w = strategy.weight(name)
+            parts.weights += w
+            c = cl.columns.get(name)
+            if c is None:
+                if not most:
+                    parts.base += MAX_SCORE * w  # not listed anywhere: the zone's value is 0, so this scores 0
+                continue
+            if req == 0:
+                if not most:
+                    parts.zeros.append((c, w))
+                continue
+            parts.scored.append((c, req * float(MAX_SCORE), milli, w))
+        return parts
+
+
+def _unit_zone_score(cl: ClusterArrays, parts: _UnitParts, acc: F64, most: bool, sel: Rows) -> I64:
+    """The node score from the summed per-resource zone values ``acc`` (``(slots, rows)``, consumed):
+    LeastAllocated's zero requests added (100 where anything is available), turned into the zone
+    score (``100 * W - base - acc`` for Least, ``acc`` for Most), divided by the weights, and the
+    smallest non-zero zone score of each row."""
+    for c, w in parts.zeros:
+        acc += (cl.avail_f[c][:, sel] == 0) * float(MAX_SCORE * w)
+    zone = acc if most else np.subtract(float(MAX_SCORE * parts.weights) - parts.base, acc, out=acc)
+    if parts.weights != 1:
+        np.floor(zone / parts.weights, out=zone)
     return _min_non_zero(cl, zone, sel)
 
 
@@ -215,36 +245,12 @@ def _unit_score_gathered(
     each resource's zone value is an integer below ``100 * weight``, so summing the resources in any
     order (here a reduction over the first axis) gives the exact same float64 sum."""
     most = strategy.type == "MostAllocated"
-    n = len(sel)
-    weights = 0
-    base = 0.0  # constant part of the accumulated sum (resources scored the same on every zone)
-    cols: list[int] = []
-    numerators: list[float] = []
-    millis: list[int] = []
-    scale: list[float] = []
-    zeros: list[tuple[int, int]] = []  # (column, weight) of requests whose Value() is 0
-    for name, req, milli in values:
-        w = strategy.weight(name)
-        weights += w
-        c = cl.columns.get(name)
-        if c is None:
-            if not most:
-                base += MAX_SCORE * w  # not listed anywhere: the zone's value is 0, so this scores 0
-            continue
-        if req == 0:
-            if not most:
-                zeros.append((c, w))
-            continue
-        cols.append(c)
-        numerators.append(req * float(MAX_SCORE))
-        millis.append(milli)
-        scale.append(float(w))
-    if weights == 0:
-        return np.zeros(n, np.int64)
-    shape = (cl.slots, n)
+    parts = _UnitParts.of(cl, values, strategy)
+    if parts.weights == 0:
+        return np.zeros(len(sel), np.int64)
     acc: F64
-    if cols:
-        k = len(cols)
+    if parts.scored:
+        cols, numerators, millis, weights = zip(*parts.scored, strict=True)
         # flat positions of the (resource, slot, row) cells in the (columns, slots, capacity) arrays
         flat = (np.asarray(cols, np.int64)[:, None, None] * cl.slots + _slot_range(cl.slots)) * cl.capacity + sel
         fits = np.take(cl.avail_m, flat) >= np.asarray(millis, np.int64)[:, None, None]  # exact; y <= 100
@@ -258,20 +264,12 @@ def _unit_score_gathered(
             np.ceil(y, out=y)
             np.minimum(y, float(MAX_SCORE), out=y)
             np.maximum(y, ~fits * float(MAX_SCORE), out=y)
-        if any(w != 1.0 for w in scale):
-            y *= np.asarray(scale)[:, None, None]
-        acc = y[0] if k == 1 else y.sum(axis=0)
+        if any(w != 1 for w in weights):
+            y *= np.asarray(weights, dtype=np.float64)[:, None, None]
+        acc = y[0] if len(cols) == 1 else y.sum(axis=0)
     else:
-        acc = np.zeros(shape)
-    for c, w in zeros:
-        acc += (cl.avail_f[c][:, sel] == 0) * float(MAX_SCORE * w)
-    if most:
-        zone = acc
-    else:
-        zone = np.subtract(float(MAX_SCORE * weights) - base, acc, out=acc)
-    if weights != 1:
-        np.floor(zone / weights, out=zone)
-    return _min_non_zero(cl, zone, sel)
+        acc = np.zeros((cl.slots, len(sel)))
+    return _unit_zone_score(cl, parts, acc, most, sel)
 
 
 @lru_cache(maxsize=64)
