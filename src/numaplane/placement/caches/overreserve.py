@@ -40,9 +40,10 @@ What a resync flush keeps charged (the invariant; ``recharge_uncovered=True``, t
   (``pod_has_exclusive_resources``). A pod without any holds nothing the zones' ``available``
   subtracts, in any phase: the exporter never counts it, so no flush could ever cover it. (A
   Burstable pod bound but stuck ``Pending`` — an image that cannot be pulled — was charged its cpu
-  request for as long as it stayed so, and the node refused a Guaranteed pod its NRT could hold.) A pod holds resources on ``N`` when the pod informer shows it bound
-  to ``N`` and not terminal (``Succeeded``/``Failed``), or when it has a reservation on ``N``, the
-  informer shows it not yet bound and not terminal, and it was not deleted since the reservation
+  request for as long as it stayed so, and the node refused a Guaranteed pod its NRT could hold.)
+  A pod holds resources on ``N`` when the pod informer shows it bound to ``N`` and not terminal
+  (``Succeeded``/``Failed``), or when it has a reservation on ``N``, the informer shows it not yet
+  bound and not terminal, and it was not deleted since the reservation
   (assumed, its binding in flight). So, besides late reservations (next point), what stays charged is:
   reservations of pods still being bound, and pods bound to ``N`` outside the snapshot's relevant set
   (``Pending`` under ``Dedicated``, not ``Running`` under ``Shared``, or bound after the snapshot), ours
@@ -108,7 +109,7 @@ plan) span every transition; split by method it would share its private state ac
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
@@ -528,12 +529,21 @@ class OverReserveCache:
         late reservations is kept. ``keep_after``: reservations with a later ``seq`` are kept as they are.
         """
         assumed = self._assumed.get(node) or {}
-        kept = self._still_charged(node, nrt, assumed, keep_after, covered)
+        view: NodeTopology | None = None
+
+        def new_view() -> NodeTopology:
+            """``nrt``'s view, built at most once per flush (for the charges' resource names, to install)."""
+            nonlocal view
+            if view is None:
+                view = self._latest.view_of(node, nrt)
+            return view
+
+        kept = self._still_charged(node, new_view, assumed, keep_after, covered)
         same_charges = len(kept) == len(assumed) and all(assumed.get(k) is a for k, a in kept.items())
         unchanged = self._cached.get(node) is nrt and same_charges and not self._foreign[node]
         if not unchanged:
             self._cached[node] = nrt
-            self._views[node] = self._latest.view_of(node, nrt)
+            self._views[node] = new_view()
             self._charged.pop(node, None)
             self._changed.add(node)
         for key in assumed.keys() - kept.keys():
@@ -565,7 +575,7 @@ class OverReserveCache:
     def _still_charged(
         self,
         node: str,
-        nrt: NodeResourceTopology,
+        new_view: Callable[[], NodeTopology],
         assumed: Mapping[str, _Assumed],
         keep_after: int | None,
         covered: Covered | None,
@@ -573,19 +583,15 @@ class OverReserveCache:
         """The charges of ``node`` that survive a flush (module docstring, "What a resync flush keeps
         charged"): late reservations as they are; then, on a resync flush with ``recharge_uncovered``,
         every pod that holds resources on the node, is not in ``covered`` and has exclusive resources by
-        ``nrt``'s resource names, charged its request as the informer shows it (its reservation object
-        is kept when that request is the same)."""
+        the resource names of the view ``new_view`` gives (the flushed NRT's, built once), charged its
+        request as the informer shows it (its reservation object is kept when that request is the same)."""
         accounted: Covered | None = covered if self.config.recharge_uncovered else None
         if accounted is EVERY_POD:
             accounted = self._by_node.get(node, {}).keys()  # every pod on the node is covered: no scan
         kept: dict[str, _Assumed] = {}
-        names: frozenset[str] | None = None  # the NRT's resource names, read once if needed
 
         def holds_zone_resources(pod: Pod) -> bool:
-            nonlocal names
-            if names is None:
-                names = node_topology(nrt).resource_names
-            return pod_has_exclusive_resources(pod, names)
+            return pod_has_exclusive_resources(pod, new_view().resource_names)
 
         for key, a in assumed.items():
             if keep_after is not None and a.seq > keep_after:
