@@ -246,17 +246,21 @@ _ARGS_KEYS = frozenset(
 )
 #: The flat form's own keys besides the args (a KubeSchedulerConfiguration names them by its profiles).
 _FLAT_KEYS = _ARGS_KEYS | {"schedulerNames", "schedulerName"}
-#: The keys of the args' ``cache`` object.
-_CACHE_KEYS = (
-    "foreignPodsDetect",
-    "resyncMethod",
-    "informerMode",
-    "resyncScope",
-    "adoptNewNRTs",
-    "keepLateReservations",
-    "rechargeUncovered",
-    "matchWithoutTerminalPods",
+#: The args' ``cache`` object: its choices and its switches (numaplane's deliberate differences from
+#: upstream), each a key and the :class:`SchedulerConfig` field it sets; no other key is read.
+_CACHE_CHOICES = (
+    ("foreignPodsDetect", "foreign_pods_detect"),
+    ("resyncMethod", "resync_method"),
+    ("informerMode", "informer_mode"),
+    ("resyncScope", "resync_scope"),
 )
+_CACHE_SWITCHES = (
+    ("adoptNewNRTs", "adopt_new_nrts"),
+    ("keepLateReservations", "keep_late_reservations"),
+    ("rechargeUncovered", "recharge_uncovered"),
+    ("matchWithoutTerminalPods", "match_without_terminal_pods"),
+)
+_CACHE_KEYS = tuple(key for key, _ in (*_CACHE_CHOICES, *_CACHE_SWITCHES))
 
 
 def _refuse_unknown(obj: Mapping[str, Any], known: frozenset[str] | tuple[str, ...], where: str) -> None:
@@ -340,20 +344,10 @@ def config_from_document(doc: Any, base: SchedulerConfig | None = None) -> Sched
     if not isinstance(cache, Mapping):
         raise SchedulerConfigError("cache must be an object")
     _refuse_unknown(cache, _CACHE_KEYS, f"{args_at}cache.")
-    for key, attr in (
-        ("foreignPodsDetect", "foreign_pods_detect"),
-        ("resyncMethod", "resync_method"),
-        ("informerMode", "informer_mode"),
-        ("resyncScope", "resync_scope"),
-    ):
+    for key, attr in _CACHE_CHOICES:
         if key in cache:
             values[attr] = cache[key]
-    for key, attr in (
-        ("adoptNewNRTs", "adopt_new_nrts"),
-        ("keepLateReservations", "keep_late_reservations"),
-        ("rechargeUncovered", "recharge_uncovered"),
-        ("matchWithoutTerminalPods", "match_without_terminal_pods"),
-    ):
+    for key, attr in _CACHE_SWITCHES:
         values[attr] = _bool(cache, key)
     values["kubelet_admission"] = _bool(args, "kubeletAdmission")
     values["numa_score_weight"] = _int(args, "numaScoreWeight")
