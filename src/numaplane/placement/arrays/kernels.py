@@ -251,8 +251,7 @@ def _unit_score_gathered(
     acc: F64
     if parts.scored:
         cols, numerators, millis, weights = zip(*parts.scored, strict=True)
-        # flat positions of the (resource, slot, row) cells in the (columns, slots, capacity) arrays
-        flat = (np.asarray(cols, np.int64)[:, None, None] * cl.slots + _slot_range(cl.slots)) * cl.capacity + sel
+        flat = _cells(cl, np.asarray(cols, np.int64), sel)
         fits = np.take(cl.avail_m, flat) >= np.asarray(millis, np.int64)[:, None, None]  # exact; y <= 100
         numerator = np.asarray(numerators)[:, None, None]
         if most:
@@ -270,6 +269,13 @@ def _unit_score_gathered(
     else:
         acc = np.zeros((cl.slots, len(sel)))
     return _unit_zone_score(cl, parts, acc, most, sel)
+
+
+def _cells(cl: ClusterArrays, cols: I64, sel: I64) -> I64:
+    """Flat positions, in the ``(columns, slots, capacity)`` zone arrays, of the ``(resource, slot,
+    row)`` cells of columns ``cols`` and rows ``sel``: for ``np.take`` of every resource at once."""
+    out: I64 = (cols[:, None, None] * cl.slots + _slot_range(cl.slots)) * cl.capacity + sel
+    return out
 
 
 @lru_cache(maxsize=64)
@@ -296,7 +302,7 @@ def _balanced_gathered(cl: ClusterArrays, values: list[tuple[str, int]], sel: I6
     fractions: F64
     if listed:
         cols = np.asarray([columns[i] for i in listed], np.int64)
-        flat = (cols[:, None, None] * cl.slots + _slot_range(cl.slots)) * cl.capacity + sel
+        flat = _cells(cl, cols, sel)
         requests = np.asarray([float(values[i][1]) for i in listed])[:, None, None]
         # req / inf = 0 where nothing is available, plus 1.0 there: the fraction is 1
         got = np.divide(requests, np.take(cl.avail_finf, flat))
@@ -325,6 +331,14 @@ def _balanced_gathered(cl: ClusterArrays, values: list[tuple[str, int]], sel: I6
     squares = d[0] + d[1]
     for i in range(2, count):
         squares += d[i]
+    return _balanced_score(comp, squares, count, hundred)
+
+
+def _balanced_score(comp: F64, squares: F64, count: int, hundred: F64) -> F64:
+    """Zone scores from the summed deviations ``comp`` and squared deviations ``squares`` of ``count``
+    fractions (both consumed): ``(1 - (squares - comp**2 / count) / (count - 1)) * hundred`` with the
+    scalar code's float operations in its order (``hundred``: 100, or 0 where a fraction is above 1).
+    Scores lie in [0, 100] (+ rounding): ``_min_non_zero``'s cast truncates like ``int``."""
     comp *= comp
     _divide(comp, count)
     variance = np.subtract(squares, comp, out=squares)
@@ -384,11 +398,4 @@ def _balanced(cl: ClusterArrays, values: list[tuple[str, int]], sel: Rows, n: in
         comp += d
         d *= d
         squares += d
-    comp *= comp
-    _divide(comp, count)
-    variance = np.subtract(squares, comp, out=squares)
-    if count != 2:
-        variance /= count - 1
-    score: F64 = np.subtract(1, variance, out=variance)
-    score *= hundred  # scores in [0, 100] (+ rounding): ``_min_non_zero``'s cast truncates like ``int``
-    return score
+    return _balanced_score(comp, squares, count, hundred)
