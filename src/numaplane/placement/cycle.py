@@ -311,12 +311,12 @@ class Cycle:
             if pipeline is None:
                 return fit, None
             if numa_all is None:
+                numa_rows: slice | npt.NDArray[np.int64] = rows
                 numa = pipeline.feasible(pod, rows)
-                trusted = pipeline.trusted()[rows]
             else:
-                numa = numa_all[self._numa_rows[rows]]
-                trusted = pipeline.trusted()[self._numa_rows[rows]]
-            return fit & numa, fit & ~numa & trusted
+                numa_rows = self._numa_rows[rows]
+                numa = numa_all[numa_rows]
+            return fit & numa, fit & ~numa & self._trusted(numa_rows)
 
         window = first_window(self.to_find, self.window, self._last_search)
         found = search(len(self.names), self.start, self.to_find, window, verdicts)
@@ -334,11 +334,10 @@ class Cycle:
         """Whether each NUMA row of ``rows`` (indices or a slice) holds trusted, readable NRT data (the
         rejections the cache hears of); ``zones``: and at least one zone."""
         assert self.pipeline is not None
-        cl = self.pipeline.cluster
-        trusted = cl.fresh[rows] & cl.has_nrt[rows] & ~cl.problem[rows]
+        trusted = self.pipeline.trusted()[rows]  # the pipeline's kept mask: read, never written
         if zones:
-            trusted &= cl.nzones[rows] > 0
-        return np.asarray(trusted, dtype=np.bool_)
+            return trusted & (self.pipeline.cluster.nzones[rows] > 0)
+        return trusted.copy() if isinstance(rows, slice) else trusted  # a view of the kept mask: copied
 
     def totals(self, pod: Pod, found: Candidates) -> I64:
         """The total score (module docstring) of every position of ``found``."""
