@@ -55,6 +55,16 @@ _GATHER_SHARE = 4  # rows beyond 1/_GATHER_SHARE of the nodes are scored as part
 _REQUEST_MEMO = 4096  # request mappings whose lists a pipeline remembers (cleared when full)
 
 
+@dataclass(frozen=True, slots=True)
+class _RequestLists:
+    """One request list as the kernels read it, in name order: ``nonzero``, the ``(resource,
+    thousandths)`` of the non-zero requests (the filter's); ``values``, ``(resource, Value(),
+    thousandths)`` of every request (the unit score's)."""
+
+    nonzero: Requests
+    values: list[tuple[str, int, int]]
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """Results of one pod for every node: ``feasible[row]``, ``scores[row]`` (0..100), rows by ``index``.
@@ -129,8 +139,7 @@ class Pipeline:
         self._unit_rows: RowMemo[np.int64] = RowMemo(narrow=np.int8)
         self._kept_for: tuple[ScoringStrategy, FilterOptions] = (self.strategy, self.options)
         # per request mapping (by identity, the mapping held): its filter and score request lists
-        self._request_lists: dict[int, tuple[Mapping[str, Quantity], Requests]] = {}
-        self._score_values: dict[int, tuple[Mapping[str, Quantity], list[tuple[str, int, int]]]] = {}
+        self._request_lists: dict[int, tuple[Mapping[str, Quantity], _RequestLists]] = {}
 
     # --- updates -----------------------------------------------------------------------------------
 
@@ -349,26 +358,33 @@ class Pipeline:
         self._last_exotic = (pod, value)
         return value
 
-    def _requests(self, requests: Mapping[str, Quantity], *, remember: bool = True) -> Requests:
-        """The non-zero ``(resource, thousandths)`` of a request list in name order, remembered per
-        request mapping object unless ``remember`` is false (a mapping made for this call only): pods
-        of one shape share their containers' mappings, and a search asks for the same pod's lists once
-        per window. Callers only read the list."""
+    def _lists(self, requests: Mapping[str, Quantity], *, remember: bool = True) -> _RequestLists:
+        """The filter's and the score's lists of one request list (:class:`_RequestLists`), remembered
+        per request mapping object unless ``remember`` is false (a mapping made for this call only):
+        pods of one shape share their containers' mappings, and a search asks for the same pod's lists
+        once per window. Callers only read the lists."""
         known = self._request_lists.get(id(requests)) if remember else None
         if known is not None and known[0] is requests:
             return known[1]
-        out = []
+        nonzero: Requests = []
+        values: list[tuple[str, int, int]] = []
         for name in sorted(requests):
-            m = _milli(requests[name])
+            quantity = requests[name]
+            m = _milli(quantity)
             assert m is not None  # pods with such requests take the per-node path (_exotic)
             if m:
-                out.append((name, m))
-        if not remember:
-            return out
-        if len(self._request_lists) >= _REQUEST_MEMO:
-            self._request_lists.clear()
-        self._request_lists[id(requests)] = (requests, out)  # holds the mapping: its id stays its own
-        return out
+                nonzero.append((name, m))
+            values.append((name, quantity.value(), m))
+        lists = _RequestLists(nonzero, values)
+        if remember:
+            if len(self._request_lists) >= _REQUEST_MEMO:
+                self._request_lists.clear()
+            self._request_lists[id(requests)] = (requests, lists)  # holds the mapping: its id stays its own
+        return lists
+
+    def _requests(self, requests: Mapping[str, Quantity], *, remember: bool = True) -> Requests:
+        """The non-zero ``(resource, thousandths)`` of a request list in name order (:meth:`_lists`)."""
+        return self._lists(requests, remember=remember).nonzero
 
     def _filter(self, pod: Pod, guaranteed: bool, m: _Masks, sel: Rows) -> B:
         cl = self.cluster
@@ -427,22 +443,8 @@ class Pipeline:
         return total
 
     def _unit_score(self, requests: Mapping[str, Quantity], sel: Rows, *, remember: bool = True) -> I64:
-        """The unit score of one request list on ``sel``; its ``(resource, Value(), thousandths)`` list
-        remembered per mapping object unless ``remember`` is false (as :meth:`_requests`)."""
-        known = self._score_values.get(id(requests)) if remember else None
-        if known is not None and known[0] is requests:
-            values = known[1]
-        else:
-            values = []
-            for name in sorted(requests):
-                quantity = requests[name]
-                milli = _milli(quantity)
-                assert milli is not None  # pods with such requests take the per-node path (_exotic)
-                values.append((name, quantity.value(), milli))
-            if remember:
-                if len(self._score_values) >= _REQUEST_MEMO:
-                    self._score_values.clear()
-                self._score_values[id(requests)] = (requests, values)  # as ``_requests``: read only
+        """The unit score of one request list on ``sel`` (its lists: :meth:`_lists`)."""
+        values = self._lists(requests, remember=remember).values
         cl = self.cluster
         if not (isinstance(sel, slice) and sel == slice(0, cl.n)):
             return unit_score(cl, values, self.strategy, sel)
